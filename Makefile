@@ -1,0 +1,30 @@
+# Two commands: `make demo` and `make test`, each sets everything up on a fresh machine.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test,plot]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/collops demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests
+
+typecheck: $(STAMP)
+	$(BIN)/mypy src
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest
+
+test: lint typecheck unit
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

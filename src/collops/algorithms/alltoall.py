@@ -1,0 +1,1 @@
+"""alltoall algorithms (to be written)."""

@@ -1,0 +1,1 @@
+"""barrier algorithms (to be written)."""

@@ -1,0 +1,1 @@
+"""gather algorithms (to be written)."""

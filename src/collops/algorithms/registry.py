@@ -1,0 +1,194 @@
+"""The registry: the single source of truth for algorithms.
+
+An algorithm is registered once, by decorating its builder with `register`, giving its name,
+a one-line description, its restrictions (predicates on the call spec, each with a reason),
+its tunable parameters (with defaults) and its α-β-γ cost formula. The CLI listing, the docs
+table, selection, the override settings and the test matrix all read this table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import AlgorithmIneligible, ArgumentError, UnknownAlgorithm
+from ..schedule import Schedule
+from .spec import COLLECTIVES, CallSpec
+
+Builder = Callable[[int, CallSpec, Mapping[str, Any]], Schedule]
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Hockney's α-β plus γ: latency per message, time per byte, reduction time per byte."""
+
+    alpha: float = 2e-6
+    beta: float = 1e-10
+    gamma: float = 2e-10
+
+    def message(self, nbytes: float, count: float = 1.0) -> float:
+        """Time of ``count`` sequential messages of ``nbytes`` each."""
+        return count * (self.alpha + nbytes * self.beta)
+
+
+CostFn = Callable[[CallSpec, CostModel], float]
+
+
+@dataclass(frozen=True)
+class Restriction:
+    """A condition an algorithm needs of the call, with a reason to show when it fails."""
+
+    name: str
+    description: str
+    check: Callable[[CallSpec], bool]
+
+
+@dataclass(frozen=True)
+class Param:
+    """A tunable parameter of an algorithm."""
+
+    name: str
+    default: Any
+    description: str
+    minimum: int | None = None
+
+    def coerce(self, value: Any, algorithm: str) -> Any:
+        """Check and convert a given value, or raise naming the parameter."""
+        if self.default is None or isinstance(self.default, int):
+            try:
+                value = int(value)
+            except (TypeError, ValueError) as exc:
+                raise ArgumentError(algorithm, self.name, value, "must be an integer") from exc
+        if self.minimum is not None and value < self.minimum:
+            raise ArgumentError(algorithm, self.name, value, f"must be at least {self.minimum}")
+        return value
+
+
+POWER_OF_TWO = Restriction(
+    "power_of_two", "the number of ranks is a power of two",
+    lambda s: s.size > 0 and s.size & (s.size - 1) == 0)
+COMMUTATIVE = Restriction(
+    "commutative", "the operator is commutative", lambda s: s.commutative)
+EQUAL_COUNTS = Restriction(
+    "equal_counts", "every rank has the same count",
+    lambda s: len(set(s.counts)) <= 1 if s.counts else True)
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One registered algorithm of one collective."""
+
+    collective: str
+    name: str
+    description: str
+    builder: Builder = field(repr=False)
+    restrictions: tuple[Restriction, ...] = ()
+    params: tuple[Param, ...] = ()
+    cost: CostFn | None = field(default=None, repr=False)
+    resources: frozenset[str] = frozenset()
+
+    def reasons_ineligible(self, spec: CallSpec) -> list[str]:
+        """Why the algorithm cannot take ``spec`` (empty when it can)."""
+        return [r.description for r in self.restrictions if not r.check(spec)]
+
+    def eligible(self, spec: CallSpec) -> bool:
+        """Whether the algorithm can take ``spec``."""
+        return not self.reasons_ineligible(spec)
+
+    def check(self, spec: CallSpec, rank: int | None = None) -> None:
+        """Raise `AlgorithmIneligible` naming the first restriction ``spec`` breaks."""
+        reasons = self.reasons_ineligible(spec)
+        if reasons:
+            raise AlgorithmIneligible(
+                spec.collective, "algorithm", self.name, f"requires that {reasons[0]}", rank)
+
+    def resolve(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Parameters with defaults filled in; unknown names are an error."""
+        known = {p.name: p for p in self.params}
+        for name in given:
+            if name not in known:
+                raise ArgumentError(
+                    f"{self.collective}[{self.name}]", name, given[name],
+                    f"not a parameter of this algorithm (it takes: {', '.join(known) or 'none'})")
+        return {n: (p.coerce(given[n], self.name) if n in given else p.default)
+                for n, p in known.items()}
+
+    def build(self, rank: int, spec: CallSpec, params: Mapping[str, Any] | None = None) -> Schedule:
+        """This rank's schedule for ``spec``."""
+        return self.builder(rank, spec, self.resolve(params or {}))
+
+    def build_all(self, specs: CallSpec | list[CallSpec],
+                  params: Mapping[str, Any] | None = None) -> list[Schedule]:
+        """Every rank's schedule (one spec for all ranks, or one per rank)."""
+        if isinstance(specs, CallSpec):
+            specs = [specs] * specs.size
+        resolved = self.resolve(params or {})
+        return [self.builder(r, s, resolved) for r, s in enumerate(specs)]
+
+    def estimate(self, spec: CallSpec, model: CostModel | None = None) -> float:
+        """The α-β-γ cost of the call (infinite where no formula is given)."""
+        if self.cost is None:
+            return math.inf
+        return float(self.cost(spec, model or CostModel()))
+
+
+_REGISTRY: dict[str, dict[str, Algorithm]] = {c: {} for c in COLLECTIVES}
+
+
+def register(
+    collectives: str | Iterable[str],
+    name: str,
+    description: str,
+    *,
+    restrictions: Iterable[Restriction] = (),
+    params: Iterable[Param] = (),
+    cost: CostFn | None = None,
+    resources: Iterable[str] = (),
+) -> Callable[[Builder], Builder]:
+    """Decorator: register ``builder`` as algorithm ``name`` of one or more collectives."""
+    names = (collectives,) if isinstance(collectives, str) else tuple(collectives)
+
+    def decorate(builder: Builder) -> Builder:
+        for c in names:
+            if c not in _REGISTRY:
+                raise ValueError(f"unknown collective {c!r}")
+            if name in _REGISTRY[c]:
+                raise ValueError(f"algorithm {c}.{name} registered twice")
+            _REGISTRY[c][name] = Algorithm(
+                c, name, description, builder, tuple(restrictions), tuple(params), cost,
+                frozenset(resources))
+        return builder
+
+    return decorate
+
+
+def add_algorithm(algorithm: Algorithm) -> None:
+    """Register a ready-made `Algorithm` record (used by transports offering native ones)."""
+    if algorithm.name in _REGISTRY[algorithm.collective]:
+        return
+    _REGISTRY[algorithm.collective][algorithm.name] = algorithm
+
+
+def algorithms(collective: str) -> list[Algorithm]:
+    """The registered algorithms of ``collective``, in registration order."""
+    if collective not in _REGISTRY:
+        raise UnknownAlgorithm("algorithms", "collective", collective,
+                               f"not a collective (one of {', '.join(COLLECTIVES)})")
+    return list(_REGISTRY[collective].values())
+
+
+def get_algorithm(collective: str, name: str, rank: int | None = None) -> Algorithm:
+    """The algorithm ``name`` of ``collective``, or `UnknownAlgorithm`."""
+    table = _REGISTRY.get(collective)
+    if table is None or name not in table:
+        known = ", ".join(table) if table else ""
+        raise UnknownAlgorithm(collective, "algorithm", name,
+                               f"no such algorithm (known: {known})", rank)
+    return table[name]
+
+
+def all_algorithms() -> list[Algorithm]:
+    """Every registered algorithm of every collective."""
+    return [a for c in COLLECTIVES for a in _REGISTRY[c].values()]

@@ -1,0 +1,1 @@
+"""scan algorithms (to be written)."""

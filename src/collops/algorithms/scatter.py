@@ -1,0 +1,1 @@
+"""scatter algorithms (to be written)."""

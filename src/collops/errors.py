@@ -1,0 +1,86 @@
+"""The collops exception hierarchy: every error a user can see derives from `CollopsError`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class CollopsError(Exception):
+    """Base class of every error collops raises."""
+
+
+class ArgumentError(CollopsError, ValueError):
+    """A call's argument is invalid; names the call, the argument, its value and the rank."""
+
+    def __init__(
+        self,
+        call: str,
+        argument: str,
+        value: Any,
+        reason: str,
+        rank: int | None = None,
+    ) -> None:
+        self.call = call
+        self.argument = argument
+        self.value = value
+        self.reason = reason
+        self.rank = rank
+        shown = repr(value)
+        if len(shown) > 120:
+            shown = shown[:117] + "..."
+        where = f" on rank {rank}" if rank is not None else ""
+        super().__init__(f"{call}: argument {argument}={shown}{where}: {reason}")
+
+
+class UnsupportedOperation(ArgumentError):
+    """A reduction operator is not defined for the given dtype."""
+
+
+class AlgorithmIneligible(ArgumentError):
+    """An explicitly requested algorithm cannot take the call's arguments."""
+
+
+class UnknownAlgorithm(ArgumentError):
+    """No algorithm of that name is registered for the collective."""
+
+
+class ScheduleError(CollopsError):
+    """A schedule (or a set of per-rank schedules) is malformed: the validator's verdict."""
+
+
+class DeadlockError(ScheduleError):
+    """A set of schedules cannot complete: a cycle of waits between ranks."""
+
+
+class RankFailed(CollopsError):
+    """A rank of a spawned job raised; carries the rank and its formatted traceback."""
+
+    def __init__(self, rank: int, traceback_text: str, exc_type: str = "Exception") -> None:
+        self.rank = rank
+        self.traceback_text = traceback_text
+        self.exc_type = exc_type
+        super().__init__(f"rank {rank} raised {exc_type}:\n{traceback_text}")
+
+
+class TransportError(CollopsError):
+    """Bytes could not be moved: a transport-level failure."""
+
+
+class MessageSizeMismatch(TransportError):
+    """A message arrived with a size other than the receive expected."""
+
+
+class PeerFailed(TransportError):
+    """A peer rank died while a collective needed it."""
+
+    def __init__(self, rank: int, detail: str = "") -> None:
+        self.failed_rank = rank
+        super().__init__(f"peer rank {rank} failed" + (f": {detail}" if detail else ""))
+
+
+class CollectiveMismatch(CollopsError):
+    """Ranks of one communicator called different collectives (or arguments) at the same point."""
+
+
+class CollectiveTimeout(CollopsError):
+    """A collective did not complete within its timeout."""

@@ -1,0 +1,85 @@
+"""The transport interface: moving bytes between ranks, and nothing else.
+
+A transport knows ranks, tags and bytes — never collectives or schedules. The engine posts
+non-blocking sends and receives, each returning a `Handle`, drives them with `progress`, and
+when nothing is ready blocks in `wait_for_activity`. Messages between one pair of ranks are
+matched by ``(source, tag)``; a tag is unique per pending message (the engine packs the
+communicator context, the collective's sequence number and the message's sequence into it).
+
+Every message carries a 64-bit *fingerprint* of the collective call that sent it; a receive
+reports the fingerprint and size that actually arrived, so the engine can tell mismatched
+calls across ranks from a simple size error.
+
+Failures surface as exceptions from `progress` / `wait_for_activity`: `PeerFailed` naming a
+dead rank, `TransportError` for anything else. A transport never hangs silently.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+
+class Handle:
+    """A pending send or receive; the transport sets ``done`` (and, for receives, sizes)."""
+
+    __slots__ = ("done", "nbytes", "fingerprint", "peer", "tag", "error", "extra")
+
+    def __init__(self, peer: int, tag: int, nbytes: int = 0) -> None:
+        self.done = False
+        self.peer = peer
+        self.tag = tag
+        #: bytes sent, or bytes that arrived for a receive (may exceed the posted buffer)
+        self.nbytes = nbytes
+        #: the sender's call fingerprint (receives), filled on completion
+        self.fingerprint = 0
+        self.error: BaseException | None = None
+        self.extra: object = None
+
+    def __repr__(self) -> str:
+        return f"Handle(peer={self.peer}, tag={self.tag:#x}, done={self.done})"
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a transport offers, for algorithm lists and selection."""
+
+    name: str
+    #: node id of every rank (ranks with equal ids share memory)
+    node_of_rank: tuple[int, ...] = ()
+    #: whether large messages can move with a single copy
+    single_copy: bool = False
+    #: whether the network reduces in flight (seed 000/002's collective network)
+    in_network_reduction: bool = False
+    #: extra named resources (e.g. "mpi")
+    resources: frozenset[str] = field(default_factory=frozenset)
+
+
+class Transport(ABC):
+    """Moves bytes between the ``size`` ranks of one job; this object is rank ``rank``."""
+
+    rank: int
+    size: int
+
+    @abstractmethod
+    def isend(self, peer: int, tag: int, data: memoryview, fingerprint: int = 0) -> Handle:
+        """Start sending ``data`` to ``peer``; ``data`` must stay unchanged until done."""
+
+    @abstractmethod
+    def irecv(self, peer: int, tag: int, out: memoryview) -> Handle:
+        """Start receiving the message ``(peer, tag)`` into ``out``."""
+
+    @abstractmethod
+    def progress(self) -> None:
+        """Advance pending operations without blocking; raise on failure."""
+
+    @abstractmethod
+    def wait_for_activity(self, timeout: float | None) -> None:
+        """Block until some pending operation may have advanced, or ``timeout`` seconds."""
+
+    @abstractmethod
+    def capabilities(self) -> Capabilities:
+        """What this transport offers."""
+
+    def close(self) -> None:
+        """Release resources (idempotent)."""
