@@ -72,3 +72,18 @@ def check_dtype(dtype: np.dtype, call: str, argument: str, rank: int | None = No
         raise ArgumentError(
             call, argument, dtype, "structured dtypes must be (value, index) pairs", rank
         )
+
+
+def dtype_token(dtype: np.dtype) -> str:
+    """A short string that `dtype_from_token` turns back into ``dtype``."""
+    if is_pair_dtype(dtype):
+        return f"pair:{dtype['value'].str},{dtype['index'].str}"
+    return dtype.str
+
+
+def dtype_from_token(token: str) -> np.dtype:
+    """Inverse of `dtype_token`."""
+    if token.startswith("pair:"):
+        value, index = token[5:].split(",")
+        return pair_dtype(value, index)
+    return np.dtype(token)

@@ -12,7 +12,7 @@ from collops.algorithms import all_algorithms
 from collops.schedule import run_reference, validate
 from tests.support.cases import SIZES, assert_matches, cases_for
 
-ALGORITHMS = [a for a in all_algorithms() if not a.resources & {"mpi"}]
+ALGORITHMS = [a for a in all_algorithms() if not a.needs]
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS, ids=lambda a: f"{a.collective}.{a.name}")

@@ -1,1 +1,190 @@
-"""allreduce algorithms (to be written)."""
+"""allreduce: ``x0 ∘ x1 ∘ … ∘ x(p−1)`` of every SEND area ends in every RECV area.
+
+Recursive doubling and Rabenseifner fold the extra ranks of a non-power-of-two size onto
+their odd neighbours (`collops.algorithms.reduce_scatter.Fold`) and exchange with partners
+at growing distances, so every partial result is a contiguous run of ranks and the lower run
+goes on the left: both give MPI's rank-order result for non-commutative operators. The ring
+needs a commutative operator (a block's partial result wraps from rank p−1 to rank 0).
+``reduce_bcast`` composes the binomial reduce to rank 0 with the binomial broadcast from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..schedule import RECV, SEND, Buffer, Region, Schedule, ScheduleBuilder
+from .bcast import bcast_binomial
+from .patterns import ceil_log2
+from .reduce import reduce_binomial
+from .reduce_scatter import (
+    Fold,
+    bit_reverse,
+    fold_in,
+    halve,
+    halving_range,
+    ring_reduce_scatter,
+    split,
+)
+from .registry import COMMUTATIVE, CostModel, register
+from .spec import CallSpec, prefix
+
+
+def _nbytes(spec: CallSpec) -> int:
+    return spec.count * spec.itemsize
+
+
+def _fold_cost(spec: CallSpec, m: CostModel) -> float:
+    """Folding the extra ranks in and the result back out: two messages and one combine."""
+    nbytes = _nbytes(spec)
+    return 2 * m.message(nbytes) + nbytes * m.gamma if Fold.of(spec.size).rem else 0.0
+
+
+def _trivial(b: ScheduleBuilder, n: int) -> Schedule:
+    """One rank: the result is the own vector."""
+    b.copy(RECV(0, n), SEND(0, n))
+    return b.build()
+
+
+def _dropped(b: ScheduleBuilder, rank: int, n: int) -> Schedule:
+    """An extra rank: hand the vector to the odd neighbour, get the result back."""
+    b.send(rank + 1, SEND(0, n))
+    b.recv(rank + 1, RECV(0, n))
+    return b.build()
+
+
+# -- recursive doubling ----------------------------------------------------------------------
+@register(
+    "allreduce", "recursive_doubling",
+    "log2 p exchanges of the whole vector at distances 1, 2, 4, …; extra ranks fold first",
+    cost=lambda s, m: Fold.of(s.size).steps * (m.message(_nbytes(s)) + _nbytes(s) * m.gamma)
+    + _fold_cost(s, m),
+)
+def allreduce_recursive_doubling(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
+    """Exchange and combine with partner v ^ 2^k; two scratch vectors alternate."""
+    p, n = spec.size, spec.count
+    b = ScheduleBuilder(rank, p, *spec.buffer_counts(rank))
+    fold = Fold.of(p)
+    if p == 1:
+        return _trivial(b, n)
+    if fold.dropped(rank):
+        return _dropped(b, rank, n)
+    vrank = fold.vrank(rank)
+    acc, deps = fold_in(b, rank, fold, n)
+    spare = [b.tmp(n), b.tmp(n)] if fold.steps > 1 else []
+    previous: list[int] = []  # the last exchange's steps, which read the buffer reused next
+    for k in range(fold.steps):
+        partner_v = vrank ^ (1 << k)
+        partner = fold.real(partner_v)
+        sent = b.send(partner, acc, deps)
+        into = RECV(0, n) if k == fold.steps - 1 else spare[k % 2]
+        got = b.recv(partner, into, previous if k >= 2 else ())
+        deps = [b.reduce(into, acc, [got, *deps], reverse=partner_v > vrank)]
+        previous = [sent, *deps]
+        acc = into
+    if fold.merges(rank):
+        b.send(rank - 1, RECV(0, n), deps)
+    return b.build()
+
+
+# -- ring ------------------------------------------------------------------------------------
+def _ring_cost(spec: CallSpec, m: CostModel) -> float:
+    p, nbytes = spec.size, _nbytes(spec)
+    return 2 * (p - 1) * m.alpha + (p - 1) / p * nbytes * (2 * m.beta + m.gamma)
+
+
+@register(
+    "allreduce", "ring",
+    "Ring reduce-scatter then ring allgather of p pieces (commutative operators)",
+    restrictions=(COMMUTATIVE,),
+    cost=_ring_cost,
+)
+def allreduce_ring(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
+    """2(p−1) steps around the ring; pieces may be uneven or empty when count < p."""
+    p, n = spec.size, spec.count
+    b = ScheduleBuilder(rank, p, *spec.buffer_counts(rank))
+    if p == 1:
+        return _trivial(b, n)
+    pieces = split(n, p)
+    blocks = list(zip(prefix(tuple(pieces)), pieces, strict=True))
+    offset, own = blocks[rank]
+    done = ring_reduce_scatter(b, rank, blocks, SEND(0, n), RECV(offset, own))
+    left, right = (rank - 1) % p, (rank + 1) % p
+    for s in range(p - 1):
+        out, into = (rank - s) % p, (rank - s - 1) % p
+        if blocks[out][1]:
+            b.send(right, RECV(*blocks[out]), done)
+        done = [b.recv(left, RECV(*blocks[into]))] if blocks[into][1] else []
+    return b.build()
+
+
+# -- Rabenseifner ----------------------------------------------------------------------------
+def _rabenseifner_cost(spec: CallSpec, m: CostModel) -> float:
+    nbytes = _nbytes(spec)
+    fold = Fold.of(spec.size)
+    share = (fold.pof2 - 1) / fold.pof2
+    return 2 * fold.steps * m.alpha + share * nbytes * (2 * m.beta + m.gamma) + _fold_cost(spec, m)
+
+
+def allgather_pieces(
+    b: ScheduleBuilder,
+    vrank: int,
+    fold: Fold,
+    offs: list[int],
+    work: Region,
+    deps: list[int],
+) -> list[int]:
+    """Recursive-doubling allgather undoing `halve`: distances 2^(k), k from high to low."""
+    waits = list(deps)
+    for k in reversed(range(fold.steps)):
+        partner_v = vrank ^ (1 << k)
+        partner = fold.real(partner_v)
+        lo, hi = halving_range(vrank, k + 1, fold.pof2)
+        if offs[hi] > offs[lo]:
+            b.send(partner, work.sub(offs[lo], offs[hi] - offs[lo]), waits)
+        lo, hi = halving_range(partner_v, k + 1, fold.pof2)
+        if offs[hi] > offs[lo]:
+            waits = [*waits, b.recv(partner, work.sub(offs[lo], offs[hi] - offs[lo]))]
+    return waits
+
+
+@register(
+    "allreduce", "rabenseifner",
+    "Reduce-scatter by recursive halving, then allgather by recursive doubling",
+    cost=_rabenseifner_cost,
+)
+def allreduce_rabenseifner(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
+    """Fold extra ranks, halve into pieces of RECV, gather the pieces back, unfold."""
+    p, n = spec.size, spec.count
+    b = ScheduleBuilder(rank, p, *spec.buffer_counts(rank))
+    fold = Fold.of(p)
+    if p == 1:
+        return _trivial(b, n)
+    if fold.dropped(rank):
+        return _dropped(b, rank, n)
+    vrank = fold.vrank(rank)
+    pieces = split(n, fold.pof2)
+    offs = [*prefix(tuple(pieces)), n]
+    mine = bit_reverse(vrank, fold.steps)
+    acc, deps = fold_in(b, rank, fold, n)
+    _, deps = halve(b, vrank, fold, pieces, acc, deps, last=RECV(offs[mine], pieces[mine]))
+    done = allgather_pieces(b, vrank, fold, offs, RECV(0, n), deps)
+    if fold.merges(rank):
+        b.send(rank - 1, RECV(0, n), done)
+    return b.build()
+
+
+# -- reduce then broadcast -------------------------------------------------------------------
+@register(
+    "allreduce", "reduce_bcast",
+    "Binomial reduce to rank 0, then binomial broadcast from it (two composed schedules)",
+    cost=lambda s, m: ceil_log2(s.size) * (2 * m.message(_nbytes(s)) + _nbytes(s) * m.gamma),
+)
+def allreduce_reduce_bcast(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
+    """Append the reduce schedule, then the bcast schedule with its SEND area mapped on RECV."""
+    b = ScheduleBuilder(rank, spec.size, *spec.buffer_counts(rank))
+    reduce_part = reduce_binomial(rank, spec.with_(collective="reduce", root=0), {})
+    bcast_part = bcast_binomial(rank, spec.with_(collective="bcast", root=0, op=None), {})
+    exits = b.extend(reduce_part)
+    b.extend(bcast_part, after=exits, remap={Buffer.SEND: (int(Buffer.RECV), 0)})
+    return b.build()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 def ceil_log2(n: int) -> int:
     """Smallest k with 2**k >= n (0 for n <= 1)."""
-    return max(0, (n - 1).bit_length())
+    return (n - 1).bit_length() if n > 1 else 0
 
 
 def is_power_of_two(n: int) -> bool:
@@ -40,7 +40,7 @@ def binomial_parent(vrank: int) -> int:
 
 
 def binomial_children(vrank: int, size: int) -> list[int]:
-    """Children of a virtual rank in a binomial tree rooted at 0, largest subtree first."""
+    """Children of a virtual rank in a binomial tree rooted at 0, farthest (vrank + 2**k) first."""
     low = vrank & -vrank if vrank else 1 << ceil_log2(size)
     children = []
     mask = low >> 1
@@ -81,3 +81,32 @@ def bruck_offsets(size: int) -> list[int]:
         out.append(d)
         d <<= 1
     return out
+
+
+def even_split(total: int, parts: int) -> list[int]:
+    """``total`` items cut into ``parts`` pieces whose sizes differ by at most one, larger first."""
+    base, extra = divmod(total, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+def binomial_subtree(vrank: int, size: int) -> range:
+    """The virtual ranks of the binomial subtree rooted at ``vrank`` (a contiguous run)."""
+    return range(vrank, vrank + binomial_subtree_size(vrank, size))
+
+
+def dissemination_needed(size: int) -> list[set[int]]:
+    """Per dissemination round, the ranks whose state after that round rank 0 depends on.
+
+    In round k every rank ``v`` receives from ``v + 2**k`` (mod ``size``) what that rank holds,
+    so after the last round rank 0 holds everyone's data. Element k of the answer is the set of
+    ranks whose state *after* round k is needed for rank 0's final state: rank ``v`` need only
+    receive in round k if it is in set k, and rank ``x`` need only send in round k if
+    ``x − 2**k`` is.
+    """
+    offsets = bruck_offsets(size)
+    needed: list[set[int]] = [set() for _ in offsets]
+    wanted = {0}
+    for k in range(len(offsets) - 1, -1, -1):
+        needed[k] = set(wanted)
+        wanted = wanted | {(v + offsets[k]) % size for v in wanted}
+    return needed

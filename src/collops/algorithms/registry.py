@@ -54,15 +54,17 @@ class Param:
     description: str
     minimum: int | None = None
 
-    def coerce(self, value: Any, algorithm: str) -> Any:
+    def coerce(self, value: Any, algorithm: str, rank: int | None = None) -> Any:
         """Check and convert a given value, or raise naming the parameter."""
         if self.default is None or isinstance(self.default, int):
             try:
                 value = int(value)
             except (TypeError, ValueError) as exc:
-                raise ArgumentError(algorithm, self.name, value, "must be an integer") from exc
+                raise ArgumentError(algorithm, self.name, value, "must be an integer",
+                                    rank) from exc
         if self.minimum is not None and value < self.minimum:
-            raise ArgumentError(algorithm, self.name, value, f"must be at least {self.minimum}")
+            raise ArgumentError(algorithm, self.name, value, f"must be at least {self.minimum}",
+                                rank)
         return value
 
 
@@ -87,7 +89,14 @@ class Algorithm:
     restrictions: tuple[Restriction, ...] = ()
     params: tuple[Param, ...] = ()
     cost: CostFn | None = field(default=None, repr=False)
+    #: resources the algorithm *wants* (it runs everywhere, best where they exist)
     resources: frozenset[str] = frozenset()
+    #: resources the algorithm *needs*: offered only by transports that have them (e.g. "mpi")
+    needs: frozenset[str] = frozenset()
+    #: for algorithms that are not schedules (e.g. MPI's own collective): a callable
+    #: ``native(comm, spec, send, recv, seq, phase, params, timeout)`` returning an object with
+    #: the `Execution` interface (``poll() -> bool``, ``left``, ``deadline``)
+    native: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
 
     def reasons_ineligible(self, spec: CallSpec) -> list[str]:
         """Why the algorithm cannot take ``spec`` (empty when it can)."""
@@ -104,15 +113,17 @@ class Algorithm:
             raise AlgorithmIneligible(
                 spec.collective, "algorithm", self.name, f"requires that {reasons[0]}", rank)
 
-    def resolve(self, given: Mapping[str, Any]) -> dict[str, Any]:
+    def resolve(self, given: Mapping[str, Any], rank: int | None = None) -> dict[str, Any]:
         """Parameters with defaults filled in; unknown names are an error."""
         known = {p.name: p for p in self.params}
+        call = f"{self.collective}[{self.name}]"
         for name in given:
             if name not in known:
                 raise ArgumentError(
-                    f"{self.collective}[{self.name}]", name, given[name],
-                    f"not a parameter of this algorithm (it takes: {', '.join(known) or 'none'})")
-        return {n: (p.coerce(given[n], self.name) if n in given else p.default)
+                    call, name, given[name],
+                    f"not a parameter of this algorithm (it takes: {', '.join(known) or 'none'})",
+                    rank)
+        return {n: (p.coerce(given[n], call, rank) if n in given else p.default)
                 for n, p in known.items()}
 
     def build(self, rank: int, spec: CallSpec, params: Mapping[str, Any] | None = None) -> Schedule:
@@ -146,6 +157,7 @@ def register(
     params: Iterable[Param] = (),
     cost: CostFn | None = None,
     resources: Iterable[str] = (),
+    needs: Iterable[str] = (),
 ) -> Callable[[Builder], Builder]:
     """Decorator: register ``builder`` as algorithm ``name`` of one or more collectives."""
     names = (collectives,) if isinstance(collectives, str) else tuple(collectives)
@@ -158,7 +170,7 @@ def register(
                 raise ValueError(f"algorithm {c}.{name} registered twice")
             _REGISTRY[c][name] = Algorithm(
                 c, name, description, builder, tuple(restrictions), tuple(params), cost,
-                frozenset(resources))
+                frozenset(resources), frozenset(needs))
         return builder
 
     return decorate

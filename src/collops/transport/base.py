@@ -81,5 +81,5 @@ class Transport(ABC):
     def capabilities(self) -> Capabilities:
         """What this transport offers."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release resources (idempotent)."""

@@ -1,0 +1,122 @@
+"""The ``collops`` command: ``algorithms``, ``demo``, ``run``, ``bench``, ``sim``, ``model``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from .algorithms import COLLECTIVES, Algorithm, algorithms
+
+Command = Callable[[argparse.Namespace], int]
+_COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Command]] = {}
+
+
+def command(name: str, setup: Callable[[argparse.ArgumentParser], None]) -> Callable[[Command],
+                                                                                        Command]:
+    """Register a subcommand: ``setup`` adds its arguments, the function runs it."""
+    def decorate(fn: Command) -> Command:
+        _COMMANDS[name] = (setup, fn)
+        return fn
+    return decorate
+
+
+def _algorithms_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("collective", nargs="?", choices=COLLECTIVES, help="only this collective")
+    p.add_argument("--markdown", action="store_true", help="a Markdown table (docs/algorithms.md)")
+
+
+@command("algorithms", _algorithms_args)
+def cmd_algorithms(args: argparse.Namespace) -> int:
+    """Print the registry as a table."""
+    if args.markdown:
+        print(algorithms_markdown(args.collective), end="")
+    else:
+        print(algorithms_table(args.collective))
+    return 0
+
+
+def _restrictions_text(a: Algorithm) -> str:
+    parts = [r.description for r in a.restrictions]
+    if a.needs:
+        parts.append("needs " + ", ".join(sorted(a.needs)))
+    if a.resources:
+        parts.append("best with " + ", ".join(sorted(a.resources)))
+    return "; ".join(parts)
+
+
+def algorithms_markdown(collective: str | None = None) -> str:
+    """The registry as the Markdown page docs/algorithms.md (generated, never edited by hand)."""
+    lines = ["# Algorithms", "",
+             "Generated from the registry by `collops algorithms --markdown`; a test checks that",
+             "this page matches it. Force one with `algorithm=\"name\"` on any call.", ""]
+    for c in [collective] if collective else COLLECTIVES:
+        lines += [f"## {c}", "", "| algorithm | description | restrictions | parameters |",
+                  "|---|---|---|---|"]
+        for a in algorithms(c):
+            params = ", ".join(f"`{p.name}`={p.default} ({p.description})" for p in a.params)
+            lines.append(f"| `{a.name}` | {a.description} | {_restrictions_text(a) or '—'} | "
+                         f"{params or '—'} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def algorithms_table(collective: str | None = None) -> str:
+    """The registry as a text table (one row per algorithm)."""
+    rows = [("collective", "algorithm", "restrictions", "parameters", "description")]
+    for c in [collective] if collective else COLLECTIVES:
+        for a in algorithms(c):
+            restr = ", ".join(r.name for r in a.restrictions)
+            if a.needs:
+                restr = ", ".join(filter(None, [restr, "needs " + "+".join(sorted(a.needs))]))
+            if a.resources:
+                restr = ", ".join(filter(None, [restr, "wants " + "+".join(sorted(a.resources))]))
+            params = ", ".join(f"{p.name}={p.default}" for p in a.params)
+            rows.append((c, a.name, restr or "-", params or "-", a.description))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = []
+    for i, r in enumerate(rows):
+        lines.append("  ".join(r[j].ljust(widths[j]) for j in range(4)) + "  " + r[4])
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths) + "  " + "-" * 11)
+    return "\n".join(lines)
+
+
+def _demo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-n", "--nprocs", type=int, default=4, help="ranks (default 4)")
+    p.add_argument("--transport", default="inproc", choices=["inproc", "shm"])
+    p.add_argument("--count", type=int, default=1000, help="elements per rank")
+
+
+@command("demo", _demo_args)
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Every collective with the seed algorithms, verified against numpy."""
+    from .demo import run_demo
+    return run_demo(args.nprocs, args.transport, args.count)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``collops`` console script."""
+    _load_optional_commands()
+    parser = argparse.ArgumentParser(prog="collops", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (setup, fn) in _COMMANDS.items():
+        p = sub.add_parser(name, help=(fn.__doc__ or "").strip().splitlines()[0])
+        setup(p)
+    args = parser.parse_args(argv)
+    return _COMMANDS[args.command][1](args)
+
+
+def _load_optional_commands() -> None:
+    import importlib
+    for module in ("collops.runtime.launcher_cli", "collops.bench.cli", "collops.sim.cli",
+                   "collops.model.cli"):
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module and not module.startswith(str(exc.name)):
+                raise
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,873 @@
+"""Communicators: the objects users hold, and the Pythonic collective API.
+
+Every collective is written once, as a generator of *phases*: each phase is a schedule run
+(`Execution`) on concrete buffers; between phases the generator may read what arrived (shape
+and dtype of a broadcast, counts of a v-collective). The blocking call drives the generator
+to the end; the ``i``-prefixed call returns a `Request` that drives it on `test`/`wait`.
+
+A call reserves its sequence number when it is made, so the tags of all its phases are fixed
+then, and concurrent non-blocking collectives on one communicator match correctly whatever
+order they complete in. Arguments are checked locally before any message is sent; errors
+derive from `CollopsError` and name the call, the argument and the rank.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Generator, Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import config as _cfg
+from ..algorithms import selection
+from ..algorithms.registry import Algorithm, get_algorithm
+from ..algorithms.spec import CallSpec, make_spec, prefix
+from ..datatypes import as_array, dtype_from_token, dtype_token
+from ..errors import ArgumentError, CollopsError
+from ..ops import Op, as_op
+from ..transport.base import Transport
+from . import fingerprint as fp
+from .engine import CallInfo, Execution, Plan, Progress, make_tag_base
+
+Phases = Generator[Execution, None, Any]
+
+#: bytes of the broadcast envelope: dtype, shape and (when they fit) the data itself
+ENVELOPE = 256
+_HEADER = struct.Struct("<B B H Q 8q")  # inline flag, ndim, token length, nbytes, shape[8]
+_TOKEN_MAX = 40
+_INLINE_MAX = ENVELOPE - _HEADER.size - _TOKEN_MAX
+
+_PLAN_CACHE: dict[tuple[Any, ...], Plan] = {}
+_EMPTY: dict[np.dtype, np.ndarray] = {}
+
+
+def _empty(dtype: np.dtype) -> np.ndarray:
+    """A shared zero-length array of ``dtype``."""
+    arr = _EMPTY.get(dtype)
+    if arr is None:
+        arr = _EMPTY[dtype] = np.empty(0, dtype)
+    return arr
+
+
+def _settings_generation() -> int:
+    return _cfg.generation
+_PLAN_CACHE_LIMIT = 4096
+
+
+def _plan_for(alg: Algorithm, params: dict[str, Any], rank: int, spec: CallSpec) -> Plan:
+    key = (alg.collective, alg.name, tuple(sorted(params.items())), rank, spec)
+    plan = _PLAN_CACHE.get(key)
+    if plan is None:
+        if len(_PLAN_CACHE) >= _PLAN_CACHE_LIMIT:
+            _PLAN_CACHE.clear()
+        plan = Plan(alg.builder(rank, spec, params), spec.itemsize)
+        _PLAN_CACHE[key] = plan
+    return plan
+
+
+class _Contexts:
+    """Per-transport counter of communicator contexts (each comm has its own message space)."""
+
+    def __init__(self) -> None:
+        self.next = 1
+
+
+class Request:
+    """A non-blocking collective in flight: `test` and `wait` drive it."""
+
+    def __init__(self, comm: Comm, phases: Phases) -> None:
+        self._comm = comm
+        self._phases = phases
+        self._current: Execution | None = None
+        self._done = False
+        self._value: Any = None
+        self._advance()
+
+    def _advance(self) -> None:
+        while not self._done:
+            if self._current is not None:
+                if not self._current.poll():
+                    if self._current not in self._comm._progress.active:
+                        self._comm._progress.active.append(self._current)
+                    return
+                if self._current in self._comm._progress.active:
+                    self._comm._progress.active.remove(self._current)
+            try:
+                self._current = self._phases.send(None)
+            except StopIteration as stop:
+                self._done = True
+                self._current = None
+                self._value = stop.value
+
+    def test(self) -> bool:
+        """Advance without blocking; True once the collective has completed."""
+        if not self._done:
+            self._comm._progress.poll_all()
+            self._advance()
+        return self._done
+
+    def wait(self) -> Any:
+        """Block until completion and return what the blocking call would have returned."""
+        while not self._done:
+            assert self._current is not None
+            self._comm._progress.wait(self._current)
+            self._advance()
+        return self._value
+
+    @property
+    def done(self) -> bool:
+        """Whether the collective has completed (without advancing it)."""
+        return self._done
+
+
+def wait_all(requests: Sequence[Request]) -> list[Any]:
+    """Wait for every request; returns their values in order."""
+    return [r.wait() for r in requests]
+
+
+def _rows(arr: np.ndarray) -> int:
+    return arr.shape[0] if arr.ndim else 1
+
+
+def _row_size(arr: np.ndarray) -> int:
+    return int(np.prod(arr.shape[1:], dtype=np.int64)) if arr.ndim > 1 else 1
+
+
+class Comm:
+    """A group of ranks with its own message space; collectives are its methods."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        group: Sequence[int] | None = None,
+        context: int = 0,
+        *,
+        progress: Progress | None = None,
+        contexts: _Contexts | None = None,
+        timeout: float | None = None,
+        name: str = "world",
+    ) -> None:
+        self.transport = transport
+        self._group = list(range(transport.size)) if group is None else list(group)
+        self.size = len(self._group)
+        self.rank = self._group.index(transport.rank)
+        self.context = context
+        self._progress = progress or Progress(transport)
+        self._contexts = contexts or _Contexts()
+        self._call_seq = 0
+        self._overrides: dict[str, str] = {}
+        self._params: dict[str, dict[str, Any]] = {}
+        self.timeout = timeout
+        self.name = name
+        self.last_algorithm: str | None = None
+        self._prepared: dict[tuple[Any, ...], tuple[Algorithm, Plan | None, CallInfo, dict]] = {}
+        caps = transport.capabilities()
+        self._resources = frozenset(caps.resources) | (
+            {"in_network_reduction"} if caps.in_network_reduction else frozenset())
+
+    def __repr__(self) -> str:
+        return f"<Comm {self.name} rank {self.rank} of {self.size} over {self.transport_name}>"
+
+    @property
+    def transport_name(self) -> str:
+        """Name of the transport underneath."""
+        return self.transport.capabilities().name
+
+    # -- settings -------------------------------------------------------------------------
+    def set_algorithm(self, collective: str, name: str | None, **params: Any) -> None:
+        """Use algorithm ``name`` for every ``collective`` on this communicator (None: auto)."""
+        if name is None:
+            self._prepared.clear()
+            self._overrides.pop(collective, None)
+            self._params.pop(collective, None)
+            return
+        self._prepared.clear()
+        alg = get_algorithm(collective, name, self.rank)
+        alg.resolve(params, self.rank)
+        self._overrides[collective] = name
+        self._params[collective] = dict(params)
+
+    def explain(self, collective: str, x: Any = None, **kwargs: Any) -> str:
+        """The selection table for a call of ``collective`` on ``x`` (see `selection.explain`)."""
+        arr = np.zeros(1) if x is None else as_array(x, collective, "x", self.rank)
+        count = arr.size
+        spec = make_spec(collective, self.size, arr.dtype, count=count,
+                         counts=[count] * self.size, sendcounts=[count] * self.size,
+                         recvcounts=[count] * self.size, op=kwargs.pop("op", None)
+                         and as_op(kwargs.get("op")))
+
+        return selection.explain(
+            spec, self._resources, comm_override=self._overrides.get(collective),
+            env_override=_cfg.settings.algorithms.get(collective),
+            tuning_file=_cfg.settings.tuning_file)
+
+    # -- machinery -----------------------------------------------------------------------
+    def _reserve(self) -> int:
+        seq = self._call_seq
+        self._call_seq += 1
+        return seq
+
+    def _choose(self, spec: CallSpec, algorithm: str | None, params: dict[str, Any]) -> Any:
+
+        coll = spec.collective
+        merged = {**self._params.get(coll, {}), **params} if not algorithm else params
+        choice = selection.select(
+            spec, requested=algorithm, comm_override=self._overrides.get(coll),
+            env_override=_cfg.settings.algorithms.get(coll),
+            tuning_file=_cfg.settings.tuning_file,
+            resources=self._resources, params=merged, rank=self.rank)
+        return choice
+
+    def _execute(
+        self,
+        spec: CallSpec,
+        send: np.ndarray | None,
+        recv: np.ndarray | None,
+        seq: int,
+        phase: int,
+        algorithm: str | None,
+        params: dict[str, Any],
+        timeout: float | None,
+        counts_signature: object = None,
+    ) -> Execution:
+        key = (spec, algorithm, tuple(sorted(params.items())) if params else (),
+               counts_signature, _settings_generation())
+        prepared = self._prepared.get(key)
+        if prepared is None:
+            prepared = self._prepare(spec, algorithm, params, counts_signature)
+            if len(self._prepared) > _PLAN_CACHE_LIMIT:
+                self._prepared.clear()
+            self._prepared[key] = prepared
+        alg, plan, info, resolved = prepared
+        self.last_algorithm = alg.name
+        if alg.native is not None:
+            return alg.native(  # type: ignore[no-any-return]
+                self, spec, send, recv, seq, phase, dict(resolved), timeout)
+        assert plan is not None
+        sched = plan.schedule
+        dt = spec.dtype
+        send_area = send.reshape(-1) if send is not None else _empty(dt)
+        recv_area = recv.reshape(-1) if recv is not None else _empty(dt)
+        if send_area.size < sched.send_count or recv_area.size < sched.recv_count:
+            raise ArgumentError(spec.collective, "buffer", (send_area.size, recv_area.size),
+                                f"too small for the schedule ({sched.send_count}, "
+                                f"{sched.recv_count})", self.rank)
+        tmp = np.empty(sched.tmp_count, dt) if sched.tmp_count else _empty(dt)
+        if timeout is None:
+            timeout = self.timeout if self.timeout is not None else _cfg.settings.timeout
+        return Execution(plan, (send_area, recv_area, tmp), self.transport,
+                         make_tag_base(self.context, seq, phase), info, spec.op, timeout,
+                         self._group)
+
+    def _prepare(self, spec: CallSpec, algorithm: str | None, params: dict[str, Any],
+                 counts_signature: object) -> tuple[Algorithm, Plan | None, CallInfo, dict]:
+        """Choose the algorithm and compile its plan for a call signature (cached)."""
+        choice = self._choose(spec, algorithm, params)
+        alg = choice.algorithm
+        resolved = dict(choice.params)
+        plan = None if alg.native is not None else _plan_for(alg, resolved, self.rank, spec)
+        signature = counts_signature if counts_signature is not None else (
+            spec.count, spec.counts)
+        fprint = fp.fingerprint(spec.collective, alg.name, spec.root, spec.dtype, signature)
+        info = CallInfo(spec.collective, alg.name, self.rank, fprint, fp.describe)
+        return alg, plan, info, resolved
+
+    def _start(self, phases: Phases, blocking: bool) -> Any:
+        req = Request(self, phases)
+        return req.wait() if blocking else req
+
+    def _check_root(self, call: str, root: int) -> int:
+        if not isinstance(root, (int, np.integer)) or not 0 <= root < self.size:
+            raise ArgumentError(call, "root", root, f"must be a rank in [0, {self.size})",
+                                self.rank)
+        return int(root)
+
+    def _array(self, call: str, x: Any, name: str = "x") -> np.ndarray:
+        if x is None:
+            raise ArgumentError(call, name, x, "an array is required on this rank", self.rank)
+        return as_array(x, call, name, self.rank)
+
+    def _out(self, call: str, out: Any, shape: tuple[int, ...], dtype: np.dtype,
+             source: np.ndarray | None = None) -> np.ndarray:
+        if out is None:
+            return np.empty(shape, dtype)
+        if not isinstance(out, np.ndarray):
+            out = np.asarray(memoryview(out))
+        if out.dtype != dtype:
+            raise ArgumentError(call, "out", out.dtype, f"dtype differs from the data's {dtype} "
+                                "(send/receive dtype mismatch)", self.rank)
+        need = int(np.prod(shape, dtype=np.int64))
+        if out.size != need or not out.flags.c_contiguous or not out.flags.writeable:
+            raise ArgumentError(call, "out", out.shape, f"must be a writeable contiguous array "
+                                f"of {need} elements (shape {shape})", self.rank)
+        return out
+
+    def _counts(self, call: str, name: str, counts: Any, expect: int | None = None) -> list[int]:
+        try:
+            values = [int(c) for c in counts]
+        except TypeError as exc:
+            raise ArgumentError(call, name, counts, "must be a sequence of integers",
+                                self.rank) from exc
+        if len(values) != self.size:
+            raise ArgumentError(call, name, counts, f"needs one entry per rank ({self.size})",
+                                self.rank)
+        if any(v < 0 for v in values):
+            raise ArgumentError(call, name, counts, "counts must not be negative", self.rank)
+        if expect is not None and sum(values) != expect:
+            raise ArgumentError(call, name, counts, f"sum {sum(values)} differs from the "
+                                f"{expect} rows given", self.rank)
+        return values
+
+    def _op(self, call: str, op: Any, dtype: np.dtype) -> Op:
+        resolved = as_op(op, call, self.rank)
+        resolved.check(dtype, call, self.rank)
+        return resolved
+
+    # -- barrier ---------------------------------------------------------------------------
+    def _barrier(self, algorithm: str | None, timeout: float | None, params: dict) -> Phases:
+        spec = make_spec("barrier", self.size, np.uint8)
+        yield self._execute(spec, None, None, self._reserve(), 0, algorithm, params, timeout)
+
+    def barrier(self, *, algorithm: str | None = None, timeout: float | None = None,
+                **params: Any) -> None:
+        """Block until every rank has called barrier."""
+        return self._start(self._barrier(algorithm, timeout, params), True)
+
+    def ibarrier(self, *, algorithm: str | None = None, timeout: float | None = None,
+                 **params: Any) -> Request:
+        """Non-blocking barrier."""
+        return self._start(self._barrier(algorithm, timeout, params), False)
+
+    # -- bcast -------------------------------------------------------------------------------
+    def _bcast(self, x: Any, root: int, out: Any, algorithm: str | None,
+               timeout: float | None, params: dict) -> Phases:
+        call = "bcast"
+        root = self._check_root(call, root)
+        seq = self._reserve()
+        env = np.zeros(ENVELOPE, np.uint8)
+        data: np.ndarray | None = None
+        if self.rank == root:
+            data = self._array(call, x)
+            token = dtype_token(data.dtype).encode()
+            if data.ndim > 8 or len(token) > _TOKEN_MAX:
+                raise ArgumentError(call, "x", data.shape, "at most 8 dimensions", self.rank)
+            inline = data.nbytes <= _INLINE_MAX
+            dims = list(data.shape) + [0] * (8 - data.ndim)
+            _HEADER.pack_into(env, 0,  # type: ignore[arg-type]
+                              int(inline), data.ndim, len(token), data.nbytes, *dims)
+            env[_HEADER.size: _HEADER.size + len(token)] = np.frombuffer(token, np.uint8)
+            if inline:
+                start = _HEADER.size + _TOKEN_MAX
+                env[start: start + data.nbytes] = data.reshape(-1).view(np.uint8)
+        spec = make_spec(call, self.size, np.uint8, count=ENVELOPE, root=root)
+        yield self._execute(spec, env if self.rank == root else None, env, seq, 0, algorithm,
+                            params, timeout, counts_signature="envelope")
+        inline, ndim, tlen, nbytes, *got = _HEADER.unpack_from(env, 0)  # type: ignore[arg-type]
+        dtype = dtype_from_token(bytes(env[_HEADER.size: _HEADER.size + tlen]).decode())
+        shape: tuple[int, ...] = tuple(got[:ndim])
+        result = self._out(call, out, shape, dtype)
+        if inline:
+            if data is not None:
+                result.reshape(-1)[...] = data.reshape(-1)
+            else:
+                start = _HEADER.size + _TOKEN_MAX
+                result.reshape(-1).view(np.uint8)[...] = env[start: start + nbytes]
+            return result.reshape(shape)
+        if data is not None and np.shares_memory(data, result):
+            data = data.copy()
+        spec = make_spec(call, self.size, dtype, count=result.size, root=root)
+        yield self._execute(spec, data, result, seq, 1, algorithm, params, timeout)
+        return result.reshape(shape)
+
+    def bcast(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
+              timeout: float | None = None, **params: Any) -> np.ndarray:
+        """The root's array on every rank (non-roots may pass None: shape and dtype travel)."""
+        return self._start(self._bcast(x, root, out, algorithm, timeout, params), True)
+
+    def ibcast(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
+               timeout: float | None = None, **params: Any) -> Request:
+        """Non-blocking `bcast`."""
+        return self._start(self._bcast(x, root, out, algorithm, timeout, params), False)
+
+    # -- scatter -------------------------------------------------------------------------------
+    def _meta_bcast(self, call: str, seq: int, phase: int, root: int, dtype: np.dtype | None,
+                    trailing: tuple[int, ...], extra: Sequence[int], algorithm: str | None,
+                    timeout: float | None, params: dict) -> Generator[Execution, None, Any]:
+        """Broadcast dtype, trailing shape and a few integers from the root (one phase)."""
+        words = 11 + len(extra)  # token[2], ndim, trailing[8], extra…
+        meta = np.zeros(words, np.int64)
+        n_extra = len(extra)
+        if self.rank == root:
+            assert dtype is not None
+            token = dtype_token(dtype).encode()
+            raw = np.zeros(16, np.uint8)
+            raw[: len(token)] = np.frombuffer(token, np.uint8)
+            meta[:2] = raw.view(np.int64)
+            meta[2] = len(trailing)
+            meta[3: 3 + len(trailing)] = trailing
+            meta[11:] = list(extra)
+        spec = make_spec("bcast", self.size, np.int64, count=words, root=root)
+        yield self._execute(spec, meta if self.rank == root else None, meta, seq, phase,
+                            None, {}, timeout, counts_signature=(call, "meta", n_extra))
+        token_bytes = meta[:2].view(np.uint8).tobytes().rstrip(b"\0")
+        got_dtype = dtype_from_token(token_bytes.decode())
+        got_trailing = tuple(int(v) for v in meta[3: 3 + int(meta[2])])
+        return got_dtype, got_trailing, [int(v) for v in meta[11:]]
+
+    def _scatterv(self, call: str, x: Any, counts: Any, root: int, out: Any,
+                  algorithm: str | None, timeout: float | None, params: dict) -> Phases:
+        root = self._check_root(call, root)
+        seq = self._reserve()
+        data = None
+        row_counts: list[int] = [0] * self.size
+        if self.rank == root:
+            data = self._array(call, x)
+            if data.ndim == 0:
+                raise ArgumentError(call, "x", data.shape, "needs at least one dimension",
+                                    self.rank)
+            if counts is None:
+                if data.shape[0] % self.size:
+                    raise ArgumentError(call, "x", data.shape, f"axis 0 ({data.shape[0]}) is not "
+                                        f"divisible by the {self.size} ranks", self.rank)
+                row_counts = [data.shape[0] // self.size] * self.size
+            else:
+                row_counts = self._counts(call, "counts", counts, data.shape[0])
+        dtype, trailing, got = yield from self._meta_bcast(
+            call, seq, 0, root, None if data is None else data.dtype,
+            () if data is None else data.shape[1:],
+            row_counts if counts is not None else row_counts[:1],
+            algorithm, timeout, params)
+        per_row = int(np.prod(trailing, dtype=np.int64))
+        rows = got if counts is not None else got * self.size
+        elem_counts = [r * per_row for r in rows]
+        if counts is None:
+            spec = make_spec("scatter", self.size, dtype, count=elem_counts[0], root=root)
+        else:
+            spec = make_spec("scatterv", self.size, dtype, counts=elem_counts, root=root)
+        shape = (rows[self.rank], *trailing)
+        result = self._out(call, out, shape, dtype)
+        yield self._execute(spec, data, result, seq, 1, algorithm, params, timeout)
+        return result.reshape(shape)
+
+    def scatter(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
+                timeout: float | None = None, **params: Any) -> np.ndarray:
+        """This rank's block of the root's ``x`` split into ``size`` equal blocks along axis 0."""
+        return self._start(self._scatterv("scatter", x, None, root, out, algorithm, timeout,
+                                          params), True)
+
+    def iscatter(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
+                 timeout: float | None = None, **params: Any) -> Request:
+        """Non-blocking `scatter`."""
+        return self._start(self._scatterv("scatter", x, None, root, out, algorithm, timeout,
+                                          params), False)
+
+    def scatterv(self, x: Any, counts: Any = None, root: int = 0, *, out: Any = None,
+                 algorithm: str | None = None, timeout: float | None = None,
+                 **params: Any) -> np.ndarray:
+        """This rank's block of the root's ``x`` split by ``counts`` (rows, given at the root)."""
+        if self.rank == root and counts is None:
+            raise ArgumentError("scatterv", "counts", None, "required at the root", self.rank)
+        return self._start(self._scatterv("scatterv", x, counts if self.rank == root else 0,
+                                          root, out, algorithm, timeout, params), True)
+
+    def iscatterv(self, x: Any, counts: Any = None, root: int = 0, *, out: Any = None,
+                  algorithm: str | None = None, timeout: float | None = None,
+                  **params: Any) -> Request:
+        """Non-blocking `scatterv`."""
+        if self.rank == root and counts is None:
+            raise ArgumentError("iscatterv", "counts", None, "required at the root", self.rank)
+        return self._start(self._scatterv("scatterv", x, counts if self.rank == root else 0,
+                                          root, out, algorithm, timeout, params), False)
+
+    # -- counts exchange -------------------------------------------------------------------
+    def _allgather_ints(self, call: str, values: Sequence[int], seq: int, phase: int,
+                        timeout: float | None) -> Generator[Execution, None, np.ndarray]:
+        mine = np.asarray(values, np.int64)
+        result = np.empty(self.size * len(mine), np.int64)
+        spec = make_spec("allgather", self.size, np.int64, count=len(mine))
+        yield self._execute(spec, mine, result, seq, phase, None, {}, timeout,
+                            counts_signature=(call, "counts"))
+        return result.reshape(self.size, len(mine))
+
+    # -- gather / allgather ------------------------------------------------------------------
+    def _gatherv(self, call: str, x: Any, root: int | None, counts: Any, vector: bool,
+                 out: Any, algorithm: str | None, timeout: float | None, params: dict) -> Phases:
+        collective = ("all" if root is None else "") + ("gatherv" if vector else "gather")
+        if root is not None:
+            root = self._check_root(call, root)
+        data = self._array(call, x)
+        seq = self._reserve()
+        rows = _rows(data)
+        per_row = _row_size(data)
+        trailing = data.shape[1:] if data.ndim else ()
+        phase = 0
+        if vector and counts is None:
+            got = yield from self._allgather_ints(call, [rows, per_row], seq, 0, timeout)
+            row_counts = got[:, 0].tolist()
+            if any(int(v) != per_row for v in got[:, 1]) and any(got[:, 0]):
+                bad = [r for r in range(self.size) if got[r, 1] != per_row and got[r, 0]]
+                raise ArgumentError(call, "x", data.shape, f"trailing shape differs from rank "
+                                    f"{bad[0]}'s", self.rank)
+            phase = 1
+        elif vector:
+            row_counts = self._counts(call, "counts", counts)
+            if row_counts[self.rank] != rows:
+                raise ArgumentError(call, "counts", counts, f"entry {self.rank} is "
+                                    f"{row_counts[self.rank]} but x has {rows} rows", self.rank)
+        else:
+            row_counts = [rows] * self.size
+        elem_counts = [r * per_row for r in row_counts]
+        if vector:
+            spec = make_spec(collective, self.size, data.dtype, counts=elem_counts,
+                             root=root or 0)
+        else:
+            spec = make_spec(collective, self.size, data.dtype, count=elem_counts[0],
+                             root=root or 0)
+        total_rows = sum(row_counts)
+        receives = root is None or self.rank == root
+        if data.ndim == 0:
+            shape: tuple[int, ...] = (self.size,)
+        else:
+            shape = (total_rows, *trailing)
+        result = self._out(call, out, shape, data.dtype) if receives else None
+        if result is not None and np.shares_memory(result, data):
+            data = data.copy()
+        yield self._execute(spec, data, result, seq, phase, algorithm, params, timeout)
+        return None if result is None else result.reshape(shape)
+
+    def gather(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
+               timeout: float | None = None, **params: Any) -> np.ndarray | None:
+        """The ranks' arrays concatenated along axis 0 on the root; None elsewhere."""
+        return self._start(self._gatherv("gather", x, root, None, False, out, algorithm, timeout,
+                                         params), True)
+
+    def igather(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
+                timeout: float | None = None, **params: Any) -> Request:
+        """Non-blocking `gather`."""
+        return self._start(self._gatherv("gather", x, root, None, False, out, algorithm, timeout,
+                                         params), False)
+
+    def gatherv(self, x: Any, root: int = 0, counts: Any = None, *, out: Any = None,
+                algorithm: str | None = None, timeout: float | None = None,
+                **params: Any) -> np.ndarray | None:
+        """Arrays of different lengths concatenated on the root (counts exchanged if None)."""
+        return self._start(self._gatherv("gatherv", x, root, counts, True, out, algorithm,
+                                         timeout, params), True)
+
+    def igatherv(self, x: Any, root: int = 0, counts: Any = None, *, out: Any = None,
+                 algorithm: str | None = None, timeout: float | None = None,
+                 **params: Any) -> Request:
+        """Non-blocking `gatherv`."""
+        return self._start(self._gatherv("gatherv", x, root, counts, True, out, algorithm,
+                                         timeout, params), False)
+
+    def allgather(self, x: Any, *, out: Any = None, algorithm: str | None = None,
+                  timeout: float | None = None, **params: Any) -> np.ndarray:
+        """The ranks' arrays concatenated along axis 0 in rank order, on every rank."""
+        return self._start(self._gatherv("allgather", x, None, None, False, out, algorithm,
+                                         timeout, params), True)
+
+    def iallgather(self, x: Any, *, out: Any = None, algorithm: str | None = None,
+                   timeout: float | None = None, **params: Any) -> Request:
+        """Non-blocking `allgather`."""
+        return self._start(self._gatherv("allgather", x, None, None, False, out, algorithm,
+                                         timeout, params), False)
+
+    def allgatherv(self, x: Any, counts: Any = None, *, out: Any = None,
+                   algorithm: str | None = None, timeout: float | None = None,
+                   **params: Any) -> np.ndarray:
+        """`allgather` for arrays of different lengths (counts in rows; exchanged if None)."""
+        return self._start(self._gatherv("allgatherv", x, None, counts, True, out, algorithm,
+                                         timeout, params), True)
+
+    def iallgatherv(self, x: Any, counts: Any = None, *, out: Any = None,
+                    algorithm: str | None = None, timeout: float | None = None,
+                    **params: Any) -> Request:
+        """Non-blocking `allgatherv`."""
+        return self._start(self._gatherv("allgatherv", x, None, counts, True, out, algorithm,
+                                         timeout, params), False)
+
+    # -- alltoall ------------------------------------------------------------------------------
+    def _alltoallv(self, call: str, x: Any, sendcounts: Any, sdispls: Any, recvcounts: Any,
+                   vector: bool, out: Any, algorithm: str | None, timeout: float | None,
+                   params: dict) -> Phases:
+        data = self._array(call, x)
+        if data.ndim == 0:
+            raise ArgumentError(call, "x", data.shape, "needs at least one dimension", self.rank)
+        seq = self._reserve()
+        per_row = _row_size(data)
+        trailing = data.shape[1:]
+        phase = 0
+        if not vector:
+            if data.shape[0] % self.size:
+                raise ArgumentError(call, "x", data.shape, f"axis 0 ({data.shape[0]}) is not "
+                                    f"divisible by the {self.size} ranks", self.rank)
+            block = data.shape[0] // self.size
+            scounts = [block] * self.size
+            rcounts = list(scounts)
+            sdis = prefix(tuple(scounts))
+        else:
+            scounts = self._counts(call, "sendcounts", sendcounts)
+            if sdispls is None:
+                sdis = prefix(tuple(scounts))
+            else:
+                sdis = tuple(self._counts(call, "sdispls", sdispls))
+            for j, (d, c) in enumerate(zip(sdis, scounts, strict=True)):
+                if c and d + c > data.shape[0]:
+                    raise ArgumentError(call, "sdispls", sdispls, f"segment {j} [{d}:{d + c}] "
+                                        f"runs past the {data.shape[0]} rows of x", self.rank)
+            if recvcounts is None:
+                mine = np.asarray(scounts, np.int64)
+                got = np.empty(self.size, np.int64)
+                spec0 = make_spec("alltoall", self.size, np.int64, count=1)
+                yield self._execute(spec0, mine, got, seq, 0, None, {}, timeout,
+                                    counts_signature=(call, "counts"))
+                rcounts = got.tolist()
+                phase = 1
+            else:
+                rcounts = self._counts(call, "recvcounts", recvcounts)
+        spec = make_spec(
+            "alltoallv" if vector else "alltoall", self.size, data.dtype,
+            count=scounts[0] * per_row if not vector else 0,
+            sendcounts=[c * per_row for c in scounts], sdispls=[d * per_row for d in sdis],
+            recvcounts=[c * per_row for c in rcounts])
+        shape = (sum(rcounts), *trailing)
+        result = self._out(call, out, shape, data.dtype)
+        if np.shares_memory(result, data):
+            data = data.copy()
+        signature = ("v", per_row) if vector else (scounts[0] * per_row,)
+        yield self._execute(spec, data, result, seq, phase, algorithm, params, timeout,
+                            counts_signature=signature)
+        return result.reshape(shape)
+
+    def alltoall(self, x: Any, *, out: Any = None, algorithm: str | None = None,
+                 timeout: float | None = None, **params: Any) -> np.ndarray:
+        """Block j of ``x`` (split into ``size`` blocks along axis 0) goes to rank j."""
+        return self._start(self._alltoallv("alltoall", x, None, None, None, False, out,
+                                           algorithm, timeout, params), True)
+
+    def ialltoall(self, x: Any, *, out: Any = None, algorithm: str | None = None,
+                  timeout: float | None = None, **params: Any) -> Request:
+        """Non-blocking `alltoall`."""
+        return self._start(self._alltoallv("alltoall", x, None, None, None, False, out,
+                                           algorithm, timeout, params), False)
+
+    def alltoallv(self, x: Any, sendcounts: Any, sdispls: Any = None, recvcounts: Any = None, *,
+                  out: Any = None, algorithm: str | None = None, timeout: float | None = None,
+                  **params: Any) -> np.ndarray:
+        """Segments of ``x`` (rows) to each rank; received segments concatenated in rank order."""
+        return self._start(self._alltoallv("alltoallv", x, sendcounts, sdispls, recvcounts,
+                                           True, out, algorithm, timeout, params), True)
+
+    def ialltoallv(self, x: Any, sendcounts: Any, sdispls: Any = None, recvcounts: Any = None,
+                   *, out: Any = None, algorithm: str | None = None,
+                   timeout: float | None = None, **params: Any) -> Request:
+        """Non-blocking `alltoallv`."""
+        return self._start(self._alltoallv("alltoallv", x, sendcounts, sdispls, recvcounts,
+                                           True, out, algorithm, timeout, params), False)
+
+    # -- reductions ----------------------------------------------------------------------------
+    def _reduction(self, collective: str, x: Any, op: Any, root: int | None, counts: Any,
+                   out: Any, algorithm: str | None, timeout: float | None,
+                   params: dict) -> Phases:
+        call = collective
+        data = self._array(call, x)
+        resolved = self._op(call, op, data.dtype)
+        if root is not None:
+            root = self._check_root(call, root)
+        seq = self._reserve()
+        shape: tuple[int, ...] = data.shape
+        if collective in ("reduce_scatter", "reduce_scatter_block"):
+            if data.ndim == 0:
+                raise ArgumentError(call, "x", data.shape, "needs at least one dimension",
+                                    self.rank)
+            per_row = _row_size(data)
+            if counts is None:
+                if data.shape[0] % self.size:
+                    raise ArgumentError(call, "x", data.shape, f"axis 0 ({data.shape[0]}) is "
+                                        f"not divisible by the {self.size} ranks", self.rank)
+                rows = [data.shape[0] // self.size] * self.size
+            else:
+                rows = self._counts(call, "counts", counts, data.shape[0])
+            elem = [r * per_row for r in rows]
+            if collective == "reduce_scatter_block" or counts is None:
+                spec = make_spec("reduce_scatter_block" if collective.endswith("block")
+                                 else "reduce_scatter", self.size, data.dtype,
+                                 count=elem[0], counts=elem, op=resolved)
+            else:
+                spec = make_spec("reduce_scatter", self.size, data.dtype, counts=elem,
+                                 op=resolved)
+            shape = (rows[self.rank], *data.shape[1:])
+        else:
+            spec = make_spec(collective, self.size, data.dtype, count=data.size,
+                             root=root or 0, op=resolved)
+        receives = collective != "reduce" or self.rank == root
+        result = self._out(call, out, shape, data.dtype) if receives else None
+        if result is not None and np.shares_memory(result, data):
+            data = data.copy()
+        signature = (spec.count, spec.counts, resolved.name)
+        yield self._execute(spec, data, result, seq, 0, algorithm, params, timeout,
+                            counts_signature=signature)
+        if collective == "exscan" and self.rank == 0:
+            return None
+        return None if result is None else result.reshape(shape)
+
+    def reduce(self, x: Any, op: Any = None, root: int = 0, *, out: Any = None,
+               algorithm: str | None = None, timeout: float | None = None,
+               **params: Any) -> np.ndarray | None:
+        """``x0 ∘ x1 ∘ … ∘ x(p−1)`` element-wise on the root; None elsewhere."""
+        return self._start(self._reduction("reduce", x, op, root, None, out, algorithm, timeout,
+                                           params), True)
+
+    def ireduce(self, x: Any, op: Any = None, root: int = 0, *, out: Any = None,
+                algorithm: str | None = None, timeout: float | None = None,
+                **params: Any) -> Request:
+        """Non-blocking `reduce`."""
+        return self._start(self._reduction("reduce", x, op, root, None, out, algorithm, timeout,
+                                           params), False)
+
+    def allreduce(self, x: Any, op: Any = None, *, out: Any = None, algorithm: str | None = None,
+                  timeout: float | None = None, **params: Any) -> np.ndarray:
+        """The reduction of every rank's ``x``, on every rank."""
+        return self._start(self._reduction("allreduce", x, op, None, None, out, algorithm,
+                                           timeout, params), True)
+
+    def iallreduce(self, x: Any, op: Any = None, *, out: Any = None,
+                   algorithm: str | None = None, timeout: float | None = None,
+                   **params: Any) -> Request:
+        """Non-blocking `allreduce`."""
+        return self._start(self._reduction("allreduce", x, op, None, None, out, algorithm,
+                                           timeout, params), False)
+
+    def reduce_scatter(self, x: Any, op: Any = None, counts: Any = None, *, out: Any = None,
+                       algorithm: str | None = None, timeout: float | None = None,
+                       **params: Any) -> np.ndarray:
+        """Block ``rank`` (rows per ``counts``; equal blocks if None) of the reduction."""
+        return self._start(self._reduction("reduce_scatter", x, op, None, counts, out,
+                                           algorithm, timeout, params), True)
+
+    def ireduce_scatter(self, x: Any, op: Any = None, counts: Any = None, *, out: Any = None,
+                        algorithm: str | None = None, timeout: float | None = None,
+                        **params: Any) -> Request:
+        """Non-blocking `reduce_scatter`."""
+        return self._start(self._reduction("reduce_scatter", x, op, None, counts, out,
+                                           algorithm, timeout, params), False)
+
+    def reduce_scatter_block(self, x: Any, op: Any = None, *, out: Any = None,
+                             algorithm: str | None = None, timeout: float | None = None,
+                             **params: Any) -> np.ndarray:
+        """Block ``rank`` of the reduction, ``x`` split into ``size`` equal blocks."""
+        return self._start(self._reduction("reduce_scatter_block", x, op, None, None, out,
+                                           algorithm, timeout, params), True)
+
+    def ireduce_scatter_block(self, x: Any, op: Any = None, *, out: Any = None,
+                              algorithm: str | None = None, timeout: float | None = None,
+                              **params: Any) -> Request:
+        """Non-blocking `reduce_scatter_block`."""
+        return self._start(self._reduction("reduce_scatter_block", x, op, None, None, out,
+                                           algorithm, timeout, params), False)
+
+    def scan(self, x: Any, op: Any = None, *, out: Any = None, algorithm: str | None = None,
+             timeout: float | None = None, **params: Any) -> np.ndarray:
+        """Inclusive prefix reduction: ``x0 ∘ … ∘ x(rank)``."""
+        return self._start(self._reduction("scan", x, op, None, None, out, algorithm, timeout,
+                                           params), True)
+
+    def iscan(self, x: Any, op: Any = None, *, out: Any = None, algorithm: str | None = None,
+              timeout: float | None = None, **params: Any) -> Request:
+        """Non-blocking `scan`."""
+        return self._start(self._reduction("scan", x, op, None, None, out, algorithm, timeout,
+                                           params), False)
+
+    def exscan(self, x: Any, op: Any = None, *, out: Any = None, algorithm: str | None = None,
+               timeout: float | None = None, **params: Any) -> np.ndarray | None:
+        """Exclusive prefix reduction ``x0 ∘ … ∘ x(rank−1)``; None on rank 0."""
+        return self._start(self._reduction("exscan", x, op, None, None, out, algorithm, timeout,
+                                           params), True)
+
+    def iexscan(self, x: Any, op: Any = None, *, out: Any = None, algorithm: str | None = None,
+                timeout: float | None = None, **params: Any) -> Request:
+        """Non-blocking `exscan`."""
+        return self._start(self._reduction("exscan", x, op, None, None, out, algorithm, timeout,
+                                           params), False)
+
+    # -- communicators ---------------------------------------------------------------------
+    def split(self, color: int | None, key: int = 0) -> Comm | None:
+        """Ranks with equal ``color`` form a new communicator, ordered by ``(key, rank)``.
+
+        A rank passing ``color=None`` takes part but gets None back (MPI_UNDEFINED).
+        """
+        seq = self._reserve()
+        flag = 0 if color is None else 1
+        mine = [flag, int(color or 0), int(key), self._contexts.next]
+        table = Request(self, self._allgather_ints("split", mine, seq, 0, None)).wait()
+        context = int(table[:, 3].max())
+        self._contexts.next = context + 1
+        if color is None:
+            return None
+        members = [r for r in range(self.size) if table[r, 0] and table[r, 1] == color]
+        members.sort(key=lambda r: (int(table[r, 2]), r))
+        group = [self._group[r] for r in members]
+        return Comm(self.transport, group, context, progress=self._progress,
+                    contexts=self._contexts, timeout=self.timeout,
+                    name=f"{self.name}.split({color})")
+
+    def dup(self) -> Comm:
+        """The same group with its own message space."""
+        new = self.split(0, self.rank)
+        assert new is not None
+        new.name = f"{self.name}.dup"
+        new._overrides = dict(self._overrides)
+        new._params = {k: dict(v) for k, v in self._params.items()}
+        return new
+
+    def _run_phase(self, spec: CallSpec, send: np.ndarray | None, recv: np.ndarray | None,
+                   signature: object) -> None:
+        """Run one schedule to completion with library-chosen algorithm (internal helper)."""
+        seq = self._reserve()
+
+        def one() -> Phases:
+            yield self._execute(spec, send, recv, seq, 0, None, {}, None,
+                                counts_signature=signature)
+
+        Request(self, one()).wait()
+
+    # -- objects -----------------------------------------------------------------------------
+    def bcast_object(self, obj: Any, root: int = 0) -> Any:
+        """Broadcast any picklable object (pickle 5, large buffers out of band)."""
+        from .objects import bcast_object
+        return bcast_object(self, obj, root)
+
+    def gather_object(self, obj: Any, root: int = 0) -> list[Any] | None:
+        """Every rank's object in a list on the root; None elsewhere."""
+        from .objects import gather_object
+        return gather_object(self, obj, root)
+
+    def allgather_object(self, obj: Any) -> list[Any]:
+        """Every rank's object in a list on every rank."""
+        from .objects import allgather_object
+        return allgather_object(self, obj)
+
+    def scatter_object(self, objs: Sequence[Any] | None, root: int = 0) -> Any:
+        """Object ``objs[rank]`` of the root's list, on each rank."""
+        from .objects import scatter_object
+        return scatter_object(self, objs, root)
+
+    def alltoall_object(self, objs: Sequence[Any]) -> list[Any]:
+        """``objs[j]`` goes to rank j; returns the objects received, in rank order."""
+        from .objects import alltoall_object
+        return alltoall_object(self, objs)
+
+    def reduce_object(self, obj: Any, fn: Callable[[Any, Any], Any], root: int = 0) -> Any:
+        """``fn`` folded over the ranks' objects in rank order, on the root; None elsewhere."""
+        from .objects import reduce_object
+        return reduce_object(self, obj, fn, root)
+
+    def allreduce_object(self, obj: Any, fn: Callable[[Any, Any], Any]) -> Any:
+        """`reduce_object` with the result on every rank."""
+        from .objects import allreduce_object
+        return allreduce_object(self, obj, fn)
+
+
+__all__ = ["Comm", "Request", "wait_all", "CollopsError"]

@@ -1,0 +1,277 @@
+"""The progress engine: runs one rank's schedule over a transport.
+
+A schedule is compiled once into a `Plan` — plain Python lists, byte offsets precomputed, the
+successors of each step and its number of predecessors — and cached with it, so replaying a
+call costs a short loop: post every ready step, complete the local ones at once, and on each
+poll test the pending sends and receives, releasing their successors.
+
+An `Execution` is one run of a plan on concrete buffers. It never blocks: `poll` advances it
+and tells whether it is done. Blocking (``wait``) belongs to the caller, who sleeps in the
+transport's `wait_for_activity` between polls. All executions of one transport are polled
+together (`Progress`), so concurrent non-blocking collectives complete in any order.
+
+Errors carry the rank, the collective, the algorithm and the step: a message of the wrong
+size or from a mismatched call, a timeout naming the ranks not heard from.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import CollectiveMismatch, CollectiveTimeout, CollopsError, MessageSizeMismatch
+from ..ops import Op
+from ..schedule.local import apply_reduce
+from ..schedule.table import Schedule, StepKind
+from ..transport.base import Handle, Transport
+
+SEND, RECV, COPY, REDUCE = (int(StepKind.SEND), int(StepKind.RECV), int(StepKind.COPY),
+                            int(StepKind.REDUCE))
+
+#: bit layout of a message tag: context | call sequence | phase | message sequence
+SEQ_BITS = 24
+PHASE_BITS = 3
+CALL_BITS = 24
+CONTEXT_BITS = 12
+
+
+def make_tag_base(context: int, call_seq: int, phase: int) -> int:
+    """The tag of message 0 of a phase of a call on a communicator context."""
+    ctx = context & ((1 << CONTEXT_BITS) - 1)
+    call = call_seq & ((1 << CALL_BITS) - 1)
+    return ((((ctx << CALL_BITS) | call) << PHASE_BITS) | phase) << SEQ_BITS
+
+
+class Plan:
+    """A schedule compiled for fast replay at one element size."""
+
+    __slots__ = ("schedule", "n", "kind", "peer", "seq", "src_buf", "src_lo", "src_hi",
+                 "dst_buf", "dst_lo", "dst_hi", "op", "flags", "succ", "indeg", "roots",
+                 "itemsize", "nbytes")
+
+    def __init__(self, schedule: Schedule, itemsize: int) -> None:
+        s = schedule
+        self.schedule = s
+        self.n = len(s)
+        self.itemsize = itemsize
+        self.kind: list[int] = s.kind.tolist()
+        self.peer: list[int] = s.peer.tolist()
+        self.seq: list[int] = s.seq.tolist()
+        self.src_buf: list[int] = s.src_buf.tolist()
+        self.dst_buf: list[int] = s.dst_buf.tolist()
+        count = s.count.astype(np.int64)
+        self.src_lo: list[int] = (s.src_off * itemsize).tolist()
+        self.src_hi: list[int] = ((s.src_off + count) * itemsize).tolist()
+        self.dst_lo: list[int] = (s.dst_off * itemsize).tolist()
+        self.dst_hi: list[int] = ((s.dst_off + count) * itemsize).tolist()
+        self.nbytes: list[int] = (count * itemsize).tolist()
+        self.op: list[int] = s.op.tolist()
+        self.flags: list[int] = s.flags.tolist()
+        succ: list[list[int]] = [[] for _ in range(self.n)]
+        indeg = [0] * self.n
+        for a, b in zip(s.dep_from.tolist(), s.dep_to.tolist(), strict=True):
+            succ[a].append(b)
+            indeg[b] += 1
+        self.succ = succ
+        self.indeg = indeg
+        self.roots = [i for i in range(self.n) if indeg[i] == 0]
+
+
+@dataclass(frozen=True)
+class CallInfo:
+    """What an execution is doing, for error messages."""
+
+    collective: str
+    algorithm: str
+    rank: int
+    fingerprint: int
+    describe_fingerprint: Any = None  # Callable[[int], str]
+    world_of: Any = None  # Callable[[int], int] group rank -> transport rank
+
+
+class Execution:
+    """One run of a plan on concrete buffers; `poll` advances it without blocking."""
+
+    __slots__ = ("plan", "transport", "tag_base", "info", "op", "typed", "raw", "waiting",
+                 "pending", "left", "deadline", "started", "timeout", "heard_from", "peer_map")
+
+    def __init__(
+        self,
+        plan: Plan,
+        typed: tuple[np.ndarray, np.ndarray, np.ndarray],
+        transport: Transport,
+        tag_base: int,
+        info: CallInfo,
+        op: Op | None,
+        timeout: float | None,
+        peer_map: list[int],
+    ) -> None:
+        self.plan = plan
+        self.transport = transport
+        self.tag_base = tag_base
+        self.info = info
+        self.op = op
+        self.typed = typed
+        self.raw = tuple(a.view(np.uint8) if a.dtype != np.uint8 else a for a in typed)
+        self.waiting = list(plan.indeg)
+        self.pending: list[tuple[Handle, int]] = []
+        self.left = plan.n
+        self.timeout = timeout
+        self.started = time.monotonic()
+        self.deadline = None if timeout is None else self.started + timeout
+        self.heard_from: set[int] = set()
+        self.peer_map = peer_map
+        self._run(plan.roots)
+
+    def _run(self, steps: list[int]) -> None:
+        plan = self.plan
+        kind, waiting, succ = plan.kind, self.waiting, plan.succ
+        stack = list(steps)
+        while stack:
+            i = stack.pop()
+            k = kind[i]
+            if k == SEND:
+                view = memoryview(self.raw[plan.src_buf[i]][plan.src_lo[i]: plan.src_hi[i]])  # type: ignore[arg-type]
+                h = self.transport.isend(self.peer_map[plan.peer[i]], self.tag_base | plan.seq[i],
+                                         view, self.info.fingerprint)
+            elif k == RECV:
+                view = memoryview(self.raw[plan.dst_buf[i]][plan.dst_lo[i]: plan.dst_hi[i]])  # type: ignore[arg-type]
+                h = self.transport.irecv(self.peer_map[plan.peer[i]], self.tag_base | plan.seq[i],
+                                         view)
+            else:
+                self._local(i)
+                self.left -= 1
+                for j in succ[i]:
+                    waiting[j] -= 1
+                    if waiting[j] == 0:
+                        stack.append(j)
+                continue
+            if h.done:
+                self._check(h, i)
+                self.left -= 1
+                for j in succ[i]:
+                    waiting[j] -= 1
+                    if waiting[j] == 0:
+                        stack.append(j)
+            else:
+                self.pending.append((h, i))
+
+    def _local(self, i: int) -> None:
+        plan = self.plan
+        if plan.kind[i] == COPY:
+            src = self.raw[plan.src_buf[i]][plan.src_lo[i]: plan.src_hi[i]]
+            self.raw[plan.dst_buf[i]][plan.dst_lo[i]: plan.dst_hi[i]] = src
+            return
+        size = plan.itemsize
+        s_lo, d_lo = plan.src_lo[i] // size, plan.dst_lo[i] // size
+        n = plan.nbytes[i] // size
+        src = self.typed[plan.src_buf[i]][s_lo: s_lo + n]
+        dst = self.typed[plan.dst_buf[i]][d_lo: d_lo + n]
+        assert self.op is not None or plan.op[i] != 0
+        apply_reduce(self.op, dst, src, plan.op[i], plan.flags[i])  # type: ignore[arg-type]
+
+    def _check(self, h: Handle, i: int) -> None:
+        if h.error is not None:
+            raise h.error
+        plan = self.plan
+        if plan.kind[i] != RECV:
+            return
+        self.heard_from.add(plan.peer[i])
+        expected = plan.nbytes[i]
+        if h.fingerprint != self.info.fingerprint and h.fingerprint != 0:
+            describe = self.info.describe_fingerprint or (lambda f: f"call {f:#x}")
+            raise CollectiveMismatch(
+                f"rank {self.info.rank}: called {describe(self.info.fingerprint)} but rank "
+                f"{plan.peer[i]} called {describe(h.fingerprint)} at the same point "
+                f"(step {i} of {self.info.collective}[{self.info.algorithm}])")
+        if h.nbytes != expected:
+            raise MessageSizeMismatch(
+                f"rank {self.info.rank}: {self.info.collective}[{self.info.algorithm}] step {i} "
+                f"expected {expected} bytes from rank {plan.peer[i]}, got {h.nbytes}: the ranks' "
+                "counts are inconsistent")
+
+    def poll(self) -> bool:
+        """Advance without blocking; True when every step has completed."""
+        if self.left == 0:
+            return True
+        if self.pending:
+            self.transport.progress()
+            still: list[tuple[Handle, int]] = []
+            released: list[int] = []
+            plan, waiting = self.plan, self.waiting
+            for h, i in self.pending:
+                if h.done:
+                    self._check(h, i)
+                    self.left -= 1
+                    for j in plan.succ[i]:
+                        waiting[j] -= 1
+                        if waiting[j] == 0:
+                            released.append(j)
+                else:
+                    still.append((h, i))
+            self.pending = still
+            if released:
+                self._run(released)
+        if self.left and self.deadline is not None and time.monotonic() > self.deadline:
+            raise self.timeout_error()
+        return self.left == 0
+
+    def timeout_error(self) -> CollectiveTimeout:
+        """The error describing where this execution stopped."""
+        plan = self.plan
+        recv_peers = sorted({plan.peer[i] for h, i in self.pending if plan.kind[i] == RECV})
+        send_peers = sorted({plan.peer[i] for h, i in self.pending if plan.kind[i] == SEND})
+        step = self.pending[0][1] if self.pending else -1
+        detail = self.plan.schedule.describe().splitlines()
+        where = detail[step + 1].strip() if 0 <= step < len(detail) - 1 else "a dependency"
+        return CollectiveTimeout(
+            f"rank {self.info.rank}: {self.info.collective}[{self.info.algorithm}] did not "
+            f"complete within {self.timeout} s; waiting at step {where}; not heard from ranks "
+            f"{recv_peers}" + (f"; sends to {send_peers} unfinished" if send_peers else ""))
+
+
+class Progress:
+    """All active executions of one transport, polled together."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+        self.active: list[Execution] = []
+
+    def poll_all(self) -> None:
+        """Poll every active execution once, dropping the finished ones."""
+        if not self.active:
+            self.transport.progress()
+            return
+        for ex in list(self.active):
+            if ex.poll():
+                self.active.remove(ex)
+
+    def wait(self, ex: Execution) -> None:
+        """Block until ``ex`` is done, progressing every other execution meanwhile."""
+        if ex.poll():
+            if ex in self.active:
+                self.active.remove(ex)
+            return
+        if ex not in self.active:
+            self.active.append(ex)
+        spins = 0
+        try:
+            while True:
+                for other in list(self.active):
+                    if other.poll():
+                        self.active.remove(other)
+                if ex.left == 0:
+                    return
+                spins += 1
+                if spins > 16:
+                    timeout = 0.05
+                    if ex.deadline is not None:
+                        timeout = max(0.0, min(timeout, ex.deadline - time.monotonic()))
+                    self.transport.wait_for_activity(timeout)
+        except CollopsError:
+            if ex in self.active:
+                self.active.remove(ex)
+            raise

@@ -1,0 +1,76 @@
+"""The layering of docs/design.md, enforced: which package may import which.
+
+Arrows point down the table: algorithms never import the runtime, the simulator never
+imports a transport, a transport knows nothing of collectives.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import collops
+
+SRC = Path(collops.__file__).parent
+
+BASE = {"errors", "datatypes", "ops"}
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
+    "datatypes": {"errors"},
+    "ops": {"errors", "datatypes"},
+    "schedule": BASE,
+    "algorithms": BASE | {"schedule"},
+    "transport": {"errors"},
+    "topology": {"errors"},
+    "model": BASE | {"schedule", "algorithms", "topology"},
+    "sim": BASE | {"schedule", "algorithms", "topology", "model"},
+    "runtime": BASE | {"schedule", "algorithms", "transport", "config", "topology"},
+    "endpoints": BASE | {"schedule", "algorithms", "transport", "runtime", "config", "topology",
+                         "sim", "model"},
+}
+
+
+def _imports(path: Path, package: str) -> set[str]:
+    tree = ast.parse(path.read_text())
+    found: set[str] = set()
+    depth_of_file = len(path.relative_to(SRC).parts) - 1
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                up = node.level - 1
+                parts = list(path.relative_to(SRC).parts[:depth_of_file])
+                base = parts[: len(parts) - up] if up else parts
+                target = (base + (node.module.split(".") if node.module else []))
+                if not target:
+                    found.update(alias.name for alias in node.names)
+                else:
+                    found.add(target[0])
+            elif node.module and node.module.startswith("collops."):
+                found.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("collops."):
+                    found.add(alias.name.split(".")[1])
+    return {f for f in found if f != package}
+
+
+def test_packages_import_only_what_their_layer_allows():
+    problems = []
+    for package, allowed in ALLOWED.items():
+        where = SRC / package
+        files = [SRC / f"{package}.py"] if not where.is_dir() else sorted(where.rglob("*.py"))
+        for path in files:
+            if not path.exists():
+                continue
+            bad = _imports(path, package) - allowed
+            # an algorithm module that registers MPI's own collectives is a transport plug-in
+            if path.name == "mpi_native.py":
+                bad -= {"transport", "runtime"}
+            if bad:
+                problems.append(f"{path.relative_to(SRC)} imports {sorted(bad)}")
+    assert not problems, "layering broken:\n" + "\n".join(problems)
+
+
+def test_the_checker_sees_relative_imports():
+    found = _imports(SRC / "runtime" / "engine.py", "runtime")
+    assert {"schedule", "transport", "errors"} <= found
