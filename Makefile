@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/collops demo
+	$(BIN)/collops run -n 4 examples/collectives.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

@@ -99,17 +99,19 @@ def _one(comm: Comm, collective: str, algorithm: str | None, count: int) -> tupl
     raise ValueError(collective)
 
 
-def _rank_main(comm: Comm, count: int) -> list[tuple[str, str, int, int, bool, float]]:
+def rank_report(comm: Comm, count: int) -> list[tuple[str, str, int, int, bool, float]]:
+    """Run every call of the plan on this rank; rank 0 gets the table rows."""
     rows = []
     for collective, algorithm, _ in PLAN:
         comm.barrier()
         start = time.perf_counter()
         got, want, nbytes = _one(comm, collective, algorithm, count)
         elapsed = time.perf_counter() - start
+        used = comm.last_algorithm or "-"
         ok = _same(got, want)
         oks = comm.allgather_object((ok, elapsed))
         if comm.rank == 0:
-            rows.append((collective, comm.last_algorithm or "-", comm.size, nbytes,
+            rows.append((collective, used, comm.size, nbytes,
                          all(o for o, _ in oks), max(t for _, t in oks)))
     return rows
 
@@ -120,11 +122,9 @@ def _same(got: Any, want: Any) -> bool:
     return bool(np.array_equal(np.asarray(got).reshape(-1), np.asarray(want).reshape(-1)))
 
 
-def run_demo(nprocs: int = 4, transport: str = "inproc", count: int = 1000,
-             out: Callable[[str], None] = print) -> int:
-    """Run the demo on ``nprocs`` ranks and print the table; returns 0 when all verified."""
-    results = spawn(_rank_main, nprocs, count, transport=transport, timeout=300)
-    rows = results[0]
+def print_report(rows: list[tuple[str, str, int, int, bool, float]], nprocs: int,
+                 transport: str, count: int, out: Callable[[str], None] = print) -> bool:
+    """Print the demo's table; True when every result equals numpy's."""
     out(f"collops demo: {nprocs} ranks over '{transport}', {count} float64 per rank\n")
     out(f"{'collective':<22}{'algorithm':<20}{'ranks':>6}{'bytes':>10}  {'verified':<9}"
         f"{'time':>10}")
@@ -133,4 +133,18 @@ def run_demo(nprocs: int = 4, transport: str = "inproc", count: int = 1000,
             f"{t * 1e3:>8.2f}ms")
     good = all(r[4] for r in rows)
     out("\nall results equal numpy's" if good else "\nSOME RESULTS DIFFER FROM NUMPY")
-    return 0 if good else 1
+    return good
+
+
+def program_main(comm: Comm, count: int = 1000) -> int:
+    """The demo as a program's main (``collops run -n 4 examples/collectives.py``)."""
+    rows = rank_report(comm, count)
+    good = print_report(rows, comm.size, comm.transport_name, count) if comm.rank == 0 else True
+    return 0 if comm.bcast_object(good) else 1
+
+
+def run_demo(nprocs: int = 4, transport: str = "inproc", count: int = 1000,
+             out: Callable[[str], None] = print) -> int:
+    """Run the demo on ``nprocs`` ranks in this process and print the table; 0 when verified."""
+    results = spawn(rank_report, nprocs, count, transport=transport, timeout=300)
+    return 0 if print_report(results[0], nprocs, transport, count, out) else 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import traceback
@@ -32,7 +33,9 @@ def _transport_from_environment() -> Transport:
             kind = "inproc"
     if kind == "shm":
         from ..transport.shm import ShmTransport
-        return ShmTransport.from_env()
+        transport = ShmTransport.from_env()
+        atexit.register(transport.close)
+        return transport
     if kind == "mpi":
         import importlib
         mpi = importlib.import_module("collops.transport.mpi")

@@ -1,0 +1,392 @@
+"""Starting the processes of a shared-memory job, watching them, and cleaning up after them.
+
+The launcher owns the job: it creates the job's segment under /dev/shm (mode 0600, random
+name), starts the ranks, and removes the segment as soon as every rank has attached — and
+again on every way out (success, an exception in a rank, a rank killed by a signal, a
+timeout, Ctrl-C). Ranks never unlink anything, so Python's resource tracker is never
+involved, and a rank that dies cannot leak the segment.
+
+It also is the job's failure detector: it reaps the ranks, and when one ends badly it
+writes the rank into the segment's header and wakes every sleeping rank, whose pending
+operations then raise `PeerFailed`. The survivors get a short grace to exit on their own,
+then are killed. Each rank is started with PR_SET_PDEATHSIG, so killing the launcher kills
+the job too.
+
+Two entry points: `launch_program` runs ``python program.py args`` N times (``collops
+run``), `launch_function` forks N processes that call a function (``collops.spawn``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pickle
+import selectors
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from typing import IO, Any
+
+from ..errors import RankFailed
+from ..transport import shm_segment as seg
+from ..transport.base import Transport
+
+#: exit status of a job that ran out of time (as coreutils' timeout)
+EXIT_TIMEOUT = 124
+#: exit status of a job interrupted by SIGINT / SIGTERM
+EXIT_INTERRUPTED = 130
+#: seconds the surviving ranks get to exit on their own after a rank failed
+FAILURE_GRACE = 1.0
+_TICK = 0.01
+_PR_SET_PDEATHSIG = 1
+
+
+class _Job:
+    """A job's segment as seen by its launcher: rank states, failure marks, removal."""
+
+    def __init__(self, nprocs: int) -> None:
+        self.nprocs = nprocs
+        self.name, layout = seg.create_job(nprocs)
+        self.linked = True
+        try:
+            self.segment = seg.Segment(self.name)
+        except BaseException:
+            self.unlink()
+            raise
+        self.layout = layout
+        self.words = self.segment.words
+
+    def state(self, rank: int) -> int:
+        """The rank's state word."""
+        return int(self.words[self.layout.rank_word(rank, seg.R_STATE)])
+
+    def unlink_if_all_attached(self) -> None:
+        """Remove the segment's name once every rank has mapped it."""
+        if self.linked and all(self.state(r) != seg.NOT_STARTED for r in range(self.nprocs)):
+            self.unlink()
+
+    def mark_exit(self, rank: int, failed: bool) -> None:
+        """Record a rank's end; a failure is announced to every other rank."""
+        word = self.layout.rank_word(rank, seg.R_STATE)
+        if not failed:
+            self.words[word] = seg.EXITED
+            return
+        self.words[word] = seg.FAILED
+        if self.words[seg.H_FAILED] == 0:
+            self.words[seg.H_FAILED] = rank + 1
+        self.wake_all()
+
+    def wake_all(self) -> None:
+        """Ring every rank's doorbell."""
+        for r in range(self.nprocs):
+            w = self.layout.rank_word(r, seg.R_DOORBELL)
+            self.words[w] = (self.words[w] + 1) & 0xFFFFFFFF
+            seg.futex_wake(self.segment.address + w * 8)
+
+    def unlink(self) -> None:
+        """Remove the segment's name (idempotent)."""
+        if self.linked:
+            seg.unlink_job(self.name)
+            self.linked = False
+
+    def close(self) -> None:
+        """Remove and unmap the segment."""
+        self.unlink()
+        self.words = None  # type: ignore[assignment]
+        self.segment.close()
+
+
+def _die_with_parent() -> None:
+    """In a child: be killed when the launcher dies."""
+    try:
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _exit_status(returncode: int) -> int:
+    """A shell-style exit status: 128 + signal for a rank killed by a signal."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _describe_end(returncode: int) -> str:
+    if returncode < 0:
+        return f"was killed by {signal.Signals(-returncode).name}"
+    return f"exited with status {returncode}"
+
+
+class _Interrupted(Exception):
+    """SIGINT or SIGTERM reached the launcher."""
+
+
+class _SignalGuard:
+    """Turn SIGINT/SIGTERM into `_Interrupted` while a job runs (main thread only)."""
+
+    def __enter__(self) -> _SignalGuard:
+        self.saved: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.saved[sig] = signal.signal(sig, self._raise)
+        return self
+
+    @staticmethod
+    def _raise(signum: int, frame: object) -> None:
+        raise _Interrupted(signal.Signals(signum).name)
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)
+
+
+def _kill_all(pids: Iterable[int], sig: int = signal.SIGKILL) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+# ---- launch_program -------------------------------------------------------------------
+
+
+def _forward_lines(stream: IO[bytes], sink: IO[bytes], prefix: bytes) -> None:
+    for line in iter(stream.readline, b""):
+        sink.write(prefix + line)
+        sink.flush()
+    stream.close()
+
+
+def launch_program(nprocs: int, argv: list[str], timeout: float | None = None,
+                   tag_output: bool = False) -> int:
+    """Run ``python *argv`` as ranks 0..nprocs-1 of one shm job; the job's exit status."""
+    job = _Job(nprocs)
+    procs: list[subprocess.Popen[bytes]] = []
+    forwarders: list[threading.Thread] = []
+    try:
+        with _SignalGuard():
+            try:
+                for rank in range(nprocs):
+                    procs.append(_start_rank(job, rank, argv, tag_output, forwarders))
+                return _watch_programs(job, procs, timeout)
+            except _Interrupted as exc:
+                _message(f"{exc}: ending all {nprocs} ranks")
+                _kill_all((p.pid for p in procs if p.poll() is None), signal.SIGTERM)
+                _reap(procs, 0.5)
+                return EXIT_INTERRUPTED
+    finally:
+        _kill_all(p.pid for p in procs if p.poll() is None)
+        for p in procs:
+            p.wait()
+        for thread in forwarders:
+            thread.join(timeout=1.0)
+        job.close()
+
+
+def _start_rank(job: _Job, rank: int, argv: list[str], tag_output: bool,
+                forwarders: list[threading.Thread]) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, COLLOPS_TRANSPORT="shm", COLLOPS_JOB=job.name,
+               COLLOPS_RANK=str(rank), COLLOPS_SIZE=str(job.nprocs))
+    pipe = subprocess.PIPE if tag_output else None
+    proc = subprocess.Popen([sys.executable, *argv], env=env, stdout=pipe, stderr=pipe,
+                            preexec_fn=_die_with_parent)
+    if tag_output:
+        prefix = f"[{rank}] ".encode()
+        for stream, sink in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer)):
+            assert stream is not None
+            thread = threading.Thread(target=_forward_lines, args=(stream, sink, prefix),
+                                      daemon=True)
+            thread.start()
+            forwarders.append(thread)
+    return proc
+
+
+def _watch_programs(job: _Job, procs: list[subprocess.Popen[bytes]],
+                    timeout: float | None) -> int:
+    start = time.monotonic()
+    first_failure: tuple[int, int] | None = None
+    failed_at = 0.0
+    running = set(range(len(procs)))
+    while running:
+        for rank in sorted(running):
+            code = procs[rank].poll()
+            if code is None:
+                continue
+            running.discard(rank)
+            job.mark_exit(rank, failed=code != 0)
+            if code != 0 and first_failure is None:
+                first_failure, failed_at = (rank, code), time.monotonic()
+                _message(f"rank {rank} {_describe_end(code)}; ending the job")
+        job.unlink_if_all_attached()
+        now = time.monotonic()
+        if first_failure is not None and running and now - failed_at > FAILURE_GRACE:
+            _kill_all(procs[r].pid for r in running)
+        if timeout is not None and running and now - start > timeout:
+            _message(f"timed out after {timeout:g} s; ranks still running: {sorted(running)}")
+            _kill_all(procs[r].pid for r in running)
+            return EXIT_TIMEOUT
+        if running:
+            time.sleep(_TICK)
+    return 0 if first_failure is None else _exit_status(first_failure[1])
+
+
+def _reap(procs: list[subprocess.Popen[bytes]], grace: float) -> None:
+    deadline = time.monotonic() + grace
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _message(text: str) -> None:
+    sys.stderr.write(f"collops run: {text}\n")
+    sys.stderr.flush()
+
+
+# ---- launch_function ------------------------------------------------------------------
+
+_LENGTH = struct.Struct("=Q")
+
+
+def launch_function(worker: Callable[[Transport], Any], nprocs: int,
+                    timeout: float | None = None) -> list[Any]:
+    """Fork ``nprocs`` ranks each calling ``worker(transport)``; their results by rank."""
+    job = _Job(nprocs)
+    pids: dict[int, int] = {}
+    readers: dict[int, int] = {}
+    try:
+        with _SignalGuard():
+            try:
+                for rank in range(nprocs):
+                    pid, fd = _fork_rank(job, rank, worker, list(readers.values()))
+                    pids[rank], readers[rank] = pid, fd
+                return _collect(job, pids, readers, timeout)
+            except _Interrupted:
+                raise KeyboardInterrupt from None
+    finally:
+        _kill_all(pids.values())
+        for pid in pids.values():
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        for fd in readers.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        job.close()
+
+
+def _fork_rank(job: _Job, rank: int, worker: Callable[[Transport], Any],
+               inherited: list[int]) -> tuple[int, int]:
+    read_fd, write_fd = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the rank: never returns
+        code = 1
+        try:
+            os.close(read_fd)
+            for fd in inherited:
+                os.close(fd)
+            _die_with_parent()
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            code = _run_rank(job.name, rank, job.nprocs, worker, write_fd)
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    return pid, read_fd
+
+
+def _run_rank(job: str, rank: int, size: int, worker: Callable[[Transport], Any],
+              write_fd: int) -> int:
+    from ..transport.shm import ShmTransport
+
+    transport = None
+    try:
+        transport = ShmTransport(job, rank, size)
+        payload = pickle.dumps((True, worker(transport)))
+        code = 0
+    except BaseException as exc:
+        payload = pickle.dumps((False, traceback.format_exc(), type(exc).__name__))
+        code = 1
+    with os.fdopen(write_fd, "wb") as pipe:  # the report goes out before we look gone
+        pipe.write(_LENGTH.pack(len(payload)) + payload)
+    if transport is not None:
+        transport.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return code
+
+
+def _collect(job: _Job, pids: dict[int, int], readers: dict[int, int],
+             timeout: float | None) -> list[Any]:
+    """Read every rank's report, marking failures as they come; results or RankFailed."""
+    start = time.monotonic()
+    data = {rank: bytearray() for rank in readers}
+    open_ranks = {fd: rank for rank, fd in readers.items()}
+    failures: list[tuple[int, str, str]] = []
+    failed_at = 0.0
+    with selectors.DefaultSelector() as selector:
+        for fd in open_ranks:
+            selector.register(fd, selectors.EVENT_READ)
+        while open_ranks:
+            for key, _ in selector.select(_TICK * 5):
+                chunk = os.read(key.fd, 1 << 20)
+                if chunk:
+                    data[open_ranks[key.fd]] += chunk
+                    continue
+                rank = open_ranks.pop(key.fd)
+                selector.unregister(key.fd)
+                report = _finish_rank(job, rank, pids[rank], bytes(data[rank]))
+                if report is not None:
+                    if not failures:
+                        failed_at = time.monotonic()
+                    failures.append(report)
+            job.unlink_if_all_attached()
+            now = time.monotonic()
+            if failures and open_ranks and now - failed_at > FAILURE_GRACE:
+                _kill_all(pids[r] for r in open_ranks.values())
+            if timeout is not None and open_ranks and now - start > timeout:
+                _kill_all(pids.values())
+                raise TimeoutError(f"collops.spawn: job did not finish within {timeout:g} s; "
+                                   f"ranks still running: {sorted(open_ranks.values())}")
+    if failures:
+        raise RankFailed(*_root_cause(failures))
+    return [_unpack(data[rank]) for rank in range(len(pids))]
+
+
+def _finish_rank(job: _Job, rank: int, pid: int, raw: bytes) -> tuple[int, str, str] | None:
+    """Reap a rank whose pipe closed; its failure report, or None if it succeeded."""
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    report: tuple[int, str, str] | None = None
+    if len(raw) >= _LENGTH.size:
+        ok, *rest = pickle.loads(raw[_LENGTH.size:])
+        if not ok:
+            report = (rank, rest[0], rest[1])
+    elif code == 0:
+        report = (rank, "the rank exited without reporting a result", "RuntimeError")
+    if report is None and code != 0:
+        report = (rank, f"the rank {_describe_end(code)}", "ProcessDied")
+    job.mark_exit(rank, failed=report is not None)
+    return report
+
+
+def _unpack(raw: bytes | bytearray) -> Any:
+    return pickle.loads(bytes(raw)[_LENGTH.size:])[1]
+
+
+def _root_cause(failures: list[tuple[int, str, str]]) -> tuple[int, str, str]:
+    """The first failure that is not merely a consequence (PeerFailed) of another."""
+    for failure in failures:
+        if failure[2] != "PeerFailed":
+            return failure
+    return failures[0]

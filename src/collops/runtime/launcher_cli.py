@@ -1,0 +1,26 @@
+"""``collops run``: start a program on N ranks over shared memory, like ``mpiexec``."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..cli import command
+
+
+def _run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-n", "--nprocs", type=int, required=True, help="number of ranks")
+    p.add_argument("--timeout", type=float, default=None, help="end the job after S seconds")
+    p.add_argument("--tag-output", action="store_true", help="prefix output lines with [rank]")
+    p.add_argument("program", help="the Python program to run")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
+
+
+@command("run", _run_args)
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run a program on N processes; each gets its world from collops.init()."""
+    from .launcher import launch_program
+    if args.nprocs < 1:
+        print("collops run: -n must be at least 1")
+        return 2
+    return launch_program(args.nprocs, [args.program, *args.args], timeout=args.timeout,
+                          tag_output=args.tag_output)

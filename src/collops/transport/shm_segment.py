@@ -1,0 +1,298 @@
+"""The shared-memory segment of one job: its layout, its creation and removal, and the
+few Linux primitives (futex, process_vm_readv) the transport needs, reached through ctypes.
+
+One file under /dev/shm holds a whole job. It is created by the launcher with mode 0600
+under ``collops-<32 random hex digits>``; ranks open it by that name (raw ``os.open`` +
+``mmap``, so Python's multiprocessing resource tracker never hears of it), and the launcher
+unlinks it as soon as every rank has attached — and again, idempotently, on every exit path.
+
+Layout (all offsets are multiples of 64 bytes, so no two writers share a cache line)::
+
+    page 0            job header: magic, size, layout, first failed rank + 1, single-copy ok
+    rank blocks       one 64-byte line per rank: state, pid, sleeping flag, doorbell (futex)
+    pair areas        one per ordered pair (src, dst), src == dst included:
+                        line 0  consumed   (ring tail, written by dst)
+                        line 1  filled     (bulk chunks written, by src)
+                        line 2  drained    (bulk chunks read, by dst)
+                        ring    nslots slots of slot_bytes: 64-byte header + payload
+                        bulk    nchunks chunks of chunk_bytes
+
+The header words of a slot are ``seq, tag, fingerprint, nbytes, kind, aux``; ``seq`` is
+written last and names the slot's message (message k of the pair carries seq k + 1), so a
+reader that sees the seq it expects sees the whole message (x86 stores are ordered).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import re
+import secrets
+from dataclasses import dataclass
+
+from ..errors import TransportError
+
+SHM_DIR = "/dev/shm"
+PREFIX = "collops-"
+MAGIC = 0x636F6C6C6F707331  # "collops1"
+
+LINE = 64
+WORD = 8
+HEADER_BYTES = 4096
+SLOT_HEADER = 64
+
+# header words
+H_MAGIC, H_SIZE, H_NSLOTS, H_SLOT_BYTES, H_NCHUNKS, H_CHUNK_BYTES, H_FAILED, H_CMA = range(8)
+
+# rank block words (relative to the rank's line)
+R_STATE, R_PID, R_SLEEPING, R_DOORBELL, R_STATUS = range(5)
+
+# rank states
+NOT_STARTED, ATTACHED, EXITED, FAILED = 0, 1, 2, 3
+
+# slot header words (relative to the slot)
+S_SEQ, S_TAG, S_FP, S_NBYTES, S_KIND, S_AUX = range(6)
+
+# message kinds
+EAGER, RTS_CMA, RTS_PIPE, CTS, FIN = 1, 2, 3, 4, 5
+
+DEFAULT_NSLOTS = 64
+DEFAULT_SLOT_BYTES = 8192
+DEFAULT_NCHUNKS = 4
+DEFAULT_CHUNK_BYTES = 256 * 1024
+#: above this many bytes a job's file is left sparse instead of allocated up front
+PREALLOCATE_LIMIT = 512 * 1024 * 1024
+
+_JOB_NAME = re.compile(r"^[0-9a-f]{16,64}$")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Byte offsets of every area of a job's segment."""
+
+    size: int
+    nslots: int = DEFAULT_NSLOTS
+    slot_bytes: int = DEFAULT_SLOT_BYTES
+    nchunks: int = DEFAULT_NCHUNKS
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES
+
+    @property
+    def ring_offset(self) -> int:
+        """Offset of the first pair area."""
+        return _round_up(HEADER_BYTES + self.size * LINE, 4096)
+
+    @property
+    def pair_bytes(self) -> int:
+        """Bytes of one pair area (control lines, ring, bulk), page aligned."""
+        return _round_up(4096 + self.nslots * self.slot_bytes + self.nchunks * self.chunk_bytes,
+                         4096)
+
+    @property
+    def total_bytes(self) -> int:
+        """Size of the whole segment."""
+        return self.ring_offset + self.size * self.size * self.pair_bytes
+
+    @property
+    def eager_limit(self) -> int:
+        """Largest payload sent eagerly in one slot."""
+        return self.slot_bytes - SLOT_HEADER
+
+    def rank_word(self, rank: int, field: int) -> int:
+        """Word index of a field of a rank's block."""
+        return (HEADER_BYTES + rank * LINE) // WORD + field
+
+    def pair_offset(self, src: int, dst: int) -> int:
+        """Byte offset of the (src -> dst) pair area."""
+        return self.ring_offset + (src * self.size + dst) * self.pair_bytes
+
+    def consumed_word(self, src: int, dst: int) -> int:
+        """Word index of the ring's consumed counter."""
+        return self.pair_offset(src, dst) // WORD
+
+    def filled_word(self, src: int, dst: int) -> int:
+        """Word index of the bulk area's filled-chunks counter."""
+        return (self.pair_offset(src, dst) + LINE) // WORD
+
+    def drained_word(self, src: int, dst: int) -> int:
+        """Word index of the bulk area's drained-chunks counter."""
+        return (self.pair_offset(src, dst) + 2 * LINE) // WORD
+
+    def slot_offset(self, src: int, dst: int, slot: int) -> int:
+        """Byte offset of a ring slot's header."""
+        return self.pair_offset(src, dst) + 4096 + slot * self.slot_bytes
+
+    def chunk_offset(self, src: int, dst: int, chunk: int) -> int:
+        """Byte offset of a bulk chunk."""
+        return (self.pair_offset(src, dst) + 4096 + self.nslots * self.slot_bytes
+                + chunk * self.chunk_bytes)
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return (n + multiple - 1) // multiple * multiple
+
+
+def segment_path(job: str) -> str:
+    """The /dev/shm path of a job's segment."""
+    if not _JOB_NAME.match(job):
+        raise TransportError(f"invalid collops job name {job!r}")
+    return os.path.join(SHM_DIR, PREFIX + job)
+
+
+def create_job(size: int, layout: Layout | None = None,
+               single_copy: bool | None = None) -> tuple[str, Layout]:
+    """Create a new job segment (mode 0600, unguessable name); return (job, layout).
+
+    ``single_copy`` says whether ranks may use process_vm_readv (None: probe the kernel).
+    """
+    layout = layout or Layout(size)
+    if single_copy is None:
+        single_copy = cross_memory_attach_works()
+    job = secrets.token_hex(16)
+    path = segment_path(job)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # whatever the umask
+        os.ftruncate(fd, layout.total_bytes)
+        if layout.total_bytes <= PREALLOCATE_LIMIT:
+            os.posix_fallocate(fd, 0, layout.total_bytes)
+        with mmap.mmap(fd, HEADER_BYTES) as header:
+            words = memoryview(header).cast("Q")
+            words[H_SIZE] = size
+            words[H_NSLOTS] = layout.nslots
+            words[H_SLOT_BYTES] = layout.slot_bytes
+            words[H_NCHUNKS] = layout.nchunks
+            words[H_CHUNK_BYTES] = layout.chunk_bytes
+            words[H_CMA] = int(single_copy)
+            words[H_MAGIC] = MAGIC
+            words.release()
+    except BaseException:
+        os.close(fd)
+        unlink_job(job)
+        raise
+    os.close(fd)
+    return job, layout
+
+
+def unlink_job(job: str) -> None:
+    """Remove a job's segment if it still exists (idempotent)."""
+    try:
+        os.unlink(segment_path(job))
+    except FileNotFoundError:
+        pass
+
+
+class Segment:
+    """A job's segment mapped into this process."""
+
+    def __init__(self, job: str) -> None:
+        path = segment_path(job)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise TransportError(f"collops job segment {path} does not exist") from None
+        try:
+            total = os.fstat(fd).st_size
+            self.map = mmap.mmap(fd, total)
+        finally:
+            os.close(fd)
+        self.buf = memoryview(self.map)
+        self.words = self.buf.cast("Q")
+        w = self.words
+        if w[H_MAGIC] != MAGIC:
+            self.close()
+            raise TransportError(f"{path} is not a collops job segment")
+        self.layout = Layout(int(w[H_SIZE]), int(w[H_NSLOTS]), int(w[H_SLOT_BYTES]),
+                             int(w[H_NCHUNKS]), int(w[H_CHUNK_BYTES]))
+        self._anchor = ctypes.c_char.from_buffer(self.map)
+        self.address = ctypes.addressof(self._anchor)
+
+    def prefault(self, offset: int, length: int) -> None:
+        """Map the pages of a region now rather than on first touch."""
+        start = offset // mmap.PAGESIZE * mmap.PAGESIZE
+        try:
+            self.map.madvise(23, start, offset + length - start)  # MADV_POPULATE_WRITE
+        except (OSError, ValueError):
+            pass
+
+    def close(self) -> None:
+        """Unmap (only once every view of it is gone)."""
+        self.words.release()
+        self.buf.release()
+        self._anchor = None  # type: ignore[assignment]
+        try:
+            self.map.close()
+        except BufferError:
+            pass
+
+
+# ---- Linux primitives -------------------------------------------------------------------
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_SYS_FUTEX = 202  # x86_64
+_FUTEX_WAIT, _FUTEX_WAKE = 0, 1
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+class _Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+_syscall = _libc.syscall
+_syscall.restype = ctypes.c_long
+
+
+def futex_wait(address: int, expected: int, timeout: float) -> None:
+    """Sleep while the u32 at ``address`` equals ``expected``, at most ``timeout`` seconds."""
+    ts = _Timespec(int(timeout), int((timeout % 1.0) * 1e9))
+    _syscall(ctypes.c_long(_SYS_FUTEX), ctypes.c_void_p(address), ctypes.c_int(_FUTEX_WAIT),
+             ctypes.c_uint(expected & 0xFFFFFFFF), ctypes.byref(ts), None, ctypes.c_int(0))
+
+
+def futex_wake(address: int) -> None:
+    """Wake every process sleeping on the u32 at ``address``."""
+    _syscall(ctypes.c_long(_SYS_FUTEX), ctypes.c_void_p(address), ctypes.c_int(_FUTEX_WAKE),
+             ctypes.c_int(2**31 - 1), None, None, ctypes.c_int(0))
+
+
+class RemoteReader:
+    """Single-copy reads from another process's memory (``process_vm_readv``)."""
+
+    def __init__(self) -> None:
+        self._local = _Iovec()
+        self._remote = _Iovec()
+        self._fn = _libc.process_vm_readv
+        self._fn.restype = ctypes.c_ssize_t
+
+    def read(self, pid: int, remote_address: int, local_address: int, nbytes: int) -> None:
+        """Copy ``nbytes`` from ``pid``'s ``remote_address`` to ``local_address``."""
+        done = 0
+        while done < nbytes:
+            self._local.base = local_address + done
+            self._local.len = nbytes - done
+            self._remote.base = remote_address + done
+            self._remote.len = nbytes - done
+            got = self._fn(pid, ctypes.byref(self._local), 1, ctypes.byref(self._remote), 1, 0)
+            if got <= 0:
+                err = ctypes.get_errno()
+                raise TransportError(
+                    f"process_vm_readv from pid {pid} failed: {os.strerror(err)}")
+            done += got
+
+
+def cross_memory_attach_works() -> bool:
+    """Whether this process may read a sibling's memory (kernel support, ptrace policy)."""
+    src = ctypes.create_string_buffer(b"collops", 8)
+    dst = ctypes.create_string_buffer(8)
+    pid = os.fork()
+    if pid == 0:  # the child reads its parent, as a rank reads a sibling
+        try:
+            RemoteReader().read(os.getppid(), ctypes.addressof(src), ctypes.addressof(dst), 8)
+            os._exit(0 if dst.raw == src.raw else 1)
+        except BaseException:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
