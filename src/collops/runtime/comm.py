@@ -73,6 +73,27 @@ class _Contexts:
         self.next = 1
 
 
+_SLOW = object()
+_BARRIER_TOKEN = np.empty(0, np.uint8)
+
+
+class _Template:
+    """What a blocking single-phase call needs, worked out once per call signature."""
+
+    __slots__ = ("spec", "signature", "shape", "receives", "n_out", "none_on_this_rank",
+                 "prepared")
+
+    def __init__(self, spec: CallSpec, signature: object, shape: tuple[int, ...],
+                 receives: bool, none_on_this_rank: bool = False) -> None:
+        self.spec = spec
+        self.signature = signature
+        self.shape = shape
+        self.receives = receives
+        self.n_out = int(np.prod(shape, dtype=np.int64)) if receives else 0
+        self.none_on_this_rank = none_on_this_rank
+        self.prepared: tuple[Algorithm, Plan | None, CallInfo, dict] | None = None
+
+
 class Request:
     """A non-blocking collective in flight: `test` and `wait` drive it."""
 
@@ -162,6 +183,7 @@ class Comm:
         self.name = name
         self.last_algorithm: str | None = None
         self._prepared: dict[tuple[Any, ...], tuple[Algorithm, Plan | None, CallInfo, dict]] = {}
+        self._templates: dict[tuple[Any, ...], _Template | None] = {}
         caps = transport.capabilities()
         self._resources = frozenset(caps.resources) | (
             {"in_network_reduction"} if caps.in_network_reduction else frozenset())
@@ -179,10 +201,12 @@ class Comm:
         """Use algorithm ``name`` for every ``collective`` on this communicator (None: auto)."""
         if name is None:
             self._prepared.clear()
+            self._templates.clear()
             self._overrides.pop(collective, None)
             self._params.pop(collective, None)
             return
         self._prepared.clear()
+        self._templates.clear()
         alg = get_algorithm(collective, name, self.rank)
         alg.resolve(params, self.rank)
         self._overrides[collective] = name
@@ -273,6 +297,90 @@ class Comm:
         info = CallInfo(spec.collective, alg.name, self.rank, fprint, fp.describe)
         return alg, plan, info, resolved
 
+    def _fast(self, collective: str, x: Any, op: Any, root: int, out: Any,
+              algorithm: str | None, timeout: float | None) -> Any:
+        """Blocking single-phase calls on contiguous arrays, from a cached template.
+
+        Returns `_SLOW` whenever anything is unusual (a first call, an odd buffer, overlap):
+        the general path then handles the call and raises the proper errors.
+        """
+        if type(x) is not np.ndarray or not x.flags.c_contiguous:
+            return _SLOW
+        key = (collective, x.dtype, x.shape, op, root, algorithm, _cfg.generation)
+        template = self._templates.get(key, _SLOW)
+        if template is _SLOW:
+            template = self._templates[key] = self._template(collective, x, op, root)
+            return _SLOW  # the first call goes the general way (and checks everything)
+        if template is None:
+            return _SLOW
+        assert isinstance(template, _Template)
+        spec = template.spec
+        result = None
+        if template.receives:
+            if out is None:
+                result = np.empty(template.shape, x.dtype)
+            elif (type(out) is np.ndarray and out.dtype == x.dtype
+                  and out.size == template.n_out and out.flags.c_contiguous
+                  and out.flags.writeable and not np.may_share_memory(out, x)):
+                result = out
+            else:
+                return _SLOW
+        seq = self._reserve()
+        prepared = template.prepared
+        if prepared is None or prepared[1] is None:
+            ex = self._execute(spec, x, result, seq, 0, algorithm, {}, timeout,
+                               template.signature)
+            template.prepared = self._prepared.get(
+                (spec, algorithm, (), template.signature, _cfg.generation))
+        else:
+            alg, plan, info, _ = prepared
+            assert plan is not None
+            self.last_algorithm = alg.name
+            dt = x.dtype
+            tmp_count = plan.schedule.tmp_count
+            ex = Execution(plan, (x.reshape(-1), _empty(dt) if result is None else
+                                  result.reshape(-1),
+                                  np.empty(tmp_count, dt) if tmp_count else _empty(dt)),
+                           self.transport, make_tag_base(self.context, seq, 0), info, spec.op,
+                           timeout if timeout is not None else (
+                               self.timeout if self.timeout is not None
+                               else _cfg.settings.timeout), self._group)
+        if not ex.poll():
+            self._progress.wait(ex)
+        if result is None or template.none_on_this_rank:
+            return None
+        return result if result.shape == template.shape else result.reshape(template.shape)
+
+    def _template(self, collective: str, x: np.ndarray, op: Any, root: int) -> _Template | None:
+        """The template of a call, or None when the call does not fit the fast path."""
+        try:
+            if collective == "barrier":
+                return _Template(make_spec("barrier", self.size, np.uint8), None, (), False)
+            if x.dtype.kind not in "biufcV" or x.dtype.hasobject:
+                return None
+            p, dt = self.size, x.dtype
+            if collective in ("allreduce", "reduce", "scan", "exscan"):
+                resolved = self._op(collective, op, dt)
+                root = self._check_root(collective, root) if collective == "reduce" else 0
+                spec = make_spec(collective, p, dt, count=x.size, root=root, op=resolved)
+                receives = collective != "reduce" or self.rank == root
+                return _Template(spec, (spec.count, spec.counts, resolved.name), x.shape,
+                                 receives, collective == "exscan" and self.rank == 0)
+            if collective in ("allgather", "gather"):
+                root = self._check_root(collective, root) if collective == "gather" else 0
+                spec = make_spec(collective, p, dt, count=x.size, root=root)
+                shape = (p,) if x.ndim == 0 else (p * x.shape[0], *x.shape[1:])
+                return _Template(spec, None, shape, collective == "allgather" or
+                                 self.rank == root)
+            if collective == "alltoall":
+                if x.ndim == 0 or x.shape[0] % p:
+                    return None
+                spec = make_spec("alltoall", p, dt, count=x.size // p)
+                return _Template(spec, (spec.count,), x.shape, True)
+        except CollopsError:
+            return None
+        return None
+
     def _start(self, phases: Phases, blocking: bool) -> Any:
         req = Request(self, phases)
         return req.wait() if blocking else req
@@ -332,6 +440,10 @@ class Comm:
     def barrier(self, *, algorithm: str | None = None, timeout: float | None = None,
                 **params: Any) -> None:
         """Block until every rank has called barrier."""
+        if not params:
+            got = self._fast("barrier", _BARRIER_TOKEN, None, 0, None, algorithm, timeout)
+            if got is not _SLOW:
+                return None
         return self._start(self._barrier(algorithm, timeout, params), True)
 
     def ibarrier(self, *, algorithm: str | None = None, timeout: float | None = None,
@@ -539,6 +651,10 @@ class Comm:
     def gather(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
                timeout: float | None = None, **params: Any) -> np.ndarray | None:
         """The ranks' arrays concatenated along axis 0 on the root; None elsewhere."""
+        if not params:
+            got = self._fast("gather", x, None, root, out, algorithm, timeout)
+            if got is not _SLOW:
+                return got  # type: ignore[no-any-return]
         return self._start(self._gatherv("gather", x, root, None, False, out, algorithm, timeout,
                                          params), True)
 
@@ -565,6 +681,10 @@ class Comm:
     def allgather(self, x: Any, *, out: Any = None, algorithm: str | None = None,
                   timeout: float | None = None, **params: Any) -> np.ndarray:
         """The ranks' arrays concatenated along axis 0 in rank order, on every rank."""
+        if not params:
+            got = self._fast("allgather", x, None, 0, out, algorithm, timeout)
+            if got is not _SLOW:
+                return got  # type: ignore[no-any-return]
         return self._start(self._gatherv("allgather", x, None, None, False, out, algorithm,
                                          timeout, params), True)
 
@@ -644,6 +764,10 @@ class Comm:
     def alltoall(self, x: Any, *, out: Any = None, algorithm: str | None = None,
                  timeout: float | None = None, **params: Any) -> np.ndarray:
         """Block j of ``x`` (split into ``size`` blocks along axis 0) goes to rank j."""
+        if not params:
+            got = self._fast("alltoall", x, None, 0, out, algorithm, timeout)
+            if got is not _SLOW:
+                return got  # type: ignore[no-any-return]
         return self._start(self._alltoallv("alltoall", x, None, None, None, False, out,
                                            algorithm, timeout, params), True)
 
@@ -717,6 +841,10 @@ class Comm:
                algorithm: str | None = None, timeout: float | None = None,
                **params: Any) -> np.ndarray | None:
         """``x0 ∘ x1 ∘ … ∘ x(p−1)`` element-wise on the root; None elsewhere."""
+        if not params:
+            got = self._fast("reduce", x, op, root, out, algorithm, timeout)
+            if got is not _SLOW:
+                return got  # type: ignore[no-any-return]
         return self._start(self._reduction("reduce", x, op, root, None, out, algorithm, timeout,
                                            params), True)
 
@@ -730,6 +858,10 @@ class Comm:
     def allreduce(self, x: Any, op: Any = None, *, out: Any = None, algorithm: str | None = None,
                   timeout: float | None = None, **params: Any) -> np.ndarray:
         """The reduction of every rank's ``x``, on every rank."""
+        if not params:
+            got = self._fast("allreduce", x, op, 0, out, algorithm, timeout)
+            if got is not _SLOW:
+                return got  # type: ignore[no-any-return]
         return self._start(self._reduction("allreduce", x, op, None, None, out, algorithm,
                                            timeout, params), True)
 
@@ -771,6 +903,10 @@ class Comm:
     def scan(self, x: Any, op: Any = None, *, out: Any = None, algorithm: str | None = None,
              timeout: float | None = None, **params: Any) -> np.ndarray:
         """Inclusive prefix reduction: ``x0 ∘ … ∘ x(rank)``."""
+        if not params:
+            got = self._fast("scan", x, op, 0, out, algorithm, timeout)
+            if got is not _SLOW:
+                return got  # type: ignore[no-any-return]
         return self._start(self._reduction("scan", x, op, None, None, out, algorithm, timeout,
                                            params), True)
 
@@ -783,6 +919,10 @@ class Comm:
     def exscan(self, x: Any, op: Any = None, *, out: Any = None, algorithm: str | None = None,
                timeout: float | None = None, **params: Any) -> np.ndarray | None:
         """Exclusive prefix reduction ``x0 ∘ … ∘ x(rank−1)``; None on rank 0."""
+        if not params:
+            got = self._fast("exscan", x, op, 0, out, algorithm, timeout)
+            if got is not _SLOW:
+                return got  # type: ignore[no-any-return]
         return self._start(self._reduction("exscan", x, op, None, None, out, algorithm, timeout,
                                            params), True)
 

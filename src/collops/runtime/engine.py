@@ -28,6 +28,7 @@ from ..schedule.local import apply_reduce
 from ..schedule.table import Schedule, StepKind
 from ..transport.base import Handle, Transport
 
+_BYTE = np.dtype(np.uint8)
 SEND, RECV, COPY, REDUCE = (int(StepKind.SEND), int(StepKind.RECV), int(StepKind.COPY),
                             int(StepKind.REDUCE))
 
@@ -43,6 +44,18 @@ def make_tag_base(context: int, call_seq: int, phase: int) -> int:
     ctx = context & ((1 << CONTEXT_BITS) - 1)
     call = call_seq & ((1 << CALL_BITS) - 1)
     return ((((ctx << CALL_BITS) | call) << PHASE_BITS) | phase) << SEQ_BITS
+
+
+def _bytes_of(area: np.ndarray) -> memoryview:
+    """A flat byte memoryview of a contiguous array (empty areas share one view)."""
+    if not area.size:
+        return _NO_BYTES
+    if area.dtype.kind in "biuf":
+        return memoryview(area).cast("B")  # type: ignore[arg-type]
+    return memoryview(area.view(_BYTE))  # type: ignore[arg-type]
+
+
+_NO_BYTES = memoryview(bytearray())
 
 
 class Plan:
@@ -96,7 +109,7 @@ class Execution:
     """One run of a plan on concrete buffers; `poll` advances it without blocking."""
 
     __slots__ = ("plan", "transport", "tag_base", "info", "op", "typed", "raw", "waiting",
-                 "pending", "left", "deadline", "started", "timeout", "heard_from", "peer_map")
+                 "pending", "left", "deadline", "started", "timeout", "peer_map")
 
     def __init__(
         self,
@@ -115,14 +128,13 @@ class Execution:
         self.info = info
         self.op = op
         self.typed = typed
-        self.raw = tuple(a.view(np.uint8) if a.dtype != np.uint8 else a for a in typed)
-        self.waiting = list(plan.indeg)
+        self.raw = (_bytes_of(typed[0]), _bytes_of(typed[1]), _bytes_of(typed[2]))
+        self.waiting = plan.indeg.copy()
         self.pending: list[tuple[Handle, int]] = []
         self.left = plan.n
         self.timeout = timeout
         self.started = time.monotonic()
         self.deadline = None if timeout is None else self.started + timeout
-        self.heard_from: set[int] = set()
         self.peer_map = peer_map
         self._run(plan.roots)
 
@@ -134,11 +146,11 @@ class Execution:
             i = stack.pop()
             k = kind[i]
             if k == SEND:
-                view = memoryview(self.raw[plan.src_buf[i]][plan.src_lo[i]: plan.src_hi[i]])  # type: ignore[arg-type]
+                view = self.raw[plan.src_buf[i]][plan.src_lo[i]: plan.src_hi[i]]
                 h = self.transport.isend(self.peer_map[plan.peer[i]], self.tag_base | plan.seq[i],
                                          view, self.info.fingerprint)
             elif k == RECV:
-                view = memoryview(self.raw[plan.dst_buf[i]][plan.dst_lo[i]: plan.dst_hi[i]])  # type: ignore[arg-type]
+                view = self.raw[plan.dst_buf[i]][plan.dst_lo[i]: plan.dst_hi[i]]
                 h = self.transport.irecv(self.peer_map[plan.peer[i]], self.tag_base | plan.seq[i],
                                          view)
             else:
@@ -168,10 +180,10 @@ class Execution:
         size = plan.itemsize
         s_lo, d_lo = plan.src_lo[i] // size, plan.dst_lo[i] // size
         n = plan.nbytes[i] // size
-        src = self.typed[plan.src_buf[i]][s_lo: s_lo + n]
-        dst = self.typed[plan.dst_buf[i]][d_lo: d_lo + n]
+        left = self.typed[plan.src_buf[i]][s_lo: s_lo + n]
+        into = self.typed[plan.dst_buf[i]][d_lo: d_lo + n]
         assert self.op is not None or plan.op[i] != 0
-        apply_reduce(self.op, dst, src, plan.op[i], plan.flags[i])  # type: ignore[arg-type]
+        apply_reduce(self.op, into, left, plan.op[i], plan.flags[i])  # type: ignore[arg-type]
 
     def _check(self, h: Handle, i: int) -> None:
         if h.error is not None:
@@ -179,7 +191,6 @@ class Execution:
         plan = self.plan
         if plan.kind[i] != RECV:
             return
-        self.heard_from.add(plan.peer[i])
         expected = plan.nbytes[i]
         if h.fingerprint != self.info.fingerprint and h.fingerprint != 0:
             describe = self.info.describe_fingerprint or (lambda f: f"call {f:#x}")

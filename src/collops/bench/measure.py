@@ -1,0 +1,175 @@
+"""Measuring one collective the way the OSU micro-benchmarks do, and the bandwidth figures.
+
+Each iteration is timed on its own, with an untimed barrier before it, after a few warm-up
+iterations. A rank's latency is the mean of its iterations; the reported ``avg``, ``min`` and
+``max`` are over ranks.
+
+``size`` is the bytes each rank contributes: its send buffer (for ``alltoall`` the whole
+buffer, for ``allgather`` its own block, for ``reduce_scatter`` its whole input vector).
+Algorithm bandwidth is ``S / t`` with ``S`` as nccl-tests defines it (the total bytes a rank
+receives for allgather, the buffer size otherwise); bus bandwidth is ``algbw × factor``:
+``2(n−1)/n`` for allreduce, ``(n−1)/n`` for allgather, alltoall and reduce_scatter, ``1`` for
+bcast, reduce, gather and scatter — so figures compare across sizes and rank counts.
+
+The same functions drive both sides: `Operation` wraps a collops call or an mpi4py call on
+preallocated numpy buffers, so neither side pays for allocation inside the timed region.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+COLLECTIVES = ("barrier", "bcast", "allreduce", "reduce", "allgather", "alltoall", "gather",
+               "scatter", "reduce_scatter", "scan")
+
+#: nccl-tests' bus-bandwidth factors, as functions of the number of ranks
+BUS_FACTOR: dict[str, Callable[[int], float]] = {
+    "allreduce": lambda n: 2 * (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+}
+
+
+def bus_bandwidth_factor(collective: str, n: int) -> float:
+    """nccl-tests' factor turning algorithm bandwidth into bus bandwidth."""
+    return BUS_FACTOR.get(collective, lambda _n: 1.0)(n)
+
+
+def data_size(collective: str, size: int, n: int) -> int:
+    """nccl-tests' ``S`` for a call where each rank contributes ``size`` bytes."""
+    return size * n if collective == "allgather" else size
+
+
+@dataclass(frozen=True)
+class Record:
+    """One measurement: a (collective, algorithm, nprocs, size) row of the JSON report."""
+
+    collective: str
+    algorithm: str
+    nprocs: int
+    size: int
+    latency_us: float
+    min_us: float
+    max_us: float
+    algbw_GBps: float
+    busbw_GBps: float
+    mpi_latency_us: float | None = None
+    ratio: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as a JSON object (None fields kept as null)."""
+        return asdict(self)
+
+
+def element_count(collective: str, size: int, n: int) -> int:
+    """float64 elements each rank's send buffer holds for ``size`` bytes (rounded)."""
+    count = max(size // 8, 0)
+    if collective in ("alltoall", "reduce_scatter", "scatter"):
+        count = max(count // n, 0) * n
+    return count
+
+
+def buffers(collective: str, size: int, n: int, rank: int) -> tuple[np.ndarray, np.ndarray]:
+    """Preallocated (send, receive) float64 buffers for one collective call."""
+    count = element_count(collective, size, n)
+    send = np.full(count, float(rank + 1))
+    if collective == "allgather":
+        recv = np.empty(count * n)
+    elif collective == "gather":
+        recv = np.empty(count * n if rank == 0 else 0)
+    elif collective in ("scatter", "reduce_scatter"):
+        recv = np.empty(count // n if n else 0)
+    else:
+        recv = np.empty(count)
+    return send, recv
+
+
+def time_iterations(call: Callable[[], Any], barrier: Callable[[], Any], iterations: int,
+                    warmup: int) -> float:
+    """Mean seconds of ``call`` over ``iterations``, each after an untimed barrier."""
+    for _ in range(warmup):
+        barrier()
+        call()
+    total = 0.0
+    clock = time.perf_counter
+    for _ in range(iterations):
+        barrier()
+        start = clock()
+        call()
+        total += clock() - start
+    return total / max(iterations, 1)
+
+
+def iterations_for(size: int, requested: int | None) -> int:
+    """Iterations for a size (fewer for large messages, as OSU does)."""
+    if requested:
+        return requested
+    return 1000 if size <= 8192 else (200 if size <= 1 << 20 else 20)
+
+
+def collops_call(comm: Any, collective: str, send: np.ndarray, recv: np.ndarray,
+                 algorithm: str | None) -> Callable[[], Any]:
+    """A zero-argument closure performing one collops call into ``recv``."""
+    kw: dict[str, Any] = {"algorithm": algorithm} if algorithm else {}
+    c = collective
+    if c == "barrier":
+        return lambda: comm.barrier(**kw)
+    if c == "bcast":
+        return lambda: comm.bcast(send, 0, out=recv, **kw)
+    if c == "allreduce":
+        return lambda: comm.allreduce(send, "sum", out=recv, **kw)
+    if c == "reduce":
+        return lambda: comm.reduce(send, "sum", 0, out=recv if comm.rank == 0 else None, **kw)
+    if c == "allgather":
+        return lambda: comm.allgather(send, out=recv, **kw)
+    if c == "alltoall":
+        return lambda: comm.alltoall(send, out=recv, **kw)
+    if c == "gather":
+        return lambda: comm.gather(send, 0, out=recv if comm.rank == 0 else None, **kw)
+    if c == "scatter":
+        return lambda: comm.scatter(send if comm.rank == 0 else None, 0, out=recv, **kw)
+    if c == "reduce_scatter":
+        return lambda: comm.reduce_scatter_block(send, "sum", out=recv, **kw)
+    if c == "scan":
+        return lambda: comm.scan(send, "sum", out=recv, **kw)
+    raise ValueError(f"no benchmark for {collective!r}")
+
+
+def measure_collops(comm: Any, collectives: list[str], sizes: list[int],
+                    algorithm: str | None, iterations: int | None) -> list[dict[str, Any]]:
+    """Run the benchmark on this rank; rank 0 returns the rows (mean latency per rank)."""
+    rows = []
+    for collective in collectives:
+        for size in [0] if collective == "barrier" else sizes:
+            send, recv = buffers(collective, size, comm.size, comm.rank)
+            call = collops_call(comm, collective, send, recv, algorithm)
+            n_iter = iterations_for(size, iterations)
+            mean = time_iterations(call, comm.barrier, n_iter, max(10, n_iter // 10))
+            used = comm.last_algorithm if collective != "barrier" else (algorithm or "auto")
+            if collective == "barrier":
+                comm.barrier(**({"algorithm": algorithm} if algorithm else {}))
+                used = comm.last_algorithm
+            means = comm.allgather(np.array([mean]))
+            rows.append({"collective": collective, "algorithm": used, "size": size,
+                         "means": means.tolist()})
+    return rows
+
+
+def summarise(row: dict[str, Any], nprocs: int, mpi_means: list[float] | None) -> Record:
+    """A `Record` from per-rank mean latencies (and MPI's, when compared)."""
+    means = row["means"]
+    avg = float(np.mean(means))
+    s = data_size(row["collective"], row["size"], nprocs)
+    algbw = s / avg / 1e9 if avg > 0 and s else 0.0
+    busbw = algbw * bus_bandwidth_factor(row["collective"], nprocs)
+    mpi = float(np.mean(mpi_means)) if mpi_means else None
+    return Record(row["collective"], row["algorithm"], nprocs, row["size"], avg * 1e6,
+                  min(means) * 1e6, max(means) * 1e6, algbw, busbw,
+                  None if mpi is None else mpi * 1e6,
+                  None if mpi is None or mpi == 0 else avg / mpi)

@@ -1,0 +1,71 @@
+"""The MPI side of ``collops bench --compare mpi``: the same measurements with mpi4py.
+
+Started by ``collops bench`` under ``mpiexec``; prints one JSON document on rank 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .measure import buffers, iterations_for, time_iterations
+
+
+def mpi_call(comm: Any, mpi: Any, collective: str, send: np.ndarray,
+             recv: np.ndarray) -> Callable[[], Any]:
+    """A zero-argument closure performing the MPI library's own collective."""
+    c = collective
+    if c == "barrier":
+        return comm.Barrier
+    if c == "bcast":
+        buf = send if comm.rank == 0 else recv
+        return lambda: comm.Bcast(buf, 0)
+    if c == "allreduce":
+        return lambda: comm.Allreduce(send, recv, mpi.SUM)
+    if c == "reduce":
+        return lambda: comm.Reduce(send, recv if comm.rank == 0 else None, mpi.SUM, 0)
+    if c == "allgather":
+        return lambda: comm.Allgather(send, recv)
+    if c == "alltoall":
+        return lambda: comm.Alltoall(send, recv)
+    if c == "gather":
+        return lambda: comm.Gather(send, recv if comm.rank == 0 else None, 0)
+    if c == "scatter":
+        return lambda: comm.Scatter(send if comm.rank == 0 else None, recv, 0)
+    if c == "reduce_scatter":
+        return lambda: comm.Reduce_scatter_block(send, recv, mpi.SUM)
+    if c == "scan":
+        return lambda: comm.Scan(send, recv, mpi.SUM)
+    raise ValueError(c)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Measure under mpiexec and print the per-rank means as JSON on rank 0."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--collectives", required=True)
+    parser.add_argument("--sizes", required=True)
+    parser.add_argument("--iterations", type=int, default=0)
+    args = parser.parse_args(argv)
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rows = []
+    for collective in args.collectives.split(","):
+        sizes = [0] if collective == "barrier" else [int(s) for s in args.sizes.split(",")]
+        for size in sizes:
+            send, recv = buffers(collective, size, comm.size, comm.rank)
+            call = mpi_call(comm, MPI, collective, send, recv)
+            n_iter = iterations_for(size, args.iterations or None)
+            mean = time_iterations(call, comm.Barrier, n_iter, max(10, n_iter // 10))
+            means = comm.gather(mean, 0)
+            rows.append({"collective": collective, "size": size, "means": means})
+    if comm.rank == 0:
+        print(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()
