@@ -9,11 +9,12 @@ STAMP   = $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,plot]'
+	$(BIN)/pip install --quiet -e '.[test,plot,mpi]'
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/collops run -n 4 examples/collectives.py
+	$(BIN)/collops demo --section endpoints
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

@@ -86,13 +86,23 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-n", "--nprocs", type=int, default=4, help="ranks (default 4)")
     p.add_argument("--transport", default="inproc", choices=["inproc", "shm"])
     p.add_argument("--count", type=int, default=1000, help="elements per rank")
+    p.add_argument("--section", default="all", choices=["all", "collectives", "endpoints"],
+                   help="which part to run (default all)")
 
 
 @command("demo", _demo_args)
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Every collective with the seed algorithms, verified against numpy."""
-    from .demo import run_demo
-    return run_demo(args.nprocs, args.transport, args.count)
+    """Every collective verified against numpy; then endpoints, geometries and affinity."""
+    status = 0
+    if args.section in ("all", "collectives"):
+        from .demo import run_demo
+        status = run_demo(args.nprocs, args.transport, args.count)
+    if args.section in ("all", "endpoints"):
+        from .endpoints_demo import run_endpoints_demo
+        if args.section == "all":
+            print()
+        status = status or run_endpoints_demo()
+    return status
 
 
 def main(argv: Sequence[str] | None = None) -> int:

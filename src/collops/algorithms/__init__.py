@@ -4,6 +4,7 @@ Importing this package registers every algorithm; `algorithms(collective)` lists
 """
 
 from . import (  # noqa: F401  (imported for registration)
+    affinity,
     allgather,
     allreduce,
     alltoall,

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from ..schedule import RECV, SEND, Buffer, Region, Schedule, ScheduleBuilder
 from .bcast import bcast_binomial
 from .patterns import ceil_log2
@@ -20,10 +22,11 @@ from .reduce import reduce_binomial
 from .reduce_scatter import (
     Fold,
     bit_reverse,
+    compact,
     fold_in,
     halve,
     halving_range,
-    ring_reduce_scatter,
+    ring_columns,
     split,
 )
 from .registry import COMMUTATIVE, CostModel, register
@@ -102,20 +105,13 @@ def _ring_cost(spec: CallSpec, m: CostModel) -> float:
 def allreduce_ring(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
     """2(p−1) steps around the ring; pieces may be uneven or empty when count < p."""
     p, n = spec.size, spec.count
-    b = ScheduleBuilder(rank, p, *spec.buffer_counts(rank))
+    send, recv = spec.buffer_counts(rank)
     if p == 1:
-        return _trivial(b, n)
-    pieces = split(n, p)
-    blocks = list(zip(prefix(tuple(pieces)), pieces, strict=True))
-    offset, own = blocks[rank]
-    done = ring_reduce_scatter(b, rank, blocks, SEND(0, n), RECV(offset, own))
-    left, right = (rank - 1) % p, (rank + 1) % p
-    for s in range(p - 1):
-        out, into = (rank - s) % p, (rank - s - 1) % p
-        if blocks[out][1]:
-            b.send(right, RECV(*blocks[out]), done)
-        done = [b.recv(left, RECV(*blocks[into]))] if blocks[into][1] else []
-    return b.build()
+        return _trivial(ScheduleBuilder(rank, p, send, recv), n)
+    counts = np.asarray(split(n, p), dtype=np.int64)
+    displs = np.r_[0, np.cumsum(counts)[:-1]]
+    columns, edges, tmp = ring_columns(rank, displs, counts, int(displs[rank]), allgather=True)
+    return compact(rank, p, (send, recv, tmp), columns, edges)
 
 
 # -- Rabenseifner ----------------------------------------------------------------------------

@@ -76,14 +76,25 @@ def _exchange_cost(spec: CallSpec, m: CostModel) -> float:
 
 
 # -- linear ---------------------------------------------------------------------------------
+def linear_destinations(rank: int, size: int, rank_order: bool = False) -> list[int]:
+    """The other ranks in send order: rank+1, rank+2, … (mod size), or 0, 1, 2, … (rank order)."""
+    if rank_order:
+        return [d for d in range(size) if d != rank]
+    return [(rank + k) % size for k in range(1, size)]
+
+
 @register(
     BOTH, "linear", "Post every receive and send at once (optionally throttled)",
-    params=[Param("throttle", 0, "most sends outstanding at once (0: unlimited)", minimum=0)],
+    params=[Param("throttle", 0, "most sends outstanding at once (0: unlimited)", minimum=0),
+            Param("rank_order", 0, "1: send to ranks 0, 1, 2, … as naive codes do "
+                  "(seed 000's hot spot); 0: to rank+1, rank+2, …", minimum=0)],
     cost=_exchange_cost,
 )
 def alltoall_linear(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
-    """All receives posted upfront; sends to rank+1, rank+2, …; send i waits for send i−k."""
+    """All receives posted upfront; sends to rank+1, rank+2, … (or 0, 1, …); send i waits for
+    send i−throttle."""
     p, throttle = spec.size, int(params["throttle"])
+    in_rank_order = bool(int(params.get("rank_order", 0)))
     b = _builder(rank, spec)
     _self_copy(b, rank, spec)
     for k in range(1, p):
@@ -91,8 +102,7 @@ def alltoall_linear(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Sch
         if spec.recvcounts[src]:
             b.recv(src, _incoming(spec, src))
     sends: list[int] = []
-    for k in range(1, p):
-        dst = (rank + k) % p
+    for dst in linear_destinations(rank, p, in_rank_order):
         if spec.sendcounts[dst]:
             after = [sends[-throttle]] if throttle and len(sends) >= throttle else []
             sends.append(b.send(dst, _outgoing(spec, dst), after))

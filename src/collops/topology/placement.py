@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -14,12 +14,13 @@ from .base import Topology
 _CALL = "place"
 
 
-def place(topology: Topology, nranks: int, mode: str | Path = "row-major", seed: int = 0,
-          excluded: Iterable[int] = frozenset()) -> np.ndarray:
+def place(topology: Topology, nranks: int, mode: str | Path | Sequence[int] = "row-major",
+          seed: int = 0, excluded: Iterable[int] = frozenset()) -> np.ndarray:
     """Node id of every rank (int64 array of length ``nranks``), never on an excluded node.
 
     ``row-major`` fills the compute nodes in canonical order; ``random`` takes a seeded random
-    sample of them; any other string is a file of node ids (JSON list or whitespace/commas).
+    sample of them; any other string is a file of node ids (JSON list or whitespace/commas);
+    a sequence of ints gives the node of every rank outright.
     """
     nranks = int(nranks)
     banned = {int(x) for x in excluded}
@@ -33,7 +34,8 @@ def place(topology: Topology, nranks: int, mode: str | Path = "row-major", seed:
     if mode == "random":
         rng = np.random.default_rng(seed)
         return rng.permutation(available)[:nranks]
-    nodes = _read_nodes(Path(mode))
+    nodes = _read_nodes(Path(mode)) if isinstance(mode, (str, Path)) else \
+        np.asarray([int(n) for n in mode], dtype=np.int64)
     if len(nodes) != nranks:
         raise ArgumentError(_CALL, "mode", str(mode),
                             f"lists {len(nodes)} nodes for {nranks} ranks")

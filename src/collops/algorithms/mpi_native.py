@@ -1,0 +1,305 @@
+"""``mpi_native``: the MPI library's own collectives, offered beside collops' schedules.
+
+Not a schedule: a record of this kind has a ``native`` callable that starts MPI's
+non-blocking collective (``MPI_Ibcast``, ``MPI_Iallreduce``, ``MPI_Ialltoallv``, …) and
+returns an object the progress engine polls like an `Execution`. The records need the "mpi"
+resource, so only the MPI transport offers them; they are registered when that transport is
+created (`register`), never by importing `collops.algorithms`. Their cost is 0.9 × the
+cheapest schedule's α-β estimate, so automatic selection prefers the vendor's collective over
+MPI and users can compare or force either.
+
+Data movement goes as bytes (counts and displacements scaled by the item size), so every
+dtype moves. Reductions use MPI's built-in operators on MPI's built-in types where both fit
+the dtype exactly — MINLOC/MAXLOC on (value, index) pairs only where the pair's layout is
+that of an MPI pair type — and otherwise a user-defined ``MPI.Op`` running the collops `Op`
+on numpy views (non-commutative operators are declared so, and MPI keeps rank order).
+
+MPI cannot tell mismatched calls apart: a rank calling allreduce while another calls bcast
+is undefined behaviour. So by default (parameter ``check=1``) a call first agrees on the
+call's fingerprint with a 16-byte allreduce (the maximum of ``fp`` and of ``~fp``) and raises
+`CollectiveMismatch` if the ranks differ, before the data collective is posted; ``check=0``
+skips it. A timeout raises `CollectiveTimeout`; MPI does not say which ranks are missing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .. import config
+from ..errors import CollectiveMismatch, CollectiveTimeout, ScheduleError
+from ..ops import BUILTIN_OPS, Op
+from ..runtime import fingerprint as fp
+from ..schedule import Schedule
+from ..transport.mpi import COLLECTIVE_SLOTS, MpiTransport
+from .registry import Algorithm, CostModel, Param, add_algorithm, algorithms
+from .selection import rank_independent
+from .spec import COLLECTIVES, CallSpec
+
+NAME = "mpi_native"
+#: how much cheaper than the best schedule estimate MPI's own collective is assumed to be
+NATIVE_DISCOUNT = 0.9
+CHECK = Param("check", 1, "agree on the call's fingerprint first (one 16-byte allreduce), so "
+              "mismatched calls raise instead of hanging; 0 skips it", minimum=0)
+
+
+def mpi_function(collective: str) -> str:
+    """The MPI function behind ``collective`` (``"allreduce"`` -> ``"MPI_Allreduce"``)."""
+    return "MPI_" + collective.capitalize()
+
+
+def register() -> None:
+    """Add an ``mpi_native`` record to every collective (idempotent)."""
+    for collective in COLLECTIVES:
+        add_algorithm(Algorithm(
+            collective, NAME, f"the MPI library's own {mpi_function(collective)}", _no_schedule,
+            params=(CHECK,), cost=native_cost, needs=frozenset({"mpi"}), native=start))
+
+
+def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
+    raise ScheduleError(
+        f"{spec.collective}[{NAME}] is the MPI library's own {mpi_function(spec.collective)}, "
+        "not a schedule: it runs only over the MPI transport and cannot be built, validated, "
+        "simulated or costed step by step")
+
+
+def native_cost(spec: CallSpec, model: CostModel) -> float:
+    """``NATIVE_DISCOUNT`` × the cheapest α-β estimate among the schedule algorithms."""
+    best = min((a.estimate(spec, model) for a in algorithms(spec.collective)
+                if not a.needs and a.eligible(spec)), default=float("inf"))
+    return NATIVE_DISCOUNT * best
+
+
+# -- datatypes and operators -------------------------------------------------------------------
+_SCALAR_TYPES = {
+    "b1": "C_BOOL", "i1": "INT8_T", "i2": "INT16_T", "i4": "INT32_T", "i8": "INT64_T",
+    "u1": "UINT8_T", "u2": "UINT16_T", "u4": "UINT32_T", "u8": "UINT64_T", "f4": "FLOAT",
+    "f8": "DOUBLE", "c8": "C_FLOAT_COMPLEX", "c16": "C_DOUBLE_COMPLEX",
+}
+#: dtype kinds MPI defines each built-in operator on (MPI 4.1, §6.9.2)
+_OP_KINDS = {"SUM": "iufc", "PROD": "iufc", "MIN": "iuf", "MAX": "iuf", "LAND": "iub",
+             "LOR": "iub", "LXOR": "iub", "BAND": "iub", "BOR": "iub", "BXOR": "iub"}
+#: MPI's (value, int) pair types, by the value's dtype
+_PAIR_TYPES = {"f4": "FLOAT_INT", "f8": "DOUBLE_INT", "i4": "TWOINT", "i2": "SHORT_INT"}
+_REDUCTIONS: dict[tuple[int, np.dtype], tuple[Any, Any, Op]] = {}
+
+
+def _builtin_type(MPI: Any, dtype: np.dtype, op_name: str) -> Any:
+    """MPI's built-in datatype for ``dtype`` under built-in ``op_name``, or None."""
+    if not dtype.isnative:
+        return None
+    if op_name in ("MINLOC", "MAXLOC"):
+        return _pair_type(MPI, dtype)
+    if dtype.kind not in _OP_KINDS[op_name]:
+        return None
+    if dtype.kind == "b" and op_name.startswith("B"):
+        return MPI.BYTE  # MPI's bitwise operators take bytes, not C bools
+    name = _SCALAR_TYPES.get(f"{dtype.kind}{dtype.itemsize}")
+    return None if name is None else getattr(MPI, name)
+
+
+def _pair_type(MPI: Any, dtype: np.dtype) -> Any:
+    """MPI's pair type with exactly ``dtype``'s layout (value, then a C int index), or None."""
+    if dtype.names != ("value", "index"):
+        return None
+    value, index = dtype.fields["value"], dtype.fields["index"]  # type: ignore[index]
+    name = _PAIR_TYPES.get(f"{value[0].kind}{value[0].itemsize}")
+    if name is None or index[0] != np.dtype(np.int32) or value[1] != 0:
+        return None
+    mpi_type = getattr(MPI, name)
+    offset = max(value[0].itemsize, 4)
+    if index[1] != offset or mpi_type.Get_extent()[1] != dtype.itemsize:
+        return None
+    return mpi_type
+
+
+def mpi_reduction(MPI: Any, op: Op, dtype: np.dtype) -> tuple[Any, Any]:
+    """(MPI datatype, MPI operator) computing ``op`` on ``dtype`` (cached)."""
+    key = (id(op), dtype)
+    cached = _REDUCTIONS.get(key)
+    if cached is not None:
+        return cached[0], cached[1]
+    mpi_type = None
+    if BUILTIN_OPS.get(op.name) is op:
+        mpi_type = _builtin_type(MPI, dtype, op.name)
+    if mpi_type is not None:
+        mpi_op = getattr(MPI, op.name)
+    else:
+        mpi_type = MPI.BYTE.Create_contiguous(dtype.itemsize).Commit()
+        mpi_op = MPI.Op.Create(_user_function(op, dtype), commute=op.commutative)
+    _REDUCTIONS[key] = (mpi_type, mpi_op, op)
+    return mpi_type, mpi_op
+
+
+def _user_function(op: Op, dtype: np.dtype) -> Any:
+    """MPI's user-function signature around ``op``: ``inout = in ∘ inout``."""
+    def combine(inbuf: Any, inoutbuf: Any, datatype: Any) -> None:
+        left = np.frombuffer(inbuf, dtype)
+        into = np.frombuffer(inoutbuf, dtype)
+        into[...] = op.fn(left, into)
+    return combine
+
+
+# -- starting a collective ---------------------------------------------------------------------
+def _bytes(area: np.ndarray | None) -> np.ndarray:
+    """A flat uint8 view of a contiguous array (an empty one for None)."""
+    if area is None:
+        return np.empty(0, np.uint8)
+    return area.reshape(-1).view(np.uint8)
+
+
+def _flat(area: np.ndarray | None, dtype: np.dtype) -> np.ndarray:
+    return np.empty(0, dtype) if area is None else area.reshape(-1)
+
+
+def _post_movement(MPI: Any, mc: Any, spec: CallSpec, rank: int, send: np.ndarray | None,
+                   recv: np.ndarray | None) -> Any:
+    """Start MPI's collective for a data-movement ``spec``, in bytes."""
+    c, size, root, byte = spec.collective, spec.itemsize, spec.root, MPI.BYTE
+    s, r = _bytes(send), _bytes(recv)
+    counts = [n * size for n in spec.counts]
+    displs = [d * size for d in spec.displs]
+    if c == "barrier":
+        return mc.Ibarrier()
+    if c == "bcast":
+        n = spec.count * size
+        if rank == root and send is not None and not np.shares_memory(s, r):
+            r[:n] = s[:n]
+        return mc.Ibcast([r, n, byte], root)
+    if c in ("scatter", "scatterv"):
+        whole = [s, counts, displs, byte] if rank == root else None
+        return mc.Iscatterv(whole, [r, counts[rank], byte], root)
+    if c in ("gather", "gatherv"):
+        whole = [r, counts, displs, byte] if rank == root else None
+        return mc.Igatherv([s, counts[rank], byte], whole, root)
+    if c in ("allgather", "allgatherv"):
+        return mc.Iallgatherv([s, counts[rank], byte], [r, counts, displs, byte])
+    if c in ("alltoall", "alltoallv"):
+        return mc.Ialltoallv(
+            [s, [n * size for n in spec.sendcounts], [d * size for d in spec.sdispls], byte],
+            [r, [n * size for n in spec.recvcounts], [d * size for d in spec.rdispls], byte])
+    raise ValueError(f"{c} is not a data-movement collective")
+
+
+def _post_reduction(MPI: Any, mc: Any, spec: CallSpec, rank: int, send: np.ndarray | None,
+                    recv: np.ndarray | None) -> Any:
+    """Start MPI's reducing collective for ``spec`` with a matching datatype and operator."""
+    assert spec.op is not None
+    c, dt = spec.collective, spec.dtype
+    mpi_type, mpi_op = mpi_reduction(MPI, spec.op, dt)
+    s, r = _flat(send, dt), _flat(recv, dt)
+    if c == "reduce":
+        into = [r, spec.count, mpi_type] if rank == spec.root else None
+        return mc.Ireduce([s, spec.count, mpi_type], into, mpi_op, spec.root)
+    if c in ("allreduce", "scan", "exscan"):
+        start = {"allreduce": mc.Iallreduce, "scan": mc.Iscan, "exscan": mc.Iexscan}[c]
+        return start([s, spec.count, mpi_type], [r, spec.count, mpi_type], mpi_op)
+    if c == "reduce_scatter_block":
+        # mpi4py states the send side per block, as MPI's own recvcount
+        return mc.Ireduce_scatter_block([s, spec.count, mpi_type], [r, spec.count, mpi_type],
+                                        mpi_op)
+    if c == "reduce_scatter":
+        return mc.Ireduce_scatter([s, spec.total, mpi_type], [r, spec.counts[rank], mpi_type],
+                                  list(spec.counts), mpi_op)
+    raise ValueError(f"{c} is not a reducing collective")
+
+
+_REDUCING = frozenset({"reduce", "allreduce", "reduce_scatter", "reduce_scatter_block", "scan",
+                       "exscan"})
+
+
+def call_fingerprint(spec: CallSpec) -> int:
+    """The fingerprint of a native call, from what every rank agrees on."""
+    agreed = rank_independent(spec)
+    signature = (agreed.count, agreed.counts, spec.op.name if spec.op else None)
+    return fp.fingerprint(spec.collective, NAME, spec.root, spec.dtype, signature)
+
+
+class NativeExecution:
+    """MPI's non-blocking collective, polled like an `Execution` (``poll``, ``left``)."""
+
+    __slots__ = ("transport", "mc", "spec", "rank", "send", "recv", "request", "left",
+                 "deadline", "timeout", "fingerprint", "agreement")
+
+    def __init__(self, transport: MpiTransport, mc: Any, spec: CallSpec, rank: int,
+                 send: np.ndarray | None, recv: np.ndarray | None, check: bool,
+                 timeout: float | None) -> None:
+        self.transport = transport
+        self.mc = mc
+        self.spec = spec
+        self.rank = rank
+        self.send = send
+        self.recv = recv
+        self.left = 1
+        self.timeout = timeout
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.fingerprint = call_fingerprint(spec)
+        self.agreement: np.ndarray | None = None
+        if check:
+            mine = np.array([self.fingerprint, ~self.fingerprint & (2**64 - 1)], np.uint64)
+            self.agreement = np.empty(2, np.uint64)
+            self.request = mc.Iallreduce(mine, self.agreement, transport._MPI.MAX)
+        else:
+            self.request = self._post()
+        transport.watch(self.request)
+
+    def _post(self) -> Any:
+        MPI, spec = self.transport._MPI, self.spec
+        post = _post_reduction if spec.collective in _REDUCING else _post_movement
+        return post(MPI, self.mc, spec, self.rank, self.send, self.recv)
+
+    def poll(self) -> bool:
+        """Advance without blocking; True once MPI's collective has completed."""
+        if self.left == 0:
+            return True
+        while self.request.Test():
+            self.transport.unwatch(self.request)
+            if self.agreement is None:
+                self.left = 0
+                return True
+            self._agree(self.agreement)
+            self.agreement = None
+            self.request = self._post()
+            self.transport.watch(self.request)
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            self.transport.unwatch(self.request)
+            raise self.timeout_error()
+        return False
+
+    def _agree(self, agreement: np.ndarray) -> None:
+        highest, lowest = int(agreement[0]), ~int(agreement[1]) & (2**64 - 1)
+        if highest == lowest == self.fingerprint:
+            return
+        other = highest if highest != self.fingerprint else lowest
+        raise CollectiveMismatch(
+            f"rank {self.rank}: called {fp.describe(self.fingerprint)} but another rank called "
+            f"{fp.describe(other)} at the same point ({self.spec.collective}[{NAME}], checked "
+            f"before {mpi_function(self.spec.collective)})")
+
+    def timeout_error(self) -> CollectiveTimeout:
+        """The error describing where this call stopped."""
+        where = ("agreeing on the call" if self.agreement is not None
+                 else f"in MPI's non-blocking {mpi_function(self.spec.collective)}")
+        return CollectiveTimeout(
+            f"rank {self.rank}: {self.spec.collective}[{NAME}] did not complete within "
+            f"{self.timeout} s; waiting {where} over {self.spec.size} ranks (MPI does not say "
+            "which ranks it has not heard from)")
+
+
+def start(comm: Any, spec: CallSpec, send: np.ndarray | None, recv: np.ndarray | None,
+          seq: int, phase: int, params: Mapping[str, Any],
+          timeout: float | None) -> NativeExecution:
+    """Start ``spec`` with MPI's own collective on ``comm`` (a collops `Comm` over MPI)."""
+    transport = comm.transport
+    if not isinstance(transport, MpiTransport):
+        raise ScheduleError(f"{spec.collective}[{NAME}] needs the MPI transport, not "
+                            f"{comm.transport_name}")
+    if timeout is None:
+        timeout = comm.timeout if comm.timeout is not None else config.settings.timeout
+    group = tuple(comm._group)  # world ranks of the communicator's members, in rank order
+    mc = transport.collective_comm(group, comm.context, seq % COLLECTIVE_SLOTS)
+    return NativeExecution(transport, mc, spec, comm.rank, send, recv,
+                           bool(params.get("check", 1)), timeout)

@@ -1,0 +1,369 @@
+"""The MPI transport: ranks of an MPI job, bytes moved by mpi4py point-to-point.
+
+collops traffic lives on a duplicate of the job's communicator, so it can never match a
+message of the user's own. The engine's tags are 64-bit integers, far beyond MPI's tag range
+(``MPI.TAG_UB`` may be as small as 32767), so every message travels on **one** MPI tag and
+carries its own header — engine tag, call fingerprint, size — and matching by engine tag
+happens here, with an unexpected-message table, as in the other transports. MPI's
+non-overtaking rule (messages from one sender on one communicator and tag arrive in the order
+they were sent) is what makes this sound:
+
+* **small** messages (at most `EAGER_LIMIT` bytes) are packed — header then payload — into
+  one MPI message; the send is done at once (the bytes were copied), the MPI request is
+  completed in the background.
+* **large** messages go as a header message followed by the payload, sent straight from the
+  caller's buffer. The receiver, having read the header from sender *s*, knows the next
+  message from *s* is that payload; it takes it off MPI's queue with a matched probe
+  (``MPI_Improbe``) and receives it with ``MPI_Imrecv`` directly into the posted buffer — at
+  once if the receive is posted, or later, keeping the matched message handle as the
+  unexpected entry (MPI holds the bytes, or the sender waits, meanwhile).
+
+Nothing is posted to MPI for a collops receive until its message has arrived, so a receive
+that is abandoned (a timeout, a mismatch) leaves no MPI request behind. A receive reports the
+size and fingerprint that arrived; a size that differs from the posted buffer is drained
+into scratch space and reported, for the engine to raise `MessageSizeMismatch`.
+
+MPI has no portable "wait for any activity", so `wait_for_activity` polls: it spins briefly
+(not at all when this node has more ranks than cores), then yields the core between polls,
+then sleeps with a growing delay (up to 1 ms; 0.1 ms while one of MPI's own non-blocking
+collectives is in flight, as those advance only inside MPI calls). It never burns a core for
+long, which matters when ranks outnumber cores. The transport also hands out communicators
+for MPI's own collectives (the ``mpi_native`` algorithms), a small pool per collops
+communicator, see `collective_comm`.
+
+Failures: MPI itself ends the job when a process dies; `world()` installs an exception hook
+so that an uncaught exception on any rank prints that rank's traceback and aborts the whole
+job (``MPI_Abort``) instead of leaving the other ranks waiting forever.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import struct
+import sys
+import time
+import traceback
+from types import TracebackType
+from typing import Any
+
+from ..errors import TransportError
+from .base import Capabilities, Handle, Transport
+
+#: the one MPI tag all collops point-to-point messages use
+WIRE_TAG = 0
+#: largest payload packed with its header into one MPI message
+EAGER_LIMIT = 32 * 1024
+#: engine tag, fingerprint, payload size (bit 63 set: the payload follows separately)
+_HEADER = struct.Struct("<QQQ")
+HEADER_BYTES = _HEADER.size
+_LARGE = 1 << 63
+#: MPI communicators per collops communicator for MPI's own collectives (see `collective_comm`)
+COLLECTIVE_SLOTS = 8
+#: seconds of pure polling in `wait_for_activity` when this node has a core per rank
+SPIN_SECONDS = 50e-6
+#: seconds of polling with sched_yield between polls, before sleeping
+YIELD_SECONDS = 2e-3
+#: longest sleep between polls in `wait_for_activity`
+MAX_SLEEP = 1e-3
+#: longest sleep while one of MPI's own collectives is in flight (it needs MPI calls to move)
+MAX_SLEEP_COLLECTIVE = 1e-4
+
+
+def _mpi() -> Any:
+    """The mpi4py ``MPI`` module, or a clear error naming the package to install."""
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise TransportError("the mpi transport needs mpi4py and an MPI library: "
+                             "pip install 'collops[mpi]' (see docs/mpi.md)") from exc
+    return MPI
+
+
+class _LargeArrival:
+    """A large message whose header has arrived; ``message`` is its matched payload."""
+
+    __slots__ = ("message", "fingerprint", "nbytes")
+
+    def __init__(self, message: Any, fingerprint: int, nbytes: int) -> None:
+        self.message = message
+        self.fingerprint = fingerprint
+        self.nbytes = nbytes
+
+
+class MpiTransport(Transport):
+    """This process's rank of an MPI job (over a private duplicate of ``comm``)."""
+
+    def __init__(self, comm: Any = None) -> None:
+        MPI = _mpi()
+        self._MPI = MPI
+        base = MPI.COMM_WORLD if comm is None else comm
+        self.comm = base.Dup()
+        self.rank = self.comm.Get_rank()
+        self.size = self.comm.Get_size()
+        self._status = MPI.Status()
+        self._inbox = bytearray(HEADER_BYTES + EAGER_LIMIT)
+        self._inbox_view = memoryview(self._inbox)
+        self._posted: dict[tuple[int, int], tuple[Handle, memoryview]] = {}
+        self._unexpected: dict[tuple[int, int], tuple[bytes, int] | _LargeArrival] = {}
+        #: sender -> (tag, fingerprint, nbytes) of the large payload it sends next
+        self._payload_from: dict[int, tuple[int, int, int]] = {}
+        #: MPI requests a collops handle waits for
+        self._pending: list[tuple[Any, Handle]] = []
+        #: MPI requests nobody waits for (packed sends, drained payloads) and their buffers
+        self._background: list[tuple[Any, object]] = []
+        #: requests of MPI collectives in flight, whose completion wakes `wait_for_activity`
+        self._watched: list[Any] = []
+        self._closed = False
+        self._collective_base = base.Dup()
+        self._pools: dict[tuple[tuple[int, ...], int], list[Any]] = {
+            (tuple(range(self.size)), 0):
+                [self._collective_base.Dup() for _ in range(COLLECTIVE_SLOTS)]}
+        nodes = self._nodes()
+        self._capabilities = Capabilities("mpi", nodes, resources=frozenset({"mpi"}))
+        ranks_here = nodes.count(nodes[self.rank])
+        self._spin_seconds = SPIN_SECONDS if ranks_here <= len(os.sched_getaffinity(0)) else 0.0
+        importlib.import_module("collops.algorithms.mpi_native").register()
+
+    @classmethod
+    def world(cls) -> MpiTransport:
+        """The transport over ``MPI.COMM_WORLD``; an uncaught exception then aborts the job."""
+        transport = cls()
+        install_abort_hook(transport.rank, transport.size)
+        import atexit
+        atexit.register(transport.close)
+        return transport
+
+    def _nodes(self) -> tuple[int, ...]:
+        """Node id of every rank: ranks in one ``COMM_TYPE_SHARED`` split share a node."""
+        MPI = self._MPI
+        shared = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
+        leader = shared.allreduce(self.rank, op=MPI.MIN)
+        shared.Free()
+        leaders = self.comm.allgather(leader)
+        number = {lead: i for i, lead in enumerate(sorted(set(leaders)))}
+        return tuple(number[lead] for lead in leaders)
+
+    # -- sending -----------------------------------------------------------------------------
+    def isend(self, peer: int, tag: int, data: memoryview, fingerprint: int = 0) -> Handle:
+        """Send ``data``: packed with its header when small (done at once), else in two."""
+        n = data.nbytes
+        h = Handle(peer, tag, n)
+        try:
+            if n <= EAGER_LIMIT:
+                packet = bytearray(HEADER_BYTES + n)
+                _HEADER.pack_into(packet, 0, tag, fingerprint, n)
+                if n:
+                    packet[HEADER_BYTES:] = data
+                self._background.append((self.comm.Isend(packet, peer, WIRE_TAG), packet))
+                h.done = True
+                return h
+            header = _HEADER.pack(tag, fingerprint, n | _LARGE)
+            self._background.append((self.comm.Isend(header, peer, WIRE_TAG), header))
+            self._pending.append((self.comm.Isend(data, peer, WIRE_TAG), h))
+        except self._MPI.Exception as exc:
+            raise TransportError(f"rank {self.rank}: MPI send to rank {peer} failed: "
+                                 f"{exc}") from exc
+        return h
+
+    # -- receiving ---------------------------------------------------------------------------
+    def irecv(self, peer: int, tag: int, out: memoryview) -> Handle:
+        """Receive the message ``(peer, tag)`` into ``out`` (matched here, by engine tag)."""
+        h = Handle(peer, tag)
+        key = (peer, tag)
+        arrived = self._unexpected.pop(key, None)
+        if arrived is None:
+            self._posted[key] = (h, out)
+        elif isinstance(arrived, _LargeArrival):
+            self._receive_large(h, out, arrived.message, arrived.fingerprint, arrived.nbytes)
+        else:
+            _fill(h, out, memoryview(arrived[0]), arrived[1])
+        return h
+
+    def _drain(self) -> bool:
+        """Take every message MPI has for us off its queue; True if there was any."""
+        status, comm, any_source = self._status, self.comm, self._MPI.ANY_SOURCE
+        got = False
+        while True:
+            message = comm.Improbe(any_source, WIRE_TAG, status)
+            if message is None:
+                return got
+            got = True
+            source = status.Get_source()
+            expected = self._payload_from.pop(source, None)
+            if expected is not None:
+                tag, fingerprint, nbytes = expected
+                posted = self._posted.pop((source, tag), None)
+                if posted is None:
+                    self._unexpected[(source, tag)] = _LargeArrival(message, fingerprint, nbytes)
+                else:
+                    self._receive_large(posted[0], posted[1], message, fingerprint, nbytes)
+                continue
+            message.Recv(self._inbox)
+            tag, fingerprint, nbytes = _HEADER.unpack_from(self._inbox)
+            if nbytes & _LARGE:
+                self._payload_from[source] = (tag, fingerprint, nbytes & ~_LARGE)
+                continue
+            payload = self._inbox_view[HEADER_BYTES: HEADER_BYTES + nbytes]
+            posted = self._posted.pop((source, tag), None)
+            if posted is None:
+                self._unexpected[(source, tag)] = (bytes(payload), fingerprint)
+            else:
+                _fill(posted[0], posted[1], payload, fingerprint)
+
+    def _receive_large(self, h: Handle, out: memoryview, message: Any, fingerprint: int,
+                       nbytes: int) -> None:
+        """Receive a matched large payload into ``out`` (or drain it when sizes differ)."""
+        h.nbytes = nbytes
+        h.fingerprint = fingerprint
+        if out.nbytes == nbytes:
+            self._pending.append((message.Irecv(out), h))
+            return
+        scratch = bytearray(nbytes)
+        self._background.append((message.Irecv(scratch), scratch))
+        h.done = True
+
+    # -- progress ----------------------------------------------------------------------------
+    def _advance(self) -> bool:
+        """One round of progress; True if anything arrived or completed."""
+        try:
+            moved = self._drain()
+            if self._pending:
+                still = []
+                for request, h in self._pending:
+                    if request.Test():
+                        h.done = True
+                        moved = True
+                    else:
+                        still.append((request, h))
+                self._pending = still
+            if self._background:
+                self._background = [(r, b) for r, b in self._background if not r.Test()]
+        except self._MPI.Exception as exc:
+            raise TransportError(f"rank {self.rank}: MPI failed: {exc}") from exc
+        return moved
+
+    def progress(self) -> None:
+        """Advance pending operations without blocking."""
+        self._advance()
+
+    def wait_for_activity(self, timeout: float | None) -> None:
+        """Poll until something arrives or completes, or ``timeout``: spin, yield, then sleep."""
+        start = time.monotonic()
+        end = None if timeout is None else start + timeout
+        # MPI's non-blocking collectives progress only inside MPI calls: keep calling often
+        longest = MAX_SLEEP_COLLECTIVE if self._watched else MAX_SLEEP
+        delay = 2e-5
+        while True:
+            if self._advance():
+                return
+            if self._watched and any(r.Get_status() for r in self._watched):
+                return
+            now = time.monotonic()
+            if end is not None and now >= end:
+                return
+            waited = now - start
+            if waited < self._spin_seconds:
+                continue
+            if waited < YIELD_SECONDS:
+                os.sched_yield()
+                continue
+            time.sleep(delay if end is None else min(delay, end - now))
+            delay = min(delay * 2, longest)
+
+    # -- MPI's own collectives -----------------------------------------------------------------
+    def collective_comm(self, group: tuple[int, ...], context: int, slot: int) -> Any:
+        """An MPI communicator over ``group`` (world ranks, in order) for MPI's collectives.
+
+        Each collops communicator (``group``, ``context``) gets `COLLECTIVE_SLOTS` MPI
+        communicators, and a call uses slot ``seq % COLLECTIVE_SLOTS``: MPI requires
+        collectives on one communicator to start in the same order on every rank, which holds
+        for the phases of one call but not across concurrent non-blocking calls. The world's
+        pool is made with the transport; another group's on its first use (a blocking step,
+        collective over the group's ranks).
+        """
+        key = (group, context)
+        pool = self._pools.get(key)
+        if pool is None:
+            base = self._collective_base
+            members = base.Get_group().Incl(list(group))
+            first = base.Create_group(members, context & 0x7FFF)
+            members.Free()
+            pool = [first] + [first.Dup() for _ in range(COLLECTIVE_SLOTS - 1)]
+            self._pools[key] = pool
+        return pool[slot % len(pool)]
+
+    def watch(self, request: Any) -> None:
+        """Let ``request``'s completion end a `wait_for_activity`."""
+        self._watched.append(request)
+
+    def unwatch(self, request: Any) -> None:
+        """Stop watching ``request``."""
+        for i, r in enumerate(self._watched):
+            if r is request:
+                del self._watched[i]
+                return
+
+    # -- the rest ------------------------------------------------------------------------------
+    def capabilities(self) -> Capabilities:
+        """Name "mpi", which ranks share a node, and the "mpi" resource (for mpi_native)."""
+        return self._capabilities
+
+    def close(self, grace: float = 2.0) -> None:
+        """Let background sends finish (up to ``grace`` seconds) before MPI is finalized."""
+        if self._closed:
+            return
+        self._closed = True
+        end = time.monotonic() + grace
+        try:
+            while (self._background or self._pending) and time.monotonic() < end:
+                if not self._advance():
+                    time.sleep(1e-3)
+        except TransportError:
+            pass
+
+
+def _fill(h: Handle, out: memoryview, payload: memoryview, fingerprint: int) -> None:
+    """Complete a receive from bytes at hand (copied only when the sizes agree)."""
+    h.nbytes = payload.nbytes
+    h.fingerprint = fingerprint
+    if payload.nbytes == out.nbytes and payload.nbytes:
+        out[:] = payload
+    h.done = True
+
+
+def _unlink_mapped_shm() -> None:
+    """Unlink the shared-memory files this process has mapped (MPI_Abort would leave them).
+
+    MPICH removes its ``/dev/shm/mpich_shm_*`` segment in ``MPI_Finalize``, not on abort; the
+    ranks that still use it keep their mappings, as unlinking only drops the name.
+    """
+    try:
+        with open("/proc/self/maps") as maps:
+            fields = [line.split(None, 5) for line in maps]
+    except OSError:
+        return
+    paths = {f[5].strip() for f in fields if len(f) == 6}
+    for path in paths:
+        if path.startswith("/dev/shm/") and not path.endswith("(deleted)"):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+def install_abort_hook(rank: int, size: int) -> None:
+    """Make an uncaught exception print this rank's traceback and abort the whole MPI job."""
+
+    def abort(kind: type[BaseException], value: BaseException,
+              tb: TracebackType | None) -> None:
+        text = "".join(traceback.format_exception(kind, value, tb))
+        sys.stderr.write(f"collops: uncaught {kind.__name__} on MPI rank {rank} of {size}; "
+                         f"aborting the job\n[rank {rank}] " +
+                         text.rstrip("\n").replace("\n", f"\n[rank {rank}] ") + "\n")
+        sys.stderr.flush()
+        sys.stdout.flush()
+        _unlink_mapped_shm()
+        _mpi().COMM_WORLD.Abort(1)
+
+    sys.excepthook = abort

@@ -1,0 +1,343 @@
+"""The seed-001 endpoint API on real ranks: threads in one process and processes over shm.
+
+Every test program runs on each task and returns what it saw; the assertions compare with
+numpy. Each task takes part through two contexts, so every geometry has two endpoints per
+task, multiplexed over the task's one transport.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pytest
+
+import collops
+from collops import ops
+from collops.endpoints import Client, DispatchError, Xfer
+from tests.support.cases import LAST_NONZERO
+
+TRANSPORTS = ["inproc", "shm"]
+CONTEXTS = 2
+
+
+def drive(client: Client, done: Any, timeout: float = 20.0) -> None:
+    """Advance every context of the task until ``done()`` (or fail after ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not reached")
+        if not client.advance():
+            client.wait_for_activity(0.001)
+
+
+def run(program: Any, tasks: int, transport: str) -> list[Any]:
+    """``program(client)`` on every task (a client with two contexts each)."""
+    def task(comm: collops.Comm) -> Any:
+        client = Client("test", comm)
+        client.create_contexts(CONTEXTS)
+        try:
+            return program(client)
+        finally:
+            client.close()
+
+    return collops.spawn(task, tasks, transport=transport, timeout=90)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_collectives_through_every_endpoint_run_their_dispatch(transport):
+    def program(client: Client) -> Any:
+        geometry = client.geometry(contexts=CONTEXTS)
+        seen: list[tuple[tuple[int, int], str, np.ndarray]] = []
+        for ctx in client.contexts:
+            for coll in ("allreduce", "bcast", "allgather"):
+                ctx.endpoint.register_dispatch(
+                    coll, 4, lambda data, info: seen.append((info.endpoint.key,
+                                                             info.collective, data.copy())))
+        done: list[str] = []
+        xfers = []
+        for ctx in client.contexts:
+            me = geometry.rank_of(ctx.endpoint)
+            xfers += [
+                geometry.post(Xfer("allreduce", None, np.arange(5.0) * (me + 1), 4,
+                                   done=lambda x: done.append(x.collective)), via=ctx.endpoint),
+                geometry.post(Xfer("bcast", "binomial", np.arange(3) if me == 1 else None, 4,
+                                   root=1), via=ctx.endpoint),
+                ctx.endpoint.post(Xfer("allgather", "ring", np.full(2, me, np.int16), 4),
+                                  geometry),
+                geometry.post(Xfer("reduce", None, np.array([me + 1]), None, root=2,
+                                   op=LAST_NONZERO), via=ctx.endpoint),
+            ]
+        drive(client, lambda: all(x.completed for x in xfers))
+        return geometry.size, seen, done, [x.result for x in xfers[3::4]]
+
+    tasks = 3
+    n = tasks * CONTEXTS
+    for task, (size, seen, done, reduced) in enumerate(run(program, tasks, transport)):
+        assert size == n
+        assert Counter(done) == {"allreduce": CONTEXTS}
+        keys = Counter((key, coll) for key, coll, _ in seen)
+        assert keys == {((task, c), coll): 1 for c in range(CONTEXTS)
+                        for coll in ("allreduce", "bcast", "allgather")}
+        for _, coll, data in seen:
+            if coll == "allreduce":
+                np.testing.assert_array_equal(data, np.arange(5.0) * sum(range(1, n + 1)))
+            elif coll == "bcast":
+                np.testing.assert_array_equal(data, np.arange(3))
+            else:
+                np.testing.assert_array_equal(data, np.repeat(np.arange(n), 2))
+        for c, got in enumerate(reduced):
+            if task * CONTEXTS + c == 2:
+                np.testing.assert_array_equal(got, [n])  # rank order: the last rank wins
+            else:
+                assert got is None
+
+
+def _am_program(client: Client) -> Any:
+    """Every endpoint counts its deliveries; endpoint 3 is the root of four AMs, endpoint 0
+    of one more running at the same time."""
+    geometry = client.geometry(contexts=CONTEXTS)
+    n = geometry.size
+    deliveries: Counter[tuple[tuple[int, int], str, int]] = Counter()
+    received: dict[tuple[tuple[int, int], str, int], np.ndarray] = {}
+
+    def on_data(data: Any, info: Any) -> Any:
+        me = geometry.rank_of(info.endpoint)
+        key = (info.endpoint.key, info.collective, info.root)
+        deliveries[key] += 1
+        if info.collective in ("amgather", "amreduce"):
+            assert data is None and info.shape == (4,)
+            return np.arange(4) * (me + 1) if info.collective == "amreduce" else np.full(4, me)
+        received[key] = np.array(data)
+        return None
+
+    for ctx in client.contexts:
+        for coll in ("ambroadcast", "amscatter", "amgather", "amreduce"):
+            ctx.endpoint.register_dispatch(coll, 11, on_data)
+    xfers = []
+    for ctx in client.contexts:
+        me = geometry.rank_of(ctx.endpoint)
+        if me == 3:
+            xfers += [
+                geometry.post(Xfer("ambroadcast", "binomial", np.arange(10) * 3, 11),
+                              via=ctx.endpoint),
+                geometry.post(Xfer("amscatter", None, np.arange(n * 6).reshape(n * 2, 3), 11),
+                              via=ctx.endpoint),
+                geometry.post(Xfer("amgather", "linear", np.full(4, me), 11), via=ctx.endpoint),
+                geometry.post(Xfer("amreduce", None, np.arange(4) * (me + 1), 11, op="sum"),
+                              via=ctx.endpoint),
+            ]
+        if me == 0:
+            xfers.append(geometry.post(Xfer("ambroadcast", None, np.ones(3), 11),
+                                       via=ctx.endpoint))
+    mine = [geometry.rank_of(c.endpoint) for c in client.contexts]
+    expected = sum(4 * (m != 3) + (m != 0) for m in mine)
+    drive(client, lambda: sum(deliveries.values()) == expected and not client.pending())
+    client.comm.barrier()
+    for _ in range(20):  # nothing more may arrive
+        client.advance()
+    return dict(deliveries), received, [(x.collective, x.result) for x in xfers]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_active_message_collectives_reach_every_endpoint_exactly_once(transport):
+    tasks = 3
+    n = tasks * CONTEXTS
+    results = run(_am_program, tasks, transport)
+    for task, (deliveries, received, finished) in enumerate(results):
+        for c in range(CONTEXTS):
+            me, key = task * CONTEXTS + c, (task, c)
+            for coll in ("ambroadcast", "amscatter", "amgather", "amreduce"):
+                assert deliveries.get((key, coll, 3), 0) == (me != 3), (key, coll)
+            assert deliveries.get((key, "ambroadcast", 0), 0) == (me != 0)
+            if me != 3:
+                np.testing.assert_array_equal(received[(key, "ambroadcast", 3)],
+                                              np.arange(10) * 3)
+                np.testing.assert_array_equal(received[(key, "amscatter", 3)],
+                                              np.arange(n * 6).reshape(n * 2, 3)[2 * me:
+                                                                                2 * me + 2])
+            if me != 0:
+                np.testing.assert_array_equal(received[(key, "ambroadcast", 0)], np.ones(3))
+        for coll, result in finished:
+            if coll == "amgather":
+                np.testing.assert_array_equal(result, np.repeat(np.arange(n), 4).reshape(n, 4))
+            if coll == "amreduce":
+                np.testing.assert_array_equal(result, np.arange(4) * sum(range(1, n + 1)))
+
+
+def test_a_raising_dispatch_callback_fails_the_posting_endpoint_not_a_hang():
+    def program(client: Client) -> Any:
+        geometry = client.geometry(contexts=CONTEXTS)
+        calls = []
+
+        def on_data(data: Any, info: Any) -> None:
+            calls.append(info.endpoint.key)
+            if info.endpoint.key == (1, 0):
+                raise ValueError("bad data")
+
+        for ctx in client.contexts:
+            ctx.endpoint.register_dispatch("ambroadcast", 9, on_data)
+            ctx.endpoint.register_dispatch("allreduce", 9, on_data)
+        outcome = []
+        if client.task == 0:
+            xfer = geometry.post(Xfer("ambroadcast", None, np.arange(4), 9),
+                                 via=client.contexts[0].endpoint)
+            try:
+                xfer.wait(20)
+            except DispatchError as exc:
+                outcome.append(str(exc))
+            drive(client, lambda: len(calls) == 1 and not client.pending())
+        else:
+            drive(client, lambda: len(calls) == CONTEXTS and not client.pending())
+        client.comm.barrier()
+        # an ordinary collective: the raising endpoint's own post fails, the others complete
+        xfers = [geometry.post(Xfer("allreduce", None, np.ones(2), 9), via=c.endpoint)
+                 for c in client.contexts]
+        for x in xfers:
+            try:
+                x.wait(20)
+                outcome.append("ok")
+            except DispatchError as exc:
+                outcome.append(f"failed: {exc}")
+        return outcome
+
+    results = run(program, 2, "inproc")
+    root_error, *root_rest = results[0]
+    assert "endpoint 2" in root_error and "ValueError: bad data" in root_error
+    assert root_rest == ["ok", "ok"]
+    assert results[1][0].startswith("failed:") and "bad data" in results[1][0]
+    assert results[1][1] == "ok"
+
+
+def test_progress_threads_complete_transfers_without_explicit_advance():
+    def program(client: Client) -> Any:
+        geometry = client.geometry(contexts=CONTEXTS)
+        got = []
+        for ctx in client.contexts:
+            ctx.endpoint.register_dispatch("ambroadcast", 1, lambda d, i: got.append(d.sum()))
+            ctx.start_progress_thread()
+        xfers = [geometry.post(Xfer("allreduce", None, np.full(3, 2.0), None), via=c.endpoint)
+                 for c in client.contexts]
+        if client.task == 1:
+            xfers.append(geometry.post(Xfer("ambroadcast", None, np.arange(5), 1),
+                                       via=client.contexts[1].endpoint))
+        deadline = time.monotonic() + 20
+        while not (all(x.completed for x in xfers) and len(got) == (2 if client.task == 0
+                                                                     else 1)):
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        running = [c.progress_thread_running for c in client.contexts]
+        client.comm.barrier()
+        return [x.result for x in xfers[:2]], got, running
+
+    for results, got, running in run(program, 2, "inproc"):
+        for r in results:
+            np.testing.assert_array_equal(r, np.full(3, 8.0))
+        assert got and all(v == 10 for v in got) and running == [True, True]
+
+
+def test_geometries_from_task_lists_ranges_and_endpoint_lists():
+    def program(client: Client) -> Any:
+        evens = client.geometry(tasks=[0, 2], contexts=1)
+        mixed = client.geometry([client.endpoint(2, 1), client.endpoint(0, 0),
+                                 client.endpoint(2, 0)])
+        out: dict[str, Any] = {"evens_here": len(evens.local_endpoints),
+                               "mixed_here": [e.key for e in mixed.local_endpoints]}
+        for g in (evens, mixed):  # a power-of-two size is a resource of the geometry
+            always, query = g.algorithms("allgather").names()
+            assert ("recursive_doubling" in always + query) == (g.size == 2)
+            assert {"one_node", "contiguous_buffers"} <= g.resources
+        xfers = [mixed.post(Xfer("gather", None, np.array([mixed.rank_of(e)]), root=0),
+                            via=e) for e in mixed.local_endpoints]
+        if evens.local_endpoints:
+            xfers.append(evens.post(Xfer("allreduce", None, np.array([client.task]))))
+        drive(client, lambda: all(x.completed for x in xfers))
+        out["results"] = [None if x.result is None else x.result.tolist() for x in xfers]
+        return out
+
+    a, b, c = run(program, 3, "inproc")
+    assert a == {"evens_here": 1, "mixed_here": [(0, 0)], "results": [None, [2]]}
+    assert b == {"evens_here": 0, "mixed_here": [], "results": []}
+    assert c["mixed_here"] == [(2, 1), (2, 0)]
+    assert c["results"] == [[0, 1, 2], None, [2]]
+
+
+def test_geometry_from_a_toml_configuration_with_preferences(tmp_path):
+    path = tmp_path / "geometry.toml"
+    path.write_text(
+        '[geometry]\nname = "solver"\ntasks = "0-1"\ncontexts = 2\n'
+        '[algorithms.allreduce]\nprefer = ["ring", "reduce_bcast"]\n'
+        '[[algorithms.allreduce.rule]]\nmax_bytes = 64\nalgorithm = "recursive_doubling"\n')
+
+    def program(client: Client) -> Any:
+        geometry = client.geometry_from_config(str(path))
+        lists = geometry.algorithms("allreduce")
+        small = geometry.post(Xfer("allreduce", None, np.ones(2), None),
+                              via=client.contexts[0].endpoint)
+        large = geometry.post(Xfer("allreduce", None, np.ones(64), None),
+                              via=client.contexts[0].endpoint)
+        ordered = geometry.post(Xfer("allreduce", None, np.ones(64, np.int64), op=LAST_NONZERO),
+                                via=client.contexts[0].endpoint)
+        others = [geometry.post(Xfer(x.collective, None, x.data, op=x.op),
+                                via=client.contexts[1].endpoint) for x in (small, large, ordered)]
+        drive(client, lambda: all(x.completed for x in (small, large, ordered, *others)))
+        return (geometry.name, geometry.size, lists.names(),
+                [x.algorithm for x in (small, large, ordered)], small.result.tolist())
+
+    for name, size, (always, must_query), chosen, small in run(program, 2, "inproc"):
+        assert (name, size) == ("solver", 4)
+        assert "recursive_doubling" in must_query and "ring" in must_query
+        assert "recursive_doubling" not in always
+        assert chosen == ["recursive_doubling", "ring", "reduce_bcast"]
+        assert small == [4.0, 4.0]
+
+
+def test_affinity_params_drive_affinity_tree_on_a_geometry():
+    def program(client: Client) -> Any:
+        geometry = client.geometry(contexts=CONTEXTS)
+        virtual = geometry.affinity_params("machine:2x1x2", "spread")
+        real = geometry.affinity_params()
+        xfers = [geometry.post(Xfer("allreduce", "affinity_tree", np.arange(3) + 1, None,
+                                    params=virtual, op=ops.SUM), via=c.endpoint)
+                 for c in client.contexts]
+        drive(client, lambda: all(x.completed for x in xfers))
+        return virtual, real, [x.result.tolist() for x in xfers]
+
+    for virtual, real, results in run(program, 2, "inproc"):
+        assert virtual == {"machine": "2x1x2", "mapping": "spread", "arity": 2}
+        assert set(real) == {"machine", "mapping", "arity"}
+        assert results == [[4, 8, 12]] * 2
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_contribution_that_raises_fails_a_tree_gather_and_leaves_nothing_in_flight(transport):
+    def program(client: Client) -> Any:
+        geometry = client.geometry(contexts=CONTEXTS)
+        asked = []
+
+        def contribute(data: Any, info: Any) -> Any:
+            asked.append(info.endpoint.key)
+            if info.endpoint.key == (2, 1):
+                raise KeyError("no contribution")
+            return np.full(info.shape, geometry.rank_of(info.endpoint))
+
+        for ctx in client.contexts:
+            ctx.endpoint.register_dispatch("amgather", 3, contribute)
+        outcome = "no error"
+        if client.task == 0:
+            xfer = geometry.post(Xfer("amgather", "binomial", np.zeros(2), 3),
+                                 via=client.contexts[0].endpoint)
+            try:
+                xfer.wait(20)
+            except DispatchError as exc:
+                outcome = str(exc)
+        wanted = CONTEXTS - (client.task == 0)
+        drive(client, lambda: len(asked) == wanted and not client.pending())
+        client.comm.barrier()
+        return outcome, client.pending()
+
+    results = run(program, 3, transport)
+    assert "endpoint 5" in results[0][0] and "KeyError" in results[0][0]
+    assert [pending for _, pending in results] == [0, 0, 0]

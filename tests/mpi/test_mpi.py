@@ -1,0 +1,155 @@
+"""collops over MPI: the correctness suite and the failure modes, under real ``mpiexec``.
+
+Each test launches one MPI job (``mpiexec -n 2`` or ``-n 4``; MPICH's launcher allows more
+ranks than cores) on a script in ``scripts/`` that prints JSON, and checks what it printed.
+The tests are skipped only when mpi4py or mpiexec is missing (``pip install 'collops[mpi]'``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mpi4py")
+
+from collops import COLLECTIVES  # noqa: E402
+from tests.mpi.scripts import suite  # noqa: E402
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+def _mpiexec() -> str | None:
+    beside = Path(sys.executable).with_name("mpiexec")
+    return str(beside) if beside.exists() else shutil.which("mpiexec")
+
+
+MPIEXEC = _mpiexec()
+pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (pip install mpich)")
+
+
+def _environment() -> dict[str, str]:
+    """The caller's environment without collops settings, so ``init()`` must detect MPI."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("COLLOPS_")}
+
+
+def mpirun(n: int, script: str, *args: str, timeout: float = 80) -> subprocess.CompletedProcess:
+    """Run ``scripts/script`` on ``n`` ranks; fail (not hang) past ``timeout`` seconds."""
+    assert MPIEXEC is not None
+    path = SCRIPTS / script
+    before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    proc = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, str(path), *args],
+                          capture_output=True, text=True, timeout=timeout, env=_environment())
+    leftover = subprocess.run(["pgrep", "-f", str(path)], capture_output=True,
+                              text=True).stdout.split()
+    assert not leftover, f"processes left behind: {leftover}"
+    after = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    assert not after - before, f"shared memory left behind: {sorted(after - before)}"
+    return proc
+
+
+def reports(text: str) -> list[dict[str, Any]]:
+    """Every JSON object in ``text`` (ranks' lines may interleave)."""
+    decoder, found, i = json.JSONDecoder(), [], text.find("{")
+    while i >= 0:
+        obj, end = decoder.raw_decode(text, i)
+        found.append(obj)
+        i = text.find("{", end)
+    return found
+
+
+def by_rank(proc: subprocess.CompletedProcess, n: int) -> dict[int, dict[str, Any]]:
+    """The per-rank reports of a job, checked to come from every rank."""
+    got = {r["rank"]: r for r in reports(proc.stdout)}
+    assert sorted(got) == list(range(n)), proc.stdout + proc.stderr
+    return got
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("n", [2, 4])
+def test_every_algorithm_and_mpi_native_against_numpy(n):
+    seed = n + 1
+    proc = mpirun(n, "suite.py", str(seed))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = reports(proc.stdout)[-1]
+    assert summary["failures"] == [], "\n".join(summary["failures"])
+    expected = {f"{c}.{a.name}" for c in COLLECTIVES for case in suite.cases(c, n, seed)
+                for a in suite.offered(c) if a.eligible(case.specs[0])}
+    expected |= {f"{c}.mpi_native" for c in COLLECTIVES}
+    ran = {name for name in summary["algorithms"] if ".auto:" not in name}
+    assert ran == expected
+    automatic = {name.split(":")[1] for name in summary["algorithms"] if ".auto:" in name}
+    assert "mpi_native" in automatic, "selection never chose MPI's own collective"
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("n", [2, 4])
+def test_transport_matches_by_engine_tag_and_reports_sizes(n):
+    proc = mpirun(n, "transport.py")
+    for rank, report in by_rank(proc, n).items():
+        assert "error" not in report, report
+        assert report["checked"] == 6 * (n - 1) + 2, (rank, report)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("n", [2, 4])
+def test_init_picks_mpi_and_features_work_over_it(n):
+    proc = mpirun(n, "features.py")
+    for report in by_rank(proc, n).values():
+        assert "error" not in report, report["error"]
+        assert len(report["passed"]) == 7, report
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.timeout(90)
+def test_an_uncaught_exception_aborts_the_job_with_that_ranks_traceback():
+    proc = mpirun(4, "failures.py", "raises")
+    assert proc.returncode != 0
+    assert "uncaught RuntimeError on MPI rank 3 of 4" in proc.stderr, proc.stderr
+    assert "Traceback" in proc.stderr and "rank 3 gives up" in proc.stderr
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("scenario,algorithm", [("timeout", "recursive_doubling"),
+                                                ("native_timeout", "mpi_native")])
+def test_a_late_rank_makes_the_collective_time_out(scenario, algorithm):
+    proc = mpirun(2, "failures.py", scenario)
+    got = by_rank(proc, 2)
+    assert got[0]["error"] == "CollectiveTimeout", got[0]
+    assert f"allreduce[{algorithm}]" in got[0]["message"]
+    if algorithm == "recursive_doubling":
+        assert "not heard from ranks [1]" in got[0]["message"]
+    assert got[1]["error"] is None, got[1]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("scenario", ["mismatch", "schedule_mismatch"])
+def test_mismatched_calls_raise_collective_mismatch_saying_what_each_called(scenario):
+    proc = mpirun(2, "failures.py", scenario)
+    got = by_rank(proc, 2)
+    detected = [r for r in got.values() if r["error"] == "CollectiveMismatch"]
+    assert detected, got
+    for report in detected:
+        assert "allreduce[" in report["message"] and "bcast[" in report["message"]
+    if scenario == "mismatch":  # automatic selection: MPI's own, checked on every rank
+        assert len(detected) == 2 and "mpi_native" in detected[0]["message"]
+    assert all(r["error"] in ("CollectiveMismatch", "CollectiveTimeout") for r in got.values())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.timeout(60)
+def test_collops_transport_mpi_without_a_launcher_is_a_world_of_one():
+    code = ("import collops, numpy as np; c = collops.init(); "
+            "print(c.transport_name, c.size, c.allreduce(np.arange(3)).tolist())")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=50, env={**_environment(), "COLLOPS_TRANSPORT": "mpi"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["mpi", "1", "[0,", "1,", "2]"]

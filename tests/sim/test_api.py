@@ -1,0 +1,88 @@
+"""simulate(): results, JSON record, determinism, exclusion and in-network reduction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from collops.errors import AlgorithmIneligible
+from collops.sim import parse_nodes, parse_size, simulate
+from collops.sim.api import JSON_FIELDS
+from collops.topology import parse_topology
+
+
+def test_json_record_has_exactly_the_documented_fields() -> None:
+    r = simulate("bcast", "binomial", "torus:2x2x2", size_bytes=1000)
+    record = r.to_json_dict(closed_form_s=1.5e-5)
+    assert tuple(record) == JSON_FIELDS
+    assert record["nprocs"] == 8 and record["size"] == 1000 and record["closed_form_s"] == 1.5e-5
+    assert r.to_json_dict()["closed_form_s"] is None
+    assert r.bandwidth_Bps == pytest.approx(r.total_bytes / r.time_s)
+    assert r.total_bytes == 7 * 1000
+
+
+@pytest.mark.parametrize("model", ["congestion", "packet"])
+def test_same_seed_same_result(model: str) -> None:
+    def run(seed: int):
+        return simulate("alltoallv", "random_chunked", "torus:2x2x4", size_bytes=3000,
+                        model=model, placement="random", seed=seed,
+                        params={"seed": 7, "chunk": 1024})
+    a, b, c = run(5), run(5), run(6)
+    assert a.time_s == b.time_s
+    np.testing.assert_array_equal(a.link_loads, b.link_loads)
+    np.testing.assert_array_equal(a.placement, b.placement)
+    assert not np.array_equal(a.placement, c.placement)
+
+
+def test_excluded_node_leaves_the_group_and_carries_nothing() -> None:
+    topo = parse_topology("torus:4x4")
+    r = simulate("alltoall", "pairwise", topo, size_bytes=512, excluded={5})
+    assert r.nprocs == 15 and 5 not in r.placement.tolist()
+    touching = (topo.link_src == 5) | (topo.link_dst == 5)
+    assert r.link_loads[touching].sum() == 0
+    assert r.link_loads.sum() > 0
+
+
+def test_packet_and_congestion_agree_on_a_quiet_pattern() -> None:
+    """Ring allgather on a ring is contention-free: both models give the same time."""
+    a = simulate("allgather", "ring", "ring:6", size_bytes=4096, model="congestion")
+    b = simulate("allgather", "ring", "ring:6", size_bytes=4096, model="packet")
+    assert a.time_s == pytest.approx(b.time_s, rel=1e-6)
+    np.testing.assert_allclose(a.link_loads, b.link_loads)
+
+
+def test_in_network_allreduce_uses_every_link_once() -> None:
+    topo = parse_topology("combining-tree:2:8")
+    m = 4096
+    r = simulate("allreduce", "ring", topo, size_bytes=m)
+    assert r.source == "in-network"
+    np.testing.assert_array_equal(r.link_loads, m)  # up-sweep on every up link, down likewise
+    levels, params = 2 * 3, topo.params
+    expected = (params.overhead + m / params.bandwidth + levels * params.hop_latency
+                + (levels - 1) * params.packet_size / params.bandwidth)
+    assert r.time_s == pytest.approx(expected)
+    p2p = simulate("allreduce", "ring", topo, size_bytes=m, in_network=False)
+    assert p2p.source == "registry" and p2p.time_s > r.time_s
+
+
+def test_gather_by_or_needs_the_combining_network() -> None:
+    m, p = 512, 8
+    tree = parse_topology(f"combining-tree:2:{p}")
+    r = simulate("gather", "or_combine", tree, size_bytes=m)
+    assert r.source == "in-network"
+    # every contribution combines on its way to rank 0's leaf: all up links but the three on
+    # rank 0's own path carry the whole buffer once, and the result descends those 3 levels
+    up = tree.link_src < tree.link_dst  # leaves and lower switches have the smaller ids
+    loaded = r.link_loads > 0
+    np.testing.assert_array_equal(r.link_loads[loaded], p * m)
+    assert np.count_nonzero(loaded & up) == (2 * p - 2) - 3
+    assert np.count_nonzero(loaded & ~up) == 3
+    with pytest.raises(AlgorithmIneligible):
+        simulate("gather", "or_combine", "torus:2x2x2", size_bytes=m)
+
+
+def test_cli_helpers() -> None:
+    assert parse_size("64K") == 65536 and parse_size("3") == 3 and parse_size("1M") == 1 << 20
+    assert parse_nodes("3,10-12") == {3, 10, 11, 12}
+    with pytest.raises(ValueError):
+        parse_size("lots")
