@@ -39,18 +39,44 @@ def _environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("COLLOPS_")}
 
 
+def _shm_files() -> set[str]:
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+def _in_use(paths: set[str]) -> set[str]:
+    """Those of ``paths`` some live process has mapped or open (others' jobs on this host)."""
+    used: set[str] = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/maps") as maps:
+                used.update(line.split(None, 5)[-1].strip() for line in maps)
+            fds = f"/proc/{pid}/fd"
+            used.update(os.readlink(os.path.join(fds, fd)) for fd in os.listdir(fds))
+        except OSError:
+            continue
+    return paths & used
+
+
+def _left_in_shm(before: set[str]) -> list[str]:
+    """Files new in /dev/shm since ``before`` that no live process uses: left by our job.
+
+    Other people's jobs may run on the machine meanwhile; their files are in use.
+    """
+    new = {f"/dev/shm/{name}" for name in _shm_files() - before}
+    return sorted(p for p in new - _in_use(new) if os.path.exists(p))
+
+
 def mpirun(n: int, script: str, *args: str, timeout: float = 80) -> subprocess.CompletedProcess:
     """Run ``scripts/script`` on ``n`` ranks; fail (not hang) past ``timeout`` seconds."""
     assert MPIEXEC is not None
     path = SCRIPTS / script
-    before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    before = _shm_files()
     proc = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, str(path), *args],
                           capture_output=True, text=True, timeout=timeout, env=_environment())
     leftover = subprocess.run(["pgrep", "-f", str(path)], capture_output=True,
                               text=True).stdout.split()
     assert not leftover, f"processes left behind: {leftover}"
-    after = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
-    assert not after - before, f"shared memory left behind: {sorted(after - before)}"
+    assert not _left_in_shm(before), f"shared memory left behind: {_left_in_shm(before)}"
     return proc
 
 
@@ -118,7 +144,8 @@ def test_an_uncaught_exception_aborts_the_job_with_that_ranks_traceback():
 
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("scenario,algorithm", [("timeout", "recursive_doubling"),
-                                                ("native_timeout", "mpi_native")])
+                                                ("native_timeout", "mpi_native"),
+                                                ("native_comm_timeout", "mpi_native")])
 def test_a_late_rank_makes_the_collective_time_out(scenario, algorithm):
     proc = mpirun(2, "failures.py", scenario)
     got = by_rank(proc, 2)
@@ -153,3 +180,74 @@ def test_collops_transport_mpi_without_a_launcher_is_a_world_of_one():
                           timeout=50, env={**_environment(), "COLLOPS_TRANSPORT": "mpi"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["mpi", "1", "[0,", "1,", "2]"]
+
+
+def collops_under_mpiexec(n: int, *args: str, marker: str,
+                          timeout: float = 80) -> subprocess.CompletedProcess:
+    """Run ``python -m collops ARGS`` on ``n`` ranks; ``marker`` (an argument unique to this
+    job) finds leftover processes. Fails (not hangs) past ``timeout`` seconds."""
+    assert MPIEXEC is not None and marker in args
+    before = _shm_files()
+    proc = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, "-m", "collops", *args],
+                          capture_output=True, text=True, timeout=timeout, env=_environment())
+    leftover = subprocess.run(["pgrep", "-f", marker], capture_output=True,
+                              text=True).stdout.split()
+    assert not leftover, f"processes left behind: {leftover}"
+    assert not _left_in_shm(before), f"shared memory left behind: {_left_in_shm(before)}"
+    return proc
+
+
+BENCH_FIELDS = {"collective", "algorithm", "nprocs", "size", "latency_us", "min_us", "max_us",
+                "algbw_GBps", "busbw_GBps", "mpi_latency_us", "ratio", "transport"}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("algorithm,collectives,compare", [
+    (None, "allreduce,bcast,barrier", True),
+    ("mpi_native", "allreduce,bcast", True),
+    ("ring", "allreduce,allgather", False),
+], ids=["auto-compare", "mpi_native-compare", "ring"])
+def test_collops_bench_under_mpiexec_measures_in_place(tmp_path, algorithm, collectives,
+                                                       compare):
+    # timings never decide pass or fail: only the shape of the report and its arithmetic
+    out = tmp_path / "bench.json"
+    sizes = [8, 1024, 65536]
+    args = ["bench", "--collectives", collectives, "--sizes", "8,1K,64K", "--iterations", "20",
+            "--json", str(out)]
+    args += ["--algorithm", algorithm] if algorithm else []
+    args += ["--compare", "mpi"] if compare else []
+    proc = collops_under_mpiexec(2, *args, marker=str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = json.loads(out.read_text())
+    names = collectives.split(",")
+    expected = [(c, s) for c in names for s in ([0] if c == "barrier" else sizes)]
+    assert [(r["collective"], r["size"]) for r in records] == expected
+    assert len({(r["collective"], r["algorithm"], r["size"]) for r in records}) == len(records)
+    for r in records:
+        assert set(r) == BENCH_FIELDS, r
+        assert r["transport"] == "mpi" and r["nprocs"] == 2, r
+        assert r["latency_us"] > 0 and 0 < r["min_us"] <= r["max_us"], r
+        if algorithm:
+            assert r["algorithm"] == algorithm, r
+        if compare:
+            assert r["mpi_latency_us"] > 0, r
+            assert r["ratio"] == pytest.approx(r["latency_us"] / r["mpi_latency_us"]), r
+        else:
+            assert r["mpi_latency_us"] is None and r["ratio"] is None, r
+    # rank 0 alone prints: one header, one line per record
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0].startswith("collective") and len(lines) == 1 + len(records), proc.stdout
+    assert ("MPI µs" in lines[0]) == compare
+
+
+@pytest.mark.timeout(60)
+def test_collops_bench_under_mpiexec_refuses_what_it_cannot_do(tmp_path):
+    marker = str(tmp_path / "never.json")
+    proc = collops_under_mpiexec(2, "bench", "--transport", "shm", "--json", marker,
+                                 marker=marker)
+    assert proc.returncode != 0
+    assert proc.stderr.count("--transport shm: started by an MPI launcher") == 1, proc.stderr
+    proc = collops_under_mpiexec(2, "bench", "--algorithm", "no_such", "--json", marker,
+                                 marker=marker)
+    assert proc.returncode != 0 and proc.stderr.count("no_such") == 1, proc.stderr
+    assert not (tmp_path / "never.json").exists() and proc.stdout == ""

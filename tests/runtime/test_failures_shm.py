@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -14,32 +13,39 @@ import pytest
 
 import collops
 from collops import RankFailed
+from tests.support.leaks import collops_segments, left_behind
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
 
-def _shm_entries():
-    return {n for n in os.listdir("/dev/shm") if "collops" in n}
-
-
 def _run(script, n, timeout=60):
-    before = _shm_entries()
+    before = collops_segments()
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "collops", "run", "-n", str(n), "--timeout",
                            str(timeout - 10), str(SCRIPTS / script)],
                           capture_output=True, text=True, timeout=timeout)
     elapsed = time.monotonic() - start
-    assert _shm_entries() <= before, "a shared-memory segment was left behind"
+    assert not left_behind(before), "a shared-memory segment was left behind"
     leftover = subprocess.run(["pgrep", "-f", str(SCRIPTS / script)], capture_output=True,
                               text=True).stdout.split()
     assert not leftover, f"processes left: {leftover}"
     return proc, elapsed
 
 
+def _objects(text: str) -> list[dict]:
+    """Every JSON object printed (the ranks share one stdout, so lines may run together)."""
+    decoder, found, i = json.JSONDecoder(), [], text.find("{")
+    while i >= 0:
+        obj, end = decoder.raw_decode(text, i)
+        found.append(obj)
+        i = text.find("{", end)
+    return found
+
+
 @pytest.mark.timeout(60)
 def test_a_killed_rank_is_named_by_peer_failed_within_two_seconds():
     proc, _ = _run("dies_mid_collective.py", 3)
-    reports = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    reports = _objects(proc.stdout)
     survivors = {r["rank"]: r for r in reports}
     assert set(survivors) == {0, 2}, proc.stdout + proc.stderr
     for report in survivors.values():
@@ -64,13 +70,13 @@ def _mismatch(comm):
 
 @pytest.mark.timeout(60)
 def test_mismatched_calls_raise_collective_mismatch_saying_what_each_called():
-    before = _shm_entries()
+    before = collops_segments()
     with pytest.raises(RankFailed) as info:
         collops.spawn(_mismatch, 2, transport="shm", timeout=40)
     assert info.value.exc_type == "CollectiveMismatch"
     text = str(info.value)
     assert "allreduce" in text and "bcast" in text
-    assert _shm_entries() <= before
+    assert not left_behind(before)
 
 
 def _silent_peer(comm):

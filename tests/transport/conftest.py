@@ -7,10 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-
-def collops_segments() -> set[str]:
-    """Names under /dev/shm that belong to collops."""
-    return {name for name in os.listdir("/dev/shm") if "collops" in name}
+from tests.support.leaks import collops_segments, left_behind
 
 
 def child_pids() -> list[int]:
@@ -37,4 +34,4 @@ def leaves_nothing_behind() -> Iterator[None]:
     before = collops_segments()
     yield
     assert child_pids() == []
-    assert collops_segments() - before == set()
+    assert left_behind(before) == set()

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from collops.runtime.launcher import EXIT_INTERRUPTED, EXIT_TIMEOUT, launch_program
-
-from .conftest import collops_segments
+from tests.support.leaks import collops_segments, left_behind
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -128,7 +127,7 @@ def test_ctrl_c_of_the_launcher_ends_every_rank(tmp_path: Path) -> None:
     for r in range(2):
         pid = int((tmp_path / f"pid{r}").read_text())
         assert not Path(f"/proc/{pid}").exists() or "Z" in _state(pid)
-    assert collops_segments() - before == set()
+    assert left_behind(before) == set()
 
 
 def _state(pid: int) -> str:

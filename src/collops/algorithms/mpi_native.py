@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 
-from .. import config
 from ..errors import CollectiveMismatch, CollectiveTimeout, ScheduleError
 from ..ops import BUILTIN_OPS, Op
 from ..runtime import fingerprint as fp
@@ -292,14 +291,18 @@ class NativeExecution:
 def start(comm: Any, spec: CallSpec, send: np.ndarray | None, recv: np.ndarray | None,
           seq: int, phase: int, params: Mapping[str, Any],
           timeout: float | None) -> NativeExecution:
-    """Start ``spec`` with MPI's own collective on ``comm`` (a collops `Comm` over MPI)."""
+    """Start ``spec`` with MPI's own collective on ``comm`` (a collops `Comm` over MPI).
+
+    ``timeout`` is already resolved by the caller (the call's, else the communicator's, else
+    ``COLLOPS_TIMEOUT``); None means no limit.
+    """
     transport = comm.transport
     if not isinstance(transport, MpiTransport):
         raise ScheduleError(f"{spec.collective}[{NAME}] needs the MPI transport, not "
                             f"{comm.transport_name}")
-    if timeout is None:
-        timeout = comm.timeout if comm.timeout is not None else config.settings.timeout
     group = tuple(comm._group)  # world ranks of the communicator's members, in rank order
-    mc = transport.collective_comm(group, comm.context, seq % COLLECTIVE_SLOTS)
+    # each phase of a call on its own MPI communicator: a call may run two phases at once
+    # (a broadcast's envelope and data), and MPI needs one start order per communicator
+    mc = transport.collective_comm(group, comm.context, (2 * seq + phase) % COLLECTIVE_SLOTS)
     return NativeExecution(transport, mc, spec, comm.rank, send, recv,
                            bool(params.get("check", 1)), timeout)

@@ -22,9 +22,19 @@ Builder = Callable[[int, CallSpec, Mapping[str, Any]], Schedule]
 
 @dataclass(frozen=True)
 class CostModel:
-    """Hockney's α-β plus γ: latency per message, time per byte, reduction time per byte."""
+    """Hockney's α-β plus γ: latency per message, time per byte, reduction time per byte.
 
-    alpha: float = 2e-6
+    The defaults are for collops's own transports on one machine, where a message costs the
+    Python that posts, matches and completes it on both sides — a 2-rank 8-byte broadcast
+    over shared memory takes 19 µs (``collops bench -n 2 --algorithm linear``), against
+    3.5 µs one way in the transport alone (benchmarks/shm_pingpong.py) — so α is 20 µs, not
+    the 2 µs of a C library. With 2 µs, selection took many-message schedules where fewer,
+    larger messages win: at 2 ranks 64 KiB, reduce rabenseifner over binomial (58–75 against
+    21–40 µs) and allreduce ring over recursive doubling (45–75 against 40–58 µs); at 4
+    ranks 1 MiB, bcast pipeline over binomial (660 against 261 µs).
+    """
+
+    alpha: float = 20e-6
     beta: float = 1e-10
     gamma: float = 2e-10
 
@@ -94,9 +104,14 @@ class Algorithm:
     #: resources the algorithm *needs*: offered only by transports that have them (e.g. "mpi")
     needs: frozenset[str] = frozenset()
     #: for algorithms that are not schedules (e.g. MPI's own collective): a callable
-    #: ``native(comm, spec, send, recv, seq, phase, params, timeout)`` returning an object with
+    #: ``native(comm, spec, send, recv, seq, phase, params, timeout)`` (timeout resolved:
+    #: the call's, else the communicator's, else COLLOPS_TIMEOUT) returning an object with
     #: the `Execution` interface (``poll() -> bool``, ``left``, ``deadline``)
     native: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
+    #: optionally, the blocking form of ``native`` for the communicator's fast path:
+    #: ``run(comm, spec)`` returns ``fn(send, recv, seq, timeout)``, which completes a call
+    run: Callable[..., Callable[..., None]] | None = field(default=None, repr=False,
+                                                          compare=False)
 
     def reasons_ineligible(self, spec: CallSpec) -> list[str]:
         """Why the algorithm cannot take ``spec`` (empty when it can)."""

@@ -11,8 +11,9 @@ receives for allgather, the buffer size otherwise); bus bandwidth is ``algbw × 
 ``2(n−1)/n`` for allreduce, ``(n−1)/n`` for allgather, alltoall and reduce_scatter, ``1`` for
 bcast, reduce, gather and scatter — so figures compare across sizes and rank counts.
 
-The same functions drive both sides: `Operation` wraps a collops call or an mpi4py call on
-preallocated numpy buffers, so neither side pays for allocation inside the timed region.
+The same functions drive both sides: `collops_call` (and ``mpi_worker.mpi_call``) wrap a
+collops call (an mpi4py call) on preallocated numpy buffers, so neither side pays for
+allocation inside the timed region.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ import numpy as np
 
 COLLECTIVES = ("barrier", "bcast", "allreduce", "reduce", "allgather", "alltoall", "gather",
                "scatter", "reduce_scatter", "scan")
+
+#: the registry's name of a benchmarked collective, where the two differ
+REGISTRY_NAME = {"reduce_scatter": "reduce_scatter_block"}
 
 #: nccl-tests' bus-bandwidth factors, as functions of the number of ranks
 BUS_FACTOR: dict[str, Callable[[int], float]] = {
@@ -61,6 +65,8 @@ class Record:
     busbw_GBps: float
     mpi_latency_us: float | None = None
     ratio: float | None = None
+    #: what collops ran over: "shm", "inproc" or "mpi"
+    transport: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The record as a JSON object (None fields kept as null)."""
@@ -106,6 +112,11 @@ def time_iterations(call: Callable[[], Any], barrier: Callable[[], Any], iterati
     return total / max(iterations, 1)
 
 
+def row_sizes(collective: str, sizes: list[int]) -> list[int]:
+    """The sizes measured for ``collective`` (barrier moves no data: one row, size 0)."""
+    return [0] if collective == "barrier" else sizes
+
+
 def iterations_for(size: int, requested: int | None) -> int:
     """Iterations for a size (fewer for large messages, as OSU does)."""
     if requested:
@@ -146,7 +157,7 @@ def measure_collops(comm: Any, collectives: list[str], sizes: list[int],
     """Run the benchmark on this rank; rank 0 returns the rows (mean latency per rank)."""
     rows = []
     for collective in collectives:
-        for size in [0] if collective == "barrier" else sizes:
+        for size in row_sizes(collective, sizes):
             send, recv = buffers(collective, size, comm.size, comm.rank)
             call = collops_call(comm, collective, send, recv, algorithm)
             n_iter = iterations_for(size, iterations)
@@ -161,7 +172,8 @@ def measure_collops(comm: Any, collectives: list[str], sizes: list[int],
     return rows
 
 
-def summarise(row: dict[str, Any], nprocs: int, mpi_means: list[float] | None) -> Record:
+def summarise(row: dict[str, Any], nprocs: int, mpi_means: list[float] | None,
+              transport: str | None = None) -> Record:
     """A `Record` from per-rank mean latencies (and MPI's, when compared)."""
     means = row["means"]
     avg = float(np.mean(means))
@@ -172,4 +184,4 @@ def summarise(row: dict[str, Any], nprocs: int, mpi_means: list[float] | None) -
     return Record(row["collective"], row["algorithm"], nprocs, row["size"], avg * 1e6,
                   min(means) * 1e6, max(means) * 1e6, algbw, busbw,
                   None if mpi is None else mpi * 1e6,
-                  None if mpi is None or mpi == 0 else avg / mpi)
+                  None if mpi is None or mpi == 0 else avg / mpi, transport)

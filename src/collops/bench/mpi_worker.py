@@ -1,6 +1,9 @@
 """The MPI side of ``collops bench --compare mpi``: the same measurements with mpi4py.
 
-Started by ``collops bench`` under ``mpiexec``; prints one JSON document on rank 0.
+`measure_mpi_collectives` times MPI's own collectives on an mpi4py communicator. ``collops
+bench`` started without a launcher runs this module under ``mpiexec`` (it prints one JSON
+document on rank 0); started by ``mpiexec`` itself, it calls the function in place, on the
+job's own processes.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .measure import buffers, iterations_for, time_iterations
+from .measure import buffers, iterations_for, row_sizes, time_iterations
 
 
 def mpi_call(comm: Any, mpi: Any, collective: str, send: np.ndarray,
@@ -43,6 +46,21 @@ def mpi_call(comm: Any, mpi: Any, collective: str, send: np.ndarray,
     raise ValueError(c)
 
 
+def measure_mpi_collectives(comm: Any, mpi: Any, collectives: list[str], sizes: list[int],
+                             iterations: int | None) -> list[dict[str, Any]]:
+    """Time MPI's own collectives on ``comm``; rank 0 gets the rows (others: means None)."""
+    rows = []
+    for collective in collectives:
+        for size in row_sizes(collective, sizes):
+            send, recv = buffers(collective, size, comm.size, comm.rank)
+            call = mpi_call(comm, mpi, collective, send, recv)
+            n_iter = iterations_for(size, iterations)
+            mean = time_iterations(call, comm.Barrier, n_iter, max(10, n_iter // 10))
+            means = comm.gather(mean, 0)
+            rows.append({"collective": collective, "size": size, "means": means})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     """Measure under mpiexec and print the per-rank means as JSON on rank 0."""
     parser = argparse.ArgumentParser()
@@ -53,16 +71,9 @@ def main(argv: list[str] | None = None) -> None:
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
-    rows = []
-    for collective in args.collectives.split(","):
-        sizes = [0] if collective == "barrier" else [int(s) for s in args.sizes.split(",")]
-        for size in sizes:
-            send, recv = buffers(collective, size, comm.size, comm.rank)
-            call = mpi_call(comm, MPI, collective, send, recv)
-            n_iter = iterations_for(size, args.iterations or None)
-            mean = time_iterations(call, comm.Barrier, n_iter, max(10, n_iter // 10))
-            means = comm.gather(mean, 0)
-            rows.append({"collective": collective, "size": size, "means": means})
+    rows = measure_mpi_collectives(comm, MPI, args.collectives.split(","),
+                                   [int(s) for s in args.sizes.split(",")],
+                                   args.iterations or None)
     if comm.rank == 0:
         print(json.dumps(rows))
 

@@ -124,9 +124,12 @@ class MuxTransport(Transport):
             self.base.wait_for_activity(slice_)
 
     def capabilities(self) -> Capabilities:
-        """The real transport's, with each member on its task's node."""
+        """The real transport's, with each member on its task's node.
+
+        Named resources ("mpi", "shm_direct") are left out: the collectives that need them
+        run on the real transport's own ranks, not on endpoints multiplexed over them.
+        """
         caps = self.base.capabilities()
         nodes = caps.node_of_rank
         node_of = tuple(nodes[t] if t < len(nodes) else 0 for t in self._task_rank)
-        return Capabilities(caps.name, node_of, caps.single_copy, caps.in_network_reduction,
-                            caps.resources)
+        return Capabilities(caps.name, node_of, caps.single_copy, caps.in_network_reduction)

@@ -13,6 +13,7 @@ derive from `CollopsError` and name the call, the argument and the rank.
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
@@ -38,7 +39,97 @@ _HEADER = struct.Struct("<B B H Q 8q")  # inline flag, ndim, token length, nbyte
 _TOKEN_MAX = 40
 _INLINE_MAX = ENVELOPE - _HEADER.size - _TOKEN_MAX
 
+_ZEROS = (0,) * 8
 _PLAN_CACHE: dict[tuple[Any, ...], Plan] = {}
+_TOKENS: dict[np.dtype, bytes] = {}
+_DTYPES: dict[bytes, np.dtype] = {}
+
+
+def _token_bytes(dtype: np.dtype) -> bytes:
+    """``dtype_token(dtype)`` encoded, cached."""
+    token = _TOKENS.get(dtype)
+    if token is None:
+        token = _TOKENS[dtype] = dtype_token(dtype).encode()
+    return token
+
+
+def _dtype_of(token: bytes) -> np.dtype:
+    """The dtype an envelope's token names, cached."""
+    dtype = _DTYPES.get(token)
+    if dtype is None:
+        dtype = _DTYPES[token] = dtype_from_token(token.decode())
+    return dtype
+
+
+# -- broadcast envelopes and specs, cached by call signature (see `Comm._bcast`) --------------
+_ENVELOPE_DTYPE = np.dtype(np.uint8)
+_BCAST_CACHE_LIMIT = 256
+#: (dtype, shape) -> the root's envelope of a broadcast too large to travel inline
+_BCAST_ENVELOPES: dict[tuple[np.dtype, tuple[int, ...]], np.ndarray] = {}
+#: envelope bytes -> (dtype, shape, nbytes) of a broadcast too large to travel inline
+_BCAST_HEADERS: dict[bytes, tuple[np.dtype, tuple[int, ...], int]] = {}
+_BCAST_SPECS: dict[tuple[int, np.dtype, int, int], CallSpec] = {}
+
+
+def _bcast_spec(size: int, dtype: np.dtype, count: int, root: int) -> CallSpec:
+    """``make_spec("bcast", ...)``, cached."""
+    key = (size, dtype, count, root)
+    spec = _BCAST_SPECS.get(key)
+    if spec is None:
+        if len(_BCAST_SPECS) >= _BCAST_CACHE_LIMIT:
+            _BCAST_SPECS.clear()
+        spec = _BCAST_SPECS[key] = make_spec("bcast", size, dtype, count=count, root=root)
+    return spec
+
+
+def _bcast_envelope(data: np.ndarray, rank: int) -> tuple[np.ndarray, bool]:
+    """The root's envelope for ``data`` and whether the data travels inside it."""
+    inline = data.nbytes <= _INLINE_MAX
+    key = (data.dtype, data.shape)
+    if not inline:
+        env = _BCAST_ENVELOPES.get(key)
+        if env is not None:
+            return env, False
+    token = _token_bytes(data.dtype)
+    if data.ndim > 8 or len(token) > _TOKEN_MAX:
+        raise ArgumentError("bcast", "x", data.shape, "at most 8 dimensions", rank)
+    env = np.zeros(ENVELOPE, np.uint8)
+    _HEADER.pack_into(env, 0, int(inline), data.ndim, len(token),  # type: ignore[arg-type]
+                      data.nbytes, *data.shape, *_ZEROS[data.ndim:])
+    env[_HEADER.size: _HEADER.size + len(token)] = np.frombuffer(token, np.uint8)
+    if inline:
+        start = _HEADER.size + _TOKEN_MAX
+        env[start: start + data.nbytes] = data.reshape(-1).view(np.uint8)
+    else:
+        if len(_BCAST_ENVELOPES) >= _BCAST_CACHE_LIMIT:
+            _BCAST_ENVELOPES.clear()
+        _BCAST_ENVELOPES[key] = env  # only ever sent (and copied onto itself) from now on
+    return env, inline
+
+
+def _bcast_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
+    """``out`` when it can take a broadcast of ``shape`` and ``dtype`` as it is, else None."""
+    if (type(out) is np.ndarray and out.dtype == dtype and out.size == math.prod(shape)
+            and out.flags.c_contiguous and out.flags.writeable):
+        return out
+    return None
+
+
+def _bcast_header(env: np.ndarray) -> tuple[bool, np.dtype, tuple[int, ...], int]:
+    """``(inline, dtype, shape, nbytes)`` of a received envelope."""
+    if not env[0]:
+        key = env.tobytes()
+        known = _BCAST_HEADERS.get(key)
+        if known is not None:
+            return (False, *known)
+    inline, ndim, tlen, nbytes, *dims = _HEADER.unpack_from(env, 0)  # type: ignore[arg-type]
+    dtype = _dtype_of(env[_HEADER.size: _HEADER.size + tlen].tobytes())
+    shape: tuple[int, ...] = tuple(dims[:ndim])
+    if not inline:
+        if len(_BCAST_HEADERS) >= _BCAST_CACHE_LIMIT:
+            _BCAST_HEADERS.clear()
+        _BCAST_HEADERS[key] = (dtype, shape, nbytes)
+    return bool(inline), dtype, shape, nbytes
 _EMPTY: dict[np.dtype, np.ndarray] = {}
 
 
@@ -81,7 +172,7 @@ class _Template:
     """What a blocking single-phase call needs, worked out once per call signature."""
 
     __slots__ = ("spec", "signature", "shape", "receives", "n_out", "none_on_this_rank",
-                 "prepared")
+                 "prepared", "runner")
 
     def __init__(self, spec: CallSpec, signature: object, shape: tuple[int, ...],
                  receives: bool, none_on_this_rank: bool = False) -> None:
@@ -92,6 +183,8 @@ class _Template:
         self.n_out = int(np.prod(shape, dtype=np.int64)) if receives else 0
         self.none_on_this_rank = none_on_this_rank
         self.prepared: tuple[Algorithm, Plan | None, CallInfo, dict] | None = None
+        #: the algorithm's blocking fast path for this signature (native algorithms with `run`)
+        self.runner: Callable[..., None] | None = None
 
 
 class Request:
@@ -185,7 +278,7 @@ class Comm:
         self._prepared: dict[tuple[Any, ...], tuple[Algorithm, Plan | None, CallInfo, dict]] = {}
         self._templates: dict[tuple[Any, ...], _Template | None] = {}
         caps = transport.capabilities()
-        self._resources = frozenset(caps.resources) | (
+        self._resources = transport.comm_resources(context, tuple(self._group)) | (
             {"in_network_reduction"} if caps.in_network_reduction else frozenset())
 
     def __repr__(self) -> str:
@@ -265,6 +358,8 @@ class Comm:
             self._prepared[key] = prepared
         alg, plan, info, resolved = prepared
         self.last_algorithm = alg.name
+        if timeout is None:
+            timeout = self.timeout if self.timeout is not None else _cfg.settings.timeout
         if alg.native is not None:
             return alg.native(  # type: ignore[no-any-return]
                 self, spec, send, recv, seq, phase, dict(resolved), timeout)
@@ -278,8 +373,6 @@ class Comm:
                                 f"too small for the schedule ({sched.send_count}, "
                                 f"{sched.recv_count})", self.rank)
         tmp = np.empty(sched.tmp_count, dt) if sched.tmp_count else _empty(dt)
-        if timeout is None:
-            timeout = self.timeout if self.timeout is not None else _cfg.settings.timeout
         return Execution(plan, (send_area, recv_area, tmp), self.transport,
                          make_tag_base(self.context, seq, phase), info, spec.op, timeout,
                          self._group)
@@ -314,7 +407,6 @@ class Comm:
         if template is None:
             return _SLOW
         assert isinstance(template, _Template)
-        spec = template.spec
         result = None
         if template.receives:
             if out is None:
@@ -325,8 +417,26 @@ class Comm:
                 result = out
             else:
                 return _SLOW
-        seq = self._reserve()
+        self._run_template(template, x, result, self._reserve(), algorithm, timeout)
+        if result is None or template.none_on_this_rank:
+            return None
+        return result if result.shape == template.shape else result.reshape(template.shape)
+
+    def _run_template(self, template: _Template, x: np.ndarray | None, result: np.ndarray | None,
+                      seq: int, algorithm: str | None, timeout: float | None) -> None:
+        """Run phase 0 of call ``seq`` from ``template`` to completion."""
+        spec = template.spec
         prepared = template.prepared
+        if timeout is None:
+            timeout = self.timeout if self.timeout is not None else _cfg.settings.timeout
+        if prepared is not None and prepared[0].run is not None:
+            self.last_algorithm = prepared[0].name
+            runner = template.runner
+            if runner is None:
+                runner = template.runner = prepared[0].run(self, spec)
+            runner(x, result if result is None or result.ndim == 1 else result.reshape(-1), seq,
+                   timeout)
+            return
         if prepared is None or prepared[1] is None:
             ex = self._execute(spec, x, result, seq, 0, algorithm, {}, timeout,
                                template.signature)
@@ -336,20 +446,73 @@ class Comm:
             alg, plan, info, _ = prepared
             assert plan is not None
             self.last_algorithm = alg.name
-            dt = x.dtype
+            dt = spec.dtype
             tmp_count = plan.schedule.tmp_count
-            ex = Execution(plan, (x.reshape(-1), _empty(dt) if result is None else
+            ex = Execution(plan, (_empty(dt) if x is None else x.reshape(-1),
+                                  _empty(dt) if result is None else
                                   result.reshape(-1),
                                   np.empty(tmp_count, dt) if tmp_count else _empty(dt)),
                            self.transport, make_tag_base(self.context, seq, 0), info, spec.op,
-                           timeout if timeout is not None else (
-                               self.timeout if self.timeout is not None
-                               else _cfg.settings.timeout), self._group)
+                           timeout, self._group)
         if not ex.poll():
             self._progress.wait(ex)
-        if result is None or template.none_on_this_rank:
-            return None
-        return result if result.shape == template.shape else result.reshape(template.shape)
+
+    def _fast_bcast(self, x: Any, root: Any, out: Any, algorithm: str | None,
+                    timeout: float | None) -> Any:
+        """A blocking broadcast whose envelope carries the data, from a cached template.
+
+        Taken only when the envelope's algorithm has a blocking fast path (``shm_direct``),
+        which depends on nothing that differs between ranks. The root packs dtype, shape and
+        data into the envelope when they fit; every rank runs the envelope phase from the
+        template; a non-root that finds the data did not fit runs the data phase as the
+        general path does. Anything unusual returns `_SLOW`.
+        """
+        if out is not None or type(root) is not int or not 0 <= root < self.size:
+            return _SLOW
+        is_root = self.rank == root
+        if is_root and (type(x) is not np.ndarray or not x.flags.c_contiguous
+                        or x.nbytes > _INLINE_MAX or x.ndim > 8 or x.dtype.hasobject):
+            return _SLOW
+        key = ("bcast", root, algorithm, _cfg.generation)
+        template = self._templates.get(key, _SLOW)
+        if template is _SLOW:
+            self._templates[key] = _Template(
+                make_spec("bcast", self.size, np.uint8, count=ENVELOPE, root=root), "envelope",
+                (ENVELOPE,), True)
+            return _SLOW
+        assert isinstance(template, _Template)
+        if template.prepared is None:
+            template.prepared = self._prepared.get(
+                (template.spec, algorithm, (), "envelope", _cfg.generation))
+        if template.prepared is None or template.prepared[0].run is None:
+            return _SLOW  # only an envelope algorithm with a blocking fast path is worth it
+        env = np.zeros(ENVELOPE, np.uint8)
+        if is_root:
+            token = _token_bytes(x.dtype)
+            if len(token) > _TOKEN_MAX:
+                return _SLOW
+            _HEADER.pack_into(env, 0, 1, x.ndim, len(token), x.nbytes,  # type: ignore[arg-type]
+                              *x.shape, *_ZEROS[x.ndim:])
+            start = _HEADER.size + _TOKEN_MAX
+            env[_HEADER.size: _HEADER.size + len(token)] = np.frombuffer(token, np.uint8)
+            env[start: start + x.nbytes] = x.reshape(-1).view(np.uint8)
+        seq = self._reserve()
+        self._run_template(template, env if is_root else None, env, seq, algorithm, timeout)
+        if is_root:
+            return x.copy()
+        inline, ndim, tlen, nbytes, *got = _HEADER.unpack_from(env, 0)  # type: ignore[arg-type]
+        dtype = _dtype_of(bytes(env[_HEADER.size: _HEADER.size + tlen]))
+        shape: tuple[int, ...] = tuple(got[:ndim])
+        result = np.empty(shape, dtype)
+        if inline:
+            start = _HEADER.size + _TOKEN_MAX
+            result.reshape(-1).view(np.uint8)[...] = env[start: start + nbytes]
+            return result
+        spec = make_spec("bcast", self.size, dtype, count=result.size, root=root)
+        ex = self._execute(spec, None, result, seq, 1, algorithm, {}, timeout)
+        if not ex.poll():
+            self._progress.wait(ex)
+        return result
 
     def _template(self, collective: str, x: np.ndarray, op: Any, root: int) -> _Template | None:
         """The template of a call, or None when the call does not fit the fast path."""
@@ -454,47 +617,79 @@ class Comm:
     # -- bcast -------------------------------------------------------------------------------
     def _bcast(self, x: Any, root: int, out: Any, algorithm: str | None,
                timeout: float | None, params: dict) -> Phases:
+        """Two phases: a 256-byte envelope (dtype, shape, and the data when it fits), then
+        the data. The data phase starts before the envelope wherever its buffer is known then —
+        on the root, and on a rank that passed a fitting ``out`` — so its messages flow while
+        the envelope is read (the envelope is still checked before the call returns). Only a
+        schedule may start early, once an earlier call has shown the data phase runs one: a
+        native algorithm (MPI's own, shm_direct) must see the phases in order on every rank.
+        """
         call = "bcast"
         root = self._check_root(call, root)
         seq = self._reserve()
-        env = np.zeros(ENVELOPE, np.uint8)
         data: np.ndarray | None = None
+        early: Execution | None = None
+        early_spec: CallSpec | None = None
+        result: np.ndarray | None = None
         if self.rank == root:
             data = self._array(call, x)
-            token = dtype_token(data.dtype).encode()
-            if data.ndim > 8 or len(token) > _TOKEN_MAX:
-                raise ArgumentError(call, "x", data.shape, "at most 8 dimensions", self.rank)
-            inline = data.nbytes <= _INLINE_MAX
-            dims = list(data.shape) + [0] * (8 - data.ndim)
-            _HEADER.pack_into(env, 0,  # type: ignore[arg-type]
-                              int(inline), data.ndim, len(token), data.nbytes, *dims)
-            env[_HEADER.size: _HEADER.size + len(token)] = np.frombuffer(token, np.uint8)
+            env, inline = _bcast_envelope(data, self.rank)
+            if not inline:
+                result = _bcast_out(out, data.shape, data.dtype)
+                if result is None:
+                    result = self._out(call, out, data.shape, data.dtype)
+                if np.shares_memory(data, result):
+                    data = data.copy()
+                early_spec = _bcast_spec(self.size, data.dtype, data.size, root)
+        else:
+            env = np.empty(ENVELOPE, np.uint8)
+            if (type(out) is np.ndarray and out.nbytes > _INLINE_MAX and out.flags.c_contiguous
+                    and out.flags.writeable and out.dtype.kind in "biufcV"
+                    and not out.dtype.hasobject):
+                early_spec = _bcast_spec(self.size, out.dtype, out.size, root)
+                result = out
+        if early_spec is not None:
+            prepared = self._prepared.get((early_spec, algorithm, tuple(sorted(params.items()))
+                                           if params else (), None, _settings_generation()))
+            if prepared is not None and prepared[0].native is None:
+                early = self._execute(early_spec, data, result, seq, 1, algorithm, params,
+                                      timeout)
+        data_algorithm = self.last_algorithm
+        first = self._execute(_bcast_spec(self.size, _ENVELOPE_DTYPE, ENVELOPE, root),
+                              env if self.rank == root else None, env, seq, 0, algorithm,
+                              params, timeout, counts_signature="envelope")
+        yield first
+        inline, dtype, shape, nbytes = _bcast_header(env)
+        if data is not None:
+            if inline:
+                result = self._out(call, out, shape, dtype)
+                result.reshape(-1)[...] = data.reshape(-1)
+                return result.reshape(shape)
+        elif early is not None:
+            if _bcast_out(out, shape, dtype) is None:
+                self._out(call, out, shape, dtype)  # raises: the guess from ``out`` was wrong
+        else:
+            result = self._out(call, out, shape, dtype)
             if inline:
                 start = _HEADER.size + _TOKEN_MAX
-                env[start: start + data.nbytes] = data.reshape(-1).view(np.uint8)
-        spec = make_spec(call, self.size, np.uint8, count=ENVELOPE, root=root)
-        yield self._execute(spec, env if self.rank == root else None, env, seq, 0, algorithm,
-                            params, timeout, counts_signature="envelope")
-        inline, ndim, tlen, nbytes, *got = _HEADER.unpack_from(env, 0)  # type: ignore[arg-type]
-        dtype = dtype_from_token(bytes(env[_HEADER.size: _HEADER.size + tlen]).decode())
-        shape: tuple[int, ...] = tuple(got[:ndim])
-        result = self._out(call, out, shape, dtype)
-        if inline:
-            if data is not None:
-                result.reshape(-1)[...] = data.reshape(-1)
-            else:
-                start = _HEADER.size + _TOKEN_MAX
                 result.reshape(-1).view(np.uint8)[...] = env[start: start + nbytes]
-            return result.reshape(shape)
-        if data is not None and np.shares_memory(data, result):
-            data = data.copy()
-        spec = make_spec(call, self.size, dtype, count=result.size, root=root)
-        yield self._execute(spec, data, result, seq, 1, algorithm, params, timeout)
+                return result.reshape(shape)
+        assert result is not None
+        if early is None:
+            early = self._execute(_bcast_spec(self.size, dtype, result.size, root), data,
+                                  result, seq, 1, algorithm, params, timeout)
+        else:
+            self.last_algorithm = data_algorithm  # not the envelope's, which ran after
+        yield early
         return result.reshape(shape)
 
     def bcast(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
               timeout: float | None = None, **params: Any) -> np.ndarray:
         """The root's array on every rank (non-roots may pass None: shape and dtype travel)."""
+        if not params:
+            got = self._fast_bcast(x, root, out, algorithm, timeout)
+            if got is not _SLOW:
+                return got  # type: ignore[no-any-return]
         return self._start(self._bcast(x, root, out, algorithm, timeout, params), True)
 
     def ibcast(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,

@@ -81,5 +81,9 @@ class Transport(ABC):
     def capabilities(self) -> Capabilities:
         """What this transport offers."""
 
+    def comm_resources(self, context: int, group: tuple[int, ...]) -> frozenset[str]:
+        """The resources a communicator ``(context, group)`` has on this transport."""
+        return self.capabilities().resources
+
     def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release resources (idempotent)."""

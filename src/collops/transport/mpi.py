@@ -276,9 +276,9 @@ class MpiTransport(Transport):
         """An MPI communicator over ``group`` (world ranks, in order) for MPI's collectives.
 
         Each collops communicator (``group``, ``context``) gets `COLLECTIVE_SLOTS` MPI
-        communicators, and a call uses slot ``seq % COLLECTIVE_SLOTS``: MPI requires
+        communicators, and phase ``ph`` of call ``seq`` uses slot ``2 seq + ph``: MPI requires
         collectives on one communicator to start in the same order on every rank, which holds
-        for the phases of one call but not across concurrent non-blocking calls. The world's
+        neither for phases a call runs at once nor across concurrent non-blocking calls. The world's
         pool is made with the transport; another group's on its first use (a blocking step,
         collective over the group's ranks).
         """

@@ -7,14 +7,21 @@ the job's segment (see `shm_segment` for the layout). Three protocols move a mes
   sequence number; the send is done at once. The receiver polls the next slot of each
   incoming ring in `progress`, copies the payload into the posted buffer — or keeps a copy
   among the unexpected messages — and publishes its tail so the sender can reuse the slot.
-* **single copy** (large, when the kernel permits `process_vm_readv`): the sender posts a
-  request-to-send carrying its buffer's address; the receiver, once it has a matching
-  receive, reads the bytes straight from the sender's memory and answers FIN.
-* **pipelined** (large, otherwise): the receiver answers a request-to-send with
-  clear-to-send when its receive is posted and the pair's bulk area is free; the sender then
-  streams chunks into the bulk area's few chunk slots while the receiver copies earlier
+* **single copy** (when the kernel permits `process_vm_readv`: up to `SINGLE_COPY_MAX` and
+  from `SINGLE_COPY_MIN` bytes): the sender posts a request-to-send carrying its buffer's
+  address; the receiver, once it has a matching receive, reads the bytes straight from the
+  sender's memory and answers FIN.
+* **pipelined** (in between, or without single copy): the receiver answers a request-to-send
+  with clear-to-send when its receive is posted and the pair's bulk area is free; the sender
+  then streams chunks into the bulk area's chunk slots while the receiver copies earlier
   chunks out, each side publishing a cumulative chunk counter. The receiver grants the bulk
   area to one message at a time, so out-of-order receives can never deadlock it.
+  **Two-ended** when the request carries the sender's address and the receiver does not
+  send to that peer itself: should no chunk come for `PULL_AFTER`, the receiver reads
+  pieces from the back of the sender's buffer, publishing its lower boundary in the word
+  after its drained counter; the sender stops at that boundary (bytes copied twice near the
+  meeting point are the same bytes, so races cost only time), sends STOP with its chunk
+  count, and completes on the receiver's FIN, sent once the front meets the back.
 
 Waiting spins briefly (not at all when ranks outnumber cores), then yields the core, then
 sleeps on a futex in the rank's block after raising its *sleeping* flag; a sender that sees
@@ -29,18 +36,21 @@ rank still waits for it is reported the same way.
 
 from __future__ import annotations
 
+import importlib
 import os
 import struct
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from ..errors import PeerFailed, TransportError
+from ..errors import CollectiveMismatch, PeerFailed, TransportError
 from . import shm_segment as seg
 from .base import Capabilities, Handle, Transport
+from .shm_direct import DirectArea, slot_of
 
 _FENCE = threading.Lock()
 #: tag, fingerprint, nbytes, kind, aux: the slot header after its sequence word
@@ -52,14 +62,33 @@ SPIN_SECONDS = 50e-6
 YIELD_SECONDS = 1e-3
 #: longest single futex sleep (failures also wake sleepers explicitly)
 SLEEP_SLICE = 0.25
-#: smallest message sent single-copy when every rank has a core (below it, and above the
-#: eager limit, messages are pipelined through the bulk area, whose copy-in and copy-out run
-#: on two cores at once). Measured with benchmarks/shm_pingpong.py on the 2-core development
-#: machine: pipelined 1.9 / 3.5 / 5.6 / 8.9 GB/s at 64 KiB / 256 KiB / 1 MiB / 4 MiB against
-#: 0.4 / 1.4 / 3.2 / 4.4 single-copy, but 3.0 against 6.1–7.0 at 16 MiB (the pipeline's
-#: double copy then leaves the cache). When ranks outnumber cores the pipeline stalls on
-#: every chunk until the peer is scheduled, so then every large message goes single-copy.
+#: messages sent single-copy when every rank has a core: up to the most and from the least
+#: (the receiver reads them from the sender's memory, one system call; only the reader needs
+#: to be scheduled). Those in between are pipelined through the bulk area, whose copy-in and
+#: copy-out run on two cores at once, and, unless both ranks send to each other, two-ended:
+#: the receiver reads from the back itself when no chunk comes for `PULL_AFTER`, so a sender
+#: that is not scheduled delays nothing for long. When ranks outnumber cores the pipeline
+#: stalls on every chunk until the peer is scheduled, so then every large message goes
+#: single-copy. Measured with benchmarks/shm_transfer.py and benchmarks/variants.py on the
+#: 2-core development machine, µs (pipelined through 2 x 1 MiB / single copy): one way, best
+#: of 11 rounds: 64 KiB 21 / 28, 256 KiB 35 / 53, 1 MiB 80 / 97, 4 MiB 174 / 269, 16 MiB
+#: 949 / 1194; both ways at once: 64 KiB 44 / 17, 256 KiB 118 / 35, 1 MiB 67 / 102, 4 MiB
+#: 290 / 271, 16 MiB 2146 / 1858; with other jobs loading the machine single copy is 2-5x
+#: faster at every size. Collectives (median µs): bcast 64 KiB 67 / 58, 16 MiB 2493 / 1711
+#: (its root copies locally as well), allgather 1 MiB 124 / 149, 4 MiB 896 / 1073.
+SINGLE_COPY_MAX = 256 << 10
 SINGLE_COPY_MIN = 8 << 20
+#: smallest chunk of a pipelined transfer (see `ShmTransport._piece`)
+PIECE_MIN = 64 << 10
+#: seconds a two-ended transfer's receiver waits for a chunk before it reads from the back
+#: itself (reading while the sender streams slows both down: they copy the same bytes)
+PULL_AFTER = 100e-6
+#: bytes it then reads at a time: at first; doubled (up to the most) while no chunk comes
+PULL_BYTES, PULL_MAX = 128 << 10, 2 << 20
+#: STOP: a two-ended transfer's sender wrote its last chunk (aux: its pair's chunk count)
+_STOP = 6
+#: the ``go`` of a clear-to-send: refused (message too large), pipelined, two-ended
+_GO_REFUSED, _GO_PIPE, _GO_SHARED = 0, 1, 2
 
 
 def _byte_view(data: Any) -> memoryview:
@@ -75,6 +104,38 @@ def _byte_view(data: Any) -> memoryview:
 def _address(view: memoryview) -> int:
     """The address of a contiguous buffer's first byte."""
     return int(np.frombuffer(view, dtype=np.uint8).__array_interface__["data"][0])
+
+
+class _Outgoing:
+    """A message this rank streams into a pair's bulk area."""
+
+    __slots__ = ("h", "data", "piece", "shared", "offset", "stopped")
+
+    def __init__(self, h: Handle, data: memoryview, piece: int, shared: bool) -> None:
+        self.h, self.data, self.piece, self.shared = h, data, piece, shared
+        self.offset = 0  # where the next chunk starts
+        self.stopped = False  # (two-ended) STOP sent
+
+
+class _Incoming:
+    """A message this rank receives through a pair's bulk area (and, when two-ended, by
+    reading the sender's buffer from the back)."""
+
+    __slots__ = ("h", "out", "n", "tag", "piece", "remote", "shared", "front", "back", "pid",
+                 "local", "complete", "stop", "pull", "due")
+
+    def __init__(self, h: Handle, out: memoryview, n: int, tag: int, piece: int,
+                 remote: int) -> None:
+        self.h, self.out, self.n, self.tag, self.piece = h, out, n, tag, piece
+        self.remote = remote  # the sender's buffer address, 0 when it may not be read
+        self.shared = remote != 0  # two-ended: FIN and STOP close it
+        self.front = 0  # where the next chunk starts
+        self.back = n  # bytes from here on were read from the back
+        self.pid = self.local = 0
+        self.complete = False
+        self.stop: int | None = None  # (two-ended) the sender's chunk count at its STOP
+        self.pull = PULL_BYTES  # bytes of the next read from the back
+        self.due = 0.0  # when to read from the back unless a chunk comes first
 
 
 class ShmTransport(Transport):
@@ -106,12 +167,21 @@ class ShmTransport(Transport):
             default = 0 if self._oversubscribed else SINGLE_COPY_MIN
             single_copy_min = int(os.environ.get("COLLOPS_SHM_SINGLE_COPY_MIN", default))
         self._single_copy_min = max(layout.eager_limit + 1, single_copy_min)
+        self._single_copy_max = SINGLE_COPY_MAX
         self._reader = seg.RemoteReader()
         #: current spin budget: halved when a spin finds nothing, restored when one succeeds
         self._spin = 0.0 if self._oversubscribed else SPIN_SECONDS
         self._closed = False
+        self._direct_areas: dict[tuple[int, tuple[int, ...]], DirectArea] = {}
+        self._direct_watch: list[Callable[[], bool]] = []
+        #: ``(shift, bits, describe)`` installed by the shm_direct algorithms: where a
+        #: message's call number sits in its tag, and how to put a fingerprint into words
+        self.call_tags: tuple[int, int, Callable[[int], str]] | None = None
         self._init_tables()
         self._attach()
+        if layout.direct_areas and layout.direct_bytes:
+            importlib.import_module("collops.algorithms.shm_direct").register(
+                self, layout.direct_bytes)
 
     @classmethod
     def from_env(cls) -> ShmTransport:
@@ -149,6 +219,8 @@ class ShmTransport(Transport):
         self._out_drained_word = [lay.drained_word(me, p) for p in ranks]
         self._in_filled_word = [lay.filled_word(p, me) for p in ranks]
         self._in_drained_word = [lay.drained_word(p, me) for p in ranks]
+        #: a two-ended transfer's back boundary: the word after the drained counter
+        self._in_back_word = [lay.drained_word(p, me) + 1 for p in ranks]
         self._out_chunk_count = [0] * n
         self._in_chunk_count = [0] * n
         self._posted: list[dict[int, tuple[Handle, memoryview]]] = [{} for _ in ranks]
@@ -156,8 +228,10 @@ class ShmTransport(Transport):
         self._rendezvous_sends: list[dict[int, tuple[Handle, memoryview]]] = [{} for _ in ranks]
         self._send_queue: list[deque[tuple[int, int, int, int, Any, int, Handle | None]]] = [
             deque() for _ in ranks]
-        self._pipe_out: list[deque[list[Any]]] = [deque() for _ in ranks]
-        self._pipe_in: list[deque[list[Any]]] = [deque() for _ in ranks]
+        self._pipe_out: list[deque[_Outgoing]] = [deque() for _ in ranks]
+        self._pipe_in: list[deque[_Incoming]] = [deque() for _ in ranks]
+        #: two-ended transfers sent, until their FIN
+        self._streams: list[dict[int, _Outgoing]] = [{} for _ in ranks]
         self._busy: set[int] = set()
 
     def _attach(self) -> None:
@@ -184,10 +258,10 @@ class ShmTransport(Transport):
                 h.done = True
             return h
         self._rendezvous_sends[peer][tag] = (h, data)
-        if self._single_copy and n >= self._single_copy_min:
+        if self._single_copy and (n >= self._single_copy_min or n <= self._single_copy_max):
             kind, aux = seg.RTS_CMA, _address(data)
-        else:
-            kind, aux = seg.RTS_PIPE, 0
+        else:  # pipelined; two-ended when the receiver may read this buffer too
+            kind, aux = seg.RTS_PIPE, _address(data) if self._single_copy else 0
         self._send_control(peer, kind, tag, fingerprint, n, aux)
         return h
 
@@ -220,6 +294,10 @@ class ShmTransport(Transport):
             return
         now = time.perf_counter()
         deadline = float("inf") if timeout is None else now + timeout
+        for peer in self._busy:  # a two-ended receive reads from the back when its time comes
+            queue = self._pipe_in[peer]
+            if queue and queue[0].remote and not queue[0].complete:
+                deadline = min(deadline, queue[0].due)
         if not self._oversubscribed:
             stop = min(deadline, now + max(self._spin, 2e-6))
             while time.perf_counter() < stop:
@@ -235,19 +313,95 @@ class ShmTransport(Transport):
         self._sleep_until_activity(deadline)
 
     def capabilities(self) -> Capabilities:
-        """What this transport offers."""
+        """What this transport offers ("shm_direct": direct areas for small collectives)."""
         return Capabilities(name="shm", node_of_rank=(0,) * self.size,
-                            single_copy=self._single_copy)
+                            single_copy=self._single_copy,
+                            resources=frozenset({"shm_direct"}) if self._layout.direct_areas
+                            and self._layout.direct_bytes else frozenset())
 
-    def close(self) -> None:
-        """Detach from the job (idempotent); the launcher removes the segment."""
-        if self._closed:
+    # ---- direct areas (see shm_direct) ------------------------------------------------
+
+    def direct_area(self, context: int, group: Sequence[int]) -> DirectArea | None:
+        """The direct area of the communicator ``(context, group)``, or None if it has none."""
+        key = (context, tuple(group))
+        area = self._direct_areas.get(key)
+        if area is None:
+            if not 0 <= context < self._layout.direct_areas or self.rank not in group:
+                return None
+            area = self._direct_areas[key] = DirectArea(self, context, group)
+        return area
+
+    def comm_resources(self, context: int, group: tuple[int, ...]) -> frozenset[str]:
+        """"shm_direct" when the communicator has a direct area."""
+        resources = self.capabilities().resources
+        if "shm_direct" in resources and self.direct_area(context, group) is None:
+            resources = resources - {"shm_direct"}
+        return resources
+
+    def watch_direct(self, ready: Callable[[], bool]) -> None:
+        """Count ``ready()`` as activity in `wait_for_activity` until unwatched."""
+        self._direct_watch.append(ready)
+
+    def unwatch_direct(self, ready: Callable[[], bool]) -> None:
+        """Stop watching ``ready``."""
+        try:
+            self._direct_watch.remove(ready)
+        except ValueError:
+            pass
+
+    def wake_sleepers(self, ranks: Sequence[int]) -> None:
+        """Wake those of ``ranks`` that sleep (after this rank's last store)."""
+        _FENCE.acquire()
+        _FENCE.release()
+        words, sleeping = self._words, self._sleeping_word
+        for r in ranks:
+            if words[sleeping[r]]:
+                self._wake(r)
+
+    def sleep_for_direct(self, ready: Callable[[], bool], timeout: float) -> None:
+        """Sleep on this rank's doorbell until ``ready()`` may hold (at most ``timeout``)."""
+        words, me = self._words, self.rank
+        sleeping, doorbell = self._sleeping_word[me], self._doorbell_word[me]
+        ring = words[doorbell]
+        words[sleeping] = 1
+        _FENCE.acquire()
+        _FENCE.release()
+        try:
+            if ready() or self._advance():
+                return
+            seg.futex_wait(self._base_address + doorbell * 8, ring, timeout)
+        finally:
+            words[sleeping] = 0
+
+    def unexpected_for_call(self, value: int, shift: int) -> tuple[int, int] | None:
+        """``(peer, fingerprint)`` of an unmatched message with ``tag >> shift == value``."""
+        for peer in self._ranks:
+            for tag, entry in self._unexpected[peer].items():
+                if tag >> shift == value:
+                    return peer, entry[1]
+        return None
+
+    def _direct_call_of_waited_peer(self) -> None:
+        """Raise if a peer this rank awaits a message from made that call directly."""
+        if self.call_tags is None:
             return
-        self._closed = True
-        word = self._state_word[self.rank]
-        if self._words[word] == seg.ATTACHED:
-            self._words[word] = seg.EXITED
-        self._segment.close()
+        shift, bits, describe = self.call_tags
+        mask = (1 << bits) - 1
+        words, lay = self._words, self._layout
+        for peer in self._ranks:
+            for tag in self._posted[peer]:
+                context, call = tag >> (shift + bits), (tag >> shift) & mask
+                if context >= lay.direct_areas:
+                    continue
+                slot = slot_of(call >> 3, call & 7)
+                held = lay.direct_rank_offset(context, peer) // seg.WORD + 2 * slot
+                k = int(words[held]) >> 24
+                if k and (k - 1) & mask == call:
+                    fingerprint = int(words[held + 1])
+                    raise CollectiveMismatch(
+                        f"rank {self.rank} (world) awaits a message from rank {peer} (world) "
+                        f"for a call that rank {peer} made directly through shared memory: "
+                        f"it called {describe(fingerprint)}")
 
     # ---- sending ----------------------------------------------------------------------
 
@@ -318,6 +472,10 @@ class ShmTransport(Transport):
         if self._busy:
             for peer in list(self._busy):
                 moved |= self._advance_peer(peer)
+        if self._direct_watch:
+            for ready in self._direct_watch:
+                if ready():
+                    return True
         return moved
 
     def _drain(self, src: int) -> None:
@@ -334,7 +492,9 @@ class ShmTransport(Transport):
             elif kind == seg.CTS:
                 self._on_clear_to_send(src, tag, words[w + 5])
             elif kind == seg.FIN:
-                self._rendezvous_sends[src].pop(tag)[0].done = True
+                self._on_finish(src, tag)
+            elif kind == _STOP:
+                self._on_stop(src, tag, words[w + 5])
             else:
                 self._on_request_to_send(src, kind, tag, words[w + 2], words[w + 3],
                                          words[w + 5])
@@ -373,32 +533,76 @@ class ShmTransport(Transport):
         """A request-to-send met its receive: read it now, or queue it for the bulk area."""
         h.nbytes, h.fingerprint = n, fp
         if n > out.nbytes:  # too large: copy nothing, release the sender
-            self._send_control(src, seg.FIN if kind == seg.RTS_CMA else seg.CTS, tag, 0, 0, 0)
+            self._send_control(src, seg.FIN if kind == seg.RTS_CMA else seg.CTS, tag, 0, 0,
+                               _GO_REFUSED)
             h.done = True
             return
-        if kind == seg.RTS_CMA and self._single_copy:
+        readable = address != 0 and self._single_copy
+        if readable and kind == seg.RTS_CMA:
             try:
                 pid = int(self._words[self._pid_word[src]])
                 self._reader.read(pid, address, _address(out), n)
             except TransportError:
-                self._single_copy = False  # not permitted after all: fall back to the pipe
+                self._single_copy = readable = False  # not permitted after all: the pipe
             else:
                 self._send_control(src, seg.FIN, tag, 0, 0, 0)
                 h.done = True
                 return
+        # two-ended unless this rank sends to ``src`` too: in an exchange both ranks copy all
+        # the time anyway, and a reader at the back would only add a FIN to wait for
+        shared = (readable and kind == seg.RTS_PIPE
+                  and not (self._rendezvous_sends[src] or self._pipe_out[src]))
+        transfer = _Incoming(h, out, n, tag, self._piece(n), address if shared else 0)
         queue = self._pipe_in[src]
-        queue.append([h, out, n, 0, tag])
+        queue.append(transfer)
         if len(queue) == 1:
-            self._send_control(src, seg.CTS, tag, 0, 0, 1)
+            self._grant(src, transfer)
         self._busy.add(src)
+
+    def _grant(self, src: int, transfer: _Incoming) -> None:
+        """Give the bulk area of (src -> this rank) to ``transfer``: clear-to-send, after
+        publishing where a two-ended transfer's sender must stop (nowhere yet: at its end)."""
+        if transfer.shared:
+            self._words[self._in_back_word[src]] = transfer.n
+            transfer.due = time.perf_counter() + PULL_AFTER
+            self._send_control(src, seg.CTS, transfer.tag, 0, 0, _GO_SHARED)
+        else:
+            self._send_control(src, seg.CTS, transfer.tag, 0, 0, _GO_PIPE)
 
     def _on_clear_to_send(self, peer: int, tag: int, go: int) -> None:
         h, data = self._rendezvous_sends[peer].pop(tag)
         if not go:
             h.done = True
             return
-        self._pipe_out[peer].append([h, data, 0])
+        transfer = _Outgoing(h, data, self._piece(h.nbytes), go == _GO_SHARED)
+        if transfer.shared:
+            self._streams[peer][tag] = transfer
+        self._pipe_out[peer].append(transfer)
         self._busy.add(peer)
+
+    def _on_finish(self, src: int, tag: int) -> None:
+        """FIN: the receiver has the whole message and reads this rank's buffer no more."""
+        entry = self._rendezvous_sends[src].pop(tag, None)
+        if entry is not None:  # single copy
+            entry[0].done = True
+            return
+        transfer = self._streams[src].pop(tag)  # a two-ended transfer
+        transfer.h.done = True
+        if not transfer.stopped:
+            self._stop_stream(src, transfer, self._out_chunk_count[src])
+
+    def _stop_stream(self, peer: int, transfer: _Outgoing, count: int) -> None:
+        """Stop streaming a two-ended transfer; STOP tells the receiver how many chunks it
+        wrote in all (``count``), so the receiver can pass over those it no longer needs."""
+        transfer.stopped = True
+        self._pipe_out[peer].remove(transfer)
+        self._send_control(peer, _STOP, transfer.h.tag, 0, 0, count)
+
+    def _on_stop(self, src: int, tag: int, count: int) -> None:
+        transfer = self._pipe_in[src][0]
+        assert transfer.tag == tag, "STOP for a transfer that does not hold the bulk area"
+        transfer.stop = count
+        self._busy.add(src)
 
     # ---- the bulk pipeline ------------------------------------------------------------
 
@@ -414,56 +618,121 @@ class ShmTransport(Transport):
             self._busy.discard(peer)
         return moved
 
+    def _piece(self, n: int) -> int:
+        """Bytes per chunk of an ``n``-byte transfer: an equal share of the chunk slots (so
+        copy-in and copy-out overlap even when the message would fit one slot), at least
+        `PIECE_MIN` and at most a slot. Both sides compute it from ``n`` alone."""
+        share = -(-n // (self._nchunks * 4096)) * 4096
+        return min(self._chunk_bytes, max(PIECE_MIN, share))
+
     def _stream_out(self, peer: int) -> bool:
-        """Copy as many chunks of the current outgoing transfer as there is room for."""
-        words, buf, chunk = self._words, self._buf, self._chunk_bytes
+        """Copy as many chunks of the current outgoing transfer as there is room for (of a
+        two-ended transfer, only those below the receiver's published back boundary)."""
+        words, buf, slot, nchunks = self._words, self._buf, self._chunk_bytes, self._nchunks
         queue = self._pipe_out[peer]
         count = self._out_chunk_count[peer]
-        drained = words[self._out_drained_word[peer]]
+        base, filled_word = self._out_chunks[peer], self._out_filled_word[peer]
+        drained_word = self._out_drained_word[peer]
+        drained = words[drained_word]
         moved = False
-        while queue and count - drained < self._nchunks:
+        while queue:
             transfer = queue[0]
-            h, data, offset = transfer
-            k = min(chunk, h.nbytes - offset)
-            p = self._out_chunks[peer] + (count % self._nchunks) * chunk
-            buf[p: p + k] = data[offset: offset + k]
+            n, offset = transfer.h.nbytes, transfer.offset
+            limit = min(n, words[drained_word + 1]) if transfer.shared else n
+            if offset >= limit:  # a two-ended transfer whose rest the receiver reads itself
+                self._stop_stream(peer, transfer, count)
+                moved = True
+                continue
+            if count - drained >= nchunks:
+                drained = words[drained_word]
+                if count - drained >= nchunks:
+                    break
+            end = min(offset + transfer.piece, limit)
+            p = base + (count % nchunks) * slot
+            buf[p: p + end - offset] = transfer.data[offset: end]
             count += 1
-            words[self._out_filled_word[peer]] = count
-            transfer[2] = offset + k
-            if offset + k == h.nbytes:
-                h.done = True
+            words[filled_word] = count
+            transfer.offset = min(offset + transfer.piece, n)
+            if transfer.offset == n and not transfer.shared:
+                transfer.h.done = True
                 queue.popleft()
             moved = True
             self._notify(peer)
-            if count - drained >= self._nchunks:
-                drained = words[self._out_drained_word[peer]]
         self._out_chunk_count[peer] = count
         return moved
 
     def _stream_in(self, src: int) -> bool:
-        """Copy out every chunk of the current incoming transfer that has arrived."""
-        words, buf, chunk = self._words, self._buf, self._chunk_bytes
-        queue = self._pipe_in[src]
+        """Copy out the chunks of the current incoming transfer that had arrived on entry
+        (no more, so that a rank both sending and receiving alternates between the two); of
+        a two-ended transfer with no chunk waiting, read a piece from the back instead."""
+        words, buf, slot, nchunks = self._words, self._buf, self._chunk_bytes, self._nchunks
+        transfer = self._pipe_in[src][0]
         count = self._in_chunk_count[src]
-        moved = False
-        while queue and words[self._in_filled_word[src]] > count:
-            transfer = queue[0]
-            h, out, n, offset, _ = transfer
-            k = min(chunk, n - offset)
-            p = self._in_chunks[src] + (count % self._nchunks) * chunk
-            out[offset: offset + k] = buf[p: p + k]
+        drained_word = self._in_drained_word[src]
+        filled = words[self._in_filled_word[src]]
+        moved = count < filled
+        while count < filled:
+            front = transfer.front
+            if front < transfer.back:
+                end = min(front + transfer.piece, transfer.back)
+                p = self._in_chunks[src] + (count % nchunks) * slot
+                transfer.out[front: end] = buf[p: p + end - front]
+            transfer.front = min(front + transfer.piece, transfer.n)
             count += 1
-            words[self._in_drained_word[src]] = count
-            transfer[3] = offset + k
-            moved = True
-            if offset + k == n:
-                h.done = True
-                queue.popleft()
-                if queue:
-                    self._send_control(src, seg.CTS, queue[0][4], 0, 0, 1)
+            words[drained_word] = count
             self._notify(src)
+            if transfer.front >= transfer.back and not transfer.complete:
+                self._complete(src, transfer)
+        if moved:
+            if transfer.remote:
+                transfer.pull, transfer.due = PULL_BYTES, time.perf_counter() + PULL_AFTER
+        elif (transfer.remote and not transfer.complete and time.perf_counter() >= transfer.due
+              and not self._sending()):
+            moved = self._pull(src, transfer)
+        if transfer.complete and (not transfer.shared or transfer.stop is not None):
+            if transfer.stop is not None and transfer.stop > count:
+                count = transfer.stop  # chunks of bytes already read from the back
+                words[drained_word] = count
+                self._notify(src)
+            queue = self._pipe_in[src]
+            queue.popleft()
+            if queue:
+                self._grant(src, queue[0])
+            moved = True
         self._in_chunk_count[src] = count
         return moved
+
+    def _sending(self) -> bool:
+        """Whether this rank streams a transfer out (then it helps no receiver by reading)."""
+        return any(self._pipe_out[p] for p in self._busy)
+
+    def _pull(self, src: int, transfer: _Incoming) -> bool:
+        """Read the next piece of a two-ended transfer from the back of the sender's buffer,
+        then publish the lower boundary (the sender may copy some of it too: harmless)."""
+        back = transfer.back
+        lower = max(transfer.front, back - transfer.pull)
+        try:
+            if not transfer.pid:
+                transfer.pid = int(self._words[self._pid_word[src]])
+                transfer.local = _address(transfer.out)
+            self._reader.read(transfer.pid, transfer.remote + lower, transfer.local + lower,
+                              back - lower)
+        except TransportError:
+            self._single_copy = False  # not permitted after all: the sender streams it all
+            transfer.remote = 0
+            return False
+        transfer.back = lower
+        transfer.pull = min(2 * transfer.pull, PULL_MAX)
+        self._words[self._in_back_word[src]] = lower
+        if transfer.front >= lower:
+            self._complete(src, transfer)
+        return True
+
+    def _complete(self, src: int, transfer: _Incoming) -> None:
+        transfer.complete = True
+        transfer.h.done = True
+        if transfer.shared:
+            self._send_control(src, seg.FIN, transfer.tag, 0, 0, 0)
 
     def _notify(self, peer: int) -> None:
         _FENCE.acquire()
@@ -481,6 +750,7 @@ class ShmTransport(Transport):
             remaining = deadline - time.perf_counter()
             if remaining <= 0:
                 return
+            self._direct_call_of_waited_peer()
             self._check_exited_peers()
             ring = words[doorbell]
             words[sleeping] = 1
@@ -498,7 +768,7 @@ class ShmTransport(Transport):
     def _pending_peers(self) -> set[int]:
         peers = {p for p in self._ranks
                  if self._posted[p] or self._rendezvous_sends[p] or self._pipe_in[p]
-                 or self._pipe_out[p]}
+                 or self._pipe_out[p] or self._streams[p]}
         return peers | self._busy
 
     def _raise_if_pending(self, failed: int) -> None:

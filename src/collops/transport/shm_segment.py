@@ -16,6 +16,11 @@ Layout (all offsets are multiples of 64 bytes, so no two writers share a cache l
                         line 2  drained    (bulk chunks read, by dst)
                         ring    nslots slots of slot_bytes: 64-byte header + payload
                         bulk    nchunks chunks of chunk_bytes
+    direct areas      one per communicator context below ``direct_areas`` (see `shm_direct`):
+                        per rank: a control line (call number and fingerprint of each
+                        of its DIRECT_SLOTS slots), its acknowledgements (one word per
+                        rank and slot: the call it last read there), the slots of
+                        direct_bytes
 
 The header words of a slot are ``seq, tag, fingerprint, nbytes, kind, aux``; ``seq`` is
 written last and names the slot's message (message k of the pair carries seq k + 1), so a
@@ -43,7 +48,8 @@ HEADER_BYTES = 4096
 SLOT_HEADER = 64
 
 # header words
-H_MAGIC, H_SIZE, H_NSLOTS, H_SLOT_BYTES, H_NCHUNKS, H_CHUNK_BYTES, H_FAILED, H_CMA = range(8)
+(H_MAGIC, H_SIZE, H_NSLOTS, H_SLOT_BYTES, H_NCHUNKS, H_CHUNK_BYTES, H_FAILED, H_CMA,
+ H_DIRECT_AREAS, H_DIRECT_BYTES) = range(10)
 
 # rank block words (relative to the rank's line)
 R_STATE, R_PID, R_SLEEPING, R_DOORBELL, R_STATUS = range(5)
@@ -59,8 +65,13 @@ EAGER, RTS_CMA, RTS_PIPE, CTS, FIN = 1, 2, 3, 4, 5
 
 DEFAULT_NSLOTS = 64
 DEFAULT_SLOT_BYTES = 8192
-DEFAULT_NCHUNKS = 4
-DEFAULT_CHUNK_BYTES = 256 * 1024
+DEFAULT_NCHUNKS = 2
+DEFAULT_CHUNK_BYTES = 1024 * 1024
+#: communicator contexts that get a direct-collective area, and the bytes of each rank's slot
+DEFAULT_DIRECT_AREAS = 32
+DEFAULT_DIRECT_BYTES = 4096
+#: slots per rank in a direct area (successive calls use them in turn)
+DIRECT_SLOTS = 4
 #: above this many bytes a job's file is left sparse instead of allocated up front
 PREALLOCATE_LIMIT = 512 * 1024 * 1024
 
@@ -76,6 +87,8 @@ class Layout:
     slot_bytes: int = DEFAULT_SLOT_BYTES
     nchunks: int = DEFAULT_NCHUNKS
     chunk_bytes: int = DEFAULT_CHUNK_BYTES
+    direct_areas: int = DEFAULT_DIRECT_AREAS
+    direct_bytes: int = DEFAULT_DIRECT_BYTES
 
     @property
     def ring_offset(self) -> int:
@@ -89,9 +102,25 @@ class Layout:
                          4096)
 
     @property
+    def direct_offset(self) -> int:
+        """Offset of the first direct area."""
+        return self.ring_offset + self.size * self.size * self.pair_bytes
+
+    @property
+    def direct_acks_bytes(self) -> int:
+        """Bytes of one rank's acknowledgement words in a direct area."""
+        return _round_up(self.size * DIRECT_SLOTS * WORD, LINE)
+
+    @property
+    def direct_rank_bytes(self) -> int:
+        """Bytes of one rank's part of a direct area: control line, acks, slots."""
+        return LINE + self.direct_acks_bytes + DIRECT_SLOTS * self.direct_bytes
+
+    @property
     def total_bytes(self) -> int:
         """Size of the whole segment."""
-        return self.ring_offset + self.size * self.size * self.pair_bytes
+        return _round_up(self.direct_offset + self.direct_areas * self.size
+                         * self.direct_rank_bytes, 4096)
 
     @property
     def eager_limit(self) -> int:
@@ -117,6 +146,10 @@ class Layout:
     def drained_word(self, src: int, dst: int) -> int:
         """Word index of the bulk area's drained-chunks counter."""
         return (self.pair_offset(src, dst) + 2 * LINE) // WORD
+
+    def direct_rank_offset(self, area: int, rank: int) -> int:
+        """Byte offset of ``rank``'s control line in direct area ``area``."""
+        return self.direct_offset + (area * self.size + rank) * self.direct_rank_bytes
 
     def slot_offset(self, src: int, dst: int, slot: int) -> int:
         """Byte offset of a ring slot's header."""
@@ -164,6 +197,8 @@ def create_job(size: int, layout: Layout | None = None,
             words[H_NCHUNKS] = layout.nchunks
             words[H_CHUNK_BYTES] = layout.chunk_bytes
             words[H_CMA] = int(single_copy)
+            words[H_DIRECT_AREAS] = layout.direct_areas
+            words[H_DIRECT_BYTES] = layout.direct_bytes
             words[H_MAGIC] = MAGIC
             words.release()
     except BaseException:
@@ -203,7 +238,8 @@ class Segment:
             self.close()
             raise TransportError(f"{path} is not a collops job segment")
         self.layout = Layout(int(w[H_SIZE]), int(w[H_NSLOTS]), int(w[H_SLOT_BYTES]),
-                             int(w[H_NCHUNKS]), int(w[H_CHUNK_BYTES]))
+                             int(w[H_NCHUNKS]), int(w[H_CHUNK_BYTES]),
+                             int(w[H_DIRECT_AREAS]), int(w[H_DIRECT_BYTES]))
         self._anchor = ctypes.c_char.from_buffer(self.map)
         self.address = ctypes.addressof(self._anchor)
 

@@ -4,6 +4,8 @@
   must end with that rank's traceback and a non-zero status (no hang).
 * ``timeout`` / ``native_timeout``: rank 1 arrives 2 s late to an allreduce that rank 0 gives
   0.5 s (a schedule, then MPI's own); rank 0 must raise `CollectiveTimeout`.
+  ``native_comm_timeout``: the same with MPI's own, rank 0's limit being its communicator's
+  (``comm.timeout``) rather than the call's.
 * ``mismatch`` / ``schedule_mismatch``: rank 0 calls allreduce while the others call bcast
   (automatic selection, which picks mpi_native, then forced schedules); the ranks that detect
   it raise `CollectiveMismatch` saying what each called.
@@ -29,6 +31,14 @@ def timeout(comm, algorithm, **params):
                           algorithm=algorithm, **params)
 
 
+def comm_timeout(comm, algorithm, **params):
+    if comm.rank == 0:
+        comm.timeout = 0.5
+    else:
+        time.sleep(2)
+    return comm.allreduce(np.ones(2), algorithm=algorithm, **params)
+
+
 def mismatch(comm, forced):
     if comm.rank == 0:
         return comm.allreduce(np.ones(4), timeout=3,
@@ -39,6 +49,7 @@ def mismatch(comm, forced):
 SCENARIOS = {
     "timeout": lambda comm: timeout(comm, "recursive_doubling"),
     "native_timeout": lambda comm: timeout(comm, "mpi_native", check=0),
+    "native_comm_timeout": lambda comm: comm_timeout(comm, "mpi_native", check=0),
     "mismatch": lambda comm: mismatch(comm, False),
     "schedule_mismatch": lambda comm: mismatch(comm, True),
 }

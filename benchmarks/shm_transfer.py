@@ -1,0 +1,123 @@
+"""Large transfers over the shared-memory transport: bulk-area shapes and single copy, interleaved.
+
+Usage: python benchmarks/shm_transfer.py [--sizes 256K,1M,4M,16M] [--configs pipe:2x1M,cma]
+                                         [--rounds 9] [--mode oneway,exchange,bcast]
+
+Two forked ranks attach to one job per configuration and time them round-robin in the same
+processes, so a burst of load from other work on the machine hits all configurations alike.
+A configuration is ``pipe:NxS`` (pipelined through N chunk slots of S bytes, no single copy),
+``two:NxS`` (the default two-ended transfer: pipelined, the receiver also reading from the
+back) or ``cma`` (single copy: the receiver reads it all). Modes:
+
+* ``oneway``: rank 0 sends, rank 1 answers with 8 bytes (µs per message, ack included);
+* ``exchange``: both ranks send to each other at once (what a 2-rank allgather or alltoall does);
+* ``bcast``: rank 0 copies its buffer locally while sending it (a 2-rank broadcast's root).
+
+Figures are medians over rounds of rank 0's mean µs per transfer (``--stat min``: the
+fastest round, the cost with the least interference).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from collops.runtime.launcher import launch_function
+from collops.transport import shm_segment as seg
+from collops.transport.base import Handle, Transport
+from collops.transport.shm import ShmTransport
+
+
+def _parse_size(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+
+
+def _wait(t: Transport, handles: list[Handle]) -> None:
+    while not all(h.done for h in handles):
+        t.wait_for_activity(1.0)
+
+
+def _transfer(t: Transport, mode: str, send: memoryview, recv: memoryview, local: memoryview,
+              ack: memoryview, tag: int) -> None:
+    other = 1 - t.rank
+    if mode == "exchange":
+        _wait(t, [t.irecv(other, tag, recv), t.isend(other, tag, send)])
+        return
+    if t.rank == 0:
+        h = t.isend(other, tag, send)
+        if mode == "bcast":
+            local[:] = send
+        _wait(t, [h, t.irecv(other, tag, ack)])
+    else:
+        _wait(t, [t.irecv(other, tag, recv)])
+        _wait(t, [t.isend(other, tag, ack)])
+
+
+def main() -> None:
+    """Print µs per transfer for every configuration, size and mode."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", default="256K,1M,4M,16M")
+    parser.add_argument("--configs", default="pipe:4x256K,pipe:2x1M,two:2x1M,cma")
+    parser.add_argument("--mode", default="oneway,exchange,bcast")
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--stat", choices=["median", "min"], default="median")
+    args = parser.parse_args()
+    sizes = [_parse_size(s) for s in args.sizes.split(",")]
+    names = args.configs.split(",")
+    jobs, options = [], []
+    for name in names:
+        kind, _, shape = name.partition(":")
+        count, _, chunk = shape.partition("x")
+        layout = seg.Layout(2, nchunks=int(count), chunk_bytes=_parse_size(chunk)) if shape \
+            else seg.Layout(2)
+        jobs.append(seg.create_job(2, layout)[0])
+        options.append({"pipe": {"single_copy": False},
+                        "two": {"single_copy": True, "single_copy_min": 1 << 62},
+                        "cma": {"single_copy": True, "single_copy_min": 0}}[kind])
+
+    def worker(t: Transport) -> dict[tuple[str, int, str], float]:
+        ts = [ShmTransport(job, t.rank, 2, **opts) for job, opts in zip(jobs, options,
+                                                                          strict=True)]
+        out: dict[tuple[str, int, str], list[float]] = {}
+        tag = 0
+        for mode in args.mode.split(","):
+            for n in sizes:
+                send = memoryview(np.ones(n, np.uint8))
+                recv = memoryview(np.zeros(n, np.uint8))
+                local = memoryview(np.zeros(n, np.uint8))
+                ack = memoryview(np.zeros(8, np.uint8))
+                iterations = max(3, min(100, (32 << 20) // n))
+                for _ in range(args.rounds):
+                    for name, tr in zip(names, ts, strict=True):
+                        for _ in range(2):
+                            tag += 1
+                            _transfer(tr, mode, send, recv, local, ack, tag)
+                        start = time.perf_counter()
+                        for _ in range(iterations):
+                            tag += 1
+                            _transfer(tr, mode, send, recv, local, ack, tag)
+                        out.setdefault((mode, n, name), []).append(
+                            (time.perf_counter() - start) / iterations)
+        for tr in ts:
+            tr.close()
+        stat = statistics.median if args.stat == "median" else min
+        return {k: stat(v) for k, v in out.items()}
+
+    try:
+        result = launch_function(worker, 2)[0]
+    finally:
+        for job in jobs:
+            seg.unlink_job(job)
+    print(f"{'mode':<9} {'size':>9} " + " ".join(f"{n:>11}" for n in names))
+    for mode in args.mode.split(","):
+        for n in sizes:
+            cells = " ".join(f"{result[(mode, n, name)] * 1e6:>11.1f}" for name in names)
+            print(f"{mode:<9} {n:>9} {cells}")
+
+
+if __name__ == "__main__":
+    main()

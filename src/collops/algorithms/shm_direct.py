@@ -1,0 +1,415 @@
+"""``shm_direct``: small collectives through shared memory, without messages.
+
+Not a schedule: like ``mpi_native`` a record of this kind has a ``native`` callable, here
+one that runs the call through the communicator's *direct area* in the shared-memory job
+segment (see `collops.transport.shm_direct`): each rank copies its contribution once into
+its own slot and announces it; each rank then reads the slots it needs straight from shared
+memory — a broadcast reads the root's, an allreduce every rank's, folded in rank order so
+every rank gets the same bits, whatever the operator. One synchronisation per call replaces
+the log p rounds of messages of a tree or recursive doubling; what is left of the cost is
+the Python to copy a few bytes, which is why these are the default for small calls on one
+machine (the intra-node collectives of MPICH and UCC's ``tl/shm`` work the same way).
+
+The records need the "shm_direct" resource, which the shared-memory transport offers for
+communicators whose context has an area (the first ``direct_areas``, 32 by default), and
+a call's per-rank contribution must fit a slot (``direct_bytes``, 4 KiB by default: the
+whole send buffer for ``scatter``, ``alltoall`` and ``reduce_scatter_block``). They are
+registered when that transport is created (`register`).
+
+Their cost for selection is half an α (one synchronisation, no message) plus the bytes
+read at the model's β and reduced at its γ. The simulator and the cost tables cannot
+replay them step by step, as they are not schedules.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..errors import ScheduleError
+from ..runtime import fingerprint as fp
+from ..runtime.engine import CALL_BITS, CONTEXT_BITS, PHASE_BITS, SEQ_BITS
+from ..schedule import Schedule
+from ..transport.shm import ShmTransport
+from ..transport.shm_direct import DirectArea, call_number, held_word, slot_of
+from ..transport.shm_segment import DIRECT_SLOTS
+from .registry import Algorithm, CostModel, Restriction, add_algorithm
+from .spec import CallSpec
+
+NAME = "shm_direct"
+RESOURCE = "shm_direct"
+SUPPORTED = ("barrier", "bcast", "scatter", "gather", "allgather", "alltoall", "reduce",
+             "allreduce", "reduce_scatter_block", "scan", "exscan")
+#: per-rank slot bytes the restriction checks against (set by `register` from the layout)
+_capacity = 4096
+
+
+def register(transport: ShmTransport, capacity: int) -> None:
+    """Add an ``shm_direct`` record to every supported collective (idempotent)."""
+    global _capacity
+    _capacity = capacity
+    transport.call_tags = (SEQ_BITS, CALL_BITS + PHASE_BITS, fp.describe)
+    fits = Restriction("fits", f"each rank's contribution fits its {capacity}-byte slot",
+                       lambda spec: contribution_bytes(spec) <= _capacity)
+    for collective in SUPPORTED:
+        add_algorithm(Algorithm(
+            collective, NAME, f"{collective} through shared-memory slots: one copy in, reads "
+            "straight from the peers' slots, no messages", _no_schedule, restrictions=(fits,),
+            cost=direct_cost, needs=frozenset({RESOURCE}), native=start, run=runner))
+
+
+def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
+    raise ScheduleError(
+        f"{spec.collective}[{NAME}] reads and writes shared memory directly; it is not a "
+        "schedule and cannot be built, validated, simulated or costed step by step")
+
+
+def contribution_bytes(spec: CallSpec) -> int:
+    """Bytes one rank writes into its slot (the largest over the ranks)."""
+    c, n = spec.collective, spec.count * spec.itemsize
+    if c == "barrier":
+        return 0
+    if c in ("scatter", "alltoall", "reduce_scatter_block"):
+        return n * spec.size
+    return n
+
+
+def direct_cost(spec: CallSpec, model: CostModel) -> float:
+    """Half an α plus the bytes read (β) and reduced (γ)."""
+    c, n, p = spec.collective, spec.count * spec.itemsize, spec.size
+    reads = {"bcast": n, "scatter": n, "gather": n * p, "reduce": n * p,
+             "scan": n * p}.get(c, n * p)
+    reduced = reads if spec.op is not None else 0
+    return 0.5 * model.alpha + reads * model.beta + reduced * model.gamma
+
+
+# -- what each rank writes, waits for and reads ------------------------------------------------
+def _awaits(spec: CallSpec, rank: int) -> list[int]:
+    """The members whose slot ``rank`` reads (itself included where it reads its own)."""
+    c, p = spec.collective, spec.size
+    if c in ("bcast", "scatter"):
+        return [] if rank == spec.root else [spec.root]
+    if c in ("gather", "reduce"):
+        return list(range(p)) if rank == spec.root else []
+    if c == "scan":
+        return list(range(rank + 1))
+    if c == "exscan":
+        return list(range(rank))
+    return list(range(p))
+
+
+def _readers(spec: CallSpec, rank: int) -> tuple[int, ...]:
+    """The other members that read ``rank``'s slot."""
+    return tuple(m for m in range(spec.size) if m != rank and rank in _awaits(spec, m))
+
+
+def _publishes(spec: CallSpec, rank: int) -> bool:
+    return bool(_readers(spec, rank)) or rank in _awaits(spec, rank)
+
+
+def _collect(area: DirectArea, spec: CallSpec, rank: int, slot: int, send: np.ndarray | None,
+             recv: np.ndarray | None) -> None:
+    """Read the members' ``slot`` into ``recv`` (flat, typed)."""
+    c, n, dt = spec.collective, spec.count, spec.dtype
+    if c == "barrier" or recv is None:
+        return
+    if c == "bcast":
+        if rank != spec.root:
+            recv[:n] = area.view(spec.root, slot, dt, n)
+        elif send is not None and not np.shares_memory(send, recv):
+            recv[:n] = send[:n]
+        return
+    if c == "scatter":
+        if rank == spec.root and send is not None:
+            recv[:n] = send[rank * n: (rank + 1) * n]
+        else:
+            recv[:n] = area.view(spec.root, slot, dt, n, rank * n * dt.itemsize)
+        return
+    if c in ("gather", "allgather"):
+        for j in range(spec.size):
+            recv[j * n: (j + 1) * n] = area.view(j, slot, dt, n)
+        return
+    if c == "alltoall":
+        offset = rank * n * dt.itemsize
+        for j in range(spec.size):
+            recv[j * n: (j + 1) * n] = area.view(j, slot, dt, n, offset)
+        return
+    members = _awaits(spec, rank)
+    if not members:
+        return
+    offset = rank * n * dt.itemsize if c == "reduce_scatter_block" else 0
+    out = recv[:n]
+    out[...] = area.view(members[0], slot, dt, n, offset)
+    op = spec.op
+    assert op is not None
+    for j in members[1:]:
+        op.combine_into(out, out, area.view(j, slot, dt, n, offset))
+
+
+def _write(area: DirectArea, spec: CallSpec, slot: int, send: np.ndarray | None) -> None:
+    nbytes = contribution_bytes(spec)
+    if send is not None and nbytes:
+        area.slots[area.index][slot][:nbytes] = send.reshape(-1).view(np.uint8)[:nbytes]
+
+
+@functools.lru_cache(maxsize=1024)
+def call_fingerprint(spec: CallSpec) -> int:
+    """The fingerprint of a direct call, from what every rank agrees on."""
+    return fp.fingerprint(spec.collective, NAME, spec.root, spec.dtype,
+                          (spec.count, spec.op.name if spec.op else None))
+
+
+def _call_tag(context: int, seq: int, phase: int) -> tuple[int, int]:
+    """``(value, shift)``: the messages of this phase have ``tag >> shift == value``."""
+    call = (seq & ((1 << CALL_BITS) - 1)) << PHASE_BITS | phase
+    return ((context & ((1 << CONTEXT_BITS) - 1)) << (CALL_BITS + PHASE_BITS)) | call, SEQ_BITS
+
+
+class DirectExecution:
+    """A direct call in flight, polled like an `Execution` (``poll``, ``left``)."""
+
+    __slots__ = ("area", "spec", "rank", "send", "recv", "k", "slot", "fingerprint", "word", "left",
+                 "deadline", "timeout", "written", "awaits", "others", "tag", "what",
+                 "transport")
+
+    tag: tuple[int, int]
+
+    def __init__(self, transport: ShmTransport, area: DirectArea, spec: CallSpec, rank: int,
+                 send: np.ndarray | None, recv: np.ndarray | None, seq: int, phase: int,
+                 context: int, timeout: float | None) -> None:
+        self.transport = transport
+        self.area = area
+        self.spec = spec
+        self.rank = rank
+        self.send = send
+        self.recv = recv
+        self.k = call_number(seq, phase)
+        self.slot = slot_of(seq, phase)
+        self.fingerprint = call_fingerprint(spec)
+        self.word = held_word(self.k, self.fingerprint)
+        self.left = 1
+        self.timeout = timeout
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.written = not _publishes(spec, rank)
+        self.awaits = _awaits(spec, rank)
+        self.others = [j for j in self.awaits if j != rank]
+        self.tag = _call_tag(context, seq, phase)
+        self.what = f"rank {rank}: {spec.collective}[{NAME}]"
+        area.inflight += 1
+        if not self.written:
+            area.unwritten.append(self)
+        transport.watch_direct(self._ready)
+        self.poll()
+
+    def _may_write(self) -> bool:
+        """Earlier calls' contributions first (in the order this rank made the calls)."""
+        return self.area.unwritten[0] is self and self.area.writable(self.slot)
+
+    def _ready(self) -> bool:
+        if not self.written:
+            return self._may_write()
+        return not self.area.missing(self.slot, self.word, self.others)
+
+    def poll(self) -> bool:
+        """Advance without blocking; True once the call has completed on this rank."""
+        if self.left == 0:
+            return True
+        area, slot, k = self.area, self.slot, self.k
+        if not self.written:
+            if not self._may_write():
+                return self._not_yet(lambda: area.unacknowledged(slot))
+            _write(area, self.spec, slot, self.send)
+            area.publish(slot, k, self.fingerprint, _readers(self.spec, self.rank))
+            if self.rank in self.awaits:
+                area.own_pending[slot] = k
+            area.unwritten.popleft()
+            self.written = True
+        if area.missing(slot, self.word, self.others):
+            return self._not_yet(lambda: area.missing(slot, self.word, self.others))
+        try:
+            _collect(area, self.spec, self.rank, slot, self.send, self.recv)
+        finally:
+            self._end()
+        area.acknowledge(slot, k, self.others)
+        return True
+
+    def _end(self) -> None:
+        if self.area.own_pending[self.slot] == self.k:
+            self.area.own_pending[self.slot] = 0
+        self.left = 0
+        self.area.inflight -= 1
+        if not self.written:
+            self.area.unwritten.remove(self)
+        self.transport.unwatch_direct(self._ready)
+
+    def _not_yet(self, awaited: Any) -> bool:
+        try:
+            self.area.check(awaited, self.deadline, self.what, self.tag, fp.describe,
+                            (self.slot, self.word, self.fingerprint))
+        except BaseException:
+            self._end()
+            raise
+        return False
+
+
+def _area(comm: Any, spec: CallSpec) -> tuple[ShmTransport, DirectArea]:
+    transport = comm.transport
+    area = transport.direct_area(comm.context, tuple(comm._group)) if isinstance(
+        transport, ShmTransport) else None
+    if area is None:
+        raise ScheduleError(f"{spec.collective}[{NAME}] needs the shared-memory transport and "
+                            f"a direct area for the communicator, not {comm.transport_name}")
+    return transport, area
+
+
+def start(comm: Any, spec: CallSpec, send: np.ndarray | None, recv: np.ndarray | None,
+          seq: int, phase: int, params: Mapping[str, Any],
+          timeout: float | None) -> DirectExecution:
+    """Start ``spec`` through the communicator's direct area (a collops `Comm` over shm)."""
+    transport, area = _area(comm, spec)
+    return DirectExecution(transport, area, spec, comm.rank, send, recv, seq, phase,
+                           comm.context, timeout)
+
+
+def _run(comm: Any, spec: CallSpec, send: np.ndarray | None, recv: np.ndarray | None,
+         seq: int, timeout: float | None) -> None:
+    """A blocking call by way of `start`, progressing the other calls in flight meanwhile."""
+    ex = start(comm, spec, send, recv, seq, 0, {}, timeout)
+    if not ex.poll():
+        comm._progress.wait(ex)
+
+
+def runner(comm: Any, spec: CallSpec) -> Callable[..., None]:
+    """A blocking direct call specialised to one signature: ``fn(send, recv, seq, timeout)``.
+
+    Everything that does not change from call to call — slots as typed views, the words to
+    store and poll, the fingerprint — is worked out here once; the returned function does the
+    common case (nothing to wait for beyond a short spin) in a few dozen bytecodes and hands
+    anything else to the general path.
+    """
+    transport, area = _area(comm, spec)
+    rank = comm.rank
+    fingerprint = call_fingerprint(spec)
+    words, ack, held, fps = area.words, area.ack, area.held, area.fps
+    mix = held_word(0, fingerprint)
+    occupant = area.occupant
+    awaits = _awaits(spec, rank)
+    others = [j for j in awaits if j != rank]
+    readers = _readers(spec, rank)
+    publishes = _publishes(spec, rank)
+    held_words = [[held[j][i] for j in others] for i in range(DIRECT_SLOTS)]
+    ack_words = [[ack[rank][j][i] for j in others] for i in range(DIRECT_SLOTS)]
+    my_held, my_fp = held[rank], fps[rank]
+    wake, group = transport.wake_sleepers, area.group
+    nbytes = contribution_bytes(spec) if publishes else 0
+    mine = [area.slots[rank][i][:nbytes] for i in range(DIRECT_SLOTS)]
+    reader = _reader(area, spec, rank)
+    writable = area.writable
+
+    def fn(send: np.ndarray | None, recv: np.ndarray | None, seq: int,
+           timeout: float | None) -> None:
+        if area.inflight:
+            return _run(comm, spec, send, recv, seq, timeout)
+        k = (seq << 3) + 1
+        word = (k << 24) | mix
+        slot = (2 * seq) % DIRECT_SLOTS
+        if publishes:
+            if occupant[slot][1] and not writable(slot):
+                return _run(comm, spec, send, recv, seq, timeout)
+            if nbytes:
+                mine[slot][...] = send.reshape(-1).view(np.uint8)  # type: ignore[union-attr]
+            words[my_fp[slot]] = fingerprint
+            words[my_held[slot]] = word
+            occupant[slot] = (k, readers)
+            wake(group)
+        for w in held_words[slot]:
+            if words[w] != word:
+                spin = 200
+                while words[w] != word and spin:
+                    spin -= 1
+                if not spin:
+                    return _finish_slowly(comm, area, spec, send, recv, seq, timeout)
+        reader(slot, send, recv)
+        if others:
+            for w in ack_words[slot]:
+                words[w] = k
+            wake(group)
+
+    return fn
+
+
+def _finish_slowly(comm: Any, area: DirectArea, spec: CallSpec, send: np.ndarray | None,
+                   recv: np.ndarray | None, seq: int, timeout: float | None) -> None:
+    """The rest of a blocking call whose contribution is published but whose peers are late."""
+    k, slot, rank = call_number(seq, 0), slot_of(seq, 0), comm.rank
+    deadline = None if timeout is None else time.monotonic() + timeout
+    others = [j for j in _awaits(spec, rank) if j != rank]
+    fingerprint = call_fingerprint(spec)
+    word = held_word(k, fingerprint)
+    area.wait(lambda: not area.missing(slot, word, others),
+              lambda: area.missing(slot, word, others), deadline,
+              f"rank {rank}: {spec.collective}[{NAME}]", _call_tag(comm.context, seq, 0),
+              fp.describe, (slot, word, fingerprint))
+    _collect(area, spec, rank, slot, send, recv)
+    area.acknowledge(slot, k, others)
+
+
+def _reader(area: DirectArea, spec: CallSpec, rank: int
+            ) -> Callable[[int, np.ndarray | None, np.ndarray | None], None]:
+    """``read(slot, send, recv)``: the collect step of one call signature, views prepared."""
+    c, n, dt, p = spec.collective, spec.count, spec.dtype, spec.size
+    awaits = _awaits(spec, rank)
+    op = spec.op
+    slots = range(DIRECT_SLOTS)
+    if c == "barrier":
+        return _nothing
+    if c in REDUCING_DIRECT:
+        if not awaits:
+            return _nothing
+        offset = rank * n * dt.itemsize if c == "reduce_scatter_block" else 0
+        views = [[area.view(j, i, dt, n, offset) for j in awaits] for i in slots]
+        assert op is not None
+        ufunc = op.ufunc
+        if ufunc is not None and len(awaits) == 2:
+            def reduce_two(slot: int, send: Any, recv: Any) -> None:
+                a, b = views[slot]
+                ufunc(a, b, out=recv)
+            return reduce_two
+        combine = op.combine_into
+
+        def reduce_all(slot: int, send: Any, recv: Any) -> None:
+            vs = views[slot]
+            recv[...] = vs[0]
+            for v in vs[1:]:
+                combine(recv, recv, v)
+        return reduce_all
+    if c in ("allgather", "gather", "alltoall") and awaits:
+        offset = rank * n * dt.itemsize if c == "alltoall" else 0
+        blocks = [[area.view(j, i, dt, n, offset) for j in range(p)] for i in slots]
+
+        def gather(slot: int, send: Any, recv: Any) -> None:
+            for j, v in enumerate(blocks[slot]):
+                recv[j * n: (j + 1) * n] = v
+        return gather
+    if c in ("bcast", "scatter") and rank != spec.root:
+        offset = rank * n * dt.itemsize if c == "scatter" else 0
+        single = [area.view(spec.root, i, dt, n, offset) for i in slots]
+
+        def one(slot: int, send: Any, recv: Any) -> None:
+            recv[:n] = single[slot]
+        return one
+
+    def general(slot: int, send: Any, recv: Any) -> None:
+        _collect(area, spec, rank, slot, send, recv)
+    return general
+
+
+def _nothing(slot: int, send: Any, recv: Any) -> None:
+    return None
+
+
+REDUCING_DIRECT = frozenset({"reduce", "allreduce", "reduce_scatter_block", "scan", "exscan"})

@@ -1,0 +1,237 @@
+"""Direct areas: the shared memory behind the ``shm_direct`` collectives.
+
+A small collective between processes of one machine needs no messages at all. Each
+communicator context below the segment's ``direct_areas`` owns an area in the job segment;
+in it every rank has ``DIRECT_SLOTS`` slots, a control line that says which call each slot
+holds (its number ``k`` and the call's fingerprint), and acknowledgement words: ``ack[w][i]``
+is the last call this rank read from slot ``i`` of rank ``w``.
+
+Phase ``ph`` of the call with sequence number ``s`` on the communicator (the same on every
+rank) is call ``k = 8 s + ph + 1`` and uses slot ``i = (2 s + ph) mod DIRECT_SLOTS``, so
+consecutive calls use different slots and a rank may run a few calls ahead of its peers.
+
+* **write** — a rank may overwrite its slot ``i`` once every rank that had to read the
+  slot's previous call has acknowledged it (almost always true at once); it copies its
+  contribution, stores the fingerprint, then the call number.
+* **read** — a reader waits until the writer's slot ``i`` holds exactly call ``k`` with its
+  own call's fingerprint — one word, `held_word`, packs the number with 24 bits of the
+  fingerprint, so the check costs nothing on the fast path; a slot that holds call ``k``
+  with another fingerprint is `CollectiveMismatch`, saying what each side called — reads,
+  and acknowledges.
+
+Matching call numbers exactly, rather than trusting a counter to grow, lets non-blocking
+calls publish out of call order: a multi-phase call's second phase may start after a later
+call's first. A rank writes its contributions in the order it made the calls (`unwritten`),
+so a later call never takes a slot that an earlier one is waiting for.
+
+Stores are ordered on x86 (data before the call number, reads before the
+acknowledgement); a full fence (an uncontended lock) separates a rank's last store from its
+check of the peers' *sleeping* flags, so a waiter asleep on its futex is always woken.
+
+Waiting spins briefly (not when ranks outnumber cores), then yields, then sleeps on the
+rank's doorbell — the one the point-to-point rings ring — checking on every round for failed
+or exited peers (`PeerFailed`), the deadline (`CollectiveTimeout`, naming the ranks not heard
+from) and a peer that made the same call through messages instead (`CollectiveMismatch`): a
+call one rank makes directly and another with messages would otherwise wait for ever.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import CollectiveMismatch, CollectiveTimeout, PeerFailed
+from . import shm_segment as seg
+from .shm_segment import DIRECT_SLOTS
+
+if TYPE_CHECKING:
+    from .shm import ShmTransport
+
+#: seconds of pure polling before yielding, when every rank has a core of its own
+SPIN_SECONDS = 100e-6
+#: seconds of polling with sched_yield between polls before sleeping
+YIELD_SECONDS = 1e-3
+#: longest single sleep on the doorbell
+SLEEP_SLICE = 0.05
+
+
+def call_number(seq: int, phase: int) -> int:
+    """The number ``k`` of phase ``phase`` of call ``seq`` in a direct area (never 0)."""
+    return (seq << 3 | phase) + 1
+
+
+def held_word(k: int, fingerprint: int) -> int:
+    """What a slot's control word holds for call ``k``: the number and 24 bits of fingerprint.
+
+    A reader compares one word to learn both that the call arrived and that its peer made the
+    same call; the full fingerprint sits beside it, for the error message.
+    """
+    return (k << 24) | ((fingerprint ^ (fingerprint >> 24) ^ (fingerprint >> 48)) & 0xFFFFFF)
+
+
+def slot_of(seq: int, phase: int) -> int:
+    """The slot that phase ``phase`` of call ``seq`` uses."""
+    return (2 * seq + phase) % DIRECT_SLOTS
+
+
+class DirectArea:
+    """One communicator's direct area, seen from one of its ranks (group ranks throughout)."""
+
+    def __init__(self, transport: ShmTransport, area: int, group: Sequence[int]) -> None:
+        lay = transport._layout
+        self.transport = transport
+        self.area = area
+        self.words = transport._words
+        self.group = list(group)
+        self.index = self.group.index(transport.rank)
+        self.capacity = lay.direct_bytes
+        base = [lay.direct_rank_offset(area, r) for r in self.group]
+        #: words holding each member's slot call numbers and fingerprints: [member][slot]
+        self.held = [[b // seg.WORD + 2 * i for i in range(DIRECT_SLOTS)] for b in base]
+        self.fps = [[w + 1 for w in row] for row in self.held]
+        acks = [b + seg.LINE for b in base]
+        world = [transport._ranks[r] for r in self.group]
+        #: ack[reader][writer][slot]: the word where ``reader`` acknowledges ``writer``'s slot
+        self.ack = [[[a // seg.WORD + w * DIRECT_SLOTS + i for i in range(DIRECT_SLOTS)]
+                     for w in world] for a in acks]
+        first_slot = [b + seg.LINE + lay.direct_acks_bytes for b in base]
+        buf = transport._buf
+        self.slots = [[np.frombuffer(buf, np.uint8, lay.direct_bytes, f + i * lay.direct_bytes)
+                       for i in range(DIRECT_SLOTS)] for f in first_slot]
+        #: for each of this rank's slots: its call number and the members who must read it
+        self.occupant: list[tuple[int, tuple[int, ...]]] = [(0, ())] * DIRECT_SLOTS
+        #: per slot: the call still to read this rank's own slot (0: none)
+        self.own_pending = [0] * DIRECT_SLOTS
+        #: direct calls of this area begun without blocking and not finished
+        self.inflight = 0
+        #: those of them whose contribution is not yet written, in the order they were made:
+        #: they write in that order, so no later call takes a slot an earlier one waits for
+        self.unwritten: deque[Any] = deque()
+        self._views: dict[tuple[int, int, np.dtype, int, int], np.ndarray] = {}
+        transport._segment.prefault(lay.direct_rank_offset(area, transport.rank),
+                                    lay.direct_rank_bytes)
+        self.oversubscribed = transport._oversubscribed
+
+    # -- slots ---------------------------------------------------------------------------
+    def view(self, member: int, slot: int, dtype: np.dtype, count: int, offset: int = 0
+             ) -> np.ndarray:
+        """``count`` items of ``dtype`` at byte ``offset`` of ``member``'s ``slot``."""
+        key = (member, slot, dtype, count, offset)
+        v = self._views.get(key)
+        if v is None:
+            v = self.slots[member][slot][offset: offset + count * dtype.itemsize].view(dtype)
+            if len(self._views) > 4096:
+                self._views.clear()
+            self._views[key] = v
+        return v
+
+    # -- the protocol --------------------------------------------------------------------
+    def writable(self, slot: int) -> bool:
+        """Whether every reader of this rank's ``slot`` (itself too) is done with it."""
+        if self.own_pending[slot]:
+            return False
+        k, readers = self.occupant[slot]
+        if not readers:
+            return True
+        words, ack = self.words, self.ack
+        me = self.index
+        return all(words[ack[r][me][slot]] == k for r in readers)
+
+    def unacknowledged(self, slot: int) -> list[int]:
+        """The readers that have not yet read this rank's ``slot``."""
+        k, readers = self.occupant[slot]
+        words, me = self.words, self.index
+        return [r for r in readers if words[self.ack[r][me][slot]] != k]
+
+    def publish(self, slot: int, k: int, fingerprint: int, readers: tuple[int, ...]) -> None:
+        """Announce that this rank's ``slot`` holds its contribution to call ``k``."""
+        words, me = self.words, self.index
+        words[self.fps[me][slot]] = fingerprint
+        words[self.held[me][slot]] = held_word(k, fingerprint)
+        self.occupant[slot] = (k, readers)
+        self.transport.wake_sleepers(self.group)
+
+    def acknowledge(self, slot: int, k: int, writers: Sequence[int]) -> None:
+        """Say that this rank has read call ``k`` from the ``writers``' ``slot``."""
+        words, row = self.words, self.ack[self.index]
+        for w in writers:
+            words[row[w][slot]] = k
+        self.transport.wake_sleepers(self.group)
+
+    def missing(self, slot: int, word: int, members: Sequence[int]) -> list[int]:
+        """The members among ``members`` whose ``slot`` does not hold ``word`` (`held_word`)."""
+        words, held = self.words, self.held
+        return [m for m in members if words[held[m][slot]] != word]
+
+    def mismatched(self, slot: int, word: int, members: Sequence[int]) -> list[int]:
+        """The members whose ``slot`` holds the same call as ``word`` with another fingerprint."""
+        words, held = self.words, self.held
+        return [m for m in members
+                if words[held[m][slot]] >> 24 == word >> 24 and words[held[m][slot]] != word]
+
+    def fingerprint_of(self, member: int, slot: int) -> int:
+        """The fingerprint of the call ``member``'s ``slot`` holds."""
+        return int(self.words[self.fps[member][slot]])
+
+    def wait(self, ready: Callable[[], bool], waiting_for: Callable[[], list[int]],
+             deadline: float | None, what: str, call: tuple[int, int] | None,
+             describe: Callable[[int], str], expect: tuple[int, int, int] | None = None
+             ) -> None:
+        """Block until ``ready()``; raise on failure, timeout or a cross-path mismatch.
+
+        ``waiting_for()`` names the group ranks still awaited (for diagnostics); ``call`` is
+        ``(value, shift)``: a message whose ``tag >> shift == value`` belongs to this call;
+        ``expect`` is ``(slot, word, fingerprint)`` of the call read, to tell a peer that made
+        another call at the same point.
+        """
+        if not self.oversubscribed:
+            stop = time.perf_counter() + SPIN_SECONDS
+            while time.perf_counter() < stop:
+                if ready():
+                    return
+        stop = time.perf_counter() + YIELD_SECONDS
+        while time.perf_counter() < stop:
+            os.sched_yield()
+            if ready():
+                return
+        while not ready():
+            self.check(waiting_for, deadline, what, call, describe, expect)
+            remaining = SLEEP_SLICE if deadline is None else min(
+                SLEEP_SLICE, max(0.0, deadline - time.monotonic()))
+            self.transport.sleep_for_direct(ready, remaining)
+
+    def check(self, waiting_for: Callable[[], list[int]], deadline: float | None, what: str,
+              call: tuple[int, int] | None, describe: Callable[[int], str],
+              expect: tuple[int, int, int] | None = None) -> None:
+        """Raise if a peer failed, the deadline passed or a peer made another call."""
+        t, words = self.transport, self.words
+        awaited = waiting_for()
+        if expect is not None:
+            slot, word, mine = expect
+            for m in self.mismatched(slot, word, awaited):
+                raise CollectiveMismatch(
+                    f"{what}: called {describe(mine)} but rank {m} called "
+                    f"{describe(self.fingerprint_of(m, slot))} at the same point")
+        failed = int(words[seg.H_FAILED])
+        if failed:
+            raise PeerFailed(failed - 1, f"the process died during {what}")
+        for m in awaited:
+            if words[t._state_word[self.group[m]]] == seg.EXITED:
+                raise PeerFailed(self.group[m], f"it exited while {what} waited for it")
+        if call is not None:
+            t.progress()
+            crossed = t.unexpected_for_call(*call)
+            if crossed is not None:
+                peer, fingerprint = crossed
+                member = self.group.index(peer) if peer in self.group else peer
+                raise CollectiveMismatch(
+                    f"{what}: rank {member} called {describe(fingerprint)} at the same point, "
+                    "through messages")
+        if deadline is not None and time.monotonic() > deadline:
+            raise CollectiveTimeout(
+                f"{what} did not complete in time; not heard from ranks {awaited}")

@@ -1,0 +1,200 @@
+"""``shm_direct``: the shared-memory collectives, on real processes, against numpy.
+
+Each case runs three times blocking (the first call takes the general path, the next ones the
+prepared fast path) and three times non-blocking with all three requests in flight at once;
+then every case is started non-blocking, twice over, before any is waited for, so the slots
+of the direct area are reused with different data while peers lag behind.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import collops
+from collops.algorithms import shm_direct
+from collops.errors import CollectiveMismatch, CollectiveTimeout, RankFailed
+from tests.runtime.harness import call_collective
+from tests.support.cases import assert_matches, cases_for
+
+NAME = shm_direct.NAME
+
+
+def _start(comm, case):
+    """The non-blocking form of ``case``'s call (the cases' collectives that shm_direct has)."""
+    r = comm.rank
+    spec, x, c, kw = case.specs[r], case.inputs[r], case.collective, {"algorithm": NAME}
+    if c == "barrier":
+        return comm.ibarrier(**kw)
+    if c in ("bcast", "scatter", "gather"):
+        return getattr(comm, "i" + c)(x, spec.root, **kw)
+    if c in ("allgather", "alltoall"):
+        return getattr(comm, "i" + c)(x, **kw)
+    if c == "reduce":
+        return comm.ireduce(x, case.op, spec.root, **kw)
+    return getattr(comm, "i" + c)(x, case.op, **kw)
+
+
+def _run(comm, collective, p, seed):
+    out = []
+    for i, case in enumerate(cases_for(collective, p, seed=seed)):
+        if not shm_direct.contribution_bytes(case.specs[0]) <= 4096:
+            continue
+        for _ in range(3):
+            out.append((i, "blocking", call_collective(comm, case, NAME)))
+            assert comm.last_algorithm == NAME
+        requests = [_start(comm, case) for _ in range(3)]
+        for got in collops.wait_all(requests):
+            if collective == "barrier":
+                got = np.empty(0, case.dtype)
+            elif got is None:
+                got = np.empty(0, case.dtype)
+            out.append((i, "non-blocking", got))
+    fitting = [(i, case) for i, case in enumerate(cases_for(collective, p, seed=seed))
+               if shm_direct.contribution_bytes(case.specs[0]) <= 4096]
+    # every case in flight at once, twice over: different data in slots that are reused
+    requests = [(i, case, _start(comm, case)) for _ in range(2) for i, case in fitting]
+    for i, case, req in requests:
+        got = req.wait()
+        if got is None or collective == "barrier":
+            got = np.empty(0, case.dtype)
+        out.append((i, "all in flight", got))
+    return out
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("collective", shm_direct.SUPPORTED)
+@pytest.mark.parametrize("p", [2, 3])
+def test_shm_direct_matches_numpy(collective, p):
+    per_rank = collops.spawn(_run, p, collective, p, 5, transport="shm", timeout=100)
+    cases = cases_for(collective, p, seed=5)
+    assert per_rank[0], f"no case of {collective} fits a slot"
+    for k, (i, how, _) in enumerate(per_rank[0]):
+        results = [per_rank[r][k][2] for r in range(p)]
+        try:
+            assert_matches(cases[i], results)
+        except AssertionError as exc:
+            raise AssertionError(f"{collective}[{NAME}] {how} case {cases[i].id}: {exc}") from exc
+
+
+def _default_choice(comm):
+    x = np.arange(4.0)
+    comm.allreduce(x)
+    small = comm.last_algorithm
+    comm.allreduce(np.arange(100_000.0))
+    return small, comm.last_algorithm
+
+
+@pytest.mark.timeout(60)
+def test_selected_for_small_calls_only():
+    small, large = collops.spawn(_default_choice, 2, transport="shm", timeout=50)[0]
+    assert small == NAME
+    assert large != NAME
+
+
+def _too_large(comm):
+    try:
+        comm.allreduce(np.zeros(10_000), algorithm=NAME)
+    except collops.CollopsError as exc:
+        return type(exc).__name__, str(exc)
+    return None
+
+
+@pytest.mark.timeout(60)
+def test_a_call_that_does_not_fit_is_refused_with_the_reason():
+    name, text = collops.spawn(_too_large, 2, transport="shm", timeout=50)[0]
+    assert name == "AlgorithmIneligible"
+    assert "slot" in text
+
+
+def _mismatch(comm):
+    x = np.arange(4.0)
+    try:
+        if comm.rank == 0:
+            comm.allreduce(x)
+        else:
+            comm.bcast(x)
+    except CollectiveMismatch as exc:
+        return str(exc)
+    except collops.PeerFailed as exc:  # the peer noticed, raised and left
+        return "peer failed: " + str(exc)
+    return "no error"
+
+
+@pytest.mark.timeout(60)
+def test_mismatched_direct_calls_raise_saying_what_each_called():
+    texts = collops.spawn(_mismatch, 2, transport="shm", timeout=50)
+    assert any("allreduce" in t and "bcast" in t for t in texts), texts
+    assert "no error" not in texts
+
+
+def _crossed(comm):
+    """Rank 0 makes a direct allreduce; rank 1 the same call with messages (bigger count)."""
+    try:
+        if comm.rank == 0:
+            comm.allreduce(np.arange(4.0))
+        else:
+            comm.allreduce(np.arange(100_000.0))
+    except CollectiveMismatch as exc:
+        return str(exc)
+    except collops.PeerFailed as exc:  # the peer noticed first, raised and left
+        return "peer failed: " + str(exc)
+    return "no error"
+
+
+@pytest.mark.timeout(60)
+def test_a_direct_call_against_a_message_call_is_a_mismatch_not_a_hang():
+    texts = collops.spawn(_crossed, 2, transport="shm", timeout=50)
+    assert "no error" not in texts
+    assert any("allreduce" in t and "shm_direct" in t for t in texts), texts
+
+
+def _late(comm):
+    if comm.rank == 1:
+        import time
+        time.sleep(1.5)
+        return "slept"
+    try:
+        comm.allreduce(np.arange(4.0), timeout=0.5)
+    except CollectiveTimeout as exc:
+        return str(exc)
+    return "no error"
+
+
+@pytest.mark.timeout(60)
+def test_a_late_rank_times_the_call_out_naming_it():
+    text = collops.spawn(_late, 2, transport="shm", timeout=50)[0]
+    assert "allreduce[shm_direct]" in text and "[1]" in text, text
+
+
+def _dies(comm):
+    import os
+    if comm.rank == 1:
+        os._exit(3)
+    comm.allreduce(np.arange(4.0))
+
+
+@pytest.mark.timeout(60)
+def test_a_dead_peer_is_named_by_peer_failed():
+    with pytest.raises(RankFailed) as info:
+        collops.spawn(_dies, 2, transport="shm", timeout=50)
+    assert "rank 1" in str(info.value)
+
+
+def _split_and_many_contexts(comm):
+    sub = comm.split(comm.rank % 2)
+    got = [sub.allreduce(np.array([comm.rank + 1.0]))[0], sub.last_algorithm]
+    dups = [comm.dup() for _ in range(40)]  # beyond the direct areas: schedules take over
+    got.append(dups[-1].allreduce(np.array([1.0]))[0])
+    got.append(dups[-1].last_algorithm)
+    return got
+
+
+@pytest.mark.timeout(60)
+def test_sub_communicators_have_their_own_area_until_areas_run_out():
+    results = collops.spawn(_split_and_many_contexts, 4, transport="shm", timeout=50)
+    for rank, (value, alg, ones, last) in enumerate(results):
+        assert value == sum(r + 1.0 for r in range(4) if r % 2 == rank % 2)
+        assert alg == NAME
+        assert ones == 4.0
+        assert last != NAME
