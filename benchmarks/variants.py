@@ -4,8 +4,9 @@ Usage: python benchmarks/variants.py [-n 2] [--collectives bcast,allgather] [--s
            [--rounds 11] [--iterations 10] VARIANT...
 
 A VARIANT is ``name`` or ``name:KEY=VALUE,...``: an environment variable the transport reads
-when it is created (``COLLOPS_SHM_SINGLE_COPY_MIN=0``) or, for a name starting with an
-underscore, an attribute set on the transport afterwards (``_exchange_copy_min=0``). Every
+when it is created (``COLLOPS_SHM_SINGLE_COPY_MIN=0``), a field of the job's segment layout
+(``nchunks=4,chunk_bytes=256K``) or, for a name starting with an underscore, an attribute set
+on the transport afterwards (``_single_copy_max=0``). Every
 variant is its own job, attached to by the same forked ranks, and each round times
 ``--iterations`` calls of every variant in turn (each call after an untimed barrier), so load
 from other work on the machine hits all variants alike. Printed: the median over rounds of
@@ -36,7 +37,7 @@ def _parse_size(text: str) -> int:
 
 
 def _transport(job: str, rank: int, size: int, settings: dict[str, str]) -> ShmTransport:
-    env = {k: v for k, v in settings.items() if not k.startswith("_")}
+    env = {k: v for k, v in settings.items() if not k.startswith("_") and k not in _LAYOUT}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
@@ -52,6 +53,14 @@ def _transport(job: str, rank: int, size: int, settings: dict[str, str]) -> ShmT
             setattr(t, k, type(getattr(t, k))(float(v)) if not isinstance(getattr(t, k), bool)
                     else v == "1")
     return t
+
+
+_LAYOUT = ("nchunks", "chunk_bytes", "nslots", "slot_bytes")
+
+
+def _layout(n: int, settings: dict[str, str]) -> seg.Layout:
+    fields = {k: _parse_size(v) for k, v in settings.items() if k in _LAYOUT}
+    return seg.Layout(n, **fields)  # type: ignore[arg-type]
 
 
 def _timed(call: Any, barrier: Any, iterations: int) -> float:
@@ -78,7 +87,7 @@ def main() -> None:
     for text in args.variants:
         name, _, rest = text.partition(":")
         variants.append((name, dict(item.split("=", 1) for item in rest.split(",") if item)))
-    jobs = [seg.create_job(args.n)[0] for _ in variants]
+    jobs = [seg.create_job(args.n, _layout(args.n, settings))[0] for _, settings in variants]
 
     def worker(t: Transport) -> list[tuple[str, int, list[list[float]], list[str]]]:
         comms = [Comm(_transport(job, t.rank, args.n, settings))

@@ -54,10 +54,23 @@ def algorithms_markdown(collective: str | None = None) -> str:
         lines += [f"## {c}", "", "| algorithm | description | restrictions | parameters |",
                   "|---|---|---|---|"]
         for a in algorithms(c):
+            if a.needs:
+                continue  # offered by one transport only: listed once, below
             params = ", ".join(f"`{p.name}`={p.default} ({p.description})" for p in a.params)
             lines.append(f"| `{a.name}` | {a.description} | {_restrictions_text(a) or '—'} | "
                          f"{params or '—'} |")
         lines.append("")
+    lines += [
+        "## Offered by one transport", "",
+        "Not schedules, so registered by the transport that runs them (when it is created) and "
+        "absent from the simulator and the cost tables:", "",
+        "* `shm_direct` (shared-memory transport, the `collops run` default) — barrier, bcast, "
+        "scatter, gather, allgather, alltoall, reduce, allreduce, reduce_scatter_block, scan, "
+        "exscan whose per-rank part fits a 4 KiB slot: each rank copies its contribution "
+        "into its slot of the communicator's shared area once and reads the others' slots "
+        "directly, no messages. Chosen automatically for small calls.",
+        "* `mpi_native` (MPI transport) — every collective: the MPI library's own, after a "
+        "16-byte agreement on the call's fingerprint (`check=0` skips it).", ""]
     return "\n".join(lines)
 
 

@@ -68,7 +68,7 @@ def test_gatherv_with_scrambled_displacements(name, p):
 @pytest.mark.parametrize("collective", ["bcast", "scatter", "gather"])
 @pytest.mark.parametrize("p", [1, 4, 7])
 def test_no_algorithm_reads_unwritten_memory(collective, p):
-    for algorithm in algorithms(collective):
+    for algorithm in (a for a in algorithms(collective) if not a.needs):
         for count in (0, 1, 5, 13):
             spec = make_spec(collective, p, np.float64, count=count, root=p // 2)
             problems, _ = undefined_reads(algorithm.build_all(spec))
@@ -166,7 +166,7 @@ def test_barrier_orders_every_entry_before_every_exit(name, p):
 @pytest.mark.parametrize("collective", ["bcast", "scatter", "scatterv", "gather", "gatherv",
                                         "barrier"])
 def test_every_algorithm_has_description_and_cost(collective):
-    for algorithm in algorithms(collective):
+    for algorithm in (a for a in algorithms(collective) if not a.needs):
         assert algorithm.description and "\n" not in algorithm.description
         spec = make_spec(collective, 6, count=4, counts=[4] * 6)
         cost = algorithm.estimate(spec)

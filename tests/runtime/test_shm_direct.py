@@ -198,3 +198,22 @@ def test_sub_communicators_have_their_own_area_until_areas_run_out():
         assert alg == NAME
         assert ones == 4.0
         assert last != NAME
+
+
+def _bcast_into_out(comm):
+    got = []
+    for i in range(4):
+        out = np.empty((2, 3))
+        x = np.arange(6.0).reshape(2, 3) + i if comm.rank == 1 else None
+        r = comm.bcast(x, 1, out=out)
+        got.append((r is out or np.shares_memory(r, out), r.tolist(), comm.last_algorithm))
+    return got
+
+
+@pytest.mark.timeout(60)
+def test_a_small_bcast_into_out_fills_it_on_every_rank():
+    for per_rank in collops.spawn(_bcast_into_out, 3, transport="shm", timeout=50):
+        for i, (same, values, alg) in enumerate(per_rank):
+            assert same
+            assert values == (np.arange(6.0).reshape(2, 3) + i).tolist()
+            assert alg == NAME

@@ -56,12 +56,17 @@ def exchange_everything(t: Transport) -> list[tuple[int, int, int, int]]:
     return bad
 
 
-@pytest.mark.parametrize("single_copy", ["1", "0"], ids=["single-copy", "pipelined"])
+@pytest.mark.parametrize("single_copy", ["1", "0", "default"],
+                         ids=["single-copy", "pipelined", "default"])
 @pytest.mark.parametrize("nprocs", [2, 3])
 def test_tagged_messages_of_every_size_both_ways(nprocs: int, single_copy: str,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("COLLOPS_SHM_SINGLE_COPY", single_copy)
-    monkeypatch.setenv("COLLOPS_SHM_SINGLE_COPY_MIN", "0")  # every large message single-copy
+    if single_copy == "default":  # the mix of protocols the transport picks by size
+        monkeypatch.delenv("COLLOPS_SHM_SINGLE_COPY", raising=False)
+        monkeypatch.delenv("COLLOPS_SHM_SINGLE_COPY_MIN", raising=False)
+    else:
+        monkeypatch.setenv("COLLOPS_SHM_SINGLE_COPY", single_copy)
+        monkeypatch.setenv("COLLOPS_SHM_SINGLE_COPY_MIN", "0")  # every large one single-copy
     assert launch_function(exchange_everything, nprocs) == [[]] * nprocs
 
 

@@ -467,9 +467,12 @@ class Comm:
         template; a non-root that finds the data did not fit runs the data phase as the
         general path does. Anything unusual returns `_SLOW`.
         """
-        if out is not None or type(root) is not int or not 0 <= root < self.size:
+        if type(root) is not int or not 0 <= root < self.size:
             return _SLOW
         is_root = self.rank == root
+        if out is not None and (type(out) is not np.ndarray or not out.flags.c_contiguous
+                                or not out.flags.writeable or out.nbytes > _INLINE_MAX):
+            return _SLOW
         if is_root and (type(x) is not np.ndarray or not x.flags.c_contiguous
                         or x.nbytes > _INLINE_MAX or x.ndim > 8 or x.dtype.hasobject):
             return _SLOW
@@ -499,11 +502,23 @@ class Comm:
         seq = self._reserve()
         self._run_template(template, env if is_root else None, env, seq, algorithm, timeout)
         if is_root:
-            return x.copy()
+            if out is None:
+                return x.copy()
+            if out.dtype == x.dtype and out.size == x.size and not np.shares_memory(out, x):
+                out.reshape(-1)[...] = x.reshape(-1)
+                return out if out.shape == x.shape else out.reshape(x.shape)
+            result = self._out("bcast", out, x.shape, x.dtype)  # raises, naming ``out``
+            result.reshape(-1)[...] = x.reshape(-1)
+            return result
         inline, ndim, tlen, nbytes, *got = _HEADER.unpack_from(env, 0)  # type: ignore[arg-type]
         dtype = _dtype_of(bytes(env[_HEADER.size: _HEADER.size + tlen]))
         shape: tuple[int, ...] = tuple(got[:ndim])
-        result = np.empty(shape, dtype)
+        if out is None:
+            result = np.empty(shape, dtype)
+        elif out.dtype == dtype and out.size == math.prod(shape):
+            result = out if out.shape == shape else out.reshape(shape)
+        else:
+            result = self._out("bcast", out, shape, dtype)  # raises, naming ``out``
         if inline:
             start = _HEADER.size + _TOKEN_MAX
             result.reshape(-1).view(np.uint8)[...] = env[start: start + nbytes]

@@ -32,11 +32,6 @@ _BYTE = np.dtype(np.uint8)
 SEND, RECV, COPY, REDUCE = (int(StepKind.SEND), int(StepKind.RECV), int(StepKind.COPY),
                             int(StepKind.REDUCE))
 
-#: local steps (copy, reduce) of at least twice this many bytes run in slices of it, the
-#: transport progressed between slices: a peer's clear-to-send, chunks to stream out or copy
-#: out then wait a slice, not a whole multi-megabyte copy (see `Execution._local`)
-LOCAL_SLICE = 256 * 1024
-
 #: bit layout of a message tag: context | call sequence | phase | message sequence
 SEQ_BITS = 24
 PHASE_BITS = 3
@@ -187,32 +182,17 @@ class Execution:
 
     def _local(self, i: int) -> None:
         plan = self.plan
-        nbytes = plan.nbytes[i]
         if plan.kind[i] == COPY:
             src = self.raw[plan.src_buf[i]][plan.src_lo[i]: plan.src_hi[i]]
-            dst = self.raw[plan.dst_buf[i]][plan.dst_lo[i]: plan.dst_hi[i]]
-            if nbytes < 2 * LOCAL_SLICE:
-                dst[:] = src
-                return
-            for lo in range(0, nbytes, LOCAL_SLICE):
-                hi = min(lo + LOCAL_SLICE, nbytes)
-                dst[lo: hi] = src[lo: hi]
-                self.transport.progress()
+            self.raw[plan.dst_buf[i]][plan.dst_lo[i]: plan.dst_hi[i]] = src
             return
         size = plan.itemsize
         s_lo, d_lo = plan.src_lo[i] // size, plan.dst_lo[i] // size
-        n = nbytes // size
+        n = plan.nbytes[i] // size
         left = self.typed[plan.src_buf[i]][s_lo: s_lo + n]
         into = self.typed[plan.dst_buf[i]][d_lo: d_lo + n]
         assert self.op is not None or plan.op[i] != 0
-        if nbytes < 2 * LOCAL_SLICE:
-            apply_reduce(self.op, into, left, plan.op[i], plan.flags[i])  # type: ignore[arg-type]
-            return
-        step = max(1, LOCAL_SLICE // size)
-        for lo in range(0, n, step):  # element-wise operators: any split gives the same bits
-            apply_reduce(self.op, into[lo: lo + step], left[lo: lo + step],  # type: ignore[arg-type]
-                         plan.op[i], plan.flags[i])
-            self.transport.progress()
+        apply_reduce(self.op, into, left, plan.op[i], plan.flags[i])  # type: ignore[arg-type]
 
     def _check(self, h: Handle, i: int) -> None:
         if h.error is not None:

@@ -36,6 +36,7 @@ rank still waits for it is reported the same way.
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import os
 import struct
@@ -103,6 +104,8 @@ def _byte_view(data: Any) -> memoryview:
 
 def _address(view: memoryview) -> int:
     """The address of a contiguous buffer's first byte."""
+    if view.nbytes and not view.readonly:  # ctypes: 0.3 µs; through numpy: 1.8 µs
+        return ctypes.addressof(ctypes.c_char.from_buffer(view))
     return int(np.frombuffer(view, dtype=np.uint8).__array_interface__["data"][0])
 
 

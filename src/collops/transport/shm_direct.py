@@ -116,6 +116,9 @@ class DirectArea:
         transport._segment.prefault(lay.direct_rank_offset(area, transport.rank),
                                     lay.direct_rank_bytes)
         self.oversubscribed = transport._oversubscribed
+        #: seconds to spin before yielding (none when ranks outnumber cores): halved when a
+        #: spin finds nothing, restored when one succeeds
+        self.spin = SPIN_SECONDS
 
     # -- slots ---------------------------------------------------------------------------
     def view(self, member: int, slot: int, dtype: np.dtype, count: int, offset: int = 0
@@ -190,10 +193,14 @@ class DirectArea:
         another call at the same point.
         """
         if not self.oversubscribed:
-            stop = time.perf_counter() + SPIN_SECONDS
+            stop = time.perf_counter() + max(self.spin, 2e-6)
             while time.perf_counter() < stop:
                 if ready():
+                    self.spin = SPIN_SECONDS
                     return
+            # the peers did not come while this rank held a core: on a loaded machine that
+            # core is what they lack, so spin less next time (back to full on a success)
+            self.spin *= 0.5
         stop = time.perf_counter() + YIELD_SECONDS
         while time.perf_counter() < stop:
             os.sched_yield()
