@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 from typing import Any
 
 import numpy as np
@@ -30,14 +29,8 @@ def _parse_size(text: str) -> int:
 
 
 def _timed(call: Any, barrier: Any, iterations: int) -> float:
-    total = 0.0
-    clock = time.perf_counter
-    for _ in range(iterations):
-        barrier()
-        start = clock()
-        call()
-        total += clock() - start
-    return total / iterations
+    from collops.bench.measure import time_iterations
+    return time_iterations(call, barrier, iterations, 0)
 
 
 def _comm(job: str, rank: int, size: int, env: dict[str, str]) -> Any:

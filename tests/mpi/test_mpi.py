@@ -21,6 +21,7 @@ pytest.importorskip("mpi4py")
 
 from collops import COLLECTIVES  # noqa: E402
 from tests.mpi.scripts import suite  # noqa: E402
+from tests.support.output import json_objects  # noqa: E402
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -80,14 +81,7 @@ def mpirun(n: int, script: str, *args: str, timeout: float = 80) -> subprocess.C
     return proc
 
 
-def reports(text: str) -> list[dict[str, Any]]:
-    """Every JSON object in ``text`` (ranks' lines may interleave)."""
-    decoder, found, i = json.JSONDecoder(), [], text.find("{")
-    while i >= 0:
-        obj, end = decoder.raw_decode(text, i)
-        found.append(obj)
-        i = text.find("{", end)
-    return found
+reports = json_objects
 
 
 def by_rank(proc: subprocess.CompletedProcess, n: int) -> dict[int, dict[str, Any]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import pytest
 import collops
 from collops import RankFailed
 from tests.support.leaks import collops_segments, left_behind
+from tests.support.output import json_objects
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -32,20 +32,10 @@ def _run(script, n, timeout=60):
     return proc, elapsed
 
 
-def _objects(text: str) -> list[dict]:
-    """Every JSON object printed (the ranks share one stdout, so lines may run together)."""
-    decoder, found, i = json.JSONDecoder(), [], text.find("{")
-    while i >= 0:
-        obj, end = decoder.raw_decode(text, i)
-        found.append(obj)
-        i = text.find("{", end)
-    return found
-
-
 @pytest.mark.timeout(60)
 def test_a_killed_rank_is_named_by_peer_failed_within_two_seconds():
     proc, _ = _run("dies_mid_collective.py", 3)
-    reports = _objects(proc.stdout)
+    reports = json_objects(proc.stdout)
     survivors = {r["rank"]: r for r in reports}
     assert set(survivors) == {0, 2}, proc.stdout + proc.stderr
     for report in survivors.values():

@@ -395,6 +395,11 @@ def _reader(area: DirectArea, spec: CallSpec, rank: int
             for j, v in enumerate(blocks[slot]):
                 recv[j * n: (j + 1) * n] = v
         return gather
+    if c == "bcast" and rank == spec.root:
+        def root_copy(slot: int, send: Any, recv: Any) -> None:
+            if recv is not None and recv is not send:
+                recv[:n] = send[:n]
+        return root_copy
     if c in ("bcast", "scatter") and rank != spec.root:
         offset = rank * n * dt.itemsize if c == "scatter" else 0
         single = [area.view(spec.root, i, dt, n, offset) for i in slots]

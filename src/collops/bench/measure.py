@@ -74,10 +74,14 @@ class Record:
 
 
 def element_count(collective: str, size: int, n: int) -> int:
-    """float64 elements each rank's send buffer holds for ``size`` bytes (rounded)."""
+    """float64 elements each rank's send buffer holds for ``size`` bytes (rounded).
+
+    Collectives that split the buffer among the ranks get at least one element per rank, so
+    an 8-byte row moves 8 bytes to each peer rather than nothing.
+    """
     count = max(size // 8, 0)
     if collective in ("alltoall", "reduce_scatter", "scatter"):
-        count = max(count // n, 0) * n
+        count = max(count // n, 1 if size else 0) * n
     return count
 
 
