@@ -20,7 +20,10 @@ plus one header per packet) of the messages routed over it. The round takes
     max_link(load) / bandwidth  ⊔  max_rank(bytes injected) / (injection_links · bandwidth)
     + max_rank(messages in the round) · overhead + max_route(hops) · hop_latency
 
-(⊔ = the larger of the two). Rounds run one after another; local copy and reduce steps add
+(⊔ = the larger of the two; on a topology with per-link bandwidths and latencies — a
+machine hierarchy, whose ranks inject through links of their own level — the transfer term
+is max_link(load / link bandwidth) and the last the largest sum of link latencies along a
+route). Rounds run one after another; local copy and reduce steps add
 ``bytes · gamma`` for the busiest rank of their level. Without contention this is the α-β
 cost of the schedule, which is why ring allgather on ``ring:P`` gives (p−1)(α + mβ).
 
@@ -161,6 +164,18 @@ def congestion_model(
     if n:
         phase_of_round[round_id] = program.msg_phase[perm]
 
+    # a topology whose levels differ (a machine hierarchy) gives every link its own
+    # bandwidth and latency; the others share `params`
+    link_bandwidth = getattr(topology, "link_bandwidth", None)
+    link_latency = getattr(topology, "link_latency", None)
+    per_link = link_bandwidth is not None and link_latency is not None
+    link_byte_time = np.zeros(0)
+    latency_of_link = np.zeros(0)
+    if per_link:
+        link_byte_time = 1.0 / np.asarray(link_bandwidth, dtype=np.float64)
+        latency_of_link = np.asarray(link_latency, dtype=np.float64)
+    hot_time = np.zeros(nrounds, dtype=np.float64)
+    max_latency = np.zeros(nrounds, dtype=np.float64)
     loads = np.zeros(num_links, dtype=np.float64)
     hot_link = np.zeros(nrounds, dtype=np.int64)
     hot_load = np.zeros(nrounds, dtype=np.float64)
@@ -181,17 +196,30 @@ def congestion_model(
         batch = np.bincount(bins, weights=np.repeat(wire[lo:hi], hops),
                             minlength=(last - first) * num_links).reshape(last - first, num_links)
         loads += batch.sum(axis=0)
-        hot_link[first:last] = np.argmax(batch, axis=1)
-        hot_load[first:last] = batch[np.arange(last - first), hot_link[first:last]]
+        rows = np.arange(last - first)
         starts = round_start[first:last] - lo
+        if per_link:
+            times = batch * link_byte_time
+            hot_link[first:last] = np.argmax(times, axis=1)
+            hot_time[first:last] = times[rows, hot_link[first:last]]
+            along = np.r_[0.0, np.cumsum(latency_of_link[links])]
+            route_latency = along[offsets[1:]] - along[offsets[:-1]]
+            max_latency[first:last] = (np.maximum.reduceat(route_latency, starts)
+                                       if len(route_latency) else 0.0)
+        else:
+            hot_link[first:last] = np.argmax(batch, axis=1)
+        hot_load[first:last] = batch[rows, hot_link[first:last]]
         max_hops[first:last] = np.maximum.reduceat(hops, starts) if len(hops) else 0
         if progress is not None:
             progress(hi, n)
         first = last
 
     beta = params.byte_time
-    transfer = np.maximum(hot_load * beta, per_rank_bytes * beta / inj)
-    round_time = transfer + per_rank_msgs * params.overhead + max_hops * params.hop_latency
+    if per_link:  # a rank's own links are links of the topology, each at its own bandwidth
+        round_time = hot_time + per_rank_msgs * params.overhead + max_latency
+    else:
+        transfer = np.maximum(hot_load * beta, per_rank_bytes * beta / inj)
+        round_time = transfer + per_rank_msgs * params.overhead + max_hops * params.hop_latency
     compute = _local_time(program, gamma)
     rounds = RoundStats(phase=phase_of_round, slot=round_slot, messages=round_len,
                         hot_link=hot_link, hot_load_bytes=hot_load, time_s=round_time)
