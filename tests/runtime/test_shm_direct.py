@@ -217,3 +217,33 @@ def test_a_small_bcast_into_out_fills_it_on_every_rank():
             assert same
             assert values == (np.arange(6.0).reshape(2, 3) + i).tolist()
             assert alg == NAME
+
+
+def _two_dimensional(comm):
+    p, r = comm.size, comm.rank
+    got = []
+    for it in range(3):  # the general path first, then the prepared fast path
+        x = np.arange(p * 2 * 3, dtype=np.float64).reshape(p * 2, 3) * (r + 1) + it
+        got.append({"allreduce": comm.allreduce(x), "scan": comm.scan(x),
+                    "reduce_scatter_block": comm.reduce_scatter_block(x),
+                    "allgather": comm.allgather(x), "alltoall": comm.alltoall(x),
+                    "algorithm": comm.last_algorithm})
+    return got
+
+
+@pytest.mark.timeout(60)
+def test_arrays_of_several_dimensions_keep_their_shape_and_values():
+    p = 3
+    per_rank = collops.spawn(_two_dimensional, p, transport="shm", timeout=50)
+    for it in range(3):
+        xs = [np.arange(p * 2 * 3, dtype=np.float64).reshape(p * 2, 3) * (q + 1) + it
+              for q in range(p)]
+        for r in range(p):
+            got = per_rank[r][it]
+            assert got["algorithm"] == NAME
+            np.testing.assert_array_equal(got["allreduce"], sum(xs))
+            np.testing.assert_array_equal(got["scan"], sum(xs[: r + 1]))
+            np.testing.assert_array_equal(got["reduce_scatter_block"], sum(xs)[2 * r: 2 * r + 2])
+            np.testing.assert_array_equal(got["allgather"], np.concatenate(xs))
+            np.testing.assert_array_equal(got["alltoall"],
+                                          np.concatenate([x[2 * r: 2 * r + 2] for x in xs]))

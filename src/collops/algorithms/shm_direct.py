@@ -185,8 +185,8 @@ class DirectExecution:
         self.area = area
         self.spec = spec
         self.rank = rank
-        self.send = send
-        self.recv = recv
+        self.send = None if send is None else send.reshape(-1)  # views of the caller's
+        self.recv = None if recv is None else recv.reshape(-1)  # contiguous arrays
         self.k = call_number(seq, phase)
         self.slot = slot_of(seq, phase)
         self.fingerprint = call_fingerprint(spec)
@@ -409,7 +409,7 @@ def _reader(area: DirectArea, spec: CallSpec, rank: int
         return one
 
     def general(slot: int, send: Any, recv: Any) -> None:
-        _collect(area, spec, rank, slot, send, recv)
+        _collect(area, spec, rank, slot, None if send is None else send.reshape(-1), recv)
     return general
 
 

@@ -606,6 +606,15 @@ class Comm:
                 shape = (p,) if x.ndim == 0 else (p * x.shape[0], *x.shape[1:])
                 return _Template(spec, None, shape, collective == "allgather" or
                                  self.rank == root)
+            if collective == "reduce_scatter_block":
+                if x.ndim == 0 or x.shape[0] % p:
+                    return None
+                resolved = self._op(collective, op, dt)
+                rows = x.shape[0] // p
+                elem = rows * _row_size(x)
+                spec = make_spec(collective, p, dt, count=elem, counts=[elem] * p, op=resolved)
+                return _Template(spec, (spec.count, spec.counts, resolved.name),
+                                 (rows, *x.shape[1:]), True)
             if collective == "alltoall":
                 if x.ndim == 0 or x.shape[0] % p:
                     return None
@@ -1156,6 +1165,10 @@ class Comm:
                              algorithm: str | None = None, timeout: float | None = None,
                              **params: Any) -> np.ndarray:
         """Block ``rank`` of the reduction, ``x`` split into ``size`` equal blocks."""
+        if not params:
+            got = self._fast("reduce_scatter_block", x, op, 0, out, algorithm, timeout)
+            if got is not _SLOW:
+                return got  # type: ignore[no-any-return]
         return self._start(self._reduction("reduce_scatter_block", x, op, None, None, out,
                                            algorithm, timeout, params), True)
 
