@@ -304,9 +304,10 @@ def runner(comm: Any, spec: CallSpec) -> Callable[..., None]:
     held_words = [[held[j][i] for j in others] for i in range(DIRECT_SLOTS)]
     ack_words = [[ack[rank][j][i] for j in others] for i in range(DIRECT_SLOTS)]
     my_held, my_fp = held[rank], fps[rank]
-    wake, group = transport.wake_sleepers, area.group
+    fence, wake_one = transport.fence, transport.wake
+    sleepers = [(r, transport.sleeping_word(r)) for r in area.group if r != transport.rank]
     nbytes = contribution_bytes(spec) if publishes else 0
-    mine = [area.slots[rank][i][:nbytes] for i in range(DIRECT_SLOTS)]
+    mine = [area.slots[rank][i][:nbytes].view(spec.dtype) for i in range(DIRECT_SLOTS)]
     reader = _reader(area, spec, rank)
     writable = area.writable
 
@@ -321,11 +322,14 @@ def runner(comm: Any, spec: CallSpec) -> Callable[..., None]:
             if occupant[slot][1] and not writable(slot):
                 return _run(comm, spec, send, recv, seq, timeout)
             if nbytes:
-                mine[slot][...] = send.reshape(-1).view(np.uint8)  # type: ignore[union-attr]
+                mine[slot][...] = send if send.ndim == 1 else send.reshape(-1)  # type: ignore
             words[my_fp[slot]] = fingerprint
             words[my_held[slot]] = word
             occupant[slot] = (k, readers)
-            wake(group)
+            fence()
+            for r, w in sleepers:
+                if words[w]:
+                    wake_one(r)
         for w in held_words[slot]:
             if words[w] != word:
                 spin = 200
@@ -337,7 +341,10 @@ def runner(comm: Any, spec: CallSpec) -> Callable[..., None]:
         if others:
             for w in ack_words[slot]:
                 words[w] = k
-            wake(group)
+            fence()
+            for r, w in sleepers:
+                if words[w]:
+                    wake_one(r)
 
     return fn
 

@@ -466,7 +466,14 @@ class Comm:
                 result = out
             else:
                 return _SLOW
-        self._run_template(template, x, result, self._reserve(), algorithm, timeout)
+        runner = template.runner
+        if runner is not None:  # a native blocking fast path, prepared by an earlier call
+            self.last_algorithm = template.prepared[0].name  # type: ignore[index]
+            runner(x, result if result is None or result.ndim == 1 else result.reshape(-1),
+                   self._reserve(), timeout if timeout is not None else (
+                       self.timeout if self.timeout is not None else _cfg.settings.timeout))
+        else:
+            self._run_template(template, x, result, self._reserve(), algorithm, timeout)
         if result is None or template.none_on_this_rank:
             return None
         return result if result.shape == template.shape else result.reshape(template.shape)

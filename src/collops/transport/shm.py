@@ -361,6 +361,20 @@ class ShmTransport(Transport):
             if words[sleeping[r]]:
                 self._wake(r)
 
+    @staticmethod
+    def fence() -> None:
+        """A full memory fence: this rank's stores are visible before its next loads."""
+        _FENCE.acquire()
+        _FENCE.release()
+
+    def sleeping_word(self, rank: int) -> int:
+        """Index in the segment's words of ``rank``'s *sleeping* flag."""
+        return self._sleeping_word[rank]
+
+    def wake(self, rank: int) -> None:
+        """Ring ``rank``'s doorbell and wake it (it has raised its sleeping flag)."""
+        self._wake(rank)
+
     def sleep_for_direct(self, ready: Callable[[], bool], timeout: float) -> None:
         """Sleep on this rank's doorbell until ``ready()`` may hold (at most ``timeout``)."""
         words, me = self._words, self.rank
