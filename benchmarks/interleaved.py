@@ -16,16 +16,11 @@ transport built with those environment settings, measured in the same rounds.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 from typing import Any
 
 import numpy as np
-
-
-def _parse_size(text: str) -> int:
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+from common import environment, parse_size
 
 
 def _timed(call: Any, barrier: Any, iterations: int) -> float:
@@ -37,16 +32,8 @@ def _comm(job: str, rank: int, size: int, env: dict[str, str]) -> Any:
     from collops.runtime.comm import Comm
     from collops.transport.shm import ShmTransport
 
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with environment(env):
         return Comm(ShmTransport(job, rank, size))
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def main() -> None:
@@ -91,7 +78,7 @@ def main() -> None:
     if rank == 0:
         print(header, flush=True)
     for collective in args.collectives.split(","):
-        for nbytes in (_parse_size(s) for s in args.sizes.split(",")):
+        for nbytes in (parse_size(s) for s in args.sizes.split(",")):
             send, recv = buffers(collective, nbytes, size, rank)
             mpi = mpi_call(world, MPI, collective, send, recv)
             ours = [collops_call(c, collective, send, recv, None) for c in comms]

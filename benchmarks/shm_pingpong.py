@@ -13,19 +13,10 @@ import os
 import time
 
 import numpy as np
+from common import parse_size, wait
 
 from collops.runtime.launcher import launch_function
-from collops.transport.base import Handle, Transport
-
-
-def _parse_size(text: str) -> int:
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
-
-
-def _wait(t: Transport, handles: list[Handle]) -> None:
-    while not all(h.done for h in handles):
-        t.wait_for_activity(1.0)
+from collops.transport.base import Transport
 
 
 def round_trip_seconds(t: Transport, nbytes: int, iterations: int) -> float:
@@ -41,11 +32,11 @@ def round_trip_seconds(t: Transport, nbytes: int, iterations: int) -> float:
         if t.rank == 0:
             h = t.isend(other, i, send)
             r = t.irecv(other, i, recv)
-            _wait(t, [h, r])
+            wait(t, [h, r])
         else:
             r = t.irecv(other, i, recv)
-            _wait(t, [r])
-            _wait(t, [t.isend(other, i, send)])
+            wait(t, [r])
+            wait(t, [t.isend(other, i, send)])
     return (time.perf_counter() - start) / iterations
 
 
@@ -58,7 +49,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.no_single_copy:
         os.environ["COLLOPS_SHM_SINGLE_COPY"] = "0"
-    sizes = [_parse_size(s) for s in args.sizes.split(",")]
+    sizes = [parse_size(s) for s in args.sizes.split(",")]
 
     def worker(t: Transport) -> list[float]:
         rows = [round_trip_seconds(t, 8, args.iterations)]

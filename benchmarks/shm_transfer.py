@@ -24,37 +24,28 @@ import statistics
 import time
 
 import numpy as np
+from common import parse_size, wait
 
 from collops.runtime.launcher import launch_function
 from collops.transport import shm_segment as seg
-from collops.transport.base import Handle, Transport
+from collops.transport.base import Transport
 from collops.transport.shm import ShmTransport
-
-
-def _parse_size(text: str) -> int:
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
-
-
-def _wait(t: Transport, handles: list[Handle]) -> None:
-    while not all(h.done for h in handles):
-        t.wait_for_activity(1.0)
 
 
 def _transfer(t: Transport, mode: str, send: memoryview, recv: memoryview, local: memoryview,
               ack: memoryview, tag: int) -> None:
     other = 1 - t.rank
     if mode == "exchange":
-        _wait(t, [t.irecv(other, tag, recv), t.isend(other, tag, send)])
+        wait(t, [t.irecv(other, tag, recv), t.isend(other, tag, send)])
         return
     if t.rank == 0:
         h = t.isend(other, tag, send)
         if mode == "bcast":
             local[:] = send
-        _wait(t, [h, t.irecv(other, tag, ack)])
+        wait(t, [h, t.irecv(other, tag, ack)])
     else:
-        _wait(t, [t.irecv(other, tag, recv)])
-        _wait(t, [t.isend(other, tag, ack)])
+        wait(t, [t.irecv(other, tag, recv)])
+        wait(t, [t.isend(other, tag, ack)])
 
 
 def main() -> None:
@@ -66,13 +57,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--stat", choices=["median", "min"], default="median")
     args = parser.parse_args()
-    sizes = [_parse_size(s) for s in args.sizes.split(",")]
+    sizes = [parse_size(s) for s in args.sizes.split(",")]
     names = args.configs.split(",")
     jobs, options = [], []
     for name in names:
         kind, _, shape = name.partition(":")
         count, _, chunk = shape.partition("x")
-        layout = seg.Layout(2, nchunks=int(count), chunk_bytes=_parse_size(chunk)) if shape \
+        layout = seg.Layout(2, nchunks=int(count), chunk_bytes=parse_size(chunk)) if shape \
             else seg.Layout(2)
         jobs.append(seg.create_job(2, layout)[0])
         options.append({"pipe": {"single_copy": False},

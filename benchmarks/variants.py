@@ -16,12 +16,12 @@ the per-round mean µs (averaged over ranks), and the best round.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 from typing import Any
 
 import numpy as np
+from common import environment, parse_size
 
 from collops.bench.measure import buffers, collops_call
 from collops.runtime.comm import Comm
@@ -31,23 +31,10 @@ from collops.transport.base import Transport
 from collops.transport.shm import ShmTransport
 
 
-def _parse_size(text: str) -> int:
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
-
-
 def _transport(job: str, rank: int, size: int, settings: dict[str, str]) -> ShmTransport:
     env = {k: v for k, v in settings.items() if not k.startswith("_") and k not in _LAYOUT}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with environment(env):
         t = ShmTransport(job, rank, size)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     for k, v in settings.items():
         if k.startswith("_"):
             setattr(t, k, type(getattr(t, k))(float(v)) if not isinstance(getattr(t, k), bool)
@@ -59,7 +46,7 @@ _LAYOUT = ("nchunks", "chunk_bytes", "nslots", "slot_bytes")
 
 
 def _layout(n: int, settings: dict[str, str]) -> seg.Layout:
-    fields = {k: _parse_size(v) for k, v in settings.items() if k in _LAYOUT}
+    fields = {k: parse_size(v) for k, v in settings.items() if k in _LAYOUT}
     return seg.Layout(n, **fields)  # type: ignore[arg-type]
 
 
@@ -94,7 +81,7 @@ def main() -> None:
                  for job, (_, settings) in zip(jobs, variants, strict=True)]
         rows = []
         for collective in args.collectives.split(","):
-            for nbytes in (_parse_size(s) for s in args.sizes.split(",")):
+            for nbytes in (parse_size(s) for s in args.sizes.split(",")):
                 send, recv = buffers(collective, nbytes, args.n, t.rank)
                 calls = [collops_call(c, collective, send, recv, None) for c in comms]
                 for c, call in zip(comms, calls, strict=True):
