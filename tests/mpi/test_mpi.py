@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,18 @@ def _left_in_shm(before: set[str]) -> list[str]:
     return sorted(p for p in new - _in_use(new) if os.path.exists(p))
 
 
+def _still_running(path: Path | str, grace: float = 3.0) -> list[str]:
+    """Processes of ``path`` still alive ``grace`` seconds after the job returned (an aborted
+    job's ranks are killed by the launcher, which may take a moment on a loaded machine)."""
+    end = time.monotonic() + grace
+    while True:
+        found = subprocess.run(["pgrep", "-f", str(path)], capture_output=True,
+                               text=True).stdout.split()
+        if not found or time.monotonic() > end:
+            return found
+        time.sleep(0.1)
+
+
 def mpirun(n: int, script: str, *args: str, timeout: float = 80) -> subprocess.CompletedProcess:
     """Run ``scripts/script`` on ``n`` ranks; fail (not hang) past ``timeout`` seconds."""
     assert MPIEXEC is not None
@@ -74,9 +87,7 @@ def mpirun(n: int, script: str, *args: str, timeout: float = 80) -> subprocess.C
     before = _shm_files()
     proc = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, str(path), *args],
                           capture_output=True, text=True, timeout=timeout, env=_environment())
-    leftover = subprocess.run(["pgrep", "-f", str(path)], capture_output=True,
-                              text=True).stdout.split()
-    assert not leftover, f"processes left behind: {leftover}"
+    assert not _still_running(path), f"processes left behind: {_still_running(path)}"
     assert not _left_in_shm(before), f"shared memory left behind: {_left_in_shm(before)}"
     return proc
 
@@ -184,9 +195,7 @@ def collops_under_mpiexec(n: int, *args: str, marker: str,
     before = _shm_files()
     proc = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, "-m", "collops", *args],
                           capture_output=True, text=True, timeout=timeout, env=_environment())
-    leftover = subprocess.run(["pgrep", "-f", marker], capture_output=True,
-                              text=True).stdout.split()
-    assert not leftover, f"processes left behind: {leftover}"
+    assert not _still_running(marker), f"processes left behind: {_still_running(marker)}"
     assert not _left_in_shm(before), f"shared memory left behind: {_left_in_shm(before)}"
     return proc
 

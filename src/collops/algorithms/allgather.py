@@ -87,7 +87,10 @@ def allgather_ring(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Sche
 
 # -- bruck ----------------------------------------------------------------------------------
 def _bruck_cost(spec: CallSpec, m: CostModel) -> float:
-    return ceil_log2(spec.size) * m.alpha + (spec.size - 1) * _block_bytes(spec) * m.beta
+    """The rounds, plus the copies into TMP and the final rotation out of it (p blocks each)."""
+    block = _block_bytes(spec)
+    return (ceil_log2(spec.size) * m.alpha + (spec.size - 1) * block * m.beta
+            + 2 * spec.size * block * m.beta)
 
 
 @register(
