@@ -10,7 +10,7 @@ import pytest
 from collops.endpoints.affinity import compare_on_machine
 from collops.errors import ArgumentError
 from collops.topology import Machine, MachineNetwork, detect_machine, parse_topology
-from collops.topology.machine import LevelParams, hierarchical_time
+from collops.topology.machine import DEFAULT_LEVELS, LevelParams, hierarchical_time
 
 
 def test_machine_spec_parses_and_round_trips():
@@ -81,3 +81,16 @@ def test_affinity_tree_crosses_modules_least_whatever_the_mapping():
     assert rows["affinity_tree"].crossings[2] == 3      # one message per extra module
     assert rows["binomial"].crossings[2] == 48
     assert rows["affinity_tree"].hierarchical_s < rows["binomial"].hierarchical_s / 4
+
+
+def test_simulated_column_follows_the_machine_levels():
+    # a slower socket interconnect costs the spread binomial tree (48 module crossings) far
+    # more than affinity_tree (3), in the simulator as in the α-β model
+    slow = Machine((4, 8, 2), (*DEFAULT_LEVELS[:2], LevelParams(1.5e-6, 1e9)))
+    rows = {}
+    for machine in (Machine.parse("machine:4x8x2"), slow):
+        rows[machine.levels] = {r.algorithm: r.simulated_s for r in compare_on_machine(
+            "bcast", machine, 65536, "spread")}
+    default, slower = rows[DEFAULT_LEVELS], rows[slow.levels]
+    grew = {name: slower[name] - default[name] for name in default}
+    assert grew["affinity_tree"] > 0 and grew["binomial"] > 5 * grew["affinity_tree"]

@@ -8,8 +8,11 @@ for each:
 - the hierarchical α-β time (`collops.topology.machine.hierarchical_time`: each message pays
   the latency and bandwidth of the level it crosses; a rank receives one phase's messages in
   turn);
-- with the ``fill`` mapping, also the simulator's congestion-model time on the machine as a
-  network (`MachineNetwork`, whose uniform link parameters are the outermost level's).
+- the simulator's time (`collops.sim.simulate`, congestion model unless ``model`` says
+  ``"packet"``) on the machine as a network (`MachineNetwork`) with every rank placed on its
+  hardware thread: each link carries its level's bandwidth and latency, so a message pays
+  for the levels it crosses and queues on the links it shares; unlike the α-β figure it
+  also charges the network's per-message overhead and the local copy and reduce steps.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import numpy as np
 
 from ..algorithms.affinity import ALGORITHM, threads_of_ranks
 from ..algorithms.registry import get_algorithm
-from ..sim.api import call_specs, simulate
+from ..sim.api import DEFAULT_GAMMA, call_specs, simulate
 from ..sim.program import program_from_schedules
 from ..topology.machine import Machine, MachineNetwork, hierarchical_time
 
@@ -43,11 +46,15 @@ class Comparison:
     simulated_s: float
 
 
-def compare_on_machine(collective: str, machine: str = "machine:4x8x2", nbytes: int = 65536,
-                       mapping: str = "fill", arity: int = 2,
-                       algorithms: Sequence[str] | None = None) -> list[Comparison]:
-    """Figures for ``affinity_tree`` and the baselines of ``collective`` (all ranks busy)."""
-    hw = Machine.parse(machine)
+def compare_on_machine(collective: str, machine: str | Machine = "machine:4x8x2",
+                       nbytes: int = 65536, mapping: str = "fill", arity: int = 2,
+                       algorithms: Sequence[str] | None = None,
+                       model: str = "congestion", gamma: float = DEFAULT_GAMMA
+                       ) -> list[Comparison]:
+    """Figures for ``affinity_tree`` and the baselines of ``collective`` (all ranks busy);
+    ``model`` and ``gamma`` (seconds per byte of a local copy or reduce) go to `simulate`."""
+    hw = machine if isinstance(machine, Machine) else Machine.parse(machine)
+    network = MachineNetwork(hw)
     p = hw.threads
     names = [ALGORITHM, *(algorithms if algorithms is not None else BASELINES[collective])]
     threads = np.array(threads_of_ranks(hw.shape, mapping, p), dtype=np.int64)
@@ -63,10 +70,10 @@ def compare_on_machine(collective: str, machine: str = "machine:4x8x2", nbytes: 
         src, dst = threads[program.msg_src], threads[program.msg_dst]
         levels = hw.crossing_level(src, dst)
         crossings = tuple(int((levels == lv).sum()) for lv in range(1, len(hw.shape) + 1))
-        model = hierarchical_time(hw, src, dst, program.msg_bytes, program.msg_phase)
-        simulated = simulate(collective, name, MachineNetwork(hw), p, nbytes, params=params,
-                             placement=[int(t) for t in threads]).time_s
-        out.append(Comparison(name, crossings, model, simulated))
+        alpha_beta = hierarchical_time(hw, src, dst, program.msg_bytes, program.msg_phase)
+        simulated = simulate(collective, name, network, p, nbytes, model=model, gamma=gamma,
+                             params=params, placement=[int(t) for t in threads]).time_s
+        out.append(Comparison(name, crossings, alpha_beta, simulated))
     return out
 
 

@@ -20,10 +20,15 @@ plus one header per packet) of the messages routed over it. The round takes
     max_link(load) / bandwidth  ⊔  max_rank(bytes injected) / (injection_links · bandwidth)
     + max_rank(messages in the round) · overhead + max_route(hops) · hop_latency
 
-(⊔ = the larger of the two; on a topology with per-link bandwidths and latencies — a
-machine hierarchy, whose ranks inject through links of their own level — the transfer term
-is max_link(load / link bandwidth) and the last the largest sum of link latencies along a
-route). Rounds run one after another; local copy and reduce steps add
+(⊔ = the larger of the two). On a topology whose links differ (``uniform_links`` false: a
+machine hierarchy, whose links carry their level's bandwidth and latency, and whose ranks
+inject through links of their own) every link is timed at its own bandwidth and every route
+pays the sum of its links' latencies:
+
+    max_link(load / link_bandwidth) + max_rank(messages in the round) · overhead
+    + max_route(Σ link_latency along the route)
+
+Rounds run one after another; local copy and reduce steps add
 ``bytes · gamma`` for the busiest rank of their level. Without contention this is the α-β
 cost of the schedule, which is why ring allgather on ``ring:P`` gives (p−1)(α + mβ).
 
@@ -164,16 +169,16 @@ def congestion_model(
     if n:
         phase_of_round[round_id] = program.msg_phase[perm]
 
-    # a topology whose levels differ (a machine hierarchy) gives every link its own
-    # bandwidth and latency; the others share `params`
-    link_bandwidth = getattr(topology, "link_bandwidth", None)
-    link_latency = getattr(topology, "link_latency", None)
-    per_link = link_bandwidth is not None and link_latency is not None
+    # a topology whose links differ (a machine hierarchy, links by level) gives every link
+    # its own bandwidth and latency; on the others every link has `params`' values
+    per_link = not getattr(topology, "uniform_links", True)
     link_byte_time = np.zeros(0)
     latency_of_link = np.zeros(0)
     if per_link:
-        link_byte_time = 1.0 / np.asarray(link_bandwidth, dtype=np.float64)
-        latency_of_link = np.asarray(link_latency, dtype=np.float64)
+        link_byte_time = 1.0 / np.asarray(topology.link_bandwidth,  # type: ignore[attr-defined]
+                                          dtype=np.float64)
+        latency_of_link = np.asarray(topology.link_latency,  # type: ignore[attr-defined]
+                                     dtype=np.float64)
     hot_time = np.zeros(nrounds, dtype=np.float64)
     max_latency = np.zeros(nrounds, dtype=np.float64)
     loads = np.zeros(num_links, dtype=np.float64)

@@ -12,9 +12,12 @@ packet per hop, and executes the schedules themselves:
   takes the earliest free engine (issue order is kept), which streams the message's packets
   into the first link of its route at link speed; the send step completes when the last
   packet has been handed over (an eager send: the buffer is free again).
-* **Links.** Every directed link is a FIFO server of ``bandwidth`` bytes per second. A packet
-  arriving at a link waits until the link is free, occupies it for ``wire_bytes/bandwidth``
-  and reaches the next node ``hop_latency`` later, where it joins the next link's queue.
+* **Links.** Every directed link is a FIFO server of its own bandwidth (``link_bandwidth``
+  of the topology: ``bandwidth`` on uniform networks, its level's on a machine hierarchy). A
+  packet arriving at a link waits until the link is free, occupies it for
+  ``wire_bytes/link_bandwidth`` and reaches the next node the link's latency
+  (``link_latency``; ``hop_latency`` on uniform networks) later, where it joins the next
+  link's queue. An injection engine streams at the speed of the route's first link.
   Because service times are known on arrival, a link's queue is its "free at" time: a
   packet processed at time t starts at max(t, free_at) — FIFO in arrival order, ties broken
   by the event sequence number.
@@ -82,6 +85,11 @@ class PacketSimulation:
         self.route_offsets = offsets.tolist()
         self.route_links = links.tolist()
         self.num_links = int(topology.num_links)  # type: ignore[attr-defined]
+        # per link: its bandwidth and its latency to the next node
+        self.link_bandwidth = np.asarray(
+            topology.link_bandwidth, dtype=np.float64).tolist()  # type: ignore[attr-defined]
+        self.link_latency = np.asarray(
+            topology.link_latency, dtype=np.float64).tolist()  # type: ignore[attr-defined]
         self.link_free = [0.0] * self.num_links
         self.link_bytes = [0.0] * self.num_links
         inj = max(1, int(topology.injection_links))  # type: ignore[attr-defined]
@@ -174,13 +182,16 @@ class PacketSimulation:
         units = self._units(self.msg_bytes[msg])
         self.msg_packets_left[msg] = len(units)
         self.packets += len(units)
-        hops = self.route_offsets[msg + 1] - self.route_offsets[msg]
+        first = self.route_offsets[msg]
+        hops = self.route_offsets[msg + 1] - first
+        # the engine streams at the speed of the first link (a local copy at `bandwidth`)
+        bandwidth = self.link_bandwidth[self.route_links[first]] if hops else self.bandwidth
         for size in units:  # each unit enters its first link's queue as the engine starts it
             if hops == 0:
-                self.env.call_at(t + size / self.bandwidth, self._deliver, msg)
+                self.env.call_at(t + size / bandwidth, self._deliver, msg)
             else:
                 self.env.call_at(t, self._hop, (msg, 0, size))
-            t += size / self.bandwidth
+            t += size / bandwidth
         engines[engine] = t
         self.env.call_at(t, self._complete, step)
 
@@ -189,10 +200,10 @@ class PacketSimulation:
         now = self.env.now
         link = self.route_links[self.route_offsets[msg] + hop]
         start = now if now > self.link_free[link] else self.link_free[link]
-        end = start + size / self.bandwidth
+        end = start + size / self.link_bandwidth[link]
         self.link_free[link] = end
         self.link_bytes[link] += size
-        arrive = end + self.hop_latency
+        arrive = end + self.link_latency[link]
         if hop + 1 < self.route_offsets[msg + 1] - self.route_offsets[msg]:
             self.env.call_at(arrive, self._hop, (msg, hop + 1, size))
         else:

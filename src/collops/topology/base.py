@@ -10,7 +10,13 @@ simulation is reproducible from its inputs. Everything about it is held in numpy
   cable gives two links, one per direction. Links are numbered in order of their source node,
   so "the lowest link id" is a deterministic tie-break that prefers earlier dimensions;
 - a set of routes is returned in CSR form, ``(offsets, links)``: route ``i`` is the chain
-  ``links[offsets[i]:offsets[i+1]]``, from its source node to its destination node.
+  ``links[offsets[i]:offsets[i+1]]``, from its source node to its destination node;
+- every link has a bandwidth and a latency, ``link_bandwidth[i]`` and ``link_latency[i]``. On
+  most networks they are the uniform ``params.bandwidth`` and ``params.hop_latency``
+  (``uniform_links`` is true); a network whose links differ (the machine hierarchy, whose
+  links belong to levels) passes its own arrays, and the simulator's models read them. Such a
+  network derives them from its own value (``MachineNetwork`` from its ``Machine``) and
+  compares, hashes and pickles by that value.
 
 Routing is minimal and deterministic. Each kind of network gives its *clean* route (dimension
 order on grids, up/down on trees, destination-chosen up-ports on fat-trees). When nodes are
@@ -146,9 +152,13 @@ class Topology:
     link_dst: np.ndarray
     injection_links: int
     _cache: dict[str, Any]
+    _link_bandwidth: np.ndarray | None
+    _link_latency: np.ndarray | None
 
     def __init__(self, spec: str, params: NetworkParams | None, num_nodes: int,
-                 compute_nodes: np.ndarray, link_src: np.ndarray, link_dst: np.ndarray) -> None:
+                 compute_nodes: np.ndarray, link_src: np.ndarray, link_dst: np.ndarray, *,
+                 link_bandwidth: np.ndarray | None = None,
+                 link_latency: np.ndarray | None = None) -> None:
         set_ = object.__setattr__
         set_(self, "spec", spec)
         set_(self, "params", params if params is not None else NetworkParams())
@@ -159,6 +169,8 @@ class Topology:
         if len(self.link_src) and np.any(np.diff(self.link_src) < 0):
             raise ValueError("links must be numbered in order of their source node")
         set_(self, "_cache", {})
+        set_(self, "_link_bandwidth", self._per_link("link_bandwidth", link_bandwidth, 0.0))
+        set_(self, "_link_latency", self._per_link("link_latency", link_latency, None))
         out_degree = np.bincount(self.link_src, minlength=self.num_nodes)
         set_(self, "injection_links",
              int(out_degree[self.compute_nodes].max()) if len(self.compute_nodes) else 0)
@@ -201,6 +213,49 @@ class Topology:
     def num_links(self) -> int:
         """Number of directed links."""
         return len(self.link_src)
+
+    @property
+    def uniform_links(self) -> bool:
+        """Whether every link has the network's ``params`` bandwidth and hop latency."""
+        return self._link_bandwidth is None and self._link_latency is None
+
+    @property
+    def link_bandwidth(self) -> np.ndarray:
+        """Bandwidth of every link in bytes/s (float64, length num_links, read-only)."""
+        if self._link_bandwidth is not None:
+            return self._link_bandwidth
+        return self._uniform_per_link("link_bandwidth", self.params.bandwidth)
+
+    @property
+    def link_latency(self) -> np.ndarray:
+        """Latency of every link in seconds (float64, length num_links, read-only)."""
+        if self._link_latency is not None:
+            return self._link_latency
+        return self._uniform_per_link("link_latency", self.params.hop_latency)
+
+    def _uniform_per_link(self, name: str, value: float) -> np.ndarray:
+        cached = self._cache.get(name)
+        if cached is None:
+            cached = _frozen(np.full(self.num_links, value, dtype=np.float64))
+            self._cache[name] = cached
+        return cached  # type: ignore[no-any-return]
+
+    def _per_link(self, name: str, values: np.ndarray | None,
+                  above: float | None) -> np.ndarray | None:
+        """Checked per-link values (one per link, finite, > ``above`` or else >= 0)."""
+        if values is None:
+            return None
+        array = np.asarray(values, dtype=np.float64)
+        if array.shape != (self.num_links,):
+            raise ArgumentError(self.spec, name, array.shape,
+                                f"need one value per link ({self.num_links})")
+        ok = np.isfinite(array) & ((array > above) if above is not None else (array >= 0))
+        if not ok.all():
+            bad = int(np.flatnonzero(~ok)[0])
+            raise ArgumentError(self.spec, name, float(array[bad]),
+                                f"link {bad}: must be finite and "
+                                + (f"> {above:g}" if above is not None else ">= 0"))
+        return _frozen(array)
 
     @property
     def num_compute_nodes(self) -> int:

@@ -13,11 +13,16 @@ hierarchies be run and tested on a 2-core laptop.
 
 `MachineNetwork` is the machine as a `Topology` the simulator reads: the hardware threads
 are compute nodes, each core, module and the node are switches, and a message climbs to the
-lowest level its two threads share. Every link knows its level (``link_level``) and so its
-latency and bandwidth (``link_latency``, ``link_bandwidth``); the uniform `NetworkParams`
-the generic models use are the outermost level's. `hierarchical_time` is the α-β time of a
-levelled message program on the machine with per-level α and β — the numbers that show what
-affinity-shaped collectives save.
+lowest level its two threads share. Every link knows its level (``link_level``) and carries
+that level's bandwidth (``link_bandwidth``) and a share of its latency (``link_latency``),
+split so that a route crossing level L — up L links, down L links — adds up to exactly
+level L's latency: a link of level j has half the step from level j−1's latency to level
+j's (levels are taken as at least as slow as the ones below them). The simulator's models read
+these per-link values, so a simulated message between two threads pays the latency and
+bandwidth of the level it crosses, as in `hierarchical_time`; the uniform `NetworkParams`
+(for the closed-form models) are the outermost level's. `hierarchical_time` is the α-β time
+of a levelled message program on the machine with per-level α and β — the numbers that show
+what affinity-shaped collectives save.
 """
 
 from __future__ import annotations
@@ -145,6 +150,20 @@ class Machine:
         return MachineNetwork(self)
 
 
+def level_link_params(machine: Machine) -> tuple[np.ndarray, np.ndarray]:
+    """Bandwidth and latency of one link of every level (index 0 unused, 1 = core, …).
+
+    A link of level j carries level j's bandwidth and half of the step from the latency of
+    level j−1 to that of level j (each taken as the largest latency up to that level), so a
+    route that climbs to level L and down again adds up to level L's latency.
+    """
+    depth = len(machine.shape)
+    bandwidth = np.array([np.inf] + [p.bandwidth for p in machine.levels[:depth]])
+    reach = np.maximum.accumulate([0.0] + [p.latency for p in machine.levels[:depth]])
+    latency = np.r_[0.0, np.diff(reach) / 2]
+    return bandwidth, latency
+
+
 def hierarchical_time(machine: Machine, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray,
                       phase: np.ndarray) -> float:
     """α-β time of a levelled program on the machine, with per-level α and β.
@@ -185,8 +204,6 @@ class MachineNetwork(Topology):
     kind = "machine"
     machine: Machine
     link_level: np.ndarray      # level each link crosses (1 = core, …)
-    link_latency: np.ndarray
-    link_bandwidth: np.ndarray
     _level_offset: tuple[int, ...]
 
     def __init__(self, machine: Machine | str, params: NetworkParams | None = None) -> None:
@@ -214,11 +231,9 @@ class MachineNetwork(Topology):
         object.__setattr__(self, "_level_offset", tuple(offsets))
         levels = lv[order]
         object.__setattr__(self, "link_level", levels)
-        object.__setattr__(self, "link_latency",
-                           np.array([machine.levels[i - 1].latency for i in levels.tolist()]))
-        object.__setattr__(self, "link_bandwidth",
-                           np.array([machine.levels[i - 1].bandwidth for i in levels.tolist()]))
-        super().__init__(machine.spec, params, nodes, np.arange(h), s[order], d[order])
+        bandwidth, latency = level_link_params(machine)
+        super().__init__(machine.spec, params, nodes, np.arange(h), s[order], d[order],
+                         link_bandwidth=bandwidth[levels], link_latency=latency[levels])
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MachineNetwork):
@@ -227,6 +242,9 @@ class MachineNetwork(Topology):
 
     def __hash__(self) -> int:
         return hash((self.machine, self.params))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (MachineNetwork, (self.machine, self.params))  # keeps non-default levels
 
     @property
     def max_route_length(self) -> int:
