@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ pytest.importorskip("mpi4py")
 
 from collops import COLLECTIVES  # noqa: E402
 from tests.mpi.scripts import suite  # noqa: E402
+from tests.support.leaks import left_behind, shm_names, still_running  # noqa: E402
 from tests.support.output import json_objects  # noqa: E402
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -41,54 +41,15 @@ def _environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("COLLOPS_")}
 
 
-def _shm_files() -> set[str]:
-    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
-
-
-def _in_use(paths: set[str]) -> set[str]:
-    """Those of ``paths`` some live process has mapped or open (others' jobs on this host)."""
-    used: set[str] = set()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/maps") as maps:
-                used.update(line.split(None, 5)[-1].strip() for line in maps)
-            fds = f"/proc/{pid}/fd"
-            used.update(os.readlink(os.path.join(fds, fd)) for fd in os.listdir(fds))
-        except OSError:
-            continue
-    return paths & used
-
-
-def _left_in_shm(before: set[str]) -> list[str]:
-    """Files new in /dev/shm since ``before`` that no live process uses: left by our job.
-
-    Other people's jobs may run on the machine meanwhile; their files are in use.
-    """
-    new = {f"/dev/shm/{name}" for name in _shm_files() - before}
-    return sorted(p for p in new - _in_use(new) if os.path.exists(p))
-
-
-def _still_running(path: Path | str, grace: float = 3.0) -> list[str]:
-    """Processes of ``path`` still alive ``grace`` seconds after the job returned (an aborted
-    job's ranks are killed by the launcher, which may take a moment on a loaded machine)."""
-    end = time.monotonic() + grace
-    while True:
-        found = subprocess.run(["pgrep", "-f", str(path)], capture_output=True,
-                               text=True).stdout.split()
-        if not found or time.monotonic() > end:
-            return found
-        time.sleep(0.1)
-
-
 def mpirun(n: int, script: str, *args: str, timeout: float = 80) -> subprocess.CompletedProcess:
     """Run ``scripts/script`` on ``n`` ranks; fail (not hang) past ``timeout`` seconds."""
     assert MPIEXEC is not None
     path = SCRIPTS / script
-    before = _shm_files()
+    before = shm_names("")
     proc = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, str(path), *args],
                           capture_output=True, text=True, timeout=timeout, env=_environment())
-    assert not _still_running(path), f"processes left behind: {_still_running(path)}"
-    assert not _left_in_shm(before), f"shared memory left behind: {_left_in_shm(before)}"
+    assert not still_running(str(path)), f"processes left behind: {still_running(str(path))}"
+    assert not left_behind(before, ""), f"shared memory left behind: {left_behind(before, '')}"
     return proc
 
 
@@ -192,11 +153,11 @@ def collops_under_mpiexec(n: int, *args: str, marker: str,
     """Run ``python -m collops ARGS`` on ``n`` ranks; ``marker`` (an argument unique to this
     job) finds leftover processes. Fails (not hangs) past ``timeout`` seconds."""
     assert MPIEXEC is not None and marker in args
-    before = _shm_files()
+    before = shm_names("")
     proc = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, "-m", "collops", *args],
                           capture_output=True, text=True, timeout=timeout, env=_environment())
-    assert not _still_running(marker), f"processes left behind: {_still_running(marker)}"
-    assert not _left_in_shm(before), f"shared memory left behind: {_left_in_shm(before)}"
+    assert not still_running(marker), f"processes left behind: {still_running(marker)}"
+    assert not left_behind(before, ""), f"shared memory left behind: {left_behind(before, '')}"
     return proc
 
 

@@ -12,7 +12,7 @@ import pytest
 
 import collops
 from collops import RankFailed
-from tests.support.leaks import collops_segments, left_behind
+from tests.support.leaks import collops_segments, left_behind, still_running
 from tests.support.output import json_objects
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -26,8 +26,7 @@ def _run(script, n, timeout=60):
                           capture_output=True, text=True, timeout=timeout)
     elapsed = time.monotonic() - start
     assert not left_behind(before), "a shared-memory segment was left behind"
-    leftover = subprocess.run(["pgrep", "-f", str(SCRIPTS / script)], capture_output=True,
-                              text=True).stdout.split()
+    leftover = still_running(str(SCRIPTS / script))
     assert not leftover, f"processes left: {leftover}"
     return proc, elapsed
 

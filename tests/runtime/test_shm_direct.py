@@ -247,3 +247,23 @@ def test_arrays_of_several_dimensions_keep_their_shape_and_values():
             np.testing.assert_array_equal(got["allgather"], np.concatenate(xs))
             np.testing.assert_array_equal(got["alltoall"],
                                           np.concatenate([x[2 * r: 2 * r + 2] for x in xs]))
+
+
+def _blocked_in_barrier(comm):
+    comm.barrier()
+    comm.barrier()  # the fast path is prepared
+    if comm.rank == 1:
+        import time
+        time.sleep(1.0)
+        comm.barrier()
+        return 0.0
+    import time
+    before = time.process_time()
+    comm.barrier()
+    return time.process_time() - before
+
+
+@pytest.mark.timeout(60)
+def test_a_rank_blocked_in_a_direct_barrier_sleeps_instead_of_spinning():
+    cpu_seconds = collops.spawn(_blocked_in_barrier, 2, transport="shm", timeout=50)[0]
+    assert cpu_seconds < 0.25  # busy-polling for the second would burn about 1 s of CPU

@@ -1,30 +1,37 @@
-"""What a test may leave behind: shared-memory segments that no live process uses.
+"""What a test may leave behind: shared-memory files no live process uses, and processes.
 
 Other jobs may run on the machine at the same time (another test session, a benchmark), so
-a collops segment that appears during a test is counted as left behind only if no process
+a file that appears in /dev/shm during a test is counted as left behind only if no process
 has it mapped or open — checked twice, a moment apart, as a job being started holds its
-segment by name only until its ranks attach.
+segment by name only until its ranks attach. ``match`` picks the files: collops' own
+segments by default, everything (MPICH's too) with ``match=""``.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 
 SHM = "/dev/shm"
 
 
+def shm_names(match: str = "collops") -> set[str]:
+    """Names under /dev/shm containing ``match``."""
+    if not os.path.isdir(SHM):
+        return set()
+    return {name for name in os.listdir(SHM) if match in name}
+
+
 def collops_segments() -> set[str]:
     """Names under /dev/shm that belong to collops."""
-    return {name for name in os.listdir(SHM) if "collops" in name}
+    return shm_names("collops")
 
 
 def _in_use() -> set[str]:
     """Paths under /dev/shm that some process has mapped or open."""
     used: set[str] = set()
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
+    for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/maps") as maps:
                 for line in maps:
@@ -40,13 +47,27 @@ def _in_use() -> set[str]:
     return used
 
 
-def left_behind(before: set[str]) -> set[str]:
-    """Collops segments created since ``before`` that no live process uses."""
+def left_behind(before: set[str], match: str = "collops") -> set[str]:
+    """Files matching ``match`` created since ``before`` that no live process uses."""
+    orphans: set[str] = set()
     for attempt in range(2):
-        new = collops_segments() - before
-        orphans = {n for n in new if f"{SHM}/{n}" not in _in_use()}
+        new = shm_names(match) - before
+        orphans = {n for n in new if f"{SHM}/{n}" not in _in_use()
+                   and os.path.exists(f"{SHM}/{n}")}
         if not orphans:
             return set()
         if attempt == 0:
             time.sleep(1.0)
     return orphans
+
+
+def still_running(pattern: str, grace: float = 3.0) -> list[str]:
+    """Pids whose command line contains ``pattern``, still alive ``grace`` seconds on (an
+    aborted job's ranks are killed by their launcher, which may take a moment)."""
+    end = time.monotonic() + grace
+    while True:
+        found = subprocess.run(["pgrep", "-f", pattern], capture_output=True,
+                               text=True).stdout.split()
+        if not found or time.monotonic() > end:
+            return found
+        time.sleep(0.1)

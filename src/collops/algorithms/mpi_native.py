@@ -3,10 +3,10 @@
 Not a schedule: a record of this kind has a ``native`` callable that starts MPI's
 non-blocking collective (``MPI_Ibcast``, ``MPI_Iallreduce``, ``MPI_Ialltoallv``, …) and
 returns an object the progress engine polls like an `Execution`. The records need the "mpi"
-resource, so only the MPI transport offers them; they are registered when that transport is
-created (`register`), never by importing `collops.algorithms`. Their cost is 0.9 × the
-cheapest schedule's α-β estimate, so automatic selection prefers the vendor's collective over
-MPI and users can compare or force either.
+resource, so only the MPI transport offers them; the runtime registers them when a
+communicator over that transport is made (`register`), never by importing
+`collops.algorithms`. Their cost is 0.9 × the cheapest schedule's α-β estimate, so automatic
+selection prefers the vendor's collective over MPI and users can compare or force either.
 
 Data movement goes as bytes (counts and displacements scaled by the item size), so every
 dtype moves. Reductions use MPI's built-in operators on MPI's built-in types where both fit
@@ -50,7 +50,7 @@ def mpi_function(collective: str) -> str:
     return "MPI_" + collective.capitalize()
 
 
-def register() -> None:
+def register(transport: Any = None) -> None:
     """Add an ``mpi_native`` record to every collective (idempotent)."""
     for collective in COLLECTIVES:
         add_algorithm(Algorithm(

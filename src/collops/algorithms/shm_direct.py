@@ -14,7 +14,7 @@ The records need the "shm_direct" resource, which the shared-memory transport of
 communicators whose context has an area (the first ``direct_areas``, 32 by default), and
 a call's per-rank contribution must fit a slot (``direct_bytes``, 4 KiB by default: the
 whole send buffer for ``scatter``, ``alltoall`` and ``reduce_scatter_block``). They are
-registered when that transport is created (`register`).
+registered by the runtime when a communicator over that transport is made (`register`).
 
 Their cost for selection is half an α (one synchronisation, no message) plus the bytes
 read at the model's β and reduced at its γ. The simulator and the cost tables cannot
@@ -48,11 +48,10 @@ SUPPORTED = ("barrier", "bcast", "scatter", "gather", "allgather", "alltoall", "
 _capacity = 4096
 
 
-def register(transport: ShmTransport, capacity: int) -> None:
+def register(transport: ShmTransport) -> None:
     """Add an ``shm_direct`` record to every supported collective (idempotent)."""
     global _capacity
-    _capacity = capacity
-    transport.call_tags = (SEQ_BITS, CALL_BITS + PHASE_BITS, fp.describe)
+    capacity = _capacity = transport.direct_bytes
     fits = Restriction("fits", f"each rank's contribution fits its {capacity}-byte slot",
                        lambda spec: contribution_bytes(spec) <= _capacity)
     for collective in SUPPORTED:
@@ -109,45 +108,6 @@ def _readers(spec: CallSpec, rank: int) -> tuple[int, ...]:
 
 def _publishes(spec: CallSpec, rank: int) -> bool:
     return bool(_readers(spec, rank)) or rank in _awaits(spec, rank)
-
-
-def _collect(area: DirectArea, spec: CallSpec, rank: int, slot: int, send: np.ndarray | None,
-             recv: np.ndarray | None) -> None:
-    """Read the members' ``slot`` into ``recv`` (flat, typed)."""
-    c, n, dt = spec.collective, spec.count, spec.dtype
-    if c == "barrier" or recv is None:
-        return
-    if c == "bcast":
-        if rank != spec.root:
-            recv[:n] = area.view(spec.root, slot, dt, n)
-        elif send is not None and not np.shares_memory(send, recv):
-            recv[:n] = send[:n]
-        return
-    if c == "scatter":
-        if rank == spec.root and send is not None:
-            recv[:n] = send[rank * n: (rank + 1) * n]
-        else:
-            recv[:n] = area.view(spec.root, slot, dt, n, rank * n * dt.itemsize)
-        return
-    if c in ("gather", "allgather"):
-        for j in range(spec.size):
-            recv[j * n: (j + 1) * n] = area.view(j, slot, dt, n)
-        return
-    if c == "alltoall":
-        offset = rank * n * dt.itemsize
-        for j in range(spec.size):
-            recv[j * n: (j + 1) * n] = area.view(j, slot, dt, n, offset)
-        return
-    members = _awaits(spec, rank)
-    if not members:
-        return
-    offset = rank * n * dt.itemsize if c == "reduce_scatter_block" else 0
-    out = recv[:n]
-    out[...] = area.view(members[0], slot, dt, n, offset)
-    op = spec.op
-    assert op is not None
-    for j in members[1:]:
-        op.combine_into(out, out, area.view(j, slot, dt, n, offset))
 
 
 def _write(area: DirectArea, spec: CallSpec, slot: int, send: np.ndarray | None) -> None:
@@ -231,7 +191,7 @@ class DirectExecution:
         if area.missing(slot, self.word, self.others):
             return self._not_yet(lambda: area.missing(slot, self.word, self.others))
         try:
-            _collect(area, self.spec, self.rank, slot, self.send, self.recv)
+            _reader_for(area, self.spec, self.rank)(slot, self.send, self.recv)
         finally:
             self._end()
         area.acknowledge(slot, k, self.others)
@@ -308,7 +268,7 @@ def runner(comm: Any, spec: CallSpec) -> Callable[..., None]:
     sleepers = [(r, transport.sleeping_word(r)) for r in area.group if r != transport.rank]
     nbytes = contribution_bytes(spec) if publishes else 0
     mine = [area.slots[rank][i][:nbytes].view(spec.dtype) for i in range(DIRECT_SLOTS)]
-    reader = _reader(area, spec, rank)
+    reader = _reader_for(area, spec, rank)
     writable = area.writable
 
     def fn(send: np.ndarray | None, recv: np.ndarray | None, seq: int,
@@ -361,22 +321,34 @@ def _finish_slowly(comm: Any, area: DirectArea, spec: CallSpec, send: np.ndarray
               lambda: area.missing(slot, word, others), deadline,
               f"rank {rank}: {spec.collective}[{NAME}]", _call_tag(comm.context, seq, 0),
               fp.describe, (slot, word, fingerprint))
-    _collect(area, spec, rank, slot, send, recv)
+    _reader_for(area, spec, rank)(slot, send, recv)
     area.acknowledge(slot, k, others)
 
 
-def _reader(area: DirectArea, spec: CallSpec, rank: int
-            ) -> Callable[[int, np.ndarray | None, np.ndarray | None], None]:
-    """``read(slot, send, recv)``: the collect step of one call signature, views prepared."""
+Reader = Callable[[int, Any, Any], None]
+
+
+def _reader_for(area: DirectArea, spec: CallSpec, rank: int) -> Reader:
+    """The reader of one call signature on ``area`` (made once, then kept with the area)."""
+    key = (NAME, spec, rank)
+    reader = area.memo.get(key)
+    if reader is None:
+        if len(area.memo) > 1024:
+            area.memo.clear()
+        reader = area.memo[key] = _reader(area, spec, rank)
+    return reader  # type: ignore[return-value]
+
+
+def _reader(area: DirectArea, spec: CallSpec, rank: int) -> Reader:
+    """``read(slot, send, recv)``: what ``rank`` takes from the members' ``slot`` into
+    ``recv`` (flat, typed), with every view into the slots prepared here."""
     c, n, dt, p = spec.collective, spec.count, spec.dtype, spec.size
     awaits = _awaits(spec, rank)
     op = spec.op
     slots = range(DIRECT_SLOTS)
-    if c == "barrier":
+    if c == "barrier" or (not awaits and c != "bcast" and c != "scatter"):
         return _nothing
     if c in REDUCING_DIRECT:
-        if not awaits:
-            return _nothing
         offset = rank * n * dt.itemsize if c == "reduce_scatter_block" else 0
         views = [[area.view(j, i, dt, n, offset) for j in awaits] for i in slots]
         assert op is not None
@@ -394,7 +366,7 @@ def _reader(area: DirectArea, spec: CallSpec, rank: int
             for v in vs[1:]:
                 combine(recv, recv, v)
         return reduce_all
-    if c in ("allgather", "gather", "alltoall") and awaits:
+    if c in ("allgather", "gather", "alltoall"):
         offset = rank * n * dt.itemsize if c == "alltoall" else 0
         blocks = [[area.view(j, i, dt, n, offset) for j in range(p)] for i in slots]
 
@@ -407,7 +379,7 @@ def _reader(area: DirectArea, spec: CallSpec, rank: int
             if recv is not None and recv is not send:
                 recv[:n] = send[:n]
         return root_copy
-    if c in ("bcast", "scatter") and rank != spec.root:
+    if rank != spec.root:  # bcast, scatter: the root's slot (scatter: this rank's block of it)
         offset = rank * n * dt.itemsize if c == "scatter" else 0
         single = [area.view(spec.root, i, dt, n, offset) for i in slots]
 
@@ -415,9 +387,9 @@ def _reader(area: DirectArea, spec: CallSpec, rank: int
             recv[:n] = single[slot]
         return one
 
-    def general(slot: int, send: Any, recv: Any) -> None:
-        _collect(area, spec, rank, slot, None if send is None else send.reshape(-1), recv)
-    return general
+    def own_block(slot: int, send: Any, recv: Any) -> None:  # scatter's root
+        recv[:n] = send.reshape(-1)[rank * n: (rank + 1) * n]
+    return own_block
 
 
 def _nothing(slot: int, send: Any, recv: Any) -> None:

@@ -116,6 +116,13 @@ def time_iterations(call: Callable[[], Any], barrier: Callable[[], Any], iterati
     return total / max(iterations, 1)
 
 
+def time_row(call: Callable[[], Any], barrier: Callable[[], Any], size: int,
+             requested: int | None) -> float:
+    """Mean seconds of ``call`` at ``size`` bytes, OSU's iteration and warm-up counts."""
+    n_iter = iterations_for(size, requested)
+    return time_iterations(call, barrier, n_iter, max(10, n_iter // 10))
+
+
 def row_sizes(collective: str, sizes: list[int]) -> list[int]:
     """The sizes measured for ``collective`` (barrier moves no data: one row, size 0)."""
     return [0] if collective == "barrier" else sizes
@@ -164,8 +171,7 @@ def measure_collops(comm: Any, collectives: list[str], sizes: list[int],
         for size in row_sizes(collective, sizes):
             send, recv = buffers(collective, size, comm.size, comm.rank)
             call = collops_call(comm, collective, send, recv, algorithm)
-            n_iter = iterations_for(size, iterations)
-            mean = time_iterations(call, comm.barrier, n_iter, max(10, n_iter // 10))
+            mean = time_row(call, comm.barrier, size, iterations)
             used = comm.last_algorithm if collective != "barrier" else (algorithm or "auto")
             if collective == "barrier":
                 comm.barrier(**({"algorithm": algorithm} if algorithm else {}))

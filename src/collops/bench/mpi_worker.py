@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .measure import buffers, iterations_for, row_sizes, time_iterations
+from .measure import buffers, row_sizes, time_row
 
 
 def mpi_call(comm: Any, mpi: Any, collective: str, send: np.ndarray,
@@ -54,8 +54,7 @@ def measure_mpi_collectives(comm: Any, mpi: Any, collectives: list[str], sizes: 
         for size in row_sizes(collective, sizes):
             send, recv = buffers(collective, size, comm.size, comm.rank)
             call = mpi_call(comm, mpi, collective, send, recv)
-            n_iter = iterations_for(size, iterations)
-            mean = time_iterations(call, comm.Barrier, n_iter, max(10, n_iter // 10))
+            mean = time_row(call, comm.Barrier, size, iterations)
             means = comm.gather(mean, 0)
             rows.append({"collective": collective, "size": size, "means": means})
     return rows

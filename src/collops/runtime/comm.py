@@ -30,6 +30,7 @@ from ..ops import Op, as_op
 from ..transport.base import Transport
 from . import fingerprint as fp
 from .engine import CallInfo, Execution, Plan, Progress, make_tag_base
+from .native import attach as attach_native
 
 Phases = Generator[Execution, None, Any]
 
@@ -40,49 +41,16 @@ _TOKEN_MAX = 40
 _INLINE_MAX = ENVELOPE - _HEADER.size - _TOKEN_MAX
 
 _ZEROS = (0,) * 8
-_EMPTY_HEADER = np.zeros(0, np.uint8)
+_NO_HEAD = np.zeros(0, np.uint8)
 _PLAN_CACHE: dict[tuple[Any, ...], Plan] = {}
 _TOKENS: dict[np.dtype, bytes] = {}
 _DTYPES: dict[bytes, np.dtype] = {}
 
 
 _DATA_AT = _HEADER.size + _TOKEN_MAX
-#: (dtype, shape) -> the envelope's header bytes for an inline broadcast of that array
-_ROOT_HEADERS: dict[tuple[np.dtype, tuple[int, ...]], np.ndarray | None] = {}
-#: envelope header bytes -> (inline, dtype, shape)
-_READ_HEADERS: dict[bytes, tuple[bool, np.dtype, tuple[int, ...]]] = {}
-
-
-def _root_header(dtype: np.dtype, shape: tuple[int, ...], nbytes: int) -> np.ndarray | None:
-    """The header of an inline broadcast envelope (cached); None if it cannot be written."""
-    key = (dtype, shape)
-    head = _ROOT_HEADERS.get(key, _EMPTY_HEADER)
-    if head is _EMPTY_HEADER:
-        token = _token_bytes(dtype)
-        head = None
-        if len(token) <= _TOKEN_MAX and len(shape) <= 8:
-            head = np.zeros(_DATA_AT, np.uint8)
-            _HEADER.pack_into(head, 0, 1, len(shape), len(token), nbytes,  # type: ignore[arg-type]
-                              *shape, *_ZEROS[len(shape):])
-            head[_HEADER.size: _HEADER.size + len(token)] = np.frombuffer(token, np.uint8)
-        if len(_ROOT_HEADERS) > 1024:
-            _ROOT_HEADERS.clear()
-        _ROOT_HEADERS[key] = head
-    return head
-
-
-def _read_header(env: np.ndarray) -> tuple[bool, np.dtype, tuple[int, ...]]:
-    """``(inline, dtype, shape)`` from a received envelope (cached by its header bytes)."""
-    key = env[:_DATA_AT].tobytes()
-    known = _READ_HEADERS.get(key)
-    if known is None:
-        inline, ndim, tlen, _, *dims = _HEADER.unpack_from(env, 0)  # type: ignore[arg-type]
-        dtype = _dtype_of(env[_HEADER.size: _HEADER.size + tlen].tobytes())
-        known = (bool(inline), dtype, tuple(dims[:ndim]))
-        if len(_READ_HEADERS) > 1024:
-            _READ_HEADERS.clear()
-        _READ_HEADERS[key] = known
-    return known
+#: (dtype, shape, inline) -> the envelope header of a broadcast of such an array (None: the
+#: header cannot describe it)
+_BCAST_HEADS: dict[tuple[np.dtype, tuple[int, ...], bool], np.ndarray | None] = {}
 
 
 def _envelope_view(env: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
@@ -112,8 +80,8 @@ _ENVELOPE_DTYPE = np.dtype(np.uint8)
 _BCAST_CACHE_LIMIT = 256
 #: (dtype, shape) -> the root's envelope of a broadcast too large to travel inline
 _BCAST_ENVELOPES: dict[tuple[np.dtype, tuple[int, ...]], np.ndarray] = {}
-#: envelope bytes -> (dtype, shape, nbytes) of a broadcast too large to travel inline
-_BCAST_HEADERS: dict[bytes, tuple[np.dtype, tuple[int, ...], int]] = {}
+#: envelope header bytes -> (inline, dtype, shape, nbytes)
+_BCAST_HEADERS: dict[bytes, tuple[bool, np.dtype, tuple[int, ...], int]] = {}
 _BCAST_SPECS: dict[tuple[int, np.dtype, int, int], CallSpec] = {}
 
 
@@ -128,6 +96,26 @@ def _bcast_spec(size: int, dtype: np.dtype, count: int, root: int) -> CallSpec:
     return spec
 
 
+def _bcast_head(dtype: np.dtype, shape: tuple[int, ...], inline: bool) -> np.ndarray | None:
+    """The first `_DATA_AT` bytes of the envelope of a broadcast of ``shape`` and ``dtype``
+    (cached); None when the header cannot hold them (a long dtype token, > 8 dimensions)."""
+    key = (dtype, shape, inline)
+    head = _BCAST_HEADS.get(key, _NO_HEAD)
+    if head is _NO_HEAD:
+        token = _token_bytes(dtype)
+        head = None
+        if len(token) <= _TOKEN_MAX and len(shape) <= 8:
+            head = np.zeros(_DATA_AT, np.uint8)
+            _HEADER.pack_into(head, 0, int(inline), len(shape),  # type: ignore[arg-type]
+                              len(token), math.prod(shape) * dtype.itemsize, *shape,
+                              *_ZEROS[len(shape):])
+            head[_HEADER.size: _HEADER.size + len(token)] = np.frombuffer(token, np.uint8)
+        if len(_BCAST_HEADS) >= _BCAST_CACHE_LIMIT:
+            _BCAST_HEADS.clear()
+        _BCAST_HEADS[key] = head
+    return head
+
+
 def _bcast_envelope(data: np.ndarray, rank: int) -> tuple[np.ndarray, bool]:
     """The root's envelope for ``data`` and whether the data travels inside it."""
     inline = data.nbytes <= _INLINE_MAX
@@ -136,16 +124,13 @@ def _bcast_envelope(data: np.ndarray, rank: int) -> tuple[np.ndarray, bool]:
         env = _BCAST_ENVELOPES.get(key)
         if env is not None:
             return env, False
-    token = _token_bytes(data.dtype)
-    if data.ndim > 8 or len(token) > _TOKEN_MAX:
+    head = _bcast_head(data.dtype, data.shape, inline)
+    if head is None:
         raise ArgumentError("bcast", "x", data.shape, "at most 8 dimensions", rank)
     env = np.zeros(ENVELOPE, np.uint8)
-    _HEADER.pack_into(env, 0, int(inline), data.ndim, len(token),  # type: ignore[arg-type]
-                      data.nbytes, *data.shape, *_ZEROS[data.ndim:])
-    env[_HEADER.size: _HEADER.size + len(token)] = np.frombuffer(token, np.uint8)
+    env[:_DATA_AT] = head
     if inline:
-        start = _HEADER.size + _TOKEN_MAX
-        env[start: start + data.nbytes] = data.reshape(-1).view(np.uint8)
+        env[_DATA_AT: _DATA_AT + data.nbytes] = data.reshape(-1).view(np.uint8)
     else:
         if len(_BCAST_ENVELOPES) >= _BCAST_CACHE_LIMIT:
             _BCAST_ENVELOPES.clear()
@@ -162,20 +147,19 @@ def _bcast_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray 
 
 
 def _bcast_header(env: np.ndarray) -> tuple[bool, np.dtype, tuple[int, ...], int]:
-    """``(inline, dtype, shape, nbytes)`` of a received envelope."""
-    if not env[0]:
-        key = env.tobytes()
-        known = _BCAST_HEADERS.get(key)
-        if known is not None:
-            return (False, *known)
-    inline, ndim, tlen, nbytes, *dims = _HEADER.unpack_from(env, 0)  # type: ignore[arg-type]
-    dtype = _dtype_of(env[_HEADER.size: _HEADER.size + tlen].tobytes())
-    shape: tuple[int, ...] = tuple(dims[:ndim])
-    if not inline:
+    """``(inline, dtype, shape, nbytes)`` of a received envelope (cached by its header)."""
+    key = env[:_DATA_AT].tobytes()
+    known = _BCAST_HEADERS.get(key)
+    if known is None:
+        inline, ndim, tlen, nbytes, *dims = _HEADER.unpack_from(env, 0)  # type: ignore[arg-type]
+        dtype = _dtype_of(env[_HEADER.size: _HEADER.size + tlen].tobytes())
+        known = (bool(inline), dtype, tuple(dims[:ndim]), nbytes)
         if len(_BCAST_HEADERS) >= _BCAST_CACHE_LIMIT:
             _BCAST_HEADERS.clear()
-        _BCAST_HEADERS[key] = (dtype, shape, nbytes)
-    return bool(inline), dtype, shape, nbytes
+        _BCAST_HEADERS[key] = known
+    return known
+
+
 _EMPTY: dict[np.dtype, np.ndarray] = {}
 
 
@@ -326,6 +310,7 @@ class Comm:
         self.last_algorithm: str | None = None
         self._prepared: dict[tuple[Any, ...], tuple[Algorithm, Plan | None, CallInfo, dict]] = {}
         self._templates: dict[tuple[Any, ...], _Template | None] = {}
+        attach_native(transport)
         caps = transport.capabilities()
         self._resources = transport.comm_resources(context, tuple(self._group)) | (
             {"in_network_reduction"} if caps.in_network_reduction else frozenset())
@@ -550,7 +535,7 @@ class Comm:
             env = template.scratch = np.zeros(ENVELOPE, np.uint8)
         views = template.views
         if is_root:
-            head = _root_header(x.dtype, x.shape, x.nbytes)
+            head = _bcast_head(x.dtype, x.shape, True)
             if head is None:
                 return _SLOW
             env[:_DATA_AT] = head
@@ -569,7 +554,7 @@ class Comm:
             result = self._out("bcast", out, x.shape, x.dtype)  # raises, naming ``out``
             result.reshape(-1)[...] = x.reshape(-1)
             return result
-        inline, dtype, shape = _read_header(env)
+        inline, dtype, shape, _ = _bcast_header(env)
         if inline:
             view = views.get((dtype, shape))
             if view is None:

@@ -38,7 +38,6 @@ job (``MPI_Abort``) instead of leaving the other ranks waiting forever.
 
 from __future__ import annotations
 
-import importlib
 import os
 import struct
 import sys
@@ -123,7 +122,6 @@ class MpiTransport(Transport):
         self._capabilities = Capabilities("mpi", nodes, resources=frozenset({"mpi"}))
         ranks_here = nodes.count(nodes[self.rank])
         self._spin_seconds = SPIN_SECONDS if ranks_here <= len(os.sched_getaffinity(0)) else 0.0
-        importlib.import_module("collops.algorithms.mpi_native").register()
 
     @classmethod
     def world(cls) -> MpiTransport:

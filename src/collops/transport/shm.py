@@ -37,7 +37,6 @@ rank still waits for it is reported the same way.
 from __future__ import annotations
 
 import ctypes
-import importlib
 import os
 import struct
 import threading
@@ -177,14 +176,12 @@ class ShmTransport(Transport):
         self._closed = False
         self._direct_areas: dict[tuple[int, tuple[int, ...]], DirectArea] = {}
         self._direct_watch: list[Callable[[], bool]] = []
-        #: ``(shift, bits, describe)`` installed by the shm_direct algorithms: where a
-        #: message's call number sits in its tag, and how to put a fingerprint into words
+        #: ``(shift, bits, describe)`` installed by the runtime, which owns the tag layout:
+        #: where a message's call number sits in its tag, and how to put a fingerprint
+        #: into words (for telling a direct call from the same call made with messages)
         self.call_tags: tuple[int, int, Callable[[int], str]] | None = None
         self._init_tables()
         self._attach()
-        if layout.direct_areas and layout.direct_bytes:
-            importlib.import_module("collops.algorithms.shm_direct").register(
-                self, layout.direct_bytes)
 
     @classmethod
     def from_env(cls) -> ShmTransport:
@@ -333,6 +330,11 @@ class ShmTransport(Transport):
                 return None
             area = self._direct_areas[key] = DirectArea(self, context, group)
         return area
+
+    @property
+    def direct_bytes(self) -> int:
+        """Bytes of each rank's slot in a direct area (0: the job has no direct areas)."""
+        return self._layout.direct_bytes if self._layout.direct_areas else 0
 
     def comm_resources(self, context: int, group: tuple[int, ...]) -> frozenset[str]:
         """"shm_direct" when the communicator has a direct area."""

@@ -113,6 +113,8 @@ class DirectArea:
         #: they write in that order, so no later call takes a slot an earlier one waits for
         self.unwritten: deque[Any] = deque()
         self._views: dict[tuple[int, int, np.dtype, int, int], np.ndarray] = {}
+        #: what the algorithms using this area work out once per call signature
+        self.memo: dict[object, object] = {}
         transport._segment.prefault(lay.direct_rank_offset(area, transport.rank),
                                     lay.direct_rank_bytes)
         self.oversubscribed = transport._oversubscribed

@@ -1,0 +1,36 @@
+"""Attaching a transport's own collectives (``mpi_native``, ``shm_direct``) to the registry.
+
+Transports move bytes and know nothing of algorithms; a transport names the resources it
+offers (`Capabilities.resources`), and the runtime — which owns both the registry's use and
+the message tag layout — registers the algorithm module that goes with each resource the
+first time a communicator over that transport is made. It also tells a transport that can
+watch for a call made directly on one rank and with messages on another where a call's
+number sits in a tag (``call_tags``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import weakref
+
+from ..transport.base import Transport
+from . import fingerprint as fp
+from .engine import CALL_BITS, PHASE_BITS, SEQ_BITS
+
+#: resource name -> the module whose ``register(transport)`` adds its algorithms
+PLUGINS = {"mpi": "collops.algorithms.mpi_native", "shm_direct": "collops.algorithms.shm_direct"}
+
+_attached: weakref.WeakSet[Transport] = weakref.WeakSet()
+
+
+def attach(transport: Transport) -> None:
+    """Register the algorithms of ``transport``'s resources (once per transport)."""
+    if transport in _attached:
+        return
+    _attached.add(transport)
+    for resource in sorted(transport.capabilities().resources):
+        module = PLUGINS.get(resource)
+        if module is not None:
+            importlib.import_module(module).register(transport)
+    if hasattr(transport, "call_tags"):
+        transport.call_tags = (SEQ_BITS, CALL_BITS + PHASE_BITS, fp.describe)
