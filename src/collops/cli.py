@@ -62,7 +62,8 @@ def algorithms_markdown(collective: str | None = None) -> str:
         lines.append("")
     lines += [
         "## Offered by one transport", "",
-        "Not schedules, so registered by the transport that runs them (when it is created) and "
+        "Not schedules, so registered (by `collops.runtime.native`) once a communicator over "
+        "the transport that runs them exists, and "
         "absent from the simulator and the cost tables:", "",
         "* `shm_direct` (shared-memory transport, the `collops run` default) — barrier, bcast, "
         "scatter, gather, allgather, alltoall, reduce, allreduce, reduce_scatter_block, scan, "
