@@ -38,9 +38,12 @@ job (``MPI_Abort``) instead of leaving the other ranks waiting forever.
 
 from __future__ import annotations
 
+import array
+import fcntl
 import os
 import struct
 import sys
+import termios
 import time
 import traceback
 from types import TracebackType
@@ -350,6 +353,25 @@ def _unlink_mapped_shm() -> None:
                 pass
 
 
+def _wait_until_read(fd: int, limit: float = 2.0) -> None:
+    """Wait (at most ``limit`` s) until the reader of pipe ``fd`` has taken what was written.
+
+    ``mpiexec`` forwards each rank's stderr through a pipe; ``MPI_Abort`` makes it kill every
+    rank and exit, and whatever still sits in that pipe is lost, so the traceback would vanish.
+    Where ``fd`` is not a pipe (a terminal, a file) there is nothing to wait for.
+    """
+    unread = array.array("i", [0])
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            fcntl.ioctl(fd, termios.FIONREAD, unread)
+        except OSError:
+            return
+        if unread[0] == 0:
+            return
+        time.sleep(0.001)
+
+
 def install_abort_hook(rank: int, size: int) -> None:
     """Make an uncaught exception print this rank's traceback and abort the whole MPI job."""
 
@@ -362,6 +384,11 @@ def install_abort_hook(rank: int, size: int) -> None:
         sys.stderr.flush()
         sys.stdout.flush()
         _unlink_mapped_shm()
+        for stream in (sys.stderr, sys.stdout):
+            try:
+                _wait_until_read(stream.fileno())
+            except (AttributeError, ValueError, OSError):
+                pass
         _mpi().COMM_WORLD.Abort(1)
 
     sys.excepthook = abort
