@@ -7,6 +7,9 @@ setting                   environment variable                 meaning
                                                                ``mpi``
 ``timeout``               ``COLLOPS_TIMEOUT``                  seconds per collective (none)
 ``tuning_file``           ``COLLOPS_TUNING_FILE``              TOML algorithm choices
+``compiled``              ``COLLOPS_COMPILED``                 ``0`` keeps the compiled fast
+                                                               path (``collops._direct``)
+                                                               unused: pure Python
 algorithm overrides       ``COLLOPS_<COLLECTIVE>_ALGORITHM``   e.g. ``ring`` for ALLREDUCE
 ========================  ===================================  =============================
 
@@ -29,6 +32,7 @@ class Settings:
     timeout: float | None = None
     tuning_file: str | None = None
     algorithms: dict[str, str] = field(default_factory=dict)
+    compiled: bool = True
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -45,6 +49,8 @@ class Settings:
             timeout=float(timeout) if timeout else None,
             tuning_file=env.get("COLLOPS_TUNING_FILE") or None,
             algorithms=overrides,
+            compiled=env.get("COLLOPS_COMPILED", "1").strip().lower() not in ("0", "no", "false",
+                                                                            "off"),
         )
 
 

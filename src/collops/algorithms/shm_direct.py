@@ -40,6 +40,11 @@ from ..transport.shm_segment import DIRECT_SLOTS
 from .registry import Algorithm, CostModel, Restriction, add_algorithm
 from .spec import CallSpec
 
+try:
+    from ..transport import _direct
+except ImportError:  # built without a C compiler: the Python runner does the same work
+    _direct = None  # type: ignore[assignment]
+
 NAME = "shm_direct"
 RESOURCE = "shm_direct"
 SUPPORTED = ("barrier", "bcast", "scatter", "gather", "allgather", "alltoall", "reduce",
@@ -252,6 +257,9 @@ def runner(comm: Any, spec: CallSpec) -> Callable[..., None]:
     anything else to the general path.
     """
     transport, area = _area(comm, spec)
+    compiled = _compiled_runner(comm, transport, area, spec)
+    if compiled is not None:
+        return compiled
     rank = comm.rank
     fingerprint = call_fingerprint(spec)
     words, ack, held, fps = area.words, area.ack, area.held, area.fps
@@ -307,6 +315,87 @@ def runner(comm: Any, spec: CallSpec) -> Callable[..., None]:
                     wake_one(r)
 
     return fn
+
+
+#: seconds the compiled runner spins for its peers before handing over to `DirectArea.wait`
+COMPILED_SPIN = 20e-6
+#: the same when ranks outnumber cores (a peer that is late then needs this rank's core)
+COMPILED_SPIN_OVERSUBSCRIBED = 2e-6
+#: operator names the compiled runner reduces itself, and its codes for them
+_C_OPS = {"SUM": 0, "PROD": 1, "MIN": 2, "MAX": 3, "BAND": 4, "BOR": 5, "BXOR": 6}
+_C_DTYPES = {np.dtype(t): i for i, t in enumerate(
+    (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+     np.float32, np.float64))}
+
+
+def _compiled_runner(comm: Any, transport: ShmTransport, area: DirectArea, spec: CallSpec
+                     ) -> Callable[..., None] | None:
+    """The compiled blocking fast path for ``spec`` (None: not built, disabled or unsupported).
+
+    It runs exactly what the Python runner below runs, with the reads described as byte
+    ranges: copies for the gathering and broadcasting calls, a fold in rank order for the
+    reductions whose operator and dtype it knows (the others stay in Python and numpy).
+    """
+    if _direct is None or not transport.compiled_direct:
+        return None
+    rank, c, n, dt, p = comm.rank, spec.collective, spec.count, spec.dtype, spec.size
+    awaits = _awaits(spec, rank)
+    others = [j for j in awaits if j != rank]
+    slots = range(DIRECT_SLOTS)
+    itemsize = dt.itemsize
+    src: list[list[int]] = [[] for _ in slots]
+    dst: list[int] = []
+    lengths: list[int] = []
+    self_copy = (0, 0, 0)
+    op_code = dt_code = 0
+    if c == "barrier" or (not awaits and c not in ("bcast", "scatter")):
+        kind = _direct.READ_NONE
+    elif c in REDUCING_DIRECT:
+        if spec.op is None or spec.op.name not in _C_OPS or dt not in _C_DTYPES or (
+                spec.op.name.startswith("B") and dt.kind == "f") or not dt.isnative:
+            return None
+        kind, op_code, dt_code = _direct.READ_REDUCE, _C_OPS[spec.op.name], _C_DTYPES[dt]
+        offset = rank * n * itemsize if c == "reduce_scatter_block" else 0
+        src = [[area.slot_offset[j][i] + offset for j in awaits] for i in slots]
+    elif c in ("allgather", "gather", "alltoall"):
+        kind = _direct.READ_COPY
+        offset = rank * n * itemsize if c == "alltoall" else 0
+        src = [[area.slot_offset[j][i] + offset for j in range(p)] for i in slots]
+        dst = [j * n * itemsize for j in range(p)]
+        lengths = [n * itemsize] * p
+    elif c == "bcast" and rank == spec.root:
+        kind, self_copy = _direct.READ_SELF, (0, 0, n * itemsize)
+    elif rank != spec.root:  # bcast, scatter: the root's slot (scatter: this rank's block)
+        kind = _direct.READ_COPY
+        offset = rank * n * itemsize if c == "scatter" else 0
+        src = [[area.slot_offset[spec.root][i] + offset] for i in slots]
+        dst, lengths = [0], [n * itemsize]
+    else:  # scatter's root keeps its own block
+        kind, self_copy = _direct.READ_SELF, (rank * n * itemsize, 0, n * itemsize)
+    publishes = _publishes(spec, rank)
+    fingerprint = call_fingerprint(spec)
+    sleepers = [r for r in area.group if r != transport.rank]
+
+    def slow(status: int, send: Any, recv: Any, seq: int, timeout: float | None) -> None:
+        if status == 1:
+            return _run(comm, spec, send, recv, seq, timeout)
+        return _finish_slowly(comm, area, spec, send, recv, seq, timeout)
+
+    runner = _direct.Runner(
+        segment=transport._segment.map, ndarray=np.ndarray, area=area,
+        occupant=area.occupant, own_pending=area.own_pending,
+        readers=_readers(spec, rank), slow=slow, wake=transport.wake, publishes=publishes,
+        nbytes=contribution_bytes(spec) if publishes else 0, fingerprint=fingerprint,
+        mix=held_word(0, fingerprint), my_held=area.held[rank], my_fp=area.fps[rank],
+        my_data=area.slot_offset[rank],
+        held=[area.held[j][i] for i in slots for j in others],
+        ack=[area.ack[rank][j][i] for i in slots for j in others],
+        ack_of_me=[area.ack[m][rank][i] for m in range(p) for i in slots],
+        sleeper_words=[transport.sleeping_word(r) for r in sleepers], sleeper_ranks=sleepers,
+        read_kind=kind, src=[b for row in src for b in row], dst=dst, len=lengths,
+        self_copy=self_copy, count=n, op=op_code, dtype=dt_code,
+        spin_seconds=COMPILED_SPIN_OVERSUBSCRIBED if area.oversubscribed else COMPILED_SPIN)
+    return runner.run
 
 
 def _finish_slowly(comm: Any, area: DirectArea, spec: CallSpec, send: np.ndarray | None,

@@ -3,7 +3,8 @@
 Transports move bytes and know nothing of algorithms; a transport names the resources it
 offers (`Capabilities.resources`), and the runtime — which owns both the registry's use and
 the message tag layout — registers the algorithm module that goes with each resource the
-first time a communicator over that transport is made. It also tells a transport that can
+first time a communicator over that transport is made. It tells the shared-memory transport
+whether its compiled direct runner may be used (the ``compiled`` setting), and a transport that can
 watch for a call made directly on one rank and with messages on another where a call's
 number sits in a tag (``call_tags``).
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import importlib
 import weakref
 
+from .. import config as _cfg
 from ..transport.base import Transport
 from . import fingerprint as fp
 from .engine import CALL_BITS, PHASE_BITS, SEQ_BITS
@@ -32,5 +34,7 @@ def attach(transport: Transport) -> None:
         module = PLUGINS.get(resource)
         if module is not None:
             importlib.import_module(module).register(transport)
+    if hasattr(transport, "compiled_direct"):
+        transport.compiled_direct = _cfg.settings.compiled
     if hasattr(transport, "call_tags"):
         transport.call_tags = (SEQ_BITS, CALL_BITS + PHASE_BITS, fp.describe)

@@ -180,6 +180,9 @@ class ShmTransport(Transport):
         #: where a message's call number sits in its tag, and how to put a fingerprint
         #: into words (for telling a direct call from the same call made with messages)
         self.call_tags: tuple[int, int, Callable[[int], str]] | None = None
+        #: whether direct calls may use the compiled runner (`_direct`), where it was built;
+        #: the runtime sets it from the ``compiled`` setting
+        self.compiled_direct = True
         self._init_tables()
         self._attach()
 

@@ -101,8 +101,11 @@ class DirectArea:
                      for w in world] for a in acks]
         first_slot = [b + seg.LINE + lay.direct_acks_bytes for b in base]
         buf = transport._buf
-        self.slots = [[np.frombuffer(buf, np.uint8, lay.direct_bytes, f + i * lay.direct_bytes)
-                       for i in range(DIRECT_SLOTS)] for f in first_slot]
+        #: byte offset in the job segment of each member's slots: [member][slot]
+        self.slot_offset = [[f + i * lay.direct_bytes for i in range(DIRECT_SLOTS)]
+                            for f in first_slot]
+        self.slots = [[np.frombuffer(buf, np.uint8, lay.direct_bytes, o) for o in row]
+                      for row in self.slot_offset]
         #: for each of this rank's slots: its call number and the members who must read it
         self.occupant: list[tuple[int, tuple[int, ...]]] = [(0, ())] * DIRECT_SLOTS
         #: per slot: the call still to read this rank's own slot (0: none)

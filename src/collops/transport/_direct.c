@@ -1,0 +1,545 @@
+/* collops.transport._direct: the blocking fast path of the shm_direct collectives, compiled.
+ *
+ * The protocol is the one `collops.transport.shm_direct` describes and implements in Python;
+ * this file only runs its common case without the interpreter: copy this rank's contribution
+ * into its slot, store the fingerprint and the call number, wake sleeping peers, spin a few
+ * microseconds for the peers' slots to hold the same call, read them (copies, or a reduction
+ * folded in rank order with the same arithmetic as numpy's ufuncs), acknowledge, wake again.
+ *
+ * Everything unusual is handed back to Python, which owns the state machine: a slot still
+ * being read (status 1: the call has not started, Python runs it the general way), or peers
+ * that are late (status 2: the contribution is published, Python waits with its spin, yield,
+ * futex sleep, failure, timeout and mismatch checks). Both hand-offs call the `slow` callable
+ * given at construction, so a `Runner`'s `run` is a drop-in for the Python runner.
+ *
+ * Memory ordering: the data and the fingerprint are stored before the call number with
+ * release stores; peers' words are read with acquire loads; a sequentially consistent fence
+ * separates this rank's last store from its check of the peers' sleeping flags, pairing
+ * with the fence the sleepers issue before they raise them (x86 and arm64 alike).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+#include <math.h>
+
+#define NSLOTS 4
+
+enum { READ_NONE = 0, READ_COPY = 1, READ_SELF = 2, READ_REDUCE = 3 };
+enum { OP_SUM = 0, OP_PROD, OP_MIN, OP_MAX, OP_BAND, OP_BOR, OP_BXOR };
+enum { DT_I1 = 0, DT_I2, DT_I4, DT_I8, DT_U1, DT_U2, DT_U4, DT_U8, DT_F4, DT_F8 };
+
+/* The head of a numpy array: its data pointer follows the object header (numpy's ABI). */
+typedef struct {
+    PyObject_HEAD
+    char *data;
+} ArrayHead;
+
+typedef struct {
+    PyObject_HEAD
+    Py_buffer segment;          /* the job segment, held for the runner's lifetime */
+    int have_segment;
+    char *base;
+    PyObject *ndarray;          /* numpy.ndarray, for the data-pointer shortcut */
+    PyObject *occupant;         /* area.occupant: list of (k, readers) per slot */
+    PyObject *own_pending;      /* area.own_pending: list of int per slot */
+    PyObject *area;             /* the DirectArea (its `inflight`) */
+    PyObject *readers;          /* tuple: members that read this rank's slot */
+    PyObject *slow;             /* slow(status, send, recv, seq, timeout) */
+    PyObject *wake;             /* wake(world_rank) */
+    PyObject *inflight_name;
+    int publishes;
+    Py_ssize_t nbytes;          /* contribution bytes copied from send */
+    uint64_t fingerprint, mix;
+    Py_ssize_t my_held[NSLOTS], my_fp[NSLOTS], my_data[NSLOTS];
+    Py_ssize_t nothers;
+    Py_ssize_t *held;           /* [slot][other]: word index of the other's held word */
+    Py_ssize_t *ack;            /* [slot][other]: word where this rank acknowledges it */
+    Py_ssize_t nmembers;
+    Py_ssize_t *ack_of_me;      /* [member][slot]: word where member acknowledges this rank */
+    Py_ssize_t nsleepers;
+    Py_ssize_t *sleeper_word;
+    long *sleeper_rank;
+    int read_kind;
+    Py_ssize_t npieces;
+    Py_ssize_t *src;            /* [slot][piece]: byte offset in the segment */
+    Py_ssize_t *dst;            /* [piece]: byte offset in recv (READ_COPY) */
+    Py_ssize_t *len;            /* [piece]: bytes (READ_COPY) */
+    Py_ssize_t self_src, self_dst, self_len;   /* READ_SELF: send -> recv */
+    Py_ssize_t count;           /* READ_REDUCE: items */
+    int op, dtype;
+    double spin_seconds;
+} Runner;
+
+static inline uint64_t *word_at(Runner *r, Py_ssize_t index) {
+    return (uint64_t *)(r->base + 8 * index);
+}
+
+static inline uint64_t load_word(Runner *r, Py_ssize_t index) {
+    return __atomic_load_n(word_at(r, index), __ATOMIC_ACQUIRE);
+}
+
+static inline void store_word(Runner *r, Py_ssize_t index, uint64_t value) {
+    __atomic_store_n(word_at(r, index), value, __ATOMIC_RELEASE);
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- reductions: numpy's arithmetic, element by element ------------------------------- */
+
+#define FOLD_INT(T, UT)                                                                   \
+    static void fold_##T(int op, T *out, const T *in, Py_ssize_t n) {                   \
+        Py_ssize_t i;                                                                     \
+        switch (op) {                                                                     \
+        case OP_SUM: for (i = 0; i < n; i++) out[i] = (T)((UT)out[i] + (UT)in[i]); break; \
+        case OP_PROD: for (i = 0; i < n; i++) out[i] = (T)((UT)out[i] * (UT)in[i]); break;\
+        case OP_MIN: for (i = 0; i < n; i++) out[i] = out[i] < in[i] ? out[i] : in[i]; break; \
+        case OP_MAX: for (i = 0; i < n; i++) out[i] = out[i] > in[i] ? out[i] : in[i]; break; \
+        case OP_BAND: for (i = 0; i < n; i++) out[i] &= in[i]; break;                     \
+        case OP_BOR: for (i = 0; i < n; i++) out[i] |= in[i]; break;                      \
+        case OP_BXOR: for (i = 0; i < n; i++) out[i] ^= in[i]; break;                     \
+        }                                                                                 \
+    }
+
+/* numpy's minimum/maximum on floats: the left operand when it is strictly smaller (larger)
+ * or NaN, else the right one (so of two equal zeros the right one's sign wins) */
+#define FOLD_FLOAT(T)                                                                     \
+    static void fold_##T(int op, T *out, const T *in, Py_ssize_t n) {                   \
+        Py_ssize_t i;                                                                     \
+        switch (op) {                                                                     \
+        case OP_SUM: for (i = 0; i < n; i++) out[i] = out[i] + in[i]; break;              \
+        case OP_PROD: for (i = 0; i < n; i++) out[i] = out[i] * in[i]; break;             \
+        case OP_MIN:                                                                      \
+            for (i = 0; i < n; i++)                                                       \
+                out[i] = (out[i] < in[i] || isnan(out[i])) ? out[i] : in[i];              \
+            break;                                                                        \
+        case OP_MAX:                                                                      \
+            for (i = 0; i < n; i++)                                                       \
+                out[i] = (out[i] > in[i] || isnan(out[i])) ? out[i] : in[i];              \
+            break;                                                                        \
+        }                                                                                 \
+    }
+
+FOLD_INT(int8_t, uint8_t)
+FOLD_INT(int16_t, uint16_t)
+FOLD_INT(int32_t, uint32_t)
+FOLD_INT(int64_t, uint64_t)
+FOLD_INT(uint8_t, uint8_t)
+FOLD_INT(uint16_t, uint16_t)
+FOLD_INT(uint32_t, uint32_t)
+FOLD_INT(uint64_t, uint64_t)
+FOLD_FLOAT(float)
+FOLD_FLOAT(double)
+
+static const Py_ssize_t itemsize_of[] = {1, 2, 4, 8, 1, 2, 4, 8, 4, 8};
+
+static void fold(int dtype, int op, void *out, const void *in, Py_ssize_t n) {
+    switch (dtype) {
+    case DT_I1: fold_int8_t(op, out, in, n); break;
+    case DT_I2: fold_int16_t(op, out, in, n); break;
+    case DT_I4: fold_int32_t(op, out, in, n); break;
+    case DT_I8: fold_int64_t(op, out, in, n); break;
+    case DT_U1: fold_uint8_t(op, out, in, n); break;
+    case DT_U2: fold_uint16_t(op, out, in, n); break;
+    case DT_U4: fold_uint32_t(op, out, in, n); break;
+    case DT_U8: fold_uint64_t(op, out, in, n); break;
+    case DT_F4: fold_float(op, out, in, n); break;
+    case DT_F8: fold_double(op, out, in, n); break;
+    }
+}
+
+/* ---- the runner ------------------------------------------------------------------------ */
+
+static void Runner_dealloc(Runner *r) {
+    if (r->have_segment)
+        PyBuffer_Release(&r->segment);
+    Py_XDECREF(r->ndarray);
+    Py_XDECREF(r->occupant);
+    Py_XDECREF(r->own_pending);
+    Py_XDECREF(r->area);
+    Py_XDECREF(r->readers);
+    Py_XDECREF(r->slow);
+    Py_XDECREF(r->wake);
+    Py_XDECREF(r->inflight_name);
+    PyMem_Free(r->held);
+    PyMem_Free(r->ack);
+    PyMem_Free(r->ack_of_me);
+    PyMem_Free(r->sleeper_word);
+    PyMem_Free(r->sleeper_rank);
+    PyMem_Free(r->src);
+    PyMem_Free(r->dst);
+    PyMem_Free(r->len);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+/* Copy a sequence of ints into a fresh array of `expect` entries (-1: any length). */
+static Py_ssize_t *int_array(PyObject *seq, Py_ssize_t expect, Py_ssize_t *got, const char *what) {
+    PyObject *fast = PySequence_Fast(seq, what);
+    if (fast == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    if (expect >= 0 && n != expect) {
+        PyErr_Format(PyExc_ValueError, "%s: expected %zd integers, got %zd", what, expect, n);
+        Py_DECREF(fast);
+        return NULL;
+    }
+    Py_ssize_t *out = PyMem_Calloc(n ? n : 1, sizeof(Py_ssize_t));
+    if (out == NULL) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        out[i] = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(fast, i));
+        if (out[i] == -1 && PyErr_Occurred()) {
+            PyMem_Free(out);
+            Py_DECREF(fast);
+            return NULL;
+        }
+    }
+    Py_DECREF(fast);
+    if (got)
+        *got = n;
+    return out;
+}
+
+static int fill_fixed(PyObject *seq, Py_ssize_t *dst, const char *what) {
+    Py_ssize_t *tmp = int_array(seq, NSLOTS, NULL, what);
+    if (tmp == NULL)
+        return -1;
+    memcpy(dst, tmp, NSLOTS * sizeof(Py_ssize_t));
+    PyMem_Free(tmp);
+    return 0;
+}
+
+static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
+    static char *names[] = {
+        "segment", "ndarray", "area", "occupant", "own_pending", "readers", "slow", "wake",
+        "publishes", "nbytes", "fingerprint", "mix", "my_held", "my_fp", "my_data",
+        "held", "ack", "ack_of_me", "sleeper_words", "sleeper_ranks", "read_kind",
+        "src", "dst", "len", "self_copy", "count", "op", "dtype", "spin_seconds", NULL};
+    PyObject *segment, *ndarray, *area, *occupant, *own_pending, *readers, *slow, *wake;
+    PyObject *my_held, *my_fp, *my_data, *held, *ack, *ack_of_me, *sleeper_words;
+    PyObject *sleeper_ranks, *src, *dst, *len, *self_copy;
+    int publishes, read_kind, op, dtype;
+    Py_ssize_t nbytes, count;
+    unsigned long long fingerprint, mix;
+    double spin;
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid", names, &segment, &ndarray, &area,
+            &PyList_Type, &occupant, &PyList_Type, &own_pending, &PyTuple_Type, &readers,
+            &slow, &wake, &publishes, &nbytes, &fingerprint, &mix, &my_held, &my_fp,
+            &my_data, &held, &ack, &ack_of_me, &sleeper_words, &sleeper_ranks, &read_kind,
+            &src, &dst, &len, &self_copy, &count, &op, &dtype, &spin))
+        return -1;
+    if (PyList_GET_SIZE(occupant) != NSLOTS || PyList_GET_SIZE(own_pending) != NSLOTS) {
+        PyErr_SetString(PyExc_ValueError, "occupant and own_pending need one entry per slot");
+        return -1;
+    }
+    if (r->have_segment)
+        return 0; /* initialised once */
+    if (PyObject_GetBuffer(segment, &r->segment, PyBUF_WRITABLE) < 0)
+        return -1;
+    r->have_segment = 1;
+    r->base = r->segment.buf;
+    r->ndarray = Py_NewRef(ndarray);
+    r->area = Py_NewRef(area);
+    r->occupant = Py_NewRef(occupant);
+    r->own_pending = Py_NewRef(own_pending);
+    r->readers = Py_NewRef(readers);
+    r->slow = Py_NewRef(slow);
+    r->wake = Py_NewRef(wake);
+    r->inflight_name = PyUnicode_InternFromString("inflight");
+    if (r->inflight_name == NULL)
+        return -1;
+    r->publishes = publishes;
+    r->nbytes = nbytes;
+    r->fingerprint = fingerprint;
+    r->mix = mix;
+    r->spin_seconds = spin;
+    if (fill_fixed(my_held, r->my_held, "my_held") || fill_fixed(my_fp, r->my_fp, "my_fp")
+        || fill_fixed(my_data, r->my_data, "my_data"))
+        return -1;
+    Py_ssize_t n;
+    if ((r->held = int_array(held, -1, &n, "held")) == NULL)
+        return -1;
+    r->nothers = n / NSLOTS;
+    if ((r->ack = int_array(ack, NSLOTS * r->nothers, NULL, "ack")) == NULL)
+        return -1;
+    if ((r->ack_of_me = int_array(ack_of_me, -1, &n, "ack_of_me")) == NULL)
+        return -1;
+    r->nmembers = n / NSLOTS;
+    if ((r->sleeper_word = int_array(sleeper_words, -1, &r->nsleepers, "sleeper_words")) == NULL)
+        return -1;
+    Py_ssize_t *ranks = int_array(sleeper_ranks, r->nsleepers, NULL, "sleeper_ranks");
+    if (ranks == NULL)
+        return -1;
+    r->sleeper_rank = PyMem_Calloc(r->nsleepers ? r->nsleepers : 1, sizeof(long));
+    for (Py_ssize_t i = 0; i < r->nsleepers; i++)
+        r->sleeper_rank[i] = (long)ranks[i];
+    PyMem_Free(ranks);
+    r->read_kind = read_kind;
+    if ((r->src = int_array(src, -1, &n, "src")) == NULL)
+        return -1;
+    r->npieces = n / NSLOTS;
+    if ((r->dst = int_array(dst, -1, NULL, "dst")) == NULL)
+        return -1;
+    if ((r->len = int_array(len, -1, NULL, "len")) == NULL)
+        return -1;
+    Py_ssize_t three[3] = {0, 0, 0};
+    Py_ssize_t *sc = int_array(self_copy, 3, NULL, "self_copy");
+    if (sc == NULL)
+        return -1;
+    memcpy(three, sc, sizeof three);
+    PyMem_Free(sc);
+    r->self_src = three[0];
+    r->self_dst = three[1];
+    r->self_len = three[2];
+    r->count = count;
+    if (op < OP_SUM || op > OP_BXOR || dtype < DT_I1 || dtype > DT_F8) {
+        PyErr_SetString(PyExc_ValueError, "unknown op or dtype code");
+        return -1;
+    }
+    r->op = op;
+    r->dtype = dtype;
+    return 0;
+}
+
+/* The data of a buffer argument (None: NULL); arrays without the buffer protocol's cost. */
+static int data_of(Runner *r, PyObject *o, char **data, Py_buffer *view, int *held) {
+    *held = 0;
+    if (o == Py_None) {
+        *data = NULL;
+        return 0;
+    }
+    if ((PyObject *)Py_TYPE(o) == r->ndarray) {
+        *data = ((ArrayHead *)o)->data;
+        return 0;
+    }
+    if (PyObject_GetBuffer(o, view, PyBUF_SIMPLE) < 0)
+        return -1;
+    *held = 1;
+    *data = view->buf;
+    return 0;
+}
+
+static void wake_sleepers(Runner *r) {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    for (Py_ssize_t i = 0; i < r->nsleepers; i++) {
+        if (load_word(r, r->sleeper_word[i])) {
+            PyObject *res = PyObject_CallFunction(r->wake, "l", r->sleeper_rank[i]);
+            if (res == NULL)
+                PyErr_WriteUnraisable(r->wake);
+            Py_XDECREF(res);
+        }
+    }
+}
+
+/* Whether every member that had to read this rank's `slot` has acknowledged it. */
+static int slot_free(Runner *r, int slot) {
+    PyObject *pending = PyList_GET_ITEM(r->own_pending, slot);
+    if (PyObject_IsTrue(pending))
+        return 0;
+    PyObject *occ = PyList_GET_ITEM(r->occupant, slot);
+    if (!PyTuple_Check(occ) || PyTuple_GET_SIZE(occ) != 2)
+        return 0;
+    PyObject *readers = PyTuple_GET_ITEM(occ, 1);
+    Py_ssize_t n = PyTuple_GET_SIZE(readers);
+    if (n == 0)
+        return 1;
+    uint64_t k = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(occ, 0));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t m = PyLong_AsSsize_t(PyTuple_GET_ITEM(readers, i));
+        if (m < 0 || m >= r->nmembers) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (load_word(r, r->ack_of_me[m * NSLOTS + slot]) != k)
+            return 0;
+    }
+    return 1;
+}
+
+static void read_slots(Runner *r, int slot, char *send, char *recv) {
+    Py_ssize_t np = r->npieces, *src = r->src + slot * np;
+    switch (r->read_kind) {
+    case READ_COPY:
+        for (Py_ssize_t i = 0; i < np; i++)
+            memcpy(recv + r->dst[i], r->base + src[i], r->len[i]);
+        break;
+    case READ_SELF:
+        if (recv != NULL && send != NULL && recv + r->self_dst != send + r->self_src)
+            memcpy(recv + r->self_dst, send + r->self_src, r->self_len);
+        break;
+    case READ_REDUCE:
+        if (np == 0)
+            break;
+        memcpy(recv, r->base + src[0], r->count * itemsize_of[r->dtype]);
+        for (Py_ssize_t i = 1; i < np; i++)
+            fold(r->dtype, r->op, recv, r->base + src[i], r->count);
+        break;
+    }
+}
+
+static PyObject *hand_over(Runner *r, int status, PyObject *const *args) {
+    return PyObject_CallFunction(r->slow, "iOOOO", status, args[0], args[1], args[2], args[3]);
+}
+
+/* run(send, recv, seq, timeout): one blocking call (see the module's comment). */
+static PyObject *Runner_run(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "run(send, recv, seq, timeout)");
+        return NULL;
+    }
+    PyObject *inflight = PyObject_GetAttr(r->area, r->inflight_name);
+    if (inflight == NULL)
+        return NULL;
+    int busy = PyObject_IsTrue(inflight);
+    Py_DECREF(inflight);
+    if (busy)
+        return hand_over(r, 1, args);
+    long long seq = PyLong_AsLongLong(args[2]);
+    if (seq == -1 && PyErr_Occurred())
+        return NULL;
+    int slot = (int)((2 * seq) % NSLOTS);
+    uint64_t k = ((uint64_t)seq << 3) + 1;
+    uint64_t word = (k << 24) | r->mix;
+    char *send, *recv;
+    Py_buffer sview, rview;
+    int sheld, rheld;
+    if (data_of(r, args[0], &send, &sview, &sheld) < 0)
+        return NULL;
+    if (data_of(r, args[1], &recv, &rview, &rheld) < 0) {
+        if (sheld)
+            PyBuffer_Release(&sview);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (r->publishes) {
+        if (!slot_free(r, slot)) {
+            result = hand_over(r, 1, args);
+            goto done;
+        }
+        PyObject *kobj = PyLong_FromUnsignedLongLong(k);
+        if (kobj == NULL)
+            goto done;
+        PyObject *occ = PyTuple_Pack(2, kobj, r->readers);
+        Py_DECREF(kobj);
+        if (occ == NULL)
+            goto done;
+        if (r->nbytes)
+            memcpy(r->base + r->my_data[slot], send, r->nbytes);
+        store_word(r, r->my_fp[slot], r->fingerprint);
+        store_word(r, r->my_held[slot], word);
+        PyList_SetItem(r->occupant, slot, occ); /* steals occ */
+        wake_sleepers(r);
+    }
+    Py_ssize_t *held = r->held + slot * r->nothers;
+    double stop = 0.0;
+    for (Py_ssize_t i = 0; i < r->nothers; i++) {
+        unsigned spins = 0;
+        while (load_word(r, held[i]) != word) {
+            cpu_relax();
+            if ((++spins & 63) == 0) {
+                double t = now();
+                if (stop == 0.0)
+                    stop = t + r->spin_seconds;
+                else if (t > stop) {
+                    result = hand_over(r, 2, args);
+                    goto done;
+                }
+            }
+        }
+    }
+    read_slots(r, slot, send, recv);
+    if (r->nothers) {
+        Py_ssize_t *ack = r->ack + slot * r->nothers;
+        for (Py_ssize_t i = 0; i < r->nothers; i++)
+            store_word(r, ack[i], k);
+        wake_sleepers(r);
+    }
+    result = Py_NewRef(Py_None);
+done:
+    if (sheld)
+        PyBuffer_Release(&sview);
+    if (rheld)
+        PyBuffer_Release(&rview);
+    return result;
+}
+
+static PyMethodDef Runner_methods[] = {
+    {"run", (PyCFunction)(void (*)(void))Runner_run, METH_FASTCALL,
+     "run(send, recv, seq, timeout): one blocking direct call."},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject RunnerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "collops.transport._direct.Runner",
+    .tp_basicsize = sizeof(Runner),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The blocking fast path of one shm_direct call signature on one rank.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Runner_init,
+    .tp_dealloc = (destructor)Runner_dealloc,
+    .tp_methods = Runner_methods,
+};
+
+static PyObject *fold_into(PyObject *self, PyObject *args) {
+    /* fold_into(out, in, dtype, op): out = out op in, element-wise (for tests) */
+    Py_buffer out, in;
+    int dtype, op;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "w*y*ii", &out, &in, &dtype, &op))
+        return NULL;
+    PyObject *result = NULL;
+    if (dtype < DT_I1 || dtype > DT_F8 || op < OP_SUM || op > OP_BXOR)
+        PyErr_SetString(PyExc_ValueError, "unknown op or dtype code");
+    else if (out.len != in.len || out.len % itemsize_of[dtype])
+        PyErr_SetString(PyExc_ValueError, "out and in must hold the same whole items");
+    else {
+        fold(dtype, op, out.buf, in.buf, out.len / itemsize_of[dtype]);
+        result = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&in);
+    return result;
+}
+
+static PyMethodDef module_methods[] = {
+    {"fold_into", fold_into, METH_VARARGS, "fold_into(out, in, dtype, op): out = out op in."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "collops.transport._direct",
+    "The compiled blocking fast path of the shm_direct collectives.", -1, module_methods,
+    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__direct(void) {
+    if (PyType_Ready(&RunnerType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(m, "Runner", (PyObject *)&RunnerType) < 0
+        || PyModule_AddIntConstant(m, "READ_NONE", READ_NONE) < 0
+        || PyModule_AddIntConstant(m, "READ_COPY", READ_COPY) < 0
+        || PyModule_AddIntConstant(m, "READ_SELF", READ_SELF) < 0
+        || PyModule_AddIntConstant(m, "READ_REDUCE", READ_REDUCE) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,27 @@
+"""Types of the compiled fast path of the shm_direct collectives (``_direct.c``)."""
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+READ_NONE: int
+READ_COPY: int
+READ_SELF: int
+READ_REDUCE: int
+
+class Runner:
+    """The blocking fast path of one shm_direct call signature on one rank."""
+
+    def __init__(self, *, segment: Any, ndarray: type, area: Any, occupant: list[Any],
+                 own_pending: list[int], readers: tuple[int, ...],
+                 slow: Callable[..., None], wake: Callable[[int], None], publishes: bool,
+                 nbytes: int, fingerprint: int, mix: int, my_held: Sequence[int],
+                 my_fp: Sequence[int], my_data: Sequence[int], held: Sequence[int],
+                 ack: Sequence[int], ack_of_me: Sequence[int], sleeper_words: Sequence[int],
+                 sleeper_ranks: Sequence[int], read_kind: int, src: Sequence[int],
+                 dst: Sequence[int], len: Sequence[int], self_copy: tuple[int, int, int],
+                 count: int, op: int, dtype: int, spin_seconds: float) -> None: ...
+    def run(self, send: Any, recv: Any, seq: int, timeout: float | None) -> None:
+        """One blocking direct call."""
+
+def fold_into(out: Any, in_: Any, dtype: int, op: int, /) -> None:
+    """out = out op in, element-wise."""

@@ -1,0 +1,198 @@
+"""The compiled fast path of ``shm_direct`` (``transport._direct``) against numpy and Python.
+
+`make test` builds the extension with the machine's C compiler, so it must be there; its
+reductions must give numpy's bits (NaN, signed zeros and integer wrap-around included); and
+the collectives must give the same results with it and with the pure Python runner
+(``COLLOPS_COMPILED=0``), which is what a machine without a compiler runs.
+"""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import collops
+from collops import config
+from collops.algorithms import shm_direct
+from tests.runtime.test_shm_direct import _run
+from tests.support.cases import assert_matches, cases_for
+
+DTYPES = list(shm_direct._C_DTYPES)
+UFUNCS = {"SUM": np.add, "PROD": np.multiply, "MIN": np.minimum, "MAX": np.maximum,
+          "BAND": np.bitwise_and, "BOR": np.bitwise_or, "BXOR": np.bitwise_xor}
+
+
+def test_the_compiled_fast_path_is_built():
+    assert shm_direct._direct is not None, (
+        "collops.transport._direct was not built: `make test` compiles it with the machine's "
+        "C compiler")
+
+
+def _op_dtype_pairs():
+    for name in shm_direct._C_OPS:
+        for dt in DTYPES:
+            if not (name.startswith("B") and dt.kind == "f"):
+                yield name, dt
+
+
+@pytest.mark.parametrize("name,dtype", list(_op_dtype_pairs()),
+                         ids=lambda v: str(v))
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_compiled_reductions_give_numpys_bits(name, dtype, data):
+    assert shm_direct._direct is not None
+    n = data.draw(st.integers(1, 40))
+    if dtype.kind == "f":
+        elements = st.sampled_from([0.0, -0.0, np.nan, np.inf, -np.inf, 1.5, -2.25]) | st.floats(
+            width=dtype.itemsize * 8)
+    else:
+        elements = st.integers(int(np.iinfo(dtype).min), int(np.iinfo(dtype).max))
+    a = data.draw(hnp.arrays(dtype, n, elements=elements))
+    b = data.draw(hnp.arrays(dtype, n, elements=elements))
+    with np.errstate(all="ignore"):
+        expected = UFUNCS[name](a, b)
+    out = a.copy()
+    shm_direct._direct.fold_into(out, b, shm_direct._C_DTYPES[dtype], shm_direct._C_OPS[name])
+    assert out.tobytes() == expected.tobytes(), (name, dtype, a, b, out, expected)
+
+
+def test_fold_into_refuses_unknown_codes_and_ragged_buffers():
+    assert shm_direct._direct is not None
+    with pytest.raises(ValueError):
+        shm_direct._direct.fold_into(np.zeros(2), np.zeros(2), 99, 0)
+    with pytest.raises(ValueError):
+        shm_direct._direct.fold_into(np.zeros(2), np.zeros(3), 9, 0)
+
+
+HALF_SUM = collops.Op(lambda a, b: (a + b) / 2, commutative=True)
+
+
+def _runner_kinds(comm):
+    """Run direct calls thrice (then on the prepared path); name each call's runner."""
+    x = np.arange(6.0) + comm.rank
+    calls = {"allreduce max": lambda: comm.allreduce(x, "max"),
+             "allgather": lambda: comm.allgather(x),
+             "allreduce user op": lambda: comm.allreduce(x, HALF_SUM)}
+    kinds = {}
+    for name, call in calls.items():
+        before = {id(t) for t in comm._templates.values()}
+        for _ in range(3):
+            call()
+        assert comm.last_algorithm == shm_direct.NAME
+        new = [t for t in comm._templates.values() if id(t) not in before]
+        runner = new[0].runner
+        kinds[name] = "compiled" if isinstance(runner, types.BuiltinMethodType) else "python"
+    return kinds
+
+
+@pytest.fixture
+def pure_python(monkeypatch):
+    """Settings with the compiled runner switched off (children fork with them)."""
+    monkeypatch.setenv("COLLOPS_COMPILED", "0")
+    config.reload_settings()
+    yield
+    monkeypatch.delenv("COLLOPS_COMPILED")
+    config.reload_settings()
+
+
+@pytest.mark.timeout(60)
+def test_prepared_direct_calls_run_compiled_unless_the_operator_is_pythons():
+    assert collops.spawn(_runner_kinds, 2, transport="shm", timeout=50)[0] == {
+        "allreduce max": "compiled", "allgather": "compiled", "allreduce user op": "python"}
+
+
+@pytest.mark.timeout(60)
+def test_collops_compiled_0_runs_the_python_runner(pure_python):
+    assert not config.settings.compiled
+    assert set(collops.spawn(_runner_kinds, 2, transport="shm", timeout=50)[0].values()) == {
+        "python"}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("collective", shm_direct.SUPPORTED)
+def test_the_python_runner_matches_numpy_too(collective, pure_python):
+    p = 3
+    per_rank = collops.spawn(_run, p, collective, p, 7, transport="shm", timeout=100)
+    cases = cases_for(collective, p, seed=7)
+    for k, (i, how, _) in enumerate(per_rank[0]):
+        results = [per_rank[r][k][2] for r in range(p)]
+        try:
+            assert_matches(cases[i], results)
+        except AssertionError as exc:
+            raise AssertionError(f"{collective} {how} case {cases[i].id}: {exc}") from exc
+
+
+def _special_values(comm, op):
+    """MIN/MAX/SUM of NaN, signed zeros and infinities, folded in rank order."""
+    base = np.array([0.0, -0.0, np.nan, 1.0, -np.inf, 5.0, -0.0, np.nan])
+    x = np.roll(base, comm.rank) * (1 if comm.rank % 2 else -1)
+    return [comm.allreduce(x, op) for _ in range(3)], x
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("op", ["min", "max", "sum", "prod"])
+@pytest.mark.parametrize("p", [2, 3])
+def test_special_float_values_fold_like_numpy_in_rank_order(op, p):
+    per_rank = collops.spawn(_special_values, p, op, transport="shm", timeout=50)
+    inputs = [x for _, x in per_rank]
+    ufunc = {"min": np.minimum, "max": np.maximum, "sum": np.add, "prod": np.multiply}[op]
+    expected = inputs[0].copy()
+    with np.errstate(all="ignore"):
+        for x in inputs[1:]:
+            expected = ufunc(expected, x)
+    for results, _ in per_rank:
+        for got in results:
+            assert got.tobytes() == expected.tobytes(), (op, got, expected)
+
+
+def _late_on_the_prepared_path(comm, how):
+    """Warm a call up, then make rank 1 late (0.3 s), time out (2 s late) or die."""
+    import os
+    import time
+
+    x = np.arange(4.0) + comm.rank
+    for _ in range(3):
+        comm.allreduce(x)
+    if comm.rank == 1:
+        if how == "dies":
+            os._exit(3)
+        time.sleep(0.3 if how == "late" else 2.0)
+        if how == "times out":
+            return "slept"
+    try:
+        got = comm.allreduce(x, timeout=0.8 if how == "times out" else None)
+    except collops.CollectiveTimeout as exc:
+        return "timeout: " + str(exc)
+    return got.tolist()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_late_peer_on_the_prepared_path_is_waited_for(compiled, monkeypatch):
+    monkeypatch.setenv("COLLOPS_COMPILED", "1" if compiled else "0")
+    config.reload_settings()
+    try:
+        got = collops.spawn(_late_on_the_prepared_path, 2, "late", transport="shm", timeout=50)
+    finally:
+        monkeypatch.delenv("COLLOPS_COMPILED")
+        config.reload_settings()
+    assert got[0] == got[1] == (np.arange(4.0) * 2 + 1).tolist()
+
+
+@pytest.mark.timeout(60)
+def test_a_prepared_call_times_out_naming_the_missing_rank():
+    got = collops.spawn(_late_on_the_prepared_path, 2, "times out", transport="shm", timeout=50)
+    assert got[0].startswith("timeout: ") and "allreduce[shm_direct]" in got[0], got[0]
+    assert "[1]" in got[0], got[0]
+
+
+@pytest.mark.timeout(60)
+def test_a_peer_dying_before_a_prepared_call_is_named():
+    with pytest.raises(collops.RankFailed) as info:
+        collops.spawn(_late_on_the_prepared_path, 2, "dies", transport="shm", timeout=50)
+    assert "rank 1" in str(info.value)
