@@ -67,9 +67,11 @@ def algorithms_markdown(collective: str | None = None) -> str:
         "absent from the simulator and the cost tables:", "",
         "* `shm_direct` (shared-memory transport, the `collops run` default) — barrier, bcast, "
         "scatter, gather, allgather, alltoall, reduce, allreduce, reduce_scatter_block, scan, "
-        "exscan whose per-rank part fits a 4 KiB slot: each rank copies its contribution "
+        "exscan whose per-rank part fits a 64 KiB slot: each rank copies its contribution "
         "into its slot of the communicator's shared area once and reads the others' slots "
-        "directly, no messages. Chosen automatically for small calls.",
+        "directly, no messages. Chosen automatically where its cost (half an α plus the "
+        "bytes read and folded) is lowest: always for small calls, up to 64 KiB where it "
+        "beats the schedules.",
         "* `mpi_native` (MPI transport) — every collective: the MPI library's own, after a "
         "16-byte agreement on the call's fingerprint (`check=0` skips it).", ""]
     return "\n".join(lines)

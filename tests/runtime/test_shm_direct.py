@@ -38,7 +38,7 @@ def _start(comm, case):
 def _run(comm, collective, p, seed):
     out = []
     for i, case in enumerate(cases_for(collective, p, seed=seed)):
-        if not shm_direct.contribution_bytes(case.specs[0]) <= 4096:
+        if not shm_direct.contribution_bytes(case.specs[0]) <= shm_direct._capacity:
             continue
         for _ in range(3):
             out.append((i, "blocking", call_collective(comm, case, NAME)))
@@ -51,7 +51,7 @@ def _run(comm, collective, p, seed):
                 got = np.empty(0, case.dtype)
             out.append((i, "non-blocking", got))
     fitting = [(i, case) for i, case in enumerate(cases_for(collective, p, seed=seed))
-               if shm_direct.contribution_bytes(case.specs[0]) <= 4096]
+               if shm_direct.contribution_bytes(case.specs[0]) <= shm_direct._capacity]
     # every case in flight at once, twice over: different data in slots that are reused
     requests = [(i, case, _start(comm, case)) for _ in range(2) for i, case in fitting]
     for i, case, req in requests:

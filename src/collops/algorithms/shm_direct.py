@@ -12,7 +12,7 @@ machine (the intra-node collectives of MPICH and UCC's ``tl/shm`` work the same 
 
 The records need the "shm_direct" resource, which the shared-memory transport offers for
 communicators whose context has an area (the first ``direct_areas``, 32 by default), and
-a call's per-rank contribution must fit a slot (``direct_bytes``, 4 KiB by default: the
+a call's per-rank contribution must fit a slot (``direct_bytes``, 64 KiB by default: the
 whole send buffer for ``scatter``, ``alltoall`` and ``reduce_scatter_block``). They are
 registered by the runtime when a communicator over that transport is made (`register`).
 
@@ -50,7 +50,7 @@ RESOURCE = "shm_direct"
 SUPPORTED = ("barrier", "bcast", "scatter", "gather", "allgather", "alltoall", "reduce",
              "allreduce", "reduce_scatter_block", "scan", "exscan")
 #: per-rank slot bytes the restriction checks against (set by `register` from the layout)
-_capacity = 4096
+_capacity = 65536
 
 
 def register(transport: ShmTransport) -> None:
@@ -83,10 +83,14 @@ def contribution_bytes(spec: CallSpec) -> int:
 
 
 def direct_cost(spec: CallSpec, model: CostModel) -> float:
-    """Half an α plus the bytes read (β) and reduced (γ)."""
+    """Half an α plus the bytes read from the peers' slots (β) and folded in (γ).
+
+    Copying into this rank's own slot overlaps with the peers doing the same, as a message's
+    copy into the transport does, which the schedules' costs do not count either.
+    """
     c, n, p = spec.collective, spec.count * spec.itemsize, spec.size
-    reads = {"bcast": n, "scatter": n, "gather": n * p, "reduce": n * p,
-             "scan": n * p}.get(c, n * p)
+    reads = {"bcast": n, "scatter": n, "gather": n * (p - 1), "reduce": n * (p - 1),
+             "scan": n * (p - 1) / 2, "exscan": n * (p - 1) / 2}.get(c, n * (p - 1))
     reduced = reads if spec.op is not None else 0
     return 0.5 * model.alpha + reads * model.beta + reduced * model.gamma
 

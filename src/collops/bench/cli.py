@@ -154,13 +154,21 @@ def run_bench_in_place(comm: Comm, collectives: list[str], sizes: list[int],
     return records
 
 
-def algorithm_problem(name: str, collectives: list[str]) -> str | None:
-    """Why algorithm ``name`` cannot be forced on all of ``collectives`` (None if it can)."""
+def algorithm_problem(name: str, collectives: list[str], shm: bool = False) -> str | None:
+    """Why algorithm ``name`` cannot be forced on all of ``collectives`` (None if it can).
+
+    ``shm``: the ranks will run over shared memory, whose own ``shm_direct`` collectives are
+    registered only once a communicator over it exists (in the ranks, not here).
+    """
+    from ..algorithms import shm_direct
     from ..algorithms.registry import get_algorithm
 
     for collective in collectives:
+        registry_name = REGISTRY_NAME.get(collective, collective)
+        if shm and name == shm_direct.NAME and registry_name in shm_direct.SUPPORTED:
+            continue
         try:
-            get_algorithm(REGISTRY_NAME.get(collective, collective), name)
+            get_algorithm(registry_name, name)
         except UnknownAlgorithm as exc:
             return str(exc)
     return None
@@ -208,7 +216,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if unknown:
         return fail(f"unknown collective {unknown[0]!r} (one of {', '.join(COLLECTIVES)})")
     if args.algorithm:
-        problem = algorithm_problem(args.algorithm, collectives)
+        problem = algorithm_problem(args.algorithm, collectives, shm=world is None)
         if problem is not None:
             hint = "" if world is not None else (
                 " (algorithms that need MPI, such as mpi_native, exist only when collops "

@@ -69,7 +69,7 @@ DEFAULT_NCHUNKS = 2
 DEFAULT_CHUNK_BYTES = 1024 * 1024
 #: communicator contexts that get a direct-collective area, and the bytes of each rank's slot
 DEFAULT_DIRECT_AREAS = 32
-DEFAULT_DIRECT_BYTES = 4096
+DEFAULT_DIRECT_BYTES = 65536
 #: slots per rank in a direct area (successive calls use them in turn)
 DIRECT_SLOTS = 4
 #: above this many bytes a job's file is left sparse instead of allocated up front
