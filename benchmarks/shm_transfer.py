@@ -6,8 +6,9 @@ Usage: python benchmarks/shm_transfer.py [--sizes 256K,1M,4M,16M] [--configs pip
 Two forked ranks attach to one job per configuration and time them round-robin in the same
 processes, so a burst of load from other work on the machine hits all configurations alike.
 A configuration is ``pipe:NxS`` (pipelined through N chunk slots of S bytes, no single copy),
-``two:NxS`` (the default two-ended transfer: pipelined, the receiver also reading from the
-back) or ``cma`` (single copy: the receiver reads it all). Modes:
+``two:NxS`` (two-ended pipelined transfer: the receiver also reading from the back),
+``cma`` (single copy, the receiver reads it all) or ``split`` (single copy split between the
+receiver reading from the front and the sender writing from the back). Modes:
 
 * ``oneway``: rank 0 sends, rank 1 answers with 8 bytes (µs per message, ack included);
 * ``exchange``: both ranks send to each other at once (what a 2-rank allgather or alltoall does);
@@ -52,7 +53,7 @@ def main() -> None:
     """Print µs per transfer for every configuration, size and mode."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="256K,1M,4M,16M")
-    parser.add_argument("--configs", default="pipe:4x256K,pipe:2x1M,two:2x1M,cma")
+    parser.add_argument("--configs", default="pipe:2x1M,two:2x1M,cma,split")
     parser.add_argument("--mode", default="oneway,exchange,bcast")
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--stat", choices=["median", "min"], default="median")
@@ -68,11 +69,15 @@ def main() -> None:
         jobs.append(seg.create_job(2, layout)[0])
         options.append({"pipe": {"single_copy": False},
                         "two": {"single_copy": True, "single_copy_min": 1 << 62},
-                        "cma": {"single_copy": True, "single_copy_min": 0}}[kind])
+                        "cma": {"single_copy": True, "single_copy_min": 0},
+                        "split": {"single_copy": True, "single_copy_min": 0}}[kind])
 
     def worker(t: Transport) -> dict[tuple[str, int, str], float]:
         ts = [ShmTransport(job, t.rank, 2, **opts) for job, opts in zip(jobs, options,
                                                                           strict=True)]
+        for name, tr in zip(names, ts, strict=True):
+            if name == "cma":
+                tr._split_min = 1 << 62  # the receiver reads every message alone
         out: dict[tuple[str, int, str], list[float]] = {}
         tag = 0
         for mode in args.mode.split(","):

@@ -72,6 +72,13 @@ def algorithms_markdown(collective: str | None = None) -> str:
         "directly, no messages. Chosen automatically where its cost (half an α plus the "
         "bytes read and folded) is lowest: always for small calls, up to 64 KiB where it "
         "beats the schedules.",
+        "* `shm_cma` (shared-memory transport, where cross-memory attach is permitted) — "
+        "bcast, scatter, gather, allgather, alltoall, reduce, allreduce, "
+        "reduce_scatter_block: each rank publishes the addresses of its buffers in its slot "
+        "and the ranks that need its data copy it out of its process with "
+        "`process_vm_readv` (allreduce: a reduce-scatter into the receive buffers, then an "
+        "allgather out of them). One synchronisation instead of log p or p − 1 message "
+        "rounds; chosen by cost for large calls.",
         "* `mpi_native` (MPI transport) — every collective: the MPI library's own, after a "
         "16-byte agreement on the call's fingerprint (`check=0` skips it).", ""]
     return "\n".join(lines)

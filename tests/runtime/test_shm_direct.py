@@ -267,3 +267,32 @@ def _blocked_in_barrier(comm):
 def test_a_rank_blocked_in_a_direct_barrier_sleeps_instead_of_spinning():
     cpu_seconds = collops.spawn(_blocked_in_barrier, 2, transport="shm", timeout=50)[0]
     assert cpu_seconds < 0.25  # busy-polling for the second would burn about 1 s of CPU
+
+
+def _reverse_order(comm, algorithm, k):
+    """``k`` two-phase calls (scatter: shapes first, then data) completed last first."""
+    x = np.arange(8.0 * comm.size).reshape(comm.size * 2, 4) if comm.rank == 0 else None
+    big = np.arange(40_000.0 * comm.size) if comm.rank == 0 else None
+    reqs = []
+    for i in range(k):
+        reqs.append(comm.iscatter(None if x is None else x + i, 0, algorithm=algorithm,
+                                  timeout=20))
+        reqs.append(comm.ibcast(None if big is None else big[:1000] * i, 0,
+                                algorithm=algorithm, timeout=20))
+    got = [r.wait() for r in reversed(reqs)][::-1]
+    return [g.tolist() for g in got]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("algorithm", [NAME, "shm_cma", "linear"])
+@pytest.mark.parametrize("p", [2, 3])
+def test_multi_phase_requests_complete_in_any_order(algorithm, p):
+    """A rank waiting on its last request first must not hold back its peers' phases."""
+    k = 3
+    per_rank = collops.spawn(_reverse_order, p, algorithm, k, transport="shm", timeout=100)
+    x = np.arange(8.0 * p).reshape(p * 2, 4)
+    big = np.arange(40_000.0 * p)
+    for r, got in enumerate(per_rank):
+        for i in range(k):
+            assert got[2 * i] == (x + i)[2 * r: 2 * r + 2].tolist()
+            assert got[2 * i + 1] == (big[:1000] * i).tolist()

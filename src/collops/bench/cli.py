@@ -157,15 +157,16 @@ def run_bench_in_place(comm: Comm, collectives: list[str], sizes: list[int],
 def algorithm_problem(name: str, collectives: list[str], shm: bool = False) -> str | None:
     """Why algorithm ``name`` cannot be forced on all of ``collectives`` (None if it can).
 
-    ``shm``: the ranks will run over shared memory, whose own ``shm_direct`` collectives are
-    registered only once a communicator over it exists (in the ranks, not here).
+    ``shm``: the ranks will run over shared memory, whose own collectives (``shm_direct``,
+    ``shm_cma``) are registered only once a communicator over it exists (in the ranks).
     """
-    from ..algorithms import shm_direct
+    from ..algorithms import shm_cma, shm_direct
     from ..algorithms.registry import get_algorithm
 
     for collective in collectives:
         registry_name = REGISTRY_NAME.get(collective, collective)
-        if shm and name == shm_direct.NAME and registry_name in shm_direct.SUPPORTED:
+        if shm and any(name == m.NAME and registry_name in m.SUPPORTED
+                       for m in (shm_direct, shm_cma)):
             continue
         try:
             get_algorithm(registry_name, name)

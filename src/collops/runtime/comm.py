@@ -229,17 +229,23 @@ class Request:
         self._current: Execution | None = None
         self._done = False
         self._value: Any = None
+        #: an error raised while another request's wait advanced this one
+        self._error: BaseException | None = None
         self._advance()
 
     def _advance(self) -> None:
+        progress = self._comm._progress
         while not self._done:
             if self._current is not None:
                 if not self._current.poll():
-                    if self._current not in self._comm._progress.active:
-                        self._comm._progress.active.append(self._current)
+                    if self._current not in progress.active:
+                        progress.active.append(self._current)
+                    # when progress completes this phase, start the next one at once
+                    progress.own(self._current, self._advance_from_progress)
                     return
-                if self._current in self._comm._progress.active:
-                    self._comm._progress.active.remove(self._current)
+                progress.disown(self._current)
+                if self._current in progress.active:
+                    progress.active.remove(self._current)
             try:
                 self._current = self._phases.send(None)
             except StopIteration as stop:
@@ -247,11 +253,26 @@ class Request:
                 self._current = None
                 self._value = stop.value
 
+    def _advance_from_progress(self) -> None:
+        """Start the next phase from another wait; keep an error for this request's wait."""
+        try:
+            self._advance()
+        except BaseException as exc:  # raised again by test() or wait()
+            self._error = exc
+            self._done = True
+            self._current = None
+
+    def _raise_kept(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
     def test(self) -> bool:
         """Advance without blocking; True once the collective has completed."""
         if not self._done:
             self._comm._progress.poll_all()
             self._advance()
+        self._raise_kept()
         return self._done
 
     def wait(self) -> Any:
@@ -260,6 +281,7 @@ class Request:
             assert self._current is not None
             self._comm._progress.wait(self._current)
             self._advance()
+        self._raise_kept()
         return self._value
 
     @property

@@ -17,6 +17,7 @@ size or from a mismatched call, a timeout naming the ranks not heard from.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -254,20 +255,44 @@ class Execution:
 
 
 class Progress:
-    """All active executions of one transport, polled together."""
+    """All active executions of one transport, polled together.
+
+    An execution may have an *owner*: a callback (its request's ``advance``) run when the
+    execution completes during anyone's progress, so a multi-phase request starts its next
+    phase without waiting to be waited on. Collectives whose phases share the direct areas'
+    slots depend on it: a rank that waits on its requests in another order than its peers
+    would otherwise hold back a phase they need.
+    """
 
     def __init__(self, transport: Transport) -> None:
         self.transport = transport
         self.active: list[Execution] = []
+        #: id(execution) -> (execution, callback run once it completes)
+        self.owners: dict[int, tuple[Any, Callable[[], None]]] = {}
+
+    def own(self, ex: Any, on_done: Callable[[], None]) -> None:
+        """Run ``on_done`` when ``ex`` completes in `poll_all` or `wait`."""
+        self.owners[id(ex)] = (ex, on_done)
+
+    def disown(self, ex: Any) -> None:
+        """Forget ``ex``'s owner (its request advanced it itself)."""
+        self.owners.pop(id(ex), None)
+
+    def _completed(self, ex: Any) -> None:
+        if ex in self.active:
+            self.active.remove(ex)
+        owner = self.owners.pop(id(ex), None)
+        if owner is not None:
+            owner[1]()
 
     def poll_all(self) -> None:
-        """Poll every active execution once, dropping the finished ones."""
+        """Poll every active execution once, dropping (and advancing) the finished ones."""
         if not self.active:
             self.transport.progress()
             return
         for ex in list(self.active):
             if ex.poll():
-                self.active.remove(ex)
+                self._completed(ex)
 
     def wait(self, ex: Execution) -> None:
         """Block until ``ex`` is done, progressing every other execution meanwhile."""
@@ -281,9 +306,11 @@ class Progress:
         try:
             while True:
                 for other in list(self.active):
-                    if other.poll():
-                        self.active.remove(other)
-                if ex.left == 0:
+                    if other is not ex and other.poll():
+                        self._completed(other)
+                if ex.poll():
+                    if ex in self.active:
+                        self.active.remove(ex)
                     return
                 spins += 1
                 if spins > 16:

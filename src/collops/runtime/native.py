@@ -19,8 +19,9 @@ from ..transport.base import Transport
 from . import fingerprint as fp
 from .engine import CALL_BITS, PHASE_BITS, SEQ_BITS
 
-#: resource name -> the module whose ``register(transport)`` adds its algorithms
-PLUGINS = {"mpi": "collops.algorithms.mpi_native", "shm_direct": "collops.algorithms.shm_direct"}
+#: resource name -> the modules whose ``register(transport)`` add their algorithms
+PLUGINS = {"mpi": ("collops.algorithms.mpi_native",),
+           "shm_direct": ("collops.algorithms.shm_direct", "collops.algorithms.shm_cma")}
 
 _attached: weakref.WeakSet[Transport] = weakref.WeakSet()
 
@@ -31,8 +32,7 @@ def attach(transport: Transport) -> None:
         return
     _attached.add(transport)
     for resource in sorted(transport.capabilities().resources):
-        module = PLUGINS.get(resource)
-        if module is not None:
+        for module in PLUGINS.get(resource, ()):
             importlib.import_module(module).register(transport)
     if hasattr(transport, "compiled_direct"):
         transport.compiled_direct = _cfg.settings.compiled

@@ -8,9 +8,14 @@ the job's segment (see `shm_segment` for the layout). Three protocols move a mes
   incoming ring in `progress`, copies the payload into the posted buffer — or keeps a copy
   among the unexpected messages — and publishes its tail so the sender can reuse the slot.
 * **single copy** (when the kernel permits `process_vm_readv`: up to `SINGLE_COPY_MAX` and
-  from `SINGLE_COPY_MIN` bytes): the sender posts a request-to-send carrying its buffer's
-  address; the receiver, once it has a matching receive, reads the bytes straight from the
-  sender's memory and answers FIN.
+  from `SINGLE_COPY_MIN` bytes, by default every size): the sender posts a request-to-send
+  carrying its buffer's address; the receiver, once it has a matching receive, reads the
+  bytes straight from the sender's memory and answers FIN. From `SPLIT_MIN` bytes the
+  transfer is **split**: the receiver reads pieces from the front and invites the sender
+  (SPLIT, carrying the receive buffer's address) to write pieces from the back with
+  `process_vm_writev` whenever it polls, the two claiming pieces through words of the pair
+  area (see "split single copy" below). Buffers whose kernel copy would suffer 4 KiB
+  aliasing are pipelined instead (`_aliased`).
 * **pipelined** (in between, or without single copy): the receiver answers a request-to-send
   with clear-to-send when its receive is posted and the pair's bulk area is free; the sender
   then streams chunks into the bulk area's chunk slots while the receiver copies earlier
@@ -76,8 +81,14 @@ SLEEP_SLICE = 0.25
 #: 290 / 271, 16 MiB 2146 / 1858; with other jobs loading the machine single copy is 2-5x
 #: faster at every size. Collectives (median µs): bcast 64 KiB 67 / 58, 16 MiB 2493 / 1711
 #: (its root copies locally as well), allgather 1 MiB 124 / 149, 4 MiB 896 / 1073.
+#: Since split transfers (`SPLIT_MIN`) let both cores copy a one-way message and buffers in
+#: 4 KiB aliasing (`_aliased`) go through the bulk area, single copy is the default at every
+#: size (2 ranks, interleaved with MPICH on an idle machine, collops / MPICH before → after:
+#: bcast 1 MiB 2.9 → 1.4, 4 MiB 2.2 → 1.2; allgather 1 MiB 1.0 → 0.6, 4 MiB 1.2 → 0.6;
+#: alltoall 1 MiB 1.6 → 1.3, 4 MiB 2.6 → 1.2, before splitting); `COLLOPS_SHM_SINGLE_COPY_MIN`
+#: brings the pipeline back between `SINGLE_COPY_MAX` and itself.
 SINGLE_COPY_MAX = 256 << 10
-SINGLE_COPY_MIN = 8 << 20
+SINGLE_COPY_MIN = 0
 #: smallest chunk of a pipelined transfer (see `ShmTransport._piece`)
 PIECE_MIN = 64 << 10
 #: seconds a two-ended transfer's receiver waits for a chunk before it reads from the back
@@ -87,6 +98,23 @@ PULL_AFTER = 100e-6
 PULL_BYTES, PULL_MAX = 128 << 10, 2 << 20
 #: STOP: a two-ended transfer's sender wrote its last chunk (aux: its pair's chunk count)
 _STOP = 6
+#: SPLIT: the receiver of a single-copy message reads it from the front and invites the
+#: sender to write it from the back (fingerprint field: the transfer's generation, nbytes:
+#: its piece size, aux: the receive buffer's address)
+_SPLIT = 7
+#: single-copy messages from this size on are split: the receiver reads pieces from the
+#: front, the sender — whenever it polls and has nothing else to do — writes pieces into the
+#: receive buffer from the back (``process_vm_writev``), so two cores copy a one-way message
+#: and a sender waiting for its peer (a broadcast's root, say) is never idle
+#: (a rank that is reading split transfers itself writes none: in an exchange each reads
+#: its own, and helps the other once done)
+SPLIT_MIN = 256 << 10
+#: seconds a rank whose single-copy read failed waits for the sender's death to be marked
+FAILURE_GRACE = 5.0
+#: see `_aliased`
+ALIAS_BYTES = 32
+#: a split transfer's pieces: an eighth of the message, within these bounds
+SPLIT_PIECE_MIN, SPLIT_PIECE_MAX = 128 << 10, 1 << 20
 #: the ``go`` of a clear-to-send: refused (message too large), pipelined, two-ended
 _GO_REFUSED, _GO_PIPE, _GO_SHARED = 0, 1, 2
 
@@ -106,6 +134,14 @@ def _address(view: memoryview) -> int:
     if view.nbytes and not view.readonly:  # ctypes: 0.3 µs; through numpy: 1.8 µs
         return ctypes.addressof(ctypes.c_char.from_buffer(view))
     return int(np.frombuffer(view, dtype=np.uint8).__array_interface__["data"][0])
+
+
+def _aliased(src: int, dst: int) -> bool:
+    """Whether a kernel copy from ``src`` to ``dst`` suffers 4 KiB aliasing: a destination
+    a few bytes past the source within a page makes ``process_vm_readv``/``writev`` about 4x
+    slower (measured: 1 MiB in 450 µs instead of 110 µs for offsets 1-16, normal from 32 on;
+    glibc's memcpy, which the bulk area uses, avoids the penalty)."""
+    return 0 < (dst - src) % 4096 < ALIAS_BYTES
 
 
 class _Outgoing:
@@ -140,6 +176,45 @@ class _Incoming:
         self.due = 0.0  # when to read from the back unless a chunk comes first
 
 
+class _SplitIn:
+    """A single-copy message this rank reads piece by piece from the front of the sender's
+    buffer while the sender may write pieces from the back (see `ShmTransport._split_read`)."""
+
+    __slots__ = ("h", "n", "tag", "piece", "pieces", "gen", "pid", "remote", "local", "front",
+                 "error", "failed_at")
+
+    def __init__(self, h: Handle, n: int, tag: int, gen: int, pid: int, remote: int,
+                 local: int) -> None:
+        self.h, self.n, self.tag, self.gen = h, n, tag, gen
+        self.piece = _split_piece(n)
+        self.pieces = -(-n // self.piece)
+        self.pid, self.remote, self.local = pid, remote, local
+        self.front = 0  # pieces [0, front) read by this rank
+        self.error: TransportError | None = None  # a read failed (the sender died?) ...
+        self.failed_at = 0.0  # ... at this time
+
+
+class _SplitOut:
+    """A single-copy message whose receiver invited this rank to write pieces from the back."""
+
+    __slots__ = ("h", "n", "piece", "pieces", "gen", "pid", "remote", "local", "bottom",
+                 "stopped")
+
+    def __init__(self, h: Handle, n: int, piece: int, gen: int, pid: int, remote: int,
+                 local: int) -> None:
+        self.h, self.n, self.piece, self.gen = h, n, piece, gen
+        self.pieces = -(-n // piece)
+        self.pid, self.remote, self.local = pid, remote, local
+        self.bottom = self.pieces  # pieces [bottom, pieces) written by this rank
+        self.stopped = False  # met the receiver's front: nothing more to write
+
+
+def _split_piece(n: int) -> int:
+    """Bytes per piece of a split transfer of ``n`` bytes (both sides compute it alike)."""
+    share = -(-n // (8 * 4096)) * 4096
+    return min(SPLIT_PIECE_MAX, max(SPLIT_PIECE_MIN, share))
+
+
 class ShmTransport(Transport):
     """Rank ``rank`` of ``size`` ranks sharing the job segment ``job`` under /dev/shm."""
 
@@ -170,6 +245,7 @@ class ShmTransport(Transport):
             single_copy_min = int(os.environ.get("COLLOPS_SHM_SINGLE_COPY_MIN", default))
         self._single_copy_min = max(layout.eager_limit + 1, single_copy_min)
         self._single_copy_max = SINGLE_COPY_MAX
+        self._split_min = SPLIT_MIN
         self._reader = seg.RemoteReader()
         #: current spin budget: halved when a spin finds nothing, restored when one succeeds
         self._spin = 0.0 if self._oversubscribed else SPIN_SECONDS
@@ -235,6 +311,17 @@ class ShmTransport(Transport):
         self._pipe_in: list[deque[_Incoming]] = [deque() for _ in ranks]
         #: two-ended transfers sent, until their FIN
         self._streams: list[dict[int, _Outgoing]] = [{} for _ in ranks]
+        #: split single-copy transfers: the one this rank reads from each peer, and those it
+        #: may help write to each peer; the words of both ends, and the generation counter
+        #: that tells this transfer's words from an earlier one's
+        self._split_in: list[_SplitIn | None] = [None] * n
+        self._split_out: list[dict[int, _SplitOut]] = [{} for _ in ranks]
+        self._split_gen = [0] * n
+        self._split_reading = 0  # split transfers this rank reads (then it writes none)
+        self._split_in_claim = [lay.split_receiver_word(p, me) for p in ranks]
+        self._split_in_sender = [lay.split_sender_word(p, me) for p in ranks]
+        self._split_out_claim = [lay.split_receiver_word(me, p) for p in ranks]
+        self._split_out_sender = [lay.split_sender_word(me, p) for p in ranks]
         self._busy: set[int] = set()
 
     def _attach(self) -> None:
@@ -517,6 +604,8 @@ class ShmTransport(Transport):
                 self._on_finish(src, tag)
             elif kind == _STOP:
                 self._on_stop(src, tag, words[w + 5])
+            elif kind == _SPLIT:
+                self._on_split(src, tag, words[w + 2], words[w + 3], words[w + 5])
             else:
                 self._on_request_to_send(src, kind, tag, words[w + 2], words[w + 3],
                                          words[w + 5])
@@ -560,6 +649,13 @@ class ShmTransport(Transport):
             h.done = True
             return
         readable = address != 0 and self._single_copy
+        if (readable and kind == seg.RTS_CMA and not self._oversubscribed
+                and _aliased(address, _address(out))):
+            readable = False  # the kernel's copy would crawl: through the bulk area instead
+        if (readable and kind == seg.RTS_CMA and n >= self._split_min
+                and self._split_in[src] is None):
+            self._start_split(src, h, out, tag, n, address)
+            return
         if readable and kind == seg.RTS_CMA:
             try:
                 pid = int(self._words[self._pid_word[src]])
@@ -606,6 +702,8 @@ class ShmTransport(Transport):
         """FIN: the receiver has the whole message and reads this rank's buffer no more."""
         entry = self._rendezvous_sends[src].pop(tag, None)
         if entry is not None:  # single copy
+            if self._split_out[src]:
+                self._split_out[src].pop(tag, None)
             entry[0].done = True
             return
         transfer = self._streams[src].pop(tag)  # a two-ended transfer
@@ -626,6 +724,138 @@ class ShmTransport(Transport):
         transfer.stop = count
         self._busy.add(src)
 
+    # ---- split single copy ------------------------------------------------------------
+    #
+    # The receiver reads pieces 0, 1, 2, … of the message from the sender's buffer; the
+    # sender writes pieces k−1, k−2, … into the receive buffer. Before copying a piece each
+    # side publishes its claim — the receiver "pieces below c are mine" (its claim word),
+    # the sender "pieces from b on are mine" (its claim word) — then fences and loads the
+    # other's claim, and copies only what the other has not claimed (the receiver below
+    # min(c, b), the sender at max(b, c) and above, otherwise it withdraws its claim and
+    # stops). Of two such store-fence-load sequences at least one sees the other's store, so
+    # no piece is ever copied by both. The sender publishes the piece its writes are complete
+    # down to only after the write; the receiver completes when its front reaches that piece,
+    # so no write into the receive buffer can still be in flight once the receive is done,
+    # and answers FIN, which frees the send. Every word carries the transfer's generation in
+    # its upper half: a word of another generation is read as "nothing claimed or written".
+
+    def _start_split(self, src: int, h: Handle, out: memoryview, tag: int, n: int,
+                     address: int) -> None:
+        gen = self._split_gen[src] = (self._split_gen[src] + 1) & _MASK32
+        local = _address(out)
+        transfer = _SplitIn(h, n, tag, gen, int(self._words[self._pid_word[src]]), address,
+                            local)
+        self._words[self._split_in_claim[src]] = gen << 32  # claims nothing yet
+        self._send_control(src, _SPLIT, tag, gen, transfer.piece, local)
+        self._split_in[src] = transfer
+        self._split_reading += 1
+        self._busy.add(src)
+        self._split_read(src)
+
+    def _split_read(self, src: int) -> bool:
+        """Read the next piece of the split transfer from ``src`` (unless the sender claimed
+        it); complete the receive once every piece is read or written."""
+        transfer = self._split_in[src]
+        assert transfer is not None
+        words, gen = self._words, transfer.gen
+        sender_word = self._split_in_sender[src]
+        front, pieces = transfer.front, transfer.pieces
+        if transfer.error is not None:
+            self._split_failed(src, transfer)
+            return False
+        moved = False
+        value = words[sender_word]
+        if front < (value & _MASK32 if value >> 32 == gen else pieces):
+            want = front + 1
+            claim_word = self._split_in_claim[src]
+            words[claim_word] = (gen << 32) | want
+            _FENCE.acquire()
+            _FENCE.release()
+            value = words[sender_word]
+            top = min(want, value & _MASK32 if value >> 32 == gen else pieces)
+            if top > front:
+                lo, hi = front * transfer.piece, min(top * transfer.piece, transfer.n)
+                try:
+                    self._reader.read(transfer.pid, transfer.remote + lo, transfer.local + lo,
+                                      hi - lo)
+                except TransportError as exc:
+                    words[claim_word] = (gen << 32) | front
+                    transfer.error, transfer.failed_at = exc, time.perf_counter()
+                    self._split_failed(src, transfer)
+                    return False
+                transfer.front = front = top
+                moved = True
+            if top < want:  # the sender claimed it first: withdraw
+                words[claim_word] = (gen << 32) | top
+        value = words[sender_word + 1]
+        if front >= (value & _MASK32 if value >> 32 == gen else pieces):
+            self._split_in[src] = None
+            self._split_reading -= 1
+            transfer.h.done = True
+            self._send_control(src, seg.FIN, transfer.tag, 0, 0, 0)
+            moved = True
+        return moved
+
+    def _split_failed(self, src: int, transfer: _SplitIn) -> None:
+        """A read from ``src`` failed: most likely it died, which the launcher is about to
+        mark (then this rank raises `PeerFailed`); if nothing is marked in a while, the
+        read's own error."""
+        state = self._words[self._state_word[src]]
+        if self._words[seg.H_FAILED] or state in (seg.EXITED, seg.FAILED):
+            raise PeerFailed(src, "it died during a single-copy transfer") from transfer.error
+        if time.perf_counter() - transfer.failed_at > FAILURE_GRACE:
+            assert transfer.error is not None
+            raise transfer.error
+
+    def _on_split(self, peer: int, tag: int, gen: int, piece: int, address: int) -> None:
+        """The receiver of a single-copy message invites this rank to write from the back."""
+        entry = self._rendezvous_sends[peer].get(tag)
+        if entry is None or not piece:
+            return
+        h, data = entry
+        transfer = _SplitOut(h, h.nbytes, piece, gen, int(self._words[self._pid_word[peer]]),
+                             address, _address(data))
+        tagged = (gen << 32) | transfer.pieces
+        w = self._split_out_sender[peer]
+        self._words[w] = tagged
+        self._words[w + 1] = tagged
+        self._split_out[peer][tag] = transfer
+        self._busy.add(peer)
+
+    def _split_write(self, peer: int) -> bool:
+        """Write the next piece (from the back) of a split transfer to ``peer``."""
+        for transfer in self._split_out[peer].values():
+            if transfer.stopped:
+                continue
+            words, gen = self._words, transfer.gen
+            claim_word = self._split_out_sender[peer]
+            piece = transfer.bottom - 1
+            if piece < 0:
+                transfer.stopped = True
+                continue
+            words[claim_word] = (gen << 32) | piece
+            _FENCE.acquire()
+            _FENCE.release()
+            value = words[self._split_out_claim[peer]]
+            if value >> 32 != gen or value & _MASK32 > piece:  # met the receiver (or it is done)
+                words[claim_word] = (gen << 32) | transfer.bottom
+                transfer.stopped = True
+                continue
+            lo = piece * transfer.piece
+            hi = min(lo + transfer.piece, transfer.n)
+            try:
+                self._reader.write(transfer.pid, transfer.remote + lo, transfer.local + lo,
+                                   hi - lo)
+            except TransportError:  # the receiver reads the rest itself (or has died)
+                words[claim_word] = (gen << 32) | transfer.bottom
+                transfer.stopped = True
+                continue
+            transfer.bottom = piece
+            words[claim_word + 1] = (gen << 32) | piece
+            self._notify(peer)
+            return True
+        return False
+
     # ---- the bulk pipeline ------------------------------------------------------------
 
     def _advance_peer(self, peer: int) -> bool:
@@ -636,7 +866,12 @@ class ShmTransport(Transport):
             moved |= self._stream_out(peer)
         if self._pipe_in[peer]:
             moved |= self._stream_in(peer)
-        if not (self._send_queue[peer] or self._pipe_out[peer] or self._pipe_in[peer]):
+        if self._split_in[peer] is not None:
+            moved |= self._split_read(peer)
+        if self._split_out[peer] and not self._split_reading:
+            moved |= self._split_write(peer)  # helps only once its own reads are done
+        if not (self._send_queue[peer] or self._pipe_out[peer] or self._pipe_in[peer]
+                or self._split_in[peer] is not None or self._split_out[peer]):
             self._busy.discard(peer)
         return moved
 
@@ -790,7 +1025,7 @@ class ShmTransport(Transport):
     def _pending_peers(self) -> set[int]:
         peers = {p for p in self._ranks
                  if self._posted[p] or self._rendezvous_sends[p] or self._pipe_in[p]
-                 or self._pipe_out[p] or self._streams[p]}
+                 or self._pipe_out[p] or self._streams[p] or self._split_in[p] is not None}
         return peers | self._busy
 
     def _raise_if_pending(self, failed: int) -> None:

@@ -14,6 +14,8 @@ Layout (all offsets are multiples of 64 bytes, so no two writers share a cache l
                         line 0  consumed   (ring tail, written by dst)
                         line 1  filled     (bulk chunks written, by src)
                         line 2  drained    (bulk chunks read, by dst)
+                        line 3  split single copy: sender's claim and done words (by src)
+                        line 4  split single copy: receiver's claim (by dst)
                         ring    nslots slots of slot_bytes: 64-byte header + payload
                         bulk    nchunks chunks of chunk_bytes
     direct areas      one per communicator context below ``direct_areas`` (see `shm_direct`):
@@ -35,6 +37,7 @@ import os
 import re
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import TransportError
 
@@ -146,6 +149,15 @@ class Layout:
     def drained_word(self, src: int, dst: int) -> int:
         """Word index of the bulk area's drained-chunks counter."""
         return (self.pair_offset(src, dst) + 2 * LINE) // WORD
+
+    def split_sender_word(self, src: int, dst: int) -> int:
+        """Word index of a split single-copy transfer's sender words: its claim, then the
+        piece its writes are complete down to (line 3 of the pair area, written by src)."""
+        return (self.pair_offset(src, dst) + 3 * LINE) // WORD
+
+    def split_receiver_word(self, src: int, dst: int) -> int:
+        """Word index of a split single-copy transfer's receiver claim (line 4, by dst)."""
+        return (self.pair_offset(src, dst) + 4 * LINE) // WORD
 
     def direct_rank_offset(self, area: int, rank: int) -> int:
         """Byte offset of ``rank``'s control line in direct area ``area``."""
@@ -295,27 +307,42 @@ def futex_wake(address: int) -> None:
 
 
 class RemoteReader:
-    """Single-copy reads from another process's memory (``process_vm_readv``)."""
+    """Single-copy reads from (``process_vm_readv``) and writes into (``process_vm_writev``)
+    another process's memory."""
 
     def __init__(self) -> None:
         self._local = _Iovec()
         self._remote = _Iovec()
+        self._local_ref = ctypes.byref(self._local)
+        self._remote_ref = ctypes.byref(self._remote)
         self._fn = _libc.process_vm_readv
         self._fn.restype = ctypes.c_ssize_t
+        self._write_fn = _libc.process_vm_writev
+        self._write_fn.restype = ctypes.c_ssize_t
 
     def read(self, pid: int, remote_address: int, local_address: int, nbytes: int) -> None:
         """Copy ``nbytes`` from ``pid``'s ``remote_address`` to ``local_address``."""
+        self._move(self._fn, "process_vm_readv from", pid, remote_address, local_address,
+                   nbytes)
+
+    def write(self, pid: int, remote_address: int, local_address: int, nbytes: int) -> None:
+        """Copy ``nbytes`` from ``local_address`` to ``pid``'s ``remote_address``."""
+        self._move(self._write_fn, "process_vm_writev to", pid, remote_address, local_address,
+                   nbytes)
+
+    def _move(self, fn: Any, what: str, pid: int, remote_address: int, local_address: int,
+              nbytes: int) -> None:
         done = 0
+        local, remote = self._local, self._remote
         while done < nbytes:
-            self._local.base = local_address + done
-            self._local.len = nbytes - done
-            self._remote.base = remote_address + done
-            self._remote.len = nbytes - done
-            got = self._fn(pid, ctypes.byref(self._local), 1, ctypes.byref(self._remote), 1, 0)
+            local.base = local_address + done
+            local.len = nbytes - done
+            remote.base = remote_address + done
+            remote.len = nbytes - done
+            got = fn(pid, self._local_ref, 1, self._remote_ref, 1, 0)
             if got <= 0:
                 err = ctypes.get_errno()
-                raise TransportError(
-                    f"process_vm_readv from pid {pid} failed: {os.strerror(err)}")
+                raise TransportError(f"{what} pid {pid} failed: {os.strerror(err)}")
             done += got
 
 

@@ -1,0 +1,394 @@
+"""``shm_cma``: large collectives on one machine by reading the peers' own buffers.
+
+`shm_direct` copies each contribution into a shared slot, which is right for small calls and
+wrong for large ones: the slot would have to be as large as the message. Here a rank's slot in
+the communicator's direct area holds only a *descriptor* — its process id and the addresses
+of its send and receive buffers — and the ranks that need its data copy it straight out of its
+address space with Linux's cross-memory attach (``process_vm_readv``): one copy per byte, no
+intermediate buffer, no message, and one synchronisation instead of the log p or p − 1
+rounds of a schedule, each of which costs a wake-up when ranks outnumber cores.
+
+Per call, on each rank: publish the descriptor (the same slot protocol as `shm_direct`, so
+call numbers, fingerprints, mismatch, failure and timeout detection are shared); wait for the
+descriptors it reads; copy what it needs:
+
+* ``bcast``/``scatter``: each non-root reads its part of the root's send buffer;
+* ``gather``: the root reads every peer's send buffer into its receive buffer;
+* ``allgather``/``alltoall``: every rank reads its block of every peer's send buffer;
+* ``reduce``: the root folds the peers' send buffers in rank order, through a bounded scratch;
+* ``reduce_scatter_block``: every rank folds its block of every send buffer, in rank order;
+* ``allreduce``: that reduce-scatter into the rank's part of its *receive* buffer, a second
+  descriptor saying the part is done, then every rank reads the other parts from their
+  owners' receive buffers — 2 (p − 1)/p of the vector read per rank, like a ring, in two
+  synchronisations instead of 2 (p − 1).
+
+A rank whose buffers others read returns only once they have acknowledged reading them (the
+acknowledgement words of the direct area), so the buffers are never reused too early.
+
+Registered with `shm_direct` when the transport may use cross-memory attach (same user,
+ptrace permitted); the cost for selection is one α per synchronisation plus the bytes read
+and folded, so `shm_direct` keeps the calls that fit its slots.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..errors import PeerFailed, ScheduleError, TransportError
+from ..runtime import fingerprint as fp
+from ..schedule import Schedule
+from ..transport.shm import ShmTransport
+from ..transport.shm_direct import DirectArea, call_number, held_word, slot_of
+from . import shm_direct
+from .registry import Algorithm, CostModel, add_algorithm
+from .spec import CallSpec
+
+NAME = "shm_cma"
+SUPPORTED = ("bcast", "scatter", "gather", "allgather", "alltoall", "reduce", "allreduce",
+             "reduce_scatter_block")
+#: bytes of the scratch a folding rank reads a peer's data into, a piece at a time
+SCRATCH_BYTES = 1 << 20
+#: descriptor words: process id, send address, receive address
+_PID, _SEND, _RECV = range(3)
+_DESCRIPTOR_BYTES = 24
+
+
+def register(transport: ShmTransport) -> None:
+    """Add an ``shm_cma`` record to every supported collective, where CMA is permitted."""
+    if not transport.capabilities().single_copy:
+        return
+    for collective in SUPPORTED:
+        add_algorithm(Algorithm(
+            collective, NAME, f"{collective} by reading the peers' buffers in place "
+            "(process_vm_readv) after one exchange of addresses", _no_schedule,
+            cost=cma_cost, needs=frozenset({shm_direct.RESOURCE}),
+            native=start, run=runner))
+
+
+def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
+    raise ScheduleError(
+        f"{spec.collective}[{NAME}] reads the peers' memory directly; it is not a schedule and "
+        "cannot be built, validated, simulated or costed step by step")
+
+
+def cma_cost(spec: CallSpec, model: CostModel) -> float:
+    """An α per synchronisation plus the bytes this rank reads (β) and folds (γ)."""
+    c, n, p = spec.collective, spec.count * spec.itemsize, spec.size
+    part = n * (p - 1)
+    reads = {"bcast": n, "scatter": n, "allreduce": 2 * part / p,
+             "reduce_scatter_block": part}.get(c, part)
+    reduced = {"allreduce": part / p, "reduce_scatter_block": part, "reduce": part}.get(c, 0)
+    syncs = 2 if c == "allreduce" else 1
+    return syncs * model.alpha + reads * model.beta + reduced * model.gamma
+
+
+@functools.lru_cache(maxsize=1024)
+def call_fingerprint(spec: CallSpec) -> int:
+    """The fingerprint of an ``shm_cma`` call, from what every rank agrees on."""
+    return fp.fingerprint(spec.collective, NAME, spec.root, spec.dtype,
+                          (spec.count, spec.op.name if spec.op else None))
+
+
+# -- who publishes, who reads ------------------------------------------------------------------
+def _awaits(c: str, root: int, rank: int, p: int) -> list[int]:
+    """The members whose descriptors ``rank`` reads."""
+    if c in ("bcast", "scatter"):
+        return [] if rank == root else [root]
+    if c in ("gather", "reduce"):
+        return [j for j in range(p) if j != rank] if rank == root else []
+    return [j for j in range(p) if j != rank]
+
+
+def _readers(c: str, root: int, rank: int, p: int) -> tuple[int, ...]:
+    """The members that read ``rank``'s buffers."""
+    return tuple(m for m in range(p) if m != rank and rank in _awaits(c, root, m, p))
+
+
+def _address(a: np.ndarray | None) -> int:
+    return 0 if a is None or a.size == 0 else int(a.ctypes.data)
+
+
+class _Reads:
+    """Cross-memory reads of one rank, turning a vanished peer into `PeerFailed`."""
+
+    def __init__(self, area: DirectArea) -> None:
+        self.area = area
+        self.fn = ctypes.CDLL(None, use_errno=True).process_vm_readv
+        self.fn.restype = ctypes.c_ssize_t
+        self.local = _Iovec()
+        self.remote = _Iovec()
+
+    def read(self, member: int, pid: int, remote: int, local: int, nbytes: int) -> None:
+        """Copy ``nbytes`` at ``remote`` in ``member``'s process (``pid``) to ``local``."""
+        done = 0
+        while done < nbytes:
+            self.local.base, self.local.len = local + done, nbytes - done
+            self.remote.base, self.remote.len = remote + done, nbytes - done
+            got = self.fn(pid, ctypes.byref(self.local), 1, ctypes.byref(self.remote), 1, 0)
+            if got <= 0:
+                err = ctypes.get_errno()
+                rank = self.area.group[member]
+                if err == errno.ESRCH:
+                    raise PeerFailed(rank, f"its process ({pid}) is gone")
+                raise TransportError(
+                    f"process_vm_readv of {nbytes} bytes from rank {rank} (pid {pid}) failed: "
+                    f"{os.strerror(err)}")
+            done += got
+
+
+class _Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+def _reads_of(area: DirectArea) -> _Reads:
+    reads = area.memo.get((NAME, "reads"))
+    if reads is None:
+        reads = area.memo[(NAME, "reads")] = _Reads(area)
+    return reads  # type: ignore[return-value]
+
+
+def _scratch(area: DirectArea, dtype: np.dtype, count: int) -> np.ndarray:
+    """A reusable scratch of at least ``count`` items (at most `SCRATCH_BYTES`)."""
+    key = (NAME, "scratch")
+    raw = area.memo.get(key)
+    need = count * dtype.itemsize
+    if not isinstance(raw, np.ndarray) or raw.nbytes < need:
+        raw = area.memo[key] = np.empty(max(need, 4096), np.uint8)
+    return raw[:need].view(dtype)
+
+
+# -- the call ----------------------------------------------------------------------------------
+_WRITE, _READ, _DRAIN, _DONE = range(4)
+
+
+class CmaExecution:
+    """An ``shm_cma`` call in flight, polled like an `Execution` (``poll``, ``left``)."""
+
+    def __init__(self, transport: ShmTransport, area: DirectArea, spec: CallSpec, rank: int,
+                 send: np.ndarray | None, recv: np.ndarray | None, seq: int, phase: int,
+                 context: int, timeout: float | None) -> None:
+        c, p = spec.collective, spec.size
+        self.transport, self.area, self.spec, self.rank = transport, area, spec, rank
+        self.send = None if send is None else send.reshape(-1)
+        self.recv = None if recv is None else recv.reshape(-1)
+        self.seq, self.context = seq, context
+        self.fingerprint = call_fingerprint(spec)
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.what = f"rank {rank}: {c}[{NAME}]"
+        root = spec.root if spec.root is not None else 0
+        self.awaits = _awaits(c, root, rank, p)
+        self.readers = _readers(c, root, rank, p)
+        #: the call's phase, and the next one for allreduce's second exchange
+        self.phases = [phase, phase + 1] if c == "allreduce" and p > 1 else [phase]
+        self.index = 0
+        #: (slot, call number) of each descriptor this rank published
+        self.published: list[tuple[int, int]] = []
+        self.state = _WRITE if self.readers else _READ
+        self.left = 1
+        area.inflight += 1
+        if self.state == _WRITE:
+            area.unwritten.append(self)
+        transport.watch_direct(self._ready)
+        self.poll()
+
+    @property
+    def phase(self) -> int:
+        return self.phases[self.index]
+
+    def _slot_word(self) -> tuple[int, int, int]:
+        k = call_number(self.seq, self.phase)
+        return slot_of(self.seq, self.phase), k, held_word(k, self.fingerprint)
+
+    def _ready(self) -> bool:
+        area = self.area
+        slot, _, word = self._slot_word()
+        if self.state == _WRITE:
+            return area.unwritten[0] is self and area.writable(slot)
+        if self.state == _READ:
+            return not area.missing(slot, word, self.awaits)
+        if self.state == _DRAIN:
+            return not self._unread()
+        return True
+
+    def _unread(self) -> list[int]:
+        """The readers that have not yet read this rank's buffers (a retaken slot was read)."""
+        area = self.area
+        return sorted({m for s, k in self.published if area.occupant[s][0] == k
+                       for m in area.unacknowledged(s)})
+
+    def poll(self) -> bool:
+        """Advance without blocking; True once the call has completed on this rank."""
+        try:
+            while self.state != _DONE:
+                if not self._ready():
+                    return self._not_yet()
+                self._step()
+        except BaseException:
+            self._end()
+            raise
+        self._end()
+        return True
+
+    def _step(self) -> None:
+        area = self.area
+        slot, k, word = self._slot_word()
+        if self.state == _WRITE:
+            d = area.view(area.index, slot, np.dtype(np.uint64), 3)
+            d[_PID], d[_SEND], d[_RECV] = os.getpid(), _address(self.send), _address(self.recv)
+            area.publish(slot, k, self.fingerprint, self.readers)
+            area.unwritten.popleft()
+            self.published.append((slot, k))
+            self.state = _READ
+            return
+        if self.state == _READ:
+            descriptors = {j: area.view(j, slot, np.dtype(np.uint64), 3).tolist()
+                           for j in self.awaits}
+            (self._second if self.index else self._first)(descriptors)
+            area.acknowledge(slot, k, self.awaits)
+            if self.index + 1 < len(self.phases):
+                self.index += 1
+                self.state = _WRITE
+                area.unwritten.append(self)
+            else:
+                self.state = _DRAIN
+            return
+        self.state = _DONE  # drained: every reader has read this rank's buffers
+
+    def _not_yet(self) -> bool:
+        area = self.area
+        slot, _, word = self._slot_word()
+        if self.state == _WRITE:
+            awaited: Callable[[], list[int]] = lambda: area.unacknowledged(slot)  # noqa: E731
+        elif self.state == _READ:
+            awaited = lambda: area.missing(slot, word, self.awaits)  # noqa: E731
+        else:
+            awaited = self._unread
+        area.check(awaited, self.deadline, self.what,
+                   shm_direct._call_tag(self.context, self.seq, self.phase), fp.describe,
+                   (slot, word, self.fingerprint) if self.state == _READ else None)
+        return False
+
+    def _end(self) -> None:
+        if self.left:
+            self.left = 0
+            self.area.inflight -= 1
+            if self in self.area.unwritten:
+                self.area.unwritten.remove(self)
+            self.transport.unwatch_direct(self._ready)
+
+    # -- the copies -----------------------------------------------------------------------
+    def _first(self, descriptors: dict[int, list[int]]) -> None:
+        spec, rank, p = self.spec, self.rank, self.spec.size
+        c, n, dt = spec.collective, spec.count, spec.dtype
+        size = dt.itemsize
+        nb = n * size
+        reads = _reads_of(self.area)
+        send, recv = self.send, self.recv
+        if c in ("bcast", "scatter"):
+            offset = rank * nb if c == "scatter" else 0
+            if rank == spec.root:
+                if send is not None and recv is not None and (
+                        _address(recv) != _address(send) + offset):
+                    recv[:n] = send[offset // size: offset // size + n]
+                return
+            assert recv is not None
+            pid, remote, _ = descriptors[spec.root]
+            reads.read(spec.root, pid, remote + offset, _address(recv), nb)
+            return
+        if c in ("gather", "allgather", "alltoall"):
+            if recv is None:
+                return
+            assert send is not None
+            own = rank * nb if c == "alltoall" else 0
+            recv[rank * n: (rank + 1) * n] = send[own // size: own // size + n]
+            base = _address(recv)
+            for j, (pid, remote, _) in descriptors.items():
+                reads.read(j, pid, remote + own, base + j * nb, nb)
+            return
+        # the reductions: fold the members' pieces in rank order
+        assert spec.op is not None and send is not None
+        if c == "reduce":
+            if rank != spec.root:
+                return
+            lo, hi, src = 0, n, 0
+        elif c == "reduce_scatter_block":
+            lo, hi, src = 0, n, rank * n
+        else:  # allreduce: this rank's part of the vector
+            lo, hi = _part(n, p, rank)
+            src = lo
+        assert recv is not None
+        self._fold(descriptors, recv[lo:hi], src, hi - lo)
+
+    def _fold(self, descriptors: dict[int, list[int]], out: np.ndarray, src: int,
+              count: int) -> None:
+        """``out`` = the members' items ``src … src + count`` folded in rank order."""
+        spec, rank, dt = self.spec, self.rank, self.spec.dtype
+        assert spec.op is not None and self.send is not None
+        if count == 0:
+            return
+        size = dt.itemsize
+        reads = _reads_of(self.area)
+        step = max(1, min(count, SCRATCH_BYTES // size))
+        scratch = _scratch(self.area, dt, step)
+        combine = spec.op.combine_into
+        for lo in range(0, count, step):
+            hi = min(count, lo + step)
+            piece = out[lo:hi]
+            for j in range(spec.size):
+                if j == rank:
+                    mine = self.send[src + lo: src + hi]
+                    if j == 0:
+                        piece[...] = mine
+                    else:
+                        combine(piece, piece, mine)
+                    continue
+                pid, remote, _ = descriptors[j]
+                into = piece if j == 0 else scratch[: hi - lo]
+                reads.read(j, pid, remote + (src + lo) * size, _address(into), (hi - lo) * size)
+                if j:
+                    combine(piece, piece, into)
+
+    def _second(self, descriptors: dict[int, list[int]]) -> None:
+        """allreduce: copy the other members' finished parts out of their receive buffers."""
+        n, p, size = self.spec.count, self.spec.size, self.spec.dtype.itemsize
+        assert self.recv is not None
+        reads = _reads_of(self.area)
+        base = _address(self.recv)
+        for j, (pid, _, remote) in descriptors.items():
+            lo, hi = _part(n, p, j)
+            if hi > lo:
+                reads.read(j, pid, remote + lo * size, base + lo * size, (hi - lo) * size)
+
+
+def _part(n: int, p: int, j: int) -> tuple[int, int]:
+    """Items ``[lo, hi)`` of an ``n``-item vector that member ``j`` of ``p`` reduces."""
+    return j * n // p, (j + 1) * n // p
+
+
+def start(comm: Any, spec: CallSpec, send: np.ndarray | None, recv: np.ndarray | None,
+          seq: int, phase: int, params: Mapping[str, Any],
+          timeout: float | None) -> CmaExecution:
+    """Start ``spec`` by cross-memory reads (a collops `Comm` over shm)."""
+    transport, area = shm_direct._area(comm, spec)
+    return CmaExecution(transport, area, spec, comm.rank, send, recv, seq, phase, comm.context,
+                        timeout)
+
+
+def runner(comm: Any, spec: CallSpec) -> Callable[..., None]:
+    """The blocking form: ``fn(send, recv, seq, timeout)`` (large calls: no fast path needed)."""
+
+    def fn(send: np.ndarray | None, recv: np.ndarray | None, seq: int,
+           timeout: float | None) -> None:
+        ex = start(comm, spec, send, recv, seq, 0, {}, timeout)
+        if not ex.poll():
+            comm._progress.wait(ex)
+
+    return fn

@@ -1,0 +1,179 @@
+"""``shm_cma``: large collectives by cross-memory reads, on real processes, against numpy.
+
+Each case runs twice blocking and three times non-blocking with all requests in flight; then
+every case is started non-blocking before any is waited for, interleaved with small
+``shm_direct`` calls that share the communicator's direct area and its slots.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import collops
+from collops.algorithms import shm_cma
+from collops.errors import CollectiveMismatch, RankFailed
+from tests.runtime.harness import call_collective
+from tests.support.cases import assert_matches, cases_for
+
+NAME = shm_cma.NAME
+
+
+def _start(comm, case, algorithm=NAME):
+    """The non-blocking form of ``case``'s call."""
+    r = comm.rank
+    spec, x, c, kw = case.specs[r], case.inputs[r], case.collective, {"algorithm": algorithm}
+    if c in ("bcast", "scatter", "gather"):
+        return getattr(comm, "i" + c)(x, spec.root, **kw)
+    if c in ("allgather", "alltoall"):
+        return getattr(comm, "i" + c)(x, **kw)
+    if c == "reduce":
+        return comm.ireduce(x, case.op, spec.root, **kw)
+    return getattr(comm, "i" + c)(x, case.op, **kw)
+
+
+def _empty_if_none(got, case):
+    return np.empty(0, case.dtype) if got is None else got
+
+
+def _run(comm, collective, p, seed):
+    out = []
+    cases = cases_for(collective, p, seed=seed)
+    for i, case in enumerate(cases):
+        for _ in range(2):
+            out.append((i, "blocking", call_collective(comm, case, NAME)))
+            assert comm.last_algorithm == NAME
+        requests = [_start(comm, case) for _ in range(3)]
+        for got in collops.wait_all(requests):
+            out.append((i, "non-blocking", _empty_if_none(got, case)))
+    # everything in flight at once, with small direct allreduces in between
+    small = np.arange(3.0) + comm.rank
+    requests = []
+    for i, case in enumerate(cases):
+        requests.append((i, case, _start(comm, case)))
+        requests.append((-1, None, comm.iallreduce(small, algorithm="shm_direct")))
+    for i, case, req in reversed(requests):
+        got = req.wait()
+        if i < 0:
+            assert np.allclose(got, sum(np.arange(3.0) + r for r in range(comm.size)))
+            continue
+        out.append((i, "all in flight", _empty_if_none(got, case)))
+    return out
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("collective", shm_cma.SUPPORTED)
+@pytest.mark.parametrize("p", [2, 3])
+def test_shm_cma_matches_numpy(collective, p):
+    per_rank = collops.spawn(_run, p, collective, p, 11, transport="shm", timeout=100)
+    cases = cases_for(collective, p, seed=11)
+    assert per_rank[0]
+    for k, (i, how, _) in enumerate(per_rank[0]):
+        results = [per_rank[r][k][2] for r in range(p)]
+        try:
+            assert_matches(cases[i], results)
+        except AssertionError as exc:
+            raise AssertionError(f"{collective}[{NAME}] {how} case {cases[i].id}: {exc}") from exc
+
+
+def _large(comm):
+    """Calls beyond a direct slot: what selection takes, and the results."""
+    n = 300_000
+    x = np.arange(n, dtype=np.float64) * (comm.rank + 1)
+    got = {}
+    got["allreduce"] = (comm.allreduce(x, algorithm=NAME), comm.last_algorithm)
+    got["reduce"] = (comm.reduce(x, "max", comm.size - 1, algorithm=NAME), None)
+    got["allgather"] = (comm.allgather(x[:1000], algorithm=NAME), None)
+    return got
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("p", [2, 4])
+def test_large_vectors_fold_in_pieces_through_the_scratch(p):
+    """A 2.4 MB vector is folded through the 1 MiB scratch in several pieces."""
+    per_rank = collops.spawn(_large, p, transport="shm", timeout=50)
+    n = 300_000
+    xs = [np.arange(n, dtype=np.float64) * (r + 1) for r in range(p)]
+    for r, got in enumerate(per_rank):
+        assert got["allreduce"][1] == NAME
+        assert np.array_equal(got["allreduce"][0], sum(xs))
+        if r == p - 1:
+            assert np.array_equal(got["reduce"][0], np.max(xs, axis=0))
+        else:
+            assert got["reduce"][0] is None
+        assert np.array_equal(got["allgather"][0], np.concatenate([x[:1000] for x in xs]))
+
+
+def _mismatch(comm):
+    x = np.arange(50_000.0)
+    try:
+        if comm.rank == 0:
+            comm.allreduce(x, algorithm=NAME, timeout=5)
+        else:
+            comm.allgather(x, algorithm=NAME, timeout=5)
+    except CollectiveMismatch as exc:
+        return str(exc)
+    except collops.PeerFailed as exc:
+        return "peer failed: " + str(exc)
+    return "no error"
+
+
+@pytest.mark.timeout(60)
+def test_mismatched_calls_raise_saying_what_each_called():
+    texts = collops.spawn(_mismatch, 2, transport="shm", timeout=50)
+    assert any("allreduce" in t and "allgather" in t for t in texts), texts
+    assert "no error" not in texts
+
+
+def _late(comm):
+    if comm.rank == 1:
+        import time
+        time.sleep(1.5)
+        return "slept"
+    try:
+        comm.allgather(np.arange(50_000.0), algorithm=NAME, timeout=0.5)
+    except collops.CollectiveTimeout as exc:
+        return str(exc)
+    return "no error"
+
+
+@pytest.mark.timeout(60)
+def test_a_late_rank_times_the_call_out_naming_it():
+    text = collops.spawn(_late, 2, transport="shm", timeout=50)[0]
+    assert "allgather[shm_cma]" in text and "[1]" in text, text
+
+
+def _dies_while_read(comm):
+    import os
+    x = np.arange(50_000.0)
+    comm.allreduce(x, algorithm=NAME)
+    if comm.rank == 1:
+        os._exit(3)
+    comm.allreduce(x, algorithm=NAME)
+
+
+@pytest.mark.timeout(60)
+def test_a_dead_peer_is_named():
+    with pytest.raises(RankFailed) as info:
+        collops.spawn(_dies_while_read, 2, transport="shm", timeout=50)
+    assert "rank 1" in str(info.value)
+
+
+def _peer_failed_seen(comm):
+    import os
+    x = np.arange(50_000.0)
+    comm.allreduce(x, algorithm=NAME)
+    if comm.rank == 1:
+        os._exit(3)
+    try:
+        comm.allreduce(x, algorithm=NAME, timeout=10)
+    except collops.PeerFailed as exc:
+        return str(exc)
+    return "no error"
+
+
+@pytest.mark.timeout(60)
+def test_the_survivor_raises_peer_failed_not_a_hang():
+    with pytest.raises(RankFailed) as info:
+        collops.spawn(_peer_failed_seen, 3, transport="shm", timeout=50)
+    assert "rank 1" in str(info.value)
