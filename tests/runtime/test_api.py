@@ -303,3 +303,17 @@ def test_timeout_names_the_collective_and_silent_ranks():
     text = str(info.value)
     assert info.value.exc_type == "CollectiveTimeout"
     assert "allreduce[recursive_doubling]" in text and "[1]" in text
+
+
+def _non_native(comm):
+    return (np.arange(3) + comm.rank).astype(">i4"), np.array([1.5], dtype=">f8")
+
+
+@pytest.mark.timeout(60)
+def test_spawn_on_processes_returns_arrays_with_their_byte_order():
+    """Results cross the process boundary with pickle protocol 5, which keeps a dtype's byte
+    order (older protocols turn big-endian arrays into native ones)."""
+    got = collops.spawn(_non_native, 2, transport="shm", timeout=50)
+    for rank, (ints, floats) in enumerate(got):
+        assert ints.dtype == np.dtype(">i4") and floats.dtype == np.dtype(">f8")
+        assert ints.tolist() == [rank, rank + 1, rank + 2]

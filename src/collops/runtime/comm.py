@@ -24,7 +24,7 @@ from .. import config as _cfg
 from ..algorithms import selection
 from ..algorithms.registry import Algorithm, get_algorithm
 from ..algorithms.spec import CallSpec, make_spec, prefix
-from ..datatypes import as_array, dtype_from_token, dtype_token
+from ..datatypes import as_array, check_dtype, dtype_from_token, dtype_token
 from ..errors import ArgumentError, CollopsError
 from ..ops import Op, as_op
 from ..transport.base import Transport
@@ -34,11 +34,23 @@ from .native import attach as attach_native
 
 Phases = Generator[Execution, None, Any]
 
-#: bytes of the broadcast envelope: dtype, shape and (when they fit) the data itself
+# -- envelopes: dtype, shape and (when they fit) the data, for calls whose non-roots do not
+# know them (bcast, scatter). An envelope (a scatter's: each rank's block of it) starts with a
+# `_DATA_AT`-byte header — inline flag, ndim, token length, nbytes, shape[8], the dtype token —
+# followed by the data when it fits.
+#: bytes of an envelope sent by messages (a scatter's: of each rank's block)
 ENVELOPE = 256
+#: on a communicator with direct areas (within a direct slot): the data a broadcast's envelope
+#: carries (every non-root copies the whole envelope, so it stays small) and the bytes of all
+#: blocks of a scatter's envelope together (each non-root copies its own block only)
+DIRECT_BCAST_INLINE = 1024
+DIRECT_SCATTER_ENVELOPE = 4096
 _HEADER = struct.Struct("<B B H Q 8q")  # inline flag, ndim, token length, nbytes, shape[8]
-_TOKEN_MAX = 40
-_INLINE_MAX = ENVELOPE - _HEADER.size - _TOKEN_MAX
+#: where the data starts (8-byte aligned, so typed views of it are aligned too)
+_DATA_AT = 128
+_TOKEN_MAX = _DATA_AT - _HEADER.size
+#: what the fast paths of bcast and scatter move (anything else goes the general way)
+_FAST_KINDS = frozenset("biufc")
 
 _ZEROS = (0,) * 8
 _NO_HEAD = np.zeros(0, np.uint8)
@@ -46,17 +58,25 @@ _PLAN_CACHE: dict[tuple[Any, ...], Plan] = {}
 _TOKENS: dict[np.dtype, bytes] = {}
 _DTYPES: dict[bytes, np.dtype] = {}
 
-
-_DATA_AT = _HEADER.size + _TOKEN_MAX
-#: (dtype, shape, inline) -> the envelope header of a broadcast of such an array (None: the
-#: header cannot describe it)
+#: (dtype, shape, inline) -> the envelope header of such an array (None: the header cannot
+#: describe it)
 _BCAST_HEADS: dict[tuple[np.dtype, tuple[int, ...], bool], np.ndarray | None] = {}
 
 
 def _envelope_view(env: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
-    """The inline data of ``env`` as an array of ``dtype`` and ``shape``."""
+    """The inline data of ``env`` (an envelope or one block of one) as ``dtype`` and ``shape``."""
     n = math.prod(shape) * dtype.itemsize
     return env[_DATA_AT: _DATA_AT + n].view(dtype).reshape(shape)
+
+
+def _blocks_view(env: np.ndarray, p: int, block: int, dtype: np.dtype,
+                 shape: tuple[int, ...]) -> np.ndarray:
+    """The inline data of the ``p`` blocks of ``block`` bytes of a scatter envelope ``env``, as
+    one array of ``dtype`` and shape ``(p, *shape)`` (a view: block j's data is ``[j]``)."""
+    strides = [dtype.itemsize] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * shape[i + 1]
+    return np.ndarray((p, *shape), dtype, env, _DATA_AT, (block, *strides))
 
 
 def _token_bytes(dtype: np.dtype) -> bytes:
@@ -78,27 +98,30 @@ def _dtype_of(token: bytes) -> np.dtype:
 # -- broadcast envelopes and specs, cached by call signature (see `Comm._bcast`) --------------
 _ENVELOPE_DTYPE = np.dtype(np.uint8)
 _BCAST_CACHE_LIMIT = 256
-#: (dtype, shape) -> the root's envelope of a broadcast too large to travel inline
-_BCAST_ENVELOPES: dict[tuple[np.dtype, tuple[int, ...]], np.ndarray] = {}
+#: (dtype, shape, envelope bytes) -> the root's envelope of a broadcast too large to travel
+#: inline
+_BCAST_ENVELOPES: dict[tuple[np.dtype, tuple[int, ...], int], np.ndarray] = {}
 #: envelope header bytes -> (inline, dtype, shape, nbytes)
 _BCAST_HEADERS: dict[bytes, tuple[bool, np.dtype, tuple[int, ...], int]] = {}
-_BCAST_SPECS: dict[tuple[int, np.dtype, int, int], CallSpec] = {}
+_BCAST_SPECS: dict[tuple[str, int, np.dtype, int, int], CallSpec] = {}
 
 
-def _bcast_spec(size: int, dtype: np.dtype, count: int, root: int) -> CallSpec:
-    """``make_spec("bcast", ...)``, cached."""
-    key = (size, dtype, count, root)
+def _bcast_spec(size: int, dtype: np.dtype, count: int, root: int,
+                collective: str = "bcast") -> CallSpec:
+    """``make_spec(collective, ...)`` of a rooted call with one count (bcast, scatter), cached."""
+    key = (collective, size, dtype, count, root)
     spec = _BCAST_SPECS.get(key)
     if spec is None:
         if len(_BCAST_SPECS) >= _BCAST_CACHE_LIMIT:
             _BCAST_SPECS.clear()
-        spec = _BCAST_SPECS[key] = make_spec("bcast", size, dtype, count=count, root=root)
+        spec = _BCAST_SPECS[key] = make_spec(collective, size, dtype, count=count, root=root)
     return spec
 
 
 def _bcast_head(dtype: np.dtype, shape: tuple[int, ...], inline: bool) -> np.ndarray | None:
-    """The first `_DATA_AT` bytes of the envelope of a broadcast of ``shape`` and ``dtype``
-    (cached); None when the header cannot hold them (a long dtype token, > 8 dimensions)."""
+    """The first `_DATA_AT` bytes of an envelope (or of each block of a scatter's) of an array
+    of ``shape`` and ``dtype`` (cached); None when the header cannot hold them (a long dtype
+    token, > 8 dimensions)."""
     key = (dtype, shape, inline)
     head = _BCAST_HEADS.get(key, _NO_HEAD)
     if head is _NO_HEAD:
@@ -116,10 +139,10 @@ def _bcast_head(dtype: np.dtype, shape: tuple[int, ...], inline: bool) -> np.nda
     return head
 
 
-def _bcast_envelope(data: np.ndarray, rank: int) -> tuple[np.ndarray, bool]:
-    """The root's envelope for ``data`` and whether the data travels inside it."""
-    inline = data.nbytes <= _INLINE_MAX
-    key = (data.dtype, data.shape)
+def _bcast_envelope(data: np.ndarray, rank: int, size: int) -> tuple[np.ndarray, bool]:
+    """The root's envelope of ``size`` bytes for ``data`` and whether the data travels in it."""
+    inline = data.nbytes <= size - _DATA_AT
+    key = (data.dtype, data.shape, size)
     if not inline:
         env = _BCAST_ENVELOPES.get(key)
         if env is not None:
@@ -127,7 +150,7 @@ def _bcast_envelope(data: np.ndarray, rank: int) -> tuple[np.ndarray, bool]:
     head = _bcast_head(data.dtype, data.shape, inline)
     if head is None:
         raise ArgumentError("bcast", "x", data.shape, "at most 8 dimensions", rank)
-    env = np.zeros(ENVELOPE, np.uint8)
+    env = np.zeros(size, np.uint8)
     env[:_DATA_AT] = head
     if inline:
         env[_DATA_AT: _DATA_AT + data.nbytes] = data.reshape(-1).view(np.uint8)
@@ -147,12 +170,18 @@ def _bcast_out(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray 
 
 
 def _bcast_header(env: np.ndarray) -> tuple[bool, np.dtype, tuple[int, ...], int]:
-    """``(inline, dtype, shape, nbytes)`` of a received envelope (cached by its header)."""
-    key = env[:_DATA_AT].tobytes()
+    """``(inline, dtype, shape, nbytes)`` of a received envelope or scatter block."""
+    return _parse_header(env[:_DATA_AT].tobytes())
+
+
+def _parse_header(key: bytes) -> tuple[bool, np.dtype, tuple[int, ...], int]:
+    """``(inline, dtype, shape, nbytes)`` of the `_DATA_AT` header bytes ``key`` (cached)."""
     known = _BCAST_HEADERS.get(key)
     if known is None:
-        inline, ndim, tlen, nbytes, *dims = _HEADER.unpack_from(env, 0)  # type: ignore[arg-type]
-        dtype = _dtype_of(env[_HEADER.size: _HEADER.size + tlen].tobytes())
+        inline, ndim, tlen, nbytes, *dims = _HEADER.unpack_from(key, 0)
+        if ndim > 8 or tlen > _TOKEN_MAX:
+            raise CollopsError(f"a corrupt envelope header: {key[:16]!r}")
+        dtype = _dtype_of(key[_HEADER.size: _HEADER.size + tlen])
         known = (bool(inline), dtype, tuple(dims[:ndim]), nbytes)
         if len(_BCAST_HEADERS) >= _BCAST_CACHE_LIMIT:
             _BCAST_HEADERS.clear()
@@ -194,7 +223,7 @@ class _Contexts:
         self.next = 1
 
 
-_SLOW = object()
+_SLOW: Any = object()  # typed Any: it stands in for a template or a result
 _BARRIER_TOKEN = np.empty(0, np.uint8)
 
 
@@ -202,7 +231,8 @@ class _Template:
     """What a blocking single-phase call needs, worked out once per call signature."""
 
     __slots__ = ("spec", "signature", "shape", "receives", "n_out", "none_on_this_rank",
-                 "prepared", "runner", "scratch", "views")
+                 "prepared", "runner", "alg_name", "scratch", "send", "recv", "header", "head",
+                 "views")
 
     def __init__(self, spec: CallSpec, signature: object, shape: tuple[int, ...],
                  receives: bool, none_on_this_rank: bool = False) -> None:
@@ -215,9 +245,16 @@ class _Template:
         self.prepared: tuple[Algorithm, Plan | None, CallInfo, dict] | None = None
         #: the algorithm's blocking fast path for this signature (native algorithms with `run`)
         self.runner: Callable[..., None] | None = None
-        #: a buffer the call may reuse (a broadcast's envelope) and typed views into it
+        #: the name of the prepared algorithm (for `Comm.last_algorithm`)
+        self.alg_name: str | None = None
+        #: an envelope the call reuses (bcast, scatter), the parts of it sent and received,
+        #: the header last written into it and typed views into it
         self.scratch: np.ndarray | None = None
-        self.views: dict[tuple[np.dtype, tuple[int, ...]], np.ndarray] = {}
+        self.send: np.ndarray | None = None
+        self.recv: np.ndarray | None = None
+        self.header: np.ndarray | None = None
+        self.head: np.ndarray | None = None
+        self.views: dict[Any, Any] = {}
 
 
 class Request:
@@ -332,10 +369,18 @@ class Comm:
         self.last_algorithm: str | None = None
         self._prepared: dict[tuple[Any, ...], tuple[Algorithm, Plan | None, CallInfo, dict]] = {}
         self._templates: dict[tuple[Any, ...], _Template | None] = {}
+        #: the settings generation the templates were made under (they are dropped when it
+        #: changes, so it need not be part of their keys)
+        self._generation = _cfg.generation
         attach_native(transport)
         caps = transport.capabilities()
         self._resources = transport.comm_resources(context, tuple(self._group)) | (
             {"in_network_reduction"} if caps.in_network_reduction else frozenset())
+        #: the bytes of a direct slot, which bound the envelopes of calls that may go through
+        #: a direct area (0: no direct area); every member has the same segment layout
+        direct = int(getattr(transport, "direct_bytes", 0) or 0) & ~7
+        self._direct_envelope = direct if ("shm_direct" in self._resources
+                                           and direct > ENVELOPE) else 0
 
     def __repr__(self) -> str:
         return f"<Comm {self.name} rank {self.rank} of {self.size} over {self.transport_name}>"
@@ -446,6 +491,11 @@ class Comm:
         info = CallInfo(spec.collective, alg.name, self.rank, fprint, fp.describe)
         return alg, plan, info, resolved
 
+    def _new_generation(self) -> None:
+        """The settings changed: drop the templates made under the old ones."""
+        self._templates.clear()
+        self._generation = _cfg.generation
+
     def _fast(self, collective: str, x: Any, op: Any, root: int, out: Any,
               algorithm: str | None, timeout: float | None) -> Any:
         """Blocking single-phase calls on contiguous arrays, from a cached template.
@@ -453,34 +503,54 @@ class Comm:
         Returns `_SLOW` whenever anything is unusual (a first call, an odd buffer, overlap):
         the general path then handles the call and raises the proper errors.
         """
-        if type(x) is not np.ndarray or not x.flags.c_contiguous:
+        if type(x) is not np.ndarray:
             return _SLOW
-        key = (collective, x.dtype, x.shape, op, root, algorithm, _cfg.generation)
-        template = self._templates.get(key, _SLOW)
+        if self._generation != _cfg.generation:
+            self._new_generation()
+        dt = x.dtype
+        key = (collective, dt, x.shape, op, root, algorithm)
+        try:
+            template = self._templates.get(key, _SLOW)
+        except TypeError:  # an unhashable op or root: the general path says what is wrong
+            return _SLOW
         if template is _SLOW:
-            template = self._templates[key] = self._template(collective, x, op, root)
+            self._templates[key] = self._template(collective, x, op, root)
             return _SLOW  # the first call goes the general way (and checks everything)
         if template is None:
             return _SLOW
-        assert isinstance(template, _Template)
-        result = None
-        if template.receives:
-            if out is None:
-                result = np.empty(template.shape, x.dtype)
-            elif (type(out) is np.ndarray and out.dtype == x.dtype
-                  and out.size == template.n_out and out.flags.c_contiguous
-                  and out.flags.writeable and not np.may_share_memory(out, x)):
-                result = out
-            else:
+        xf = x.flags
+        if not xf.c_contiguous:
+            return _SLOW
+        if not template.receives:
+            result = recv = None
+        elif out is None:
+            result = recv = np.empty(template.shape, dt)
+            if recv.ndim != 1:
+                recv = recv.reshape(-1)
+        elif type(out) is np.ndarray and out.size == template.n_out and (
+                out.dtype is dt or out.dtype == dt):
+            of = out.flags
+            # arrays that each own their memory cannot overlap, unless they are one array
+            if not (of.c_contiguous and of.writeable) or out is x or (
+                    not (of.owndata and xf.owndata) and np.may_share_memory(out, x)):
                 return _SLOW
+            result = recv = out
+            if recv.ndim != 1:
+                recv = recv.reshape(-1)
+        else:
+            return _SLOW
+        if timeout is None:
+            timeout = self.timeout
+            if timeout is None:
+                timeout = _cfg.settings.timeout
+        seq = self._call_seq
+        self._call_seq = seq + 1
         runner = template.runner
         if runner is not None:  # a native blocking fast path, prepared by an earlier call
-            self.last_algorithm = template.prepared[0].name  # type: ignore[index]
-            runner(x, result if result is None or result.ndim == 1 else result.reshape(-1),
-                   self._reserve(), timeout if timeout is not None else (
-                       self.timeout if self.timeout is not None else _cfg.settings.timeout))
+            self.last_algorithm = template.alg_name
+            runner(x, recv, seq, timeout)
         else:
-            self._run_template(template, x, result, self._reserve(), algorithm, timeout)
+            self._run_template(template, x, recv, seq, algorithm, timeout)
         if result is None or template.none_on_this_rank:
             return None
         return result if result.shape == template.shape else result.reshape(template.shape)
@@ -493,7 +563,7 @@ class Comm:
         if timeout is None:
             timeout = self.timeout if self.timeout is not None else _cfg.settings.timeout
         if prepared is not None and prepared[0].run is not None:
-            self.last_algorithm = prepared[0].name
+            self.last_algorithm = template.alg_name = prepared[0].name
             runner = template.runner
             if runner is None:
                 runner = template.runner = prepared[0].run(self, spec)
@@ -520,92 +590,271 @@ class Comm:
         if not ex.poll():
             self._progress.wait(ex)
 
+    # -- envelopes: bcast and scatter in one phase when the data fits ---------------------------
+    def _envelope_size(self, collective: str, algorithm: str | None) -> int:
+        """The envelope bytes of a ``collective`` (bcast or scatter, all blocks together) made
+        with ``algorithm``: when the call may go through a direct area, up to a direct slot
+        (`DIRECT_BCAST_INLINE`, `DIRECT_SCATTER_ENVELOPE`), else `ENVELOPE`. Depends only on
+        what every member agrees on (the segment's layout, the communicator's resources, the
+        algorithm requested, overridden or set)."""
+        slot = self._direct_envelope
+        if slot:
+            chosen = (algorithm or self._overrides.get(collective)
+                      or _cfg.settings.algorithms.get(collective))
+            if chosen is None or chosen == "shm_direct":
+                return max(ENVELOPE, min(slot, DIRECT_BCAST_INLINE + _DATA_AT
+                                         if collective == "bcast" else DIRECT_SCATTER_ENVELOPE))
+        return ENVELOPE
+
+    def _scatter_block(self, algorithm: str | None) -> int:
+        """The bytes of each rank's block of a scatter envelope (header and inline data)."""
+        size = self._envelope_size("scatter", algorithm)
+        if size > ENVELOPE:
+            block = (size // self.size) & ~7
+            if block >= _DATA_AT + 8:
+                return block
+        return ENVELOPE
+
+    def _envelope_template(self, collective: str, root: Any, algorithm: str | None
+                           ) -> _Template | None:
+        """The template of a bcast's or a scatter's envelope phase, when it is prepared with
+        a blocking fast path (only an envelope algorithm with one, ``shm_direct``, is worth
+        it); else None, making the template on a first call, which goes the general way and
+        so prepares the envelope's algorithm."""
+        if type(root) is not int or not 0 <= root < self.size:
+            return None
+        key = (collective, root, algorithm)
+        template = self._templates.get(key, _SLOW)
+        if template is _SLOW:
+            p = self.size
+            if collective == "bcast":
+                size = self._envelope_size("bcast", algorithm)
+                t = _Template(_bcast_spec(p, _ENVELOPE_DTYPE, size, root), "envelope",
+                              (size,), True)
+                t.scratch = t.send = t.recv = np.zeros(size, np.uint8)
+            else:
+                block = self._scatter_block(algorithm)
+                t = _Template(_bcast_spec(p, _ENVELOPE_DTYPE, block, root, "scatter"),
+                              "envelope", (block,), True)
+                t.scratch = np.zeros((p + 1) * block, np.uint8)
+                t.send, t.recv = t.scratch[: p * block], t.scratch[p * block:]
+            t.header = t.recv[:_DATA_AT]
+            self._templates[key] = t
+            return None
+        if template is None:
+            return None
+        if template.runner is None:
+            prepared = template.prepared
+            if prepared is None:
+                prepared = template.prepared = self._prepared.get(
+                    (template.spec, algorithm, (), "envelope", _cfg.generation))
+            if prepared is None or prepared[0].run is None:
+                return None
+            template.runner = prepared[0].run(self, template.spec)
+            template.alg_name = prepared[0].name
+        return template  # type: ignore[no-any-return]
+
+    def _received(self, call: str, template: _Template, out: Any, root: int, seq: int,
+                  algorithm: str | None, timeout: float | None) -> np.ndarray:
+        """A non-root's result of a bcast or scatter whose envelope ``template.recv`` holds:
+        the inline data, or else the data phase (phase 1) run as the general path runs it."""
+        assert template.header is not None and template.recv is not None
+        raw = template.header.tobytes()
+        views = template.views
+        got: Any = views.get(raw)
+        if got is None:  # (inline, dtype, shape, view of the inline data or None)
+            inline, dtype, shape, _ = _parse_header(raw)
+            if len(views) >= _BCAST_CACHE_LIMIT:
+                views.clear()
+            got = views[raw] = (inline, dtype, shape, _envelope_view(template.recv, dtype, shape)
+                                if inline else None)
+        inline, dtype, shape, view = got
+        if inline:
+            if out is None:
+                return view.copy()  # type: ignore[no-any-return]
+            if out.size == view.size and (out.dtype is dtype or out.dtype == dtype):
+                if out.shape == shape:
+                    out[...] = view
+                    return out  # type: ignore[no-any-return]
+                result = out.reshape(shape)
+                result[...] = view
+                return result  # type: ignore[no-any-return]
+            self._out(call, out, shape, dtype)  # raises, naming ``out``
+        return self._data_phase(call, dtype, shape, out, root, seq, algorithm, {}, timeout)
+
+    def _data_phase(self, call: str, dtype: np.dtype, shape: tuple[int, ...], out: Any,
+                    root: int, seq: int, algorithm: str | None, params: dict,
+                    timeout: float | None) -> np.ndarray:
+        """Phase 1 of a bcast or scatter on a non-root whose envelope did not carry the data,
+        run to completion. A wrong ``out`` is reported after taking part in the phase with a
+        buffer of its own, so the root and the other ranks are not left waiting for this rank.
+        """
+        return Request(self, self._data_phase_gen(  # type: ignore[no-any-return]
+            call, dtype, shape, out, root, seq, algorithm, params, timeout)).wait()
+
     def _fast_bcast(self, x: Any, root: Any, out: Any, algorithm: str | None,
                     timeout: float | None) -> Any:
         """A blocking broadcast whose envelope carries the data, from a cached template.
 
         Taken only when the envelope's algorithm has a blocking fast path (``shm_direct``),
-        which depends on nothing that differs between ranks. The root packs dtype, shape and
-        data into the envelope when they fit; every rank runs the envelope phase from the
-        template; a non-root that finds the data did not fit runs the data phase as the
-        general path does. Anything unusual returns `_SLOW`.
+        which depends on nothing that differs between ranks. The envelope phase is the general
+        path's (`_bcast`), so every rank may choose this path or that one on its own: the root
+        packs dtype, shape and data into the envelope when they fit (else it goes the general
+        way, which sends them in a second phase); a non-root reads the envelope and, when the
+        data did not fit, runs the data phase as the general path does. Anything unusual
+        returns `_SLOW`.
         """
-        if type(root) is not int or not 0 <= root < self.size:
+        if self._generation != _cfg.generation:
+            self._new_generation()
+        try:
+            template: Any = self._templates.get(("bcast", root, algorithm))
+        except TypeError:  # an unhashable root: the general path says what is wrong
             return _SLOW
-        is_root = self.rank == root
-        if out is not None and (type(out) is not np.ndarray or not out.flags.c_contiguous
-                                or not out.flags.writeable or out.nbytes > _INLINE_MAX):
-            return _SLOW
-        if is_root and (type(x) is not np.ndarray or not x.flags.c_contiguous
-                        or x.nbytes > _INLINE_MAX or x.ndim > 8 or x.dtype.hasobject):
-            return _SLOW
-        key = ("bcast", root, algorithm, _cfg.generation)
-        template = self._templates.get(key, _SLOW)
-        if template is _SLOW:
-            self._templates[key] = _Template(
-                make_spec("bcast", self.size, np.uint8, count=ENVELOPE, root=root), "envelope",
-                (ENVELOPE,), True)
-            return _SLOW
-        assert isinstance(template, _Template)
-        if template.prepared is None:
-            template.prepared = self._prepared.get(
-                (template.spec, algorithm, (), "envelope", _cfg.generation))
-        if template.prepared is None or template.prepared[0].run is None:
-            return _SLOW  # only an envelope algorithm with a blocking fast path is worth it
-        env = template.scratch
-        if env is None:
-            env = template.scratch = np.zeros(ENVELOPE, np.uint8)
-        views = template.views
-        if is_root:
-            head = _bcast_head(x.dtype, x.shape, True)
-            if head is None:
+        if template is None or template.runner is None:
+            template = self._envelope_template("bcast", root, algorithm)
+            if template is None:
                 return _SLOW
-            env[:_DATA_AT] = head
-            view = views.get((x.dtype, x.shape))
-            if view is None:
-                view = views[(x.dtype, x.shape)] = _envelope_view(env, x.dtype, x.shape)
-            view[...] = x
-        seq = self._reserve()
-        self._run_template(template, env if is_root else None, env, seq, algorithm, timeout)
+        env = template.scratch
+        if out is not None:
+            if type(out) is not np.ndarray:
+                return _SLOW
+            of = out.flags
+            if not (of.c_contiguous and of.writeable) or out.nbytes > env.size - _DATA_AT:
+                return _SLOW
+        is_root = self.rank == root
         if is_root:
-            if out is None:
-                return x.copy()
-            if out.dtype == x.dtype and out.size == x.size and not np.shares_memory(out, x):
-                out.reshape(-1)[...] = x.reshape(-1)
-                return out if out.shape == x.shape else out.reshape(x.shape)
-            result = self._out("bcast", out, x.shape, x.dtype)  # raises, naming ``out``
-            result.reshape(-1)[...] = x.reshape(-1)
-            return result
-        inline, dtype, shape, _ = _bcast_header(env)
-        if inline:
-            view = views.get((dtype, shape))
-            if view is None:
-                view = views[(dtype, shape)] = _envelope_view(env, dtype, shape)
-            if out is None:
-                return view.copy()
-            if out.dtype == dtype and out.size == view.size:
-                out.reshape(view.shape)[...] = view
-                return out if out.shape == shape else out.reshape(shape)
-            self._out("bcast", out, shape, dtype)  # raises, naming ``out``
+            if type(x) is not np.ndarray or not x.flags.c_contiguous:
+                return _SLOW
+            dt, shape = x.dtype, x.shape
+            entry = template.views.get((dt, shape), _SLOW)
+            if entry is _SLOW:
+                head = _bcast_head(dt, shape, True) if (
+                    dt.kind in _FAST_KINDS and x.nbytes <= env.size - _DATA_AT) else None
+                if len(template.views) >= _BCAST_CACHE_LIMIT:
+                    template.views.clear()
+                entry = template.views[(dt, shape)] = None if head is None else (
+                    head, _envelope_view(env, dt, shape))
+            if entry is None:
+                return _SLOW
+            if out is not None and not (out.size == x.size
+                                        and (out.dtype is dt or out.dtype == dt)):
+                return _SLOW  # the general path raises, naming ``out``
+            head, view = entry
+            if template.head is not head:  # only this path writes the root's envelope
+                env[:_DATA_AT] = head
+                template.head = head
+            view[...] = x
+        if timeout is None:
+            timeout = self.timeout
+            if timeout is None:
+                timeout = _cfg.settings.timeout
+        seq = self._call_seq
+        self._call_seq = seq + 1
+        self.last_algorithm = template.alg_name
+        template.runner(env if is_root else None, env, seq, timeout)
+        if not is_root:
+            return self._received("bcast", template, out, root, seq, algorithm, timeout)
+        # the root's result comes from its envelope, which ``out`` cannot overlap
         if out is None:
-            result = np.empty(shape, dtype)
-        elif out.dtype == dtype and out.size == math.prod(shape):
-            result = out if out.shape == shape else out.reshape(shape)
-        else:
-            result = self._out("bcast", out, shape, dtype)  # raises, naming ``out``
-        spec = make_spec("bcast", self.size, dtype, count=result.size, root=root)
-        ex = self._execute(spec, None, result, seq, 1, algorithm, {}, timeout)
-        if not ex.poll():
-            self._progress.wait(ex)
+            return view.copy()
+        if out.shape == shape:
+            out[...] = view
+            return out
+        result = out.reshape(shape)
+        result[...] = view
         return result
+
+    def _fast_scatter(self, x: Any, root: Any, out: Any, algorithm: str | None,
+                      timeout: float | None) -> Any:
+        """A blocking scatter whose envelope carries the data, from a cached template.
+
+        The envelope is a scatter of one block of bytes per rank — each block a header (dtype,
+        this rank's shape) and, when it fits, the rank's rows — in one direct call. As for
+        `_fast_bcast`, the envelope phase is the general path's (`_scatter`), so each rank may
+        take this path or that one on its own; anything unusual returns `_SLOW`.
+        """
+        if self._generation != _cfg.generation:
+            self._new_generation()
+        try:
+            template: Any = self._templates.get(("scatter", root, algorithm))
+        except TypeError:  # an unhashable root: the general path says what is wrong
+            return _SLOW
+        if template is None or template.runner is None:
+            template = self._envelope_template("scatter", root, algorithm)
+            if template is None:
+                return _SLOW
+        if out is not None:
+            if type(out) is not np.ndarray:
+                return _SLOW
+            of = out.flags
+            if not (of.c_contiguous and of.writeable):
+                return _SLOW
+        is_root = self.rank == root
+        if is_root:
+            if type(x) is not np.ndarray or not x.flags.c_contiguous:
+                return _SLOW
+            dt = x.dtype
+            entry = template.views.get((dt, x.shape), _SLOW)
+            if entry is _SLOW:
+                if len(template.views) >= _BCAST_CACHE_LIMIT:
+                    template.views.clear()
+                entry = template.views[(dt, x.shape)] = self._scatter_entry(template, x)
+            if entry is None:
+                return _SLOW
+            head, blocks, shape, own = entry
+            if out is not None and not (out.size == own.size
+                                        and (out.dtype is dt or out.dtype == dt)):
+                return _SLOW  # the general path raises, naming ``out``
+            if template.head is not head:  # only this path writes the root's envelope
+                template.send.reshape(self.size, -1)[:, :_DATA_AT] = head
+                template.head = head
+            blocks[...] = x.reshape(blocks.shape)
+        if timeout is None:
+            timeout = self.timeout
+            if timeout is None:
+                timeout = _cfg.settings.timeout
+        seq = self._call_seq
+        self._call_seq = seq + 1
+        self.last_algorithm = template.alg_name
+        template.runner(template.send if is_root else None, template.recv, seq, timeout)
+        if not is_root:
+            return self._received("scatter", template, out, root, seq, algorithm, timeout)
+        # the root's result comes from its envelope, which ``out`` cannot overlap
+        if out is None:
+            return own.copy()
+        if out.shape == shape:
+            out[...] = own
+            return out
+        result = out.reshape(shape)
+        result[...] = own
+        return result
+
+    def _scatter_entry(self, template: _Template, x: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray, tuple[int, ...], np.ndarray] | None:
+        """``(header, blocks, shape, own)`` of a root's scatter of ``x`` through ``template``'s
+        envelope — ``blocks``: the data of every block as one ``(size, *shape)`` view, ``own``:
+        the root's — or None when the rows do not travel inline (or anything is unusual)."""
+        p = self.size
+        dt = x.dtype
+        if x.ndim == 0 or x.ndim > 8 or dt.kind not in _FAST_KINDS or x.shape[0] % p:
+            return None
+        shape = (x.shape[0] // p, *x.shape[1:])
+        block = template.shape[0]
+        if math.prod(shape) * dt.itemsize > block - _DATA_AT:
+            return None
+        head = _bcast_head(dt, shape, True)
+        if head is None:
+            return None
+        assert template.scratch is not None
+        blocks = _blocks_view(template.scratch, p, block, dt, shape)
+        return head, blocks, shape, blocks[self.rank]
 
     def _template(self, collective: str, x: np.ndarray, op: Any, root: int) -> _Template | None:
         """The template of a call, or None when the call does not fit the fast path."""
         try:
             if collective == "barrier":
                 return _Template(make_spec("barrier", self.size, np.uint8), None, (), False)
-            if x.dtype.kind not in "biufcV" or x.dtype.hasobject:
-                return None
+            check_dtype(x.dtype, collective, "x", self.rank)  # what the general path checks
             p, dt = self.size, x.dtype
             if collective in ("allreduce", "reduce", "scan", "exscan"):
                 resolved = self._op(collective, op, dt)
@@ -721,13 +970,14 @@ class Comm:
         call = "bcast"
         root = self._check_root(call, root)
         seq = self._reserve()
+        size = self._envelope_size(call, algorithm)
         data: np.ndarray | None = None
         early: Execution | None = None
         early_spec: CallSpec | None = None
         result: np.ndarray | None = None
         if self.rank == root:
             data = self._array(call, x)
-            env, inline = _bcast_envelope(data, self.rank)
+            env, inline = _bcast_envelope(data, self.rank, size)
             if not inline:
                 result = _bcast_out(out, data.shape, data.dtype)
                 if result is None:
@@ -736,8 +986,8 @@ class Comm:
                     data = data.copy()
                 early_spec = _bcast_spec(self.size, data.dtype, data.size, root)
         else:
-            env = np.empty(ENVELOPE, np.uint8)
-            if (type(out) is np.ndarray and out.nbytes > _INLINE_MAX and out.flags.c_contiguous
+            env = np.empty(size, np.uint8)
+            if (type(out) is np.ndarray and out.nbytes > size - _DATA_AT and out.flags.c_contiguous
                     and out.flags.writeable and out.dtype.kind in "biufcV"
                     and not out.dtype.hasobject):
                 early_spec = _bcast_spec(self.size, out.dtype, out.size, root)
@@ -749,7 +999,7 @@ class Comm:
                 early = self._execute(early_spec, data, result, seq, 1, algorithm, params,
                                       timeout)
         data_algorithm = self.last_algorithm
-        first = self._execute(_bcast_spec(self.size, _ENVELOPE_DTYPE, ENVELOPE, root),
+        first = self._execute(_bcast_spec(self.size, _ENVELOPE_DTYPE, size, root),
                               env if self.rank == root else None, env, seq, 0, algorithm,
                               params, timeout, counts_signature="envelope")
         yield first
@@ -765,8 +1015,7 @@ class Comm:
         else:
             result = self._out(call, out, shape, dtype)
             if inline:
-                start = _HEADER.size + _TOKEN_MAX
-                result.reshape(-1).view(np.uint8)[...] = env[start: start + nbytes]
+                result.reshape(-1).view(np.uint8)[...] = env[_DATA_AT: _DATA_AT + nbytes]
                 return result.reshape(shape)
         assert result is not None
         if early is None:
@@ -851,17 +1100,86 @@ class Comm:
         yield self._execute(spec, data, result, seq, 1, algorithm, params, timeout)
         return result.reshape(shape)
 
+    def _scatter(self, x: Any, root: int, out: Any, algorithm: str | None,
+                 timeout: float | None, params: dict) -> Phases:
+        """Two phases, like `_bcast`: an envelope scattered from the root — one block of bytes
+        per rank, each a header (dtype, this rank's shape) and, when they fit, the rank's rows
+        — then, when they did not fit, the data. The root's arguments, ``out`` included, are
+        checked before the call takes its sequence number; a non-root learns dtype and shape
+        from its block (and checks ``out`` then)."""
+        call = "scatter"
+        root = self._check_root(call, root)
+        p, me = self.size, self.rank
+        block = self._scatter_block(algorithm)
+        spec0 = _bcast_spec(p, _ENVELOPE_DTYPE, block, root, call)
+        if me != root:
+            seq = self._reserve()
+            env = np.empty(block, np.uint8)
+            yield self._execute(spec0, None, env, seq, 0, algorithm, params, timeout,
+                                counts_signature="envelope")
+            inline, dtype, shape, nbytes = _bcast_header(env)
+            if not inline:
+                return (yield from self._data_phase_gen(call, dtype, shape, out, root, seq,
+                                                        algorithm, params, timeout))
+            result = self._out(call, out, shape, dtype)
+            result.reshape(-1).view(np.uint8)[...] = env[_DATA_AT: _DATA_AT + nbytes]
+            return result.reshape(shape)
+        data = self._array(call, x)
+        if data.ndim == 0:
+            raise ArgumentError(call, "x", data.shape, "needs at least one dimension", me)
+        if data.shape[0] % p:
+            raise ArgumentError(call, "x", data.shape, f"axis 0 ({data.shape[0]}) is not "
+                                f"divisible by the {p} ranks", me)
+        shape = (data.shape[0] // p, *data.shape[1:])
+        inline = data.nbytes // p <= block - _DATA_AT
+        head = _bcast_head(data.dtype, shape, inline)
+        if head is None:
+            raise ArgumentError(call, "x", data.shape, "at most 8 dimensions", me)
+        result = self._out(call, out, shape, data.dtype)
+        seq = self._reserve()
+        env = np.empty((p + 1) * block, np.uint8)
+        env[: p * block].reshape(p, block)[:, :_DATA_AT] = head
+        if inline:
+            _blocks_view(env, p, block, data.dtype, shape)[...] = data.reshape((p, *shape))
+        yield self._execute(spec0, env[: p * block], env[p * block:], seq, 0, algorithm, params,
+                            timeout, counts_signature="envelope")
+        if inline:
+            result.reshape(shape)[...] = data[me * shape[0]: (me + 1) * shape[0]]
+            return result.reshape(shape)
+        if np.may_share_memory(result, data):
+            data = data.copy()
+        spec = _bcast_spec(p, data.dtype, result.size, root, call)
+        yield self._execute(spec, data, result, seq, 1, algorithm, params, timeout)
+        return result.reshape(shape)
+
+    def _data_phase_gen(self, call: str, dtype: np.dtype, shape: tuple[int, ...], out: Any,
+                        root: int, seq: int, algorithm: str | None, params: dict,
+                        timeout: float | None) -> Phases:
+        """`_data_phase` as a phase of a general (generator) call."""
+        error: ArgumentError | None = None
+        try:
+            result = self._out(call, out, shape, dtype)
+        except ArgumentError as exc:  # reported once this rank has taken part
+            error, result = exc, np.empty(shape, dtype)
+        spec = _bcast_spec(self.size, dtype, result.size, root, call)
+        yield self._execute(spec, None, result, seq, 1, algorithm, params, timeout)
+        if error is not None:
+            raise error
+        return result.reshape(shape)
+
     def scatter(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
                 timeout: float | None = None, **params: Any) -> np.ndarray:
         """This rank's block of the root's ``x`` split into ``size`` equal blocks along axis 0."""
-        return self._start(self._scatterv("scatter", x, None, root, out, algorithm, timeout,
-                                          params), True)
+        if not params:
+            got = self._fast_scatter(x, root, out, algorithm, timeout)
+            if got is not _SLOW:
+                return got  # type: ignore[no-any-return]
+        return self._start(self._scatter(x, root, out, algorithm, timeout, params), True)
 
     def iscatter(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
                  timeout: float | None = None, **params: Any) -> Request:
         """Non-blocking `scatter`."""
-        return self._start(self._scatterv("scatter", x, None, root, out, algorithm, timeout,
-                                          params), False)
+        return self._start(self._scatter(x, root, out, algorithm, timeout, params), False)
 
     def scatterv(self, x: Any, counts: Any = None, root: int = 0, *, out: Any = None,
                  algorithm: str | None = None, timeout: float | None = None,

@@ -312,10 +312,10 @@ def _run_rank(job: str, rank: int, size: int, worker: Callable[[Transport], Any]
     transport = None
     try:
         transport = ShmTransport(job, rank, size)
-        payload = pickle.dumps((True, worker(transport)))
+        payload = pickle.dumps((True, worker(transport)), protocol=5)
         code = 0
     except BaseException as exc:
-        payload = pickle.dumps((False, traceback.format_exc(), type(exc).__name__))
+        payload = pickle.dumps((False, traceback.format_exc(), type(exc).__name__), protocol=5)
         code = 1
     with os.fdopen(write_fd, "wb") as pipe:  # the report goes out before we look gone
         pipe.write(_LENGTH.pack(len(payload)) + payload)
