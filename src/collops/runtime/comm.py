@@ -704,16 +704,9 @@ class Comm:
         data did not fit, runs the data phase as the general path does. Anything unusual
         returns `_SLOW`.
         """
-        if self._generation != _cfg.generation:
-            self._new_generation()
-        try:
-            template: Any = self._templates.get(("bcast", root, algorithm))
-        except TypeError:  # an unhashable root: the general path says what is wrong
+        template = self._envelope_for("bcast", root, algorithm)
+        if template is None:
             return _SLOW
-        if template is None or template.runner is None:
-            template = self._envelope_template("bcast", root, algorithm)
-            if template is None:
-                return _SLOW
         env = template.scratch
         if out is not None:
             if type(out) is not np.ndarray:
@@ -744,25 +737,9 @@ class Comm:
                 env[:_DATA_AT] = head
                 template.head = head
             view[...] = x
-        if timeout is None:
-            timeout = self.timeout
-            if timeout is None:
-                timeout = _cfg.settings.timeout
-        seq = self._call_seq
-        self._call_seq = seq + 1
-        self.last_algorithm = template.alg_name
-        template.runner(env if is_root else None, env, seq, timeout)
-        if not is_root:
-            return self._received("bcast", template, out, root, seq, algorithm, timeout)
-        # the root's result comes from its envelope, which ``out`` cannot overlap
-        if out is None:
-            return view.copy()
-        if out.shape == shape:
-            out[...] = view
-            return out
-        result = out.reshape(shape)
-        result[...] = view
-        return result
+        return self._envelope_call("bcast", template, env if is_root else None, env,
+                                   view if is_root else None, shape if is_root else (), out,
+                                   root, algorithm, timeout)
 
     def _fast_scatter(self, x: Any, root: Any, out: Any, algorithm: str | None,
                       timeout: float | None) -> Any:
@@ -773,16 +750,9 @@ class Comm:
         `_fast_bcast`, the envelope phase is the general path's (`_scatter`), so each rank may
         take this path or that one on its own; anything unusual returns `_SLOW`.
         """
-        if self._generation != _cfg.generation:
-            self._new_generation()
-        try:
-            template: Any = self._templates.get(("scatter", root, algorithm))
-        except TypeError:  # an unhashable root: the general path says what is wrong
+        template = self._envelope_for("scatter", root, algorithm)
+        if template is None:
             return _SLOW
-        if template is None or template.runner is None:
-            template = self._envelope_template("scatter", root, algorithm)
-            if template is None:
-                return _SLOW
         if out is not None:
             if type(out) is not np.ndarray:
                 return _SLOW
@@ -809,6 +779,28 @@ class Comm:
                 template.send.reshape(self.size, -1)[:, :_DATA_AT] = head
                 template.head = head
             blocks[...] = x.reshape(blocks.shape)
+        return self._envelope_call("scatter", template, template.send if is_root else None,
+                                   template.recv, own if is_root else None,
+                                   shape if is_root else (), out, root, algorithm, timeout)
+
+    def _envelope_for(self, collective: str, root: Any, algorithm: str | None) -> Any:
+        """The prepared envelope template of a fast bcast or scatter (None: go the general
+        way, which also says what is wrong with an unhashable ``root``)."""
+        if self._generation != _cfg.generation:
+            self._new_generation()
+        try:
+            template = self._templates.get((collective, root, algorithm))
+        except TypeError:
+            return None
+        if template is None or template.runner is None:
+            template = self._envelope_template(collective, root, algorithm)
+        return template
+
+    def _envelope_call(self, collective: str, template: Any, send: np.ndarray | None,
+                       recv: np.ndarray, mine: np.ndarray | None, shape: tuple[int, ...],
+                       out: Any, root: int, algorithm: str | None,
+                       timeout: float | None) -> Any:
+        """Run a fast bcast's or scatter's envelope call; the root's result is ``mine``."""
         if timeout is None:
             timeout = self.timeout
             if timeout is None:
@@ -816,17 +808,17 @@ class Comm:
         seq = self._call_seq
         self._call_seq = seq + 1
         self.last_algorithm = template.alg_name
-        template.runner(template.send if is_root else None, template.recv, seq, timeout)
-        if not is_root:
-            return self._received("scatter", template, out, root, seq, algorithm, timeout)
+        template.runner(send, recv, seq, timeout)
+        if mine is None:
+            return self._received(collective, template, out, root, seq, algorithm, timeout)
         # the root's result comes from its envelope, which ``out`` cannot overlap
         if out is None:
-            return own.copy()
+            return mine.copy()
         if out.shape == shape:
-            out[...] = own
+            out[...] = mine
             return out
         result = out.reshape(shape)
-        result[...] = own
+        result[...] = mine
         return result
 
     def _scatter_entry(self, template: _Template, x: np.ndarray
