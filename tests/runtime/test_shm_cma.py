@@ -177,3 +177,21 @@ def test_the_survivor_raises_peer_failed_not_a_hang():
     with pytest.raises(RankFailed) as info:
         collops.spawn(_peer_failed_seen, 3, transport="shm", timeout=50)
     assert "rank 1" in str(info.value)
+
+
+def _chosen(comm):
+    x = np.arange(100_000.0)
+    comm.reduce(x, "sum", 0)
+    reduce_alg = comm.last_algorithm
+    comm.gather(x, 0)
+    gather_alg = comm.last_algorithm
+    comm.allgather(x)
+    return reduce_alg, gather_alg, comm.last_algorithm
+
+
+@pytest.mark.timeout(60)
+def test_selection_offers_it_unasked_only_where_it_measured_faster():
+    reduce_alg, gather_alg, allgather_alg = collops.spawn(_chosen, 2, transport="shm",
+                                                          timeout=50)[0]
+    assert reduce_alg == gather_alg == NAME
+    assert allgather_alg != NAME

@@ -27,7 +27,8 @@ acknowledgement words of the direct area), so the buffers are never reused too e
 
 Registered with `shm_direct` when the transport may use cross-memory attach (same user,
 ptrace permitted); the cost for selection is one α per synchronisation plus the bytes read
-and folded, so `shm_direct` keeps the calls that fit its slots.
+and folded, so `shm_direct` keeps the calls that fit its slots, and selection offers it
+unasked only for the collectives in `AUTO`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import functools
+import math
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -54,6 +56,11 @@ from .spec import CallSpec
 NAME = "shm_cma"
 SUPPORTED = ("bcast", "scatter", "gather", "allgather", "alltoall", "reduce", "allreduce",
              "reduce_scatter_block")
+#: the collectives selection may give it unasked: where it measured faster than the
+#: schedules at 2 and 4 ranks (docs/performance.md). The others read as much but wait for
+#: every peer twice (descriptors, then acknowledgements), which on a machine with fewer cores
+#: than ranks costs more wake-ups than a schedule's messages do; they are there on request.
+AUTO = frozenset({"reduce", "gather"})
 #: bytes of the scratch a folding rank reads a peer's data into, a piece at a time
 SCRATCH_BYTES = 1 << 20
 #: descriptor words: process id, send address, receive address
@@ -80,8 +87,11 @@ def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedu
 
 
 def cma_cost(spec: CallSpec, model: CostModel) -> float:
-    """An α per synchronisation plus the bytes this rank reads (β) and folds (γ)."""
+    """An α per synchronisation plus the bytes this rank reads (β) and folds (γ); infinite
+    (chosen only when asked for) outside `AUTO`."""
     c, n, p = spec.collective, spec.count * spec.itemsize, spec.size
+    if c not in AUTO:
+        return math.inf
     part = n * (p - 1)
     reads = {"bcast": n, "scatter": n, "allreduce": 2 * part / p,
              "reduce_scatter_block": part}.get(c, part)
@@ -253,6 +263,8 @@ class CmaExecution:
                            for j in self.awaits}
             (self._second if self.index else self._first)(descriptors)
             area.acknowledge(slot, k, self.awaits)
+            if not self.index:
+                self._own_part()  # after the acknowledgement: the peers go on meanwhile
             if self.index + 1 < len(self.phases):
                 self.index += 1
                 self.state = _WRITE
@@ -293,22 +305,16 @@ class CmaExecution:
         reads = _reads_of(self.area)
         send, recv = self.send, self.recv
         if c in ("bcast", "scatter"):
-            offset = rank * nb if c == "scatter" else 0
-            if rank == spec.root:
-                if send is not None and recv is not None and (
-                        _address(recv) != _address(send) + offset):
-                    recv[:n] = send[offset // size: offset // size + n]
-                return
-            assert recv is not None
-            pid, remote, _ = descriptors[spec.root]
-            reads.read(spec.root, pid, remote + offset, _address(recv), nb)
+            if rank != spec.root:
+                assert recv is not None
+                offset = rank * nb if c == "scatter" else 0
+                pid, remote, _ = descriptors[spec.root]
+                reads.read(spec.root, pid, remote + offset, _address(recv), nb)
             return
         if c in ("gather", "allgather", "alltoall"):
             if recv is None:
                 return
-            assert send is not None
             own = rank * nb if c == "alltoall" else 0
-            recv[rank * n: (rank + 1) * n] = send[own // size: own // size + n]
             base = _address(recv)
             for j, (pid, remote, _) in descriptors.items():
                 reads.read(j, pid, remote + own, base + j * nb, nb)
@@ -326,6 +332,21 @@ class CmaExecution:
             src = lo
         assert recv is not None
         self._fold(descriptors, recv[lo:hi], src, hi - lo)
+
+    def _own_part(self) -> None:
+        """The rank's own block or copy, which needs no peer (done once the peers may go on)."""
+        spec, rank = self.spec, self.rank
+        c, n = spec.collective, spec.count
+        send, recv = self.send, self.recv
+        if send is None or recv is None:
+            return
+        if c in ("bcast", "scatter") and rank == spec.root:
+            offset = rank * n if c == "scatter" else 0
+            if _address(recv) != _address(send) + offset * spec.dtype.itemsize:
+                recv[:n] = send[offset: offset + n]
+        elif c in ("gather", "allgather", "alltoall"):
+            own = rank * n if c == "alltoall" else 0
+            recv[rank * n: (rank + 1) * n] = send[own: own + n]
 
     def _fold(self, descriptors: dict[int, list[int]], out: np.ndarray, src: int,
               count: int) -> None:
