@@ -195,3 +195,13 @@ def test_selection_offers_it_unasked_only_where_it_measured_faster():
                                                           timeout=50)[0]
     assert reduce_alg == gather_alg == NAME
     assert allgather_alg != NAME
+
+
+def _small_reduce(comm):
+    comm.reduce(np.arange(100.0), "sum", 0)
+    return comm.last_algorithm
+
+
+@pytest.mark.timeout(60)
+def test_calls_that_fit_a_direct_slot_stay_direct():
+    assert collops.spawn(_small_reduce, 2, transport="shm", timeout=50)[0] == "shm_direct"
