@@ -50,6 +50,7 @@ typedef struct {
     PyObject *wake;             /* wake(world_rank) */
     PyObject *inflight_name;
     int publishes;
+    int store_fingerprint;      /* 0 only to measure what the fingerprint costs */
     Py_ssize_t nbytes;          /* contribution bytes copied from send */
     uint64_t fingerprint, mix;
     Py_ssize_t my_held[NSLOTS], my_fp[NSLOTS], my_data[NSLOTS];
@@ -230,7 +231,8 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
         "segment", "ndarray", "area", "occupant", "own_pending", "readers", "slow", "wake",
         "publishes", "nbytes", "fingerprint", "mix", "my_held", "my_fp", "my_data",
         "held", "ack", "ack_of_me", "sleeper_words", "sleeper_ranks", "read_kind",
-        "src", "dst", "len", "self_copy", "count", "op", "dtype", "spin_seconds", NULL};
+        "src", "dst", "len", "self_copy", "count", "op", "dtype", "spin_seconds",
+        "store_fingerprint", NULL};
     PyObject *segment, *ndarray, *area, *occupant, *own_pending, *readers, *slow, *wake;
     PyObject *my_held, *my_fp, *my_data, *held, *ack, *ack_of_me, *sleeper_words;
     PyObject *sleeper_ranks, *src, *dst, *len, *self_copy;
@@ -238,12 +240,13 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
     Py_ssize_t nbytes, count;
     unsigned long long fingerprint, mix;
     double spin;
+    int store_fingerprint = 1;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid", names, &segment, &ndarray, &area,
+            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|p", names, &segment, &ndarray, &area,
             &PyList_Type, &occupant, &PyList_Type, &own_pending, &PyTuple_Type, &readers,
             &slow, &wake, &publishes, &nbytes, &fingerprint, &mix, &my_held, &my_fp,
             &my_data, &held, &ack, &ack_of_me, &sleeper_words, &sleeper_ranks, &read_kind,
-            &src, &dst, &len, &self_copy, &count, &op, &dtype, &spin))
+            &src, &dst, &len, &self_copy, &count, &op, &dtype, &spin, &store_fingerprint))
         return -1;
     if (PyList_GET_SIZE(occupant) != NSLOTS || PyList_GET_SIZE(own_pending) != NSLOTS) {
         PyErr_SetString(PyExc_ValueError, "occupant and own_pending need one entry per slot");
@@ -266,6 +269,7 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
     if (r->inflight_name == NULL)
         return -1;
     r->publishes = publishes;
+    r->store_fingerprint = store_fingerprint;
     r->nbytes = nbytes;
     r->fingerprint = fingerprint;
     r->mix = mix;
@@ -442,7 +446,8 @@ static PyObject *Runner_run(Runner *r, PyObject *const *args, Py_ssize_t nargs) 
             goto done;
         if (r->nbytes)
             memcpy(r->base + r->my_data[slot], send, r->nbytes);
-        store_word(r, r->my_fp[slot], r->fingerprint);
+        if (r->store_fingerprint)
+            store_word(r, r->my_fp[slot], r->fingerprint);
         store_word(r, r->my_held[slot], word);
         PyList_SetItem(r->occupant, slot, occ); /* steals occ */
         wake_sleepers(r);

@@ -19,7 +19,8 @@ class Runner:
                  ack: Sequence[int], ack_of_me: Sequence[int], sleeper_words: Sequence[int],
                  sleeper_ranks: Sequence[int], read_kind: int, src: Sequence[int],
                  dst: Sequence[int], len: Sequence[int], self_copy: tuple[int, int, int],
-                 count: int, op: int, dtype: int, spin_seconds: float) -> None: ...
+                 count: int, op: int, dtype: int, spin_seconds: float,
+                 store_fingerprint: bool = True) -> None: ...
     def run(self, send: Any, recv: Any, seq: int, timeout: float | None) -> None:
         """One blocking direct call."""
 
