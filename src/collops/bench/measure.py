@@ -142,8 +142,8 @@ def collops_call(comm: Any, collective: str, send: np.ndarray, recv: np.ndarray,
     c = collective
     if c == "barrier":
         return lambda: comm.barrier(**kw)
-    if c == "bcast":
-        return lambda: comm.bcast(send, 0, out=recv, **kw)
+    if c == "bcast":  # in place at the root, as MPI_Bcast and OSU's benchmark are
+        return lambda: comm.bcast(send, 0, out=send if comm.rank == 0 else recv, **kw)
     if c == "allreduce":
         return lambda: comm.allreduce(send, "sum", out=recv, **kw)
     if c == "reduce":

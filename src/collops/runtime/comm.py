@@ -200,6 +200,12 @@ def _empty(dtype: np.dtype) -> np.ndarray:
     return arr
 
 
+def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two contiguous arrays are exactly the same memory (an in-place call)."""
+    return (a.nbytes == b.nbytes and a.flags.c_contiguous and b.flags.c_contiguous
+            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
+
+
 def _settings_generation() -> int:
     return _cfg.generation
 _PLAN_CACHE_LIMIT = 4096
@@ -974,7 +980,9 @@ class Comm:
                 result = _bcast_out(out, data.shape, data.dtype)
                 if result is None:
                     result = self._out(call, out, data.shape, data.dtype)
-                if np.shares_memory(data, result):
+                if _same_bytes(data, result):
+                    data = result  # in place, as MPI's root buffer: nothing to copy
+                elif np.shares_memory(data, result):
                     data = data.copy()
                 early_spec = _bcast_spec(self.size, data.dtype, data.size, root)
         else:

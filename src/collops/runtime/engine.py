@@ -30,6 +30,12 @@ from ..schedule.table import Schedule, StepKind
 from ..transport.base import Handle, Transport
 
 _BYTE = np.dtype(np.uint8)
+#: copies at least this large first check whether source and destination are the same bytes
+_IN_PLACE_CHECK = 4096
+
+
+def _address(a: np.ndarray) -> int:
+    return int(a.__array_interface__["data"][0])
 SEND, RECV, COPY, REDUCE = (int(StepKind.SEND), int(StepKind.RECV), int(StepKind.COPY),
                             int(StepKind.REDUCE))
 
@@ -184,8 +190,13 @@ class Execution:
     def _local(self, i: int) -> None:
         plan = self.plan
         if plan.kind[i] == COPY:
-            src = self.raw[plan.src_buf[i]][plan.src_lo[i]: plan.src_hi[i]]
-            self.raw[plan.dst_buf[i]][plan.dst_lo[i]: plan.dst_hi[i]] = src
+            sb, db = plan.src_buf[i], plan.dst_buf[i]
+            if (plan.src_hi[i] - plan.src_lo[i] >= _IN_PLACE_CHECK and sb != db
+                    and _address(self.typed[sb]) + plan.src_lo[i]
+                    == _address(self.typed[db]) + plan.dst_lo[i]):
+                return  # an in-place call (send and receive buffer are one): nothing to move
+            src = self.raw[sb][plan.src_lo[i]: plan.src_hi[i]]
+            self.raw[db][plan.dst_lo[i]: plan.dst_hi[i]] = src
             return
         size = plan.itemsize
         s_lo, d_lo = plan.src_lo[i] // size, plan.dst_lo[i] // size

@@ -85,10 +85,13 @@ SLEEP_SLICE = 0.25
 #: 4 KiB aliasing (`_aliased`) go through the bulk area, single copy is the default at every
 #: size (2 ranks, interleaved with MPICH on an idle machine, collops / MPICH before → after:
 #: bcast 1 MiB 2.9 → 1.4, 4 MiB 2.2 → 1.2; allgather 1 MiB 1.0 → 0.6, 4 MiB 1.2 → 0.6;
-#: alltoall 1 MiB 1.6 → 1.3, 4 MiB 2.6 → 1.2, before splitting); `COLLOPS_SHM_SINGLE_COPY_MIN`
-#: brings the pipeline back between `SINGLE_COPY_MAX` and itself.
+#: alltoall 1 MiB 1.6 → 1.3, 4 MiB 2.6 → 1.2, before splitting). With splitting, the same
+#: interleaved run (benchmarks/interleaved.py, ratios to MPICH, single copy from 0 / 2 MiB /
+#: 8 MiB) put the pipeline ahead at 1 MiB (bcast 1.64 / 1.43 / 1.47, allgather 1.77 / 1.12 /
+#: 1.27, alltoall 1.84 / 1.48 / 1.58) and 2 MiB level with 0 from 4 MiB on, so single copy
+#: starts at 2 MiB; `COLLOPS_SHM_SINGLE_COPY_MIN` moves that.
 SINGLE_COPY_MAX = 256 << 10
-SINGLE_COPY_MIN = 0
+SINGLE_COPY_MIN = 2 << 20
 #: smallest chunk of a pipelined transfer (see `ShmTransport._piece`)
 PIECE_MIN = 64 << 10
 #: seconds a two-ended transfer's receiver waits for a chunk before it reads from the back
