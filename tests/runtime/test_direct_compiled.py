@@ -206,3 +206,26 @@ def test_a_peer_dying_before_a_prepared_call_is_named():
     with pytest.raises(collops.RankFailed) as info:
         collops.spawn(_late_on_the_prepared_path, 2, "dies", transport="shm", timeout=50)
     assert "rank 1" in str(info.value)
+
+
+def _varying_envelopes(comm):
+    """Broadcasts and scatters whose envelopes hold fewer and more bytes in turn: with the
+    length prefix only the bytes in use are copied, so stale bytes must never show."""
+    got = []
+    for i, n in enumerate([100, 1, 0, 90, 3, 100, 7] * 2):
+        x = np.arange(n, dtype=np.float64) + 1000 * i if comm.rank == 0 else None
+        got.append(comm.bcast(x, 0).tolist())
+        rows = np.arange(comm.size * n, dtype=np.int32).reshape(comm.size, n) + i
+        got.append(comm.scatter(rows if comm.rank == 0 else None, 0).tolist())
+    return got
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("p", [2, 3])
+def test_envelopes_copy_only_their_bytes_in_use(p):
+    per_rank = collops.spawn(_varying_envelopes, p, transport="shm", timeout=50)
+    for rank, got in enumerate(per_rank):
+        for i, n in enumerate([100, 1, 0, 90, 3, 100, 7] * 2):
+            assert got[2 * i] == (np.arange(n, dtype=np.float64) + 1000 * i).tolist()
+            rows = np.arange(p * n, dtype=np.int32).reshape(p, n) + i
+            assert got[2 * i + 1] == rows[rank: rank + 1].tolist()

@@ -109,7 +109,9 @@ class Algorithm:
     #: the `Execution` interface (``poll() -> bool``, ``left``, ``deadline``)
     native: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
     #: optionally, the blocking form of ``native`` for the communicator's fast path:
-    #: ``run(comm, spec)`` returns ``fn(send, recv, seq, timeout)``, which completes a call
+    #: ``run(comm, spec, **options)`` returns ``fn(send, recv, seq, timeout)``, which
+    #: completes a call; ``length_prefix=(at, head)`` says the buffers start with a header
+    #: counting the bytes in use (bcast's and scatter's envelopes), which a run may exploit
     run: Callable[..., Callable[..., None]] | None = field(default=None, repr=False,
                                                           compare=False)
 

@@ -406,8 +406,9 @@ def start(comm: Any, spec: CallSpec, send: np.ndarray | None, recv: np.ndarray |
                         timeout)
 
 
-def runner(comm: Any, spec: CallSpec) -> Callable[..., None]:
-    """The blocking form: ``fn(send, recv, seq, timeout)`` (large calls: no fast path needed)."""
+def runner(comm: Any, spec: CallSpec, **options: Any) -> Callable[..., None]:
+    """The blocking form: ``fn(send, recv, seq, timeout)`` (large calls: no fast path needed;
+    ``options`` such as ``length_prefix`` change nothing here)."""
 
     def fn(send: np.ndarray | None, recv: np.ndarray | None, seq: int,
            timeout: float | None) -> None:

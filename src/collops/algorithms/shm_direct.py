@@ -252,8 +252,14 @@ def _run(comm: Any, spec: CallSpec, send: np.ndarray | None, recv: np.ndarray | 
         comm._progress.wait(ex)
 
 
-def runner(comm: Any, spec: CallSpec) -> Callable[..., None]:
+def runner(comm: Any, spec: CallSpec, length_prefix: tuple[int, int] | None = None
+           ) -> Callable[..., None]:
     """A blocking direct call specialised to one signature: ``fn(send, recv, seq, timeout)``.
+
+    ``length_prefix=(at, head)`` says each contribution (each rank's block of a scatter's)
+    starts with a ``head``-byte header whose little-endian u64 at byte ``at`` counts the
+    bytes in use after it, as the envelopes of bcast and scatter do: the compiled runner then
+    copies only those (the rest of the slot is never read).
 
     Everything that does not change from call to call — slots as typed views, the words to
     store and poll, the fingerprint — is worked out here once; the returned function does the
@@ -261,7 +267,7 @@ def runner(comm: Any, spec: CallSpec) -> Callable[..., None]:
     anything else to the general path.
     """
     transport, area = _area(comm, spec)
-    compiled = _compiled_runner(comm, transport, area, spec)
+    compiled = _compiled_runner(comm, transport, area, spec, length_prefix=length_prefix)
     if compiled is not None:
         return compiled
     rank = comm.rank
@@ -333,7 +339,8 @@ _C_DTYPES = {np.dtype(t): i for i, t in enumerate(
 
 
 def _compiled_runner(comm: Any, transport: ShmTransport, area: DirectArea, spec: CallSpec,
-                     fingerprinted: bool = True) -> Callable[..., None] | None:
+                     fingerprinted: bool = True, length_prefix: tuple[int, int] | None = None
+                     ) -> Callable[..., None] | None:
     """The compiled blocking fast path for ``spec`` (None: not built, disabled or unsupported).
 
     It runs exactly what the Python runner below runs, with the reads described as byte
@@ -405,7 +412,10 @@ def _compiled_runner(comm: Any, transport: ShmTransport, area: DirectArea, spec:
         read_kind=kind, src=[b for row in src for b in row], dst=dst, len=lengths,
         self_copy=self_copy, count=n, op=op_code, dtype=dt_code,
         spin_seconds=COMPILED_SPIN_OVERSUBSCRIBED if area.oversubscribed else COMPILED_SPIN,
-        store_fingerprint=fingerprinted)
+        store_fingerprint=fingerprinted,
+        prefix_at=-1 if length_prefix is None else length_prefix[0],
+        prefix_head=0 if length_prefix is None else length_prefix[1],
+        write_prefix=length_prefix is not None and c == "bcast")
     return compiled.run
 
 

@@ -48,6 +48,8 @@ DIRECT_SCATTER_ENVELOPE = 4096
 _HEADER = struct.Struct("<B B H Q 8q")  # inline flag, ndim, token length, nbytes, shape[8]
 #: where the data starts (8-byte aligned, so typed views of it are aligned too)
 _DATA_AT = 128
+#: byte offset in `_HEADER` of ``nbytes`` (the data bytes that follow the header)
+_NBYTES_AT = struct.calcsize("<B B H")
 _TOKEN_MAX = _DATA_AT - _HEADER.size
 #: what the fast paths of bcast and scatter move (anything else goes the general way)
 _FAST_KINDS = frozenset("biufc")
@@ -656,7 +658,9 @@ class Comm:
                     (template.spec, algorithm, (), "envelope", _cfg.generation))
             if prepared is None or prepared[0].run is None:
                 return None
-            template.runner = prepared[0].run(self, template.spec)
+            # the envelope's header says how many of its bytes are in use (`_HEADER`'s nbytes)
+            template.runner = prepared[0].run(self, template.spec,
+                                              length_prefix=(_NBYTES_AT, _DATA_AT))
             template.alg_name = prepared[0].name
         return template  # type: ignore[no-any-return]
 

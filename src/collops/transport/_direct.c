@@ -51,6 +51,11 @@ typedef struct {
     PyObject *inflight_name;
     int publishes;
     int store_fingerprint;      /* 0 only to measure what the fingerprint costs */
+    /* length prefix: a contribution (each copied piece) starts with a header of prefix_head
+     * bytes whose little-endian u64 at prefix_at counts the bytes in use after it; only those
+     * are copied (-1: copy everything). write_prefix: apply it to the write as well. */
+    Py_ssize_t prefix_at, prefix_head;
+    int write_prefix;
     Py_ssize_t nbytes;          /* contribution bytes copied from send */
     uint64_t fingerprint, mix;
     Py_ssize_t my_held[NSLOTS], my_fp[NSLOTS], my_data[NSLOTS];
@@ -232,7 +237,7 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
         "publishes", "nbytes", "fingerprint", "mix", "my_held", "my_fp", "my_data",
         "held", "ack", "ack_of_me", "sleeper_words", "sleeper_ranks", "read_kind",
         "src", "dst", "len", "self_copy", "count", "op", "dtype", "spin_seconds",
-        "store_fingerprint", NULL};
+        "store_fingerprint", "prefix_at", "prefix_head", "write_prefix", NULL};
     PyObject *segment, *ndarray, *area, *occupant, *own_pending, *readers, *slow, *wake;
     PyObject *my_held, *my_fp, *my_data, *held, *ack, *ack_of_me, *sleeper_words;
     PyObject *sleeper_ranks, *src, *dst, *len, *self_copy;
@@ -240,13 +245,15 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
     Py_ssize_t nbytes, count;
     unsigned long long fingerprint, mix;
     double spin;
-    int store_fingerprint = 1;
+    int store_fingerprint = 1, write_prefix = 0;
+    Py_ssize_t prefix_at = -1, prefix_head = 0;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|p", names, &segment, &ndarray, &area,
+            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|pnnp", names, &segment, &ndarray, &area,
             &PyList_Type, &occupant, &PyList_Type, &own_pending, &PyTuple_Type, &readers,
             &slow, &wake, &publishes, &nbytes, &fingerprint, &mix, &my_held, &my_fp,
             &my_data, &held, &ack, &ack_of_me, &sleeper_words, &sleeper_ranks, &read_kind,
-            &src, &dst, &len, &self_copy, &count, &op, &dtype, &spin, &store_fingerprint))
+            &src, &dst, &len, &self_copy, &count, &op, &dtype, &spin, &store_fingerprint,
+            &prefix_at, &prefix_head, &write_prefix))
         return -1;
     if (PyList_GET_SIZE(occupant) != NSLOTS || PyList_GET_SIZE(own_pending) != NSLOTS) {
         PyErr_SetString(PyExc_ValueError, "occupant and own_pending need one entry per slot");
@@ -270,6 +277,13 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
         return -1;
     r->publishes = publishes;
     r->store_fingerprint = store_fingerprint;
+    if (prefix_at >= 0 && (prefix_head < prefix_at + 8)) {
+        PyErr_SetString(PyExc_ValueError, "the length prefix must lie inside the header");
+        return -1;
+    }
+    r->prefix_at = prefix_at;
+    r->prefix_head = prefix_head;
+    r->write_prefix = write_prefix;
     r->nbytes = nbytes;
     r->fingerprint = fingerprint;
     r->mix = mix;
@@ -377,12 +391,23 @@ static int slot_free(Runner *r, int slot) {
     return 1;
 }
 
+/* The bytes of a `full`-byte piece at `piece` to copy: all, or its header and the bytes in use. */
+static inline Py_ssize_t used_bytes(const Runner *r, const char *piece, Py_ssize_t full) {
+    if (r->prefix_at < 0 || full <= r->prefix_head)
+        return full;
+    uint64_t n;
+    memcpy(&n, piece + r->prefix_at, sizeof n);
+    if (n > (uint64_t)(full - r->prefix_head))
+        return full;
+    return r->prefix_head + (Py_ssize_t)n;
+}
+
 static void read_slots(Runner *r, int slot, char *send, char *recv) {
     Py_ssize_t np = r->npieces, *src = r->src + slot * np;
     switch (r->read_kind) {
     case READ_COPY:
         for (Py_ssize_t i = 0; i < np; i++)
-            memcpy(recv + r->dst[i], r->base + src[i], r->len[i]);
+            memcpy(recv + r->dst[i], r->base + src[i], used_bytes(r, r->base + src[i], r->len[i]));
         break;
     case READ_SELF:
         if (recv != NULL && send != NULL && recv + r->self_dst != send + r->self_src)
@@ -445,7 +470,8 @@ static PyObject *Runner_run(Runner *r, PyObject *const *args, Py_ssize_t nargs) 
         if (occ == NULL)
             goto done;
         if (r->nbytes)
-            memcpy(r->base + r->my_data[slot], send, r->nbytes);
+            memcpy(r->base + r->my_data[slot], send,
+                   r->write_prefix ? used_bytes(r, send, r->nbytes) : r->nbytes);
         if (r->store_fingerprint)
             store_word(r, r->my_fp[slot], r->fingerprint);
         store_word(r, r->my_held[slot], word);

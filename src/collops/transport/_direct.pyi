@@ -20,7 +20,8 @@ class Runner:
                  sleeper_ranks: Sequence[int], read_kind: int, src: Sequence[int],
                  dst: Sequence[int], len: Sequence[int], self_copy: tuple[int, int, int],
                  count: int, op: int, dtype: int, spin_seconds: float,
-                 store_fingerprint: bool = True) -> None: ...
+                 store_fingerprint: bool = True, prefix_at: int = -1, prefix_head: int = 0,
+                 write_prefix: bool = False) -> None: ...
     def run(self, send: Any, recv: Any, seq: int, timeout: float | None) -> None:
         """One blocking direct call."""
 
