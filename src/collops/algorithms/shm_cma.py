@@ -411,8 +411,8 @@ def runner(comm: Any, spec: CallSpec, **options: Any) -> Callable[..., None]:
     ``options`` such as ``length_prefix`` change nothing here)."""
 
     def fn(send: np.ndarray | None, recv: np.ndarray | None, seq: int,
-           timeout: float | None) -> None:
-        ex = start(comm, spec, send, recv, seq, 0, {}, timeout)
+           timeout: float | None, phase: int = 0) -> None:
+        ex = start(comm, spec, send, recv, seq, phase, {}, timeout)
         if not ex.poll():
             comm._progress.wait(ex)
 

@@ -245,16 +245,17 @@ def start(comm: Any, spec: CallSpec, send: np.ndarray | None, recv: np.ndarray |
 
 
 def _run(comm: Any, spec: CallSpec, send: np.ndarray | None, recv: np.ndarray | None,
-         seq: int, timeout: float | None) -> None:
+         seq: int, timeout: float | None, phase: int = 0) -> None:
     """A blocking call by way of `start`, progressing the other calls in flight meanwhile."""
-    ex = start(comm, spec, send, recv, seq, 0, {}, timeout)
+    ex = start(comm, spec, send, recv, seq, phase, {}, timeout)
     if not ex.poll():
         comm._progress.wait(ex)
 
 
 def runner(comm: Any, spec: CallSpec, length_prefix: tuple[int, int] | None = None
            ) -> Callable[..., None]:
-    """A blocking direct call specialised to one signature: ``fn(send, recv, seq, timeout)``.
+    """A blocking direct call specialised to one signature:
+    ``fn(send, recv, seq, timeout, phase=0)`` (phase: of a multi-phase call, as `start`'s).
 
     ``length_prefix=(at, head)`` says each contribution (each rank's block of a scatter's)
     starts with a ``head``-byte header whose little-endian u64 at byte ``at`` counts the
@@ -290,15 +291,15 @@ def runner(comm: Any, spec: CallSpec, length_prefix: tuple[int, int] | None = No
     writable = area.writable
 
     def fn(send: np.ndarray | None, recv: np.ndarray | None, seq: int,
-           timeout: float | None) -> None:
+           timeout: float | None, phase: int = 0) -> None:
         if area.inflight:
-            return _run(comm, spec, send, recv, seq, timeout)
-        k = (seq << 3) + 1
+            return _run(comm, spec, send, recv, seq, timeout, phase)
+        k = (seq << 3) + phase + 1
         word = (k << 24) | mix
-        slot = (2 * seq) % DIRECT_SLOTS
+        slot = (2 * seq + phase) % DIRECT_SLOTS
         if publishes:
             if occupant[slot][1] and not writable(slot):
-                return _run(comm, spec, send, recv, seq, timeout)
+                return _run(comm, spec, send, recv, seq, timeout, phase)
             if nbytes:
                 mine[slot][...] = send if send.ndim == 1 else send.reshape(-1)  # type: ignore
             words[my_fp[slot]] = fingerprint
@@ -314,7 +315,8 @@ def runner(comm: Any, spec: CallSpec, length_prefix: tuple[int, int] | None = No
                 while words[w] != word and spin:
                     spin -= 1
                 if not spin:
-                    return _finish_slowly(comm, area, spec, send, recv, seq, timeout)
+                    return _finish_slowly(comm, area, spec, send, recv, seq, timeout,
+                                          phase=phase)
         reader(slot, send, recv)
         if others:
             for w in ack_words[slot]:
@@ -388,15 +390,16 @@ def _compiled_runner(comm: Any, transport: ShmTransport, area: DirectArea, spec:
     fingerprint = call_fingerprint(spec) if fingerprinted else 0
     sleepers = [r for r in area.group if r != transport.rank]
 
-    def slow(status: int, send: Any, recv: Any, seq: int, timeout: float | None) -> None:
+    def slow(status: int, send: Any, recv: Any, seq: int, timeout: float | None,
+             phase: int) -> None:
         if status == 1 and fingerprinted:
-            return _run(comm, spec, send, recv, seq, timeout)
+            return _run(comm, spec, send, recv, seq, timeout, phase)
         if status == 1:  # measuring without the fingerprint: wait for the slot, run again
-            slot = slot_of(seq, 0)
+            slot = slot_of(seq, phase)
             area.wait(lambda: not area.inflight and area.writable(slot),
                       lambda: area.unacknowledged(slot), None, "", None, fp.describe)
-            return compiled.run(send, recv, seq, timeout)
-        return _finish_slowly(comm, area, spec, send, recv, seq, timeout, fingerprint)
+            return compiled.run(send, recv, seq, timeout, phase)
+        return _finish_slowly(comm, area, spec, send, recv, seq, timeout, fingerprint, phase)
 
     compiled = _direct.Runner(
         segment=transport._segment.map, ndarray=np.ndarray, area=area,
@@ -421,9 +424,9 @@ def _compiled_runner(comm: Any, transport: ShmTransport, area: DirectArea, spec:
 
 def _finish_slowly(comm: Any, area: DirectArea, spec: CallSpec, send: np.ndarray | None,
                    recv: np.ndarray | None, seq: int, timeout: float | None,
-                   fingerprint: int | None = None) -> None:
+                   fingerprint: int | None = None, phase: int = 0) -> None:
     """The rest of a blocking call whose contribution is published but whose peers are late."""
-    k, slot, rank = call_number(seq, 0), slot_of(seq, 0), comm.rank
+    k, slot, rank = call_number(seq, phase), slot_of(seq, phase), comm.rank
     deadline = None if timeout is None else time.monotonic() + timeout
     others = [j for j in _awaits(spec, rank) if j != rank]
     if fingerprint is None:
@@ -431,7 +434,7 @@ def _finish_slowly(comm: Any, area: DirectArea, spec: CallSpec, send: np.ndarray
     word = held_word(k, fingerprint)
     area.wait(lambda: not area.missing(slot, word, others),
               lambda: area.missing(slot, word, others), deadline,
-              f"rank {rank}: {spec.collective}[{NAME}]", _call_tag(comm.context, seq, 0),
+              f"rank {rank}: {spec.collective}[{NAME}]", _call_tag(comm.context, seq, phase),
               fp.describe, (slot, word, fingerprint))
     _reader_for(area, spec, rank)(slot, send, recv)
     area.acknowledge(slot, k, others)

@@ -377,6 +377,8 @@ class Comm:
         self.last_algorithm: str | None = None
         self._prepared: dict[tuple[Any, ...], tuple[Algorithm, Plan | None, CallInfo, dict]] = {}
         self._templates: dict[tuple[Any, ...], _Template | None] = {}
+        #: data phases of bcast and scatter, once prepared: (runner, algorithm name)
+        self._data_runners: dict[tuple[Any, ...], tuple[Callable[..., None], str]] = {}
         #: the settings generation the templates were made under (they are dropped when it
         #: changes, so it need not be part of their keys)
         self._generation = _cfg.generation
@@ -502,6 +504,7 @@ class Comm:
     def _new_generation(self) -> None:
         """The settings changed: drop the templates made under the old ones."""
         self._templates.clear()
+        self._data_runners.clear()
         self._generation = _cfg.generation
 
     def _fast(self, collective: str, x: Any, op: Any, root: int, out: Any,
@@ -598,6 +601,38 @@ class Comm:
         if not ex.poll():
             self._progress.wait(ex)
 
+    def _data_phase_runner(self, spec: CallSpec, algorithm: str | None
+                           ) -> Callable[..., None] | None:
+        """A blocking ``fn(send, recv, seq, timeout, phase)`` for a bcast's or scatter's data
+        phase of ``spec``, once a general call has prepared it (else None): the algorithm's
+        own fast path where it has one, else its plan run by an `Execution`."""
+        key = (spec, algorithm)
+        known = self._data_runners.get(key)
+        if known is not None:
+            return known[0]
+        prepared = self._prepared.get((spec, algorithm, (), None, _cfg.generation))
+        if prepared is None:
+            return None
+        alg, plan, info, _ = prepared
+        if alg.run is not None:
+            fn: Callable[..., None] = alg.run(self, spec)
+        elif plan is not None:
+            def fn(send: np.ndarray | None, recv: np.ndarray | None, seq: int,
+                   timeout: float | None, phase: int) -> None:
+                dt = spec.dtype
+                tmp_count = plan.schedule.tmp_count
+                ex = Execution(plan, (_empty(dt) if send is None else send.reshape(-1),
+                                      _empty(dt) if recv is None else recv.reshape(-1),
+                                      np.empty(tmp_count, dt) if tmp_count else _empty(dt)),
+                               self.transport, make_tag_base(self.context, seq, phase), info,
+                               spec.op, timeout, self._group)
+                if not ex.poll():
+                    self._progress.wait(ex)
+        else:
+            return None
+        self._data_runners[key] = (fn, alg.name)
+        return fn
+
     # -- envelopes: bcast and scatter in one phase when the data fits ---------------------------
     def _envelope_size(self, collective: str, algorithm: str | None) -> int:
         """The envelope bytes of a ``collective`` (bcast or scatter, all blocks together) made
@@ -690,6 +725,21 @@ class Comm:
                 result[...] = view
                 return result  # type: ignore[no-any-return]
             self._out(call, out, shape, dtype)  # raises, naming ``out``
+        if call == "bcast":
+            size = math.prod(shape)
+            spec = _bcast_spec(self.size, dtype, size, root)
+            data = self._data_phase_runner(spec, algorithm)
+            if data is not None:
+                if out is None:
+                    result = np.empty(shape, dtype)
+                elif out.size == size and (out.dtype is dtype or out.dtype == dtype):
+                    result = out if out.shape == shape else out.reshape(shape)
+                else:
+                    data = None  # the general phase takes part, then raises naming ``out``
+            if data is not None:
+                data(None, result.reshape(-1), seq, timeout, 1)
+                self.last_algorithm = self._data_runners[(spec, algorithm)][1]
+                return result
         return self._data_phase(call, dtype, shape, out, root, seq, algorithm, {}, timeout)
 
     def _data_phase(self, call: str, dtype: np.dtype, shape: tuple[int, ...], out: Any,
@@ -722,7 +772,7 @@ class Comm:
             if type(out) is not np.ndarray:
                 return _SLOW
             of = out.flags
-            if not (of.c_contiguous and of.writeable) or out.nbytes > env.size - _DATA_AT:
+            if not (of.c_contiguous and of.writeable):
                 return _SLOW
         is_root = self.rank == root
         if is_root:
@@ -731,14 +781,17 @@ class Comm:
             dt, shape = x.dtype, x.shape
             entry = template.views.get((dt, shape), _SLOW)
             if entry is _SLOW:
-                head = _bcast_head(dt, shape, True) if (
-                    dt.kind in _FAST_KINDS and x.nbytes <= env.size - _DATA_AT) else None
+                fits = x.nbytes <= env.size - _DATA_AT
+                head = _bcast_head(dt, shape, fits) if dt.kind in _FAST_KINDS else None
                 if len(template.views) >= _BCAST_CACHE_LIMIT:
                     template.views.clear()
                 entry = template.views[(dt, shape)] = None if head is None else (
-                    head, _envelope_view(env, dt, shape))
+                    head, _envelope_view(env, dt, shape) if fits else None)
             if entry is None:
                 return _SLOW
+            if entry[1] is None:  # the data follows the envelope in a phase of its own
+                return self._fast_bcast_root_data(template, x, out, entry[0], root,
+                                                  algorithm, timeout)
             if out is not None and not (out.size == x.size
                                         and (out.dtype is dt or out.dtype == dt)):
                 return _SLOW  # the general path raises, naming ``out``
@@ -750,6 +803,36 @@ class Comm:
         return self._envelope_call("bcast", template, env if is_root else None, env,
                                    view if is_root else None, shape if is_root else (), out,
                                    root, algorithm, timeout)
+
+    def _fast_bcast_root_data(self, template: Any, x: np.ndarray, out: Any, head: np.ndarray,
+                              root: int, algorithm: str | None, timeout: float | None) -> Any:
+        """The root of a broadcast whose data does not fit its envelope: the envelope (the
+        header only), then the data phase from its prepared runner, as `_bcast` runs them."""
+        spec = _bcast_spec(self.size, x.dtype, x.size, root)
+        data = self._data_phase_runner(spec, algorithm)
+        if data is None:
+            return _SLOW  # the general path prepares the data phase
+        if out is None:
+            result = np.empty(x.shape, x.dtype)
+        elif out.size == x.size and (out.dtype is x.dtype or out.dtype == x.dtype) and (
+                _same_bytes(out, x) or not np.may_share_memory(out, x)):
+            result = out
+        else:
+            return _SLOW  # overlapping or wrong: the general path copies or raises
+        env = template.scratch
+        if template.head is not head:
+            env[:_DATA_AT] = head
+            template.head = head
+        if timeout is None:
+            timeout = self.timeout
+            if timeout is None:
+                timeout = _cfg.settings.timeout
+        seq = self._call_seq
+        self._call_seq = seq + 1
+        template.runner(env, env, seq, timeout)
+        data(x.reshape(-1), result.reshape(-1), seq, timeout, 1)
+        self.last_algorithm = self._data_runners[(spec, algorithm)][1]
+        return result if result.shape == x.shape else result.reshape(x.shape)
 
     def _fast_scatter(self, x: Any, root: Any, out: Any, algorithm: str | None,
                       timeout: float | None) -> Any:

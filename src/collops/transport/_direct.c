@@ -423,15 +423,26 @@ static void read_slots(Runner *r, int slot, char *send, char *recv) {
     }
 }
 
-static PyObject *hand_over(Runner *r, int status, PyObject *const *args) {
-    return PyObject_CallFunction(r->slow, "iOOOO", status, args[0], args[1], args[2], args[3]);
+static PyObject *hand_over(Runner *r, int status, PyObject *const *args, long phase) {
+    return PyObject_CallFunction(r->slow, "iOOOOl", status, args[0], args[1], args[2], args[3],
+                                 phase);
 }
 
-/* run(send, recv, seq, timeout): one blocking call (see the module's comment). */
+/* run(send, recv, seq, timeout[, phase]): one blocking call (see the module's comment). */
 static PyObject *Runner_run(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "run(send, recv, seq, timeout)");
+    if (nargs != 4 && nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "run(send, recv, seq, timeout[, phase])");
         return NULL;
+    }
+    long phase = 0;
+    if (nargs == 5) {
+        phase = PyLong_AsLong(args[4]);
+        if (phase == -1 && PyErr_Occurred())
+            return NULL;
+        if (phase < 0 || phase > 7) {
+            PyErr_SetString(PyExc_ValueError, "phase must be 0 to 7");
+            return NULL;
+        }
     }
     PyObject *inflight = PyObject_GetAttr(r->area, r->inflight_name);
     if (inflight == NULL)
@@ -439,12 +450,12 @@ static PyObject *Runner_run(Runner *r, PyObject *const *args, Py_ssize_t nargs) 
     int busy = PyObject_IsTrue(inflight);
     Py_DECREF(inflight);
     if (busy)
-        return hand_over(r, 1, args);
+        return hand_over(r, 1, args, phase);
     long long seq = PyLong_AsLongLong(args[2]);
     if (seq == -1 && PyErr_Occurred())
         return NULL;
-    int slot = (int)((2 * seq) % NSLOTS);
-    uint64_t k = ((uint64_t)seq << 3) + 1;
+    int slot = (int)((2 * seq + phase) % NSLOTS);
+    uint64_t k = ((uint64_t)seq << 3) + (uint64_t)phase + 1;
     uint64_t word = (k << 24) | r->mix;
     char *send, *recv;
     Py_buffer sview, rview;
@@ -459,7 +470,7 @@ static PyObject *Runner_run(Runner *r, PyObject *const *args, Py_ssize_t nargs) 
     PyObject *result = NULL;
     if (r->publishes) {
         if (!slot_free(r, slot)) {
-            result = hand_over(r, 1, args);
+            result = hand_over(r, 1, args, phase);
             goto done;
         }
         PyObject *kobj = PyLong_FromUnsignedLongLong(k);
@@ -489,7 +500,7 @@ static PyObject *Runner_run(Runner *r, PyObject *const *args, Py_ssize_t nargs) 
                 if (stop == 0.0)
                     stop = t + r->spin_seconds;
                 else if (t > stop) {
-                    result = hand_over(r, 2, args);
+                    result = hand_over(r, 2, args, phase);
                     goto done;
                 }
             }
@@ -513,7 +524,7 @@ done:
 
 static PyMethodDef Runner_methods[] = {
     {"run", (PyCFunction)(void (*)(void))Runner_run, METH_FASTCALL,
-     "run(send, recv, seq, timeout): one blocking direct call."},
+     "run(send, recv, seq, timeout[, phase]): one blocking direct call."},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject RunnerType = {

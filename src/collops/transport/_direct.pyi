@@ -22,7 +22,8 @@ class Runner:
                  count: int, op: int, dtype: int, spin_seconds: float,
                  store_fingerprint: bool = True, prefix_at: int = -1, prefix_head: int = 0,
                  write_prefix: bool = False) -> None: ...
-    def run(self, send: Any, recv: Any, seq: int, timeout: float | None) -> None:
+    def run(self, send: Any, recv: Any, seq: int, timeout: float | None,
+            phase: int = 0) -> None:
         """One blocking direct call."""
 
 def fold_into(out: Any, in_: Any, dtype: int, op: int, /) -> None:

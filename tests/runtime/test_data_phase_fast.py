@@ -1,0 +1,81 @@
+"""Broadcasts whose data does not fit the envelope: after a first general call, both the
+envelope and the data phase run from prepared runners (``shm_direct`` up to a slot, the
+schedule's plan above). Results against numpy; errors as the general path gives them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import collops
+from collops import ArgumentError
+
+
+def _bcasts(comm, n, dtype, how):
+    got = []
+    general = []
+    start, data_phase = comm._start, comm._data_phase
+    comm._start = lambda *a, **k: (general.append("start"), start(*a, **k))[1]
+    comm._data_phase = lambda *a, **k: (general.append("data"), data_phase(*a, **k))[1]
+    for i in range(4):  # the first call prepares, the next ones take the fast path
+        x = (np.arange(n) * (i + 1)).astype(dtype).reshape(-1, 2)
+        if comm.rank == 0:
+            if how == "in place":
+                y = x.copy()
+                r = comm.bcast(y, 0, out=y)
+                assert r.__array_interface__["data"][0] == y.__array_interface__["data"][0]
+            elif how == "out":
+                r = comm.bcast(x, 0, out=np.empty(x.shape, dtype))
+            else:
+                r = comm.bcast(x, 0)
+        else:
+            if how == "none":
+                r = comm.bcast(None, 0)
+            else:
+                r = comm.bcast(None, 0, out=np.empty(n, dtype))  # flat out: reshaped
+        got.append((r.shape, r.dtype.str, r.tolist(), comm.last_algorithm, len(general)))
+    return got
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("n", [20_000, 300_000])
+@pytest.mark.parametrize("dtype", ["f8", "i4", "c16"])
+@pytest.mark.parametrize("how", ["in place", "out", "none"])
+def test_large_bcast_matches_numpy_on_every_path(n, dtype, how):
+    p = 3
+    per_rank = collops.spawn(_bcasts, p, n, dtype, how, transport="shm", timeout=80)
+    for i in range(4):
+        expected = (np.arange(n) * (i + 1)).astype(dtype).reshape(-1, 2)
+        for rank in range(p):
+            shape, dt, values, _, general = per_rank[rank][i]
+            if i >= 2:  # prepared by now: no general call any more
+                assert general == per_rank[rank][1][4], (rank, i, general)
+            if rank == 0 or how == "none":
+                assert shape == expected.shape
+            assert dt == np.dtype(dtype).str
+            assert np.array_equal(np.array(values).reshape(-1), expected.reshape(-1))
+    algorithms = {per_rank[r][i][3] for r in range(p) for i in range(1, 4)}
+    assert len(algorithms) == 1, algorithms
+
+
+def _wrong_out(comm):
+    x = np.arange(40_000.0)
+    comm.bcast(x if comm.rank == 0 else None, 0)  # prepares
+    try:
+        if comm.rank == 1:
+            comm.bcast(None, 0, out=np.empty(10))
+        else:
+            comm.bcast(x if comm.rank == 0 else None, 0)
+        error = None
+    except ArgumentError as exc:
+        error = str(exc)
+    after = comm.allreduce(np.array([1.0]))  # the calls still match afterwards
+    return error, after.tolist()
+
+
+@pytest.mark.timeout(60)
+def test_a_wrong_out_on_a_non_root_is_named_and_the_calls_still_match():
+    per_rank = collops.spawn(_wrong_out, 3, transport="shm", timeout=50)
+    assert per_rank[0][0] is None and per_rank[2][0] is None
+    assert per_rank[1][0] is not None and "out" in per_rank[1][0]
+    assert all(after == [3.0] for _, after in per_rank)
