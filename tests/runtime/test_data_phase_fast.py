@@ -79,3 +79,44 @@ def test_a_wrong_out_on_a_non_root_is_named_and_the_calls_still_match():
     assert per_rank[0][0] is None and per_rank[2][0] is None
     assert per_rank[1][0] is not None and "out" in per_rank[1][0]
     assert all(after == [3.0] for _, after in per_rank)
+
+
+def _scatters(comm, rows, dtype, how):
+    p, got, general = comm.size, [], []
+    start, data_phase = comm._start, comm._data_phase
+    comm._start = lambda *a, **k: (general.append("start"), start(*a, **k))[1]
+    comm._data_phase = lambda *a, **k: (general.append("data"), data_phase(*a, **k))[1]
+    for i in range(4):
+        x = (np.arange(p * rows * 3) * (i + 1)).astype(dtype).reshape(p * rows, 3)
+        if comm.rank == 0:
+            if how == "in place":
+                y = x.copy()
+                r = comm.scatter(y, 0, out=y[: rows])
+            elif how == "out":
+                r = comm.scatter(x, 0, out=np.empty((rows, 3), dtype))
+            else:
+                r = comm.scatter(x, 0)
+        elif how == "none":
+            r = comm.scatter(None, 0)
+        else:
+            r = comm.scatter(None, 0, out=np.empty(rows * 3, dtype))
+        got.append((r.tolist(), r.dtype.str, len(general)))
+    return got
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("rows", [3_000, 50_000])
+@pytest.mark.parametrize("dtype", ["f8", "u2"])
+@pytest.mark.parametrize("how", ["in place", "out", "none"])
+def test_large_scatter_matches_numpy_on_every_path(rows, dtype, how):
+    p = 3
+    per_rank = collops.spawn(_scatters, p, rows, dtype, how, transport="shm", timeout=80)
+    for i in range(4):
+        x = (np.arange(p * rows * 3) * (i + 1)).astype(dtype).reshape(p * rows, 3)
+        for rank in range(p):
+            values, dt, general = per_rank[rank][i]
+            assert dt == np.dtype(dtype).str
+            expected = x[rank * rows: (rank + 1) * rows]
+            assert np.array_equal(np.array(values).reshape(-1), expected.reshape(-1))
+            if i >= 2:
+                assert general == per_rank[rank][1][2], (rank, i, general)

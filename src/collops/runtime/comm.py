@@ -725,9 +725,9 @@ class Comm:
                 result[...] = view
                 return result  # type: ignore[no-any-return]
             self._out(call, out, shape, dtype)  # raises, naming ``out``
-        if call == "bcast":
+        if call in ("bcast", "scatter"):
             size = math.prod(shape)
-            spec = _bcast_spec(self.size, dtype, size, root)
+            spec = _bcast_spec(self.size, dtype, size, root, call)
             data = self._data_phase_runner(spec, algorithm)
             if data is not None:
                 if out is None:
@@ -806,22 +806,41 @@ class Comm:
 
     def _fast_bcast_root_data(self, template: Any, x: np.ndarray, out: Any, head: np.ndarray,
                               root: int, algorithm: str | None, timeout: float | None) -> Any:
-        """The root of a broadcast whose data does not fit its envelope: the envelope (the
-        header only), then the data phase from its prepared runner, as `_bcast` runs them."""
-        spec = _bcast_spec(self.size, x.dtype, x.size, root)
+        """The root of a broadcast whose data does not fit its envelope (see `_root_data`)."""
+        return self._root_data("bcast", template, x, out, head, x.shape, x.size, root,
+                               algorithm, timeout)
+
+    def _fast_scatter_root_data(self, template: Any, x: np.ndarray, out: Any, head: np.ndarray,
+                                shape: tuple[int, ...], root: int, algorithm: str | None,
+                                timeout: float | None) -> Any:
+        """The root of a scatter whose rows do not fit its blocks (see `_root_data`)."""
+        return self._root_data("scatter", template, x, out, head, shape, math.prod(shape),
+                               root, algorithm, timeout)
+
+    def _root_data(self, call: str, template: Any, x: np.ndarray, out: Any, head: np.ndarray,
+                   shape: tuple[int, ...], count: int, root: int, algorithm: str | None,
+                   timeout: float | None) -> Any:
+        """The root of a bcast or scatter whose data does not fit the envelope: the envelope
+        (headers only), then the data phase from its prepared runner, as the general path
+        runs them; `_SLOW` until a general call has prepared that phase, or for an ``out``
+        that is wrong or overlaps ``x`` (the general path copies or raises)."""
+        spec = _bcast_spec(self.size, x.dtype, count, root, call)
         data = self._data_phase_runner(spec, algorithm)
         if data is None:
-            return _SLOW  # the general path prepares the data phase
+            return _SLOW
+        own = x.reshape(self.size, -1)[self.rank] if call == "scatter" else x
         if out is None:
-            result = np.empty(x.shape, x.dtype)
-        elif out.size == x.size and (out.dtype is x.dtype or out.dtype == x.dtype) and (
-                _same_bytes(out, x) or not np.may_share_memory(out, x)):
+            result = np.empty(shape, x.dtype)
+        elif out.size == count and (out.dtype is x.dtype or out.dtype == x.dtype) and (
+                _same_bytes(out, own) or not np.may_share_memory(out, x)):
             result = out
         else:
-            return _SLOW  # overlapping or wrong: the general path copies or raises
-        env = template.scratch
-        if template.head is not head:
-            env[:_DATA_AT] = head
+            return _SLOW
+        if template.head is not head:  # only the fast paths write the root's envelope
+            if call == "scatter":
+                template.send.reshape(self.size, -1)[:, :_DATA_AT] = head
+            else:
+                template.scratch[:_DATA_AT] = head
             template.head = head
         if timeout is None:
             timeout = self.timeout
@@ -829,10 +848,10 @@ class Comm:
                 timeout = _cfg.settings.timeout
         seq = self._call_seq
         self._call_seq = seq + 1
-        template.runner(env, env, seq, timeout)
+        template.runner(template.send, template.recv, seq, timeout)
         data(x.reshape(-1), result.reshape(-1), seq, timeout, 1)
         self.last_algorithm = self._data_runners[(spec, algorithm)][1]
-        return result if result.shape == x.shape else result.reshape(x.shape)
+        return result if result.shape == shape else result.reshape(shape)
 
     def _fast_scatter(self, x: Any, root: Any, out: Any, algorithm: str | None,
                       timeout: float | None) -> Any:
@@ -865,6 +884,9 @@ class Comm:
             if entry is None:
                 return _SLOW
             head, blocks, shape, own = entry
+            if blocks is None:
+                return self._fast_scatter_root_data(template, x, out, head, shape, root,
+                                                    algorithm, timeout)
             if out is not None and not (out.size == own.size
                                         and (out.dtype is dt or out.dtype == dt)):
                 return _SLOW  # the general path raises, naming ``out``
@@ -925,8 +947,9 @@ class Comm:
             return None
         shape = (x.shape[0] // p, *x.shape[1:])
         block = template.shape[0]
-        if math.prod(shape) * dt.itemsize > block - _DATA_AT:
-            return None
+        if math.prod(shape) * dt.itemsize > block - _DATA_AT:  # the rows follow in phase 1
+            head = _bcast_head(dt, shape, False)
+            return None if head is None else (head, None, shape, None)  # type: ignore[return-value]
         head = _bcast_head(dt, shape, True)
         if head is None:
             return None
