@@ -630,6 +630,8 @@ class Comm:
                     self._progress.wait(ex)
         else:
             return None
+        if len(self._data_runners) >= _BCAST_CACHE_LIMIT:
+            self._data_runners.clear()
         self._data_runners[key] = (fn, alg.name)
         return fn
 
@@ -842,12 +844,7 @@ class Comm:
             else:
                 template.scratch[:_DATA_AT] = head
             template.head = head
-        if timeout is None:
-            timeout = self.timeout
-            if timeout is None:
-                timeout = _cfg.settings.timeout
-        seq = self._call_seq
-        self._call_seq = seq + 1
+        seq, timeout = self._next_call(timeout)
         template.runner(template.send, template.recv, seq, timeout)
         data(x.reshape(-1), result.reshape(-1), seq, timeout, 1)
         self.last_algorithm = self._data_runners[(spec, algorithm)][1]
@@ -911,17 +908,23 @@ class Comm:
             template = self._envelope_template(collective, root, algorithm)
         return template
 
-    def _envelope_call(self, collective: str, template: Any, send: np.ndarray | None,
-                       recv: np.ndarray, mine: np.ndarray | None, shape: tuple[int, ...],
-                       out: Any, root: int, algorithm: str | None,
-                       timeout: float | None) -> Any:
-        """Run a fast bcast's or scatter's envelope call; the root's result is ``mine``."""
+    def _next_call(self, timeout: float | None) -> tuple[int, float | None]:
+        """The next call's sequence number and its timeout (the call's, the communicator's or
+        the settings'). `_fast` does the same inline, being the hottest path."""
         if timeout is None:
             timeout = self.timeout
             if timeout is None:
                 timeout = _cfg.settings.timeout
         seq = self._call_seq
         self._call_seq = seq + 1
+        return seq, timeout
+
+    def _envelope_call(self, collective: str, template: Any, send: np.ndarray | None,
+                       recv: np.ndarray, mine: np.ndarray | None, shape: tuple[int, ...],
+                       out: Any, root: int, algorithm: str | None,
+                       timeout: float | None) -> Any:
+        """Run a fast bcast's or scatter's envelope call; the root's result is ``mine``."""
+        seq, timeout = self._next_call(timeout)
         self.last_algorithm = template.alg_name
         template.runner(send, recv, seq, timeout)
         if mine is None:
