@@ -33,12 +33,12 @@ def _bcasts(comm, n, dtype, how):
                 r = comm.bcast(None, 0)
             else:
                 r = comm.bcast(None, 0, out=np.empty(n, dtype))  # flat out: reshaped
-        got.append((r.shape, r.dtype.str, r.tolist(), comm.last_algorithm, len(general)))
+        got.append((r.shape, r.dtype.str, r.copy(), comm.last_algorithm, len(general)))
     return got
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("n", [20_000, 300_000])
+@pytest.mark.parametrize("n", [20_000, 200_000])
 @pytest.mark.parametrize("dtype", ["f8", "i4", "c16"])
 @pytest.mark.parametrize("how", ["in place", "out", "none"])
 def test_large_bcast_matches_numpy_on_every_path(n, dtype, how):
@@ -53,7 +53,7 @@ def test_large_bcast_matches_numpy_on_every_path(n, dtype, how):
             if rank == 0 or how == "none":
                 assert shape == expected.shape
             assert dt == np.dtype(dtype).str
-            assert np.array_equal(np.array(values).reshape(-1), expected.reshape(-1))
+            assert np.array_equal(values.reshape(-1), expected.reshape(-1))
     algorithms = {per_rank[r][i][3] for r in range(p) for i in range(1, 4)}
     assert len(algorithms) == 1, algorithms
 
@@ -100,7 +100,7 @@ def _scatters(comm, rows, dtype, how):
             r = comm.scatter(None, 0)
         else:
             r = comm.scatter(None, 0, out=np.empty(rows * 3, dtype))
-        got.append((r.tolist(), r.dtype.str, len(general)))
+        got.append((r.copy(), r.dtype.str, len(general)))
     return got
 
 
@@ -117,6 +117,6 @@ def test_large_scatter_matches_numpy_on_every_path(rows, dtype, how):
             values, dt, general = per_rank[rank][i]
             assert dt == np.dtype(dtype).str
             expected = x[rank * rows: (rank + 1) * rows]
-            assert np.array_equal(np.array(values).reshape(-1), expected.reshape(-1))
+            assert np.array_equal(values.reshape(-1), expected.reshape(-1))
             if i >= 2:
                 assert general == per_rank[rank][1][2], (rank, i, general)
