@@ -120,3 +120,34 @@ def test_large_scatter_matches_numpy_on_every_path(rows, dtype, how):
             assert np.array_equal(values.reshape(-1), expected.reshape(-1))
             if i >= 2:
                 assert general == per_rank[rank][1][2], (rank, i, general)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("call", ["bcast", "scatter"])
+def test_the_python_runner_takes_the_same_data_phase(call, monkeypatch):
+    """With ``COLLOPS_COMPILED=0`` the data phase runs from the Python runner, same results."""
+    from collops import config
+    monkeypatch.setenv("COLLOPS_COMPILED", "0")
+    config.reload_settings()
+    try:
+        if call == "bcast":
+            per_rank = collops.spawn(_bcasts, 2, 20_000, "f8", "out", transport="shm",
+                                     timeout=80)
+        else:
+            per_rank = collops.spawn(_scatters, 2, 3_000, "f8", "out", transport="shm",
+                                     timeout=80)
+    finally:
+        monkeypatch.delenv("COLLOPS_COMPILED")
+        config.reload_settings()
+    for i in range(4):
+        for rank in range(2):
+            values = per_rank[rank][i][2 if call == "bcast" else 0]
+            if call == "bcast":
+                expected = (np.arange(20_000) * (i + 1)).astype("f8")
+            else:
+                x = (np.arange(2 * 3_000 * 3) * (i + 1)).astype("f8").reshape(6_000, 3)
+                expected = x[rank * 3_000: (rank + 1) * 3_000]
+            assert np.array_equal(values.reshape(-1), expected.reshape(-1))
+            general = per_rank[rank][i][4 if call == "bcast" else 2]
+            if i >= 2:
+                assert general == per_rank[rank][1][4 if call == "bcast" else 2]
