@@ -802,6 +802,11 @@ class Comm:
                 env[:_DATA_AT] = head
                 template.head = head
             view[...] = x
+            if out is x:  # in place, as MPI_Bcast's root: x already holds the result
+                seq, timeout = self._next_call(timeout)
+                self.last_algorithm = template.alg_name
+                template.runner(env, env, seq, timeout)
+                return x
         return self._envelope_call("bcast", template, env if is_root else None, env,
                                    view if is_root else None, shape if is_root else (), out,
                                    root, algorithm, timeout)
