@@ -87,3 +87,8 @@ def dtype_from_token(token: str) -> np.dtype:
         value, index = token[5:].split(",")
         return pair_dtype(value, index)
     return np.dtype(token)
+
+
+def address_of(a: np.ndarray | None) -> int:
+    """The address of an array's first byte (0 for None or an empty array)."""
+    return 0 if a is None or a.size == 0 else int(a.__array_interface__["data"][0])

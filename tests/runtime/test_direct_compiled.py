@@ -20,7 +20,8 @@ import collops
 from collops import config
 from collops.algorithms import shm_direct
 from tests.runtime.test_shm_direct import _run
-from tests.support.cases import assert_matches, cases_for
+from tests.support.cases import assert_runs_match, cases_for
+from tests.support.failures import peer_failures, record_peer_failed
 
 DTYPES = list(shm_direct._C_DTYPES)
 UFUNCS = {"SUM": np.add, "PROD": np.multiply, "MIN": np.minimum, "MAX": np.maximum,
@@ -129,12 +130,7 @@ def test_the_python_runner_matches_numpy_too(collective, pure_python):
     p = 3
     per_rank = collops.spawn(_run, p, collective, p, 7, transport="shm", timeout=100)
     cases = cases_for(collective, p, seed=7)
-    for k, (i, how, _) in enumerate(per_rank[0]):
-        results = [per_rank[r][k][2] for r in range(p)]
-        try:
-            assert_matches(cases[i], results)
-        except AssertionError as exc:
-            raise AssertionError(f"{collective} {how} case {cases[i].id}: {exc}") from exc
+    assert_runs_match(per_rank, cases, f"{collective} (Python runner)")
 
 
 def _special_values(comm, op):
@@ -161,16 +157,13 @@ def test_special_float_values_fold_like_numpy_in_rank_order(op, p):
 
 
 def _late_on_the_prepared_path(comm, how):
-    """Warm a call up, then make rank 1 late (0.3 s), time out (2 s late) or die."""
-    import os
+    """Warm a call up, then make rank 1 late (0.3 s) or time the call out (2 s late)."""
     import time
 
     x = np.arange(4.0) + comm.rank
     for _ in range(3):
         comm.allreduce(x)
     if comm.rank == 1:
-        if how == "dies":
-            os._exit(3)
         time.sleep(0.3 if how == "late" else 2.0)
         if how == "times out":
             return "slept"
@@ -201,11 +194,31 @@ def test_a_prepared_call_times_out_naming_the_missing_rank():
     assert "[1]" in got[0], got[0]
 
 
+def _dies_before_a_prepared_call(comm, folder):
+    import os
+
+    x = np.arange(4.0)
+    for _ in range(3):
+        comm.allreduce(x)
+    if comm.rank == 1:
+        os._exit(3)
+    record_peer_failed(folder, comm.rank, lambda: comm.allreduce(x))
+
+
 @pytest.mark.timeout(60)
-def test_a_peer_dying_before_a_prepared_call_is_named():
-    with pytest.raises(collops.RankFailed) as info:
-        collops.spawn(_late_on_the_prepared_path, 2, "dies", transport="shm", timeout=50)
-    assert "rank 1" in str(info.value)
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_peer_dying_before_a_prepared_call_is_named_within_2_s(compiled, tmp_path,
+                                                                  monkeypatch):
+    monkeypatch.setenv("COLLOPS_COMPILED", "1" if compiled else "0")
+    config.reload_settings()
+    try:
+        seen = peer_failures(_dies_before_a_prepared_call, 3, tmp_path)
+    finally:
+        monkeypatch.delenv("COLLOPS_COMPILED")
+        config.reload_settings()
+    assert sorted(seen) == [0, 2], seen
+    for record in seen.values():
+        assert record["failed"] == 1 and record["seconds"] < 2.0, record
 
 
 def _varying_envelopes(comm):

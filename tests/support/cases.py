@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import reduce as fold
+from typing import Any
 
 import numpy as np
 
@@ -218,3 +219,15 @@ def assert_matches(case: Case, results: list[np.ndarray | None]) -> None:
             np.testing.assert_allclose(got, want, rtol=1e-5, err_msg=f"rank {r}")
         else:
             np.testing.assert_array_equal(got, want, err_msg=f"rank {r}")
+
+
+def assert_runs_match(per_rank: list[list[Any]], cases: list[Case], label: str) -> None:
+    """Check records ``(case index, how, result)`` returned by every rank, in the same order,
+    against their cases; ``label`` names the call in the message."""
+    p = len(per_rank)
+    for k, (i, how, _) in enumerate(per_rank[0]):
+        results = [per_rank[r][k][2] for r in range(p)]
+        try:
+            assert_matches(cases[i], results)
+        except AssertionError as exc:
+            raise AssertionError(f"{label} {how} case {cases[i].id}: {exc}") from exc

@@ -2,9 +2,9 @@
 
 `shm_direct` copies each contribution into a shared slot, which is right for small calls and
 wrong for large ones: the slot would have to be as large as the message. Here a rank's slot in
-the communicator's direct area holds only a *descriptor* — its process id and the addresses
-of its send and receive buffers — and the ranks that need its data copy it straight out of its
-address space with Linux's cross-memory attach (``process_vm_readv``): one copy per byte, no
+the communicator's direct area holds only a *descriptor* — the addresses of its send and
+receive buffers — and the ranks that need its data copy it straight out of its
+address space with Linux's cross-memory attach (the transport's `read_from`): one copy per byte, no
 intermediate buffer, no message, and one synchronisation instead of the log p or p − 1
 rounds of a schedule, each of which costs a wake-up when ranks outnumber cores.
 
@@ -33,18 +33,15 @@ its slots.
 
 from __future__ import annotations
 
-import ctypes
-import errno
-import functools
 import math
-import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from ..errors import PeerFailed, ScheduleError, TransportError
+from ..datatypes import address_of
+from ..errors import ScheduleError
 from ..runtime import fingerprint as fp
 from ..schedule import Schedule
 from ..transport.shm import ShmTransport
@@ -63,9 +60,8 @@ SUPPORTED = ("bcast", "scatter", "gather", "allgather", "alltoall", "reduce", "a
 AUTO = frozenset({"reduce", "gather"})
 #: bytes of the scratch a folding rank reads a peer's data into, a piece at a time
 SCRATCH_BYTES = 1 << 20
-#: descriptor words: process id, send address, receive address
-_PID, _SEND, _RECV = range(3)
-_DESCRIPTOR_BYTES = 24
+#: descriptor words: send address, receive address
+_SEND, _RECV = range(2)
 
 
 def register(transport: ShmTransport) -> None:
@@ -103,69 +99,10 @@ def cma_cost(spec: CallSpec, model: CostModel) -> float:
     return 0.5 * model.alpha + spec.count * spec.itemsize * model.beta
 
 
-@functools.lru_cache(maxsize=1024)
-def call_fingerprint(spec: CallSpec) -> int:
-    """The fingerprint of an ``shm_cma`` call, from what every rank agrees on."""
-    return fp.fingerprint(spec.collective, NAME, spec.root, spec.dtype,
-                          (spec.count, spec.op.name if spec.op else None))
-
-
-# -- who publishes, who reads ------------------------------------------------------------------
-def _awaits(c: str, root: int, rank: int, p: int) -> list[int]:
+# -- who publishes, who reads: as in shm_direct, less a rank's own slot ------------------------
+def _awaits(spec: CallSpec, rank: int) -> list[int]:
     """The members whose descriptors ``rank`` reads."""
-    if c in ("bcast", "scatter"):
-        return [] if rank == root else [root]
-    if c in ("gather", "reduce"):
-        return [j for j in range(p) if j != rank] if rank == root else []
-    return [j for j in range(p) if j != rank]
-
-
-def _readers(c: str, root: int, rank: int, p: int) -> tuple[int, ...]:
-    """The members that read ``rank``'s buffers."""
-    return tuple(m for m in range(p) if m != rank and rank in _awaits(c, root, m, p))
-
-
-def _address(a: np.ndarray | None) -> int:
-    return 0 if a is None or a.size == 0 else int(a.ctypes.data)
-
-
-class _Reads:
-    """Cross-memory reads of one rank, turning a vanished peer into `PeerFailed`."""
-
-    def __init__(self, area: DirectArea) -> None:
-        self.area = area
-        self.fn = ctypes.CDLL(None, use_errno=True).process_vm_readv
-        self.fn.restype = ctypes.c_ssize_t
-        self.local = _Iovec()
-        self.remote = _Iovec()
-
-    def read(self, member: int, pid: int, remote: int, local: int, nbytes: int) -> None:
-        """Copy ``nbytes`` at ``remote`` in ``member``'s process (``pid``) to ``local``."""
-        done = 0
-        while done < nbytes:
-            self.local.base, self.local.len = local + done, nbytes - done
-            self.remote.base, self.remote.len = remote + done, nbytes - done
-            got = self.fn(pid, ctypes.byref(self.local), 1, ctypes.byref(self.remote), 1, 0)
-            if got <= 0:
-                err = ctypes.get_errno()
-                rank = self.area.group[member]
-                if err == errno.ESRCH:
-                    raise PeerFailed(rank, f"its process ({pid}) is gone")
-                raise TransportError(
-                    f"process_vm_readv of {nbytes} bytes from rank {rank} (pid {pid}) failed: "
-                    f"{os.strerror(err)}")
-            done += got
-
-
-class _Iovec(ctypes.Structure):
-    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
-
-
-def _reads_of(area: DirectArea) -> _Reads:
-    reads = area.memo.get((NAME, "reads"))
-    if reads is None:
-        reads = area.memo[(NAME, "reads")] = _Reads(area)
-    return reads  # type: ignore[return-value]
+    return [j for j in shm_direct._awaits(spec, rank) if j != rank]
 
 
 def _scratch(area: DirectArea, dtype: np.dtype, count: int) -> np.ndarray:
@@ -193,12 +130,11 @@ class CmaExecution:
         self.send = None if send is None else send.reshape(-1)
         self.recv = None if recv is None else recv.reshape(-1)
         self.seq, self.context = seq, context
-        self.fingerprint = call_fingerprint(spec)
+        self.fingerprint = shm_direct.call_fingerprint(spec, NAME)
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.what = f"rank {rank}: {c}[{NAME}]"
-        root = spec.root if spec.root is not None else 0
-        self.awaits = _awaits(c, root, rank, p)
-        self.readers = _readers(c, root, rank, p)
+        self.awaits = _awaits(spec, rank)
+        self.readers = shm_direct._readers(spec, rank)
         #: the call's phase, and the next one for allreduce's second exchange
         self.phases = [phase, phase + 1] if c == "allreduce" and p > 1 else [phase]
         self.index = 0
@@ -254,15 +190,15 @@ class CmaExecution:
         area = self.area
         slot, k, word = self._slot_word()
         if self.state == _WRITE:
-            d = area.view(area.index, slot, np.dtype(np.uint64), 3)
-            d[_PID], d[_SEND], d[_RECV] = os.getpid(), _address(self.send), _address(self.recv)
+            d = area.view(area.index, slot, np.dtype(np.uint64), 2)
+            d[_SEND], d[_RECV] = address_of(self.send), address_of(self.recv)
             area.publish(slot, k, self.fingerprint, self.readers)
             area.unwritten.popleft()
             self.published.append((slot, k))
             self.state = _READ
             return
         if self.state == _READ:
-            descriptors = {j: area.view(j, slot, np.dtype(np.uint64), 3).tolist()
+            descriptors = {j: area.view(j, slot, np.dtype(np.uint64), 2).tolist()
                            for j in self.awaits}
             (self._second if self.index else self._first)(descriptors)
             area.acknowledge(slot, k, self.awaits)
@@ -300,27 +236,30 @@ class CmaExecution:
             self.transport.unwatch_direct(self._ready)
 
     # -- the copies -----------------------------------------------------------------------
+    def _read(self, member: int, remote: int, local: int, nbytes: int) -> None:
+        """Copy ``nbytes`` at ``remote`` in ``member``'s process to ``local``."""
+        self.transport.read_from(self.area.group[member], remote, local, nbytes)
+
     def _first(self, descriptors: dict[int, list[int]]) -> None:
         spec, rank, p = self.spec, self.rank, self.spec.size
         c, n, dt = spec.collective, spec.count, spec.dtype
         size = dt.itemsize
         nb = n * size
-        reads = _reads_of(self.area)
         send, recv = self.send, self.recv
         if c in ("bcast", "scatter"):
             if rank != spec.root:
                 assert recv is not None
                 offset = rank * nb if c == "scatter" else 0
-                pid, remote, _ = descriptors[spec.root]
-                reads.read(spec.root, pid, remote + offset, _address(recv), nb)
+                remote, _ = descriptors[spec.root]
+                self._read(spec.root, remote + offset, address_of(recv), nb)
             return
         if c in ("gather", "allgather", "alltoall"):
             if recv is None:
                 return
             own = rank * nb if c == "alltoall" else 0
-            base = _address(recv)
-            for j, (pid, remote, _) in descriptors.items():
-                reads.read(j, pid, remote + own, base + j * nb, nb)
+            base = address_of(recv)
+            for j, (remote, _) in descriptors.items():
+                self._read(j, remote + own, base + j * nb, nb)
             return
         # the reductions: fold the members' pieces in rank order
         assert spec.op is not None and send is not None
@@ -345,7 +284,7 @@ class CmaExecution:
             return
         if c in ("bcast", "scatter") and rank == spec.root:
             offset = rank * n if c == "scatter" else 0
-            if _address(recv) != _address(send) + offset * spec.dtype.itemsize:
+            if address_of(recv) != address_of(send) + offset * spec.dtype.itemsize:
                 recv[:n] = send[offset: offset + n]
         elif c in ("gather", "allgather", "alltoall"):
             own = rank * n if c == "alltoall" else 0
@@ -359,7 +298,6 @@ class CmaExecution:
         if count == 0:
             return
         size = dt.itemsize
-        reads = _reads_of(self.area)
         step = max(1, min(count, SCRATCH_BYTES // size))
         scratch = _scratch(self.area, dt, step)
         combine = spec.op.combine_into
@@ -374,9 +312,9 @@ class CmaExecution:
                     else:
                         combine(piece, piece, mine)
                     continue
-                pid, remote, _ = descriptors[j]
+                remote, _ = descriptors[j]
                 into = piece if j == 0 else scratch[: hi - lo]
-                reads.read(j, pid, remote + (src + lo) * size, _address(into), (hi - lo) * size)
+                self._read(j, remote + (src + lo) * size, address_of(into), (hi - lo) * size)
                 if j:
                     combine(piece, piece, into)
 
@@ -384,12 +322,11 @@ class CmaExecution:
         """allreduce: copy the other members' finished parts out of their receive buffers."""
         n, p, size = self.spec.count, self.spec.size, self.spec.dtype.itemsize
         assert self.recv is not None
-        reads = _reads_of(self.area)
-        base = _address(self.recv)
-        for j, (pid, _, remote) in descriptors.items():
+        base = address_of(self.recv)
+        for j, (_, remote) in descriptors.items():
             lo, hi = _part(n, p, j)
             if hi > lo:
-                reads.read(j, pid, remote + lo * size, base + lo * size, (hi - lo) * size)
+                self._read(j, remote + lo * size, base + lo * size, (hi - lo) * size)
 
 
 def _part(n: int, p: int, j: int) -> tuple[int, int]:

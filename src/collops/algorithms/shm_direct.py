@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -126,9 +127,10 @@ def _write(area: DirectArea, spec: CallSpec, slot: int, send: np.ndarray | None)
 
 
 @functools.lru_cache(maxsize=1024)
-def call_fingerprint(spec: CallSpec) -> int:
-    """The fingerprint of a direct call, from what every rank agrees on."""
-    return fp.fingerprint(spec.collective, NAME, spec.root, spec.dtype,
+def call_fingerprint(spec: CallSpec, name: str = NAME) -> int:
+    """The fingerprint of a call through the direct areas by algorithm ``name``, from what
+    every rank agrees on."""
+    return fp.fingerprint(spec.collective, name, spec.root, spec.dtype,
                           (spec.count, spec.op.name if spec.op else None))
 
 
@@ -352,39 +354,18 @@ def _compiled_runner(comm: Any, transport: ShmTransport, area: DirectArea, spec:
     if _direct is None or not transport.compiled_direct:
         return None
     rank, c, n, dt, p = comm.rank, spec.collective, spec.count, spec.dtype, spec.size
-    awaits = _awaits(spec, rank)
-    others = [j for j in awaits if j != rank]
-    slots = range(DIRECT_SLOTS)
-    itemsize = dt.itemsize
-    src: list[list[int]] = [[] for _ in slots]
-    dst: list[int] = []
-    lengths: list[int] = []
-    self_copy = (0, 0, 0)
+    others = [j for j in _awaits(spec, rank) if j != rank]
+    plan, size = read_plan(spec, rank), dt.itemsize
     op_code = dt_code = 0
-    if c == "barrier" or (not awaits and c not in ("bcast", "scatter")):
-        kind = _direct.READ_NONE
-    elif c in REDUCING_DIRECT:
+    if plan.kind == "reduce":
         if spec.op is None or spec.op.name not in _C_OPS or dt not in _C_DTYPES or (
                 spec.op.name.startswith("B") and dt.kind == "f") or not dt.isnative:
             return None
-        kind, op_code, dt_code = _direct.READ_REDUCE, _C_OPS[spec.op.name], _C_DTYPES[dt]
-        offset = rank * n * itemsize if c == "reduce_scatter_block" else 0
-        src = [[area.slot_offset[j][i] + offset for j in awaits] for i in slots]
-    elif c in ("allgather", "gather", "alltoall"):
-        kind = _direct.READ_COPY
-        offset = rank * n * itemsize if c == "alltoall" else 0
-        src = [[area.slot_offset[j][i] + offset for j in range(p)] for i in slots]
-        dst = [j * n * itemsize for j in range(p)]
-        lengths = [n * itemsize] * p
-    elif c == "bcast" and rank == spec.root:
-        kind, self_copy = _direct.READ_SELF, (0, 0, n * itemsize)
-    elif rank != spec.root:  # bcast, scatter: the root's slot (scatter: this rank's block)
-        kind = _direct.READ_COPY
-        offset = rank * n * itemsize if c == "scatter" else 0
-        src = [[area.slot_offset[spec.root][i] + offset] for i in slots]
-        dst, lengths = [0], [n * itemsize]
-    else:  # scatter's root keeps its own block
-        kind, self_copy = _direct.READ_SELF, (rank * n * itemsize, 0, n * itemsize)
+        op_code, dt_code = _C_OPS[spec.op.name], _C_DTYPES[dt]
+    kind = {"none": _direct.READ_NONE, "copy": _direct.READ_COPY, "self": _direct.READ_SELF,
+            "reduce": _direct.READ_REDUCE}[plan.kind]
+    slots = range(DIRECT_SLOTS)
+    src = [area.slot_offset[j][i] + plan.offset for i in slots for j in plan.members]
     publishes = _publishes(spec, rank)
     # without the fingerprint (only to measure its cost): nothing stored, nothing packed
     fingerprint = call_fingerprint(spec) if fingerprinted else 0
@@ -412,8 +393,9 @@ def _compiled_runner(comm: Any, transport: ShmTransport, area: DirectArea, spec:
         ack=[area.ack[rank][j][i] for i in slots for j in others],
         ack_of_me=[area.ack[m][rank][i] for m in range(p) for i in slots],
         sleeper_words=[transport.sleeping_word(r) for r in sleepers], sleeper_ranks=sleepers,
-        read_kind=kind, src=[b for row in src for b in row], dst=dst, len=lengths,
-        self_copy=self_copy, count=n, op=op_code, dtype=dt_code,
+        read_kind=kind, src=src, dst=[d * size for d in plan.dst],
+        len=[n * size] * len(plan.dst), self_copy=(plan.self_from * size, 0, n * size),
+        count=n, op=op_code, dtype=dt_code,
         spin_seconds=COMPILED_SPIN_OVERSUBSCRIBED if area.oversubscribed else COMPILED_SPIN,
         store_fingerprint=fingerprinted,
         prefix_at=-1 if length_prefix is None else length_prefix[0],
@@ -454,26 +436,60 @@ def _reader_for(area: DirectArea, spec: CallSpec, rank: int) -> Reader:
     return reader  # type: ignore[return-value]
 
 
-def _reader(area: DirectArea, spec: CallSpec, rank: int) -> Reader:
-    """``read(slot, send, recv)``: what ``rank`` takes from the members' ``slot`` into
-    ``recv`` (flat, typed), with every view into the slots prepared here."""
-    c, n, dt, p = spec.collective, spec.count, spec.dtype, spec.size
+@dataclass(frozen=True)
+class ReadPlan:
+    """What one rank takes from the members' slots once they hold a call: the one
+    description both the Python reader (`_reader`) and the compiled runner are built from.
+
+    ``kind``: "none"; "copy" (``count`` items at byte ``offset`` of each member's slot into
+    ``recv`` at item ``dst[i]``); "self" (``count`` items of ``send`` from item ``self_from``
+    into ``recv``, unless they are one buffer); "reduce" (the members' ``count`` items at
+    byte ``offset`` folded in the order of ``members`` into ``recv``).
+    """
+
+    kind: str
+    members: tuple[int, ...] = ()
+    offset: int = 0
+    dst: tuple[int, ...] = ()
+    count: int = 0
+    self_from: int = 0
+
+
+def read_plan(spec: CallSpec, rank: int) -> ReadPlan:
+    """The `ReadPlan` of ``rank`` in a direct call of ``spec``."""
+    c, n, p = spec.collective, spec.count, spec.size
+    block = rank * n * spec.itemsize  # this rank's block in a whole-buffer contribution
     awaits = _awaits(spec, rank)
-    op = spec.op
-    slots = range(DIRECT_SLOTS)
-    if c == "barrier" or (not awaits and c != "bcast" and c != "scatter"):
-        return _nothing
+    if c == "barrier" or (not awaits and c not in ("bcast", "scatter")):
+        return ReadPlan("none")
     if c in REDUCING_DIRECT:
-        offset = rank * n * dt.itemsize if c == "reduce_scatter_block" else 0
-        views = [[area.view(j, i, dt, n, offset) for j in awaits] for i in slots]
-        assert op is not None
-        ufunc = op.ufunc
-        if ufunc is not None and len(awaits) == 2:
+        return ReadPlan("reduce", tuple(awaits), block if c == "reduce_scatter_block" else 0,
+                        count=n)
+    if c in ("allgather", "gather", "alltoall"):
+        return ReadPlan("copy", tuple(range(p)), block if c == "alltoall" else 0,
+                        tuple(j * n for j in range(p)), n)
+    if rank == spec.root:  # bcast: the root has its data; scatter: its own block
+        return ReadPlan("self", count=n, self_from=rank * n if c == "scatter" else 0)
+    return ReadPlan("copy", (spec.root,), block if c == "scatter" else 0, (0,), n)
+
+
+def _reader(area: DirectArea, spec: CallSpec, rank: int) -> Reader:
+    """``read(slot, send, recv)``: `read_plan` carried out with numpy on views of the slots
+    (flat, typed ``recv``), every view prepared here."""
+    plan, dt, slots = read_plan(spec, rank), spec.dtype, range(DIRECT_SLOTS)
+    n = plan.count
+    views = [[area.view(j, i, dt, n, plan.offset) for j in plan.members] for i in slots]
+    if plan.kind == "none":
+        return _nothing
+    if plan.kind == "reduce":
+        assert spec.op is not None
+        ufunc = spec.op.ufunc
+        if ufunc is not None and len(plan.members) == 2:
             def reduce_two(slot: int, send: Any, recv: Any) -> None:
                 a, b = views[slot]
                 ufunc(a, b, out=recv)
             return reduce_two
-        combine = op.combine_into
+        combine = spec.op.combine_into
 
         def reduce_all(slot: int, send: Any, recv: Any) -> None:
             vs = views[slot]
@@ -481,30 +497,19 @@ def _reader(area: DirectArea, spec: CallSpec, rank: int) -> Reader:
             for v in vs[1:]:
                 combine(recv, recv, v)
         return reduce_all
-    if c in ("allgather", "gather", "alltoall"):
-        offset = rank * n * dt.itemsize if c == "alltoall" else 0
-        blocks = [[area.view(j, i, dt, n, offset) for j in range(p)] for i in slots]
+    if plan.kind == "copy":
+        places = [slice(d, d + n) for d in plan.dst]
 
-        def gather(slot: int, send: Any, recv: Any) -> None:
-            for j, v in enumerate(blocks[slot]):
-                recv[j * n: (j + 1) * n] = v
-        return gather
-    if c == "bcast" and rank == spec.root:
-        def root_copy(slot: int, send: Any, recv: Any) -> None:
-            if recv is not None and recv is not send:
-                recv[:n] = send[:n]
-        return root_copy
-    if rank != spec.root:  # bcast, scatter: the root's slot (scatter: this rank's block of it)
-        offset = rank * n * dt.itemsize if c == "scatter" else 0
-        single = [area.view(spec.root, i, dt, n, offset) for i in slots]
+        def copy(slot: int, send: Any, recv: Any) -> None:
+            for place, v in zip(places, views[slot], strict=True):
+                recv[place] = v
+        return copy
+    own = slice(plan.self_from, plan.self_from + n)
 
-        def one(slot: int, send: Any, recv: Any) -> None:
-            recv[:n] = single[slot]
-        return one
-
-    def own_block(slot: int, send: Any, recv: Any) -> None:  # scatter's root
-        recv[:n] = send.reshape(-1)[rank * n: (rank + 1) * n]
-    return own_block
+    def own_part(slot: int, send: Any, recv: Any) -> None:
+        if recv is not None and send is not None and recv is not send:
+            recv[:n] = send.reshape(-1)[own]
+    return own_part
 
 
 def _nothing(slot: int, send: Any, recv: Any) -> None:

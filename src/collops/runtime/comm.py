@@ -24,7 +24,7 @@ from .. import config as _cfg
 from ..algorithms import selection
 from ..algorithms.registry import Algorithm, get_algorithm
 from ..algorithms.spec import CallSpec, make_spec, prefix
-from ..datatypes import as_array, check_dtype, dtype_from_token, dtype_token
+from ..datatypes import address_of, as_array, check_dtype, dtype_from_token, dtype_token
 from ..errors import ArgumentError, CollopsError
 from ..ops import Op, as_op
 from ..transport.base import Transport
@@ -205,7 +205,7 @@ def _empty(dtype: np.dtype) -> np.ndarray:
 def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether two contiguous arrays are exactly the same memory (an in-place call)."""
     return (a.nbytes == b.nbytes and a.flags.c_contiguous and b.flags.c_contiguous
-            and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
+            and address_of(a) == address_of(b))
 
 
 def _settings_generation() -> int:

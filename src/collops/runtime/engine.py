@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..datatypes import address_of
 from ..errors import CollectiveMismatch, CollectiveTimeout, CollopsError, MessageSizeMismatch
 from ..ops import Op
 from ..schedule.local import apply_reduce
@@ -32,10 +33,6 @@ from ..transport.base import Handle, Transport
 _BYTE = np.dtype(np.uint8)
 #: copies at least this large first check whether source and destination are the same bytes
 _IN_PLACE_CHECK = 4096
-
-
-def _address(a: np.ndarray) -> int:
-    return int(a.__array_interface__["data"][0])
 SEND, RECV, COPY, REDUCE = (int(StepKind.SEND), int(StepKind.RECV), int(StepKind.COPY),
                             int(StepKind.REDUCE))
 
@@ -192,8 +189,8 @@ class Execution:
         if plan.kind[i] == COPY:
             sb, db = plan.src_buf[i], plan.dst_buf[i]
             if (plan.src_hi[i] - plan.src_lo[i] >= _IN_PLACE_CHECK and sb != db
-                    and _address(self.typed[sb]) + plan.src_lo[i]
-                    == _address(self.typed[db]) + plan.dst_lo[i]):
+                    and address_of(self.typed[sb]) + plan.src_lo[i]
+                    == address_of(self.typed[db]) + plan.dst_lo[i]):
                 return  # an in-place call (send and receive buffer are one): nothing to move
             src = self.raw[sb][plan.src_lo[i]: plan.src_hi[i]]
             self.raw[db][plan.dst_lo[i]: plan.dst_hi[i]] = src

@@ -462,6 +462,20 @@ class ShmTransport(Transport):
         _FENCE.acquire()
         _FENCE.release()
 
+    def read_from(self, rank: int, remote: int, local: int, nbytes: int) -> None:
+        """Copy ``nbytes`` at address ``remote`` in rank ``rank``'s process to ``local``
+        (single copy, for collectives that exchange buffer addresses); `PeerFailed` when that
+        process is gone."""
+        pid = int(self._words[self._pid_word[rank]])
+        try:
+            self._reader.read(pid, remote, local, nbytes)
+        except TransportError:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                raise PeerFailed(rank, f"its process ({pid}) is gone") from None
+            raise
+
     def sleeping_word(self, rank: int) -> int:
         """Index in the segment's words of ``rank``'s *sleeping* flag."""
         return self._sleeping_word[rank]
