@@ -13,6 +13,7 @@ derive from `CollopsError` and name the call, the argument and the rank.
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from collections.abc import Callable, Generator, Sequence
@@ -240,7 +241,7 @@ class _Template:
 
     __slots__ = ("spec", "signature", "shape", "receives", "n_out", "none_on_this_rank",
                  "prepared", "runner", "alg_name", "scratch", "send", "recv", "header", "head",
-                 "views")
+                 "views", "compiled")
 
     def __init__(self, spec: CallSpec, signature: object, shape: tuple[int, ...],
                  receives: bool, none_on_this_rank: bool = False) -> None:
@@ -263,6 +264,8 @@ class _Template:
         self.header: np.ndarray | None = None
         self.head: np.ndarray | None = None
         self.views: dict[Any, Any] = {}
+        #: the compiled runner behind ``runner``, when it can run a whole bound broadcast
+        self.compiled: Any = None
 
 
 class Request:
@@ -379,6 +382,9 @@ class Comm:
         self._templates: dict[tuple[Any, ...], _Template | None] = {}
         #: data phases of bcast and scatter, once prepared: (runner, algorithm name)
         self._data_runners: dict[tuple[Any, ...], tuple[Callable[..., None], str]] = {}
+        #: ``(root, bcast)``: the compiled whole broadcast bound to the last array signature
+        #: this rank broadcast or received from that root (see `_bind_bcast`)
+        self._hot_bcast: tuple[int, Callable[..., Any]] | None = None
         #: the settings generation the templates were made under (they are dropped when it
         #: changes, so it need not be part of their keys)
         self._generation = _cfg.generation
@@ -403,6 +409,7 @@ class Comm:
     # -- settings -------------------------------------------------------------------------
     def set_algorithm(self, collective: str, name: str | None, **params: Any) -> None:
         """Use algorithm ``name`` for every ``collective`` on this communicator (None: auto)."""
+        self._hot_bcast = None
         if name is None:
             self._prepared.clear()
             self._templates.clear()
@@ -505,6 +512,7 @@ class Comm:
         """The settings changed: drop the templates made under the old ones."""
         self._templates.clear()
         self._data_runners.clear()
+        self._hot_bcast = None
         self._generation = _cfg.generation
 
     def _fast(self, collective: str, x: Any, op: Any, root: int, out: Any,
@@ -699,6 +707,9 @@ class Comm:
             template.runner = prepared[0].run(self, template.spec,
                                               length_prefix=(_NBYTES_AT, _DATA_AT))
             template.alg_name = prepared[0].name
+            if collective == "bcast":
+                owner = getattr(template.runner, "__self__", None)
+                template.compiled = owner if hasattr(owner, "bind_bcast") else None
         return template  # type: ignore[no-any-return]
 
     def _received(self, call: str, template: _Template, out: Any, root: int, seq: int,
@@ -716,6 +727,8 @@ class Comm:
             got = views[raw] = (inline, dtype, shape, _envelope_view(template.recv, dtype, shape)
                                 if inline else None)
         inline, dtype, shape, view = got
+        if inline and call == "bcast" and algorithm is None and template.compiled is not None:
+            self._bind_bcast(template, root, dtype, shape, view.nbytes, raw)
         if inline:
             if out is None:
                 return view.copy()  # type: ignore[no-any-return]
@@ -798,6 +811,8 @@ class Comm:
                                         and (out.dtype is dt or out.dtype == dt)):
                 return _SLOW  # the general path raises, naming ``out``
             head, view = entry
+            if algorithm is None and template.compiled is not None:
+                self._bind_bcast(template, root, dt, shape, x.nbytes, head)
             if template.head is not head:  # only this path writes the root's envelope
                 env[:_DATA_AT] = head
                 template.head = head
@@ -810,6 +825,23 @@ class Comm:
         return self._envelope_call("bcast", template, env if is_root else None, env,
                                    view if is_root else None, shape if is_root else (), out,
                                    root, algorithm, timeout)
+
+    def _bind_bcast(self, template: _Template, root: int, dtype: np.dtype,
+                    shape: tuple[int, ...], nbytes: int, head: Any) -> None:
+        """Let the compiled runner of ``template`` (a bcast envelope's) run whole broadcasts of
+        arrays of ``dtype`` and ``shape``, whose envelope header is ``head``: `bcast` then
+        calls it first."""
+        template.compiled.bind_bcast(template.recv, dtype, shape, nbytes, head, _SLOW,
+                                     functools.partial(np.empty, shape, dtype),
+                                     template.alg_name)
+        self._hot_bcast = (root, template.compiled.bcast)
+
+    def _hot_bcast_parse(self, out: Any, root: int, timeout: float | None) -> Any:
+        """The rest of a bound broadcast whose root sent another signature: the envelope is in
+        the template's, as after `_envelope_call` (``timeout``: resolved)."""
+        template = self._templates[("bcast", root, None)]
+        assert template is not None
+        return self._received("bcast", template, out, root, self._call_seq - 1, None, timeout)
 
     def _fast_bcast_root_data(self, template: Any, x: np.ndarray, out: Any, head: np.ndarray,
                               root: int, algorithm: str | None, timeout: float | None) -> Any:
@@ -1147,6 +1179,16 @@ class Comm:
     def bcast(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
               timeout: float | None = None, **params: Any) -> np.ndarray:
         """The root's array on every rank (non-roots may pass None: shape and dtype travel)."""
+        hot = self._hot_bcast
+        if (hot is not None and type(root) is int and root == hot[0] and algorithm is None
+                and not params and self._generation == _cfg.generation):
+            if timeout is None:
+                timeout = self.timeout
+                if timeout is None:
+                    timeout = _cfg.settings.timeout
+            got = hot[1](self, x, out, timeout)
+            if got is not _SLOW:
+                return got if got is not None else self._hot_bcast_parse(out, root, timeout)
         if not params:
             got = self._fast_bcast(x, root, out, algorithm, timeout)
             if got is not _SLOW:

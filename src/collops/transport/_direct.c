@@ -25,6 +25,11 @@
 #include <math.h>
 
 #define NSLOTS 4
+#define HOT_MAX_DIMS 8
+#define HOT_HEAD_MAX 256
+/* numpy's array flags the bound broadcast checks */
+#define NPY_C_CONTIGUOUS 0x0001
+#define NPY_WRITEABLE 0x0400
 
 enum { READ_NONE = 0, READ_COPY = 1, READ_SELF = 2, READ_REDUCE = 3 };
 enum { OP_SUM = 0, OP_PROD, OP_MIN, OP_MAX, OP_BAND, OP_BOR, OP_BXOR };
@@ -35,6 +40,18 @@ typedef struct {
     PyObject_HEAD
     char *data;
 } ArrayHead;
+
+/* The leading fields of a numpy array object (numpy's ABI, the same in numpy 1 and 2). */
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    int nd;
+    Py_ssize_t *dimensions;
+    Py_ssize_t *strides;
+    PyObject *base;
+    PyObject *descr;
+    int flags;
+} ArrayFields;
 
 typedef struct {
     PyObject_HEAD
@@ -76,6 +93,17 @@ typedef struct {
     Py_ssize_t count;           /* READ_REDUCE: items */
     int op, dtype;
     double spin_seconds;
+    /* the bound broadcast (see `Runner_bcast`): one array signature, its envelope header */
+    int hot_bound;
+    PyObject *hot_descr;        /* the dtype both ends' arrays must have (identity) */
+    int hot_nd;
+    Py_ssize_t hot_dims[HOT_MAX_DIMS];
+    Py_ssize_t hot_nbytes;      /* data bytes after the header */
+    char hot_head[HOT_HEAD_MAX];
+    PyObject *hot_env;          /* the envelope the general path parses (template.recv) */
+    PyObject *hot_slow;         /* what `bcast` returns when it did nothing */
+    PyObject *hot_alloc;        /* alloc(): a fresh result array (a non-root given no out) */
+    PyObject *hot_name;         /* the algorithm's name, for comm.last_algorithm */
 } Runner;
 
 static inline uint64_t *word_at(Runner *r, Py_ssize_t index) {
@@ -180,6 +208,11 @@ static void Runner_dealloc(Runner *r) {
     Py_XDECREF(r->slow);
     Py_XDECREF(r->wake);
     Py_XDECREF(r->inflight_name);
+    Py_XDECREF(r->hot_descr);
+    Py_XDECREF(r->hot_env);
+    Py_XDECREF(r->hot_slow);
+    Py_XDECREF(r->hot_alloc);
+    Py_XDECREF(r->hot_name);
     PyMem_Free(r->held);
     PyMem_Free(r->ack);
     PyMem_Free(r->ack_of_me);
@@ -522,7 +555,238 @@ done:
     return result;
 }
 
+/* ---- the bound broadcast ------------------------------------------------------------------
+ * A broadcast's envelope carries the root's dtype and shape (see collops.runtime.comm). Once
+ * a rank has made one such call, `bind_bcast` gives this runner the signature of its array
+ * and the envelope header that goes with it; `bcast` then runs a whole call without the
+ * interpreter: it checks the arrays, takes the communicator's next call number, and either
+ * writes header and data straight into the root's slot, or reads the root's slot, and when
+ * its header is the bound one copies the data straight into the result. Anything else
+ * returns the `slow` marker before the call number is taken, or (a non-root whose root sent
+ * another signature) leaves the envelope for the general path to parse and returns None.
+ */
+static PyObject *seq_name, *last_algorithm_name, *copy_name;
+
+/* bind_bcast(env, dtype, shape, nbytes, head, slow, alloc, name) */
+static PyObject *Runner_bind_bcast(Runner *r, PyObject *args) {
+    PyObject *env, *descr, *shape, *slow, *alloc, *name;
+    Py_ssize_t nbytes;
+    Py_buffer head;
+    if (!PyArg_ParseTuple(args, "OOO!ny*OOU", &env, &descr, &PyTuple_Type, &shape, &nbytes,
+                          &head, &slow, &alloc, &name))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t nd = PyTuple_GET_SIZE(shape);
+    ArrayFields *e = (ArrayFields *)env;
+    if ((PyObject *)Py_TYPE(env) != r->ndarray || e->nd != 1 || !(e->flags & NPY_C_CONTIGUOUS)
+        || !(e->flags & NPY_WRITEABLE) || e->dimensions[0] < r->prefix_head + nbytes) {
+        PyErr_SetString(PyExc_ValueError, "bind_bcast: env must be a writable byte envelope "
+                        "holding the header and the data");
+        goto done;
+    }
+    if (r->prefix_head <= 0 || head.len != r->prefix_head || head.len > HOT_HEAD_MAX
+        || nd > HOT_MAX_DIMS || nbytes < 0) {
+        PyErr_SetString(PyExc_ValueError, "bind_bcast: a header of the envelope's length and "
+                        "at most 8 dimensions");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < nd; i++) {
+        r->hot_dims[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i));
+        if (r->hot_dims[i] == -1 && PyErr_Occurred())
+            goto done;
+    }
+    r->hot_nd = (int)nd;
+    r->hot_nbytes = nbytes;
+    memcpy(r->hot_head, head.buf, head.len);
+    Py_XSETREF(r->hot_descr, Py_NewRef(descr));
+    Py_XSETREF(r->hot_env, Py_NewRef(env));
+    Py_XSETREF(r->hot_slow, Py_NewRef(slow));
+    Py_XSETREF(r->hot_alloc, Py_NewRef(alloc));
+    Py_XSETREF(r->hot_name, Py_NewRef(name));
+    r->hot_bound = 1;
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&head);
+    return result;
+}
+
+/* Whether `o` is an ndarray of the bound signature, C-contiguous (and writeable). */
+static int bound_array(Runner *r, PyObject *o, int writeable) {
+    if ((PyObject *)Py_TYPE(o) != r->ndarray)
+        return 0;
+    ArrayFields *a = (ArrayFields *)o;
+    if (a->descr != r->hot_descr || a->nd != r->hot_nd || !(a->flags & NPY_C_CONTIGUOUS)
+        || (writeable && !(a->flags & NPY_WRITEABLE)))
+        return 0;
+    for (int i = 0; i < a->nd; i++)
+        if (a->dimensions[i] != r->hot_dims[i])
+            return 0;
+    return 1;
+}
+
+/* The communicator's next call number, taken (-1 with an exception set on failure). */
+static long long take_call(Runner *r, PyObject *comm, long long seq) {
+    PyObject *next = PyLong_FromLongLong(seq + 1);
+    if (next == NULL)
+        return -1;
+    int bad = PyObject_SetAttr(comm, seq_name, next);
+    Py_DECREF(next);
+    if (bad || PyObject_SetAttr(comm, last_algorithm_name, r->hot_name))
+        return -1;
+    return seq;
+}
+
+/* bcast(comm, x, out, timeout): a whole bound broadcast (see above). */
+static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "bcast(comm, x, out, timeout)");
+        return NULL;
+    }
+    if (!r->hot_bound) {
+        PyErr_SetString(PyExc_RuntimeError, "bcast: no broadcast bound (bind_bcast)");
+        return NULL;
+    }
+    PyObject *comm = args[0], *x = args[1], *out = args[2], *timeout = args[3];
+    Py_ssize_t n = r->hot_nbytes, head = r->prefix_head;
+    if (r->publishes) {
+        if (!bound_array(r, x, 0))
+            return Py_NewRef(r->hot_slow);
+        if (out != Py_None && out != x) {
+            if (!bound_array(r, out, 1))
+                return Py_NewRef(r->hot_slow);
+            char *xd = ((ArrayFields *)x)->data, *od = ((ArrayFields *)out)->data;
+            if (od != xd && od < xd + n && xd < od + n)
+                return Py_NewRef(r->hot_slow);  /* overlapping: the general path copies */
+        }
+    } else if (out != Py_None && !bound_array(r, out, 1)) {
+        return Py_NewRef(r->hot_slow);
+    }
+    PyObject *inflight = PyObject_GetAttr(r->area, r->inflight_name);
+    if (inflight == NULL)
+        return NULL;
+    int busy = PyObject_IsTrue(inflight);
+    Py_DECREF(inflight);
+    if (busy)
+        return Py_NewRef(r->hot_slow);
+    PyObject *seqobj = PyObject_GetAttr(comm, seq_name);
+    if (seqobj == NULL)
+        return NULL;
+    long long seq = PyLong_AsLongLong(seqobj);
+    if (seq == -1 && PyErr_Occurred()) {
+        Py_DECREF(seqobj);
+        return NULL;
+    }
+    int slot = (int)((2 * seq) % NSLOTS);
+    uint64_t k = ((uint64_t)seq << 3) + 1;
+    uint64_t word = (k << 24) | r->mix;
+    PyObject *result = NULL;
+    if (r->publishes) {
+        if (!slot_free(r, slot)) {  /* a reader is one call behind: give it a moment */
+            double stop = now() + r->spin_seconds;
+            do {
+                cpu_relax();
+                if (now() > stop) {
+                    result = Py_NewRef(r->hot_slow);
+                    goto done;
+                }
+            } while (!slot_free(r, slot));
+        }
+        PyObject *kobj = PyLong_FromUnsignedLongLong(k);
+        if (kobj == NULL)
+            goto done;
+        PyObject *occ = PyTuple_Pack(2, kobj, r->readers);
+        Py_DECREF(kobj);
+        if (occ == NULL || take_call(r, comm, seq) < 0) {
+            Py_XDECREF(occ);
+            goto done;
+        }
+        char *xd = ((ArrayFields *)x)->data, *dst = r->base + r->my_data[slot];
+        memcpy(dst, r->hot_head, head);
+        memcpy(dst + head, xd, n);
+        if (r->store_fingerprint)
+            store_word(r, r->my_fp[slot], r->fingerprint);
+        store_word(r, r->my_held[slot], word);
+        PyList_SetItem(r->occupant, slot, occ); /* steals occ */
+        wake_sleepers(r);
+        if (out == x)
+            result = Py_NewRef(x);
+        else if (out == Py_None)
+            result = PyObject_CallMethodNoArgs(x, copy_name);
+        else {
+            char *od = ((ArrayFields *)out)->data;
+            if (od != xd)
+                memcpy(od, xd, n);
+            result = Py_NewRef(out);
+        }
+        goto done;
+    }
+    PyObject *into = out == Py_None ? PyObject_CallNoArgs(r->hot_alloc) : Py_NewRef(out);
+    if (into == NULL)
+        goto done;
+    if (!bound_array(r, into, 1)) {  /* a dtype numpy does not keep as one object */
+        Py_DECREF(into);
+        result = Py_NewRef(r->hot_slow);
+        goto done;
+    }
+    if (take_call(r, comm, seq) < 0) {
+        Py_DECREF(into);
+        goto done;
+    }
+    Py_ssize_t held = r->held[slot * r->nothers];
+    const char *src = r->base + r->src[slot * r->npieces];
+    char *env = ((ArrayFields *)r->hot_env)->data;
+    int late = 0;
+    double stop = 0.0;
+    unsigned spins = 0;
+    while (load_word(r, held) != word) {
+        cpu_relax();
+        if ((++spins & 63) == 0) {
+            double t = now();
+            if (stop == 0.0)
+                stop = t + r->spin_seconds;
+            else if (t > stop) {
+                late = 1;
+                break;
+            }
+        }
+    }
+    if (late) {  /* Python waits, reads the envelope into env and acknowledges */
+        PyObject *hand[4] = {Py_None, r->hot_env, seqobj, timeout};
+        PyObject *done_slowly = hand_over(r, 2, hand, 0);
+        if (done_slowly == NULL) {
+            Py_DECREF(into);
+            goto done;
+        }
+        Py_DECREF(done_slowly);
+        src = env;
+    }
+    int same = memcmp(src, r->hot_head, head) == 0;
+    if (same)
+        memcpy(((ArrayFields *)into)->data, src + head, n);
+    else if (!late)
+        memcpy(env, src, used_bytes(r, src, ((ArrayFields *)r->hot_env)->dimensions[0]));
+    if (!late) {
+        Py_ssize_t *ack = r->ack + slot * r->nothers;
+        for (Py_ssize_t i = 0; i < r->nothers; i++)
+            store_word(r, ack[i], k);
+        wake_sleepers(r);
+    }
+    if (same)
+        result = into;
+    else {
+        Py_DECREF(into);
+        result = Py_NewRef(Py_None);  /* another signature: the general path parses env */
+    }
+done:
+    Py_DECREF(seqobj);
+    return result;
+}
+
 static PyMethodDef Runner_methods[] = {
+    {"bind_bcast", (PyCFunction)Runner_bind_bcast, METH_VARARGS,
+     "bind_bcast(env, dtype, shape, nbytes, head, slow, alloc, name): the signature `bcast` runs."},
+    {"bcast", (PyCFunction)(void (*)(void))Runner_bcast, METH_FASTCALL,
+     "bcast(comm, x, out, timeout): a whole bound broadcast (result, None or the slow marker)."},
     {"run", (PyCFunction)(void (*)(void))Runner_run, METH_FASTCALL,
      "run(send, recv, seq, timeout[, phase]): one blocking direct call."},
     {NULL, NULL, 0, NULL}};
@@ -571,6 +835,11 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__direct(void) {
     if (PyType_Ready(&RunnerType) < 0)
+        return NULL;
+    seq_name = PyUnicode_InternFromString("_call_seq");
+    last_algorithm_name = PyUnicode_InternFromString("last_algorithm");
+    copy_name = PyUnicode_InternFromString("copy");
+    if (seq_name == NULL || last_algorithm_name == NULL || copy_name == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

@@ -25,6 +25,11 @@ class Runner:
     def run(self, send: Any, recv: Any, seq: int, timeout: float | None,
             phase: int = 0) -> None:
         """One blocking direct call."""
+    def bind_bcast(self, env: Any, dtype: Any, shape: tuple[int, ...], nbytes: int,
+                   head: Any, slow: Any, alloc: Callable[[], Any], name: str, /) -> None:
+        """The array signature and envelope header `bcast` runs."""
+    def bcast(self, comm: Any, x: Any, out: Any, timeout: float | None, /) -> Any:
+        """A whole bound broadcast: its result, None (parse the envelope) or ``slow``."""
 
 def fold_into(out: Any, in_: Any, dtype: int, op: int, /) -> None:
     """out = out op in, element-wise."""
