@@ -36,7 +36,7 @@ from ..runtime import fingerprint as fp
 from ..runtime.engine import CALL_BITS, CONTEXT_BITS, PHASE_BITS, SEQ_BITS
 from ..schedule import Schedule
 from ..transport.shm import ShmTransport
-from ..transport.shm_direct import DirectArea, call_number, held_word, slot_of
+from ..transport.shm_direct import YIELD_SECONDS, DirectArea, call_number, held_word, slot_of
 from ..transport.shm_segment import DIRECT_SLOTS
 from .registry import Algorithm, CostModel, Restriction, add_algorithm
 from .spec import CallSpec
@@ -397,6 +397,7 @@ def _compiled_runner(comm: Any, transport: ShmTransport, area: DirectArea, spec:
         len=[n * size] * len(plan.dst), self_copy=(plan.self_from * size, 0, n * size),
         count=n, op=op_code, dtype=dt_code,
         spin_seconds=COMPILED_SPIN_OVERSUBSCRIBED if area.oversubscribed else COMPILED_SPIN,
+        yield_seconds=YIELD_SECONDS,
         store_fingerprint=fingerprinted,
         prefix_at=-1 if length_prefix is None else length_prefix[0],
         prefix_head=0 if length_prefix is None else length_prefix[1],

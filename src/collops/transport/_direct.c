@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 #include <math.h>
+#include <sched.h>
 
 #define NSLOTS 4
 #define HOT_MAX_DIMS 8
@@ -93,6 +94,7 @@ typedef struct {
     Py_ssize_t count;           /* READ_REDUCE: items */
     int op, dtype;
     double spin_seconds;
+    double yield_seconds;       /* then polling with sched_yield (the GIL released) */
     /* the bound broadcast (see `Runner_bcast`): one array signature, its envelope header */
     int hot_bound;
     PyObject *hot_descr;        /* the dtype both ends' arrays must have (identity) */
@@ -270,23 +272,24 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
         "publishes", "nbytes", "fingerprint", "mix", "my_held", "my_fp", "my_data",
         "held", "ack", "ack_of_me", "sleeper_words", "sleeper_ranks", "read_kind",
         "src", "dst", "len", "self_copy", "count", "op", "dtype", "spin_seconds",
-        "store_fingerprint", "prefix_at", "prefix_head", "write_prefix", NULL};
+        "store_fingerprint", "prefix_at", "prefix_head", "write_prefix", "yield_seconds",
+        NULL};
     PyObject *segment, *ndarray, *area, *occupant, *own_pending, *readers, *slow, *wake;
     PyObject *my_held, *my_fp, *my_data, *held, *ack, *ack_of_me, *sleeper_words;
     PyObject *sleeper_ranks, *src, *dst, *len, *self_copy;
     int publishes, read_kind, op, dtype;
     Py_ssize_t nbytes, count;
     unsigned long long fingerprint, mix;
-    double spin;
+    double spin, yield = 0.0;
     int store_fingerprint = 1, write_prefix = 0;
     Py_ssize_t prefix_at = -1, prefix_head = 0;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|pnnp", names, &segment, &ndarray, &area,
+            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|pnnpd", names, &segment, &ndarray, &area,
             &PyList_Type, &occupant, &PyList_Type, &own_pending, &PyTuple_Type, &readers,
             &slow, &wake, &publishes, &nbytes, &fingerprint, &mix, &my_held, &my_fp,
             &my_data, &held, &ack, &ack_of_me, &sleeper_words, &sleeper_ranks, &read_kind,
             &src, &dst, &len, &self_copy, &count, &op, &dtype, &spin, &store_fingerprint,
-            &prefix_at, &prefix_head, &write_prefix))
+            &prefix_at, &prefix_head, &write_prefix, &yield))
         return -1;
     if (PyList_GET_SIZE(occupant) != NSLOTS || PyList_GET_SIZE(own_pending) != NSLOTS) {
         PyErr_SetString(PyExc_ValueError, "occupant and own_pending need one entry per slot");
@@ -321,6 +324,7 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
     r->fingerprint = fingerprint;
     r->mix = mix;
     r->spin_seconds = spin;
+    r->yield_seconds = yield;
     if (fill_fixed(my_held, r->my_held, "my_held") || fill_fixed(my_fp, r->my_fp, "my_fp")
         || fill_fixed(my_data, r->my_data, "my_data"))
         return -1;
@@ -456,6 +460,48 @@ static void read_slots(Runner *r, int slot, char *send, char *recv) {
     }
 }
 
+/* Wait until each of the `n` words at `index` holds `word`: spin for `spin_seconds`, then
+ * poll with sched_yield for `yield_seconds` without the GIL, so that on a machine with more
+ * ranks than cores the peer this rank waits for gets the core at once, and a waiting rank's
+ * turn on it costs a system call rather than a round of the interpreter. 1: they all do;
+ * 0: not yet (Python then waits, sleeps and checks for failures, timeouts and mismatches). */
+static int await_words(Runner *r, const Py_ssize_t *index, Py_ssize_t n, uint64_t word) {
+    double stop = 0.0;
+    Py_ssize_t i = 0;
+    unsigned spins = 0;
+    for (; i < n; i++) {
+        while (load_word(r, index[i]) != word) {
+            cpu_relax();
+            if ((++spins & 63) == 0) {
+                double t = now();
+                if (stop == 0.0)
+                    stop = t + r->spin_seconds;
+                else if (t > stop)
+                    goto yield;
+            }
+        }
+    }
+    return 1;
+yield:
+    if (r->yield_seconds <= 0.0)
+        return 0;
+    int arrived = 1;
+    Py_BEGIN_ALLOW_THREADS
+    double until = now() + r->yield_seconds;
+    for (; i < n; i++) {
+        while (load_word(r, index[i]) != word) {
+            if (now() > until) {
+                arrived = 0;
+                goto out;
+            }
+            sched_yield();
+        }
+    }
+out:;
+    Py_END_ALLOW_THREADS
+    return arrived;
+}
+
 static PyObject *hand_over(Runner *r, int status, PyObject *const *args, long phase) {
     return PyObject_CallFunction(r->slow, "iOOOOl", status, args[0], args[1], args[2], args[3],
                                  phase);
@@ -522,22 +568,9 @@ static PyObject *Runner_run(Runner *r, PyObject *const *args, Py_ssize_t nargs) 
         PyList_SetItem(r->occupant, slot, occ); /* steals occ */
         wake_sleepers(r);
     }
-    Py_ssize_t *held = r->held + slot * r->nothers;
-    double stop = 0.0;
-    for (Py_ssize_t i = 0; i < r->nothers; i++) {
-        unsigned spins = 0;
-        while (load_word(r, held[i]) != word) {
-            cpu_relax();
-            if ((++spins & 63) == 0) {
-                double t = now();
-                if (stop == 0.0)
-                    stop = t + r->spin_seconds;
-                else if (t > stop) {
-                    result = hand_over(r, 2, args, phase);
-                    goto done;
-                }
-            }
-        }
+    if (!await_words(r, r->held + slot * r->nothers, r->nothers, word)) {
+        result = hand_over(r, 2, args, phase);
+        goto done;
     }
     read_slots(r, slot, send, recv);
     if (r->nothers) {
@@ -735,21 +768,7 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
     Py_ssize_t held = r->held[slot * r->nothers];
     const char *src = r->base + r->src[slot * r->npieces];
     char *env = ((ArrayFields *)r->hot_env)->data;
-    int late = 0;
-    double stop = 0.0;
-    unsigned spins = 0;
-    while (load_word(r, held) != word) {
-        cpu_relax();
-        if ((++spins & 63) == 0) {
-            double t = now();
-            if (stop == 0.0)
-                stop = t + r->spin_seconds;
-            else if (t > stop) {
-                late = 1;
-                break;
-            }
-        }
-    }
+    int late = !await_words(r, &held, 1, word);
     if (late) {  /* Python waits, reads the envelope into env and acknowledges */
         PyObject *hand[4] = {Py_None, r->hot_env, seqobj, timeout};
         PyObject *done_slowly = hand_over(r, 2, hand, 0);
