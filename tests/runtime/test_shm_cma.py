@@ -171,3 +171,58 @@ def _small_reduce(comm):
 @pytest.mark.timeout(60)
 def test_calls_that_fit_a_direct_slot_stay_direct():
     assert collops.spawn(_small_reduce, 2, transport="shm", timeout=50)[0] == "shm_direct"
+
+
+# -- multi-phase calls in flight with later calls queued for the same slots --------------------
+class _Queued:
+    def __init__(self, name):
+        self.name = name
+
+
+def test_writes_are_queued_in_call_number_order_not_arrival_order():
+    from collections import deque
+
+    from collops.transport.shm_direct import DirectArea
+    area = DirectArea.__new__(DirectArea)  # only its queue is used here
+    area.unwritten = deque()
+    # a later call's first phase arrives, then an earlier allreduce's second phase, then more
+    for name, k in [("c", 17), ("d", 25), ("a2", 10), ("e", 33), ("b", 9)]:
+        area.queue_write(_Queued(name), k)
+    assert [q.name for q in area.unwritten] == ["b", "a2", "c", "d", "e"]
+    assert [q.write_k for q in area.unwritten] == [9, 10, 17, 25, 33]
+
+
+def _crowd(comm, rounds):
+    """Two-phase shm_cma allreduces and ibcasts (envelope, then data) with small direct
+    allreduces in between, all in flight at once, waited last-first: later calls queue for
+    the slots the earlier calls' second phases need."""
+    me, p = comm.rank, comm.size
+    wrong = []
+    for r in range(rounds):
+        requests = []
+        for i in range(5):
+            big = np.arange(50_000.0) * (me + 1) + r + i
+            requests.append(("big", i, comm.iallreduce(big, algorithm=NAME, timeout=20)))
+            requests.append(("small", i, comm.iallreduce(np.full(3, float(me + i)),
+                                                         algorithm="shm_direct", timeout=20)))
+            requests.append(("bcast", i, comm.ibcast(np.arange(3000.0) + i if me == 0 else None,
+                                                     0, timeout=20)))
+        for kind, i, req in reversed(requests):
+            got = req.wait()
+            if kind == "big":
+                want = np.arange(50_000.0) * sum(range(1, p + 1)) + p * (r + i)
+            elif kind == "small":
+                want = np.full(3, float(sum(range(p)) + p * i))
+            else:
+                want = np.arange(3000.0) + i
+            if not np.array_equal(got, want):
+                wrong.append((r, kind, i))
+    return wrong
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("p", [2, 3])
+def test_crowds_of_multi_phase_calls_in_flight_complete(p):
+    # before writes were queued in call-number order this deadlocked now and then (the
+    # allreduce's second phase queued behind later calls waiting for the slots it frees)
+    assert collops.spawn(_crowd, p, 12, transport="shm", timeout=110) == [[]] * p

@@ -144,7 +144,7 @@ class CmaExecution:
         self.left = 1
         area.inflight += 1
         if self.state == _WRITE:
-            area.unwritten.append(self)
+            area.queue_write(self, call_number(seq, phase))
         transport.watch_direct(self._ready)
         self.poll()
 
@@ -207,7 +207,7 @@ class CmaExecution:
             if self.index + 1 < len(self.phases):
                 self.index += 1
                 self.state = _WRITE
-                area.unwritten.append(self)
+                area.queue_write(self, call_number(self.seq, self.phase))
             else:
                 self.state = _DRAIN
             return

@@ -145,7 +145,7 @@ class DirectExecution:
 
     __slots__ = ("area", "spec", "rank", "send", "recv", "k", "slot", "fingerprint", "word", "left",
                  "deadline", "timeout", "written", "awaits", "others", "tag", "what",
-                 "transport")
+                 "transport", "write_k")
 
     tag: tuple[int, int]
 
@@ -172,7 +172,7 @@ class DirectExecution:
         self.what = f"rank {rank}: {spec.collective}[{NAME}]"
         area.inflight += 1
         if not self.written:
-            area.unwritten.append(self)
+            area.queue_write(self, self.k)
         transport.watch_direct(self._ready)
         self.poll()
 
@@ -373,6 +373,10 @@ def _compiled_runner(comm: Any, transport: ShmTransport, area: DirectArea, spec:
 
     def slow(status: int, send: Any, recv: Any, seq: int, timeout: float | None,
              phase: int) -> None:
+        if send is not None and send.ndim != 1:  # a bound call passes the caller's arrays
+            send = send.reshape(-1)
+        if recv is not None and recv.ndim != 1:
+            recv = recv.reshape(-1)
         if status == 1 and fingerprinted:
             return _run(comm, spec, send, recv, seq, timeout, phase)
         if status == 1:  # measuring without the fingerprint: wait for the slot, run again

@@ -241,7 +241,7 @@ class _Template:
 
     __slots__ = ("spec", "signature", "shape", "receives", "n_out", "none_on_this_rank",
                  "prepared", "runner", "alg_name", "scratch", "send", "recv", "header", "head",
-                 "views", "compiled")
+                 "views", "compiled", "hot")
 
     def __init__(self, spec: CallSpec, signature: object, shape: tuple[int, ...],
                  receives: bool, none_on_this_rank: bool = False) -> None:
@@ -264,8 +264,11 @@ class _Template:
         self.header: np.ndarray | None = None
         self.head: np.ndarray | None = None
         self.views: dict[Any, Any] = {}
-        #: the compiled runner behind ``runner``, when it can run a whole bound broadcast
+        #: the compiled runner behind ``runner``, when it can run whole calls of this
+        #: signature (`Comm._bind_call`, `Comm._bind_bcast`), and the entry of `Comm._hot`
+        #: that calls it
         self.compiled: Any = None
+        self.hot: tuple[Any, int, Callable[..., Any]] | None = None
 
 
 class Request:
@@ -385,6 +388,9 @@ class Comm:
         #: ``(root, bcast)``: the compiled whole broadcast bound to the last array signature
         #: this rank broadcast or received from that root (see `_bind_bcast`)
         self._hot_bcast: tuple[int, Callable[..., Any]] | None = None
+        #: collective -> ``(op, root, call)``: the compiled whole call of the signature this
+        #: rank last ran through `_fast` (see `_bind_call`)
+        self._hot: dict[str, tuple[Any, int, Callable[..., Any]]] = {}
         #: the settings generation the templates were made under (they are dropped when it
         #: changes, so it need not be part of their keys)
         self._generation = _cfg.generation
@@ -410,6 +416,7 @@ class Comm:
     def set_algorithm(self, collective: str, name: str | None, **params: Any) -> None:
         """Use algorithm ``name`` for every ``collective`` on this communicator (None: auto)."""
         self._hot_bcast = None
+        self._hot.clear()
         if name is None:
             self._prepared.clear()
             self._templates.clear()
@@ -513,6 +520,7 @@ class Comm:
         self._templates.clear()
         self._data_runners.clear()
         self._hot_bcast = None
+        self._hot.clear()
         self._generation = _cfg.generation
 
     def _fast(self, collective: str, x: Any, op: Any, root: int, out: Any,
@@ -520,8 +528,20 @@ class Comm:
         """Blocking single-phase calls on contiguous arrays, from a cached template.
 
         Returns `_SLOW` whenever anything is unusual (a first call, an odd buffer, overlap):
-        the general path then handles the call and raises the proper errors.
+        the general path then handles the call and raises the proper errors. A signature run
+        here by a compiled runner is bound to it (`_bind_call`), and its next calls go to the
+        runner straight away.
         """
+        hot = self._hot.get(collective)
+        if (hot is not None and hot[0] is op and type(root) is int and root == hot[1]
+                and algorithm is None and self._generation == _cfg.generation):
+            if timeout is None:
+                timeout = self.timeout
+                if timeout is None:
+                    timeout = _cfg.settings.timeout
+            got = hot[2](self, x, out, timeout)
+            if got is not _SLOW:
+                return got
         if type(x) is not np.ndarray:
             return _SLOW
         if self._generation != _cfg.generation:
@@ -568,11 +588,28 @@ class Comm:
         if runner is not None:  # a native blocking fast path, prepared by an earlier call
             self.last_algorithm = template.alg_name
             runner(x, recv, seq, timeout)
+            if template.compiled is not None and algorithm is None and (
+                    template.hot is None or self._hot.get(collective) is not template.hot):
+                self._bind_call(collective, template, x, op, root)
         else:
             self._run_template(template, x, recv, seq, algorithm, timeout)
         if result is None or template.none_on_this_rank:
             return None
         return result if result.shape == template.shape else result.reshape(template.shape)
+
+    def _bind_call(self, collective: str, template: _Template, x: np.ndarray, op: Any,
+                   root: int) -> None:
+        """Let ``template``'s compiled runner run whole calls of its signature: `_fast` then
+        calls it first for ``collective`` with this ``op`` and ``root``."""
+        hot = template.hot
+        if hot is None:
+            if template.none_on_this_rank or x.ndim > 8 or len(template.shape) > 8:
+                return
+            template.compiled.bind_call(
+                x.dtype, x.dtype.itemsize, x.shape, template.shape if template.receives else None,
+                _SLOW, functools.partial(np.empty, template.shape, x.dtype), template.alg_name)
+            hot = template.hot = (op, root, template.compiled.call)
+        self._hot[collective] = hot
 
     def _run_template(self, template: _Template, x: np.ndarray | None, result: np.ndarray | None,
                       seq: int, algorithm: str | None, timeout: float | None) -> None:
@@ -586,6 +623,8 @@ class Comm:
             runner = template.runner
             if runner is None:
                 runner = template.runner = prepared[0].run(self, spec)
+                owner = getattr(runner, "__self__", None)
+                template.compiled = owner if hasattr(owner, "bind_call") else None
             runner(x, result if result is None or result.ndim == 1 else result.reshape(-1), seq,
                    timeout)
             return

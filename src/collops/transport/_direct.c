@@ -106,6 +106,11 @@ typedef struct {
     PyObject *hot_slow;         /* what `bcast` returns when it did nothing */
     PyObject *hot_alloc;        /* alloc(): a fresh result array (a non-root given no out) */
     PyObject *hot_name;         /* the algorithm's name, for comm.last_algorithm */
+    /* a bound call (`Runner_call`): the result's shape, when this rank gets one */
+    int hot_receives;
+    Py_ssize_t hot_itemsize;
+    int hot_out_nd;
+    Py_ssize_t hot_out_dims[HOT_MAX_DIMS];
 } Runner;
 
 static inline uint64_t *word_at(Runner *r, Py_ssize_t index) {
@@ -507,6 +512,40 @@ static PyObject *hand_over(Runner *r, int status, PyObject *const *args, long ph
                                  phase);
 }
 
+/* Call `k` (held word `word`) in `slot`, which is free: publish this rank's contribution,
+ * wait for the peers', read, acknowledge. Peers still late after `await_words` go to Python
+ * (`hand_over` status 2, with `args`: send, recv, seq, timeout). None, or NULL on an error. */
+static PyObject *run_call(Runner *r, int slot, uint64_t k, uint64_t word, char *send,
+                          char *recv, PyObject *const *args, long phase) {
+    if (r->publishes) {
+        PyObject *kobj = PyLong_FromUnsignedLongLong(k);
+        if (kobj == NULL)
+            return NULL;
+        PyObject *occ = PyTuple_Pack(2, kobj, r->readers);
+        Py_DECREF(kobj);
+        if (occ == NULL)
+            return NULL;
+        if (r->nbytes)
+            memcpy(r->base + r->my_data[slot], send,
+                   r->write_prefix ? used_bytes(r, send, r->nbytes) : r->nbytes);
+        if (r->store_fingerprint)
+            store_word(r, r->my_fp[slot], r->fingerprint);
+        store_word(r, r->my_held[slot], word);
+        PyList_SetItem(r->occupant, slot, occ); /* steals occ */
+        wake_sleepers(r);
+    }
+    if (!await_words(r, r->held + slot * r->nothers, r->nothers, word))
+        return hand_over(r, 2, args, phase);
+    read_slots(r, slot, send, recv);
+    if (r->nothers) {
+        Py_ssize_t *ack = r->ack + slot * r->nothers;
+        for (Py_ssize_t i = 0; i < r->nothers; i++)
+            store_word(r, ack[i], k);
+        wake_sleepers(r);
+    }
+    return Py_NewRef(Py_None);
+}
+
 /* run(send, recv, seq, timeout[, phase]): one blocking call (see the module's comment). */
 static PyObject *Runner_run(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4 && nargs != 5) {
@@ -547,40 +586,10 @@ static PyObject *Runner_run(Runner *r, PyObject *const *args, Py_ssize_t nargs) 
         return NULL;
     }
     PyObject *result = NULL;
-    if (r->publishes) {
-        if (!slot_free(r, slot)) {
-            result = hand_over(r, 1, args, phase);
-            goto done;
-        }
-        PyObject *kobj = PyLong_FromUnsignedLongLong(k);
-        if (kobj == NULL)
-            goto done;
-        PyObject *occ = PyTuple_Pack(2, kobj, r->readers);
-        Py_DECREF(kobj);
-        if (occ == NULL)
-            goto done;
-        if (r->nbytes)
-            memcpy(r->base + r->my_data[slot], send,
-                   r->write_prefix ? used_bytes(r, send, r->nbytes) : r->nbytes);
-        if (r->store_fingerprint)
-            store_word(r, r->my_fp[slot], r->fingerprint);
-        store_word(r, r->my_held[slot], word);
-        PyList_SetItem(r->occupant, slot, occ); /* steals occ */
-        wake_sleepers(r);
-    }
-    if (!await_words(r, r->held + slot * r->nothers, r->nothers, word)) {
-        result = hand_over(r, 2, args, phase);
-        goto done;
-    }
-    read_slots(r, slot, send, recv);
-    if (r->nothers) {
-        Py_ssize_t *ack = r->ack + slot * r->nothers;
-        for (Py_ssize_t i = 0; i < r->nothers; i++)
-            store_word(r, ack[i], k);
-        wake_sleepers(r);
-    }
-    result = Py_NewRef(Py_None);
-done:
+    if (r->publishes && !slot_free(r, slot))
+        result = hand_over(r, 1, args, phase);
+    else
+        result = run_call(r, slot, k, word, send, recv, args, phase);
     if (sheld)
         PyBuffer_Release(&sview);
     if (rheld)
@@ -643,18 +652,44 @@ done:
     return result;
 }
 
-/* Whether `o` is an ndarray of the bound signature, C-contiguous (and writeable). */
-static int bound_array(Runner *r, PyObject *o, int writeable) {
+/* Whether `o` is an ndarray of the bound dtype and of shape `dims`, C-contiguous (and
+ * writeable). */
+static int array_fits(Runner *r, PyObject *o, int nd, const Py_ssize_t *dims, int writeable) {
     if ((PyObject *)Py_TYPE(o) != r->ndarray)
         return 0;
     ArrayFields *a = (ArrayFields *)o;
-    if (a->descr != r->hot_descr || a->nd != r->hot_nd || !(a->flags & NPY_C_CONTIGUOUS)
+    if (a->descr != r->hot_descr || a->nd != nd || !(a->flags & NPY_C_CONTIGUOUS)
         || (writeable && !(a->flags & NPY_WRITEABLE)))
         return 0;
-    for (int i = 0; i < a->nd; i++)
-        if (a->dimensions[i] != r->hot_dims[i])
+    for (int i = 0; i < nd; i++)
+        if (a->dimensions[i] != dims[i])
             return 0;
     return 1;
+}
+
+/* Whether `o` is an ndarray of the bound signature, C-contiguous (and writeable). */
+static int bound_array(Runner *r, PyObject *o, int writeable) {
+    return array_fits(r, o, r->hot_nd, r->hot_dims, writeable);
+}
+
+/* Copy a shape tuple into `dims` (at most HOT_MAX_DIMS); -1 with an exception on failure. */
+static int shape_of(PyObject *shape, int *nd, Py_ssize_t *dims) {
+    if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) > HOT_MAX_DIMS) {
+        PyErr_SetString(PyExc_ValueError, "a shape of at most 8 dimensions");
+        return -1;
+    }
+    *nd = (int)PyTuple_GET_SIZE(shape);
+    for (int i = 0; i < *nd; i++) {
+        dims[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i));
+        if (dims[i] == -1 && PyErr_Occurred())
+            return -1;
+    }
+    return 0;
+}
+
+/* Whether the `n` bytes at `a` and at `b` overlap without being the same bytes. */
+static int partly_overlap(const char *a, const char *b, Py_ssize_t n) {
+    return a != b && a < b + n && b < a + n;
 }
 
 /* The communicator's next call number, taken (-1 with an exception set on failure). */
@@ -688,7 +723,7 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
             if (!bound_array(r, out, 1))
                 return Py_NewRef(r->hot_slow);
             char *xd = ((ArrayFields *)x)->data, *od = ((ArrayFields *)out)->data;
-            if (od != xd && od < xd + n && xd < od + n)
+            if (partly_overlap(od, xd, n))
                 return Py_NewRef(r->hot_slow);  /* overlapping: the general path copies */
         }
     } else if (out != Py_None && !bound_array(r, out, 1)) {
@@ -801,7 +836,127 @@ done:
     return result;
 }
 
+/* ---- the bound call ----------------------------------------------------------------------
+ * The same for the single-phase calls `Comm._fast` runs (barrier, allreduce, allgather,
+ * alltoall, reduce, gather, reduce_scatter_block, scan): `bind_call` gives the runner the
+ * signature of the rank's send array and of its result; `call` checks the arrays against it,
+ * takes the call number and runs the call, or returns the `slow` marker before taking it.
+ */
+
+/* bind_call(dtype, itemsize, shape, out_shape, slow, alloc, name); out_shape None: this
+ * rank gets no result */
+static PyObject *Runner_bind_call(Runner *r, PyObject *args) {
+    PyObject *descr, *shape, *out_shape, *slow, *alloc, *name;
+    Py_ssize_t itemsize;
+    if (!PyArg_ParseTuple(args, "OnOOOOU", &descr, &itemsize, &shape, &out_shape, &slow,
+                          &alloc, &name))
+        return NULL;
+    int nd, out_nd = 0;
+    Py_ssize_t dims[HOT_MAX_DIMS], out_dims[HOT_MAX_DIMS];
+    if (shape_of(shape, &nd, dims) < 0
+        || (out_shape != Py_None && shape_of(out_shape, &out_nd, out_dims) < 0))
+        return NULL;
+    r->hot_nd = nd;
+    memcpy(r->hot_dims, dims, sizeof dims);
+    r->hot_receives = out_shape != Py_None;
+    r->hot_itemsize = itemsize;
+    r->hot_out_nd = out_nd;
+    memcpy(r->hot_out_dims, out_dims, sizeof out_dims);
+    Py_XSETREF(r->hot_descr, Py_NewRef(descr));
+    Py_XSETREF(r->hot_slow, Py_NewRef(slow));
+    Py_XSETREF(r->hot_alloc, Py_NewRef(alloc));
+    Py_XSETREF(r->hot_name, Py_NewRef(name));
+    r->hot_bound = 1;
+    Py_RETURN_NONE;
+}
+
+/* call(comm, x, out, timeout): a whole bound call (its result, None, or the slow marker). */
+static PyObject *Runner_call(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "call(comm, x, out, timeout)");
+        return NULL;
+    }
+    if (!r->hot_bound) {
+        PyErr_SetString(PyExc_RuntimeError, "call: no call bound (bind_call)");
+        return NULL;
+    }
+    PyObject *comm = args[0], *x = args[1], *out = args[2], *timeout = args[3];
+    if (!bound_array(r, x, 0))
+        return Py_NewRef(r->hot_slow);
+    char *send = ((ArrayFields *)x)->data, *recv = NULL;
+    PyObject *into = NULL;
+    if (r->hot_receives) {
+        if (out == Py_None) {
+            into = PyObject_CallNoArgs(r->hot_alloc);
+            if (into == NULL)
+                return NULL;
+            if (!array_fits(r, into, r->hot_out_nd, r->hot_out_dims, 1)) {
+                Py_DECREF(into);
+                return Py_NewRef(r->hot_slow);
+            }
+        } else {
+            if (out == x || !array_fits(r, out, r->hot_out_nd, r->hot_out_dims, 1))
+                return Py_NewRef(r->hot_slow);
+            Py_ssize_t n = 1, m = 1;
+            for (int i = 0; i < r->hot_nd; i++)
+                n *= r->hot_dims[i];
+            for (int i = 0; i < r->hot_out_nd; i++)
+                m *= r->hot_out_dims[i];
+            char *o = ((ArrayFields *)out)->data;
+            Py_ssize_t item = r->hot_itemsize;
+            if (o < send + n * item && send < o + m * item)
+                return Py_NewRef(r->hot_slow);  /* overlapping: the general path copes */
+            into = Py_NewRef(out);
+        }
+        recv = ((ArrayFields *)into)->data;
+    }
+    PyObject *result = NULL, *seqobj = NULL;
+    PyObject *inflight = PyObject_GetAttr(r->area, r->inflight_name);
+    if (inflight == NULL)
+        goto done;
+    int busy = PyObject_IsTrue(inflight);
+    Py_DECREF(inflight);
+    if (busy) {
+        result = Py_NewRef(r->hot_slow);
+        goto done;
+    }
+    seqobj = PyObject_GetAttr(comm, seq_name);
+    if (seqobj == NULL)
+        goto done;
+    long long seq = PyLong_AsLongLong(seqobj);
+    if (seq == -1 && PyErr_Occurred())
+        goto done;
+    int slot = (int)((2 * seq) % NSLOTS);
+    uint64_t k = ((uint64_t)seq << 3) + 1;
+    if (r->publishes && !slot_free(r, slot)) {  /* a reader is one call behind */
+        double stop = now() + r->spin_seconds;
+        do {
+            cpu_relax();
+            if (now() > stop) {
+                result = Py_NewRef(r->hot_slow);
+                goto done;
+            }
+        } while (!slot_free(r, slot));
+    }
+    if (take_call(r, comm, seq) < 0)
+        goto done;
+    PyObject *hand[4] = {x, into ? into : Py_None, seqobj, timeout};
+    PyObject *ran = run_call(r, slot, k, (k << 24) | r->mix, send, recv, hand, 0);
+    if (ran == NULL)
+        goto done;
+    Py_DECREF(ran);
+    result = into ? Py_NewRef(into) : Py_NewRef(Py_None);
+done:
+    Py_XDECREF(seqobj);
+    Py_XDECREF(into);
+    return result;
+}
+
 static PyMethodDef Runner_methods[] = {
+    {"bind_call", (PyCFunction)Runner_bind_call, METH_VARARGS,
+     "bind_call(dtype, itemsize, shape, out_shape, slow, alloc, name): what `call` runs."},
+    {"call", (PyCFunction)(void (*)(void))Runner_call, METH_FASTCALL,
+     "call(comm, x, out, timeout): a whole bound call (result, None or the slow marker)."},
     {"bind_bcast", (PyCFunction)Runner_bind_bcast, METH_VARARGS,
      "bind_bcast(env, dtype, shape, nbytes, head, slow, alloc, name): the signature `bcast` runs."},
     {"bcast", (PyCFunction)(void (*)(void))Runner_bcast, METH_FASTCALL,

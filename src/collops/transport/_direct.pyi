@@ -30,6 +30,12 @@ class Runner:
         """The array signature and envelope header `bcast` runs."""
     def bcast(self, comm: Any, x: Any, out: Any, timeout: float | None, /) -> Any:
         """A whole bound broadcast: its result, None (parse the envelope) or ``slow``."""
+    def bind_call(self, dtype: Any, itemsize: int, shape: tuple[int, ...],
+                  out_shape: tuple[int, ...] | None, slow: Any, alloc: Callable[[], Any],
+                  name: str, /) -> None:
+        """The array signatures `call` runs (``out_shape`` None: no result on this rank)."""
+    def call(self, comm: Any, x: Any, out: Any, timeout: float | None, /) -> Any:
+        """A whole bound call: its result, None (no result here) or ``slow``."""
 
 def fold_into(out: Any, in_: Any, dtype: int, op: int, /) -> None:
     """out = out op in, element-wise."""

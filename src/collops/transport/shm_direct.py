@@ -21,8 +21,11 @@ consecutive calls use different slots and a rank may run a few calls ahead of it
 
 Matching call numbers exactly, rather than trusting a counter to grow, lets non-blocking
 calls publish out of call order: a multi-phase call's second phase may start after a later
-call's first. A rank writes its contributions in the order it made the calls (`unwritten`),
-so a later call never takes a slot that an earlier one is waiting for.
+call's first. A rank writes its contributions in call-number order, whatever order the calls
+were begun or reached a phase in (`unwritten`, kept sorted by `queue_write`): a later call
+never takes a slot that an earlier one is waiting for, and the earliest unwritten call of the
+job can always go on (a queue in the order of arrival could deadlock: an allreduce's second
+phase queued behind later calls that wait for slots only its completion frees).
 
 Stores are ordered on x86 (data before the call number, reads before the
 acknowledgement); a full fence (an uncontended lock) separates a rank's last store from its
@@ -139,6 +142,16 @@ class DirectArea:
         return v
 
     # -- the protocol --------------------------------------------------------------------
+    def queue_write(self, execution: Any, k: int) -> None:
+        """Queue ``execution``'s write of call ``k`` behind the unwritten calls of lower
+        numbers (``execution.write_k`` is set to ``k``)."""
+        queue = self.unwritten
+        i = len(queue)
+        while i and queue[i - 1].write_k > k:
+            i -= 1
+        execution.write_k = k
+        queue.insert(i, execution)
+
     def writable(self, slot: int) -> bool:
         """Whether every reader of this rank's ``slot`` (itself too) is done with it."""
         if self.own_pending[slot]:
