@@ -6,7 +6,7 @@ STAMP   = $(VENV)/.installed
 
 .PHONY: demo test lint typecheck unit clean
 
-$(STAMP): pyproject.toml setup.py src/collops/transport/_direct.c
+$(STAMP): pyproject.toml setup.py src/collops/transport/_direct.c src/collops/transport/_stream.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,plot,mpi]'

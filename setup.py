@@ -1,11 +1,14 @@
-"""Build the optional C accelerator; everything else is in pyproject.toml.
+"""Build the optional C accelerators; everything else is in pyproject.toml.
 
-``collops.transport._direct`` (the blocking fast path of the ``shm_direct`` collectives) is
-optional: where no C compiler is at hand the build goes on without it and collops runs in
+``collops.transport._direct`` (the blocking fast path of the ``shm_direct`` collectives) and
+``collops.transport._stream`` (the inner loop of the ``shm_stream`` collectives) are
+optional: where no C compiler is at hand the build goes on without them and collops runs in
 pure Python.
 """
 
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("collops.transport._direct", ["src/collops/transport/_direct.c"],
+                             optional=True, extra_compile_args=["-O2", "-std=gnu11"]),
+                   Extension("collops.transport._stream", ["src/collops/transport/_stream.c"],
                              optional=True, extra_compile_args=["-O2", "-std=gnu11"])])

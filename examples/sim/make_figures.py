@@ -57,6 +57,10 @@ GOLDEN: dict[str, list[str]] = {
                               "--compare", "or_combine,binomial,linear"],
     "gather_torus": ["sim", "--collective", "gather", "--topology", "torus:4x4x4",
                      "--sizes", "64,1K,16K", "--compare", "binomial,linear"],
+    # reductions on a combining tree: the named algorithms' schedules, and --in-network
+    "allreduce_combining_tree": ["sim", "--collective", "allreduce", "--topology",
+                                 "combining-tree:2:64", "--sizes", "64,16K", "--compare",
+                                 "recursive_doubling,ring", "--in-network"],
     # seed 004, closed forms against the simulators
     "seed004_ring": ["sim", "--collective", "allgather", "--algorithm", "ring",
                      "--topology", "ring:16", "--sizes", "1K,64K", "--gamma", "0"],
@@ -77,6 +81,7 @@ GOLDEN: dict[str, list[str]] = {
     "model_cluster": ["model", "--topology", "switch:16", "--sizes", "1K,64K,1M",
                       "--net", "bandwidth=12.5e6,packet_size=1500,header_bytes=78,overhead=5e-5",
                       "--ts1", "1e-8"],
+    "model_loggp": ["model", "--topology", "hypercube:4", "--sizes", "1K,64K", "--loggp"],
 }
 
 FIGURES: dict[str, list[str]] = {

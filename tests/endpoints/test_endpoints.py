@@ -167,7 +167,9 @@ def test_active_message_collectives_reach_every_endpoint_exactly_once(transport)
                 np.testing.assert_array_equal(result, np.arange(4) * sum(range(1, n + 1)))
 
 
-def test_a_raising_dispatch_callback_fails_the_posting_endpoint_not_a_hang():
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_raising_dispatch_callback_fails_the_posting_endpoint_not_a_hang(transport):
     def program(client: Client) -> Any:
         geometry = client.geometry(contexts=CONTEXTS)
         calls = []
@@ -203,7 +205,7 @@ def test_a_raising_dispatch_callback_fails_the_posting_endpoint_not_a_hang():
                 outcome.append(f"failed: {exc}")
         return outcome
 
-    results = run(program, 2, "inproc")
+    results = run(program, 2, transport)
     root_error, *root_rest = results[0]
     assert "endpoint 2" in root_error and "ValueError: bad data" in root_error
     assert root_rest == ["ok", "ok"]
@@ -211,7 +213,55 @@ def test_a_raising_dispatch_callback_fails_the_posting_endpoint_not_a_hang():
     assert results[1][1] == "ok"
 
 
-def test_progress_threads_complete_transfers_without_explicit_advance():
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_endpoint_post_finds_the_geometry_of_the_endpoint_or_of_the_xfer(transport):
+    def program(client: Client) -> Any:
+        ep0, ep1 = (c.endpoint for c in client.contexts)
+        out: dict[str, Any] = {}
+        everyone = client.geometry(contexts=CONTEXTS, name="everyone")
+        # the form: each endpoint belongs to exactly one geometry, so post(xfer) is enough
+        xfers = [ep.post(Xfer("allreduce", None, np.full(2, float(client.task + 1)), None))
+                 for ep in (ep0, ep1)]
+        drive(client, lambda: all(x.completed for x in xfers))
+        out["one"] = [x.result.tolist() for x in xfers]
+        out["geometry"] = [x.geometry.name for x in xfers]
+        # a second geometry over context 0 only: ep0 is now ambiguous, ep1 still is not
+        firsts = client.geometry(tasks=range(client.tasks), contexts=[0], name="firsts")
+        with pytest.raises(collops.ArgumentError) as info:
+            ep0.post(Xfer("allreduce", None, np.ones(1), None))
+        out["ambiguous"] = str(info.value)
+        x1 = ep1.post(Xfer("allreduce", None, np.ones(1), None))
+        # the transfer names its geometry, or the post does (the old form keeps working)
+        x0 = ep0.post(Xfer("allreduce", None, np.ones(3), None, geometry=firsts))
+        x2 = ep0.post(Xfer("allreduce", None, np.ones(1), None), everyone)
+        drive(client, lambda: x0.completed and x1.completed and x2.completed)
+        out["named"] = [x0.result.tolist(), x0.geometry.name, x1.result.tolist(),
+                        x2.result.tolist()]
+        with pytest.raises(collops.ArgumentError) as info:
+            ep0.post(Xfer("allreduce", None, np.ones(1), None, geometry=firsts), everyone)
+        out["conflict"] = str(info.value)
+        stranger = client.endpoint(client.task, 5)  # a context no geometry includes
+        with pytest.raises(collops.ArgumentError) as info:
+            stranger.post(Xfer("barrier"))
+        out["none"] = str(info.value)
+        client.comm.barrier()
+        return out
+
+    tasks = 2
+    for out in run(program, tasks, transport):
+        total = float(sum(range(1, tasks + 1)) * CONTEXTS)
+        assert out["one"] == [[total, total]] * 2 and out["geometry"] == ["everyone"] * 2
+        assert "belongs to 2 geometries (everyone, firsts)" in out["ambiguous"]
+        assert "Xfer(..., geometry=geometry)" in out["ambiguous"]
+        assert out["named"] == [[float(tasks)] * 3, "firsts", [4.0], [4.0]]
+        assert "differs from the transfer's own geometry firsts" in out["conflict"]
+        assert "belongs to no geometry" in out["none"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_progress_threads_complete_transfers_without_explicit_advance(transport):
     def program(client: Client) -> Any:
         geometry = client.geometry(contexts=CONTEXTS)
         got = []
@@ -232,13 +282,15 @@ def test_progress_threads_complete_transfers_without_explicit_advance():
         client.comm.barrier()
         return [x.result for x in xfers[:2]], got, running
 
-    for results, got, running in run(program, 2, "inproc"):
+    for results, got, running in run(program, 2, transport):
         for r in results:
             np.testing.assert_array_equal(r, np.full(3, 8.0))
         assert got and all(v == 10 for v in got) and running == [True, True]
 
 
-def test_geometries_from_task_lists_ranges_and_endpoint_lists():
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_geometries_from_task_lists_ranges_and_endpoint_lists(transport):
     def program(client: Client) -> Any:
         evens = client.geometry(tasks=[0, 2], contexts=1)
         mixed = client.geometry([client.endpoint(2, 1), client.endpoint(0, 0),
@@ -257,14 +309,16 @@ def test_geometries_from_task_lists_ranges_and_endpoint_lists():
         out["results"] = [None if x.result is None else x.result.tolist() for x in xfers]
         return out
 
-    a, b, c = run(program, 3, "inproc")
+    a, b, c = run(program, 3, transport)
     assert a == {"evens_here": 1, "mixed_here": [(0, 0)], "results": [None, [2]]}
     assert b == {"evens_here": 0, "mixed_here": [], "results": []}
     assert c["mixed_here"] == [(2, 1), (2, 0)]
     assert c["results"] == [[0, 1, 2], None, [2]]
 
 
-def test_geometry_from_a_toml_configuration_with_preferences(tmp_path):
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_geometry_from_a_toml_configuration_with_preferences(tmp_path, transport):
     path = tmp_path / "geometry.toml"
     path.write_text(
         '[geometry]\nname = "solver"\ntasks = "0-1"\ncontexts = 2\n'
@@ -286,7 +340,7 @@ def test_geometry_from_a_toml_configuration_with_preferences(tmp_path):
         return (geometry.name, geometry.size, lists.names(),
                 [x.algorithm for x in (small, large, ordered)], small.result.tolist())
 
-    for name, size, (always, must_query), chosen, small in run(program, 2, "inproc"):
+    for name, size, (always, must_query), chosen, small in run(program, 2, transport):
         assert (name, size) == ("solver", 4)
         assert "recursive_doubling" in must_query and "ring" in must_query
         assert "recursive_doubling" not in always

@@ -209,6 +209,56 @@ def test_explain_prints_the_selection_table():
     assert "recursive_doubling" in text and "<--" in text and "est. time" in text
 
 
+def _table(text):
+    """{algorithm: (eligible, chosen)} from an explain table."""
+    rows = {}
+    for line in text.splitlines()[2:]:
+        name, rest = line.split(None, 1)
+        rows[name] = (rest.startswith("yes"), "<--" in rest)
+    return rows
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "reduce", "reduce_scatter_block", "scan"])
+def test_explain_honours_a_non_commutative_operator(collective):
+    minus = collops.Op(lambda a, b: a - b, commutative=False)
+
+    def body(comm):
+        x = np.ones(4 * 1000)
+        return (comm.explain(collective, x), comm.explain(collective, x, op=minus),
+                comm.explain(collective, x, op="max"))
+    default, non_commutative, maximum = run(body, 4)[0]
+    needs = {a.name for a in collops.algorithms(collective)
+             if any(r.name == "commutative" for r in a.restrictions)}
+    assert "op SUM" in default and "op user" in non_commutative and "op MAX" in maximum
+    plain, nc = _table(default), _table(non_commutative)
+    assert set(plain) == set(nc) == {a.name for a in collops.algorithms(collective)}
+    for name, (eligible, chosen) in nc.items():
+        if name in needs:
+            assert not eligible and not chosen, non_commutative
+            assert "commutative" in non_commutative.split(name, 1)[1].splitlines()[0]
+        else:
+            assert eligible == plain[name][0], (name, non_commutative)
+    assert sum(chosen for _, chosen in nc.values()) == 1
+    if collective == "allreduce":
+        assert needs and all(plain[n][0] for n in needs)  # eligible for SUM: the op decided
+
+
+def test_explain_checks_op_root_and_counts_like_the_call():
+    def body(comm):
+        errors = []
+        for kwargs, collective in [({"op": "band"}, "allreduce"), ({"root": 9}, "reduce"),
+                                   ({"counts": [1, 2]}, "gatherv")]:
+            with pytest.raises(ArgumentError) as info:
+                comm.explain(collective, np.ones(8), **kwargs)
+            errors.append(info.value.argument)
+        return errors, [comm.explain("gatherv", np.ones(8), counts=[1, 2, 3]),
+                        comm.explain("gatherv", np.ones(8))]
+    errors, (given, default) = run(body, 3)[0]
+    assert errors == ["op", "root", "counts"]
+    # the largest contribution: 3 float64 rows with the counts given, else x's 8 on every rank
+    assert "gatherv: p=3, 24 bytes" in given and "gatherv: p=3, 64 bytes" in default
+
+
 def test_spawn_reports_the_failing_rank_with_traceback():
     def body(comm):
         if comm.rank == 2:
@@ -257,6 +307,16 @@ BAD_CALLS = {
                                                  chunk=0), "chunk", ArgumentError),
     "not divisible": (lambda c: c.alltoall(np.ones(3)), "x", ArgumentError),
     "object array": (lambda c: c.allgather(np.array([object()])), "x", ArgumentError),
+    # what a rank sends itself (sendcounts[rank]) must be what it receives from itself
+    "self block mismatch pairwise": (lambda c: c.alltoallv(np.ones(4), [2, 2], recvcounts=[1, 1],
+                                                          algorithm="pairwise"), "recvcounts",
+                                     ArgumentError),
+    "self block mismatch auto": (lambda c: c.alltoallv(np.ones(4), [2, 2], recvcounts=[3, 3]),
+                                 "recvcounts", ArgumentError),
+    "self block mismatch non-blocking": (lambda c: c.ialltoallv(np.ones(4), [2, 2],
+                                                                recvcounts=[2, 2][:c.rank] + [0]
+                                                                + [2][c.rank:]).wait(),
+                                         "recvcounts", ArgumentError),
 }
 
 
@@ -269,11 +329,72 @@ def test_bad_input_raises_before_sending(name):
             call(comm)
         # the error is local: the communicator still works afterwards
         ok = comm.allreduce(np.array([1]), "sum")[0]
-        return str(info.value), info.value.argument, info.value.rank, ok
-    for rank, (text, arg, err_rank, ok) in enumerate(run(body, 2)):
+        return str(info.value), info.value.argument, info.value.rank, info.value.value, ok
+    for rank, (text, arg, err_rank, value, ok) in enumerate(run(body, 2)):
         assert arg == argument
         assert err_rank == rank and f"rank {rank}" in text
+        # the message names the argument and the value given (repr, shortened past 120 chars)
+        assert f"argument {argument}=" in text, text
+        shown = repr(value)
+        assert (shown if len(shown) <= 120 else shown[:117] + "...") in text, (text, shown)
         assert ok == 2
+
+
+def test_a_blocks_to_itself_mismatch_names_both_counts_and_is_not_a_plain_value_error():
+    def body(comm):
+        with pytest.raises(ArgumentError) as info:
+            comm.alltoallv(np.ones(4), [2, 2], recvcounts=[1, 1], algorithm="pairwise")
+        return str(info.value)
+    for rank, text in enumerate(run(body, 2)):
+        assert text == (f"alltoallv: argument recvcounts=[1, 1] on rank {rank}: "
+                        f"recvcounts[{rank}]=1 differs from sendcounts[{rank}]=2 "
+                        f"(this rank's block to itself)")
+
+
+DTYPE_MISMATCH = [(c, a.name) for c in ("allgather", "alltoall")
+                  for a in collops.algorithms(c) if not a.needs]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("collective,algorithm", DTYPE_MISMATCH,
+                         ids=[f"{c}-{a}" for c, a in DTYPE_MISMATCH])
+def test_a_dtype_mismatch_across_ranks_is_a_collops_error_on_every_rank(collective, algorithm):
+    # rank 0 sends float64, the other ranks int32, in one allgather / alltoall: every rank must
+    # end in a collops error (never a hang, never silently reinterpreted bytes), and some rank
+    # names the mismatch with both dtypes
+    def body(comm):
+        x = np.arange(4 * comm.size, dtype=np.float64 if comm.rank == 0 else np.int32)
+        try:
+            getattr(comm, collective)(x, algorithm=algorithm, timeout=1)
+        except CollopsError as exc:
+            return type(exc).__name__, str(exc)
+        return None, "completed"
+    p = 4 if algorithm == "recursive_doubling" else 3
+    got = run(body, p)
+    assert all(kind is not None for kind, _ in got), got
+    assert all(kind in ("CollectiveMismatch", "CollectiveTimeout", "PeerFailed")
+               for kind, _ in got), got
+    named = [text for kind, text in got if kind == "CollectiveMismatch"]
+    assert named and all("<f8" in t and "<i4" in t for t in named), got
+
+
+def _dtype_mismatch(comm, collective):
+    x = np.arange(4 * comm.size, dtype=np.float64 if comm.rank == 0 else np.int32)
+    try:
+        getattr(comm, collective)(x, timeout=2)
+    except CollopsError as exc:
+        return type(exc).__name__, str(exc)
+    return None, "completed"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("collective", ["allgather", "alltoall"])
+def test_a_dtype_mismatch_across_processes_is_a_collops_error_on_every_rank(collective):
+    # the same over shared memory (automatic selection: the shm transport's own algorithms)
+    got = collops.spawn(_dtype_mismatch, 2, collective, transport="shm", timeout=60)
+    assert all(kind in ("CollectiveMismatch", "CollectiveTimeout", "PeerFailed")
+               for kind, _ in got), got
+    assert any(kind == "CollectiveMismatch" for kind, _ in got), got
 
 
 def test_errors_derive_from_collops_error():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from collops.errors import AlgorithmIneligible
+from collops.errors import AlgorithmIneligible, ArgumentError
 from collops.sim import parse_nodes, parse_size, simulate
 from collops.sim.api import JSON_FIELDS
 from collops.topology import parse_topology
@@ -51,18 +51,43 @@ def test_packet_and_congestion_agree_on_a_quiet_pattern() -> None:
     np.testing.assert_allclose(a.link_loads, b.link_loads)
 
 
+@pytest.mark.parametrize("collective,algorithm", [
+    ("allreduce", "ring"), ("allreduce", "recursive_doubling"), ("allreduce", "rabenseifner"),
+    ("reduce", "binomial"), ("reduce", "nary_tree"), ("gather", "binomial")])
+@pytest.mark.parametrize("model", ["congestion", "packet"])
+def test_a_named_host_algorithm_on_a_combining_tree_runs_its_own_schedule(
+        collective: str, algorithm: str, model: str) -> None:
+    # the combining tree is the plain k-ary tree plus reducing switches: a host algorithm
+    # never uses them, so it must cost exactly what it costs on tree:2:8 (the reference)
+    m = 1024
+    combining = simulate(collective, algorithm, "combining-tree:2:8", size_bytes=m, model=model)
+    plain = simulate(collective, algorithm, "tree:2:8", size_bytes=m, model=model)
+    assert combining.source == plain.source == "registry"
+    assert combining.time_s == pytest.approx(plain.time_s, rel=1e-12)
+    np.testing.assert_array_equal(combining.link_loads, plain.link_loads)
+    assert combining.max_link_load_bytes > m  # not the in-network sweep's m per link
+
+
+def test_in_network_is_asked_for_and_refused_where_it_cannot_be() -> None:
+    with pytest.raises(ArgumentError, match="cannot reduce"):
+        simulate("allreduce", "ring", "tree:2:8", size_bytes=64, in_network=True)
+    with pytest.raises(ArgumentError, match="not combined in the network"):
+        simulate("allgather", "ring", "combining-tree:2:8", size_bytes=64, in_network=True)
+
+
 def test_in_network_allreduce_uses_every_link_once() -> None:
     topo = parse_topology("combining-tree:2:8")
     m = 4096
-    r = simulate("allreduce", "ring", topo, size_bytes=m)
+    r = simulate("allreduce", "ring", topo, size_bytes=m, in_network=True)
     assert r.source == "in-network"
     np.testing.assert_array_equal(r.link_loads, m)  # up-sweep on every up link, down likewise
     levels, params = 2 * 3, topo.params
     expected = (params.overhead + m / params.bandwidth + levels * params.hop_latency
                 + (levels - 1) * params.packet_size / params.bandwidth)
     assert r.time_s == pytest.approx(expected)
-    p2p = simulate("allreduce", "ring", topo, size_bytes=m, in_network=False)
-    assert p2p.source == "registry" and p2p.time_s > r.time_s
+    for flag in (False, None):
+        p2p = simulate("allreduce", "ring", topo, size_bytes=m, in_network=flag)
+        assert p2p.source == "registry" and p2p.time_s > r.time_s
 
 
 def test_gather_by_or_needs_the_combining_network() -> None:

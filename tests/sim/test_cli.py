@@ -33,6 +33,40 @@ def _fails(capsys, *argv: str) -> str:
     return err
 
 
+# -- in-network reduction: only when asked ------------------------------------------------------
+def test_a_named_algorithm_on_a_combining_tree_is_simulated_as_itself(tmp_path: Path) -> None:
+    # the case: ring allreduce of 1 KiB on combining-tree:2:8 once reported the
+    # in-network sweep (2.75 µs, 1 KiB max link); it is the ring's schedule, as on tree:2:8
+    args = ["--collective", "allreduce", "--algorithm", "ring", "--size", "1K"]
+    (combining,) = _sim(tmp_path, *args, "--topology", "combining-tree:2:8")
+    (plain,) = _sim(tmp_path, *args, "--topology", "tree:2:8")
+    assert combining["algorithm"] == "ring"
+    assert combining["time_s"] == plain["time_s"]
+    assert combining["max_link_load_bytes"] == plain["max_link_load_bytes"] == 7 / 8 * 2048
+    assert combining["closed_form_s"] is not None
+
+
+def test_in_network_adds_the_switch_reduction_beside_the_named_algorithms(
+        tmp_path: Path, capsys) -> None:
+    records = _sim(tmp_path, "--collective", "allreduce", "--compare", "ring,recursive_doubling",
+                   "--in-network", "--topology", "combining-tree:2:8", "--sizes", "1K,4K")
+    assert [(r["algorithm"], r["size"]) for r in records] == [
+        ("ring", 1024), ("ring", 4096), ("recursive_doubling", 1024),
+        ("recursive_doubling", 4096), ("in-network", 1024), ("in-network", 4096)]
+    sweep = [r for r in records if r["algorithm"] == "in-network"]
+    # every link carries the data once
+    assert [r["max_link_load_bytes"] for r in sweep] == [1024, 4096]
+    assert all(r["time_s"] < min(o["time_s"] for o in records if o["size"] == r["size"]
+                                 and o is not r) for r in sweep)
+    assert "in-network" in capsys.readouterr().out
+    err = _fails(capsys, "sim", "--collective", "allreduce", "--algorithm", "ring",
+                 "--in-network", "--topology", "tree:2:8")
+    assert "cannot reduce" in err
+    err = _fails(capsys, "sim", "--collective", "gather", "--algorithm", "binomial",
+                 "--in-network", "--topology", "combining-tree:2:8")
+    assert "not combined in the network" in err
+
+
 # -- JSON records ------------------------------------------------------------------------------
 def test_json_records_have_exactly_the_documented_fields(tmp_path: Path) -> None:
     records = _sim(tmp_path, "--collective", "allgather", "--algorithm", "ring",
@@ -275,7 +309,42 @@ def test_model_explicit_constants_and_shapes(tmp_path: Path) -> None:
     assert gather["time_s"] == pytest.approx(11 * (1e-6 + 100e-9))
 
 
+def test_model_loggp_table_from_the_network_and_overrides(tmp_path: Path, capsys) -> None:
+    out_json = tmp_path / "m.json"
+    # switch:4: every route is node -> switch -> node, 2 hops
+    assert main(["model", "--topology", "switch:4", "--sizes", "1000,8000", "--net",
+                 "bandwidth=1e9,hop_latency=3e-7,overhead=2e-6", "--loggp",
+                 "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    assert "LogGP: P = 4" in out and "ring allgather" in out
+    rows = {(r["name"], r["size"]): r["time_s"] for r in json.loads(out_json.read_text())
+            if r["table"] == "loggp"}
+    L, o, g, G = 2 * 3e-7, 2e-6, 2e-6, 1e-9
+
+    def message(m):  # LogGP: o + (m-1)G + L + o
+        return 2 * o + (m - 1) * G + L
+    for m in (1000, 8000):
+        gap = max(g, o + (m - 1) * G)
+        assert rows["ring allgather", m] == pytest.approx(3 * message(m))
+        assert rows["binomial bcast", m] == pytest.approx(2 * message(m))
+        assert rows["linear (bcast/scatter/gather)", m] == pytest.approx(2 * gap + message(m))
+        assert rows["recursive doubling allgather", m] == pytest.approx(
+            message(m) + message(2 * m))
+    assert main(["model", "--topology", "switch:4", "--size", "1000", "--loggp",
+                 "L=1e-5,G=0", "--json", str(out_json)]) == 0
+    rows = {r["name"]: r["time_s"] for r in json.loads(out_json.read_text())
+            if r["table"] == "loggp"}
+    assert rows["pairwise alltoall"] == pytest.approx(3 * (2 * 1e-6 + 1e-5))
+    # no LogGP table unless asked for (the documented outputs stay as they are)
+    capsys.readouterr()
+    assert main(["model", "--topology", "switch:4", "--json", str(out_json)]) == 0
+    assert all(r["table"] != "loggp" for r in json.loads(out_json.read_text()))
+    assert "LogGP" not in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("argv, words", [
+    (["--topology", "ring:4", "--loggp", "Q=1"], "unknown parameter"),
+    (["--topology", "ring:4", "--loggp", "L=soon"], "not a number"),
     (["--topology", "torus:4x4", "--size", "1X"], "not a size"),
     (["--topology", "hexagon:3"], "unknown network kind"),
     (["--topology", "ring:4", "--collective", "nope"], "unknown collective"),

@@ -19,6 +19,17 @@ is undefined behaviour. So by default (parameter ``check=1``) a call first agree
 call's fingerprint with a 16-byte allreduce (the maximum of ``fp`` and of ``~fp``) and raises
 `CollectiveMismatch` if the ranks differ, before the data collective is posted; ``check=0``
 skips it. A timeout raises `CollectiveTimeout`; MPI does not say which ranks are missing.
+
+Ordering. MPI matches collectives on a communicator by the order they start on each rank, and
+a call's later operations start lazily (its data collective once the agreement is in, a
+broadcast's data once its envelope has told a non-root the size), at moments that differ
+between ranks. So every operation of call ``seq`` goes on one MPI communicator of a small pool,
+slot ``seq % COLLECTIVE_SLOTS`` (its phases and their agreements start in the call's own order,
+the same on every rank), and a call starts nothing on its slot while an earlier call of the
+same collops communicator that maps to that slot is still running on this rank — it waits,
+polled like any execution, and the earlier call finishes without it. So the start order on
+every MPI communicator is the calls' order on every rank, whatever the number of calls in
+flight and whatever order they are waited in (`_earlier_holder`).
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ import numpy as np
 from ..errors import CollectiveMismatch, CollectiveTimeout, ScheduleError
 from ..ops import BUILTIN_OPS, Op
 from ..runtime import fingerprint as fp
+from ..runtime.engine import CALL_BITS, CONTEXT_BITS, PHASE_BITS, SEQ_BITS, Execution
 from ..schedule import Schedule
 from ..transport.mpi import COLLECTIVE_SLOTS, MpiTransport
 from .registry import Algorithm, CostModel, Param, add_algorithm, algorithms
@@ -218,14 +230,20 @@ def call_fingerprint(spec: CallSpec) -> int:
 
 
 class NativeExecution:
-    """MPI's non-blocking collective, polled like an `Execution` (``poll``, ``left``)."""
+    """MPI's non-blocking collective, polled like an `Execution` (``poll``, ``left``).
+
+    Its MPI operations go on ``mc``, the MPI communicator of slot ``seq % COLLECTIVE_SLOTS``;
+    they start only once no earlier call on that slot is running here (`_earlier_holder`),
+    so until then ``request`` is None and `poll` tries again.
+    """
 
     __slots__ = ("transport", "mc", "spec", "rank", "send", "recv", "request", "left",
-                 "deadline", "timeout", "fingerprint", "agreement")
+                 "deadline", "timeout", "fingerprint", "agreement", "check", "comm", "seq",
+                 "context", "waiting_for", "failed")
 
     def __init__(self, transport: MpiTransport, mc: Any, spec: CallSpec, rank: int,
                  send: np.ndarray | None, recv: np.ndarray | None, check: bool,
-                 timeout: float | None) -> None:
+                 timeout: float | None, comm: Any = None, seq: int = 0) -> None:
         self.transport = transport
         self.mc = mc
         self.spec = spec
@@ -237,13 +255,30 @@ class NativeExecution:
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.fingerprint = call_fingerprint(spec)
         self.agreement: np.ndarray | None = None
-        if check:
+        self.check = check
+        self.comm = comm
+        self.seq = seq
+        self.context = 0 if comm is None else comm.context
+        #: the earlier call this one waits for before starting on its MPI communicator
+        self.waiting_for: int | None = None
+        self.failed = False
+        self.request: Any = None
+        self._begin()
+
+    def _begin(self) -> bool:
+        """Start the first MPI operation unless an earlier call still holds the slot."""
+        if self.comm is not None:
+            self.waiting_for = _earlier_holder(self.comm, self.seq, self)
+            if self.waiting_for is not None:
+                return False
+        if self.check:
             mine = np.array([self.fingerprint, ~self.fingerprint & (2**64 - 1)], np.uint64)
             self.agreement = np.empty(2, np.uint64)
-            self.request = mc.Iallreduce(mine, self.agreement, transport._MPI.MAX)
+            self.request = self.mc.Iallreduce(mine, self.agreement, self.transport._MPI.MAX)
         else:
             self.request = self._post()
-        transport.watch(self.request)
+        self.transport.watch(self.request)
+        return True
 
     def _post(self) -> Any:
         MPI, spec = self.transport._MPI, self.spec
@@ -254,18 +289,24 @@ class NativeExecution:
         """Advance without blocking; True once MPI's collective has completed."""
         if self.left == 0:
             return True
-        while self.request.Test():
-            self.transport.unwatch(self.request)
-            if self.agreement is None:
-                self.left = 0
-                return True
-            self._agree(self.agreement)
-            self.agreement = None
-            self.request = self._post()
-            self.transport.watch(self.request)
-        if self.deadline is not None and time.monotonic() > self.deadline:
-            self.transport.unwatch(self.request)
-            raise self.timeout_error()
+        try:
+            if self.request is not None or self._begin():
+                while self.request.Test():
+                    self.transport.unwatch(self.request)
+                    if self.agreement is None:
+                        self.left = 0
+                        return True
+                    self._agree(self.agreement)
+                    self.agreement = None
+                    self.request = self._post()
+                    self.transport.watch(self.request)
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                if self.request is not None:
+                    self.transport.unwatch(self.request)
+                raise self.timeout_error()
+        except BaseException:
+            self.failed = True
+            raise
         return False
 
     def _agree(self, agreement: np.ndarray) -> None:
@@ -280,8 +321,14 @@ class NativeExecution:
 
     def timeout_error(self) -> CollectiveTimeout:
         """The error describing where this call stopped."""
-        where = ("agreeing on the call" if self.agreement is not None
-                 else f"in MPI's non-blocking {mpi_function(self.spec.collective)}")
+        if self.request is None:
+            where = (f"for the earlier call #{self.waiting_for} on this communicator, which "
+                     f"shares its MPI communicator, to finish before starting "
+                     f"{mpi_function(self.spec.collective)}")
+        elif self.agreement is not None:
+            where = "agreeing on the call"
+        else:
+            where = f"in MPI's non-blocking {mpi_function(self.spec.collective)}"
         return CollectiveTimeout(
             f"rank {self.rank}: {self.spec.collective}[{NAME}] did not complete within "
             f"{self.timeout} s; waiting {where} over {self.spec.size} ranks (MPI does not say "
@@ -301,8 +348,59 @@ def start(comm: Any, spec: CallSpec, send: np.ndarray | None, recv: np.ndarray |
         raise ScheduleError(f"{spec.collective}[{NAME}] needs the MPI transport, not "
                             f"{comm.transport_name}")
     group = tuple(comm._group)  # world ranks of the communicator's members, in rank order
-    # each phase of a call on its own MPI communicator: a call may run two phases at once
-    # (a broadcast's envelope and data), and MPI needs one start order per communicator
-    mc = transport.collective_comm(group, comm.context, (2 * seq + phase) % COLLECTIVE_SLOTS)
+    # every operation of the call on one MPI communicator, started in the call's order; a
+    # call waits for the earlier calls sharing that communicator (see the module's "Ordering")
+    mc = transport.collective_comm(group, comm.context, seq % COLLECTIVE_SLOTS)
     return NativeExecution(transport, mc, spec, comm.rank, send, recv,
-                           bool(params.get("check", 1)), timeout)
+                           bool(params.get("check", 1)), timeout, comm, seq)
+
+
+# -- ordering: which earlier call still holds an MPI communicator -------------------------------
+_CALL_MASK = (1 << CALL_BITS) - 1
+_CONTEXT_MASK = (1 << CONTEXT_BITS) - 1
+
+
+def _call_of(ex: Any) -> tuple[int, int] | None:
+    """(context, call number mod 2**CALL_BITS) of an execution in the progress engine."""
+    if isinstance(ex, NativeExecution):
+        return ex.context & _CONTEXT_MASK, ex.seq & _CALL_MASK
+    if isinstance(ex, Execution):
+        call = ex.tag_base >> (SEQ_BITS + PHASE_BITS)
+        return (call >> CALL_BITS) & _CONTEXT_MASK, call & _CALL_MASK
+    return None
+
+
+def _running(ex: Any, now: float) -> bool:
+    """Whether ``ex`` may still lead its call to start MPI operations (not failed, not past
+    its deadline: such a call raises when polled and starts nothing more)."""
+    if getattr(ex, "failed", False):
+        return False
+    deadline = ex.deadline
+    return deadline is None or now <= deadline
+
+
+def _earlier_holder(comm: Any, seq: int, me: Any) -> int | None:
+    """The number of an earlier call on ``comm`` using slot ``seq % COLLECTIVE_SLOTS`` that is
+    still running on this rank (None if there is none).
+
+    A running call always has its current phase among the progress engine's active
+    executions: a request registers a phase that does not complete at once, and the next
+    phase starts in the same step that sees the previous one complete. Only when call ``seq``
+    reuses a slot can there be such a call; the scan is over the few executions in flight.
+    """
+    if seq < COLLECTIVE_SLOTS:
+        return None
+    context = comm.context & _CONTEXT_MASK
+    mine = seq & _CALL_MASK
+    now = time.monotonic()
+    for ex in comm._progress.active:
+        if ex is me:
+            continue
+        call = _call_of(ex)
+        if call is None or call[0] != context:
+            continue
+        behind = (mine - call[1]) & _CALL_MASK
+        if 0 < behind < (1 << (CALL_BITS - 1)) and behind % COLLECTIVE_SLOTS == 0 \
+                and _running(ex, now):
+            return seq - behind
+    return None

@@ -111,9 +111,9 @@ def mpi_world() -> Comm | None:
     `collops.init` decides; it is not called at all when no launcher's environment variables
     are set, so a plain ``collops bench`` makes no world of its own.
     """
-    from ..runtime.world import MPI_ENV_MARKERS, init
+    from ..runtime.world import init, started_by_mpi_launcher
 
-    if not any(name in os.environ for name in MPI_ENV_MARKERS):
+    if not started_by_mpi_launcher():
         return None
     world = init()
     return world if world.transport_name == "mpi" else None
@@ -158,15 +158,16 @@ def algorithm_problem(name: str, collectives: list[str], shm: bool = False) -> s
     """Why algorithm ``name`` cannot be forced on all of ``collectives`` (None if it can).
 
     ``shm``: the ranks will run over shared memory, whose own collectives (``shm_direct``,
-    ``shm_cma``) are registered only once a communicator over it exists (in the ranks).
+    ``shm_cma``, ``shm_stream``) are registered only once a communicator over it exists (in
+    the ranks).
     """
-    from ..algorithms import shm_cma, shm_direct
+    from ..algorithms import shm_cma, shm_direct, shm_stream
     from ..algorithms.registry import get_algorithm
 
     for collective in collectives:
         registry_name = REGISTRY_NAME.get(collective, collective)
         if shm and any(name == m.NAME and registry_name in m.SUPPORTED
-                       for m in (shm_direct, shm_cma)):
+                       for m in (shm_direct, shm_cma, shm_stream)):
             continue
         try:
             get_algorithm(registry_name, name)

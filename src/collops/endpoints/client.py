@@ -15,6 +15,7 @@ task's real transport.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,8 @@ class Client:
         self.contexts: list[Context] = []
         self._cpus: list[int | None] | None = None
         self.geometries_made = 0
+        #: (task, context offset) of a local endpoint -> the geometries it belongs to (weakly)
+        self._geometries_of: dict[tuple[int, int], list[weakref.ref[Geometry]]] = {}
 
     def __repr__(self) -> str:
         return f"<Client {self.name!r} task {self.task} of {self.tasks}, " \
@@ -87,6 +90,17 @@ class Client:
         cfg = load_geometry_config(path, self.tasks)
         return self.geometry(self.endpoints_of(cfg.endpoints), name=cfg.name,
                              preferences=cfg.preferences)
+
+    def joined(self, endpoint: Endpoint, geometry: Geometry) -> None:
+        """Record that local ``endpoint`` is a member of ``geometry`` (see `Endpoint.post`)."""
+        refs = self._geometries_of.setdefault(endpoint.key, [])
+        refs[:] = [r for r in refs if r() is not None]
+        refs.append(weakref.ref(geometry))
+
+    def geometries_of(self, endpoint: Endpoint) -> list[Geometry]:
+        """The live geometries local ``endpoint`` belongs to, oldest first."""
+        alive = [r() for r in self._geometries_of.get(endpoint.key, [])]
+        return [g for g in alive if g is not None]
 
     def endpoints_of(self, pairs: Iterable[tuple[int, int]]) -> list[Endpoint]:
         """Endpoints from ``(task, context)`` pairs."""
@@ -265,9 +279,26 @@ class Endpoint:
         reaches this endpoint (for amgather/amreduce it returns this endpoint's data)."""
         self.context.dispatch[(collective, int(dispatch_id))] = fn
 
+    @property
+    def geometries(self) -> list[Geometry]:
+        """The geometries this (local) endpoint belongs to, oldest first."""
+        return self.client.geometries_of(self)
+
     def post(self, xfer: Xfer, geometry: Geometry | None = None) -> Xfer:
-        """Post ``xfer`` on ``geometry`` (or ``xfer.geometry``) through this endpoint."""
+        """Post ``xfer`` through this endpoint on ``geometry``, else ``xfer.geometry``
+        (``Xfer(…, geometry=g)``), else the one geometry this endpoint belongs to."""
+        if geometry is not None and xfer.geometry is not None and xfer.geometry is not geometry:
+            raise ArgumentError("Endpoint.post", "geometry", geometry.name,
+                                f"differs from the transfer's own geometry {xfer.geometry.name}")
         target = geometry or xfer.geometry
         if target is None:
-            raise ArgumentError("Endpoint.post", "geometry", None, "name the geometry")
+            mine = self.geometries if self.local else []
+            if len(mine) != 1:
+                names = ", ".join(g.name for g in mine)
+                raise ArgumentError(
+                    "Endpoint.post", "geometry", None,
+                    (f"{self!r} belongs to {len(mine)} geometries ({names})" if mine else
+                     f"{self!r} belongs to no geometry on this task")
+                    + ": name one, ep.post(xfer, geometry) or Xfer(..., geometry=geometry)")
+            target = mine[0]
         return target.post(xfer, via=self)

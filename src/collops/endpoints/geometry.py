@@ -408,6 +408,7 @@ class Geometry:
                                   reserved[b * slots * slots:(b + 1) * slots * slots], slots)
                      for b in range(3)]
             self._members[ep] = Member(self, rank, ep, muxes)
+            client.joined(ep, self)
         caps = client.comm.transport.capabilities()
         nodes = {caps.node_of_rank[r] if r < len(caps.node_of_rank) else 0 for r in task_rank}
         resources = set(caps.resources) | {CONTIGUOUS}
@@ -498,6 +499,9 @@ class Geometry:
         member = self.member(via)
         if xfer.completed or xfer.endpoint is not None:
             raise ArgumentError("Geometry.post", "xfer", xfer, "already posted")
+        if xfer.geometry is not None and xfer.geometry is not self:
+            raise ArgumentError("Geometry.post", "xfer", xfer, f"was made for geometry "
+                                f"{xfer.geometry.name}, not {self.name}")
         if xfer.algorithm is None:
             xfer.algorithm = self.preferred_algorithm(xfer)
         else:

@@ -48,7 +48,8 @@ class Xfer:
     def __init__(self, collective: str, algorithm: str | None = None, data: Any = None,
                  dispatch_id: int | None = None, done: Callable[[Xfer], Any] | None = None, *,
                  root: int = 0, op: Any = None, params: Mapping[str, Any] | None = None,
-                 args: Mapping[str, Any] | None = None, timeout: float | None = None) -> None:
+                 args: Mapping[str, Any] | None = None, timeout: float | None = None,
+                 geometry: Geometry | None = None) -> None:
         if collective not in COLLECTIVES and collective not in AM_COLLECTIVES:
             raise ArgumentError("Xfer", "collective", collective,
                                 f"one of {', '.join((*COLLECTIVES, *AM_COLLECTIVES))}")
@@ -65,7 +66,9 @@ class Xfer:
         self.result: Any = None
         self.error: BaseException | None = None
         self.completed = False
-        self.geometry: Geometry | None = None
+        #: the geometry it is for (given here, so that ``endpoint.post(xfer)`` needs no more,
+        #: or set when it is posted)
+        self.geometry: Geometry | None = geometry
         self.endpoint: Endpoint | None = None
 
     def __repr__(self) -> str:

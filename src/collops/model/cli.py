@@ -12,7 +12,11 @@ message sizes it prints up to three tables:
   and ``V_0 = header_bytes``, and adds ``t_s1`` per byte of the first packet's preparation;
 * **per algorithm** (with ``--collective``) — `collops.model.closed_form` for every registered
   algorithm of the collective: the exact seed-004 time where the network is contention-free
-  for it, else the registry's α-β estimate for an idle network (``kind`` says which).
+  for it, else the registry's α-β estimate for an idle network (``kind`` says which);
+* **LogGP** (with ``--loggp``) — the contention-free LogGP shapes of `collops.model.LogGP`
+  (flat and binomial trees, ring and recursive-doubling allgather, pairwise and linear
+  alltoall) with L = mean route hops × hop_latency, o = g = overhead, G = 1/bandwidth, P = p;
+  ``--loggp L=…,o=…,g=…,G=…`` replaces any of them (seconds; G per byte).
 
 ``--ts``/``--tc`` replace the derived constants; ``--net k=v`` sets network parameters as in
 ``collops sim``; ``--json FILE`` writes every row as a record.
@@ -37,6 +41,8 @@ from ..topology import Topology, load_topology, parse_topology
 from ..topology.base import NetworkParams
 from .closed_form import closed_form, exact_time, seed_shape
 from .cluster import model_a, model_b, packet_count, wire_bytes
+from .hockney import mean_hops
+from .loggp import LogGP
 from .seed004 import hypercube_alltoall_pairwise, seed004
 
 FORMULAS = {
@@ -48,6 +54,17 @@ FORMULAS = {
     ("alltoall", "hypercube"): "log2(p)(t_s + m p t_c / 2)",
 }
 PAIRWISE = "(p-1)(t_s + m t_c), pairwise"
+#: the LogGP shapes ``--loggp`` prints: (name, method of `LogGP`, formula); with
+#: T(m) = 2o + (m-1)G + L one message and I(m) = max(g, o + (m-1)G) the gap between sends
+LOGGP_SHAPES = (
+    ("linear (bcast/scatter/gather)", "linear", "(P-2) I(m) + T(m)"),
+    ("binomial bcast", "binomial", "ceil(log2 P) T(m)"),
+    ("ring allgather", "ring_allgather", "(P-1) T(m)"),
+    ("recursive doubling allgather", "recursive_doubling_allgather",
+     "sum_k T(2^k m), k < log2 P"),
+    ("pairwise alltoall", "pairwise_alltoall", "(P-1) T(m)"),
+    ("linear alltoall", "linear_alltoall", "(P-2) I(m) + T(m)"),
+)
 
 
 # -- argument parsing shared with ``collops sim`` (model sits below sim in the layering) -----
@@ -117,7 +134,7 @@ def topology_from_arg(text: str, net: Mapping[str, float | int] | None = None) -
 class Row:
     """One closed-form estimate (the JSON record of ``collops model --json``)."""
 
-    table: str  # "seed004", "cluster" or "algorithm"
+    table: str  # "seed004", "cluster", "algorithm" or "loggp"
     name: str  # exchange, model ("A"/"B") or algorithm
     network: str  # shape, "switch", or the topology spec
     nprocs: int
@@ -181,6 +198,36 @@ def algorithm_rows(collective: str, topology: Topology, p: int,
     return rows
 
 
+def loggp_for(topology: Topology, p: int, overrides: Mapping[str, str]) -> LogGP:
+    """LogGP parameters of ``topology`` for p processors (`LogGP.from_network`, with L from
+    the mean route length), with ``overrides`` (``{"L": "2e-6", …}``) applied."""
+    base = LogGP.from_network(topology.params, p, hops=mean_hops(topology, p) if p > 1 else 1)
+    values: dict[str, float] = {}
+    for name, text in overrides.items():
+        if name not in ("L", "o", "g", "G"):
+            raise UsageError(f"--loggp: unknown parameter {name!r} (one of L, o, g, G)")
+        try:
+            values[name] = float(text)
+        except ValueError:
+            raise UsageError(f"--loggp: {name}={text!r} is not a number") from None
+        if values[name] < 0:
+            raise UsageError(f"--loggp: {name} must be >= 0, not {text}")
+    return LogGP(L=values.get("L", base.L), o=values.get("o", base.o),
+                 g=values.get("g", base.g), G=values.get("G", base.G), P=base.P)
+
+
+def loggp_rows(net: LogGP, sizes: Sequence[int]) -> list[Row]:
+    """Every LogGP shape at each size (recursive doubling only for P a power of two)."""
+    p = net.P
+    rows = []
+    for name, method, formula in LOGGP_SHAPES:
+        if method == "recursive_doubling_allgather" and p & (p - 1):
+            continue
+        for m in sizes:
+            rows.append(Row("loggp", name, "LogGP", p, m, getattr(net, method)(m), formula))
+    return rows
+
+
 def _secs(t: float | None) -> str:
     if t is None:
         return "-"
@@ -220,6 +267,9 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                    help="model B: start-up seconds per byte of the first packet (default 0)")
     p.add_argument("--collective", default=None,
                    help="also every registered algorithm's closed form for this collective")
+    p.add_argument("--loggp", nargs="?", const="", default=None, metavar="L=..,o=..,g=..,G=..",
+                   help="also the LogGP table (parameters from the network; any given here "
+                        "replace them: seconds, G per byte)")
     p.add_argument("--json", default=None, metavar="FILE", help="write every row as JSON")
 
 
@@ -251,12 +301,21 @@ def _tables(args: argparse.Namespace) -> tuple[list[str], list[Row]]:
         texts.append(format_rows(per_alg, f"{args.collective} on {topology}, p = {p}: "
                                  "closed form per algorithm", "network"))
         rows += per_alg
+    if args.loggp is not None:
+        net = loggp_for(topology, p, parse_assignments([args.loggp], "--loggp"))
+        per_shape = loggp_rows(net, sizes)
+        texts.append(format_rows(per_shape, f"LogGP: P = {p}, L = {_secs(net.L)}, o = "
+                                 f"{_secs(net.o)}, g = {_secs(net.g)}, G = {net.G:.4g} s/B "
+                                 "(T(m) = 2o + (m-1)G + L, I(m) = max(g, o + (m-1)G))",
+                                 "model"))
+        rows += per_shape
     return texts, rows
 
 
 @command("model", _model_args)
 def cmd_model(args: argparse.Namespace) -> int:
-    """Closed-form estimates: the seed-004 table, cluster models A and B, per algorithm."""
+    """Closed-form estimates: the seed-004 table, cluster models A and B, per algorithm,
+    LogGP."""
     try:
         texts, rows = _tables(args)
         print("\n\n".join(texts))

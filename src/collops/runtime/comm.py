@@ -431,13 +431,25 @@ class Comm:
         self._params[collective] = dict(params)
 
     def explain(self, collective: str, x: Any = None, **kwargs: Any) -> str:
-        """The selection table for a call of ``collective`` on ``x`` (see `selection.explain`)."""
+        """The selection table for a call of ``collective`` on ``x`` (see `selection.explain`);
+        ``op``, ``root``, ``counts``, ``sendcounts`` and ``recvcounts`` (rows, as in the call)
+        are those of the call."""
         arr = np.zeros(1) if x is None else as_array(x, collective, "x", self.rank)
         count = arr.size
+        per_row = _row_size(arr) if arr.ndim else 1
+        op = kwargs.pop("op", None)
+        reducing = collective in ("reduce", "allreduce", "reduce_scatter",
+                                  "reduce_scatter_block", "scan", "exscan")
+        given = {name: [c * per_row for c in self._counts(collective, name, kwargs.pop(name))]
+                 for name in ("counts", "sendcounts", "recvcounts") if kwargs.get(name) is not None}
         spec = make_spec(collective, self.size, arr.dtype, count=count,
-                         counts=[count] * self.size, sendcounts=[count] * self.size,
-                         recvcounts=[count] * self.size, op=kwargs.pop("op", None)
-                         and as_op(kwargs.get("op")))
+                         counts=given.get("counts", [count] * self.size),
+                         sendcounts=given.get("sendcounts", [count] * self.size),
+                         recvcounts=given.get("recvcounts", given.get("sendcounts",
+                                                                      [count] * self.size)),
+                         root=self._check_root(collective, kwargs.pop("root", 0)),
+                         op=self._op(collective, op, arr.dtype) if reducing or op is not None
+                         else None)
 
         return selection.explain(
             spec, self._resources, comm_override=self._overrides.get(collective),
@@ -1553,6 +1565,11 @@ class Comm:
                 phase = 1
             else:
                 rcounts = self._counts(call, "recvcounts", recvcounts)
+                me = self.rank  # what a rank sends itself is what it receives from itself
+                if rcounts[me] != scounts[me]:
+                    raise ArgumentError(call, "recvcounts", recvcounts, f"recvcounts[{me}]="
+                                        f"{rcounts[me]} differs from sendcounts[{me}]="
+                                        f"{scounts[me]} (this rank's block to itself)", me)
         spec = make_spec(
             "alltoallv" if vector else "alltoall", self.size, data.dtype,
             count=scounts[0] * per_row if not vector else 0,

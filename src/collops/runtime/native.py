@@ -21,7 +21,8 @@ from .engine import CALL_BITS, PHASE_BITS, SEQ_BITS
 
 #: resource name -> the modules whose ``register(transport)`` add their algorithms
 PLUGINS = {"mpi": ("collops.algorithms.mpi_native",),
-           "shm_direct": ("collops.algorithms.shm_direct", "collops.algorithms.shm_cma")}
+           "shm_direct": ("collops.algorithms.shm_direct", "collops.algorithms.shm_cma"),
+           "shm_stream": ("collops.algorithms.shm_stream",)}
 
 _attached: weakref.WeakSet[Transport] = weakref.WeakSet()
 

@@ -12,6 +12,12 @@ Which path produced the messages is recorded in ``SimResult.source``:
 * ``"vectorised"`` — a vectorised generator mirroring a step-by-step registry builder
   (`collops.sim.fastpath`), used by the congestion model for large regular calls;
 * ``"in-network"`` — a reduction combined in the switches (`collops.sim.innetwork`).
+
+A named algorithm is simulated as that algorithm's schedule, on every network: a reduce or
+allreduce by ``ring`` on a combining tree is the ring's messages. The switches reduce only for
+an algorithm whose metadata asks for in-network reduction (``gather.or_combine``, which
+declares the ``in_network_reduction`` resource), or when the caller asks for it explicitly
+(``in_network=True``; ``collops sim --in-network``) for a reduce or allreduce.
 """
 
 from __future__ import annotations
@@ -128,8 +134,10 @@ def simulate(
     """Simulate one call of ``collective`` with ``algorithm`` on ``topology``.
 
     ``params`` are the algorithm's parameters; ``specs`` (one per rank) replace the specs
-    derived from ``size_bytes``; ``in_network`` (None: automatic) runs reductions in the
-    switches of a combining tree; ``fast`` (None: automatic) allows the vectorised generators.
+    derived from ``size_bytes``; ``in_network=True`` combines a reduce or allreduce in the
+    switches of a combining tree instead of running the algorithm's schedule (None or False:
+    only an algorithm that asks for in-network reduction gets it); ``fast`` (None:
+    automatic) allows the vectorised generators.
     """
     wall = time.monotonic()
     if model not in MODELS:
@@ -204,17 +212,22 @@ def simulate_schedules(schedules: Sequence[Any], topology: Any, *, itemsize: int
 
 
 def _use_in_network(collective: str, alg: Any, topo: Any, in_network: bool | None) -> bool:
+    """Whether the switches combine this call: for an algorithm whose metadata asks for it,
+    or when ``in_network`` is True (a reduce or allreduce); never by default otherwise."""
     capable = bool(getattr(topo, "in_network_reduction", False))
     if _needs_in_network(alg):
         if not capable:
             raise AlgorithmIneligible(collective, "algorithm", alg.name,
                                       f"needs in-network reduction, which {topo.spec} lacks")
         return True
-    if in_network is False or collective not in SWEEPING:
+    if not in_network:
         return False
-    if in_network and not capable:
+    if collective not in SWEEPING:
+        raise ArgumentError("simulate", "in_network", True, f"{collective} is not combined in "
+                            f"the network (only {' and '.join(sorted(SWEEPING))} are)")
+    if not capable:
         raise ArgumentError("simulate", "in_network", True, f"{topo.spec} cannot reduce")
-    return capable
+    return True
 
 
 def _program(collective: str, name: str, alg: Any, specs: list[CallSpec],

@@ -35,6 +35,10 @@ from ..topology import Topology
 from .api import DEFAULT_GAMMA, MODELS, SimResult, parse_nodes, parse_size, parse_sizes, simulate
 
 PLOT_KINDS = ("auto", "time", "heatmap", "hotspots")
+#: ``--progress`` -> `simulate`'s ``progress`` (None: when stderr is a terminal)
+PROGRESS = {"auto": None, "on": True, "off": False}
+#: the label of the run ``--in-network`` adds (a reduction combined in the switches)
+IN_NETWORK_LABEL = "in-network"
 SWITCHING = ("packet", "message")
 
 
@@ -138,9 +142,18 @@ def run_all(args: argparse.Namespace) -> tuple[list[Run], Topology]:
             result = simulate(collective, variant.algorithm, topology, args.nprocs, size,
                               model=args.model, params=own, excluded=excluded,
                               placement=args.placement, seed=args.seed,
-                              switching=args.switching, gamma=args.gamma)
+                              switching=args.switching, gamma=args.gamma, in_network=False,
+                              progress=PROGRESS[args.progress])
             form = closed_form_for(result, topology, variant.algorithm)
             runs.append(Run(dataclasses.replace(result, algorithm=variant.label), form))
+    if args.in_network:  # one more run per size: the reduction combined in the switches
+        for size in sizes:
+            result = simulate(collective, chosen[0].algorithm, topology, args.nprocs, size,
+                              model=args.model, params=params[0], excluded=excluded,
+                              placement=args.placement, seed=args.seed,
+                              switching=args.switching, gamma=args.gamma, in_network=True,
+                              progress=PROGRESS[args.progress])
+            runs.append(Run(dataclasses.replace(result, algorithm=IN_NETWORK_LABEL), None))
     return runs, topology
 
 
@@ -263,6 +276,10 @@ def _sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="congestion", help="congestion (default) or packet")
     p.add_argument("--switching", default="packet",
                    help="packet model: packet (default) or message (store-and-forward)")
+    p.add_argument("--in-network", action="store_true",
+                   help="reduce/allreduce on a combining tree: also run the reduction combined "
+                        "in the switches (labelled in-network); the named algorithms always run "
+                        "as their own schedules")
     p.add_argument("--exclude", default=None,
                    help="node ids out of the group, e.g. 3,10-12 (their links stay)")
     p.add_argument("--param", action="append", default=[], metavar="K=V",
@@ -279,6 +296,9 @@ def _sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gamma", type=float, default=DEFAULT_GAMMA,
                    help=f"seconds per byte of local copy/reduce steps (default {DEFAULT_GAMMA:g}; "
                         "0 leaves them out, as the closed forms do)")
+    p.add_argument("--progress", default="auto", choices=("auto", "on", "off"),
+                   help="progress bar on stderr for runs longer than 2 s: auto (default: when "
+                        "stderr is a terminal), on, off")
     p.add_argument("--hotspots", action="store_true",
                    help="also print every run's per-round hot spots")
     p.add_argument("--json", default=None, metavar="FILE", help="write the JSON records here")

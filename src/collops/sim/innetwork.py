@@ -1,7 +1,10 @@
 """In-network reduction: reductions combined by the switches of a combining tree.
 
 On a topology with ``in_network_reduction`` (``combining-tree:K:N``, the seeds' collective
-network) a reduction is not executed as point-to-point messages. Every rank's node injects
+network) a reduction *may* be combined by the switches instead of running as point-to-point
+messages: for an algorithm whose metadata asks for it (``gather.or_combine``), or a reduce or
+allreduce simulated with ``in_network=True`` (``collops sim --in-network``); a named host
+algorithm otherwise runs its own schedule (`collops.sim.api`). Every rank's node injects
 its contribution at once; each switch combines the packets arriving from its children in its
 ALU and forwards one packet upward, so **every link carries the data once**:
 

@@ -2,7 +2,9 @@
 
 Neither library is a dependency: whichever is importable is used. Nothing is shown for the
 first ``delay`` seconds, so short runs stay silent, nor when stderr is not a terminal (unless
-forced).
+forced: ``enabled=True``, ``collops sim --progress on``). The simulators report
+``update(done, total)`` as they go — schedules built, rounds of the congestion model, steps of
+the packet model — and the bar is removed when the run ends.
 """
 
 from __future__ import annotations
@@ -27,14 +29,14 @@ def progress_bar(description: str, enabled: bool | None = None,
     def update(done: int, total: int) -> None:
         if not show or time.monotonic() - started < delay:
             return
-        if state["bar"] is None:
+        if state["kind"] is None:
             state["kind"], state["bar"] = _open(description, total)
         _draw(state["kind"], state["bar"], done, total, description)
 
     try:
         yield update
     finally:
-        if state["bar"] is not None:
+        if state["kind"] is not None:
             _close(state["kind"], state["bar"])
 
 

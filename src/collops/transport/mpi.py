@@ -277,9 +277,10 @@ class MpiTransport(Transport):
         """An MPI communicator over ``group`` (world ranks, in order) for MPI's collectives.
 
         Each collops communicator (``group``, ``context``) gets `COLLECTIVE_SLOTS` MPI
-        communicators, and phase ``ph`` of call ``seq`` uses slot ``2 seq + ph``: MPI requires
-        collectives on one communicator to start in the same order on every rank, which holds
-        neither for phases a call runs at once nor across concurrent non-blocking calls. The world's
+        communicators; ``slot`` is taken modulo their number. MPI requires collectives on one
+        communicator to start in the same order on every rank: the caller (``mpi_native``)
+        keeps that order, by giving all of a call's operations one slot and starting a call's
+        operations only once the earlier calls sharing its slot have finished. The world's
         pool is made with the transport; another group's on its first use (a blocking step,
         collective over the group's ranks).
         """

@@ -406,11 +406,15 @@ class ShmTransport(Transport):
         self._sleep_until_activity(deadline)
 
     def capabilities(self) -> Capabilities:
-        """What this transport offers ("shm_direct": direct areas for small collectives)."""
+        """What this transport offers ("shm_direct": direct areas for small collectives;
+        "shm_stream": stream areas for large ones, on top of them)."""
+        lay = self._layout
+        resources = frozenset({"shm_direct"}) if lay.direct_areas and lay.direct_bytes \
+            else frozenset()
+        if resources and lay.stream_rank_bytes and self.size <= 64:
+            resources |= {"shm_stream"}
         return Capabilities(name="shm", node_of_rank=(0,) * self.size,
-                            single_copy=self._single_copy,
-                            resources=frozenset({"shm_direct"}) if self._layout.direct_areas
-                            and self._layout.direct_bytes else frozenset())
+                            single_copy=self._single_copy, resources=resources)
 
     # ---- direct areas (see shm_direct) ------------------------------------------------
 
@@ -430,10 +434,13 @@ class ShmTransport(Transport):
         return self._layout.direct_bytes if self._layout.direct_areas else 0
 
     def comm_resources(self, context: int, group: tuple[int, ...]) -> frozenset[str]:
-        """"shm_direct" when the communicator has a direct area."""
+        """"shm_direct" when the communicator has a direct area, "shm_stream" when it also
+        has a stream area (`stream_areas`, in the segment after the direct areas)."""
         resources = self.capabilities().resources
         if "shm_direct" in resources and self.direct_area(context, group) is None:
-            resources = resources - {"shm_direct"}
+            resources = resources - {"shm_direct", "shm_stream"}
+        if "shm_stream" in resources and not 0 <= context < self._layout.stream_areas:
+            resources = resources - {"shm_stream"}
         return resources
 
     def watch_direct(self, ready: Callable[[], bool]) -> None:

@@ -23,6 +23,11 @@ Layout (all offsets are multiples of 64 bytes, so no two writers share a cache l
                         of its DIRECT_SLOTS slots), its acknowledgements (one word per
                         rank and slot: the call it last read there), the slots of
                         direct_bytes
+    stream areas      one per communicator context below ``stream_areas`` (see
+                      `collops.algorithms.shm_stream`): per rank (the writer) a page of
+                      control lines — line 0 its filled counter, line 1 + r the drained
+                      counter of reader r, then one header line per chunk slot — and a ring
+                      of stream_chunks chunks of stream_chunk_bytes
 
 The header words of a slot are ``seq, tag, fingerprint, nbytes, kind, aux``; ``seq`` is
 written last and names the slot's message (message k of the pair carries seq k + 1), so a
@@ -52,7 +57,8 @@ SLOT_HEADER = 64
 
 # header words
 (H_MAGIC, H_SIZE, H_NSLOTS, H_SLOT_BYTES, H_NCHUNKS, H_CHUNK_BYTES, H_FAILED, H_CMA,
- H_DIRECT_AREAS, H_DIRECT_BYTES) = range(10)
+ H_DIRECT_AREAS, H_DIRECT_BYTES, H_STREAM_AREAS, H_STREAM_CHUNKS,
+ H_STREAM_CHUNK_BYTES) = range(13)
 
 # rank block words (relative to the rank's line)
 R_STATE, R_PID, R_SLEEPING, R_DOORBELL, R_STATUS = range(5)
@@ -73,6 +79,12 @@ DEFAULT_CHUNK_BYTES = 1024 * 1024
 #: communicator contexts that get a direct-collective area, and the bytes of each rank's slot
 DEFAULT_DIRECT_AREAS = 32
 DEFAULT_DIRECT_BYTES = 65536
+#: communicator contexts that get a stream area, and each rank's ring in it: chunks and their
+#: bytes (128 KiB measured best of 32 KiB to 256 KiB for 1–16 MiB calls at 2 ranks; 8 of them
+#: keep a writer a whole megabyte ahead of its slowest reader)
+DEFAULT_STREAM_AREAS = 4
+DEFAULT_STREAM_CHUNKS = 8
+DEFAULT_STREAM_CHUNK_BYTES = 128 * 1024
 #: slots per rank in a direct area (successive calls use them in turn)
 DIRECT_SLOTS = 4
 #: above this many bytes a job's file is left sparse instead of allocated up front
@@ -92,6 +104,9 @@ class Layout:
     chunk_bytes: int = DEFAULT_CHUNK_BYTES
     direct_areas: int = DEFAULT_DIRECT_AREAS
     direct_bytes: int = DEFAULT_DIRECT_BYTES
+    stream_areas: int = DEFAULT_STREAM_AREAS
+    stream_chunks: int = DEFAULT_STREAM_CHUNKS
+    stream_chunk_bytes: int = DEFAULT_STREAM_CHUNK_BYTES
 
     @property
     def ring_offset(self) -> int:
@@ -120,10 +135,29 @@ class Layout:
         return LINE + self.direct_acks_bytes + DIRECT_SLOTS * self.direct_bytes
 
     @property
-    def total_bytes(self) -> int:
-        """Size of the whole segment."""
+    def stream_offset(self) -> int:
+        """Offset of the first stream area."""
         return _round_up(self.direct_offset + self.direct_areas * self.size
                          * self.direct_rank_bytes, 4096)
+
+    @property
+    def stream_control_bytes(self) -> int:
+        """Bytes of one rank's control lines in a stream area: its filled counter, one
+        drained counter per reader, one header per chunk slot (page aligned)."""
+        return _round_up(LINE * (1 + self.size + self.stream_chunks), 4096)
+
+    @property
+    def stream_rank_bytes(self) -> int:
+        """Bytes of one rank's part of a stream area: control lines, then its ring."""
+        if not (self.stream_areas and self.stream_chunks and self.stream_chunk_bytes):
+            return 0
+        return self.stream_control_bytes + self.stream_chunks * self.stream_chunk_bytes
+
+    @property
+    def total_bytes(self) -> int:
+        """Size of the whole segment."""
+        return _round_up(self.stream_offset + self.stream_areas * self.size
+                         * self.stream_rank_bytes, 4096)
 
     @property
     def eager_limit(self) -> int:
@@ -162,6 +196,11 @@ class Layout:
     def direct_rank_offset(self, area: int, rank: int) -> int:
         """Byte offset of ``rank``'s control line in direct area ``area``."""
         return self.direct_offset + (area * self.size + rank) * self.direct_rank_bytes
+
+    def stream_rank_offset(self, area: int, rank: int) -> int:
+        """Byte offset of ``rank``'s control lines in stream area ``area`` (its ring follows
+        them, `stream_control_bytes` on)."""
+        return self.stream_offset + (area * self.size + rank) * self.stream_rank_bytes
 
     def slot_offset(self, src: int, dst: int, slot: int) -> int:
         """Byte offset of a ring slot's header."""
@@ -211,6 +250,9 @@ def create_job(size: int, layout: Layout | None = None,
             words[H_CMA] = int(single_copy)
             words[H_DIRECT_AREAS] = layout.direct_areas
             words[H_DIRECT_BYTES] = layout.direct_bytes
+            words[H_STREAM_AREAS] = layout.stream_areas
+            words[H_STREAM_CHUNKS] = layout.stream_chunks
+            words[H_STREAM_CHUNK_BYTES] = layout.stream_chunk_bytes
             words[H_MAGIC] = MAGIC
             words.release()
     except BaseException:
@@ -251,7 +293,9 @@ class Segment:
             raise TransportError(f"{path} is not a collops job segment")
         self.layout = Layout(int(w[H_SIZE]), int(w[H_NSLOTS]), int(w[H_SLOT_BYTES]),
                              int(w[H_NCHUNKS]), int(w[H_CHUNK_BYTES]),
-                             int(w[H_DIRECT_AREAS]), int(w[H_DIRECT_BYTES]))
+                             int(w[H_DIRECT_AREAS]), int(w[H_DIRECT_BYTES]),
+                             int(w[H_STREAM_AREAS]), int(w[H_STREAM_CHUNKS]),
+                             int(w[H_STREAM_CHUNK_BYTES]))
         self._anchor = ctypes.c_char.from_buffer(self.map)
         self.address = ctypes.addressof(self._anchor)
 

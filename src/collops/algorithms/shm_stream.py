@@ -1,0 +1,607 @@
+"""``shm_stream``: large collectives on one machine, streamed chunk by chunk through rings.
+
+A large call as a schedule of point-to-point messages pays the transport's Python per chunk
+on both sides; ``shm_cma`` avoids copies but makes every rank wait for every peer twice.
+Here each rank of a communicator with a *stream area* (the first ``stream_areas`` contexts
+of the job segment) owns a ring of ``stream_chunks`` slots of ``stream_chunk_bytes``; per
+call, every rank streams its contribution into its own ring and, at the same time, copies
+the chunks it needs out of the rings of the ranks it reads — in C (`collops.transport.
+_stream`) where it was built, else with the same protocol in Python (`PyPlan`):
+
+* ``bcast``: the root writes, every other rank reads every chunk;
+* ``allgather``: every rank writes its block, every rank reads every other rank's;
+* ``alltoall``: every rank writes its blocks for the others, interleaved chunk by chunk so
+  each reader is fed at the same rate, and each chunk has one reader;
+* ``scatter``/``gather``: the root writes one block per rank / reads one from each.
+
+A writer's ring is a FIFO over calls. Its control lines hold its *filled* counter (chunks
+published, cumulative over the job, so nothing is ever reset), a header per slot — the
+chunk's number, the call's held word (call number and fingerprint, as in the direct areas),
+the mask of the ranks that must read it, where its bytes go and how many — and, per reader,
+a *drained* counter of the chunks that reader is done with. A writer reuses a slot once every
+reader in the mask of the chunk it held has drained past it; a reader walks a writer's ring
+from its cursor, skips chunks whose mask lacks it (and everything older than the last ring's
+worth: those were not its own, or the writer could not have gone on), copies those of its
+call and stops at one of another call. That chunk is handed to the call it belongs to if this
+rank has begun it (calls may begin in different orders on different ranks: the data phase
+of a non-blocking bcast starts when its envelope arrives); one with this call's number and
+another fingerprint is `CollectiveMismatch`, saying what each side called. A rank writes its
+calls' chunks in the order it began them (`StreamArea.unwritten`).
+
+A call is done on a rank once it has written all its chunks and read all it needs — not when
+its readers have read them: the ring holds them, so a writer never waits for a reader beyond
+the ring's worth. The C loop returns whenever nothing can move for a few microseconds;
+waiting (spin, yield, sleep on the doorbell) and the checks for a failed peer
+(`PeerFailed`), the deadline (`CollectiveTimeout`, naming the ranks not heard from) and a
+peer that made another call directly stay in Python (`DirectArea.wait`/``check``).
+
+Registered with ``shm_direct`` where the transport offers the "shm_stream" resource (the
+communicator's context has a stream area, the job has at most 64 ranks), for calls too large
+for a direct slot; selection takes it unasked only where it measured faster than the
+schedules (`stream_cost`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..datatypes import address_of
+from ..errors import CollectiveMismatch, ScheduleError
+from ..runtime import fingerprint as fp
+from ..schedule import Schedule
+from ..transport import shm_segment as seg
+from ..transport.shm import ShmTransport
+from ..transport.shm_direct import DirectArea, call_number, held_word, slot_of
+from . import shm_direct
+from .registry import Algorithm, CostModel, Restriction, add_algorithm
+from .spec import CallSpec
+
+try:
+    from ..transport import _stream
+except ImportError:  # built without a C compiler: `PyPlan` runs the same protocol
+    _stream = None  # type: ignore[assignment]
+
+NAME = "shm_stream"
+RESOURCE = "shm_stream"
+SUPPORTED = ("bcast", "scatter", "gather", "allgather", "alltoall")
+#: the collectives selection gives it unasked: beyond a direct slot and up to these bytes
+#: per block (``count × itemsize``), at 2 ranks and at more — where it measured faster than
+#: the schedules selection took before (ring, recursive doubling, linear, binomial) in
+#: interleaved rounds on the 2-core VM while other jobs loaded it: the stream
+#: copies each byte twice where the schedules' single-copy messages copy once, so it wins
+#: while synchronisation costs more than copying, and loses beyond (4-rank allgather and
+#: alltoall already at 512 KiB; every collective at 2 MiB)
+AUTO_UP_TO = {"bcast": (512 * 1024, 1024 * 1024), "allgather": (512 * 1024, 128 * 1024),
+              "alltoall": (512 * 1024, 128 * 1024)}
+AUTO = frozenset(AUTO_UP_TO)
+
+#: header words of a chunk slot (one 64-byte line each)
+H_SEQ, H_CALL, H_FP, H_MASK, H_OFFSET, H_NBYTES = range(6)
+#: results of `advance`, with MOVED or-ed in when anything was written, read or copied
+DONE, STUCK, FOREIGN = range(3)
+MOVED = 4
+#: state words of a call on one rank: chunks written, own-block bytes copied, the first
+#: chunk of another call met (writer, call word, fingerprint), the reader a write waits for,
+#: then the bytes received from each writer read
+S_WRITTEN, S_SELF, S_FOREIGN_WRITER, S_FOREIGN_CALL, S_FOREIGN_FP, S_BLOCKED_ON, \
+    S_RECEIVED = range(7)
+#: columns of a write row (one chunk) and of a writer row (one ring read)
+W_SRC, W_NBYTES, W_MASK, W_OFFSET = range(4)
+R_RANK, R_FILLED, R_HEADERS, R_RING, R_DRAINED, R_DST, R_EXPECT = range(7)
+
+#: seconds the compiled loop spins for its peers before returning to Python to wait
+SPIN = 20e-6
+#: the same when ranks outnumber cores (a late peer then needs this rank's core)
+SPIN_OVERSUBSCRIBED = 2e-6
+
+
+def register(transport: ShmTransport) -> None:
+    """Add an ``shm_stream`` record to every supported collective."""
+    if RESOURCE not in transport.capabilities().resources:
+        return
+    ranks = Restriction("at_most_64_ranks", "the communicator has at most 64 ranks",
+                        lambda spec: spec.size <= 64)
+    for collective in SUPPORTED:
+        add_algorithm(Algorithm(
+            collective, NAME, f"{collective} streamed chunk by chunk through each rank's ring "
+            "in shared memory, written and read at once, no messages", _no_schedule,
+            restrictions=(ranks,), cost=stream_cost,
+            needs=frozenset({shm_direct.RESOURCE, RESOURCE}), native=start, run=runner))
+
+
+def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
+    raise ScheduleError(
+        f"{spec.collective}[{NAME}] streams through shared-memory rings; it is not a schedule "
+        "and cannot be built, validated, simulated or costed step by step")
+
+
+def stream_cost(spec: CallSpec, model: CostModel) -> float:
+    """Half an α plus the bytes each rank reads at half the model's β, for the calls of the
+    collectives in `AUTO` too large for a direct slot and no larger than `AUTO_UP_TO`;
+    infinite (taken only when asked for by name, which works at any size) for the others.
+
+    A calibration rather than a model of the copies (a byte is copied twice, into the ring
+    and out of it, but both copies run at once on different ranks and in C): within those
+    bounds the stream measured faster than the schedules selection took before, and this
+    cost is below theirs (one synchronisation instead of at least one α per message).
+    """
+    n, p = spec.count * spec.itemsize, spec.size
+    if spec.collective not in AUTO or (
+            shm_direct.contribution_bytes(spec) <= shm_direct._capacity):
+        return math.inf  # shm_direct's calls (and the envelopes of bcast), or by name only
+    if n > AUTO_UP_TO[spec.collective][0 if p == 2 else 1]:
+        return math.inf  # measured slower than the schedules' single-copy messages
+    reads = n * (p - 1) if spec.collective in ("allgather", "alltoall", "gather") else n
+    return 0.5 * model.alpha + 0.5 * reads * model.beta
+
+
+# -- the area ----------------------------------------------------------------------------------
+class StreamArea:
+    """One context's stream area seen from one rank (world ranks throughout: a ring's
+    counters outlive the communicators that use the context)."""
+
+    def __init__(self, transport: ShmTransport, context: int) -> None:
+        lay = transport._layout
+        self.transport, self.context = transport, context
+        self.size, self.me = lay.size, transport.rank
+        self.nchunks, self.chunk_bytes = lay.stream_chunks, lay.stream_chunk_bytes
+        base = [lay.stream_rank_offset(context, r) for r in range(self.size)]
+        words = self.words = transport._words
+        #: word of each writer's filled counter
+        self.filled = [b // seg.WORD for b in base]
+        #: drained[w][r]: the word where reader r counts the chunks of w's ring it is done with
+        self.drained = [[(b + seg.LINE * (1 + r)) // seg.WORD for r in range(self.size)]
+                        for b in base]
+        #: byte offsets of each writer's first slot header and of its ring
+        self.headers = [b + seg.LINE * (1 + self.size) for b in base]
+        self.rings = [b + lay.stream_control_bytes for b in base]
+        #: [w]: this rank's cursor on w's ring; [size]: chunks this rank has written
+        self.cursors = np.zeros(self.size + 1, np.int64)
+        for w in range(self.size):
+            self.cursors[w] = words[self.drained[w][self.me]]
+        self.cursors[self.size] = words[self.filled[self.me]]
+        #: calls of this area in flight on this rank, in the order they began
+        self.active: list[StreamExecution] = []
+        #: those with chunks still to write: they write in that order (the ring is a FIFO)
+        self.unwritten: deque[StreamExecution] = deque()
+        self.plans: dict[object, Prepared] = {}
+        transport._segment.prefault(base[0], self.size * lay.stream_rank_bytes)
+
+    def plan(self, spec: CallSpec, group: tuple[int, ...], index: int) -> Prepared:
+        """The (cached) plan of ``spec`` for group member ``index``: compiled or `PyPlan`."""
+        compiled = _stream is not None and self.transport.compiled_direct
+        key = (spec, group, index, compiled)
+        plan = self.plans.get(key)
+        if plan is None:
+            if len(self.plans) > 256:
+                self.plans.clear()
+            plan = self.plans[key] = self._make_plan(spec, group, index, compiled)
+        return plan
+
+    def _make_plan(self, spec: CallSpec, group: tuple[int, ...], index: int,
+                   compiled: bool) -> Prepared:
+        writes, readers, own = _layout_of(spec, index, self.chunk_bytes)
+        me = self.me
+        rows = [(group[w], self.filled[group[w]], self.headers[group[w]], self.rings[group[w]],
+                 self.drained[group[w]][me], dst, expect) for w, dst, expect in readers]
+        write_rows = [(src, n, sum(1 << group[r] for r in mask), offset)
+                      for src, n, mask, offset in writes]
+        t = self.transport
+        sleepers = [r for r in group if r != me]
+        fields: dict[str, Any] = dict(
+            segment=t._segment.map, cursors=self.cursors, me=me, nchunks=self.nchunks,
+            chunk_bytes=self.chunk_bytes, my_filled=self.filled[me],
+            my_headers=self.headers[me], my_ring=self.rings[me],
+            writes=np.array(write_rows, np.int64).reshape(-1, 4),
+            drained_of_me=np.array(self.drained[me], np.int64),
+            writers=np.array(rows, np.int64).reshape(-1, 7), self_copy=own,
+            sleeper_words=[t.sleeping_word(r) for r in sleepers], sleeper_ranks=sleepers,
+            wake=t.wake)
+        plan = _stream.Plan(**fields) if compiled else PyPlan(self, **fields)
+        return Prepared(plan, len(write_rows), [group.index(r[0]) for r in rows],
+                        [r[R_EXPECT] for r in rows], own)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One call signature's plan on one rank, with what the Python side needs of it."""
+
+    plan: Any
+    nwrites: int
+    #: group rank of each writer read, and the bytes expected from it
+    writers: list[int]
+    expects: list[int]
+    own: tuple[int, int, int]
+
+
+_areas: weakref.WeakKeyDictionary[ShmTransport, dict[int, StreamArea]] = (
+    weakref.WeakKeyDictionary())
+
+
+def stream_area(transport: ShmTransport, context: int) -> StreamArea:
+    """The stream area of ``context`` on ``transport`` (made on first use)."""
+    areas = _areas.setdefault(transport, {})
+    area = areas.get(context)
+    if area is None:
+        if not 0 <= context < transport._layout.stream_areas:
+            raise ScheduleError(f"{NAME}: communicator context {context} has no stream area")
+        area = areas[context] = StreamArea(transport, context)
+    return area
+
+
+def _layout_of(spec: CallSpec, me: int, chunk: int) -> tuple[
+        list[tuple[int, int, tuple[int, ...], int]], list[tuple[int, int, int]],
+        tuple[int, int, int]]:
+    """What group member ``me`` writes, reads and copies itself in a call of ``spec``.
+
+    Writes: chunks ``(src byte in send, bytes, readers (group ranks), offset in the reader's
+    block)``; reads: ``(writer, byte of its block in recv, bytes expected)``; own: ``(src, dst,
+    bytes)`` of the rank's own block copy.
+    """
+    c, p, root = spec.collective, spec.size, spec.root
+    nb = spec.count * spec.itemsize
+    pieces = range(0, nb, chunk)
+    others = [(me + d) % p for d in range(1, p)]
+    writes: list[tuple[int, int, tuple[int, ...], int]] = []
+    reads: list[tuple[int, int, int]] = []
+    own = (0, 0, 0)
+    if c in ("bcast", "allgather", "gather"):
+        writing = c == "allgather" or (me == root) == (c == "bcast")
+        if writing:
+            mask = (root,) if c == "gather" else tuple(others)
+            writes = [(t, min(chunk, nb - t), mask, t) for t in pieces]
+        if c == "bcast":
+            if me != root:
+                reads = [(root, 0, nb)]
+            else:
+                own = (0, 0, nb)
+        elif c == "allgather" or me == root:
+            reads = [(w, w * nb, nb) for w in others]
+            own = (0, me * nb, nb)
+    else:  # scatter, alltoall: one block per reader, interleaved chunk by chunk
+        if c == "alltoall" or me == root:
+            writes = [(r * nb + t, min(chunk, nb - t), (r,), t) for t in pieces for r in others]
+        if c == "alltoall":
+            reads = [(w, w * nb, nb) for w in others]
+            own = (me * nb, me * nb, nb)
+        elif me == root:
+            own = (me * nb, 0, nb)
+        else:
+            reads = [(root, 0, nb)]
+    if nb == 0:
+        reads, own = [], (0, 0, 0)
+    return writes, reads, own
+
+
+# -- the protocol in Python (when the extension is missing or COLLOPS_COMPILED=0) ---------------
+class PyPlan:
+    """`collops.transport._stream.Plan` in Python: the same protocol, chunk for chunk."""
+
+    def __init__(self, area: StreamArea, *, segment: Any, cursors: np.ndarray, me: int,
+                 nchunks: int, chunk_bytes: int, my_filled: int, my_headers: int,
+                 my_ring: int, writes: np.ndarray, drained_of_me: np.ndarray,
+                 writers: np.ndarray, self_copy: tuple[int, int, int],
+                 sleeper_words: Sequence[int], sleeper_ranks: Sequence[int],
+                 wake: Callable[[int], None]) -> None:
+        self.words, self.cursor, self.me = area.words, cursors, me
+        self.size = len(cursors) - 1
+        self.nchunks, self.chunk_bytes = nchunks, chunk_bytes
+        self.my_filled, self.my_headers, self.my_ring = my_filled, my_headers // 8, my_ring
+        self.write = writes.tolist()
+        self.drained = drained_of_me.tolist()
+        self.writer = writers.tolist()
+        self.own = self_copy
+        self.base = area.transport._segment.address
+        self.transport, self.group = area.transport, list(sleeper_ranks) + [me]
+
+    def _slot_free(self, c: int, state: np.ndarray) -> bool:
+        if c < self.nchunks:
+            return True
+        words = self.words
+        mask = words[self.my_headers + 8 * (c % self.nchunks) + H_MASK]
+        need = c - self.nchunks + 1
+        while mask:
+            r = (mask & -mask).bit_length() - 1
+            mask &= mask - 1
+            if words[self.drained[r]] < need:
+                state[S_BLOCKED_ON] = r
+                return False
+        return True
+
+    def _write_one(self, state: np.ndarray, send: int, word: int, fingerprint: int) -> int:
+        i = int(state[S_WRITTEN])
+        if i >= len(self.write):
+            return 0
+        c = int(self.cursor[self.size])
+        if not self._slot_free(c, state):
+            return 0
+        state[S_BLOCKED_ON] = -1
+        src, n, mask, offset = self.write[i]
+        slot, words = c % self.nchunks, self.words
+        h = self.my_headers + 8 * slot
+        words[h + H_SEQ] = 0
+        words[h + H_CALL], words[h + H_FP], words[h + H_MASK] = word, fingerprint, mask
+        words[h + H_OFFSET], words[h + H_NBYTES] = offset, n
+        ctypes.memmove(self.base + self.my_ring + slot * self.chunk_bytes, send + src, n)
+        words[h + H_SEQ] = c + 1
+        words[self.my_filled] = c + 1
+        self.cursor[self.size] = c + 1
+        state[S_WRITTEN] = i + 1
+        return 1
+
+    def _read_from(self, k: int, state: np.ndarray, recv: int, word: int, limit: int) -> int:
+        rank, filled_word, headers, ring, drained, dst, expect = self.writer[k]
+        received = int(state[S_RECEIVED + k])
+        if received >= expect:
+            return 0
+        words, nchunks = self.words, self.nchunks
+        cur = start = int(self.cursor[rank])
+        filled = words[filled_word]
+        cur = max(cur, filled - nchunks)
+        bit, moved, foreign = 1 << self.me, 0, False
+        while cur < filled and moved < limit and received < expect:
+            slot = cur % nchunks
+            h = headers // 8 + 8 * slot
+            seq = words[h + H_SEQ]
+            if seq != cur + 1:
+                cur += 1
+                continue
+            mask, call, fingerprint, offset, n = words[h + 3], words[h + 1], words[h + 2], \
+                words[h + 4], words[h + 5]
+            if words[h + H_SEQ] != seq or not mask & bit:
+                cur += 1
+                continue
+            if call != word:
+                state[S_FOREIGN_WRITER], foreign = rank, True
+                state[S_FOREIGN_CALL], state[S_FOREIGN_FP] = _signed(call), _signed(fingerprint)
+                break
+            ctypes.memmove(recv + dst + offset, self.base + ring + slot * self.chunk_bytes, n)
+            received += n
+            cur += 1
+            moved += 1
+        state[S_RECEIVED + k] = received
+        if cur != start:
+            self.cursor[rank] = cur
+            words[drained] = cur
+        return -1 if foreign and not moved else moved + (cur != start)
+
+    def _self_copy_some(self, state: np.ndarray, send: int, recv: int) -> bool:
+        src, dst, n = self.own
+        done = int(state[S_SELF])
+        if done >= n:
+            return False
+        piece = min(n - done, self.chunk_bytes)
+        if recv + dst != send + src:
+            ctypes.memmove(recv + dst + done, send + src + done, piece)
+        state[S_SELF] = done + piece
+        return True
+
+    def _finished(self, state: np.ndarray) -> bool:
+        if state[S_WRITTEN] < len(self.write) or state[S_SELF] < self.own[2]:
+            return False
+        return all(state[S_RECEIVED + k] >= row[R_EXPECT] for k, row in enumerate(self.writer))
+
+    def advance(self, state: np.ndarray, send: int, recv: int, word: int, fingerprint: int,
+                may_write: bool, spin: float) -> int:
+        """Everything that can move now (spinning at most ``spin`` s): DONE, STUCK or FOREIGN,
+        with MOVED or-ed in when anything moved."""
+        state[S_FOREIGN_WRITER] = -1
+        status, touched, copied, stop = STUCK, False, False, 0.0
+        while True:
+            moved, foreign = 0, False
+            if may_write:
+                moved += self._write_one(state, send, word, fingerprint)
+            for k in range(len(self.writer)):
+                got = self._read_from(k, state, recv, word, 2)
+                if got < 0:
+                    foreign = True
+                else:
+                    moved += got
+            if moved and not touched:
+                touched = True
+                self.transport.wake_sleepers(self.group)
+            if not moved and self._self_copy_some(state, send, recv):
+                copied = True
+                continue
+            if self._finished(state):
+                status = DONE
+                break
+            if moved:
+                stop = 0.0
+                continue
+            if foreign:
+                status = FOREIGN
+                break
+            t = time.perf_counter()
+            if not stop:
+                stop = t + spin
+            if t >= stop:
+                break
+        if touched:
+            self.transport.wake_sleepers(self.group)
+        return status | (MOVED if touched or copied else 0)
+
+    def ready(self, state: np.ndarray, send: int, recv: int, word: int, fingerprint: int,
+              may_write: bool) -> bool:
+        """Whether `advance` can move now."""
+        if may_write and state[S_WRITTEN] < len(self.write) and self._slot_free(
+                int(self.cursor[self.size]), state):
+            return True
+        words, foreign = self.words, state[S_FOREIGN_WRITER]
+        for k, row in enumerate(self.writer):
+            if (state[S_RECEIVED + k] < row[R_EXPECT] and row[R_RANK] != foreign
+                    and words[row[R_FILLED]] > self.cursor[row[R_RANK]]):
+                return True
+        return bool(state[S_SELF] < self.own[2])
+
+
+def _signed(v: int) -> int:
+    """A u64 word as the int64 a state array holds."""
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+# -- the call ----------------------------------------------------------------------------------
+class StreamExecution:
+    """An ``shm_stream`` call in flight, polled like an `Execution` (``poll``, ``left``)."""
+
+    def __init__(self, transport: ShmTransport, direct: DirectArea, area: StreamArea,
+                 spec: CallSpec, rank: int, send: np.ndarray | None, recv: np.ndarray | None,
+                 seq: int, phase: int, context: int, timeout: float | None) -> None:
+        self.transport, self.direct, self.area, self.spec = transport, direct, area, spec
+        group = tuple(direct.group)
+        prepared = self.prepared = area.plan(spec, group, rank)
+        self.plan, self.nwrites = prepared.plan, prepared.nwrites
+        self.state = np.zeros(S_RECEIVED + len(prepared.writers), np.int64)
+        self.state[S_FOREIGN_WRITER] = self.state[S_BLOCKED_ON] = -1
+        self.send, self.recv = send, recv  # held while the call runs
+        self.send_address = address_of(send)
+        src, dst, _ = prepared.own
+        # without a receive buffer (a bcast root's may be its send buffer, or none) the own
+        # copy is skipped: the addresses given make source and destination coincide
+        self.recv_address = address_of(recv) if recv is not None else (
+            self.send_address + src - dst)
+        self.fingerprint = shm_direct.call_fingerprint(spec, NAME)
+        k = call_number(seq, phase)
+        self.word = held_word(k, self.fingerprint)
+        self.expect = (slot_of(seq, phase), held_word(k, self.fingerprint), self.fingerprint)
+        self.tag = shm_direct._call_tag(context, seq, phase)
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.what = f"rank {rank}: {spec.collective}[{NAME}]"
+        self.spin = SPIN_OVERSUBSCRIBED if transport._oversubscribed else SPIN
+        self.left = 1
+        self.moved = False
+        area.active.append(self)
+        if self.nwrites:
+            area.unwritten.append(self)
+        transport.watch_direct(self._ready)
+
+    def _may_write(self) -> bool:
+        unwritten = self.area.unwritten
+        return bool(unwritten) and unwritten[0] is self
+
+    def _advance(self, spin: float) -> int:
+        """`Plan.advance` for this call: its status; ``self.moved`` says whether it moved."""
+        may_write = self._may_write()
+        status = self.plan.advance(self.state, self.send_address, self.recv_address,
+                                   self.word, self.fingerprint, may_write, spin)
+        if may_write and self.state[S_WRITTEN] >= self.nwrites:
+            self.area.unwritten.popleft()
+        self.moved = bool(status & MOVED)
+        return int(status & ~MOVED)
+
+    def _ready(self) -> bool:
+        return bool(self.plan.ready(self.state, self.send_address, self.recv_address,
+                                    self.word, self.fingerprint, self._may_write()))
+
+    def poll(self, spin: float = 0.0) -> bool:
+        """Advance without waiting (beyond ``spin`` s); True once the call is done here."""
+        if not self.left:
+            return True
+        try:
+            status = self._advance(spin)
+            moved = self.moved
+            if status == FOREIGN:
+                # a chunk of another call this rank has begun: give it to that call
+                for other in list(self.area.active):
+                    if other is not self and other.left:
+                        other._advance(0.0)
+                status = self._advance(0.0)
+                moved |= self.moved
+            if status == DONE:
+                self._end()
+                return True
+            if status == FOREIGN or not moved:
+                self._check()  # only when stuck: the checks cost more than a chunk
+        except BaseException:
+            self._end()
+            raise
+        return False
+
+    def _awaited(self) -> list[int]:
+        """The group ranks this call waits for: writers not fully read, a reader to drain."""
+        state, prepared, group = self.state, self.prepared, self.direct.group
+        out = [m for k, (m, expect) in enumerate(zip(prepared.writers, prepared.expects,
+                                                     strict=True))
+               if state[S_RECEIVED + k] < expect]
+        blocked = int(state[S_BLOCKED_ON])
+        if blocked >= 0 and state[S_WRITTEN] < self.nwrites and blocked in group:
+            out.append(group.index(blocked))
+        return sorted(set(out))
+
+    def _check(self) -> None:
+        state = self.state
+        writer = int(state[S_FOREIGN_WRITER])
+        if writer >= 0:
+            call = int(state[S_FOREIGN_CALL]) & (2**64 - 1)
+            if call >> 24 == self.word >> 24 and call != self.word:
+                theirs = int(state[S_FOREIGN_FP]) & (2**64 - 1)
+                member = self.direct.group.index(writer)
+                raise CollectiveMismatch(
+                    f"{self.what}: called {fp.describe(self.fingerprint)} but rank {member} "
+                    f"called {fp.describe(theirs)} at the same point")
+        self.direct.check(self._awaited, self.deadline, self.what, self.tag, fp.describe,
+                          self.expect)
+
+    def wait(self) -> None:
+        """Block until done (nothing else in flight to progress meanwhile)."""
+        while not self.poll(self.spin):
+            self.direct.wait(self._ready, self._awaited, self.deadline, self.what, self.tag,
+                             fp.describe, self.expect)
+
+    def _end(self) -> None:
+        if self.left:
+            self.left = 0
+            area = self.area
+            area.active.remove(self)
+            if self in area.unwritten:
+                area.unwritten.remove(self)
+            self.transport.unwatch_direct(self._ready)
+            self.send = self.recv = None
+
+
+def _areas_of(comm: Any, spec: CallSpec) -> tuple[ShmTransport, DirectArea, StreamArea]:
+    transport, direct = shm_direct._area(comm, spec)
+    return transport, direct, stream_area(transport, comm.context)
+
+
+def start(comm: Any, spec: CallSpec, send: np.ndarray | None, recv: np.ndarray | None,
+          seq: int, phase: int, params: Mapping[str, Any],
+          timeout: float | None) -> StreamExecution:
+    """Start ``spec`` through the communicator's stream area (a collops `Comm` over shm)."""
+    transport, direct, area = _areas_of(comm, spec)
+    ex = StreamExecution(transport, direct, area, spec, comm.rank, _flat(send), _flat(recv),
+                         seq, phase, comm.context, timeout)
+    ex.poll()
+    return ex
+
+
+def _flat(a: np.ndarray | None) -> np.ndarray | None:
+    return None if a is None else a.reshape(-1)
+
+
+def runner(comm: Any, spec: CallSpec, **options: Any) -> Callable[..., None]:
+    """The blocking form: ``fn(send, recv, seq, timeout, phase=0)`` (``options`` such as
+    ``length_prefix`` change nothing here)."""
+    transport, direct, area = _areas_of(comm, spec)
+    progress = comm._progress
+
+    def fn(send: np.ndarray | None, recv: np.ndarray | None, seq: int,
+           timeout: float | None, phase: int = 0) -> None:
+        ex = StreamExecution(transport, direct, area, spec, comm.rank, _flat(send),
+                             _flat(recv), seq, phase, comm.context, timeout)
+        if progress.active or len(area.active) > 1:
+            if not ex.poll(ex.spin):
+                progress.wait(ex)
+        else:
+            ex.wait()
+
+    return fn

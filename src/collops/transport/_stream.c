@@ -1,0 +1,486 @@
+/* collops.transport._stream: the inner loop of the shm_stream collectives, compiled.
+ *
+ * The protocol is the one `collops.algorithms.shm_stream` describes and also runs in Python
+ * (its `PyPlan`); this file only moves the chunks without the interpreter. Each rank of a
+ * communicator with a stream area owns a ring of R chunk slots in the job segment, a filled
+ * counter (chunks it has published, cumulative over the job) and, per slot, a header line:
+ *
+ *     word 0  SEQ     c + 1 for the chunk c the slot holds (0 while it is being rewritten)
+ *     word 1  CALL    the call's held word (call number << 24 | 24 bits of fingerprint)
+ *     word 2  FP      the call's full fingerprint (for the error message of a mismatch)
+ *     word 3  MASK    the world ranks that must read the chunk (bit r: rank r)
+ *     word 4  OFFSET  where the chunk's bytes go in the reader's block of this writer
+ *     word 5  NBYTES  how many bytes it holds
+ *
+ * and every reader r has a drained counter on the writer's ring: the chunks of it r has
+ * finished with. A writer may put chunk c into slot c mod R once every reader in the mask of
+ * chunk c - R has drained past it; a reader walks a writer's ring from its cursor, skips the
+ * chunks whose mask lacks it, copies those of its call and stops at one of another call
+ * (status FOREIGN: Python hands it to that call, or raises a mismatch).
+ *
+ * `Plan.advance` does all it can without waiting — writes, reads and the rank's own block
+ * copy, interleaved chunk by chunk — spinning at most `spin` seconds when nothing can move;
+ * waiting, sleeping, failure, timeout and mismatch checks stay in Python.
+ *
+ * Memory ordering: a slot's header and data are stored before its SEQ and the filled counter
+ * (release), a reader copies before it stores its drained counter (release); a reader reads a
+ * header between two acquire loads of SEQ (a seqlock: a rewritten slot is skipped, it was not
+ * the reader's); a sequentially consistent fence separates the last store of an advance from
+ * the check of the peers' sleeping flags.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+enum { H_SEQ = 0, H_CALL, H_FP, H_MASK, H_OFFSET, H_NBYTES };
+enum { DONE = 0, STUCK = 1, FOREIGN = 2, MOVED = 4 };  /* MOVED: or-ed in when anything moved */
+/* state words of one call */
+enum { S_WRITTEN = 0, S_SELF, S_FOREIGN_WRITER, S_FOREIGN_CALL, S_FOREIGN_FP, S_BLOCKED_ON,
+       S_RECEIVED };
+/* columns of a write row and of a writer row */
+enum { W_SRC = 0, W_NBYTES, W_MASK, W_OFFSET, W_COLS };
+enum { R_RANK = 0, R_FILLED, R_HEADERS, R_RING, R_DRAINED, R_DST, R_EXPECT, R_COLS };
+
+typedef struct {
+    PyObject_HEAD
+    Py_buffer segment, cursors, writes, drained_of_me, writers;
+    int held;                   /* how many of the buffers above are held */
+    char *base;
+    int64_t *cursor;            /* [world rank]: this rank's cursor on each ring; [size]: filled */
+    Py_ssize_t size;            /* world ranks */
+    int64_t me, nchunks, chunk_bytes;
+    int64_t my_filled, my_headers, my_ring;   /* word index, byte offsets */
+    const int64_t *write;       /* [nwrites][W_COLS] */
+    Py_ssize_t nwrites;
+    const int64_t *drained;     /* [world rank]: word where that reader counts my chunks */
+    const int64_t *writer;      /* [nwriters][R_COLS] */
+    Py_ssize_t nwriters;
+    int64_t self_src, self_dst, self_len, self_piece;
+    Py_ssize_t nsleepers;
+    Py_ssize_t *sleeper_word;
+    long *sleeper_rank;
+    PyObject *wake;
+} Plan;
+
+static inline uint64_t *word_at(Plan *p, int64_t index) {
+    return (uint64_t *)(p->base + 8 * index);
+}
+static inline uint64_t load_acq(Plan *p, int64_t index) {
+    return __atomic_load_n(word_at(p, index), __ATOMIC_ACQUIRE);
+}
+static inline uint64_t load_relaxed(Plan *p, int64_t index) {
+    return __atomic_load_n(word_at(p, index), __ATOMIC_RELAXED);
+}
+static inline void store_rel(Plan *p, int64_t index, uint64_t v) {
+    __atomic_store_n(word_at(p, index), v, __ATOMIC_RELEASE);
+}
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void Plan_dealloc(Plan *p) {
+    Py_buffer *bufs[] = {&p->segment, &p->cursors, &p->writes, &p->drained_of_me, &p->writers};
+    for (int i = 0; i < p->held; i++)
+        PyBuffer_Release(bufs[i]);
+    PyMem_Free(p->sleeper_word);
+    PyMem_Free(p->sleeper_rank);
+    Py_XDECREF(p->wake);
+    Py_TYPE(p)->tp_free((PyObject *)p);
+}
+
+static int hold(Plan *p, PyObject *o, Py_buffer *view, int writable, const char *what) {
+    if (PyObject_GetBuffer(o, view, writable ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS
+                                             : PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    p->held++;
+    if (view->len % 8) {
+        PyErr_Format(PyExc_ValueError, "%s must hold 64-bit integers", what);
+        return -1;
+    }
+    return 0;
+}
+
+static int Plan_init(Plan *p, PyObject *args, PyObject *kw) {
+    static char *names[] = {
+        "segment", "cursors", "me", "nchunks", "chunk_bytes", "my_filled", "my_headers",
+        "my_ring", "writes", "drained_of_me", "writers", "self_copy", "sleeper_words",
+        "sleeper_ranks", "wake", NULL};
+    PyObject *segment, *cursors, *writes, *drained, *writers, *sleeper_words, *sleeper_ranks;
+    PyObject *wake;
+    long long me, nchunks, chunk_bytes, my_filled, my_headers, my_ring;
+    long long self_src, self_dst, self_len;
+    if (p->held) {
+        PyErr_SetString(PyExc_RuntimeError, "a Plan is initialised once");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOLLLLLLOOO(LLL)OOO", names, &segment,
+                                     &cursors, &me, &nchunks, &chunk_bytes, &my_filled,
+                                     &my_headers, &my_ring, &writes, &drained, &writers,
+                                     &self_src, &self_dst, &self_len, &sleeper_words,
+                                     &sleeper_ranks, &wake))
+        return -1;
+    if (hold(p, segment, &p->segment, 1, "segment") < 0
+        || hold(p, cursors, &p->cursors, 1, "cursors") < 0
+        || hold(p, writes, &p->writes, 0, "writes") < 0
+        || hold(p, drained, &p->drained_of_me, 0, "drained_of_me") < 0
+        || hold(p, writers, &p->writers, 0, "writers") < 0)
+        return -1;
+    p->base = p->segment.buf;
+    p->cursor = p->cursors.buf;
+    p->size = p->cursors.len / 8 - 1;
+    if (p->drained_of_me.len / 8 != p->size || p->writes.len % (8 * W_COLS)
+        || p->writers.len % (8 * R_COLS) || nchunks <= 0 || chunk_bytes <= 0 || me < 0
+        || me >= p->size || p->size > 64) {
+        PyErr_SetString(PyExc_ValueError, "inconsistent stream plan");
+        return -1;
+    }
+    p->me = me;
+    p->nchunks = nchunks;
+    p->chunk_bytes = chunk_bytes;
+    p->my_filled = my_filled;
+    p->my_headers = my_headers;
+    p->my_ring = my_ring;
+    p->write = p->writes.buf;
+    p->nwrites = p->writes.len / (8 * W_COLS);
+    p->drained = p->drained_of_me.buf;
+    p->writer = p->writers.buf;
+    p->nwriters = p->writers.len / (8 * R_COLS);
+    p->self_src = self_src;
+    p->self_dst = self_dst;
+    p->self_len = self_len;
+    p->self_piece = chunk_bytes;
+    PyObject *fw = PySequence_Fast(sleeper_words, "sleeper_words");
+    if (fw == NULL)
+        return -1;
+    PyObject *fr = PySequence_Fast(sleeper_ranks, "sleeper_ranks");
+    if (fr == NULL) {
+        Py_DECREF(fw);
+        return -1;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fw);
+    int bad = PySequence_Fast_GET_SIZE(fr) != n;
+    p->sleeper_word = PyMem_Calloc(n ? n : 1, sizeof(Py_ssize_t));
+    p->sleeper_rank = PyMem_Calloc(n ? n : 1, sizeof(long));
+    for (Py_ssize_t i = 0; !bad && i < n; i++) {
+        p->sleeper_word[i] = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(fw, i));
+        p->sleeper_rank[i] = PyLong_AsLong(PySequence_Fast_GET_ITEM(fr, i));
+    }
+    Py_DECREF(fw);
+    Py_DECREF(fr);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "one sleeper rank per sleeper word");
+        return -1;
+    }
+    if (PyErr_Occurred())
+        return -1;
+    p->nsleepers = n;
+    p->wake = Py_NewRef(wake);
+    return 0;
+}
+
+static void wake_sleepers(Plan *p) {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    for (Py_ssize_t i = 0; i < p->nsleepers; i++) {
+        if (load_relaxed(p, p->sleeper_word[i])) {
+            PyObject *res = PyObject_CallFunction(p->wake, "l", p->sleeper_rank[i]);
+            if (res == NULL)
+                PyErr_WriteUnraisable(p->wake);
+            Py_XDECREF(res);
+        }
+    }
+}
+
+/* Whether every reader of the chunk slot `slot` of this rank's ring last held has drained it
+ * (the chunk to write is `c`); else the first reader still at it, in *blocked. */
+static int slot_free(Plan *p, int64_t c, int64_t *blocked) {
+    if (c < p->nchunks)
+        return 1;
+    int64_t slot = c % p->nchunks;
+    int64_t h = p->my_headers / 8 + 8 * slot;
+    uint64_t mask = load_relaxed(p, h + H_MASK);
+    uint64_t need = (uint64_t)(c - p->nchunks + 1);
+    while (mask) {
+        int r = __builtin_ctzll(mask);
+        mask &= mask - 1;
+        if (r < p->size && load_acq(p, p->drained[r]) < need) {
+            *blocked = r;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Write this call's next chunk if its slot is free: 1 written, 0 not. */
+static int write_one(Plan *p, int64_t *state, char *send, uint64_t word, uint64_t fp) {
+    int64_t i = state[S_WRITTEN];
+    if (i >= p->nwrites)
+        return 0;
+    int64_t c = p->cursor[p->size];
+    int64_t blocked = -1;
+    if (!slot_free(p, c, &blocked)) {
+        state[S_BLOCKED_ON] = blocked;
+        return 0;
+    }
+    state[S_BLOCKED_ON] = -1;
+    const int64_t *row = p->write + W_COLS * i;
+    int64_t slot = c % p->nchunks;
+    int64_t h = p->my_headers / 8 + 8 * slot;
+    store_rel(p, h + H_SEQ, 0);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    store_rel(p, h + H_CALL, word);
+    store_rel(p, h + H_FP, fp);
+    store_rel(p, h + H_MASK, (uint64_t)row[W_MASK]);
+    store_rel(p, h + H_OFFSET, (uint64_t)row[W_OFFSET]);
+    store_rel(p, h + H_NBYTES, (uint64_t)row[W_NBYTES]);
+    memcpy(p->base + p->my_ring + slot * p->chunk_bytes, send + row[W_SRC], row[W_NBYTES]);
+    store_rel(p, h + H_SEQ, (uint64_t)(c + 1));
+    store_rel(p, p->my_filled, (uint64_t)(c + 1));
+    p->cursor[p->size] = c + 1;
+    state[S_WRITTEN] = i + 1;
+    return 1;
+}
+
+/* Read what writer row `k` has for this call, at most `limit` chunks: the chunks read (or
+ * skipped); -1 when a chunk of another call blocks the ring (recorded in `state`). */
+static int read_from(Plan *p, Py_ssize_t k, int64_t *state, char *recv, uint64_t word,
+                     int64_t limit) {
+    const int64_t *w = p->writer + R_COLS * k;
+    int64_t *received = &state[S_RECEIVED + k];
+    if (*received >= w[R_EXPECT])
+        return 0;
+    int64_t rank = w[R_RANK];
+    int64_t cur = p->cursor[rank];
+    int64_t start = cur;
+    int64_t filled = (int64_t)load_acq(p, w[R_FILLED]);
+    if (cur < filled - p->nchunks)
+        cur = filled - p->nchunks;  /* anything older was not this rank's, or is read */
+    uint64_t bit = 1ull << p->me;
+    int moved = 0, result = 0;
+    while (cur < filled && moved < limit && *received < w[R_EXPECT]) {
+        int64_t slot = cur % p->nchunks;
+        int64_t h = w[R_HEADERS] / 8 + 8 * slot;
+        uint64_t seq = load_acq(p, h + H_SEQ);
+        if (seq != (uint64_t)(cur + 1)) {   /* rewritten: it was not for this rank */
+            cur++;
+            continue;
+        }
+        uint64_t mask = load_acq(p, h + H_MASK);
+        uint64_t call = load_acq(p, h + H_CALL);
+        uint64_t fp = load_acq(p, h + H_FP);
+        uint64_t offset = load_acq(p, h + H_OFFSET);
+        uint64_t nbytes = load_acq(p, h + H_NBYTES);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (load_acq(p, h + H_SEQ) != seq || !(mask & bit)) {
+            cur++;
+            continue;
+        }
+        if (call != word) {
+            state[S_FOREIGN_WRITER] = rank;
+            state[S_FOREIGN_CALL] = (int64_t)call;
+            state[S_FOREIGN_FP] = (int64_t)fp;
+            result = -1;
+            break;
+        }
+        memcpy(recv + w[R_DST] + offset, p->base + w[R_RING] + slot * p->chunk_bytes, nbytes);
+        *received += (int64_t)nbytes;
+        cur++;
+        moved++;
+    }
+    if (cur != start) {
+        p->cursor[rank] = cur;
+        store_rel(p, w[R_DRAINED], (uint64_t)cur);
+    }
+    return result < 0 && !moved ? -1 : moved + (cur != start);
+}
+
+static int self_copy_some(Plan *p, int64_t *state, char *send, char *recv) {
+    int64_t done = state[S_SELF];
+    if (done >= p->self_len)
+        return 0;
+    int64_t n = p->self_len - done < p->self_piece ? p->self_len - done : p->self_piece;
+    if (recv + p->self_dst != send + p->self_src)
+        memcpy(recv + p->self_dst + done, send + p->self_src + done, n);
+    state[S_SELF] = done + n;
+    return 1;
+}
+
+static int finished(Plan *p, const int64_t *state) {
+    if (state[S_WRITTEN] < p->nwrites || state[S_SELF] < p->self_len)
+        return 0;
+    for (Py_ssize_t k = 0; k < p->nwriters; k++)
+        if (state[S_RECEIVED + k] < p->writer[R_COLS * k + R_EXPECT])
+            return 0;
+    return 1;
+}
+
+static int parse_call(Plan *p, PyObject *const *args, Py_ssize_t nargs, Py_buffer *state,
+                      char **send, char **recv, uint64_t *word, uint64_t *fp, int *may_write) {
+    if (nargs < 6) {
+        PyErr_SetString(PyExc_TypeError, "(state, send, recv, word, fp, may_write, ...)");
+        return -1;
+    }
+    if (PyObject_GetBuffer(args[0], state, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    if (state->len / 8 < S_RECEIVED + p->nwriters) {
+        PyBuffer_Release(state);
+        PyErr_SetString(PyExc_ValueError, "state too short for the plan");
+        return -1;
+    }
+    *send = (char *)PyLong_AsVoidPtr(args[1]);
+    *recv = (char *)PyLong_AsVoidPtr(args[2]);
+    *word = PyLong_AsUnsignedLongLong(args[3]);
+    *fp = PyLong_AsUnsignedLongLong(args[4]);
+    *may_write = PyObject_IsTrue(args[5]);
+    if (PyErr_Occurred()) {
+        PyBuffer_Release(state);
+        return -1;
+    }
+    return 0;
+}
+
+/* advance(state, send, recv, word, fp, may_write, spin): DONE, STUCK or FOREIGN, with MOVED
+ * or-ed in when anything was written, read or copied. */
+static PyObject *Plan_advance(Plan *p, PyObject *const *args, Py_ssize_t nargs) {
+    Py_buffer sbuf;
+    char *send, *recv;
+    uint64_t word, fp;
+    int may_write;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "advance(state, send, recv, word, fp, may_write, spin)");
+        return NULL;
+    }
+    if (parse_call(p, args, nargs, &sbuf, &send, &recv, &word, &fp, &may_write) < 0)
+        return NULL;
+    double spin = PyFloat_AsDouble(args[6]);
+    if (spin == -1.0 && PyErr_Occurred()) {
+        PyBuffer_Release(&sbuf);
+        return NULL;
+    }
+    int64_t *state = sbuf.buf;
+    int status = STUCK, touched = 0, copied = 0;
+    double stop = 0.0;
+    unsigned idle = 0;
+    state[S_FOREIGN_WRITER] = -1;
+    for (;;) {
+        int moved = 0, foreign = 0;
+        if (may_write)
+            moved += write_one(p, state, send, word, fp);
+        for (Py_ssize_t k = 0; k < p->nwriters; k++) {
+            int got = read_from(p, k, state, recv, word, 2);
+            if (got < 0)
+                foreign = 1;
+            else
+                moved += got;
+        }
+        if (moved && !touched) {
+            touched = 1;
+            wake_sleepers(p);  /* a peer asleep for this rank's first chunk or drain */
+        }
+        if (!moved && self_copy_some(p, state, send, recv)) {
+            copied = 1;        /* the rank's own block fills the time its peers need */
+            continue;
+        }
+        if (finished(p, state)) {
+            status = DONE;
+            break;
+        }
+        if (moved) {
+            idle = 0;
+            stop = 0.0;
+            continue;
+        }
+        if (foreign) {
+            status = FOREIGN;
+            break;
+        }
+        if ((++idle & 31) == 0) {
+            double t = now();
+            if (stop == 0.0)
+                stop = t + spin;
+            if (t >= stop)
+                break;
+        }
+        cpu_relax();
+    }
+    if (touched)
+        wake_sleepers(p);
+    PyBuffer_Release(&sbuf);
+    return PyLong_FromLong(status | (touched || copied ? MOVED : 0));
+}
+
+/* ready(state, send, recv, word, fp, may_write): whether advance can move now. */
+static PyObject *Plan_ready(Plan *p, PyObject *const *args, Py_ssize_t nargs) {
+    Py_buffer sbuf;
+    char *send, *recv;
+    uint64_t word, fp;
+    int may_write;
+    if (parse_call(p, args, nargs, &sbuf, &send, &recv, &word, &fp, &may_write) < 0)
+        return NULL;
+    int64_t *state = sbuf.buf;
+    int ready = 0;
+    if (may_write && state[S_WRITTEN] < p->nwrites) {
+        int64_t blocked = -1;
+        ready = slot_free(p, p->cursor[p->size], &blocked);
+    }
+    for (Py_ssize_t k = 0; !ready && k < p->nwriters; k++) {
+        const int64_t *w = p->writer + R_COLS * k;
+        if (state[S_RECEIVED + k] < w[R_EXPECT] && w[R_RANK] != state[S_FOREIGN_WRITER]
+            && (int64_t)load_acq(p, w[R_FILLED]) > p->cursor[w[R_RANK]])
+            ready = 1;
+    }
+    if (!ready && state[S_SELF] < p->self_len)
+        ready = 1;
+    PyBuffer_Release(&sbuf);
+    return PyBool_FromLong(ready);
+}
+
+static PyMethodDef Plan_methods[] = {
+    {"advance", (PyCFunction)(void (*)(void))Plan_advance, METH_FASTCALL,
+     "advance(state, send, recv, word, fp, may_write, spin) -> DONE, STUCK or FOREIGN."},
+    {"ready", (PyCFunction)(void (*)(void))Plan_ready, METH_FASTCALL,
+     "ready(state, send, recv, word, fp, may_write) -> whether advance can move now."},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject PlanType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "collops.transport._stream.Plan",
+    .tp_basicsize = sizeof(Plan),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "What one rank writes and reads in one shm_stream call signature.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Plan_init,
+    .tp_dealloc = (destructor)Plan_dealloc,
+    .tp_methods = Plan_methods,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "collops.transport._stream",
+    "The compiled inner loop of the shm_stream collectives.", -1, NULL, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__stream(void) {
+    if (PyType_Ready(&PlanType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(m, "Plan", (PyObject *)&PlanType) < 0
+        || PyModule_AddIntConstant(m, "DONE", DONE) < 0
+        || PyModule_AddIntConstant(m, "STUCK", STUCK) < 0
+        || PyModule_AddIntConstant(m, "FOREIGN", FOREIGN) < 0
+        || PyModule_AddIntConstant(m, "MOVED", MOVED) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,25 @@
+"""Types of the compiled inner loop of the shm_stream collectives (``_stream.c``)."""
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+DONE: int
+STUCK: int
+FOREIGN: int
+MOVED: int
+
+class Plan:
+    """What one rank writes and reads in one shm_stream call signature."""
+
+    def __init__(self, *, segment: Any, cursors: Any, me: int, nchunks: int,
+                 chunk_bytes: int, my_filled: int, my_headers: int, my_ring: int,
+                 writes: Any, drained_of_me: Any, writers: Any,
+                 self_copy: tuple[int, int, int], sleeper_words: Sequence[int],
+                 sleeper_ranks: Sequence[int], wake: Callable[[int], None]) -> None: ...
+    def advance(self, state: Any, send: int, recv: int, word: int, fingerprint: int,
+                may_write: bool, spin: float, /) -> int:
+        """Everything that can move now, spinning at most ``spin`` s: DONE, STUCK or FOREIGN,
+        with MOVED or-ed in when anything moved."""
+    def ready(self, state: Any, send: int, recv: int, word: int, fingerprint: int,
+              may_write: bool, /) -> bool:
+        """Whether `advance` can move now."""

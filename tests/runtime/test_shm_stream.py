@@ -1,0 +1,199 @@
+"""``shm_stream``: large collectives streamed through shared-memory rings, on real processes.
+
+Every supported collective at 2, 3 and 4 ranks, against numpy, with the compiled loop and
+with the Python one (``COLLOPS_COMPILED=0``): sizes around the chunk boundaries (one byte
+over a chunk, several rings' worth, uneven), several dtypes, back-to-back blocking calls,
+non-blocking calls of every collective in flight at once (with small ``shm_direct`` calls in
+between) waited for last-first. Then the failures: a rank killed mid-stream, mismatched
+calls, a late rank; and no segment left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+import collops
+from collops import config
+from collops.algorithms import shm_stream
+from collops.errors import CollectiveMismatch
+from collops.transport import shm_segment as seg
+from tests.support.failures import outcome, peer_failures, record_peer_failed
+from tests.support.leaks import collops_segments, left_behind
+
+NAME = shm_stream.NAME
+CHUNK = seg.DEFAULT_STREAM_CHUNK_BYTES
+RING = seg.DEFAULT_STREAM_CHUNKS * CHUNK
+#: (dtype, items per rank): a byte over a chunk, 2.5 rings' worth, uneven, a whole chunk
+SHAPES = [(np.uint8, CHUNK + 1), (np.float64, 5 * RING // 16 + 3), (np.int32, 100_003),
+          (np.complex64, CHUNK // 8)]
+
+
+def _input(collective, p, rank, dtype, n, salt):
+    """Rank ``rank``'s send buffer (None where it sends nothing)."""
+    if collective in ("bcast", "scatter") and rank != 0:
+        return None
+    items = n * p if collective in ("scatter", "alltoall") else n
+    return ((np.arange(items) * (rank + 3) + salt) % 251).astype(dtype)
+
+
+def _expected(collective, p, rank, dtype, n, salt):
+    xs = [_input(collective, p, r, dtype, n, salt) for r in range(p)]
+    if collective == "bcast":
+        return xs[0]
+    if collective == "scatter":
+        return xs[0][rank * n:(rank + 1) * n]
+    if collective == "gather":
+        return np.concatenate(xs) if rank == 0 else None
+    if collective == "allgather":
+        return np.concatenate(xs)
+    return np.concatenate([x[rank * n:(rank + 1) * n] for x in xs])  # alltoall
+
+
+def _call(comm, collective, x, blocking):
+    prefix = "" if blocking else "i"
+    fn = getattr(comm, prefix + collective)
+    if collective in ("bcast", "scatter", "gather"):
+        return fn(x, 0, algorithm=NAME)
+    return fn(x, algorithm=NAME)
+
+
+def _same(got, expected):
+    if expected is None:
+        return got is None
+    return got is not None and got.dtype == expected.dtype and np.array_equal(
+        np.asarray(got).reshape(-1), expected)
+
+
+def _everything(comm):
+    """Every collective and shape blocking twice, then all non-blocking at once."""
+    p, r = comm.size, comm.rank
+    wrong = []
+    salt = 0
+    for collective in shm_stream.SUPPORTED:
+        for dtype, n in SHAPES:
+            for _ in range(2):
+                salt += 1
+                got = _call(comm, collective, _input(collective, p, r, dtype, n, salt), True)
+                if not _same(got, _expected(collective, p, r, dtype, n, salt)):
+                    wrong.append(("blocking", collective, np.dtype(dtype).name, n))
+                if comm.last_algorithm != NAME:
+                    wrong.append(("algorithm", collective, comm.last_algorithm))
+    # all in flight, small direct calls in between, waited for last-first
+    small = np.arange(3.0) + r
+    requests = []
+    for collective in shm_stream.SUPPORTED:
+        for dtype, n in SHAPES[:3]:
+            salt += 1
+            req = _call(comm, collective, _input(collective, p, r, dtype, n, salt), False)
+            requests.append((collective, dtype, n, salt, req))
+            requests.append((None, None, 0, 0, comm.iallreduce(small, algorithm="shm_direct")))
+    for collective, dtype, n, s, req in reversed(requests):
+        got = req.wait()
+        if collective is None:
+            if not np.array_equal(got, sum(np.arange(3.0) + q for q in range(p))):
+                wrong.append(("direct in between", got))
+        elif not _same(got, _expected(collective, p, r, dtype, n, s)):
+            wrong.append(("non-blocking", collective, np.dtype(dtype).name, n))
+    return wrong
+
+
+@pytest.fixture(params=["compiled", "python"])
+def mode(request, monkeypatch):
+    """Run with the compiled loop and with the Python one (children fork with the setting)."""
+    if request.param == "compiled":
+        assert shm_stream._stream is not None, "collops.transport._stream was not built"
+    monkeypatch.setenv("COLLOPS_COMPILED", "1" if request.param == "compiled" else "0")
+    config.reload_settings()
+    yield request.param
+    monkeypatch.delenv("COLLOPS_COMPILED")
+    config.reload_settings()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("p", [2, 3, 4])
+def test_every_collective_matches_numpy(p, mode):
+    before = collops_segments()
+    per_rank = collops.spawn(_everything, p, transport="shm", timeout=100)
+    assert per_rank == [[]] * p, per_rank
+    assert not left_behind(before)
+
+
+def _plan_kind(comm):
+    x = np.zeros(CHUNK)
+    comm.allgather(x, algorithm=NAME)
+    area = shm_stream.stream_area(comm.transport, comm.context)
+    return sorted(type(prepared.plan).__name__ for prepared in area.plans.values())
+
+
+@pytest.mark.timeout(60)
+def test_the_compiled_loop_runs_unless_switched_off(mode):
+    kinds = collops.spawn(_plan_kind, 2, transport="shm", timeout=50)[0]
+    assert kinds == (["Plan"] if mode == "compiled" else ["PyPlan"])
+
+
+def _dies_mid_stream(comm, folder):
+    n = 4 * RING // 8  # 4 rings' worth: the writers wait for their readers
+    x = np.ones(n)
+    comm.allgather(x, algorithm=NAME)
+    if comm.rank == 1:
+        comm.iallgather(x, algorithm=NAME)  # its first ring's worth is written, then it dies
+        os._exit(3)
+    record_peer_failed(folder, comm.rank, lambda: comm.allgather(x, algorithm=NAME, timeout=20))
+
+
+@pytest.mark.timeout(60)
+def test_a_rank_killed_mid_stream_is_named_by_peer_failed_within_2_s(tmp_path):
+    seen = peer_failures(_dies_mid_stream, 3, tmp_path)
+    assert sorted(seen) == [0, 2], seen
+    for record in seen.values():
+        assert record["failed"] == 1 and record["seconds"] < 2.0, record
+
+
+def _mismatch(comm):
+    x = np.arange(50_000.0)
+    if comm.rank == 0:
+        return outcome(lambda: comm.allgather(x, algorithm=NAME, timeout=5), CollectiveMismatch)
+    return outcome(lambda: comm.bcast(x, 0, algorithm=NAME, timeout=5), CollectiveMismatch)
+
+
+@pytest.mark.timeout(60)
+def test_mismatched_calls_raise_saying_what_each_called():
+    texts = collops.spawn(_mismatch, 2, transport="shm", timeout=50)
+    assert any("allgather" in t and "bcast" in t and "peer failed" not in t
+               for t in texts), texts
+    assert "no error" not in texts
+
+
+def _late(comm):
+    if comm.rank == 1:
+        time.sleep(1.5)
+        return "slept"
+    return outcome(lambda: comm.allgather(np.arange(50_000.0), algorithm=NAME, timeout=0.5),
+                   collops.CollectiveTimeout)
+
+
+@pytest.mark.timeout(60)
+def test_a_late_rank_times_the_call_out_naming_it():
+    text = collops.spawn(_late, 2, transport="shm", timeout=50)[0]
+    assert "allgather[shm_stream]" in text and "[1]" in text, text
+
+
+def _chosen(comm):
+    chosen = {}
+    # 800 bytes: a direct slot; 320 KB: beyond it, where the stream measured faster; 4 MiB:
+    # beyond what it measured faster at
+    for n in (100, 40_000, 4 * 1024 * 1024 // 8):
+        comm.allgather(np.arange(float(n)))
+        chosen[n] = comm.last_algorithm
+    return chosen
+
+
+@pytest.mark.timeout(60)
+def test_selection_takes_it_only_between_a_direct_slot_and_its_measured_bound():
+    chosen = collops.spawn(_chosen, 2, transport="shm", timeout=50)[0]
+    assert list(chosen.values())[:2] == ["shm_direct", NAME], chosen
+    assert list(chosen.values())[2] not in ("shm_direct", NAME), chosen
