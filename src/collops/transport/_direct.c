@@ -507,6 +507,38 @@ out:;
     return arrived;
 }
 
+/* Wait, as `await_words` does, until every reader of this rank's `slot` has acknowledged the
+ * call the slot holds: 1 when they have; 0 when not yet, or when this rank itself still reads
+ * the slot (Python then takes the call). A reader one call behind is common when ranks
+ * outnumber cores: a rank that returns at once from a rooted call is in its next call while
+ * a peer has not yet been scheduled to finish the last one. */
+static int await_slot(Runner *r, int slot) {
+    if (slot_free(r, slot))
+        return 1;
+    if (PyObject_IsTrue(PyList_GET_ITEM(r->own_pending, slot)))
+        return 0;
+    PyObject *occ = PyList_GET_ITEM(r->occupant, slot);
+    if (!PyTuple_Check(occ) || PyTuple_GET_SIZE(occ) != 2)
+        return 0;
+    PyObject *readers = PyTuple_GET_ITEM(occ, 1);
+    Py_ssize_t n = PyTuple_GET_SIZE(readers);
+    uint64_t k = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(occ, 0));
+    if (PyErr_Occurred() || n > 64) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_ssize_t words[64];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t m = PyLong_AsSsize_t(PyTuple_GET_ITEM(readers, i));
+        if (m < 0 || m >= r->nmembers) {
+            PyErr_Clear();
+            return 0;
+        }
+        words[i] = r->ack_of_me[m * NSLOTS + slot];
+    }
+    return await_words(r, words, n, k);
+}
+
 static PyObject *hand_over(Runner *r, int status, PyObject *const *args, long phase) {
     return PyObject_CallFunction(r->slow, "iOOOOl", status, args[0], args[1], args[2], args[3],
                                  phase);
@@ -586,7 +618,7 @@ static PyObject *Runner_run(Runner *r, PyObject *const *args, Py_ssize_t nargs) 
         return NULL;
     }
     PyObject *result = NULL;
-    if (r->publishes && !slot_free(r, slot))
+    if (r->publishes && !await_slot(r, slot))
         result = hand_over(r, 1, args, phase);
     else
         result = run_call(r, slot, k, word, send, recv, args, phase);
@@ -749,15 +781,9 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
     uint64_t word = (k << 24) | r->mix;
     PyObject *result = NULL;
     if (r->publishes) {
-        if (!slot_free(r, slot)) {  /* a reader is one call behind: give it a moment */
-            double stop = now() + r->spin_seconds;
-            do {
-                cpu_relax();
-                if (now() > stop) {
-                    result = Py_NewRef(r->hot_slow);
-                    goto done;
-                }
-            } while (!slot_free(r, slot));
+        if (!await_slot(r, slot)) {  /* a reader is one call behind: give it a moment */
+            result = Py_NewRef(r->hot_slow);
+            goto done;
         }
         PyObject *kobj = PyLong_FromUnsignedLongLong(k);
         if (kobj == NULL)
@@ -928,15 +954,9 @@ static PyObject *Runner_call(Runner *r, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     int slot = (int)((2 * seq) % NSLOTS);
     uint64_t k = ((uint64_t)seq << 3) + 1;
-    if (r->publishes && !slot_free(r, slot)) {  /* a reader is one call behind */
-        double stop = now() + r->spin_seconds;
-        do {
-            cpu_relax();
-            if (now() > stop) {
-                result = Py_NewRef(r->hot_slow);
-                goto done;
-            }
-        } while (!slot_free(r, slot));
+    if (r->publishes && !await_slot(r, slot)) {  /* a reader is one call behind */
+        result = Py_NewRef(r->hot_slow);
+        goto done;
     }
     if (take_call(r, comm, seq) < 0)
         goto done;
