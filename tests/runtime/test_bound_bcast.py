@@ -240,3 +240,60 @@ def test_setting_an_algorithm_unbinds_the_broadcast():
                                                  timeout=50):
         assert got == [[0.0, 1.0, 2.0]] * 5
         assert algorithm == "binomial" and unbound
+
+
+# -- scatter: the same binding, the root writing one block per rank -----------------------------
+#: (dtype, rows per rank, trailing shape) a root goes through
+SCATTER_SIGNATURES = [(np.float64, 1, ()), (np.float64, 1, ()), (np.int16, 2, (3,)),
+                      (np.float64, 1, ()), (np.complex64, 3, ()), (np.uint8, 5, (7,))]
+
+
+def _scatters(comm, root, with_out):
+    p, me = comm.size, comm.rank
+    comm._templates = _CountingDict(comm._templates)
+    got, results = [], []
+    for i, (dtype, rows, trailing) in enumerate(SCATTER_SIGNATURES):
+        for rep in range(4):
+            whole = _values(dtype, (p * rows, *trailing), 10 * i + rep)
+            out = np.empty((rows, *trailing), whole.dtype) if with_out else None
+            comm.barrier()
+            before = comm._templates.lookups
+            r = comm.scatter(whole if me == root else None, root, out=out)
+            lookups = comm._templates.lookups - before
+            if out is not None:
+                assert np.shares_memory(r, out)
+            results.append(r)
+            got.append((i, rep, r.dtype.str, r.shape, r.tolist(), lookups))
+    if not with_out:
+        assert all(not np.shares_memory(a, b) for k, a in enumerate(results)
+                   for b in results[k + 1:])
+    return got
+
+
+class _CountingDict(dict):
+    """A template table that counts lookups: the bound path makes none."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.lookups = 0
+
+    def get(self, *args):
+        self.lookups += 1
+        return super().get(*args)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("p", [2, 3])
+@pytest.mark.parametrize("with_out", [False, True])
+def test_bound_scatter_matches_numpy_through_every_change_of_signature(p, with_out):
+    for root in (0, p - 1):
+        per_rank = collops.spawn(_scatters, p, root, with_out, transport="shm", timeout=80)
+        for me, got in enumerate(per_rank):
+            for i, rep, dtype_str, shape, values, lookups in got:
+                dtype, rows, trailing = SCATTER_SIGNATURES[i]
+                whole = _values(dtype, (p * rows, *trailing), 10 * i + rep)
+                want = whole[me * rows: (me + 1) * rows]
+                assert (dtype_str, shape, values) == (want.dtype.str, want.shape,
+                                                      want.tolist()), (me, i, rep)
+                if rep >= 2 and i > 0:  # a signature's first call binds it
+                    assert lookups == 0, f"rank {me}, signature {i}, call {rep}: not bound"

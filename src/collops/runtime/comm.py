@@ -388,6 +388,8 @@ class Comm:
         #: ``(root, bcast)``: the compiled whole broadcast bound to the last array signature
         #: this rank broadcast or received from that root (see `_bind_bcast`)
         self._hot_bcast: tuple[int, Callable[..., Any]] | None = None
+        #: the same for scatter (its envelope: one block per rank)
+        self._hot_scatter: tuple[int, Callable[..., Any]] | None = None
         #: collective -> ``(op, root, call)``: the compiled whole call of the signature this
         #: rank last ran through `_fast` (see `_bind_call`)
         self._hot: dict[str, tuple[Any, int, Callable[..., Any]]] = {}
@@ -415,7 +417,7 @@ class Comm:
     # -- settings -------------------------------------------------------------------------
     def set_algorithm(self, collective: str, name: str | None, **params: Any) -> None:
         """Use algorithm ``name`` for every ``collective`` on this communicator (None: auto)."""
-        self._hot_bcast = None
+        self._hot_bcast = self._hot_scatter = None
         self._hot.clear()
         if name is None:
             self._prepared.clear()
@@ -531,7 +533,7 @@ class Comm:
         """The settings changed: drop the templates made under the old ones."""
         self._templates.clear()
         self._data_runners.clear()
-        self._hot_bcast = None
+        self._hot_bcast = self._hot_scatter = None
         self._hot.clear()
         self._generation = _cfg.generation
 
@@ -758,7 +760,7 @@ class Comm:
             template.runner = prepared[0].run(self, template.spec,
                                               length_prefix=(_NBYTES_AT, _DATA_AT))
             template.alg_name = prepared[0].name
-            if collective == "bcast":
+            if collective in ("bcast", "scatter"):
                 owner = getattr(template.runner, "__self__", None)
                 template.compiled = owner if hasattr(owner, "bind_bcast") else None
         return template  # type: ignore[no-any-return]
@@ -778,8 +780,8 @@ class Comm:
             got = views[raw] = (inline, dtype, shape, _envelope_view(template.recv, dtype, shape)
                                 if inline else None)
         inline, dtype, shape, view = got
-        if inline and call == "bcast" and algorithm is None and template.compiled is not None:
-            self._bind_bcast(template, root, dtype, shape, view.nbytes, raw)
+        if inline and algorithm is None and template.compiled is not None:
+            self._bind_bcast(template, root, dtype, shape, view.nbytes, raw, call)
         if inline:
             if out is None:
                 return view.copy()  # type: ignore[no-any-return]
@@ -878,21 +880,42 @@ class Comm:
                                    root, algorithm, timeout)
 
     def _bind_bcast(self, template: _Template, root: int, dtype: np.dtype,
-                    shape: tuple[int, ...], nbytes: int, head: Any) -> None:
-        """Let the compiled runner of ``template`` (a bcast envelope's) run whole broadcasts of
-        arrays of ``dtype`` and ``shape``, whose envelope header is ``head``: `bcast` then
-        calls it first."""
-        template.compiled.bind_bcast(template.recv, dtype, shape, nbytes, head, _SLOW,
+                    shape: tuple[int, ...], nbytes: int, head: Any, call: str = "bcast",
+                    x_shape: tuple[int, ...] | None = None) -> None:
+        """Let the compiled runner of ``template`` (a bcast's or scatter's envelope's) run
+        whole calls whose result has ``dtype`` and ``shape`` (``nbytes`` of data after the
+        envelope header ``head``; a scatter root's ``x`` has ``x_shape``): `bcast` and
+        `scatter` then call it first."""
+        blocks = block = own = 0
+        if call == "scatter" and x_shape is not None:  # the root writes every rank's block
+            blocks, block, own = self.size, template.shape[0], self.rank * nbytes
+        template.compiled.bind_bcast(template.recv, dtype, x_shape or shape, nbytes, head, _SLOW,
                                      functools.partial(np.empty, shape, dtype),
-                                     template.alg_name)
-        self._hot_bcast = (root, template.compiled.bcast)
+                                     template.alg_name, shape, max(blocks, 1), block, own)
+        hot = (root, template.compiled.bcast)
+        if call == "scatter":
+            self._hot_scatter = hot
+        else:
+            self._hot_bcast = hot
 
-    def _hot_bcast_parse(self, out: Any, root: int, timeout: float | None) -> Any:
-        """The rest of a bound broadcast whose root sent another signature: the envelope is in
-        the template's, as after `_envelope_call` (``timeout``: resolved)."""
-        template = self._templates[("bcast", root, None)]
+    def _hot_parse(self, call: str, out: Any, root: int, timeout: float | None) -> Any:
+        """The rest of a bound bcast or scatter whose root sent another signature: the envelope
+        is in the template's, as after `_envelope_call` (``timeout``: resolved)."""
+        template = self._templates[(call, root, None)]
         assert template is not None
-        return self._received("bcast", template, out, root, self._call_seq - 1, None, timeout)
+        return self._received(call, template, out, root, self._call_seq - 1, None, timeout)
+
+    def _hot_call(self, hot: tuple[int, Callable[..., Any]], call: str, x: Any, out: Any,
+                  root: int, timeout: float | None) -> Any:
+        """A bound bcast or scatter (see `_bind_bcast`), or `_SLOW`."""
+        if timeout is None:
+            timeout = self.timeout
+            if timeout is None:
+                timeout = _cfg.settings.timeout
+        got = hot[1](self, x, out, timeout)
+        if got is None:
+            return self._hot_parse(call, out, root, timeout)
+        return got
 
     def _fast_bcast_root_data(self, template: Any, x: np.ndarray, out: Any, head: np.ndarray,
                               root: int, algorithm: str | None, timeout: float | None) -> Any:
@@ -975,6 +998,9 @@ class Comm:
             if out is not None and not (out.size == own.size
                                         and (out.dtype is dt or out.dtype == dt)):
                 return _SLOW  # the general path raises, naming ``out``
+            if algorithm is None and template.compiled is not None:
+                self._bind_bcast(template, root, dt, shape, own.nbytes, head, "scatter",
+                                 x.shape)
             if template.head is not head:  # only this path writes the root's envelope
                 template.send.reshape(self.size, -1)[:, :_DATA_AT] = head
                 template.head = head
@@ -1233,13 +1259,9 @@ class Comm:
         hot = self._hot_bcast
         if (hot is not None and type(root) is int and root == hot[0] and algorithm is None
                 and not params and self._generation == _cfg.generation):
-            if timeout is None:
-                timeout = self.timeout
-                if timeout is None:
-                    timeout = _cfg.settings.timeout
-            got = hot[1](self, x, out, timeout)
+            got = self._hot_call(hot, "bcast", x, out, root, timeout)
             if got is not _SLOW:
-                return got if got is not None else self._hot_bcast_parse(out, root, timeout)
+                return got  # type: ignore[no-any-return]
         if not params:
             got = self._fast_bcast(x, root, out, algorithm, timeout)
             if got is not _SLOW:
@@ -1381,6 +1403,12 @@ class Comm:
     def scatter(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
                 timeout: float | None = None, **params: Any) -> np.ndarray:
         """This rank's block of the root's ``x`` split into ``size`` equal blocks along axis 0."""
+        hot = self._hot_scatter
+        if (hot is not None and type(root) is int and root == hot[0] and algorithm is None
+                and not params and self._generation == _cfg.generation):
+            got = self._hot_call(hot, "scatter", x, out, root, timeout)
+            if got is not _SLOW:
+                return got  # type: ignore[no-any-return]
         if not params:
             got = self._fast_scatter(x, root, out, algorithm, timeout)
             if got is not _SLOW:

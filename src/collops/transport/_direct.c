@@ -100,7 +100,10 @@ typedef struct {
     PyObject *hot_descr;        /* the dtype both ends' arrays must have (identity) */
     int hot_nd;
     Py_ssize_t hot_dims[HOT_MAX_DIMS];
-    Py_ssize_t hot_nbytes;      /* data bytes after the header */
+    Py_ssize_t hot_nbytes;      /* data bytes after the header (each block's, a scatter's) */
+    Py_ssize_t hot_blocks;      /* blocks the root writes: 1 (bcast), one per rank (scatter) */
+    Py_ssize_t hot_block;       /* bytes from one block to the next in the slot */
+    Py_ssize_t hot_own;         /* where the root's own result starts in its x */
     char hot_head[HOT_HEAD_MAX];
     PyObject *hot_env;          /* the envelope the general path parses (template.recv) */
     PyObject *hot_slow;         /* what `bcast` returns when it did nothing */
@@ -639,15 +642,19 @@ static PyObject *Runner_run(Runner *r, PyObject *const *args, Py_ssize_t nargs) 
  * returns the `slow` marker before the call number is taken, or (a non-root whose root sent
  * another signature) leaves the envelope for the general path to parse and returns None.
  */
-static PyObject *seq_name, *last_algorithm_name, *copy_name;
+static PyObject *seq_name, *last_algorithm_name;
+static int shape_of(PyObject *shape, int *nd, Py_ssize_t *dims);
 
-/* bind_bcast(env, dtype, shape, nbytes, head, slow, alloc, name) */
+/* bind_bcast(env, dtype, shape, nbytes, head, slow, alloc, name[, out_shape, blocks, block,
+ * own]): a scatter's envelope has `blocks` blocks `block` bytes apart, each a header and
+ * `nbytes` of data, and the root's result (of `out_shape`) starts at byte `own` of its x */
 static PyObject *Runner_bind_bcast(Runner *r, PyObject *args) {
-    PyObject *env, *descr, *shape, *slow, *alloc, *name;
-    Py_ssize_t nbytes;
+    PyObject *env, *descr, *shape, *slow, *alloc, *name, *out_shape = Py_None;
+    Py_ssize_t nbytes, blocks = 1, block = 0, own = 0;
     Py_buffer head;
-    if (!PyArg_ParseTuple(args, "OOO!ny*OOU", &env, &descr, &PyTuple_Type, &shape, &nbytes,
-                          &head, &slow, &alloc, &name))
+    if (!PyArg_ParseTuple(args, "OOO!ny*OOU|Onnn", &env, &descr, &PyTuple_Type, &shape,
+                          &nbytes, &head, &slow, &alloc, &name, &out_shape, &blocks, &block,
+                          &own))
         return NULL;
     PyObject *result = NULL;
     Py_ssize_t nd = PyTuple_GET_SIZE(shape);
@@ -671,6 +678,18 @@ static PyObject *Runner_bind_bcast(Runner *r, PyObject *args) {
     }
     r->hot_nd = (int)nd;
     r->hot_nbytes = nbytes;
+    if (out_shape == Py_None) {
+        r->hot_out_nd = r->hot_nd;
+        memcpy(r->hot_out_dims, r->hot_dims, sizeof r->hot_dims);
+    } else if (shape_of(out_shape, &r->hot_out_nd, r->hot_out_dims) < 0)
+        goto done;
+    if (blocks < 1 || (blocks > 1 && block < r->prefix_head + nbytes) || own < 0) {
+        PyErr_SetString(PyExc_ValueError, "bind_bcast: blocks must hold a header and the data");
+        goto done;
+    }
+    r->hot_blocks = blocks;
+    r->hot_block = block;
+    r->hot_own = own;
     memcpy(r->hot_head, head.buf, head.len);
     Py_XSETREF(r->hot_descr, Py_NewRef(descr));
     Py_XSETREF(r->hot_env, Py_NewRef(env));
@@ -719,10 +738,6 @@ static int shape_of(PyObject *shape, int *nd, Py_ssize_t *dims) {
     return 0;
 }
 
-/* Whether the `n` bytes at `a` and at `b` overlap without being the same bytes. */
-static int partly_overlap(const char *a, const char *b, Py_ssize_t n) {
-    return a != b && a < b + n && b < a + n;
-}
 
 /* The communicator's next call number, taken (-1 with an exception set on failure). */
 static long long take_call(Runner *r, PyObject *comm, long long seq) {
@@ -747,18 +762,19 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
         return NULL;
     }
     PyObject *comm = args[0], *x = args[1], *out = args[2], *timeout = args[3];
-    Py_ssize_t n = r->hot_nbytes, head = r->prefix_head;
+    Py_ssize_t n = r->hot_nbytes, head = r->prefix_head, all = n * r->hot_blocks;
+    int out_fits = out != Py_None && array_fits(r, out, r->hot_out_nd, r->hot_out_dims, 1);
     if (r->publishes) {
         if (!bound_array(r, x, 0))
             return Py_NewRef(r->hot_slow);
-        if (out != Py_None && out != x) {
-            if (!bound_array(r, out, 1))
+        if (out != Py_None && (out != x || r->hot_blocks != 1)) {
+            if (!out_fits)
                 return Py_NewRef(r->hot_slow);
             char *xd = ((ArrayFields *)x)->data, *od = ((ArrayFields *)out)->data;
-            if (partly_overlap(od, xd, n))
+            if (od + n > xd && xd + all > od && od != xd + r->hot_own)
                 return Py_NewRef(r->hot_slow);  /* overlapping: the general path copies */
         }
-    } else if (out != Py_None && !bound_array(r, out, 1)) {
+    } else if (out != Py_None && !out_fits) {
         return Py_NewRef(r->hot_slow);
     }
     PyObject *inflight = PyObject_GetAttr(r->area, r->inflight_name);
@@ -779,9 +795,20 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
     int slot = (int)((2 * seq) % NSLOTS);
     uint64_t k = ((uint64_t)seq << 3) + 1;
     uint64_t word = (k << 24) | r->mix;
-    PyObject *result = NULL;
+    PyObject *result = NULL, *mine = NULL;
     if (r->publishes) {
+        if (!(out == x && r->hot_blocks == 1)) {  /* not in place: the root's result array */
+            mine = out == Py_None ? PyObject_CallNoArgs(r->hot_alloc) : Py_NewRef(out);
+            if (mine == NULL)
+                goto done;
+            if (!array_fits(r, mine, r->hot_out_nd, r->hot_out_dims, 1)) {
+                Py_CLEAR(mine);  /* a dtype numpy does not keep as one object */
+                result = Py_NewRef(r->hot_slow);
+                goto done;
+            }
+        }
         if (!await_slot(r, slot)) {  /* a reader is one call behind: give it a moment */
+            Py_XDECREF(mine);
             result = Py_NewRef(r->hot_slow);
             goto done;
         }
@@ -792,32 +819,32 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
         Py_DECREF(kobj);
         if (occ == NULL || take_call(r, comm, seq) < 0) {
             Py_XDECREF(occ);
+            Py_XDECREF(mine);
             goto done;
         }
         char *xd = ((ArrayFields *)x)->data, *dst = r->base + r->my_data[slot];
-        memcpy(dst, r->hot_head, head);
-        memcpy(dst + head, xd, n);
+        for (Py_ssize_t j = 0; j < r->hot_blocks; j++, dst += r->hot_block) {
+            memcpy(dst, r->hot_head, head);
+            memcpy(dst + head, xd + j * n, n);
+        }
         if (r->store_fingerprint)
             store_word(r, r->my_fp[slot], r->fingerprint);
         store_word(r, r->my_held[slot], word);
         PyList_SetItem(r->occupant, slot, occ); /* steals occ */
         wake_sleepers(r);
-        if (out == x)
+        if (mine == NULL)  /* in place, as MPI_Bcast's root */
             result = Py_NewRef(x);
-        else if (out == Py_None)
-            result = PyObject_CallMethodNoArgs(x, copy_name);
         else {
-            char *od = ((ArrayFields *)out)->data;
-            if (od != xd)
-                memcpy(od, xd, n);
-            result = Py_NewRef(out);
+            if (((ArrayFields *)mine)->data != xd + r->hot_own)
+                memcpy(((ArrayFields *)mine)->data, xd + r->hot_own, n);
+            result = mine;
         }
         goto done;
     }
     PyObject *into = out == Py_None ? PyObject_CallNoArgs(r->hot_alloc) : Py_NewRef(out);
     if (into == NULL)
         goto done;
-    if (!bound_array(r, into, 1)) {  /* a dtype numpy does not keep as one object */
+    if (!array_fits(r, into, r->hot_out_nd, r->hot_out_dims, 1)) {  /* another dtype object */
         Py_DECREF(into);
         result = Py_NewRef(r->hot_slow);
         goto done;
@@ -1032,8 +1059,7 @@ PyMODINIT_FUNC PyInit__direct(void) {
         return NULL;
     seq_name = PyUnicode_InternFromString("_call_seq");
     last_algorithm_name = PyUnicode_InternFromString("last_algorithm");
-    copy_name = PyUnicode_InternFromString("copy");
-    if (seq_name == NULL || last_algorithm_name == NULL || copy_name == NULL)
+    if (seq_name == NULL || last_algorithm_name == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
