@@ -184,9 +184,9 @@ def test_a_late_rank_times_the_call_out_naming_it():
 
 def _chosen(comm):
     chosen = {}
-    # 800 bytes: a direct slot; 320 KB: beyond it, where the stream measured faster; 4 MiB:
+    # 800 bytes: a direct slot; 160 KB: beyond it, where the stream measured faster; 4 MiB:
     # beyond what it measured faster at
-    for n in (100, 40_000, 4 * 1024 * 1024 // 8):
+    for n in (100, 20_000, 4 * 1024 * 1024 // 8):
         comm.allgather(np.arange(float(n)))
         chosen[n] = comm.last_algorithm
     return chosen
@@ -197,3 +197,11 @@ def test_selection_takes_it_only_between_a_direct_slot_and_its_measured_bound():
     chosen = collops.spawn(_chosen, 2, transport="shm", timeout=50)[0]
     assert list(chosen.values())[:2] == ["shm_direct", NAME], chosen
     assert list(chosen.values())[2] not in ("shm_direct", NAME), chosen
+
+
+def test_the_measured_bounds_follow_the_number_of_ranks():
+    from collops.algorithms.shm_stream import AUTO_UP_TO, auto_limit
+    assert auto_limit("bcast", 2) == 0  # never unasked at 2 ranks
+    assert auto_limit("alltoall", 3) == AUTO_UP_TO["alltoall"][4]
+    assert auto_limit("allgather", 16) == AUTO_UP_TO["allgather"][8]
+    assert auto_limit("alltoall", 2) < auto_limit("alltoall", 4)

@@ -74,14 +74,29 @@ NAME = "shm_stream"
 RESOURCE = "shm_stream"
 SUPPORTED = ("bcast", "scatter", "gather", "allgather", "alltoall")
 #: the collectives selection gives it unasked: beyond a direct slot and up to these bytes
-#: per block (``count × itemsize``), at 2 ranks and at more — where it measured faster than
-#: the schedules selection took before (ring, recursive doubling, linear, binomial) in
-#: interleaved rounds on the 2-core VM while other jobs loaded it: the stream
-#: copies each byte twice where the schedules' single-copy messages copy once, so it wins
-#: while synchronisation costs more than copying, and loses beyond (4-rank allgather and
-#: alltoall already at 512 KiB; every collective at 2 MiB)
-AUTO_UP_TO = {"bcast": (512 * 1024, 1024 * 1024), "allgather": (512 * 1024, 128 * 1024),
-              "alltoall": (512 * 1024, 128 * 1024)}
+#: per block (``count × itemsize``) at up to 2, 4 and 8 ranks (more ranks: the 8-rank bound)
+#: — where it measured faster than the best schedule (ring, bruck, recursive doubling,
+#: linear, pairwise, binomial, pipeline) in interleaved rounds on the quiet 2-core VM. The
+#: stream copies each byte twice where the schedules' single-copy messages copy once, so it
+#: wins while synchronisation costs more than copying: at 2 ranks only up to 256 KiB (never
+#: for bcast), at 4 ranks alltoall up to 1 MiB per block (0.36-0.60 of the best schedule's
+#: time) and bcast to 256 KiB, at 8 ranks up to 128 KiB (alltoall 0.26-0.34). 4-rank
+#: allgather stays at 128 KiB: at 1 MiB its median beat recursive doubling (0.54) but its
+#: mean over 50 calls, with the stalls of a ring waiting for a descheduled reader, did not
+KiB = 1024
+AUTO_UP_TO: dict[str, dict[int, int]] = {
+    "bcast": {2: 0, 4: 256 * KiB, 8: 128 * KiB},
+    "allgather": {2: 256 * KiB, 4: 128 * KiB, 8: 128 * KiB},
+    "alltoall": {2: 256 * KiB, 4: 1024 * KiB, 8: 128 * KiB},
+}
+
+
+def auto_limit(collective: str, p: int) -> int:
+    """The largest block selection streams unasked for ``collective`` on ``p`` ranks."""
+    bounds = AUTO_UP_TO[collective]
+    return bounds[min((q for q in bounds if q >= p), default=max(bounds))]
+
+
 AUTO = frozenset(AUTO_UP_TO)
 
 #: header words of a chunk slot (one 64-byte line each)
@@ -138,7 +153,7 @@ def stream_cost(spec: CallSpec, model: CostModel) -> float:
     if spec.collective not in AUTO or (
             shm_direct.contribution_bytes(spec) <= shm_direct._capacity):
         return math.inf  # shm_direct's calls (and the envelopes of bcast), or by name only
-    if n > AUTO_UP_TO[spec.collective][0 if p == 2 else 1]:
+    if n > auto_limit(spec.collective, p):
         return math.inf  # measured slower than the schedules' single-copy messages
     reads = n * (p - 1) if spec.collective in ("allgather", "alltoall", "gather") else n
     return 0.5 * model.alpha + 0.5 * reads * model.beta
