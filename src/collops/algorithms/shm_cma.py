@@ -88,7 +88,7 @@ def cma_cost(spec: CallSpec, model: CostModel) -> float:
 
     Not a model of the work — the root of a reduce folds p − 1 contributions — but a
     calibration: measured against the schedules the model would pick instead (rabenseifner,
-    binomial, linear), it was faster at 256 KiB to 16 MiB on 2 and 4 ranks, because a
+    binomial, linear), it was faster at 256 KiB to 16 MiB on 2 ranks (gather on 4 too), as a
     schedule's every message costs Python on both sides and two copies through the segment,
     which the model's α and β undercount; with this cost selection takes it for every call
     of those collectives beyond the direct slots.
@@ -96,6 +96,9 @@ def cma_cost(spec: CallSpec, model: CostModel) -> float:
     if spec.collective not in AUTO or (
             shm_direct.contribution_bytes(spec) <= shm_direct._capacity):
         return math.inf  # shm_direct's calls, or asked for by name only
+    if spec.collective == "reduce" and spec.size > 2:
+        return math.inf  # the root folds p - 1 contributions alone: at 4 ranks 1 MiB
+        # binomial took 714 µs against 1500 (measured on the quiet VM, 2026-11-23)
     return 0.5 * model.alpha + spec.count * spec.itemsize * model.beta
 
 

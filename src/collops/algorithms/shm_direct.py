@@ -84,16 +84,20 @@ def contribution_bytes(spec: CallSpec) -> int:
 
 
 def direct_cost(spec: CallSpec, model: CostModel) -> float:
-    """Half an α plus the bytes read from the peers' slots (β) and folded in (γ).
+    """Half an α plus half of what the bytes read from the peers' slots (β) and folded in
+    (γ) cost a message.
 
     Copying into this rank's own slot overlaps with the peers doing the same, as a message's
-    copy into the transport does, which the schedules' costs do not count either.
+    copy into the transport does, which the schedules' costs do not count either. The reads
+    and folds count half: they are one copy (a message's bytes are copied in and out) and run
+    in C, and at full weight selection took recursive doubling for an 8-rank 64 KiB
+    allreduce (906 µs against 304 µs direct) and binomial for the reduce (362 against 47 µs).
     """
     c, n, p = spec.collective, spec.count * spec.itemsize, spec.size
     reads = {"bcast": n, "scatter": n, "gather": n * (p - 1), "reduce": n * (p - 1),
              "scan": n * (p - 1) / 2, "exscan": n * (p - 1) / 2}.get(c, n * (p - 1))
     reduced = reads if spec.op is not None else 0
-    return 0.5 * model.alpha + reads * model.beta + reduced * model.gamma
+    return 0.5 * (model.alpha + reads * model.beta + reduced * model.gamma)
 
 
 # -- what each rank writes, waits for and reads ------------------------------------------------
