@@ -8,7 +8,12 @@ pure Python.
 
 from setuptools import Extension, setup
 
+#: the header both include (their shared-memory words, spin hint and clock)
+SHARED = ["src/collops/transport/_shm_wait.h"]
+
 setup(ext_modules=[Extension("collops.transport._direct", ["src/collops/transport/_direct.c"],
-                             optional=True, extra_compile_args=["-O2", "-std=gnu11"]),
+                             depends=SHARED, optional=True,
+                             extra_compile_args=["-O2", "-std=gnu11"]),
                    Extension("collops.transport._stream", ["src/collops/transport/_stream.c"],
-                             optional=True, extra_compile_args=["-O2", "-std=gnu11"])])
+                             depends=SHARED, optional=True,
+                             extra_compile_args=["-O2", "-std=gnu11"])])

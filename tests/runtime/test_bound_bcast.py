@@ -18,6 +18,7 @@ import pytest
 
 import collops
 from collops.errors import ArgumentError, CollectiveTimeout
+from tests.support.counting import CountingDict
 
 # test_direct_compiled.py fails when the extension is not built, so this is never silent
 _direct = pytest.importorskip("collops.transport._direct")
@@ -250,7 +251,7 @@ SCATTER_SIGNATURES = [(np.float64, 1, ()), (np.float64, 1, ()), (np.int16, 2, (3
 
 def _scatters(comm, root, with_out):
     p, me = comm.size, comm.rank
-    comm._templates = _CountingDict(comm._templates)
+    comm._templates = CountingDict(comm._templates)
     got, results = [], []
     for i, (dtype, rows, trailing) in enumerate(SCATTER_SIGNATURES):
         for rep in range(4):
@@ -268,18 +269,6 @@ def _scatters(comm, root, with_out):
         assert all(not np.shares_memory(a, b) for k, a in enumerate(results)
                    for b in results[k + 1:])
     return got
-
-
-class _CountingDict(dict):
-    """A template table that counts lookups: the bound path makes none."""
-
-    def __init__(self, *args):
-        super().__init__(*args)
-        self.lookups = 0
-
-    def get(self, *args):
-        self.lookups += 1
-        return super().get(*args)
 
 
 @pytest.mark.timeout(90)

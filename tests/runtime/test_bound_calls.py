@@ -16,20 +16,9 @@ import numpy as np
 import pytest
 
 import collops
+from tests.support.counting import CountingDict
 
 _direct = pytest.importorskip("collops.transport._direct")  # test_direct_compiled fails if absent
-
-
-class _CountingDict(dict):
-    """A template table that counts lookups: the bound path makes none."""
-
-    def __init__(self, *args):
-        super().__init__(*args)
-        self.lookups = 0
-
-    def get(self, *args):
-        self.lookups += 1
-        return super().get(*args)
 
 
 def _x(me, shape, dtype, salt):
@@ -103,7 +92,7 @@ def _out_for(collective, x, p, me, root):
 
 def _all_cases(comm, with_out):
     p, me = comm.size, comm.rank
-    comm._templates = _CountingDict(comm._templates)
+    comm._templates = CountingDict(comm._templates)
     got = []
     for c, (collective, op, root, shape, dtype) in enumerate(CASES):
         results = []

@@ -25,6 +25,8 @@
 #include <math.h>
 #include <sched.h>
 
+#include "_shm_wait.h"
+
 #define NSLOTS 4
 #define HOT_MAX_DIMS 8
 #define HOT_HEAD_MAX 256
@@ -116,30 +118,12 @@ typedef struct {
     Py_ssize_t hot_out_dims[HOT_MAX_DIMS];
 } Runner;
 
-static inline uint64_t *word_at(Runner *r, Py_ssize_t index) {
-    return (uint64_t *)(r->base + 8 * index);
-}
-
 static inline uint64_t load_word(Runner *r, Py_ssize_t index) {
-    return __atomic_load_n(word_at(r, index), __ATOMIC_ACQUIRE);
+    return shm_load(r->base, index);
 }
 
 static inline void store_word(Runner *r, Py_ssize_t index, uint64_t value) {
-    __atomic_store_n(word_at(r, index), value, __ATOMIC_RELEASE);
-}
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    shm_store(r->base, index, value);
 }
 
 /* ---- reductions: numpy's arithmetic, element by element ------------------------------- */
@@ -411,29 +395,33 @@ static void wake_sleepers(Runner *r) {
     }
 }
 
-/* Whether every member that had to read this rank's `slot` has acknowledged it. */
-static int slot_free(Runner *r, int slot) {
-    PyObject *pending = PyList_GET_ITEM(r->own_pending, slot);
-    if (PyObject_IsTrue(pending))
-        return 0;
+/* The acknowledgement words of the members that must read this rank's `slot` and the call
+ * `k` they must hold there: their number (at most 64), or -1 when this rank still reads the
+ * slot itself or the occupant cannot be read (the slot counts as busy). */
+static Py_ssize_t slot_readers(Runner *r, int slot, uint64_t *k, Py_ssize_t *words) {
+    if (PyObject_IsTrue(PyList_GET_ITEM(r->own_pending, slot)))
+        return -1;
     PyObject *occ = PyList_GET_ITEM(r->occupant, slot);
     if (!PyTuple_Check(occ) || PyTuple_GET_SIZE(occ) != 2)
-        return 0;
+        return -1;
     PyObject *readers = PyTuple_GET_ITEM(occ, 1);
     Py_ssize_t n = PyTuple_GET_SIZE(readers);
     if (n == 0)
-        return 1;
-    uint64_t k = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(occ, 0));
+        return 0;
+    *k = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(occ, 0));
+    if (PyErr_Occurred() || n > 64) {
+        PyErr_Clear();
+        return -1;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t m = PyLong_AsSsize_t(PyTuple_GET_ITEM(readers, i));
         if (m < 0 || m >= r->nmembers) {
             PyErr_Clear();
-            return 0;
+            return -1;
         }
-        if (load_word(r, r->ack_of_me[m * NSLOTS + slot]) != k)
-            return 0;
+        words[i] = r->ack_of_me[m * NSLOTS + slot];
     }
-    return 1;
+    return n;
 }
 
 /* The bytes of a `full`-byte piece at `piece` to copy: all, or its header and the bytes in use. */
@@ -516,30 +504,9 @@ out:;
  * outnumber cores: a rank that returns at once from a rooted call is in its next call while
  * a peer has not yet been scheduled to finish the last one. */
 static int await_slot(Runner *r, int slot) {
-    if (slot_free(r, slot))
-        return 1;
-    if (PyObject_IsTrue(PyList_GET_ITEM(r->own_pending, slot)))
-        return 0;
-    PyObject *occ = PyList_GET_ITEM(r->occupant, slot);
-    if (!PyTuple_Check(occ) || PyTuple_GET_SIZE(occ) != 2)
-        return 0;
-    PyObject *readers = PyTuple_GET_ITEM(occ, 1);
-    Py_ssize_t n = PyTuple_GET_SIZE(readers);
-    uint64_t k = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(occ, 0));
-    if (PyErr_Occurred() || n > 64) {
-        PyErr_Clear();
-        return 0;
-    }
-    Py_ssize_t words[64];
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t m = PyLong_AsSsize_t(PyTuple_GET_ITEM(readers, i));
-        if (m < 0 || m >= r->nmembers) {
-            PyErr_Clear();
-            return 0;
-        }
-        words[i] = r->ack_of_me[m * NSLOTS + slot];
-    }
-    return await_words(r, words, n, k);
+    uint64_t k = 0;
+    Py_ssize_t words[64], n = slot_readers(r, slot, &k, words);
+    return n >= 0 && await_words(r, words, n, k);
 }
 
 static PyObject *hand_over(Runner *r, int status, PyObject *const *args, long phase) {
@@ -751,16 +718,46 @@ static long long take_call(Runner *r, PyObject *comm, long long seq) {
     return seq;
 }
 
-/* bcast(comm, x, out, timeout): a whole bound broadcast (see above). */
-static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
+/* Whether a bound entry point got its 4 arguments and the runner is bound (else an error). */
+static int bound_usage(Runner *r, Py_ssize_t nargs, const char *usage) {
     if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "bcast(comm, x, out, timeout)");
-        return NULL;
+        PyErr_Format(PyExc_TypeError, "%s(comm, x, out, timeout)", usage);
+        return 0;
     }
     if (!r->hot_bound) {
-        PyErr_SetString(PyExc_RuntimeError, "bcast: no broadcast bound (bind_bcast)");
-        return NULL;
+        PyErr_Format(PyExc_RuntimeError, "%s: nothing bound", usage);
+        return 0;
     }
+    return 1;
+}
+
+/* The communicator's next call number in `*seq` (its object in `*seqobj`, a new reference):
+ * 1; 0 when a direct call of this area is in flight (the bound path then stays out); -1 with
+ * an exception set. */
+static int next_seq(Runner *r, PyObject *comm, PyObject **seqobj, long long *seq) {
+    *seqobj = NULL;
+    PyObject *inflight = PyObject_GetAttr(r->area, r->inflight_name);
+    if (inflight == NULL)
+        return -1;
+    int busy = PyObject_IsTrue(inflight);
+    Py_DECREF(inflight);
+    if (busy)
+        return 0;
+    *seqobj = PyObject_GetAttr(comm, seq_name);
+    if (*seqobj == NULL)
+        return -1;
+    *seq = PyLong_AsLongLong(*seqobj);
+    if (*seq == -1 && PyErr_Occurred()) {
+        Py_CLEAR(*seqobj);
+        return -1;
+    }
+    return 1;
+}
+
+/* bcast(comm, x, out, timeout): a whole bound broadcast (see above). */
+static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
+    if (!bound_usage(r, nargs, "bcast"))
+        return NULL;
     PyObject *comm = args[0], *x = args[1], *out = args[2], *timeout = args[3];
     Py_ssize_t n = r->hot_nbytes, head = r->prefix_head, all = n * r->hot_blocks;
     int out_fits = out != Py_None && array_fits(r, out, r->hot_out_nd, r->hot_out_dims, 1);
@@ -777,21 +774,11 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
     } else if (out != Py_None && !out_fits) {
         return Py_NewRef(r->hot_slow);
     }
-    PyObject *inflight = PyObject_GetAttr(r->area, r->inflight_name);
-    if (inflight == NULL)
-        return NULL;
-    int busy = PyObject_IsTrue(inflight);
-    Py_DECREF(inflight);
-    if (busy)
-        return Py_NewRef(r->hot_slow);
-    PyObject *seqobj = PyObject_GetAttr(comm, seq_name);
-    if (seqobj == NULL)
-        return NULL;
-    long long seq = PyLong_AsLongLong(seqobj);
-    if (seq == -1 && PyErr_Occurred()) {
-        Py_DECREF(seqobj);
-        return NULL;
-    }
+    PyObject *seqobj;
+    long long seq = 0;
+    int go = next_seq(r, comm, &seqobj, &seq);
+    if (go <= 0)
+        return go < 0 ? NULL : Py_NewRef(r->hot_slow);
     int slot = (int)((2 * seq) % NSLOTS);
     uint64_t k = ((uint64_t)seq << 3) + 1;
     uint64_t word = (k << 24) | r->mix;
@@ -925,14 +912,8 @@ static PyObject *Runner_bind_call(Runner *r, PyObject *args) {
 
 /* call(comm, x, out, timeout): a whole bound call (its result, None, or the slow marker). */
 static PyObject *Runner_call(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "call(comm, x, out, timeout)");
+    if (!bound_usage(r, nargs, "call"))
         return NULL;
-    }
-    if (!r->hot_bound) {
-        PyErr_SetString(PyExc_RuntimeError, "call: no call bound (bind_call)");
-        return NULL;
-    }
     PyObject *comm = args[0], *x = args[1], *out = args[2], *timeout = args[3];
     if (!bound_array(r, x, 0))
         return Py_NewRef(r->hot_slow);
@@ -964,21 +945,12 @@ static PyObject *Runner_call(Runner *r, PyObject *const *args, Py_ssize_t nargs)
         recv = ((ArrayFields *)into)->data;
     }
     PyObject *result = NULL, *seqobj = NULL;
-    PyObject *inflight = PyObject_GetAttr(r->area, r->inflight_name);
-    if (inflight == NULL)
-        goto done;
-    int busy = PyObject_IsTrue(inflight);
-    Py_DECREF(inflight);
-    if (busy) {
-        result = Py_NewRef(r->hot_slow);
+    long long seq = 0;
+    int go = next_seq(r, comm, &seqobj, &seq);
+    if (go <= 0) {
+        result = go < 0 ? NULL : Py_NewRef(r->hot_slow);
         goto done;
     }
-    seqobj = PyObject_GetAttr(comm, seq_name);
-    if (seqobj == NULL)
-        goto done;
-    long long seq = PyLong_AsLongLong(seqobj);
-    if (seq == -1 && PyErr_Occurred())
-        goto done;
     int slot = (int)((2 * seq) % NSLOTS);
     uint64_t k = ((uint64_t)seq << 3) + 1;
     if (r->publishes && !await_slot(r, slot)) {  /* a reader is one call behind */

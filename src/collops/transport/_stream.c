@@ -34,6 +34,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "_shm_wait.h"
+
 enum { H_SEQ = 0, H_CALL, H_FP, H_MASK, H_OFFSET, H_NBYTES };
 enum { DONE = 0, STUCK = 1, FOREIGN = 2, MOVED = 4 };  /* MOVED: or-ed in when anything moved */
 /* state words of one call */
@@ -64,29 +66,14 @@ typedef struct {
     PyObject *wake;
 } Plan;
 
-static inline uint64_t *word_at(Plan *p, int64_t index) {
-    return (uint64_t *)(p->base + 8 * index);
-}
 static inline uint64_t load_acq(Plan *p, int64_t index) {
-    return __atomic_load_n(word_at(p, index), __ATOMIC_ACQUIRE);
+    return shm_load(p->base, index);
 }
 static inline uint64_t load_relaxed(Plan *p, int64_t index) {
-    return __atomic_load_n(word_at(p, index), __ATOMIC_RELAXED);
+    return shm_load_relaxed(p->base, index);
 }
 static inline void store_rel(Plan *p, int64_t index, uint64_t v) {
-    __atomic_store_n(word_at(p, index), v, __ATOMIC_RELEASE);
-}
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    shm_store(p->base, index, v);
 }
 
 static void Plan_dealloc(Plan *p) {
