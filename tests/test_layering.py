@@ -79,3 +79,27 @@ def test_packages_import_only_what_their_layer_allows():
 def test_the_checker_sees_relative_imports():
     found = _imports(SRC / "runtime" / "engine.py", "runtime")
     assert {"schedule", "transport", "errors"} <= found
+
+
+def _private_transport_uses(path: Path) -> list[str]:
+    """``<name>._attr`` uses in ``path`` where ``<name>`` is a transport object."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                and not node.attr.startswith("__") and isinstance(node.value, ast.Name)
+                and node.value.id in ("transport", "t")):
+            found.append(f"{path.relative_to(SRC)}:{node.lineno} {node.value.id}.{node.attr}")
+    return found
+
+
+def test_plug_ins_use_only_the_transports_public_face():
+    # the segment's layout, words and mapping belong to the transport (ARCHITECTURE.md): the
+    # algorithms it contributes reach them through its areas and public properties only
+    plug_ins = [SRC / "algorithms" / f"{n}.py" for n in ("shm_direct", "shm_cma", "shm_stream")]
+    problems = [use for path in plug_ins for use in _private_transport_uses(path)]
+    assert not problems, "private transport state used:\n" + "\n".join(problems)
+
+
+def test_the_private_use_checker_sees_them():
+    sample = SRC / "transport" / "shm_stream.py"  # the transport's own module does use them
+    assert any("transport._layout" in use for use in _private_transport_uses(sample))

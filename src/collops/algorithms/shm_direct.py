@@ -391,7 +391,7 @@ def _compiled_runner(comm: Any, transport: ShmTransport, area: DirectArea, spec:
         return _finish_slowly(comm, area, spec, send, recv, seq, timeout, fingerprint, phase)
 
     compiled = _direct.Runner(
-        segment=transport._segment.map, ndarray=np.ndarray, area=area,
+        segment=transport.segment_map, ndarray=np.ndarray, area=area,
         occupant=area.occupant, own_pending=area.own_pending,
         readers=_readers(spec, rank), slow=slow, wake=transport.wake, publishes=publishes,
         nbytes=contribution_bytes(spec) if publishes else 0, fingerprint=fingerprint,

@@ -46,8 +46,6 @@ from __future__ import annotations
 import ctypes
 import math
 import time
-import weakref
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,9 +56,9 @@ from ..datatypes import address_of
 from ..errors import CollectiveMismatch, ScheduleError
 from ..runtime import fingerprint as fp
 from ..schedule import Schedule
-from ..transport import shm_segment as seg
 from ..transport.shm import ShmTransport
 from ..transport.shm_direct import DirectArea, call_number, held_word, slot_of
+from ..transport.shm_stream import StreamArea
 from . import shm_direct
 from .registry import Algorithm, CostModel, Restriction, add_algorithm
 from .spec import CallSpec
@@ -162,71 +160,42 @@ def stream_cost(spec: CallSpec, model: CostModel) -> float:
     return 0.25 * model.alpha + 0.5 * n * model.beta  # below shm_cma's and the schedules'
 
 
-# -- the area ----------------------------------------------------------------------------------
-class StreamArea:
-    """One context's stream area seen from one rank (world ranks throughout: a ring's
-    counters outlive the communicators that use the context)."""
+# -- plans: what a rank writes and reads in one call signature ---------------------------------
+def plan_for(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: int) -> Prepared:
+    """The (cached, on the area) plan of ``spec`` for group member ``index``: compiled or
+    `PyPlan`."""
+    compiled = _stream is not None and area.transport.compiled_direct
+    key = (NAME, spec, group, index, compiled)
+    plan = area.memo.get(key)
+    if plan is None:
+        if len(area.memo) > 256:
+            area.memo.clear()
+        plan = area.memo[key] = _make_plan(area, spec, group, index, compiled)
+    return plan  # type: ignore[return-value]
 
-    def __init__(self, transport: ShmTransport, context: int) -> None:
-        lay = transport._layout
-        self.transport, self.context = transport, context
-        self.size, self.me = lay.size, transport.rank
-        self.nchunks, self.chunk_bytes = lay.stream_chunks, lay.stream_chunk_bytes
-        base = [lay.stream_rank_offset(context, r) for r in range(self.size)]
-        words = self.words = transport._words
-        #: word of each writer's filled counter
-        self.filled = [b // seg.WORD for b in base]
-        #: drained[w][r]: the word where reader r counts the chunks of w's ring it is done with
-        self.drained = [[(b + seg.LINE * (1 + r)) // seg.WORD for r in range(self.size)]
-                        for b in base]
-        #: byte offsets of each writer's first slot header and of its ring
-        self.headers = [b + seg.LINE * (1 + self.size) for b in base]
-        self.rings = [b + lay.stream_control_bytes for b in base]
-        #: [w]: this rank's cursor on w's ring; [size]: chunks this rank has written
-        self.cursors = np.zeros(self.size + 1, np.int64)
-        for w in range(self.size):
-            self.cursors[w] = words[self.drained[w][self.me]]
-        self.cursors[self.size] = words[self.filled[self.me]]
-        #: calls of this area in flight on this rank, in the order they began
-        self.active: list[StreamExecution] = []
-        #: those with chunks still to write: they write in that order (the ring is a FIFO)
-        self.unwritten: deque[StreamExecution] = deque()
-        self.plans: dict[object, Prepared] = {}
-        transport._segment.prefault(base[0], self.size * lay.stream_rank_bytes)
 
-    def plan(self, spec: CallSpec, group: tuple[int, ...], index: int) -> Prepared:
-        """The (cached) plan of ``spec`` for group member ``index``: compiled or `PyPlan`."""
-        compiled = _stream is not None and self.transport.compiled_direct
-        key = (spec, group, index, compiled)
-        plan = self.plans.get(key)
-        if plan is None:
-            if len(self.plans) > 256:
-                self.plans.clear()
-            plan = self.plans[key] = self._make_plan(spec, group, index, compiled)
-        return plan
-
-    def _make_plan(self, spec: CallSpec, group: tuple[int, ...], index: int,
-                   compiled: bool) -> Prepared:
-        writes, readers, own = _layout_of(spec, index, self.chunk_bytes)
-        me = self.me
-        rows = [(group[w], self.filled[group[w]], self.headers[group[w]], self.rings[group[w]],
-                 self.drained[group[w]][me], dst, expect) for w, dst, expect in readers]
-        write_rows = [(src, n, sum(1 << group[r] for r in mask), offset)
-                      for src, n, mask, offset in writes]
-        t = self.transport
-        sleepers = [r for r in group if r != me]
-        fields: dict[str, Any] = dict(
-            segment=t._segment.map, cursors=self.cursors, me=me, nchunks=self.nchunks,
-            chunk_bytes=self.chunk_bytes, my_filled=self.filled[me],
-            my_headers=self.headers[me], my_ring=self.rings[me],
-            writes=np.array(write_rows, np.int64).reshape(-1, 4),
-            drained_of_me=np.array(self.drained[me], np.int64),
-            writers=np.array(rows, np.int64).reshape(-1, 7), self_copy=own,
-            sleeper_words=[t.sleeping_word(r) for r in sleepers], sleeper_ranks=sleepers,
-            wake=t.wake)
-        plan = _stream.Plan(**fields) if compiled else PyPlan(self, **fields)
-        return Prepared(plan, len(write_rows), [group.index(r[0]) for r in rows],
-                        [r[R_EXPECT] for r in rows], own)
+def _make_plan(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: int,
+               compiled: bool) -> Prepared:
+    writes, readers, own = _layout_of(spec, index, area.chunk_bytes)
+    me = area.me
+    rows = [(group[w], area.filled[group[w]], area.headers[group[w]], area.rings[group[w]],
+             area.drained[group[w]][me], dst, expect) for w, dst, expect in readers]
+    write_rows = [(src, n, sum(1 << group[r] for r in mask), offset)
+                  for src, n, mask, offset in writes]
+    t = area.transport
+    sleepers = [r for r in group if r != me]
+    fields: dict[str, Any] = dict(
+        segment=t.segment_map, cursors=area.cursors, me=me, nchunks=area.nchunks,
+        chunk_bytes=area.chunk_bytes, my_filled=area.filled[me],
+        my_headers=area.headers[me], my_ring=area.rings[me],
+        writes=np.array(write_rows, np.int64).reshape(-1, 4),
+        drained_of_me=np.array(area.drained[me], np.int64),
+        writers=np.array(rows, np.int64).reshape(-1, 7), self_copy=own,
+        sleeper_words=[t.sleeping_word(r) for r in sleepers], sleeper_ranks=sleepers,
+        wake=t.wake)
+    plan = _stream.Plan(**fields) if compiled else PyPlan(area, **fields)
+    return Prepared(plan, len(write_rows), [group.index(r[0]) for r in rows],
+                    [r[R_EXPECT] for r in rows], own)
 
 
 @dataclass(frozen=True)
@@ -239,21 +208,6 @@ class Prepared:
     writers: list[int]
     expects: list[int]
     own: tuple[int, int, int]
-
-
-_areas: weakref.WeakKeyDictionary[ShmTransport, dict[int, StreamArea]] = (
-    weakref.WeakKeyDictionary())
-
-
-def stream_area(transport: ShmTransport, context: int) -> StreamArea:
-    """The stream area of ``context`` on ``transport`` (made on first use)."""
-    areas = _areas.setdefault(transport, {})
-    area = areas.get(context)
-    if area is None:
-        if not 0 <= context < transport._layout.stream_areas:
-            raise ScheduleError(f"{NAME}: communicator context {context} has no stream area")
-        area = areas[context] = StreamArea(transport, context)
-    return area
 
 
 def _layout_of(spec: CallSpec, me: int, chunk: int) -> tuple[
@@ -318,7 +272,7 @@ class PyPlan:
         self.drained = drained_of_me.tolist()
         self.writer = writers.tolist()
         self.own = self_copy
-        self.base = area.transport._segment.address
+        self.base = area.transport.segment_address
         self.transport, self.group = area.transport, list(sleeper_ranks) + [me]
 
     def _slot_free(self, c: int, state: np.ndarray) -> bool:
@@ -476,7 +430,7 @@ class StreamExecution:
                  seq: int, phase: int, context: int, timeout: float | None) -> None:
         self.transport, self.direct, self.area, self.spec = transport, direct, area, spec
         group = tuple(direct.group)
-        prepared = self.prepared = area.plan(spec, group, rank)
+        prepared = self.prepared = plan_for(area, spec, group, rank)
         self.plan, self.nwrites = prepared.plan, prepared.nwrites
         self.state = np.zeros(S_RECEIVED + len(prepared.writers), np.int64)
         self.state[S_FOREIGN_WRITER] = self.state[S_BLOCKED_ON] = -1
@@ -494,7 +448,7 @@ class StreamExecution:
         self.tag = shm_direct._call_tag(context, seq, phase)
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.what = f"rank {rank}: {spec.collective}[{NAME}]"
-        self.spin = SPIN_OVERSUBSCRIBED if transport._oversubscribed else SPIN
+        self.spin = SPIN_OVERSUBSCRIBED if transport.oversubscribed else SPIN
         self.left = 1
         self.moved = False
         area.active.append(self)
@@ -588,7 +542,10 @@ class StreamExecution:
 
 def _areas_of(comm: Any, spec: CallSpec) -> tuple[ShmTransport, DirectArea, StreamArea]:
     transport, direct = shm_direct._area(comm, spec)
-    return transport, direct, stream_area(transport, comm.context)
+    area = transport.stream_area(comm.context)
+    if area is None:
+        raise ScheduleError(f"{NAME}: communicator context {comm.context} has no stream area")
+    return transport, direct, area
 
 
 def start(comm: Any, spec: CallSpec, send: np.ndarray | None, recv: np.ndarray | None,

@@ -385,13 +385,9 @@ class Comm:
         self._templates: dict[tuple[Any, ...], _Template | None] = {}
         #: data phases of bcast and scatter, once prepared: (runner, algorithm name)
         self._data_runners: dict[tuple[Any, ...], tuple[Callable[..., None], str]] = {}
-        #: ``(root, bcast)``: the compiled whole broadcast bound to the last array signature
-        #: this rank broadcast or received from that root (see `_bind_bcast`)
-        self._hot_bcast: tuple[int, Callable[..., Any]] | None = None
-        #: the same for scatter (its envelope: one block per rank)
-        self._hot_scatter: tuple[int, Callable[..., Any]] | None = None
-        #: collective -> ``(op, root, call)``: the compiled whole call of the signature this
-        #: rank last ran through `_fast` (see `_bind_call`)
+        #: collective -> ``(op, root, run)``: the compiled whole call bound to the signature
+        #: this rank last ran through `_fast`, `_fast_bcast` or `_fast_scatter` (see
+        #: `_bind_call`, `_bind_bcast`; bcast and scatter have no op: None)
         self._hot: dict[str, tuple[Any, int, Callable[..., Any]]] = {}
         #: the settings generation the templates were made under (they are dropped when it
         #: changes, so it need not be part of their keys)
@@ -417,7 +413,6 @@ class Comm:
     # -- settings -------------------------------------------------------------------------
     def set_algorithm(self, collective: str, name: str | None, **params: Any) -> None:
         """Use algorithm ``name`` for every ``collective`` on this communicator (None: auto)."""
-        self._hot_bcast = self._hot_scatter = None
         self._hot.clear()
         if name is None:
             self._prepared.clear()
@@ -497,8 +492,7 @@ class Comm:
             self._prepared[key] = prepared
         alg, plan, info, resolved = prepared
         self.last_algorithm = alg.name
-        if timeout is None:
-            timeout = self.timeout if self.timeout is not None else _cfg.settings.timeout
+        timeout = self._timeout(timeout)
         if alg.native is not None:
             return alg.native(  # type: ignore[no-any-return]
                 self, spec, send, recv, seq, phase, dict(resolved), timeout)
@@ -533,7 +527,6 @@ class Comm:
         """The settings changed: drop the templates made under the old ones."""
         self._templates.clear()
         self._data_runners.clear()
-        self._hot_bcast = self._hot_scatter = None
         self._hot.clear()
         self._generation = _cfg.generation
 
@@ -546,14 +539,9 @@ class Comm:
         here by a compiled runner is bound to it (`_bind_call`), and its next calls go to the
         runner straight away.
         """
-        hot = self._hot.get(collective)
-        if (hot is not None and hot[0] is op and type(root) is int and root == hot[1]
-                and algorithm is None and self._generation == _cfg.generation):
-            if timeout is None:
-                timeout = self.timeout
-                if timeout is None:
-                    timeout = _cfg.settings.timeout
-            got = hot[2](self, x, out, timeout)
+        bound = self._bound(collective, op, root, algorithm)
+        if bound is not None:
+            got = bound(self, x, out, self._timeout(timeout))
             if got is not _SLOW:
                 return got
         if type(x) is not np.ndarray:
@@ -592,12 +580,7 @@ class Comm:
                 recv = recv.reshape(-1)
         else:
             return _SLOW
-        if timeout is None:
-            timeout = self.timeout
-            if timeout is None:
-                timeout = _cfg.settings.timeout
-        seq = self._call_seq
-        self._call_seq = seq + 1
+        seq, timeout = self._next_call(timeout)
         runner = template.runner
         if runner is not None:  # a native blocking fast path, prepared by an earlier call
             self.last_algorithm = template.alg_name
@@ -630,8 +613,7 @@ class Comm:
         """Run phase 0 of call ``seq`` from ``template`` to completion."""
         spec = template.spec
         prepared = template.prepared
-        if timeout is None:
-            timeout = self.timeout if self.timeout is not None else _cfg.settings.timeout
+        timeout = self._timeout(timeout)
         if prepared is not None and prepared[0].run is not None:
             self.last_algorithm = template.alg_name = prepared[0].name
             runner = template.runner
@@ -832,20 +814,12 @@ class Comm:
         data did not fit, runs the data phase as the general path does. Anything unusual
         returns `_SLOW`.
         """
-        template = self._envelope_for("bcast", root, algorithm)
+        template = self._fast_envelope("bcast", x, root, out, algorithm)
         if template is None:
             return _SLOW
         env = template.scratch
-        if out is not None:
-            if type(out) is not np.ndarray:
-                return _SLOW
-            of = out.flags
-            if not (of.c_contiguous and of.writeable):
-                return _SLOW
         is_root = self.rank == root
         if is_root:
-            if type(x) is not np.ndarray or not x.flags.c_contiguous:
-                return _SLOW
             dt, shape = x.dtype, x.shape
             entry = template.views.get((dt, shape), _SLOW)
             if entry is _SLOW:
@@ -892,30 +866,37 @@ class Comm:
         template.compiled.bind_bcast(template.recv, dtype, x_shape or shape, nbytes, head, _SLOW,
                                      functools.partial(np.empty, shape, dtype),
                                      template.alg_name, shape, max(blocks, 1), block, own)
-        hot = (root, template.compiled.bcast)
-        if call == "scatter":
-            self._hot_scatter = hot
-        else:
-            self._hot_bcast = hot
+        self._hot[call] = (None, root, template.compiled.bcast)
 
-    def _hot_parse(self, call: str, out: Any, root: int, timeout: float | None) -> Any:
-        """The rest of a bound bcast or scatter whose root sent another signature: the envelope
-        is in the template's, as after `_envelope_call` (``timeout``: resolved)."""
-        template = self._templates[(call, root, None)]
-        assert template is not None
-        return self._received(call, template, out, root, self._call_seq - 1, None, timeout)
+    def _envelope_fast(self, call: str, x: Any, root: Any, out: Any, algorithm: str | None,
+                       timeout: float | None, params: dict) -> Any:
+        """A blocking bcast or scatter by its bound compiled call, else by `_fast_bcast` or
+        `_fast_scatter`; `_SLOW` when neither can take it."""
+        if params:
+            return _SLOW
+        bound = self._bound(call, None, root, algorithm)
+        if bound is not None:
+            timeout = self._timeout(timeout)
+            got = bound(self, x, out, timeout)
+            if got is None:  # the root sent another signature: parse its envelope
+                template = self._templates[(call, root, None)]
+                assert template is not None
+                return self._received(call, template, out, root, self._call_seq - 1, None,
+                                      timeout)
+            if got is not _SLOW:
+                return got
+        fast = self._fast_bcast if call == "bcast" else self._fast_scatter
+        return fast(x, root, out, algorithm, timeout)
 
-    def _hot_call(self, hot: tuple[int, Callable[..., Any]], call: str, x: Any, out: Any,
-                  root: int, timeout: float | None) -> Any:
-        """A bound bcast or scatter (see `_bind_bcast`), or `_SLOW`."""
-        if timeout is None:
-            timeout = self.timeout
-            if timeout is None:
-                timeout = _cfg.settings.timeout
-        got = hot[1](self, x, out, timeout)
-        if got is None:
-            return self._hot_parse(call, out, root, timeout)
-        return got
+    def _bound(self, collective: str, op: Any, root: Any, algorithm: str | None
+               ) -> Callable[..., Any] | None:
+        """The compiled whole call bound to ``collective`` with ``op`` and ``root`` (None:
+        nothing bound, or an algorithm asked for, or the settings changed since)."""
+        hot = self._hot.get(collective)
+        if (hot is not None and hot[0] is op and type(root) is int and root == hot[1]
+                and algorithm is None and self._generation == _cfg.generation):
+            return hot[2]
+        return None
 
     def _fast_bcast_root_data(self, template: Any, x: np.ndarray, out: Any, head: np.ndarray,
                               root: int, algorithm: str | None, timeout: float | None) -> Any:
@@ -970,19 +951,11 @@ class Comm:
         `_fast_bcast`, the envelope phase is the general path's (`_scatter`), so each rank may
         take this path or that one on its own; anything unusual returns `_SLOW`.
         """
-        template = self._envelope_for("scatter", root, algorithm)
+        template = self._fast_envelope("scatter", x, root, out, algorithm)
         if template is None:
             return _SLOW
-        if out is not None:
-            if type(out) is not np.ndarray:
-                return _SLOW
-            of = out.flags
-            if not (of.c_contiguous and of.writeable):
-                return _SLOW
         is_root = self.rank == root
         if is_root:
-            if type(x) is not np.ndarray or not x.flags.c_contiguous:
-                return _SLOW
             dt = x.dtype
             entry = template.views.get((dt, x.shape), _SLOW)
             if entry is _SLOW:
@@ -1009,6 +982,21 @@ class Comm:
                                    template.recv, own if is_root else None,
                                    shape if is_root else (), out, root, algorithm, timeout)
 
+    def _fast_envelope(self, call: str, x: Any, root: Any, out: Any, algorithm: str | None
+                       ) -> Any:
+        """The envelope template of a fast bcast or scatter (`_envelope_for`), or None when
+        ``out`` (any rank's) or ``x`` (the root's) is not a contiguous array the fast path
+        takes as it is."""
+        template = self._envelope_for(call, root, algorithm)
+        if template is None:
+            return None
+        if out is not None and (type(out) is not np.ndarray
+                                or not (out.flags.c_contiguous and out.flags.writeable)):
+            return None
+        if self.rank == root and (type(x) is not np.ndarray or not x.flags.c_contiguous):
+            return None
+        return template
+
     def _envelope_for(self, collective: str, root: Any, algorithm: str | None) -> Any:
         """The prepared envelope template of a fast bcast or scatter (None: go the general
         way, which also says what is wrong with an unhashable ``root``)."""
@@ -1022,16 +1010,19 @@ class Comm:
             template = self._envelope_template(collective, root, algorithm)
         return template
 
-    def _next_call(self, timeout: float | None) -> tuple[int, float | None]:
-        """The next call's sequence number and its timeout (the call's, the communicator's or
-        the settings'). `_fast` does the same inline, being the hottest path."""
+    def _timeout(self, timeout: float | None) -> float | None:
+        """A call's timeout: its own, else the communicator's, else the settings'."""
         if timeout is None:
             timeout = self.timeout
             if timeout is None:
                 timeout = _cfg.settings.timeout
+        return timeout
+
+    def _next_call(self, timeout: float | None) -> tuple[int, float | None]:
+        """The next call's sequence number and its timeout (`_timeout`)."""
         seq = self._call_seq
         self._call_seq = seq + 1
-        return seq, timeout
+        return seq, self._timeout(timeout)
 
     def _envelope_call(self, collective: str, template: Any, send: np.ndarray | None,
                        recv: np.ndarray, mine: np.ndarray | None, shape: tuple[int, ...],
@@ -1256,16 +1247,9 @@ class Comm:
     def bcast(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
               timeout: float | None = None, **params: Any) -> np.ndarray:
         """The root's array on every rank (non-roots may pass None: shape and dtype travel)."""
-        hot = self._hot_bcast
-        if (hot is not None and type(root) is int and root == hot[0] and algorithm is None
-                and not params and self._generation == _cfg.generation):
-            got = self._hot_call(hot, "bcast", x, out, root, timeout)
-            if got is not _SLOW:
-                return got  # type: ignore[no-any-return]
-        if not params:
-            got = self._fast_bcast(x, root, out, algorithm, timeout)
-            if got is not _SLOW:
-                return got  # type: ignore[no-any-return]
+        got = self._envelope_fast("bcast", x, root, out, algorithm, timeout, params)
+        if got is not _SLOW:
+            return got  # type: ignore[no-any-return]
         return self._start(self._bcast(x, root, out, algorithm, timeout, params), True)
 
     def ibcast(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
@@ -1403,16 +1387,9 @@ class Comm:
     def scatter(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
                 timeout: float | None = None, **params: Any) -> np.ndarray:
         """This rank's block of the root's ``x`` split into ``size`` equal blocks along axis 0."""
-        hot = self._hot_scatter
-        if (hot is not None and type(root) is int and root == hot[0] and algorithm is None
-                and not params and self._generation == _cfg.generation):
-            got = self._hot_call(hot, "scatter", x, out, root, timeout)
-            if got is not _SLOW:
-                return got  # type: ignore[no-any-return]
-        if not params:
-            got = self._fast_scatter(x, root, out, algorithm, timeout)
-            if got is not _SLOW:
-                return got  # type: ignore[no-any-return]
+        got = self._envelope_fast("scatter", x, root, out, algorithm, timeout, params)
+        if got is not _SLOW:
+            return got  # type: ignore[no-any-return]
         return self._start(self._scatter(x, root, out, algorithm, timeout, params), True)
 
     def iscatter(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,

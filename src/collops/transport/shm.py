@@ -56,6 +56,7 @@ from ..errors import CollectiveMismatch, PeerFailed, TransportError
 from . import shm_segment as seg
 from .base import Capabilities, Handle, Transport
 from .shm_direct import DirectArea, slot_of
+from .shm_stream import StreamArea
 
 _FENCE = threading.Lock()
 #: tag, fingerprint, nbytes, kind, aux: the slot header after its sequence word
@@ -254,6 +255,7 @@ class ShmTransport(Transport):
         self._spin = 0.0 if self._oversubscribed else SPIN_SECONDS
         self._closed = False
         self._direct_areas: dict[tuple[int, tuple[int, ...]], DirectArea] = {}
+        self._stream_areas: dict[int, StreamArea] = {}
         self._direct_watch: list[Callable[[], bool]] = []
         #: ``(shift, bits, describe)`` installed by the runtime, which owns the tag layout:
         #: where a message's call number sits in its tag, and how to put a fingerprint
@@ -427,6 +429,30 @@ class ShmTransport(Transport):
                 return None
             area = self._direct_areas[key] = DirectArea(self, context, group)
         return area
+
+    def stream_area(self, context: int) -> StreamArea | None:
+        """The stream area of communicator context ``context``, or None if it has none."""
+        area = self._stream_areas.get(context)
+        if area is None:
+            if not 0 <= context < self._layout.stream_areas:
+                return None
+            area = self._stream_areas[context] = StreamArea(self, context)
+        return area
+
+    @property
+    def segment_map(self) -> Any:
+        """The job segment's mapping (a writable buffer), for the compiled runners."""
+        return self._segment.map
+
+    @property
+    def segment_address(self) -> int:
+        """The address of the job segment in this process."""
+        return self._base_address
+
+    @property
+    def oversubscribed(self) -> bool:
+        """Whether the job has more ranks than this process may use cores."""
+        return self._oversubscribed
 
     @property
     def direct_bytes(self) -> int:
