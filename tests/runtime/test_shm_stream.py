@@ -154,9 +154,9 @@ def test_a_rank_killed_mid_stream_is_named_by_peer_failed_within_2_s(tmp_path):
 
 def _chosen(comm):
     chosen = {}
-    # 800 bytes: a direct slot; 160 KB: beyond it, where the stream measured faster; 4 MiB:
-    # beyond what it measured faster at
-    for n in (100, 20_000, 4 * 1024 * 1024 // 8):
+    # 800 bytes: a direct slot; 160 KB: beyond it, where the stream measured faster; 8 MiB:
+    # beyond what it measured faster at on 2 ranks
+    for n in (100, 20_000, 8 * 1024 * 1024 // 8):
         comm.allgather(np.arange(float(n)))
         chosen[n] = comm.last_algorithm
     return chosen
@@ -170,8 +170,9 @@ def test_selection_takes_it_only_between_a_direct_slot_and_its_measured_bound():
 
 
 def test_the_measured_bounds_follow_the_number_of_ranks():
-    from collops.algorithms.shm_stream import AUTO_UP_TO, auto_limit
-    assert auto_limit("bcast", 2) == 0  # never unasked at 2 ranks
-    assert auto_limit("alltoall", 3) == AUTO_UP_TO["alltoall"][4]
+    from collops.algorithms.shm_stream import AUTO_UP_TO, UNBOUNDED, auto_limit
+    assert auto_limit("bcast", 2) == AUTO_UP_TO["bcast"][2] < UNBOUNDED
+    assert auto_limit("alltoall", 3) == AUTO_UP_TO["alltoall"][8] == UNBOUNDED
     assert auto_limit("allgather", 16) == AUTO_UP_TO["allgather"][8]
     assert auto_limit("alltoall", 2) < auto_limit("alltoall", 4)
+    assert auto_limit("gather", 2) == UNBOUNDED

@@ -57,7 +57,9 @@ SUPPORTED = ("bcast", "scatter", "gather", "allgather", "alltoall", "reduce", "a
 #: schedules at 2 and 4 ranks (docs/performance.md). The others read as much but wait for
 #: every peer twice (descriptors, then acknowledgements), which on a machine with fewer cores
 #: than ranks costs more wake-ups than a schedule's messages do; they are there on request.
-AUTO = frozenset({"reduce", "gather"})
+#: (gather was here too until the stream's copies were freed of 4 KiB aliasing, 2026-11-25:
+#: shm_stream's 2-rank 1-16 MiB gather then took 0.4-0.9 of its time.)
+AUTO = frozenset({"reduce"})
 #: bytes of the scratch a folding rank reads a peer's data into, a piece at a time
 SCRATCH_BYTES = 1 << 20
 #: descriptor words: send address, receive address
@@ -88,7 +90,7 @@ def cma_cost(spec: CallSpec, model: CostModel) -> float:
 
     Not a model of the work — the root of a reduce folds p − 1 contributions — but a
     calibration: measured against the schedules the model would pick instead (rabenseifner,
-    binomial, linear), it was faster at 256 KiB to 16 MiB on 2 ranks (gather on 4 too), as a
+    binomial, linear), it was faster at 256 KiB to 16 MiB on 2 ranks, as a
     schedule's every message costs Python on both sides and two copies through the segment,
     which the model's α and β undercount; with this cost selection takes it for every call
     of those collectives beyond the direct slots.

@@ -73,27 +73,29 @@ RESOURCE = "shm_stream"
 SUPPORTED = ("bcast", "scatter", "gather", "allgather", "alltoall")
 #: the collectives selection gives it unasked: beyond a direct slot and up to these bytes
 #: per block (``count × itemsize``) at up to 2, 4 and 8 ranks (more ranks: the 8-rank bound)
-#: — where it measured faster than the best schedule (ring, bruck, recursive doubling,
-#: linear, pairwise, binomial, pipeline) in interleaved rounds on the quiet 2-core VM. The
-#: stream copies each byte twice where the schedules' single-copy messages copy once, so it
-#: wins while synchronisation costs more than copying: at 2 ranks only up to 256 KiB (never
-#: for bcast), at 4 ranks alltoall up to 1 MiB per block (0.36-0.60 of the best schedule's
-#: time) and bcast to 256 KiB, at 8 ranks up to 128 KiB (alltoall 0.26-0.34). 4-rank
-#: allgather stays at 128 KiB: at 1 MiB its median beat recursive doubling (0.54) but its
-#: mean over 50 calls, with the stalls of a ring waiting for a descheduled reader, did not.
-#: scatter and gather (means of 30 calls): 4-rank 1 MiB scatter 0.52 and gather 0.42 of the
-#: best schedule's time (binomial, linear; shm_cma's gather was slower than linear there)
+#: — where it measured faster than the best schedule (ring, recursive doubling, linear,
+#: binomial, scatter-allgather) and shm_cma, `collops bench` on the quiet 2-core VM
+#: (2026-11-25, docs/performance.md). With more ranks than cores every step of a schedule
+#: waits for a peer to be scheduled and the stream needs none, so at 4 and 8 ranks it wins at
+#: every size measured (128 KiB to 4 MiB: 0.2-0.6 of the schedules' time). At 2 ranks, each
+#: on its own core, a byte the stream copies twice (into the ring, out of it) costs more than
+#: one kernel single copy once the messages are large: bcast streams up to 4 MiB (8 MiB:
+#: linear's 364 µs against 566), alltoall up to 2 MiB (4 MiB: 274 against 329), scatter up
+#: to 8 MiB, allgather up to 4 MiB (at 2 MiB the ring won by 15 %, at 1 and 4 MiB the stream
+#: by 4-30 %), gather at every size (shm_cma's reads were slower).
 KiB = 1024
-AUTO_UP_TO: dict[str, dict[int, int]] = {
-    "bcast": {2: 0, 4: 256 * KiB, 8: 128 * KiB},
-    "allgather": {2: 256 * KiB, 4: 128 * KiB, 8: 128 * KiB},
-    "alltoall": {2: 256 * KiB, 4: 1024 * KiB, 8: 128 * KiB},
-    "scatter": {2: 512 * KiB, 4: 256 * KiB, 8: 256 * KiB},
-    "gather": {2: 256 * KiB, 4: 1024 * KiB, 8: 1024 * KiB},
+MiB = 1024 * KiB
+UNBOUNDED = math.inf
+AUTO_UP_TO: dict[str, dict[int, float]] = {
+    "bcast": {2: 4 * MiB, 8: UNBOUNDED},
+    "allgather": {2: 4 * MiB, 8: UNBOUNDED},
+    "alltoall": {2: 2 * MiB, 8: UNBOUNDED},
+    "scatter": {2: 8 * MiB, 8: UNBOUNDED},
+    "gather": {2: UNBOUNDED, 8: UNBOUNDED},
 }
 
 
-def auto_limit(collective: str, p: int) -> int:
+def auto_limit(collective: str, p: int) -> float:
     """The largest block selection streams unasked for ``collective`` on ``p`` ranks."""
     bounds = AUTO_UP_TO[collective]
     return bounds[min((q for q in bounds if q >= p), default=max(bounds))]
@@ -194,8 +196,11 @@ def _make_plan(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: 
         sleeper_words=[t.sleeping_word(r) for r in sleepers], sleeper_ranks=sleepers,
         wake=t.wake)
     plan = _stream.Plan(**fields) if compiled else PyPlan(area, **fields)
+    state = np.zeros(S_RECEIVED + len(rows), np.int64)
+    state[S_FOREIGN_WRITER] = state[S_BLOCKED_ON] = -1
     return Prepared(plan, len(write_rows), [group.index(r[0]) for r in rows],
-                    [r[R_EXPECT] for r in rows], own)
+                    [r[R_EXPECT] for r in rows], own,
+                    shm_direct.call_fingerprint(spec, NAME), state)
 
 
 @dataclass(frozen=True)
@@ -208,6 +213,9 @@ class Prepared:
     writers: list[int]
     expects: list[int]
     own: tuple[int, int, int]
+    #: the call's fingerprint, and the state array a call starts from (copied per call)
+    fingerprint: int
+    state: np.ndarray
 
 
 def _layout_of(spec: CallSpec, me: int, chunk: int) -> tuple[
@@ -426,14 +434,13 @@ class StreamExecution:
     """An ``shm_stream`` call in flight, polled like an `Execution` (``poll``, ``left``)."""
 
     def __init__(self, transport: ShmTransport, direct: DirectArea, area: StreamArea,
-                 spec: CallSpec, rank: int, send: np.ndarray | None, recv: np.ndarray | None,
-                 seq: int, phase: int, context: int, timeout: float | None) -> None:
+                 spec: CallSpec, prepared: Prepared, rank: int, send: np.ndarray | None,
+                 recv: np.ndarray | None, seq: int, phase: int, context: int,
+                 timeout: float | None) -> None:
         self.transport, self.direct, self.area, self.spec = transport, direct, area, spec
-        group = tuple(direct.group)
-        prepared = self.prepared = plan_for(area, spec, group, rank)
+        self.prepared, self.rank = prepared, rank
         self.plan, self.nwrites = prepared.plan, prepared.nwrites
-        self.state = np.zeros(S_RECEIVED + len(prepared.writers), np.int64)
-        self.state[S_FOREIGN_WRITER] = self.state[S_BLOCKED_ON] = -1
+        self.state = prepared.state.copy()
         self.send, self.recv = send, recv  # held while the call runs
         self.send_address = address_of(send)
         src, dst, _ = prepared.own
@@ -441,13 +448,12 @@ class StreamExecution:
         # copy is skipped: the addresses given make source and destination coincide
         self.recv_address = address_of(recv) if recv is not None else (
             self.send_address + src - dst)
-        self.fingerprint = shm_direct.call_fingerprint(spec, NAME)
+        fingerprint = self.fingerprint = prepared.fingerprint
         k = call_number(seq, phase)
-        self.word = held_word(k, self.fingerprint)
-        self.expect = (slot_of(seq, phase), held_word(k, self.fingerprint), self.fingerprint)
+        self.word = word = held_word(k, fingerprint)
+        self.expect = (slot_of(seq, phase), word, fingerprint)
         self.tag = shm_direct._call_tag(context, seq, phase)
         self.deadline = None if timeout is None else time.monotonic() + timeout
-        self.what = f"rank {rank}: {spec.collective}[{NAME}]"
         self.spin = SPIN_OVERSUBSCRIBED if transport.oversubscribed else SPIN
         self.left = 1
         self.moved = False
@@ -455,6 +461,11 @@ class StreamExecution:
         if self.nwrites:
             area.unwritten.append(self)
         transport.watch_direct(self._ready)
+
+    @property
+    def what(self) -> str:
+        """Who runs what, for error messages."""
+        return f"rank {self.rank}: {self.spec.collective}[{NAME}]"
 
     def _may_write(self) -> bool:
         unwritten = self.area.unwritten
@@ -553,8 +564,9 @@ def start(comm: Any, spec: CallSpec, send: np.ndarray | None, recv: np.ndarray |
           timeout: float | None) -> StreamExecution:
     """Start ``spec`` through the communicator's stream area (a collops `Comm` over shm)."""
     transport, direct, area = _areas_of(comm, spec)
-    ex = StreamExecution(transport, direct, area, spec, comm.rank, _flat(send), _flat(recv),
-                         seq, phase, comm.context, timeout)
+    prepared = plan_for(area, spec, tuple(direct.group), comm.rank)
+    ex = StreamExecution(transport, direct, area, spec, prepared, comm.rank, _flat(send),
+                         _flat(recv), seq, phase, comm.context, timeout)
     ex.poll()
     return ex
 
@@ -568,11 +580,15 @@ def runner(comm: Any, spec: CallSpec, **options: Any) -> Callable[..., None]:
     ``length_prefix`` change nothing here)."""
     transport, direct, area = _areas_of(comm, spec)
     progress = comm._progress
+    rank, context = comm.rank, comm.context
+    prepared = plan_for(area, spec, tuple(direct.group), rank)  # held: the memo may forget it
 
     def fn(send: np.ndarray | None, recv: np.ndarray | None, seq: int,
            timeout: float | None, phase: int = 0) -> None:
-        ex = StreamExecution(transport, direct, area, spec, comm.rank, _flat(send),
-                             _flat(recv), seq, phase, comm.context, timeout)
+        ex = StreamExecution(transport, direct, area, spec, prepared, rank,
+                             None if send is None else send.reshape(-1),
+                             None if recv is None else recv.reshape(-1), seq, phase, context,
+                             timeout)
         if progress.active or len(area.active) > 1:
             if not ex.poll(ex.spin):
                 progress.wait(ex)

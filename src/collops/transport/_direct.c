@@ -440,16 +440,16 @@ static void read_slots(Runner *r, int slot, char *send, char *recv) {
     switch (r->read_kind) {
     case READ_COPY:
         for (Py_ssize_t i = 0; i < np; i++)
-            memcpy(recv + r->dst[i], r->base + src[i], used_bytes(r, r->base + src[i], r->len[i]));
+            copy_bytes(recv + r->dst[i], r->base + src[i], used_bytes(r, r->base + src[i], r->len[i]));
         break;
     case READ_SELF:
         if (recv != NULL && send != NULL && recv + r->self_dst != send + r->self_src)
-            memcpy(recv + r->self_dst, send + r->self_src, r->self_len);
+            copy_bytes(recv + r->self_dst, send + r->self_src, r->self_len);
         break;
     case READ_REDUCE:
         if (np == 0)
             break;
-        memcpy(recv, r->base + src[0], r->count * itemsize_of[r->dtype]);
+        copy_bytes(recv, r->base + src[0], r->count * itemsize_of[r->dtype]);
         for (Py_ssize_t i = 1; i < np; i++)
             fold(r->dtype, r->op, recv, r->base + src[i], r->count);
         break;
@@ -528,7 +528,7 @@ static PyObject *run_call(Runner *r, int slot, uint64_t k, uint64_t word, char *
         if (occ == NULL)
             return NULL;
         if (r->nbytes)
-            memcpy(r->base + r->my_data[slot], send,
+            copy_bytes(r->base + r->my_data[slot], send,
                    r->write_prefix ? used_bytes(r, send, r->nbytes) : r->nbytes);
         if (r->store_fingerprint)
             store_word(r, r->my_fp[slot], r->fingerprint);
@@ -812,7 +812,7 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
         char *xd = ((ArrayFields *)x)->data, *dst = r->base + r->my_data[slot];
         for (Py_ssize_t j = 0; j < r->hot_blocks; j++, dst += r->hot_block) {
             memcpy(dst, r->hot_head, head);
-            memcpy(dst + head, xd + j * n, n);
+            copy_bytes(dst + head, xd + j * n, n);
         }
         if (r->store_fingerprint)
             store_word(r, r->my_fp[slot], r->fingerprint);
@@ -823,7 +823,7 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
             result = Py_NewRef(x);
         else {
             if (((ArrayFields *)mine)->data != xd + r->hot_own)
-                memcpy(((ArrayFields *)mine)->data, xd + r->hot_own, n);
+                copy_bytes(((ArrayFields *)mine)->data, xd + r->hot_own, n);
             result = mine;
         }
         goto done;
@@ -856,9 +856,9 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
     }
     int same = memcmp(src, r->hot_head, head) == 0;
     if (same)
-        memcpy(((ArrayFields *)into)->data, src + head, n);
+        copy_bytes(((ArrayFields *)into)->data, src + head, n);
     else if (!late)
-        memcpy(env, src, used_bytes(r, src, ((ArrayFields *)r->hot_env)->dimensions[0]));
+        copy_bytes(env, src, used_bytes(r, src, ((ArrayFields *)r->hot_env)->dimensions[0]));
     if (!late) {
         Py_ssize_t *ack = r->ack + slot * r->nothers;
         for (Py_ssize_t i = 0; i < r->nothers; i++)

@@ -230,7 +230,7 @@ static int write_one(Plan *p, int64_t *state, char *send, uint64_t word, uint64_
     store_rel(p, h + H_MASK, (uint64_t)row[W_MASK]);
     store_rel(p, h + H_OFFSET, (uint64_t)row[W_OFFSET]);
     store_rel(p, h + H_NBYTES, (uint64_t)row[W_NBYTES]);
-    memcpy(p->base + p->my_ring + slot * p->chunk_bytes, send + row[W_SRC], row[W_NBYTES]);
+    copy_bytes(p->base + p->my_ring + slot * p->chunk_bytes, send + row[W_SRC], row[W_NBYTES]);
     store_rel(p, h + H_SEQ, (uint64_t)(c + 1));
     store_rel(p, p->my_filled, (uint64_t)(c + 1));
     p->cursor[p->size] = c + 1;
@@ -279,7 +279,7 @@ static int read_from(Plan *p, Py_ssize_t k, int64_t *state, char *recv, uint64_t
             result = -1;
             break;
         }
-        memcpy(recv + w[R_DST] + offset, p->base + w[R_RING] + slot * p->chunk_bytes, nbytes);
+        copy_bytes(recv + w[R_DST] + offset, p->base + w[R_RING] + slot * p->chunk_bytes, nbytes);
         *received += (int64_t)nbytes;
         cur++;
         moved++;
@@ -297,7 +297,7 @@ static int self_copy_some(Plan *p, int64_t *state, char *send, char *recv) {
         return 0;
     int64_t n = p->self_len - done < p->self_piece ? p->self_len - done : p->self_piece;
     if (recv + p->self_dst != send + p->self_src)
-        memcpy(recv + p->self_dst + done, send + p->self_src + done, n);
+        copy_bytes(recv + p->self_dst + done, send + p->self_src + done, n);
     state[S_SELF] = done + n;
     return 1;
 }
@@ -370,9 +370,11 @@ static PyObject *Plan_advance(Plan *p, PyObject *const *args, Py_ssize_t nargs) 
             else
                 moved += got;
         }
-        if (moved && !touched) {
+        if (moved) {
+            /* a peer may have gone to sleep for this chunk or this drain while the rank
+             * copied the last one: waking it only at the end would serialise the two */
             touched = 1;
-            wake_sleepers(p);  /* a peer asleep for this rank's first chunk or drain */
+            wake_sleepers(p);
         }
         if (!moved && self_copy_some(p, state, send, recv)) {
             copied = 1;        /* the rank's own block fills the time its peers need */
