@@ -80,14 +80,16 @@ def algorithms_markdown(collective: str | None = None) -> str:
         "allgather out of them). One synchronisation instead of log p or p − 1 message "
         "rounds; chosen by cost for large calls.",
         "* `shm_stream` (shared-memory transport, the first 4 communicator contexts, at most "
-        "64 ranks) — bcast, scatter, gather, allgather, alltoall: each rank streams its "
-        "contribution chunk by chunk into its own ring in the segment (8 chunks of 128 KiB) "
-        "while it copies the chunks it needs out of the rings of the ranks it reads, in C "
-        "(`collops.transport._stream`, or the same protocol in Python). Per-chunk headers "
+        "64 ranks) — bcast, scatter, gather, allgather, alltoall, reduce: each rank streams "
+        "its contribution chunk by chunk into its own ring in the segment (8 chunks of 128 "
+        "KiB) while it copies the chunks it needs out of the rings of the ranks it reads, in "
+        "C (`collops.transport._stream`, or the same protocol in Python); a reduce is a "
+        "gather into the root's scratch, folded there in rank order. Per-chunk headers "
         "carry the call's number and fingerprint and the mask of the ranks that must read the "
         "chunk; each reader counts the chunks it has drained, and a writer reuses a slot once "
         "the readers of the chunk in it have drained it. Chosen by cost for calls beyond a "
-        "direct slot where it measured faster than the schedules.",
+        "direct slot where it measured faster than the schedules and `shm_cma`: at any size "
+        "with more ranks than cores, up to a few MiB on 2 ranks.",
         "* `mpi_native` (MPI transport) — every collective: the MPI library's own, after a "
         "16-byte agreement on the call's fingerprint (`check=0` skips it).", ""]
     return "\n".join(lines)

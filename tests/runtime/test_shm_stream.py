@@ -10,6 +10,7 @@ calls, a late rank; and no segment left behind.
 
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -48,6 +49,8 @@ def _expected(collective, p, rank, dtype, n, salt):
         return np.concatenate(xs) if rank == 0 else None
     if collective == "allgather":
         return np.concatenate(xs)
+    if collective == "reduce":  # in rank order, as the stream's root folds
+        return functools.reduce(np.add, xs) if rank == 0 else None
     return np.concatenate([x[rank * n:(rank + 1) * n] for x in xs])  # alltoall
 
 
@@ -56,6 +59,8 @@ def _call(comm, collective, x, blocking):
     fn = getattr(comm, prefix + collective)
     if collective in ("bcast", "scatter", "gather"):
         return fn(x, 0, algorithm=NAME)
+    if collective == "reduce":
+        return fn(x, "sum", 0, algorithm=NAME)
     return fn(x, algorithm=NAME)
 
 
@@ -118,6 +123,36 @@ def test_every_collective_matches_numpy(p, mode):
     per_rank = collops.spawn(_everything, p, transport="shm", timeout=100)
     assert per_rank == [[]] * p, per_rank
     assert not left_behind(before)
+
+
+#: a non-commutative, non-associative operator: a fold in any other order than the left fold
+#: in rank order, ``((x0 ∘ x1) ∘ x2) ∘ …``, gives another result
+SHIFT = collops.Op(lambda a, b: 3 * a + b, commutative=False, name="shift")
+
+
+def _reduce_in_rank_order(comm):
+    p, r = comm.size, comm.rank
+    wrong = []
+    n = 3 * CHUNK // 8 + 5  # several chunks, uneven
+    xs = [np.arange(n, dtype=np.int64) * (q + 2) - q for q in range(p)]
+    expected = functools.reduce(lambda a, b: 3 * a + b, xs)
+    for root in range(p):
+        got = comm.reduce(xs[r].copy(), SHIFT, root, algorithm=NAME)
+        if (r == root) != (got is not None) or (got is not None
+                                                and not np.array_equal(got, expected)):
+            wrong.append(("blocking", root))
+        mine = xs[r].copy()
+        got = comm.ireduce(mine, SHIFT, root, out=mine if r == root else None,
+                           algorithm=NAME).wait()
+        if r == root and not (got is not None and np.array_equal(got, expected)):
+            wrong.append(("in place", root))
+    return wrong
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("p", [2, 4])
+def test_reduce_folds_in_rank_order_at_every_root_and_in_place(p):
+    assert collops.spawn(_reduce_in_rank_order, p, transport="shm", timeout=50) == [[]] * p
 
 
 def _plan_kind(comm):
