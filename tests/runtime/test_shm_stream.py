@@ -35,7 +35,7 @@ def _input(collective, p, rank, dtype, n, salt):
     """Rank ``rank``'s send buffer (None where it sends nothing)."""
     if collective in ("bcast", "scatter") and rank != 0:
         return None
-    items = n * p if collective in ("scatter", "alltoall") else n
+    items = n * p if collective in ("scatter", "alltoall", "reduce_scatter_block") else n
     return ((np.arange(items) * (rank + 3) + salt) % 251).astype(dtype)
 
 
@@ -51,6 +51,10 @@ def _expected(collective, p, rank, dtype, n, salt):
         return np.concatenate(xs)
     if collective == "reduce":  # in rank order, as the stream's root folds
         return functools.reduce(np.add, xs) if rank == 0 else None
+    if collective == "allreduce":
+        return functools.reduce(np.add, xs)
+    if collective == "reduce_scatter_block":
+        return functools.reduce(np.add, xs)[rank * n:(rank + 1) * n]
     return np.concatenate([x[rank * n:(rank + 1) * n] for x in xs])  # alltoall
 
 
@@ -61,6 +65,8 @@ def _call(comm, collective, x, blocking):
         return fn(x, 0, algorithm=NAME)
     if collective == "reduce":
         return fn(x, "sum", 0, algorithm=NAME)
+    if collective in ("allreduce", "reduce_scatter_block"):
+        return fn(x, "sum", algorithm=NAME)
     return fn(x, algorithm=NAME)
 
 
@@ -146,12 +152,24 @@ def _reduce_in_rank_order(comm):
                            algorithm=NAME).wait()
         if r == root and not (got is not None and np.array_equal(got, expected)):
             wrong.append(("in place", root))
+    # allreduce: a reduce-scatter and an allgather (count divides), or a reduce and a bcast
+    for m in (n - n % p, n - n % p + 1):
+        ys = [x[:m] for x in xs]
+        total = functools.reduce(lambda a, b: 3 * a + b, ys)
+        mine = ys[r].copy()
+        got = comm.allreduce(mine, SHIFT, out=mine, algorithm=NAME)
+        if not np.array_equal(got, total):
+            wrong.append(("allreduce in place", m))
+        block = m // p
+        got = comm.ireduce_scatter_block(ys[r][:block * p], SHIFT, algorithm=NAME).wait()
+        if m % p == 0 and not np.array_equal(got, total[r * block:(r + 1) * block]):
+            wrong.append(("reduce_scatter_block", m))
     return wrong
 
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("p", [2, 4])
-def test_reduce_folds_in_rank_order_at_every_root_and_in_place(p):
+def test_reductions_fold_in_rank_order_at_every_root_and_in_place(p):
     assert collops.spawn(_reduce_in_rank_order, p, transport="shm", timeout=50) == [[]] * p
 
 
