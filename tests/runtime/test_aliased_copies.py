@@ -1,10 +1,12 @@
-"""Copies between buffers a few bytes apart modulo 4 KiB, on real processes.
+"""Copies between buffers a few bytes apart modulo 4 KiB, and copies large enough to bypass
+the cache, on real processes.
 
 The compiled runners copy such buffers in pieces (`copy_bytes` in ``_shm_wait.h``: glibc's
 ``rep movsb`` is 15x slower when the destination sits 1-32 bytes past the source modulo a
 page). Here every distance class — in the window, at its edges, outside it — meets lengths
 that are not a multiple of the piece, through the direct slots and the stream rings, and the
-results are compared with numpy's.
+results are compared with numpy's. Then calls that receive enough for the stream's
+non-temporal stores (`copy_streaming`), at odd alignments and lengths.
 """
 
 from __future__ import annotations
@@ -61,3 +63,27 @@ def test_copies_at_every_distance_match_numpy(algorithm):
                                     timeout=60)
             for rank, checks in enumerate(results):
                 assert all(checks.values()), (algorithm, nbytes, offset, rank, checks)
+
+
+def _large(comm, offset):
+    """Calls that receive enough for the compiled loop's non-temporal stores."""
+    p, me = comm.size, comm.rank
+    checks = {}
+    n = 4 * 1024 * 1024 + 3  # a bcast reader from 4 MiB, bytes past the last whole line
+    x = _at(offset, n, 0) if me == 0 else _at(offset, n, 99)
+    comm.bcast(x, root=0, out=x, algorithm="shm_stream")
+    checks["bcast"] = bool(np.array_equal(x, _at(0, n, 0)))
+    n = 8 * 1024 * 1024 + 5  # an allgather receiving 16 MiB and more
+    out = _at(offset, n * p, 0)
+    comm.allgather(_at(offset, n, me), out=out, algorithm="shm_stream")
+    checks["allgather"] = all(np.array_equal(out[r * n:(r + 1) * n], _at(0, n, r))
+                              for r in range(p))
+    return checks
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("offset", [0, 5, 16])
+def test_copies_that_bypass_the_cache_match_numpy(offset):
+    for rank, checks in enumerate(collops.spawn(_large, 2, offset, transport="shm",
+                                                timeout=100)):
+        assert all(checks.values()), (offset, rank, checks)

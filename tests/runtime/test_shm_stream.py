@@ -207,10 +207,10 @@ def test_a_rank_killed_mid_stream_is_named_by_peer_failed_within_2_s(tmp_path):
 
 def _chosen(comm):
     chosen = {}
-    # 800 bytes: a direct slot; 160 KB: beyond it, where the stream measured faster; 8 MiB:
-    # beyond what it measured faster at on 2 ranks
+    # alltoall blocks of 400 bytes: a direct slot; 80 KB: beyond it, where the stream
+    # measured faster; 4 MiB: beyond what it measured faster at on 2 ranks
     for n in (100, 20_000, 8 * 1024 * 1024 // 8):
-        comm.allgather(np.arange(float(n)))
+        comm.alltoall(np.arange(float(n)))
         chosen[n] = comm.last_algorithm
     return chosen
 

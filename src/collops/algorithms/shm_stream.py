@@ -96,8 +96,9 @@ CHAINED = frozenset({"allreduce"})
 #: on its own core, a byte the stream copies twice (into the ring, out of it) costs more than
 #: one kernel single copy once the messages are large: bcast streams up to 4 MiB (8 MiB:
 #: linear's 364 µs against 566), alltoall up to 2 MiB (4 MiB: 274 against 329), scatter up
-#: to 8 MiB, allgather up to 4 MiB (at 2 MiB the ring won by 15 %, at 1 and 4 MiB the stream
-#: by 4-30 %), gather at every size (shm_cma's reads were slower), reduce up to 4 MiB
+#: to 8 MiB, allgather at every size (at 2 MiB the ring won by 15 %, at 1, 4, 8 and 16 MiB
+#: the stream by 4-30 %, at 16 MiB with `STREAMING_STORES_FROM`), gather at every size
+#: (shm_cma's reads were slower), reduce up to 4 MiB
 #: (1 MiB: 141 µs against shm_cma's 225; 16 MiB: 5.0 ms against 4.6) and at 4 and 8 ranks
 #: 0.1-0.8 of rabenseifner's time. allreduce (a reduce-scatter and an allgather) and
 #: reduce_scatter_block up to 1 MiB per block with more ranks than cores (4 ranks, 1 MiB:
@@ -109,7 +110,7 @@ MiB = 1024 * KiB
 UNBOUNDED = math.inf
 AUTO_UP_TO: dict[str, dict[int, float]] = {
     "bcast": {2: 4 * MiB, 8: UNBOUNDED},
-    "allgather": {2: 4 * MiB, 8: UNBOUNDED},
+    "allgather": {2: UNBOUNDED, 8: UNBOUNDED},
     "alltoall": {2: 2 * MiB, 8: UNBOUNDED},
     "scatter": {2: 8 * MiB, 8: UNBOUNDED},
     "gather": {2: UNBOUNDED, 8: UNBOUNDED},
@@ -141,6 +142,14 @@ S_WRITTEN, S_SELF, S_FOREIGN_WRITER, S_FOREIGN_CALL, S_FOREIGN_FP, S_BLOCKED_ON,
 W_SRC, W_NBYTES, W_MASK, W_OFFSET = range(4)
 R_RANK, R_FILLED, R_HEADERS, R_RING, R_DRAINED, R_DST, R_EXPECT = range(7)
 
+#: bytes received in one call from which the compiled loop copies into the receive buffer
+#: with non-temporal stores (`copy_streaming` in ``_shm_wait.h``), for a rank that also
+#: writes and for one that only reads. 2 ranks, 16 MiB: bcast 1.6 -> 0.8 ms, allgather
+#: 4.3 -> 3.6 ms, alltoall 2.1 -> 1.7 ms. Below, the cache paid off for a rank that also
+#: writes its ring (4 MiB allgather, 8 MiB received: 0.65 against 0.81 ms; alltoall
+#: 0.30 against 0.41) but not for a bcast's readers (4 MiB: 0.24 against 0.29 ms).
+STREAMING_STORES_FROM = 16 * MiB
+STREAMING_READER_FROM = 4 * MiB
 #: seconds the compiled loop spins for its peers before returning to Python to wait
 SPIN = 20e-6
 #: the same when ranks outnumber cores (a late peer then needs this rank's core)
@@ -221,7 +230,10 @@ def _make_plan(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: 
         writers=np.array(rows, np.int64).reshape(-1, 7), self_copy=own,
         sleeper_words=[t.sleeping_word(r) for r in sleepers], sleeper_ranks=sleepers,
         wake=t.wake)
-    plan = _stream.Plan(**fields) if compiled else PyPlan(area, **fields)
+    received = own[2] + sum(r[R_EXPECT] for r in rows)
+    streaming = received >= (STREAMING_STORES_FROM if write_rows else STREAMING_READER_FROM)
+    plan = (_stream.Plan(**fields, streaming=streaming) if compiled
+            else PyPlan(area, **fields))
     state = np.zeros(S_RECEIVED + len(rows), np.int64)
     state[S_FOREIGN_WRITER] = state[S_BLOCKED_ON] = -1
     return Prepared(plan, len(write_rows), [group.index(r[0]) for r in rows],

@@ -1,13 +1,17 @@
 /* What both compiled pieces of the shared-memory transport (_direct.c, _stream.c) need to
  * share words with other processes: acquire loads and release stores of the 64-bit words of
- * the job segment, the CPU's spin-wait hint, a monotonic clock in seconds, and a memcpy
- * that avoids the copy's slow case (`copy_bytes`). */
+ * the job segment, the CPU's spin-wait hint, a monotonic clock in seconds, a memcpy that
+ * avoids the copy's slow case (`copy_bytes`) and one that bypasses the cache
+ * (`copy_streaming`). */
 #ifndef COLLOPS_SHM_WAIT_H
 #define COLLOPS_SHM_WAIT_H
 
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* Word `index` of the segment mapped at `base`. */
 static inline uint64_t *shm_word(char *base, int64_t index) {
@@ -62,6 +66,41 @@ static inline void copy_bytes(void *dst, const void *src, size_t n) {
     const char *s = src;
     for (size_t done = 0; done < n; done += COPY_PIECE)
         memcpy(d + done, s + done, n - done < COPY_PIECE ? n - done : COPY_PIECE);
+}
+
+
+/* A copy with non-temporal stores (SSE2; elsewhere `copy_bytes`), for destinations too large
+ * to stay in the cache: the stores skip it, so the line is not first read from memory
+ * (read for ownership) and nothing the copy will need is evicted. Measured on 2 ranks
+ * streaming 16 MiB: bcast 1.6 -> 0.8 ms, allgather 4.3 -> 3.6 ms; below ~8 MiB the cache
+ * wins (4 MiB allgather 0.75 -> 0.88 ms), hence the caller's threshold. */
+static inline void copy_streaming(void *dst, const void *src, size_t n) {
+#if defined(__SSE2__)
+    char *d = dst;
+    const char *s = src;
+    size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+    if (head > n)
+        head = n;
+    memcpy(d, s, head);
+    d += head;
+    s += head;
+    n -= head;
+    size_t lines = n / 64;
+    for (size_t i = 0; i < lines; i++, d += 64, s += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)s);
+        __m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
+        __m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
+        _mm_stream_si128((__m128i *)d, a);
+        _mm_stream_si128((__m128i *)(d + 16), b);
+        _mm_stream_si128((__m128i *)(d + 32), c);
+        _mm_stream_si128((__m128i *)(d + 48), e);
+    }
+    memcpy(d, s, n - 64 * lines);
+    _mm_sfence();  /* the streaming stores are weakly ordered: done before anything after */
+#else
+    copy_bytes(dst, src, n);
+#endif
 }
 
 #endif

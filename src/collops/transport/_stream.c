@@ -60,6 +60,7 @@ typedef struct {
     const int64_t *writer;      /* [nwriters][R_COLS] */
     Py_ssize_t nwriters;
     int64_t self_src, self_dst, self_len, self_piece;
+    int streaming;              /* copy into the receive buffer bypassing the cache */
     Py_ssize_t nsleepers;
     Py_ssize_t *sleeper_word;
     long *sleeper_rank;
@@ -102,20 +103,21 @@ static int Plan_init(Plan *p, PyObject *args, PyObject *kw) {
     static char *names[] = {
         "segment", "cursors", "me", "nchunks", "chunk_bytes", "my_filled", "my_headers",
         "my_ring", "writes", "drained_of_me", "writers", "self_copy", "sleeper_words",
-        "sleeper_ranks", "wake", NULL};
+        "sleeper_ranks", "wake", "streaming", NULL};
     PyObject *segment, *cursors, *writes, *drained, *writers, *sleeper_words, *sleeper_ranks;
     PyObject *wake;
     long long me, nchunks, chunk_bytes, my_filled, my_headers, my_ring;
     long long self_src, self_dst, self_len;
+    int streaming = 0;
     if (p->held) {
         PyErr_SetString(PyExc_RuntimeError, "a Plan is initialised once");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOLLLLLLOOO(LLL)OOO", names, &segment,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOLLLLLLOOO(LLL)OOO|p", names, &segment,
                                      &cursors, &me, &nchunks, &chunk_bytes, &my_filled,
                                      &my_headers, &my_ring, &writes, &drained, &writers,
                                      &self_src, &self_dst, &self_len, &sleeper_words,
-                                     &sleeper_ranks, &wake))
+                                     &sleeper_ranks, &wake, &streaming))
         return -1;
     if (hold(p, segment, &p->segment, 1, "segment") < 0
         || hold(p, cursors, &p->cursors, 1, "cursors") < 0
@@ -147,6 +149,7 @@ static int Plan_init(Plan *p, PyObject *args, PyObject *kw) {
     p->self_dst = self_dst;
     p->self_len = self_len;
     p->self_piece = chunk_bytes;
+    p->streaming = streaming;
     PyObject *fw = PySequence_Fast(sleeper_words, "sleeper_words");
     if (fw == NULL)
         return -1;
@@ -279,7 +282,11 @@ static int read_from(Plan *p, Py_ssize_t k, int64_t *state, char *recv, uint64_t
             result = -1;
             break;
         }
-        copy_bytes(recv + w[R_DST] + offset, p->base + w[R_RING] + slot * p->chunk_bytes, nbytes);
+        char *to = recv + w[R_DST] + offset, *from = p->base + w[R_RING] + slot * p->chunk_bytes;
+        if (p->streaming)
+            copy_streaming(to, from, nbytes);
+        else
+            copy_bytes(to, from, nbytes);
         *received += (int64_t)nbytes;
         cur++;
         moved++;
@@ -297,7 +304,10 @@ static int self_copy_some(Plan *p, int64_t *state, char *send, char *recv) {
         return 0;
     int64_t n = p->self_len - done < p->self_piece ? p->self_len - done : p->self_piece;
     if (recv + p->self_dst != send + p->self_src)
-        copy_bytes(recv + p->self_dst + done, send + p->self_src + done, n);
+        if (p->streaming)
+            copy_streaming(recv + p->self_dst + done, send + p->self_src + done, n);
+        else
+            copy_bytes(recv + p->self_dst + done, send + p->self_src + done, n);
     state[S_SELF] = done + n;
     return 1;
 }

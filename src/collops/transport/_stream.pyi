@@ -15,7 +15,8 @@ class Plan:
                  chunk_bytes: int, my_filled: int, my_headers: int, my_ring: int,
                  writes: Any, drained_of_me: Any, writers: Any,
                  self_copy: tuple[int, int, int], sleeper_words: Sequence[int],
-                 sleeper_ranks: Sequence[int], wake: Callable[[int], None]) -> None: ...
+                 sleeper_ranks: Sequence[int], wake: Callable[[int], None],
+                 streaming: bool = False) -> None: ...
     def advance(self, state: Any, send: int, recv: int, word: int, fingerprint: int,
                 may_write: bool, spin: float, /) -> int:
         """Everything that can move now, spinning at most ``spin`` s: DONE, STUCK or FOREIGN,
