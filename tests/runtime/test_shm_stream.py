@@ -187,19 +187,23 @@ def test_the_compiled_loop_runs_unless_switched_off(mode):
     assert kinds == (["Plan"] if mode == "compiled" else ["PyPlan"])
 
 
-def _dies_mid_stream(comm, folder):
-    n = 4 * RING // 8  # 4 rings' worth: the writers wait for their readers
+def _dies_mid_stream(comm, folder, collective):
+    n = 4 * RING // 8 * comm.size  # 4 rings' worth: the writers wait for their readers
     x = np.ones(n)
-    comm.allgather(x, algorithm=NAME)
+    args = ("sum",) if collective == "allreduce" else ()
+    getattr(comm, collective)(x, *args, algorithm=NAME)
     if comm.rank == 1:
-        comm.iallgather(x, algorithm=NAME)  # its first ring's worth is written, then it dies
+        # its first ring's worth is written, then it dies
+        getattr(comm, "i" + collective)(x, *args, algorithm=NAME)
         os._exit(3)
-    record_peer_failed(folder, comm.rank, lambda: comm.allgather(x, algorithm=NAME, timeout=20))
+    record_peer_failed(folder, comm.rank, lambda: getattr(comm, collective)(
+        x, *args, algorithm=NAME, timeout=20))
 
 
 @pytest.mark.timeout(60)
-def test_a_rank_killed_mid_stream_is_named_by_peer_failed_within_2_s(tmp_path):
-    seen = peer_failures(_dies_mid_stream, 3, tmp_path)
+@pytest.mark.parametrize("collective", ["allgather", "allreduce"])
+def test_a_rank_killed_mid_stream_is_named_by_peer_failed_within_2_s(tmp_path, collective):
+    seen = peer_failures(_dies_mid_stream, 3, tmp_path, collective)
     assert sorted(seen) == [0, 2], seen
     for record in seen.values():
         assert record["failed"] == 1 and record["seconds"] < 2.0, record

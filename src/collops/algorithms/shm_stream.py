@@ -238,7 +238,7 @@ def _make_plan(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: 
     state[S_FOREIGN_WRITER] = state[S_BLOCKED_ON] = -1
     return Prepared(plan, len(write_rows), [group.index(r[0]) for r in rows],
                     [r[R_EXPECT] for r in rows], own,
-                    shm_direct.call_fingerprint(call, NAME), state)
+                    shm_direct.call_fingerprint(call, NAME), state, call.collective)
 
 
 @dataclass(frozen=True)
@@ -254,6 +254,8 @@ class Prepared:
     #: the call's fingerprint, and the state array a call starts from (copied per call)
     fingerprint: int
     state: np.ndarray
+    #: the user's collective (an allreduce for the phases of one), for error messages
+    collective: str
 
 
 def _layout_of(spec: CallSpec, me: int, chunk: int) -> tuple[
@@ -479,6 +481,10 @@ def _signed(v: int) -> int:
 class StreamExecution:
     """An ``shm_stream`` call in flight, polled like an `Execution` (``poll``, ``left``)."""
 
+    __slots__ = ("transport", "direct", "area", "spec", "prepared", "rank", "plan", "nwrites",
+                 "state", "send", "recv", "send_address", "recv_address", "fingerprint",
+                 "word", "expect", "tag", "deadline", "spin", "left", "moved", "__weakref__")
+
     def __init__(self, transport: ShmTransport, direct: DirectArea, area: StreamArea,
                  spec: CallSpec, prepared: Prepared, rank: int, send: np.ndarray | None,
                  recv: np.ndarray | None, seq: int, phase: int, context: int,
@@ -511,7 +517,7 @@ class StreamExecution:
     @property
     def what(self) -> str:
         """Who runs what, for error messages."""
-        return f"rank {self.rank}: {self.spec.collective}[{NAME}]"
+        return f"rank {self.rank}: {self.prepared.collective}[{NAME}]"
 
     def _may_write(self) -> bool:
         unwritten = self.area.unwritten
