@@ -472,6 +472,18 @@ class PyPlan:
         return bool(state[S_SELF] < self.own[2])
 
 
+def _addresses(prepared: Prepared, send: np.ndarray | None, recv: np.ndarray | None
+               ) -> tuple[int, int]:
+    """The addresses `Plan.advance` takes for ``send`` and ``recv``."""
+    send_address = address_of(send)
+    if recv is not None:
+        return send_address, address_of(recv)
+    # without a receive buffer (a bcast root's may be its send buffer, or none) the own copy
+    # is skipped: the addresses given make source and destination coincide
+    src, dst, _ = prepared.own
+    return send_address, send_address + src - dst
+
+
 def _signed(v: int) -> int:
     """A u64 word as the int64 a state array holds."""
     return v - (1 << 64) if v >= 1 << 63 else v
@@ -488,18 +500,14 @@ class StreamExecution:
     def __init__(self, transport: ShmTransport, direct: DirectArea, area: StreamArea,
                  spec: CallSpec, prepared: Prepared, rank: int, send: np.ndarray | None,
                  recv: np.ndarray | None, seq: int, phase: int, context: int,
-                 timeout: float | None) -> None:
+                 timeout: float | None, state: np.ndarray | None = None) -> None:
         self.transport, self.direct, self.area, self.spec = transport, direct, area, spec
         self.prepared, self.rank = prepared, rank
         self.plan, self.nwrites = prepared.plan, prepared.nwrites
-        self.state = prepared.state.copy()
+        # ``state``: where a first `advance` without this object left the call
+        self.state = prepared.state.copy() if state is None else state
         self.send, self.recv = send, recv  # held while the call runs
-        self.send_address = address_of(send)
-        src, dst, _ = prepared.own
-        # without a receive buffer (a bcast root's may be its send buffer, or none) the own
-        # copy is skipped: the addresses given make source and destination coincide
-        self.recv_address = address_of(recv) if recv is not None else (
-            self.send_address + src - dst)
+        self.send_address, self.recv_address = _addresses(prepared, send, recv)
         fingerprint = self.fingerprint = prepared.fingerprint
         k = call_number(seq, phase)
         self.word = word = held_word(k, fingerprint)
@@ -510,7 +518,7 @@ class StreamExecution:
         self.left = 1
         self.moved = False
         area.active.append(self)
-        if self.nwrites:
+        if self.state[S_WRITTEN] < self.nwrites:
             area.unwritten.append(self)
         transport.watch_direct(self._ready)
 
@@ -795,13 +803,29 @@ def runner(comm: Any, spec: CallSpec, **options: Any) -> Callable[..., None]:
     chained = spec.collective in CHAINED
     # held: the memo may forget it
     prepared = None if chained else plan_for(area, spec, tuple(direct.group), rank)
+    # a call that does not fold may run in one `advance`, before any object is made for it
+    folds = spec.collective == "reduce_scatter_block" or (
+        spec.collective == "reduce" and rank == spec.root)
+    alone = None if prepared is None or folds else prepared
+    spin = SPIN_OVERSUBSCRIBED if transport.oversubscribed else SPIN
 
     def fn(send: np.ndarray | None, recv: np.ndarray | None, seq: int,
            timeout: float | None, phase: int = 0) -> None:
         flat_send = None if send is None else send.reshape(-1)
         flat_recv = None if recv is None else recv.reshape(-1)
         ex: StreamExecution | FoldingExecution | ChainExecution
-        if prepared is None:
+        if alone is not None and not progress.active and not area.active:
+            # nothing else in flight here: the whole call in C, as a rule; else on from there
+            state = alone.state.copy()
+            fingerprint = alone.fingerprint
+            status = alone.plan.advance(state, *_addresses(alone, flat_send, flat_recv),
+                                        held_word(call_number(seq, phase), fingerprint),
+                                        fingerprint, True, spin)
+            if status & ~MOVED == DONE:
+                return
+            ex = StreamExecution(transport, direct, area, spec, alone, rank, flat_send,
+                                 flat_recv, seq, phase, context, timeout, state)
+        elif prepared is None:
             ex = _chain(transport, direct, area, spec, rank, flat_send, flat_recv, seq, phase,
                         context, timeout)
         else:
