@@ -58,14 +58,23 @@ def test_large_bcast_matches_numpy_on_every_path(n, dtype, how):
     assert len(algorithms) == 1, algorithms
 
 
-def _wrong_out(comm):
+#: wrong ``out`` arguments of a non-root: too small, not a buffer at all, another dtype
+WRONG_OUTS = {"small": lambda: np.empty(10), "list": lambda: [1, 2, 3],
+              "dtype": lambda: np.empty(40_000, np.float32)}
+
+
+def _wrong_out(comm, kind, blocking):
     x = np.arange(40_000.0)
     comm.bcast(x if comm.rank == 0 else None, 0)  # prepares
     try:
         if comm.rank == 1:
-            comm.bcast(None, 0, out=np.empty(10))
+            out = WRONG_OUTS[kind]()
+            if blocking:
+                comm.bcast(None, 0, out=out, timeout=20)
+            else:
+                comm.ibcast(None, 0, out=out, timeout=20).wait()
         else:
-            comm.bcast(x if comm.rank == 0 else None, 0)
+            comm.bcast(x if comm.rank == 0 else None, 0, timeout=20)
         error = None
     except ArgumentError as exc:
         error = str(exc)
@@ -74,10 +83,12 @@ def _wrong_out(comm):
 
 
 @pytest.mark.timeout(60)
-def test_a_wrong_out_on_a_non_root_is_named_and_the_calls_still_match():
-    per_rank = collops.spawn(_wrong_out, 3, transport="shm", timeout=50)
-    assert per_rank[0][0] is None and per_rank[2][0] is None
-    assert per_rank[1][0] is not None and "out" in per_rank[1][0]
+@pytest.mark.parametrize("kind", sorted(WRONG_OUTS))
+@pytest.mark.parametrize("blocking", [True, False], ids=["blocking", "non-blocking"])
+def test_a_wrong_out_on_a_non_root_is_named_and_the_calls_still_match(kind, blocking):
+    per_rank = collops.spawn(_wrong_out, 3, kind, blocking, transport="shm", timeout=50)
+    assert per_rank[0][0] is None and per_rank[2][0] is None, per_rank
+    assert per_rank[1][0] is not None and "out" in per_rank[1][0], per_rank
     assert all(after == [3.0] for _, after in per_rank)
 
 

@@ -1123,7 +1123,11 @@ class Comm:
         if out is None:
             return np.empty(shape, dtype)
         if not isinstance(out, np.ndarray):
-            out = np.asarray(memoryview(out))
+            try:
+                out = np.asarray(memoryview(out))
+            except TypeError:
+                raise ArgumentError(call, "out", type(out).__name__, "must be an array or "
+                                    "another writeable buffer", self.rank) from None
         if out.dtype != dtype:
             raise ArgumentError(call, "out", out.dtype, f"dtype differs from the data's {dtype} "
                                 "(send/receive dtype mismatch)", self.rank)
@@ -1230,11 +1234,13 @@ class Comm:
         elif early is not None:
             if _bcast_out(out, shape, dtype) is None:
                 self._out(call, out, shape, dtype)  # raises: the guess from ``out`` was wrong
+        elif not inline:  # a wrong ``out`` is reported after taking part (`_data_phase_gen`)
+            return (yield from self._data_phase_gen(call, dtype, shape, out, root, seq,
+                                                    algorithm, params, timeout))
         else:
             result = self._out(call, out, shape, dtype)
-            if inline:
-                result.reshape(-1).view(np.uint8)[...] = env[_DATA_AT: _DATA_AT + nbytes]
-                return result.reshape(shape)
+            result.reshape(-1).view(np.uint8)[...] = env[_DATA_AT: _DATA_AT + nbytes]
+            return result.reshape(shape)
         assert result is not None
         if early is None:
             early = self._execute(_bcast_spec(self.size, dtype, result.size, root), data,
