@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 
 import numpy as np
 import pytest
@@ -171,6 +172,46 @@ def _reduce_in_rank_order(comm):
 @pytest.mark.parametrize("p", [2, 4])
 def test_reductions_fold_in_rank_order_at_every_root_and_in_place(p):
     assert collops.spawn(_reduce_in_rank_order, p, transport="shm", timeout=50) == [[]] * p
+
+
+def _scratch_kept(comm):
+    """The scratch buffers a folding rank holds after repeated reductions of one signature."""
+    x = np.arange(3.0 * CHUNK) + comm.rank
+    seen = set()
+    for _ in range(5):
+        comm.reduce_scatter_block(x, "sum", algorithm=NAME)
+        area = comm.transport.stream_area(comm.context)
+        pools = [v for k, v in area.memo.items() if k[:2] == (NAME, "scratch")]
+        seen.update(id(buffer) for pool in pools for buffer in pool)
+    return len(pools), sum(len(pool) for pool in pools), len(seen)
+
+
+@pytest.mark.timeout(60)
+def test_reductions_reuse_one_scratch_buffer_per_signature():
+    # no message-sized allocation per call: the five calls took and gave back one buffer
+    assert collops.spawn(_scratch_kept, 2, transport="shm", timeout=50) == [(1, 1, 1)] * 2
+
+
+def _late_peer(comm):
+    """A blocking call whose first `advance` cannot finish (the peer comes 50 ms late) goes
+    on as a `StreamExecution` from where it stopped."""
+    n = 3 * RING // 8  # three rings' worth: the early rank's writes wait for the late reader
+    x = np.arange(float(n)) * (comm.rank + 1)
+    expected = np.concatenate([np.arange(float(n)) * (r + 1) for r in range(comm.size)])
+    results = []
+    # the first call goes the general way; from the second the blocking runner tries its one
+    # `advance`; each next call finds the rings as they should be
+    for _ in range(4):
+        if comm.rank == 1:
+            time.sleep(0.05)
+        got = comm.allgather(x, algorithm=NAME, timeout=10)
+        results.append(bool(np.array_equal(got, expected)))
+    return results
+
+
+@pytest.mark.timeout(60)
+def test_a_call_that_cannot_finish_in_its_first_advance_goes_on_correctly():
+    assert collops.spawn(_late_peer, 2, transport="shm", timeout=50) == [[True] * 4] * 2
 
 
 def _plan_kind(comm):

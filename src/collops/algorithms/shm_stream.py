@@ -100,8 +100,8 @@ CHAINED = frozenset({"allreduce"})
 #: the stream by 4-30 %, at 16 MiB with `STREAMING_STORES_FROM`), gather at every size
 #: (shm_cma's reads were slower), reduce up to 4 MiB
 #: (1 MiB: 141 µs against shm_cma's 225; 16 MiB: 5.0 ms against 4.6) and at 4 and 8 ranks
-#: 0.1-0.8 of rabenseifner's time. allreduce (a reduce-scatter and an allgather) and
-#: reduce_scatter_block up to 1 MiB per block with more ranks than cores (4 ranks, 1 MiB:
+#: 0.1-0.8 of rabenseifner's time. allreduce (a reduce-scatter and an allgather) up to 1 MiB
+#: vectors and reduce_scatter_block up to 1 MiB blocks with more ranks than cores (4 ranks, 1 MiB:
 #: 637 µs against rabenseifner's 957, 275 against recursive halving's 619; at 4 MiB the
 #: schedules caught up), reduce_scatter_block to 256 KiB on 2 ranks (128 KiB blocks: 40 µs
 #: against 57; 512 KiB: even), allreduce never on 2 (the ring was faster or even).
@@ -265,24 +265,20 @@ def _layout_of(spec: CallSpec, me: int, chunk: int) -> tuple[
 
     Writes: chunks ``(src byte in send, bytes, readers (group ranks), offset in the reader's
     block)``; reads: ``(writer, byte of its block in recv, bytes expected)``; own: ``(src, dst,
-    bytes)`` of the rank's own block copy.
+    bytes)`` of the rank's own block copy. A reduce moves what a gather moves, a
+    reduce_scatter_block what an alltoall does, into the folding ranks' scratch, where the
+    rank's own contribution has no place: it is folded from where it is.
     """
     c, p, root = spec.collective, spec.size, spec.root
+    folded = c in FOLDED
+    c = {"reduce": "gather", "reduce_scatter_block": "alltoall"}.get(c, c)
     nb = spec.count * spec.itemsize
     pieces = range(0, nb, chunk)
     others = [(me + d) % p for d in range(1, p)]
     writes: list[tuple[int, int, tuple[int, ...], int]] = []
     reads: list[tuple[int, int, int]] = []
     own = (0, 0, 0)
-    if c == "reduce":  # a gather into the root's scratch; the root's own stays in place
-        if me != root:
-            writes = [(t, min(chunk, nb - t), (root,), t) for t in pieces]
-        else:
-            reads = [(w, w * nb, nb) for w in others]
-    elif c == "reduce_scatter_block":  # an alltoall into every scratch; own blocks stay
-        writes = [(r * nb + t, min(chunk, nb - t), (r,), t) for t in pieces for r in others]
-        reads = [(w, w * nb, nb) for w in others]
-    elif c in ("bcast", "allgather", "gather"):
+    if c in ("bcast", "allgather", "gather"):
         writing = c == "allgather" or (me == root) == (c == "bcast")
         if writing:
             mask = (root,) if c == "gather" else tuple(others)
@@ -306,8 +302,8 @@ def _layout_of(spec: CallSpec, me: int, chunk: int) -> tuple[
         else:
             reads = [(root, 0, nb)]
     if nb == 0:
-        reads, own = [], (0, 0, 0)
-    return writes, reads, own
+        reads = []
+    return writes, reads, (0, 0, 0) if folded or nb == 0 else own
 
 
 # -- the protocol in Python (when the extension is missing or COLLOPS_COMPILED=0) ---------------
@@ -639,11 +635,10 @@ class FoldingExecution:
             if not self.inner.poll(spin):
                 return False
             self._fold()
-        except BaseException:
-            self._release()
-            raise
-        self._release()
-        return True
+            return True
+        finally:
+            if not self.inner.left:  # done, or ended by an error
+                self._release()
 
     def wait(self) -> None:
         """Block until done."""
@@ -671,19 +666,25 @@ class FoldingExecution:
             self.own = self.recv = self.scratch = None  # type: ignore[assignment]
 
 
+def _folds(spec: CallSpec, rank: int) -> bool:
+    """Whether group member ``rank`` folds in a call of ``spec`` (`FoldingExecution`)."""
+    return spec.collective == "reduce_scatter_block" or (
+        spec.collective == "reduce" and rank == spec.root)
+
+
 def _execution(transport: ShmTransport, direct: DirectArea, area: StreamArea, spec: CallSpec,
                prepared: Prepared, rank: int, send: np.ndarray | None,
                recv: np.ndarray | None, seq: int, phase: int, context: int,
                timeout: float | None) -> StreamExecution | FoldingExecution:
     """The execution of one call: a `StreamExecution`, wrapped in a `FoldingExecution` where
     the rank folds."""
-    c = spec.collective
-    if c not in FOLDED or (c == "reduce" and rank != spec.root) or recv is None:
+    if not _folds(spec, rank) or recv is None:
         return StreamExecution(transport, direct, area, spec, prepared, rank, send, recv, seq,
                                phase, context, timeout)
     assert send is not None
     n = spec.count
-    own, position = (send, spec.root) if c == "reduce" else (send[rank * n:(rank + 1) * n], rank)
+    own, position = ((send, spec.root) if spec.collective == "reduce"
+                     else (send[rank * n:(rank + 1) * n], rank))
     if position and np.may_share_memory(own, recv):
         own = own.copy()  # in place: the fold writes the result before the rank's turn
     pool = _pool(area, spec.dtype, spec.size * n)
@@ -804,9 +805,7 @@ def runner(comm: Any, spec: CallSpec, **options: Any) -> Callable[..., None]:
     # held: the memo may forget it
     prepared = None if chained else plan_for(area, spec, tuple(direct.group), rank)
     # a call that does not fold may run in one `advance`, before any object is made for it
-    folds = spec.collective == "reduce_scatter_block" or (
-        spec.collective == "reduce" and rank == spec.root)
-    alone = None if prepared is None or folds else prepared
+    alone = None if prepared is None or _folds(spec, rank) else prepared
     spin = SPIN_OVERSUBSCRIBED if transport.oversubscribed else SPIN
 
     def fn(send: np.ndarray | None, recv: np.ndarray | None, seq: int,

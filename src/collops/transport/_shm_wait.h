@@ -68,7 +68,6 @@ static inline void copy_bytes(void *dst, const void *src, size_t n) {
         memcpy(d + done, s + done, n - done < COPY_PIECE ? n - done : COPY_PIECE);
 }
 
-
 /* A copy with non-temporal stores (SSE2; elsewhere `copy_bytes`), for destinations too large
  * to stay in the cache: the stores skip it, so the line is not first read from memory
  * (read for ownership) and nothing the copy will need is evicted. Measured on 2 ranks

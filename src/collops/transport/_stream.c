@@ -191,6 +191,14 @@ static void wake_sleepers(Plan *p) {
     }
 }
 
+/* Copy into the receive buffer: bypassing the cache for a call that receives a lot. */
+static inline void copy_in(Plan *p, char *to, const char *from, size_t n) {
+    if (p->streaming)
+        copy_streaming(to, from, n);
+    else
+        copy_bytes(to, from, n);
+}
+
 /* Whether every reader of the chunk slot `slot` of this rank's ring last held has drained it
  * (the chunk to write is `c`); else the first reader still at it, in *blocked. */
 static int slot_free(Plan *p, int64_t c, int64_t *blocked) {
@@ -282,11 +290,8 @@ static int read_from(Plan *p, Py_ssize_t k, int64_t *state, char *recv, uint64_t
             result = -1;
             break;
         }
-        char *to = recv + w[R_DST] + offset, *from = p->base + w[R_RING] + slot * p->chunk_bytes;
-        if (p->streaming)
-            copy_streaming(to, from, nbytes);
-        else
-            copy_bytes(to, from, nbytes);
+        copy_in(p, recv + w[R_DST] + offset, p->base + w[R_RING] + slot * p->chunk_bytes,
+                nbytes);
         *received += (int64_t)nbytes;
         cur++;
         moved++;
@@ -304,10 +309,7 @@ static int self_copy_some(Plan *p, int64_t *state, char *send, char *recv) {
         return 0;
     int64_t n = p->self_len - done < p->self_piece ? p->self_len - done : p->self_piece;
     if (recv + p->self_dst != send + p->self_src)
-        if (p->streaming)
-            copy_streaming(recv + p->self_dst + done, send + p->self_src + done, n);
-        else
-            copy_bytes(recv + p->self_dst + done, send + p->self_src + done, n);
+        copy_in(p, recv + p->self_dst + done, send + p->self_src + done, n);
     state[S_SELF] = done + n;
     return 1;
 }
