@@ -40,8 +40,11 @@ calls' chunks in the order it began them (`StreamArea.unwritten`).
 
 A call is done on a rank once it has written all its chunks and read all it needs — not when
 its readers have read them: the ring holds them, so a writer never waits for a reader beyond
-the ring's worth. The C loop returns whenever nothing can move for a few microseconds;
-waiting (spin, yield, sleep on the doorbell) and the checks for a failed peer
+the ring's worth. The exception is a block published *by reference* (`REFERENCES_FROM`): its
+chunk holds only the block's address in the writer's memory, the reader copies it from there
+with process_vm_readv (one copy instead of two), and the writer's call is done once every
+such reader has drained past it. The C loop returns whenever nothing can move for a few
+microseconds; waiting (spin, yield, sleep on the doorbell) and the checks for a failed peer
 (`PeerFailed`), the deadline (`CollectiveTimeout`, naming the ranks not heard from) and a
 peer that made another call directly stay in Python (`DirectArea.wait`/``check``).
 
@@ -54,7 +57,9 @@ schedules (`stream_cost`).
 from __future__ import annotations
 
 import ctypes
+import errno
 import math
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -63,7 +68,7 @@ from typing import Any
 import numpy as np
 
 from ..datatypes import address_of
-from ..errors import CollectiveMismatch, ScheduleError
+from ..errors import CollectiveMismatch, PeerFailed, ScheduleError, TransportError
 from ..runtime import fingerprint as fp
 from ..schedule import Schedule
 from ..transport.shm import ShmTransport
@@ -128,19 +133,42 @@ def auto_limit(collective: str, p: int) -> float:
 
 AUTO = frozenset(AUTO_UP_TO)
 
-#: header words of a chunk slot (one 64-byte line each)
-H_SEQ, H_CALL, H_FP, H_MASK, H_OFFSET, H_NBYTES = range(6)
+#: header words of a chunk slot (one 64-byte line each); SOURCE: 0 for bytes in the slot,
+#: else their address in the writer's memory (a reference chunk)
+H_SEQ, H_CALL, H_FP, H_MASK, H_OFFSET, H_NBYTES, H_SOURCE = range(7)
 #: results of `advance`, with MOVED or-ed in when anything was written, read or copied
-DONE, STUCK, FOREIGN = range(3)
+DONE, STUCK, FOREIGN, FAILED = range(4)
 MOVED = 4
 #: state words of a call on one rank: chunks written, own-block bytes copied, the first
-#: chunk of another call met (writer, call word, fingerprint), the reader a write waits for,
-#: then the bytes received from each writer read
+#: chunk of another call met (writer, call word, fingerprint), the reader a write or a
+#: reference waits for, the writer whose reference could not be copied and the errno; then
+#: the bytes received from each writer read, then per world rank the reference chunk + 1 it
+#: must drain past (0: none)
 S_WRITTEN, S_SELF, S_FOREIGN_WRITER, S_FOREIGN_CALL, S_FOREIGN_FP, S_BLOCKED_ON, \
-    S_RECEIVED = range(7)
+    S_FAILED_WRITER, S_ERRNO, S_RECEIVED = range(9)
 #: columns of a write row (one chunk) and of a writer row (one ring read)
-W_SRC, W_NBYTES, W_MASK, W_OFFSET = range(4)
-R_RANK, R_FILLED, R_HEADERS, R_RING, R_DRAINED, R_DST, R_EXPECT = range(7)
+W_SRC, W_NBYTES, W_MASK, W_OFFSET, W_REFERENCE = range(5)
+R_RANK, R_FILLED, R_HEADERS, R_RING, R_DRAINED, R_DST, R_EXPECT, R_PID = range(8)
+#: block bytes from which a writer publishes each block as one *reference* chunk instead of
+#: copying it through its ring chunk by chunk (where the kernel permits cross-memory attach),
+#: by collective and number of ranks as `AUTO_UP_TO` (absent: never). The reader then copies
+#: the block out of the writer's buffer with one process_vm_readv: one copy instead of two,
+#: but on one core, and a writer whose core would otherwise idle (bcast, scatter, the
+#: alltoall's halves) pipelines better through its ring. Measured ring against reference on
+#: 2 ranks (2026-11-25, docs/performance.md): allgather 4 MiB 636 -> 484 µs, 16 MiB 3512 ->
+#: 3380; bcast 4 MiB 232 -> 340, scatter and alltoall slower too, allreduce and
+#: reduce_scatter_block even or slower below 16 MiB.
+REFERENCES_FROM: dict[str, dict[int, float]] = {
+    "allgather": {2: 4 * MiB, 8: UNBOUNDED},
+}
+
+
+def references_from(collective: str, p: int) -> float:
+    """The smallest block ``collective`` on ``p`` ranks publishes by reference."""
+    bounds = REFERENCES_FROM.get(collective)
+    if not bounds:
+        return UNBOUNDED
+    return bounds[min((q for q in bounds if q >= p), default=max(bounds))]
 
 #: bytes received in one call from which the compiled loop copies into the receive buffer
 #: with non-temporal stores (`copy_streaming` in ``_shm_wait.h``), for a rank that also
@@ -213,29 +241,32 @@ def plan_for(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: in
 
 def _make_plan(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: int,
                compiled: bool, call: CallSpec) -> Prepared:
-    writes, readers, own = _layout_of(spec, index, area.chunk_bytes)
+    t = area.transport
+    whole = (references_from(spec.collective, spec.size) if t.capabilities().single_copy
+             else UNBOUNDED)
+    writes, readers, own = _layout_of(spec, index, area.chunk_bytes, whole)
     me = area.me
     rows = [(group[w], area.filled[group[w]], area.headers[group[w]], area.rings[group[w]],
-             area.drained[group[w]][me], dst, expect) for w, dst, expect in readers]
-    write_rows = [(src, n, sum(1 << group[r] for r in mask), offset)
+             area.drained[group[w]][me], dst, expect, t.pid_word(group[w]))
+            for w, dst, expect in readers]
+    write_rows = [(src, n, sum(1 << group[r] for r in mask), offset, int(n >= whole))
                   for src, n, mask, offset in writes]
-    t = area.transport
     sleepers = [r for r in group if r != me]
     fields: dict[str, Any] = dict(
         segment=t.segment_map, cursors=area.cursors, me=me, nchunks=area.nchunks,
         chunk_bytes=area.chunk_bytes, my_filled=area.filled[me],
         my_headers=area.headers[me], my_ring=area.rings[me],
-        writes=np.array(write_rows, np.int64).reshape(-1, 4),
+        writes=np.array(write_rows, np.int64).reshape(-1, 5),
         drained_of_me=np.array(area.drained[me], np.int64),
-        writers=np.array(rows, np.int64).reshape(-1, 7), self_copy=own,
+        writers=np.array(rows, np.int64).reshape(-1, 8), self_copy=own,
         sleeper_words=[t.sleeping_word(r) for r in sleepers], sleeper_ranks=sleepers,
         wake=t.wake)
     received = own[2] + sum(r[R_EXPECT] for r in rows)
     streaming = received >= (STREAMING_STORES_FROM if write_rows else STREAMING_READER_FROM)
     plan = (_stream.Plan(**fields, streaming=streaming) if compiled
             else PyPlan(area, **fields))
-    state = np.zeros(S_RECEIVED + len(rows), np.int64)
-    state[S_FOREIGN_WRITER] = state[S_BLOCKED_ON] = -1
+    state = np.zeros(S_RECEIVED + len(rows) + len(area.cursors) - 1, np.int64)
+    state[S_FOREIGN_WRITER] = state[S_BLOCKED_ON] = state[S_FAILED_WRITER] = -1
     return Prepared(plan, len(write_rows), [group.index(r[0]) for r in rows],
                     [r[R_EXPECT] for r in rows], own,
                     shm_direct.call_fingerprint(call, NAME), state, call.collective)
@@ -258,10 +289,12 @@ class Prepared:
     collective: str
 
 
-def _layout_of(spec: CallSpec, me: int, chunk: int) -> tuple[
+def _layout_of(spec: CallSpec, me: int, chunk: int, whole: float = UNBOUNDED) -> tuple[
         list[tuple[int, int, tuple[int, ...], int]], list[tuple[int, int, int]],
         tuple[int, int, int]]:
-    """What group member ``me`` writes, reads and copies itself in a call of ``spec``.
+    """What group member ``me`` writes, reads and copies itself in a call of ``spec``, in
+    chunks of ``chunk`` bytes — or, for blocks of at least ``whole`` bytes, a block a chunk
+    (the reference chunks `_make_plan` marks).
 
     Writes: chunks ``(src byte in send, bytes, readers (group ranks), offset in the reader's
     block)``; reads: ``(writer, byte of its block in recv, bytes expected)``; own: ``(src, dst,
@@ -273,7 +306,7 @@ def _layout_of(spec: CallSpec, me: int, chunk: int) -> tuple[
     folded = c in FOLDED
     c = {"reduce": "gather", "reduce_scatter_block": "alltoall"}.get(c, c)
     nb = spec.count * spec.itemsize
-    pieces = range(0, nb, chunk)
+    pieces = range(0, nb, nb if nb >= max(whole, 1) else chunk)
     others = [(me + d) % p for d in range(1, p)]
     writes: list[tuple[int, int, tuple[int, ...], int]] = []
     reads: list[tuple[int, int, int]] = []
@@ -282,7 +315,7 @@ def _layout_of(spec: CallSpec, me: int, chunk: int) -> tuple[
         writing = c == "allgather" or (me == root) == (c == "bcast")
         if writing:
             mask = (root,) if c == "gather" else tuple(others)
-            writes = [(t, min(chunk, nb - t), mask, t) for t in pieces]
+            writes = [(t, min(pieces.step, nb - t), mask, t) for t in pieces]
         if c == "bcast":
             if me != root:
                 reads = [(root, 0, nb)]
@@ -293,7 +326,8 @@ def _layout_of(spec: CallSpec, me: int, chunk: int) -> tuple[
             own = (0, me * nb, nb)
     else:  # scatter, alltoall: one block per reader, interleaved chunk by chunk
         if c == "alltoall" or me == root:
-            writes = [(r * nb + t, min(chunk, nb - t), (r,), t) for t in pieces for r in others]
+            writes = [(r * nb + t, min(pieces.step, nb - t), (r,), t) for t in pieces
+                      for r in others]
         if c == "alltoall":
             reads = [(w, w * nb, nb) for w in others]
             own = (me * nb, me * nb, nb)
@@ -326,6 +360,8 @@ class PyPlan:
         self.own = self_copy
         self.base = area.transport.segment_address
         self.transport, self.group = area.transport, list(sleeper_ranks) + [me]
+        #: where in a state array the words of the references to drain begin
+        self.must_drain = S_RECEIVED + len(self.writer)
 
     def _slot_free(self, c: int, state: np.ndarray) -> bool:
         if c < self.nchunks:
@@ -333,9 +369,7 @@ class PyPlan:
         words = self.words
         mask = words[self.my_headers + 8 * (c % self.nchunks) + H_MASK]
         need = c - self.nchunks + 1
-        while mask:
-            r = (mask & -mask).bit_length() - 1
-            mask &= mask - 1
+        for r in _bits(mask):
             if words[self.drained[r]] < need:
                 state[S_BLOCKED_ON] = r
                 return False
@@ -349,13 +383,19 @@ class PyPlan:
         if not self._slot_free(c, state):
             return 0
         state[S_BLOCKED_ON] = -1
-        src, n, mask, offset = self.write[i]
+        src, n, mask, offset, reference = self.write[i]
         slot, words = c % self.nchunks, self.words
         h = self.my_headers + 8 * slot
         words[h + H_SEQ] = 0
         words[h + H_CALL], words[h + H_FP], words[h + H_MASK] = word, fingerprint, mask
         words[h + H_OFFSET], words[h + H_NBYTES] = offset, n
-        ctypes.memmove(self.base + self.my_ring + slot * self.chunk_bytes, send + src, n)
+        if reference:
+            words[h + H_SOURCE] = send + src
+            for r in _bits(mask):
+                state[self.must_drain + r] = c + 1
+        else:
+            words[h + H_SOURCE] = 0
+            ctypes.memmove(self.base + self.my_ring + slot * self.chunk_bytes, send + src, n)
         words[h + H_SEQ] = c + 1
         words[self.my_filled] = c + 1
         self.cursor[self.size] = c + 1
@@ -363,7 +403,7 @@ class PyPlan:
         return 1
 
     def _read_from(self, k: int, state: np.ndarray, recv: int, word: int, limit: int) -> int:
-        rank, filled_word, headers, ring, drained, dst, expect = self.writer[k]
+        rank, filled_word, headers, ring, drained, dst, expect, _ = self.writer[k]
         received = int(state[S_RECEIVED + k])
         if received >= expect:
             return 0
@@ -371,7 +411,7 @@ class PyPlan:
         cur = start = int(self.cursor[rank])
         filled = words[filled_word]
         cur = max(cur, filled - nchunks)
-        bit, moved, foreign = 1 << self.me, 0, False
+        bit, moved, foreign, failed = 1 << self.me, 0, False, False
         while cur < filled and moved < limit and received < expect:
             slot = cur % nchunks
             h = headers // 8 + 8 * slot
@@ -379,8 +419,8 @@ class PyPlan:
             if seq != cur + 1:
                 cur += 1
                 continue
-            mask, call, fingerprint, offset, n = words[h + 3], words[h + 1], words[h + 2], \
-                words[h + 4], words[h + 5]
+            mask, call, fingerprint = words[h + H_MASK], words[h + H_CALL], words[h + H_FP]
+            offset, n, source = words[h + H_OFFSET], words[h + H_NBYTES], words[h + H_SOURCE]
             if words[h + H_SEQ] != seq or not mask & bit:
                 cur += 1
                 continue
@@ -388,7 +428,16 @@ class PyPlan:
                 state[S_FOREIGN_WRITER], foreign = rank, True
                 state[S_FOREIGN_CALL], state[S_FOREIGN_FP] = _signed(call), _signed(fingerprint)
                 break
-            ctypes.memmove(recv + dst + offset, self.base + ring + slot * self.chunk_bytes, n)
+            if source:
+                try:
+                    self.transport.read_from(rank, source, recv + dst + offset, n)
+                except TransportError as e:  # as the compiled loop reports it
+                    state[S_FAILED_WRITER], failed = rank, True
+                    state[S_ERRNO] = errno.ESRCH if isinstance(e, PeerFailed) else 0
+                    break
+            else:
+                ctypes.memmove(recv + dst + offset, self.base + ring + slot * self.chunk_bytes,
+                               n)
             received += n
             cur += 1
             moved += 1
@@ -396,6 +445,8 @@ class PyPlan:
         if cur != start:
             self.cursor[rank] = cur
             words[drained] = cur
+        if failed:
+            return -2
         return -1 if foreign and not moved else moved + (cur != start)
 
     def _self_copy_some(self, state: np.ndarray, send: int, recv: int) -> bool:
@@ -409,10 +460,23 @@ class PyPlan:
         state[S_SELF] = done + piece
         return True
 
-    def _finished(self, state: np.ndarray) -> bool:
+    def _moved_all(self, state: np.ndarray) -> bool:
         if state[S_WRITTEN] < len(self.write) or state[S_SELF] < self.own[2]:
             return False
         return all(state[S_RECEIVED + k] >= row[R_EXPECT] for k, row in enumerate(self.writer))
+
+    def _references_drained(self, state: np.ndarray) -> bool:
+        words, base = self.words, self.must_drain
+        for r in range(self.size):
+            need = state[base + r]
+            if need and words[self.drained[r]] < need:
+                state[S_BLOCKED_ON] = r
+                return False
+        state[S_BLOCKED_ON] = -1
+        return True
+
+    def _finished(self, state: np.ndarray) -> bool:
+        return self._moved_all(state) and self._references_drained(state)
 
     def advance(self, state: np.ndarray, send: int, recv: int, word: int, fingerprint: int,
                 may_write: bool, spin: float) -> int:
@@ -426,6 +490,8 @@ class PyPlan:
                 moved += self._write_one(state, send, word, fingerprint)
             for k in range(len(self.writer)):
                 got = self._read_from(k, state, recv, word, 2)
+                if got == -2:
+                    return FAILED | (MOVED if touched or copied else 0)
                 if got < 0:
                     foreign = True
                 else:
@@ -465,7 +531,9 @@ class PyPlan:
             if (state[S_RECEIVED + k] < row[R_EXPECT] and row[R_RANK] != foreign
                     and words[row[R_FILLED]] > self.cursor[row[R_RANK]]):
                 return True
-        return bool(state[S_SELF] < self.own[2])
+        if state[S_SELF] < self.own[2]:
+            return True
+        return self._moved_all(state) and self._references_drained(state)
 
 
 def _addresses(prepared: Prepared, send: np.ndarray | None, recv: np.ndarray | None
@@ -478,6 +546,11 @@ def _addresses(prepared: Prepared, send: np.ndarray | None, recv: np.ndarray | N
     # is skipped: the addresses given make source and destination coincide
     src, dst, _ = prepared.own
     return send_address, send_address + src - dst
+
+
+def _bits(mask: int) -> list[int]:
+    """The positions of the set bits of ``mask``, lowest first."""
+    return [r for r in range(mask.bit_length()) if mask >> r & 1]
 
 
 def _signed(v: int) -> int:
@@ -558,6 +631,8 @@ class StreamExecution:
             if status == DONE:
                 self._end()
                 return True
+            if status == FAILED:
+                self._failed()
             if status == FOREIGN or not moved:
                 self._check()  # only when stuck: the checks cost more than a chunk
         except BaseException:
@@ -571,10 +646,21 @@ class StreamExecution:
         out = [m for k, (m, expect) in enumerate(zip(prepared.writers, prepared.expects,
                                                      strict=True))
                if state[S_RECEIVED + k] < expect]
-        blocked = int(state[S_BLOCKED_ON])
-        if blocked >= 0 and state[S_WRITTEN] < self.nwrites and blocked in group:
+        blocked = int(state[S_BLOCKED_ON])  # a slot to reuse, or a reference to drain
+        if blocked >= 0 and blocked in group:
             out.append(group.index(blocked))
         return sorted(set(out))
+
+    def _failed(self) -> None:
+        """Raise for the reference chunk `advance` could not copy: `PeerFailed` naming the
+        writer when its process is gone, else a `TransportError`."""
+        writer, err = int(self.state[S_FAILED_WRITER]), int(self.state[S_ERRNO])
+        error = self.transport.single_copy_error(
+            writer, err, os.strerror(err) if err else "process_vm_readv failed")
+        member = self.direct.group.index(writer)
+        if isinstance(error, PeerFailed):
+            raise PeerFailed(member, f"{self.what}: reading its buffer: {error}")
+        raise TransportError(f"{self.what}: reading rank {member}'s buffer: {error}")
 
     def _check(self) -> None:
         state = self.state

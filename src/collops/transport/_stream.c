@@ -11,6 +11,9 @@
  *     word 3  MASK    the world ranks that must read the chunk (bit r: rank r)
  *     word 4  OFFSET  where the chunk's bytes go in the reader's block of this writer
  *     word 5  NBYTES  how many bytes it holds
+ *     word 6  SOURCE  0 when the bytes are in the slot; else where they are in the writer's
+ *                     own memory (a *reference* chunk: the reader copies them from there
+ *                     with process_vm_readv, one copy instead of two)
  *
  * and every reader r has a drained counter on the writer's ring: the chunks of it r has
  * finished with. A writer may put chunk c into slot c mod R once every reader in the mask of
@@ -22,6 +25,11 @@
  * copy, interleaved chunk by chunk — spinning at most `spin` seconds when nothing can move;
  * waiting, sleeping, failure, timeout and mismatch checks stay in Python.
  *
+ * A writer's reference chunks point into its send buffer, so its call is done only once every
+ * reader of them has drained past the last (state: per world rank, the chunk number + 1 it
+ * must drain past); a reader whose process_vm_readv fails returns FAILED with the writer and
+ * the errno in its state, for Python to name.
+ *
  * Memory ordering: a slot's header and data are stored before its SEQ and the filled counter
  * (release), a reader copies before it stores its drained counter (release); a reader reads a
  * header between two acquire loads of SEQ (a seqlock: a rewritten slot is skipped, it was not
@@ -30,20 +38,27 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include "_shm_wait.h"
 
-enum { H_SEQ = 0, H_CALL, H_FP, H_MASK, H_OFFSET, H_NBYTES };
-enum { DONE = 0, STUCK = 1, FOREIGN = 2, MOVED = 4 };  /* MOVED: or-ed in when anything moved */
-/* state words of one call */
+enum { H_SEQ = 0, H_CALL, H_FP, H_MASK, H_OFFSET, H_NBYTES, H_SOURCE };
+/* MOVED: or-ed in when anything moved */
+enum { DONE = 0, STUCK = 1, FOREIGN = 2, FAILED = 3, MOVED = 4 };
+/* state words of one call; after S_RECEIVED: one per writer row (bytes received), then one
+ * per world rank (the reference chunk + 1 that reader must drain past, 0: none) */
 enum { S_WRITTEN = 0, S_SELF, S_FOREIGN_WRITER, S_FOREIGN_CALL, S_FOREIGN_FP, S_BLOCKED_ON,
-       S_RECEIVED };
+       S_FAILED_WRITER, S_ERRNO, S_RECEIVED };
 /* columns of a write row and of a writer row */
-enum { W_SRC = 0, W_NBYTES, W_MASK, W_OFFSET, W_COLS };
-enum { R_RANK = 0, R_FILLED, R_HEADERS, R_RING, R_DRAINED, R_DST, R_EXPECT, R_COLS };
+enum { W_SRC = 0, W_NBYTES, W_MASK, W_OFFSET, W_REFERENCE, W_COLS };
+/* R_PID: the segment word holding the writer's process id (read when needed: a peer may
+ * publish it after this rank's first plan was made) */
+enum { R_RANK = 0, R_FILLED, R_HEADERS, R_RING, R_DRAINED, R_DST, R_EXPECT, R_PID, R_COLS };
 
 typedef struct {
     PyObject_HEAD
@@ -241,7 +256,16 @@ static int write_one(Plan *p, int64_t *state, char *send, uint64_t word, uint64_
     store_rel(p, h + H_MASK, (uint64_t)row[W_MASK]);
     store_rel(p, h + H_OFFSET, (uint64_t)row[W_OFFSET]);
     store_rel(p, h + H_NBYTES, (uint64_t)row[W_NBYTES]);
-    copy_bytes(p->base + p->my_ring + slot * p->chunk_bytes, send + row[W_SRC], row[W_NBYTES]);
+    if (row[W_REFERENCE]) {
+        store_rel(p, h + H_SOURCE, (uint64_t)(uintptr_t)(send + row[W_SRC]));
+        int64_t *must_drain = state + S_RECEIVED + p->nwriters;
+        for (uint64_t mask = (uint64_t)row[W_MASK]; mask; mask &= mask - 1)
+            must_drain[__builtin_ctzll(mask)] = c + 1;
+    } else {
+        store_rel(p, h + H_SOURCE, 0);
+        copy_bytes(p->base + p->my_ring + slot * p->chunk_bytes, send + row[W_SRC],
+                   row[W_NBYTES]);
+    }
     store_rel(p, h + H_SEQ, (uint64_t)(c + 1));
     store_rel(p, p->my_filled, (uint64_t)(c + 1));
     p->cursor[p->size] = c + 1;
@@ -249,8 +273,52 @@ static int write_one(Plan *p, int64_t *state, char *send, uint64_t word, uint64_
     return 1;
 }
 
+/* process_vm_readv of `n` bytes at `remote` in process `pid` to `local`: 0, or the errno. */
+static int read_process(int64_t pid, char *local, uint64_t remote, size_t n) {
+    while (n) {
+        struct iovec l = {local, n}, r = {(void *)(uintptr_t)remote, n};
+        ssize_t got = process_vm_readv((pid_t)pid, &l, 1, &r, 1, 0);
+        if (got <= 0)
+            return got < 0 ? errno : EFAULT;
+        local += got;
+        remote += (uint64_t)got;
+        n -= (size_t)got;
+    }
+    return 0;
+}
+
+/* Bytes of the bounce buffer an aliased single copy goes through, a piece at a time. */
+#define BOUNCE_BYTES (256 * 1024)
+static char *bounce;   /* page-aligned, BOUNCE_BYTES + 4 KiB; used under the GIL */
+
+/* Copy `n` bytes at `remote` in process `pid` to `local`: 0, or the errno. The kernel copies
+ * with `rep movsb` and so has the 4 KiB-aliasing slow case `copy_bytes` avoids (a 4 MiB
+ * read 4x slower with the destination 16 bytes past the source, modulo 4 KiB: two numpy
+ * arrays allocated one after the other on the heap); such reads go through a bounce buffer
+ * placed at the source's offset in its page, then `copy_bytes` to where they belong. */
+static int copy_from_process(int64_t pid, char *local, uint64_t remote, size_t n) {
+    uintptr_t delta = ((uintptr_t)local - (uintptr_t)remote) & 4095;
+    if (n <= COPY_PIECE || delta == 0 || delta >= COPY_ALIAS_BYTES)
+        return read_process(pid, local, remote, n);
+    if (bounce == NULL && posix_memalign((void **)&bounce, 4096, BOUNCE_BYTES + 4096))
+        return ENOMEM;
+    char *tmp = bounce + (remote & 4095);
+    while (n) {
+        size_t m = n < BOUNCE_BYTES ? n : BOUNCE_BYTES;
+        int err = read_process(pid, tmp, remote, m);
+        if (err)
+            return err;
+        copy_bytes(local, tmp, m);
+        local += m;
+        remote += m;
+        n -= m;
+    }
+    return 0;
+}
+
 /* Read what writer row `k` has for this call, at most `limit` chunks: the chunks read (or
- * skipped); -1 when a chunk of another call blocks the ring (recorded in `state`). */
+ * skipped); -1 when a chunk of another call blocks the ring, -2 when a reference chunk could
+ * not be copied (both recorded in `state`). */
 static int read_from(Plan *p, Py_ssize_t k, int64_t *state, char *recv, uint64_t word,
                      int64_t limit) {
     const int64_t *w = p->writer + R_COLS * k;
@@ -278,6 +346,7 @@ static int read_from(Plan *p, Py_ssize_t k, int64_t *state, char *recv, uint64_t
         uint64_t fp = load_acq(p, h + H_FP);
         uint64_t offset = load_acq(p, h + H_OFFSET);
         uint64_t nbytes = load_acq(p, h + H_NBYTES);
+        uint64_t source = load_acq(p, h + H_SOURCE);
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         if (load_acq(p, h + H_SEQ) != seq || !(mask & bit)) {
             cur++;
@@ -290,8 +359,19 @@ static int read_from(Plan *p, Py_ssize_t k, int64_t *state, char *recv, uint64_t
             result = -1;
             break;
         }
-        copy_in(p, recv + w[R_DST] + offset, p->base + w[R_RING] + slot * p->chunk_bytes,
-                nbytes);
+        if (source) {
+            int err = copy_from_process((int64_t)load_acq(p, w[R_PID]), recv + w[R_DST] + offset,
+                                        source, nbytes);
+            if (err) {
+                state[S_FAILED_WRITER] = rank;
+                state[S_ERRNO] = err;
+                result = -2;
+                break;
+            }
+        } else {
+            copy_in(p, recv + w[R_DST] + offset, p->base + w[R_RING] + slot * p->chunk_bytes,
+                    nbytes);
+        }
         *received += (int64_t)nbytes;
         cur++;
         moved++;
@@ -300,6 +380,8 @@ static int read_from(Plan *p, Py_ssize_t k, int64_t *state, char *recv, uint64_t
         p->cursor[rank] = cur;
         store_rel(p, w[R_DRAINED], (uint64_t)cur);
     }
+    if (result == -2)
+        return -2;
     return result < 0 && !moved ? -1 : moved + (cur != start);
 }
 
@@ -314,13 +396,36 @@ static int self_copy_some(Plan *p, int64_t *state, char *send, char *recv) {
     return 1;
 }
 
-static int finished(Plan *p, const int64_t *state) {
+/* Whether every reader of this call's reference chunks has drained past them; else the
+ * first still at them, in *blocked. */
+static int references_drained(Plan *p, const int64_t *state, int64_t *blocked) {
+    const int64_t *must_drain = state + S_RECEIVED + p->nwriters;
+    for (Py_ssize_t r = 0; r < p->size; r++) {
+        if (must_drain[r] && (int64_t)load_acq(p, p->drained[r]) < must_drain[r]) {
+            *blocked = r;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Whether everything but the readers' draining of reference chunks is done. */
+static int moved_all(Plan *p, const int64_t *state) {
     if (state[S_WRITTEN] < p->nwrites || state[S_SELF] < p->self_len)
         return 0;
     for (Py_ssize_t k = 0; k < p->nwriters; k++)
         if (state[S_RECEIVED + k] < p->writer[R_COLS * k + R_EXPECT])
             return 0;
     return 1;
+}
+
+static int finished(Plan *p, int64_t *state) {
+    if (!moved_all(p, state))
+        return 0;
+    int64_t blocked = -1;
+    int drained = references_drained(p, state, &blocked);
+    state[S_BLOCKED_ON] = blocked;
+    return drained;
 }
 
 static int parse_call(Plan *p, PyObject *const *args, Py_ssize_t nargs, Py_buffer *state,
@@ -331,7 +436,7 @@ static int parse_call(Plan *p, PyObject *const *args, Py_ssize_t nargs, Py_buffe
     }
     if (PyObject_GetBuffer(args[0], state, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
         return -1;
-    if (state->len / 8 < S_RECEIVED + p->nwriters) {
+    if (state->len / 8 < S_RECEIVED + p->nwriters + p->size) {
         PyBuffer_Release(state);
         PyErr_SetString(PyExc_ValueError, "state too short for the plan");
         return -1;
@@ -348,7 +453,7 @@ static int parse_call(Plan *p, PyObject *const *args, Py_ssize_t nargs, Py_buffe
     return 0;
 }
 
-/* advance(state, send, recv, word, fp, may_write, spin): DONE, STUCK or FOREIGN, with MOVED
+/* advance(state, send, recv, word, fp, may_write, spin): DONE, STUCK, FOREIGN or FAILED, with MOVED
  * or-ed in when anything was written, read or copied. */
 static PyObject *Plan_advance(Plan *p, PyObject *const *args, Py_ssize_t nargs) {
     Py_buffer sbuf;
@@ -372,15 +477,23 @@ static PyObject *Plan_advance(Plan *p, PyObject *const *args, Py_ssize_t nargs) 
     unsigned idle = 0;
     state[S_FOREIGN_WRITER] = -1;
     for (;;) {
-        int moved = 0, foreign = 0;
+        int moved = 0, foreign = 0, failed = 0;
         if (may_write)
             moved += write_one(p, state, send, word, fp);
         for (Py_ssize_t k = 0; k < p->nwriters; k++) {
             int got = read_from(p, k, state, recv, word, 2);
+            if (got == -2) {
+                failed = 1;
+                break;
+            }
             if (got < 0)
                 foreign = 1;
             else
                 moved += got;
+        }
+        if (failed) {
+            status = FAILED;
+            break;
         }
         if (moved) {
             /* a peer may have gone to sleep for this chunk or this drain while the rank
@@ -442,13 +555,17 @@ static PyObject *Plan_ready(Plan *p, PyObject *const *args, Py_ssize_t nargs) {
     }
     if (!ready && state[S_SELF] < p->self_len)
         ready = 1;
+    if (!ready && moved_all(p, state)) {
+        int64_t blocked = -1;
+        ready = references_drained(p, state, &blocked);
+    }
     PyBuffer_Release(&sbuf);
     return PyBool_FromLong(ready);
 }
 
 static PyMethodDef Plan_methods[] = {
     {"advance", (PyCFunction)(void (*)(void))Plan_advance, METH_FASTCALL,
-     "advance(state, send, recv, word, fp, may_write, spin) -> DONE, STUCK or FOREIGN."},
+     "advance(state, send, recv, word, fp, may_write, spin) -> DONE, STUCK, FOREIGN or FAILED."},
     {"ready", (PyCFunction)(void (*)(void))Plan_ready, METH_FASTCALL,
      "ready(state, send, recv, word, fp, may_write) -> whether advance can move now."},
     {NULL, NULL, 0, NULL}};
@@ -479,6 +596,7 @@ PyMODINIT_FUNC PyInit__stream(void) {
         || PyModule_AddIntConstant(m, "DONE", DONE) < 0
         || PyModule_AddIntConstant(m, "STUCK", STUCK) < 0
         || PyModule_AddIntConstant(m, "FOREIGN", FOREIGN) < 0
+        || PyModule_AddIntConstant(m, "FAILED", FAILED) < 0
         || PyModule_AddIntConstant(m, "MOVED", MOVED) < 0) {
         Py_DECREF(m);
         return NULL;

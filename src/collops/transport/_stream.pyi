@@ -6,6 +6,7 @@ from typing import Any
 DONE: int
 STUCK: int
 FOREIGN: int
+FAILED: int
 MOVED: int
 
 class Plan:

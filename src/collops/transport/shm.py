@@ -42,6 +42,7 @@ rank still waits for it is reported the same way.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import struct
 import threading
@@ -499,15 +500,33 @@ class ShmTransport(Transport):
         """Copy ``nbytes`` at address ``remote`` in rank ``rank``'s process to ``local``
         (single copy, for collectives that exchange buffer addresses); `PeerFailed` when that
         process is gone."""
-        pid = int(self._words[self._pid_word[rank]])
+        pid = self.pid_of(rank)
         try:
             self._reader.read(pid, remote, local, nbytes)
-        except TransportError:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                raise PeerFailed(rank, f"its process ({pid}) is gone") from None
-            raise
+        except TransportError as e:
+            raise self.single_copy_error(rank, getattr(e, "errno", 0), str(e)) from None
+
+    def pid_of(self, rank: int) -> int:
+        """The process id of world rank ``rank`` (for single copies from its memory)."""
+        return int(self._words[self._pid_word[rank]])
+
+    def pid_word(self, rank: int) -> int:
+        """Index in the segment's words of world rank ``rank``'s process id (which it
+        publishes when it attaches: read it when needed, not before)."""
+        return self._pid_word[rank]
+
+    def single_copy_error(self, rank: int, err: int, detail: str) -> TransportError:
+        """The error for a single copy from ``rank``'s memory that failed with errno ``err``:
+        `PeerFailed` when its process is gone (ESRCH: exited, even if not yet reaped), else a
+        `TransportError` carrying ``detail``."""
+        pid = self.pid_of(rank)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            err = errno.ESRCH
+        if err == errno.ESRCH:
+            return PeerFailed(rank, f"its process ({pid}) is gone ({detail})")
+        return TransportError(f"single copy from rank {rank} (pid {pid}): {detail}")
 
     def sleeping_word(self, rank: int) -> int:
         """Index in the segment's words of ``rank``'s *sleeping* flag."""

@@ -386,7 +386,9 @@ class RemoteReader:
             got = fn(pid, self._local_ref, 1, self._remote_ref, 1, 0)
             if got <= 0:
                 err = ctypes.get_errno()
-                raise TransportError(f"{what} pid {pid} failed: {os.strerror(err)}")
+                error = TransportError(f"{what} pid {pid} failed: {os.strerror(err)}")
+                error.errno = err  # type: ignore[attr-defined]
+                raise error
             done += got
 
 
