@@ -153,14 +153,15 @@ R_RANK, R_FILLED, R_HEADERS, R_RING, R_DRAINED, R_DST, R_EXPECT, R_PID = range(8
 #: copying it through its ring chunk by chunk (where the kernel permits cross-memory attach),
 #: by collective and number of ranks as `AUTO_UP_TO` (absent: never). The reader then copies
 #: the block out of the writer's buffer with one process_vm_readv: one copy instead of two,
-#: but on one core, and a writer whose core would otherwise idle (bcast, scatter, the
-#: alltoall's halves) pipelines better through its ring. Measured ring against reference on
-#: 2 ranks (2026-11-25, docs/performance.md): allgather 4 MiB 636 -> 484 µs, 16 MiB 3512 ->
-#: 3380; bcast 4 MiB 232 -> 340, scatter and alltoall slower too, allreduce and
-#: reduce_scatter_block even or slower below 16 MiB.
-REFERENCES_FROM: dict[str, dict[int, float]] = {
-    "allgather": {2: 4 * MiB, 8: UNBOUNDED},
-}
+#: but on one core, and the kernel's copy has glibc's 4 KiB-aliasing slow case (read through
+#: a bounce buffer then). Measured ring against reference on 2 ranks, 2026-11-25
+#: (`benchmarks/stream_references.py`, docs/performance.md): allgather with buffers mapped on
+#: their own 4 MiB 820 -> 631 µs but 16 MiB 3748 -> 4070; with heap buffers 16 bytes apart
+#: (aliased) 4 MiB 978 -> 1117, 16 MiB 3737 -> 4155; bcast 2-3x slower (a root whose core
+#: would otherwise idle pipelines better through its ring); at 4 ranks allgather 1.2-1.3x
+#: slower. So nothing goes by reference unasked: the protocol is there (tested with every
+#: block by reference) for the layouts where it wins, once a writer can tell them apart.
+REFERENCES_FROM: dict[str, dict[int, float]] = {}
 
 
 def references_from(collective: str, p: int) -> float:
