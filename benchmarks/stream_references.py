@@ -14,6 +14,7 @@ loop reads through a bounce buffer); ``fresh`` measures buffers glibc maps on th
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 import numpy as np
@@ -23,12 +24,12 @@ import collops
 from collops.algorithms import shm_stream
 from collops.bench.measure import buffers, collops_call, time_iterations
 
-EVERY_BLOCK = {c: {64: 0} for c in shm_stream.SUPPORTED}
+EVERY_BLOCK = {c: {64: (0, math.inf)} for c in shm_stream.SUPPORTED}
 
 
 def _measure(comm: Any, mode: str, collectives: list[str], sizes: list[int],
              layout: str) -> dict[tuple[str, int], float]:
-    shm_stream.REFERENCES_FROM = EVERY_BLOCK if mode == "reference" else {}
+    shm_stream.BY_REFERENCE = EVERY_BLOCK if mode == "reference" else {}
     out = {}
     for c in collectives:
         for size in sizes:

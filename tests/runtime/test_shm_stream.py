@@ -11,6 +11,7 @@ calls, a late rank; and no segment left behind.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import time
 
@@ -124,7 +125,7 @@ def mode(request, monkeypatch):
 
 
 #: every block published by reference (read with process_vm_readv), whatever its size
-EVERY_BLOCK_BY_REFERENCE = {c: {64: 0} for c in shm_stream.SUPPORTED}
+EVERY_BLOCK_BY_REFERENCE = {c: {64: (0, math.inf)} for c in shm_stream.SUPPORTED}
 
 
 @pytest.mark.timeout(120)
@@ -139,7 +140,7 @@ def test_every_collective_matches_numpy(p, mode):
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("p", [2, 3])
 def test_every_collective_matches_numpy_with_blocks_by_reference(p, mode, monkeypatch):
-    monkeypatch.setattr(shm_stream, "REFERENCES_FROM", EVERY_BLOCK_BY_REFERENCE)
+    monkeypatch.setattr(shm_stream, "BY_REFERENCE", EVERY_BLOCK_BY_REFERENCE)
     per_rank = collops.spawn(_everything, p, transport="shm", timeout=100)
     assert per_rank == [[]] * p, per_rank
 
@@ -152,12 +153,14 @@ def _page_aligned(nbytes, offset):
 
 
 def _aliased_allgather(comm):
-    """An allgather whose every single copy lands 16 bytes past its source modulo 4 KiB (the
-    kernel's slow case, which the compiled loop reads through a bounce buffer)."""
+    """An allgather whose single copy into rank 1 lands 16 bytes past its source modulo 4 KiB
+    (the kernel's slow case, which the compiled loop reads through a bounce buffer): blocks
+    by reference are read from the writer's receive buffer, at page offset 0 on rank 0 and
+    16 on rank 1."""
     n = 3 * 256 * 1024 + 4096  # more than one bounce buffer's worth, a whole number of pages
     x = _page_aligned(n, 0)
     x[:] = (np.arange(n) * (comm.rank + 3)) % 251
-    out = _page_aligned(n * comm.size, 16)
+    out = _page_aligned(n * comm.size, 16 * comm.rank)
     comm.allgather(x, out=out, algorithm=NAME)
     expected = np.concatenate([(np.arange(n) * (r + 3)) % 251 for r in range(comm.size)])
     return bool(np.array_equal(out, expected.astype(np.uint8)))
@@ -165,7 +168,7 @@ def _aliased_allgather(comm):
 
 @pytest.mark.timeout(60)
 def test_an_aliased_single_copy_goes_through_the_bounce_buffer_correctly(mode, monkeypatch):
-    monkeypatch.setattr(shm_stream, "REFERENCES_FROM", EVERY_BLOCK_BY_REFERENCE)
+    monkeypatch.setattr(shm_stream, "BY_REFERENCE", EVERY_BLOCK_BY_REFERENCE)
     assert collops.spawn(_aliased_allgather, 2, transport="shm", timeout=50) == [True] * 2
 
 
@@ -267,7 +270,7 @@ def test_the_compiled_loop_runs_unless_switched_off(mode):
 
 def _dies_mid_stream(comm, folder, collective, path):
     # every block through the rings, or every block by reference
-    shm_stream.REFERENCES_FROM = {} if path == "ring" else EVERY_BLOCK_BY_REFERENCE
+    shm_stream.BY_REFERENCE = {} if path == "ring" else EVERY_BLOCK_BY_REFERENCE
     n = 4 * RING // 8 * comm.size  # 4 rings' worth: the writers wait for their readers
     x = np.ones(n)
     args = ("sum",) if collective == "allreduce" else ()
@@ -303,10 +306,10 @@ def test_a_rank_killed_mid_stream_is_named_by_peer_failed_within_2_s(tmp_path, c
 
 def _chosen(comm):
     chosen = {}
-    # alltoall blocks of 400 bytes: a direct slot; 80 KB: beyond it, where the stream
-    # measured faster; 4 MiB: beyond what it measured faster at on 2 ranks
+    # bcasts of 800 bytes: a direct slot; 160 KB: beyond it, where the stream measured
+    # faster; 8 MiB: beyond what it measured faster at on 2 ranks
     for n in (100, 20_000, 8 * 1024 * 1024 // 8):
-        comm.alltoall(np.arange(float(n)))
+        comm.bcast(np.arange(float(n)), 0)
         chosen[n] = comm.last_algorithm
     return chosen
 
@@ -323,5 +326,14 @@ def test_the_measured_bounds_follow_the_number_of_ranks():
     assert auto_limit("bcast", 2) == AUTO_UP_TO["bcast"][2] < UNBOUNDED
     assert auto_limit("alltoall", 3) == AUTO_UP_TO["alltoall"][8] == UNBOUNDED
     assert auto_limit("allgather", 16) == AUTO_UP_TO["allgather"][8]
-    assert auto_limit("alltoall", 2) < auto_limit("alltoall", 4)
+    assert auto_limit("bcast", 2) < auto_limit("bcast", 4)
     assert auto_limit("gather", 2) == UNBOUNDED
+
+
+def test_blocks_go_by_reference_only_where_that_measured_faster():
+    from collops.algorithms.shm_stream import MiB, by_reference
+    assert by_reference("allgather", 2, 4 * MiB) and by_reference("alltoall", 2, 8 * MiB)
+    assert not by_reference("allgather", 2, 16 * MiB)  # the ring's streaming stores win
+    assert not by_reference("allgather", 2, 256 * 1024)
+    assert not by_reference("allgather", 4, 4 * MiB)  # more ranks than cores
+    assert not by_reference("bcast", 2, 4 * MiB)  # a root's idle core: the ring pipelines

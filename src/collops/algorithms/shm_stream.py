@@ -40,7 +40,7 @@ calls' chunks in the order it began them (`StreamArea.unwritten`).
 
 A call is done on a rank once it has written all its chunks and read all it needs — not when
 its readers have read them: the ring holds them, so a writer never waits for a reader beyond
-the ring's worth. The exception is a block published *by reference* (`REFERENCES_FROM`): its
+the ring's worth. The exception is a block published *by reference* (`BY_REFERENCE`): its
 chunk holds only the block's address in the writer's memory, the reader copies it from there
 with process_vm_readv (one copy instead of two), and the writer's call is done once every
 such reader has drained past it. The C loop returns whenever nothing can move for a few
@@ -100,9 +100,11 @@ CHAINED = frozenset({"allreduce"})
 #: every size measured (128 KiB to 4 MiB: 0.2-0.6 of the schedules' time). At 2 ranks, each
 #: on its own core, a byte the stream copies twice (into the ring, out of it) costs more than
 #: one kernel single copy once the messages are large: bcast streams up to 4 MiB (8 MiB:
-#: linear's 364 µs against 566), alltoall up to 2 MiB (4 MiB: 274 against 329), scatter up
-#: to 8 MiB, allgather at every size (at 2 MiB the ring won by 15 %, at 1, 4, 8 and 16 MiB
-#: the stream by 4-30 %, at 16 MiB with `STREAMING_STORES_FROM`), gather at every size
+#: linear's 364 µs against 566), alltoall at every size (its blocks of 512 KiB and more by
+#: reference, `BY_REFERENCE`; through the ring it streamed up to 2 MiB: 4 MiB took 274 µs
+#: by linear against 329), scatter up to 8 MiB, allgather at every size (at 2 MiB the ring
+#: won by 15 %, at 1, 4, 8 and 16 MiB the stream by 4-30 %, at 16 MiB with
+#: `STREAMING_STORES_FROM`; 1-8 MiB blocks now by reference), gather at every size
 #: (shm_cma's reads were slower), reduce up to 4 MiB
 #: (1 MiB: 141 µs against shm_cma's 225; 16 MiB: 5.0 ms against 4.6) and at 4 and 8 ranks
 #: 0.1-0.8 of rabenseifner's time. allreduce (a reduce-scatter and an allgather) up to 1 MiB
@@ -116,7 +118,7 @@ UNBOUNDED = math.inf
 AUTO_UP_TO: dict[str, dict[int, float]] = {
     "bcast": {2: 4 * MiB, 8: UNBOUNDED},
     "allgather": {2: UNBOUNDED, 8: UNBOUNDED},
-    "alltoall": {2: 2 * MiB, 8: UNBOUNDED},
+    "alltoall": {2: UNBOUNDED, 8: UNBOUNDED},
     "scatter": {2: 8 * MiB, 8: UNBOUNDED},
     "gather": {2: UNBOUNDED, 8: UNBOUNDED},
     "reduce": {2: 4 * MiB, 8: UNBOUNDED},
@@ -148,28 +150,43 @@ S_WRITTEN, S_SELF, S_FOREIGN_WRITER, S_FOREIGN_CALL, S_FOREIGN_FP, S_BLOCKED_ON,
     S_FAILED_WRITER, S_ERRNO, S_RECEIVED = range(9)
 #: columns of a write row (one chunk) and of a writer row (one ring read)
 W_SRC, W_NBYTES, W_MASK, W_OFFSET, W_REFERENCE = range(5)
+#: where a write row's bytes go (W_REFERENCE): into the ring, or published by reference where
+#: they are, in the send buffer or — an allgather's own block, once copied — in the receive
+#: buffer, where the readers' destinations sit at the same page offsets if the ranks
+#: allocated alike (MPICH's ring allgather reads the same way), out of the kernel copy's
+#: aliased slow case
+IN_RING, IN_SEND, IN_RECV = range(3)
 R_RANK, R_FILLED, R_HEADERS, R_RING, R_DRAINED, R_DST, R_EXPECT, R_PID = range(8)
-#: block bytes from which a writer publishes each block as one *reference* chunk instead of
-#: copying it through its ring chunk by chunk (where the kernel permits cross-memory attach),
-#: by collective and number of ranks as `AUTO_UP_TO` (absent: never). The reader then copies
-#: the block out of the writer's buffer with one process_vm_readv: one copy instead of two,
-#: but on one core, and the kernel's copy has glibc's 4 KiB-aliasing slow case (read through
-#: a bounce buffer then). Measured ring against reference on 2 ranks, 2026-11-25
-#: (`benchmarks/stream_references.py`, docs/performance.md): allgather with buffers mapped on
-#: their own 4 MiB 820 -> 631 µs but 16 MiB 3748 -> 4070; with heap buffers 16 bytes apart
-#: (aliased) 4 MiB 978 -> 1117, 16 MiB 3737 -> 4155; bcast 2-3x slower (a root whose core
-#: would otherwise idle pipelines better through its ring); at 4 ranks allgather 1.2-1.3x
-#: slower. So nothing goes by reference unasked: the protocol is there (tested with every
-#: block by reference) for the layouts where it wins, once a writer can tell them apart.
-REFERENCES_FROM: dict[str, dict[int, float]] = {}
+#: the block sizes (bytes, ``[low, high)``) a writer publishes each block of as one
+#: *reference* chunk instead of copying it through its ring chunk by chunk (where the kernel
+#: permits cross-memory attach), by collective and number of ranks as in `AUTO_UP_TO`
+#: (absent: never). The reader copies the block with one process_vm_readv — one copy
+#: instead of two, but on one core, and the kernel's copy has glibc's 4 KiB-aliasing slow
+#: case (such reads go through a bounce buffer). An allgather's own block is published from
+#: the receive buffer once copied there, as MPICH's ring allgather reads, so the readers'
+#: destinations sit at the source's page offset whenever the ranks allocated alike.
+#: Measured on 2 ranks, 2026-11-25, interleaved with MPICH in the same processes and on the
+#: same buffers (docs/performance.md): the ring took 1.08, 1.12, 1.37, 0.98 and 0.83 of
+#: MPICH's time at 1, 2, 4, 8 and 16 MiB, by reference 0.98, 1.02, 1.02, 1.01 and 0.92 (MPICH
+#: reads the same way from 64 KiB up). alltoall (per-rank sizes 1, 2, 4, 16 MiB; blocks of
+#: half that): the ring 1.15, 1.09, 1.10 of MPICH's time (16 MiB: linear, 1.06), by
+#: reference 0.98, 0.97, 1.00, 0.80. Elsewhere the ring won: bcast 2-3x (a root whose
+#: core would otherwise idle pipelines better through its ring), allgather at 4 ranks on 2
+#: cores mixed (256 KiB 1.53, 1 MiB 0.79, 4 MiB 1.16 of the ring's time).
+BY_REFERENCE: dict[str, dict[int, tuple[float, float]]] = {
+    "allgather": {2: (1 * MiB, 8 * MiB), 8: (UNBOUNDED, UNBOUNDED)},
+    "alltoall": {2: (512 * KiB, UNBOUNDED), 8: (UNBOUNDED, UNBOUNDED)},
+}
 
 
-def references_from(collective: str, p: int) -> float:
-    """The smallest block ``collective`` on ``p`` ranks publishes by reference."""
-    bounds = REFERENCES_FROM.get(collective)
+def by_reference(collective: str, p: int, nbytes: int) -> bool:
+    """Whether a block of ``nbytes`` of ``collective`` on ``p`` ranks goes by reference."""
+    bounds = BY_REFERENCE.get(collective)
     if not bounds:
-        return UNBOUNDED
-    return bounds[min((q for q in bounds if q >= p), default=max(bounds))]
+        return False
+    low, high = bounds[min((q for q in bounds if q >= p), default=max(bounds))]
+    return low <= nbytes < high
+
 
 #: bytes received in one call from which the compiled loop copies into the receive buffer
 #: with non-temporal stores (`copy_streaming` in ``_shm_wait.h``), for a rank that also
@@ -243,14 +260,18 @@ def plan_for(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: in
 def _make_plan(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: int,
                compiled: bool, call: CallSpec) -> Prepared:
     t = area.transport
-    whole = (references_from(spec.collective, spec.size) if t.capabilities().single_copy
-             else UNBOUNDED)
+    whole = t.capabilities().single_copy and by_reference(
+        spec.collective, spec.size, spec.count * spec.itemsize)
     writes, readers, own = _layout_of(spec, index, area.chunk_bytes, whole)
     me = area.me
     rows = [(group[w], area.filled[group[w]], area.headers[group[w]], area.rings[group[w]],
              area.drained[group[w]][me], dst, expect, t.pid_word(group[w]))
             for w, dst, expect in readers]
-    write_rows = [(src, n, sum(1 << group[r] for r in mask), offset, int(n >= whole))
+    # an allgather's own block is published from the receive buffer it was copied into
+    from_recv = spec.collective == "allgather" and own[2] > 0
+    write_rows = [(own[1] + offset if from_recv and whole else src, n,
+                   sum(1 << group[r] for r in mask), offset,
+                   (IN_RECV if from_recv else IN_SEND) if whole else IN_RING)
                   for src, n, mask, offset in writes]
     sleepers = [r for r in group if r != me]
     fields: dict[str, Any] = dict(
@@ -290,11 +311,11 @@ class Prepared:
     collective: str
 
 
-def _layout_of(spec: CallSpec, me: int, chunk: int, whole: float = UNBOUNDED) -> tuple[
+def _layout_of(spec: CallSpec, me: int, chunk: int, whole: bool = False) -> tuple[
         list[tuple[int, int, tuple[int, ...], int]], list[tuple[int, int, int]],
         tuple[int, int, int]]:
     """What group member ``me`` writes, reads and copies itself in a call of ``spec``, in
-    chunks of ``chunk`` bytes — or, for blocks of at least ``whole`` bytes, a block a chunk
+    chunks of ``chunk`` bytes — or, when ``whole``, a block a chunk
     (the reference chunks `_make_plan` marks).
 
     Writes: chunks ``(src byte in send, bytes, readers (group ranks), offset in the reader's
@@ -307,7 +328,7 @@ def _layout_of(spec: CallSpec, me: int, chunk: int, whole: float = UNBOUNDED) ->
     folded = c in FOLDED
     c = {"reduce": "gather", "reduce_scatter_block": "alltoall"}.get(c, c)
     nb = spec.count * spec.itemsize
-    pieces = range(0, nb, nb if nb >= max(whole, 1) else chunk)
+    pieces = range(0, nb, nb if whole and nb else chunk)
     others = [(me + d) % p for d in range(1, p)]
     writes: list[tuple[int, int, tuple[int, ...], int]] = []
     reads: list[tuple[int, int, int]] = []
@@ -376,9 +397,12 @@ class PyPlan:
                 return False
         return True
 
-    def _write_one(self, state: np.ndarray, send: int, word: int, fingerprint: int) -> int:
+    def _write_one(self, state: np.ndarray, send: int, recv: int, word: int,
+                   fingerprint: int) -> int:
         i = int(state[S_WRITTEN])
         if i >= len(self.write):
+            return 0
+        if self.write[i][W_REFERENCE] == IN_RECV and state[S_SELF] < self.own[2]:
             return 0
         c = int(self.cursor[self.size])
         if not self._slot_free(c, state):
@@ -391,7 +415,7 @@ class PyPlan:
         words[h + H_CALL], words[h + H_FP], words[h + H_MASK] = word, fingerprint, mask
         words[h + H_OFFSET], words[h + H_NBYTES] = offset, n
         if reference:
-            words[h + H_SOURCE] = send + src
+            words[h + H_SOURCE] = (recv if reference == IN_RECV else send) + src
             for r in _bits(mask):
                 state[self.must_drain + r] = c + 1
         else:
@@ -485,10 +509,15 @@ class PyPlan:
         with MOVED or-ed in when anything moved."""
         state[S_FOREIGN_WRITER] = -1
         status, touched, copied, stop = STUCK, False, False, 0.0
+        written = int(state[S_WRITTEN])
+        if may_write and written < len(self.write) and self.write[written][W_REFERENCE] == \
+                IN_RECV:
+            while self._self_copy_some(state, send, recv):  # the own block first
+                copied = True
         while True:
             moved, foreign = 0, False
             if may_write:
-                moved += self._write_one(state, send, word, fingerprint)
+                moved += self._write_one(state, send, recv, word, fingerprint)
             for k in range(len(self.writer)):
                 got = self._read_from(k, state, recv, word, 2)
                 if got == -2:

@@ -56,6 +56,11 @@ enum { S_WRITTEN = 0, S_SELF, S_FOREIGN_WRITER, S_FOREIGN_CALL, S_FOREIGN_FP, S_
        S_FAILED_WRITER, S_ERRNO, S_RECEIVED };
 /* columns of a write row and of a writer row */
 enum { W_SRC = 0, W_NBYTES, W_MASK, W_OFFSET, W_REFERENCE, W_COLS };
+/* W_REFERENCE: the bytes are copied into the ring, or published where they are — in the send
+ * buffer, or in the receive buffer once the rank's own block is copied there (an allgather's:
+ * the readers' destinations then sit at the same page offsets as the source when the ranks
+ * allocated alike, which keeps the kernel's copy out of its aliased slow case) */
+enum { IN_RING = 0, IN_SEND = 1, IN_RECV = 2 };
 /* R_PID: the segment word holding the writer's process id (read when needed: a peer may
  * publish it after this rank's first plan was made) */
 enum { R_RANK = 0, R_FILLED, R_HEADERS, R_RING, R_DRAINED, R_DST, R_EXPECT, R_PID, R_COLS };
@@ -234,10 +239,15 @@ static int slot_free(Plan *p, int64_t c, int64_t *blocked) {
     return 1;
 }
 
-/* Write this call's next chunk if its slot is free: 1 written, 0 not. */
-static int write_one(Plan *p, int64_t *state, char *send, uint64_t word, uint64_t fp) {
+/* Write this call's next chunk if its slot is free (and, for one published in the receive
+ * buffer, the own block is copied): 1 written, 0 not. */
+static int write_one(Plan *p, int64_t *state, char *send, char *recv, uint64_t word,
+                     uint64_t fp) {
     int64_t i = state[S_WRITTEN];
     if (i >= p->nwrites)
+        return 0;
+    const int64_t *row = p->write + W_COLS * i;
+    if (row[W_REFERENCE] == IN_RECV && state[S_SELF] < p->self_len)
         return 0;
     int64_t c = p->cursor[p->size];
     int64_t blocked = -1;
@@ -246,7 +256,6 @@ static int write_one(Plan *p, int64_t *state, char *send, uint64_t word, uint64_
         return 0;
     }
     state[S_BLOCKED_ON] = -1;
-    const int64_t *row = p->write + W_COLS * i;
     int64_t slot = c % p->nchunks;
     int64_t h = p->my_headers / 8 + 8 * slot;
     store_rel(p, h + H_SEQ, 0);
@@ -256,8 +265,9 @@ static int write_one(Plan *p, int64_t *state, char *send, uint64_t word, uint64_
     store_rel(p, h + H_MASK, (uint64_t)row[W_MASK]);
     store_rel(p, h + H_OFFSET, (uint64_t)row[W_OFFSET]);
     store_rel(p, h + H_NBYTES, (uint64_t)row[W_NBYTES]);
-    if (row[W_REFERENCE]) {
-        store_rel(p, h + H_SOURCE, (uint64_t)(uintptr_t)(send + row[W_SRC]));
+    if (row[W_REFERENCE] != IN_RING) {
+        char *from = row[W_REFERENCE] == IN_RECV ? recv : send;
+        store_rel(p, h + H_SOURCE, (uint64_t)(uintptr_t)(from + row[W_SRC]));
         int64_t *must_drain = state + S_RECEIVED + p->nwriters;
         for (uint64_t mask = (uint64_t)row[W_MASK]; mask; mask &= mask - 1)
             must_drain[__builtin_ctzll(mask)] = c + 1;
@@ -295,14 +305,16 @@ static char *bounce;   /* page-aligned, BOUNCE_BYTES + 4 KiB; used under the GIL
  * with `rep movsb` and so has the 4 KiB-aliasing slow case `copy_bytes` avoids (a 4 MiB
  * read 4x slower with the destination 16 bytes past the source, modulo 4 KiB: two numpy
  * arrays allocated one after the other on the heap); such reads go through a bounce buffer
- * placed at the source's offset in its page, then `copy_bytes` to where they belong. */
+ * placed half a page from the source's offset in its page, then to where they belong. */
 static int copy_from_process(int64_t pid, char *local, uint64_t remote, size_t n) {
     uintptr_t delta = ((uintptr_t)local - (uintptr_t)remote) & 4095;
     if (n <= COPY_PIECE || delta == 0 || delta >= COPY_ALIAS_BYTES)
         return read_process(pid, local, remote, n);
     if (bounce == NULL && posix_memalign((void **)&bounce, 4096, BOUNCE_BYTES + 4096))
         return ENOMEM;
-    char *tmp = bounce + (remote & 4095);
+    /* half a page past the source's offset: neither the kernel's copy into it nor the copy
+     * out of it is aliased */
+    char *tmp = bounce + ((remote + 2048) & 4095);
     while (n) {
         size_t m = n < BOUNCE_BYTES ? n : BOUNCE_BYTES;
         int err = read_process(pid, tmp, remote, m);
@@ -476,10 +488,16 @@ static PyObject *Plan_advance(Plan *p, PyObject *const *args, Py_ssize_t nargs) 
     double stop = 0.0;
     unsigned idle = 0;
     state[S_FOREIGN_WRITER] = -1;
+    if (may_write && state[S_WRITTEN] < p->nwrites
+        && p->write[W_COLS * state[S_WRITTEN] + W_REFERENCE] == IN_RECV)
+        /* the own block first: the peers wait for the reference to it, not for this rank's
+         * reads of theirs */
+        while (self_copy_some(p, state, send, recv))
+            copied = 1;
     for (;;) {
         int moved = 0, foreign = 0, failed = 0;
         if (may_write)
-            moved += write_one(p, state, send, word, fp);
+            moved += write_one(p, state, send, recv, word, fp);
         for (Py_ssize_t k = 0; k < p->nwriters; k++) {
             int got = read_from(p, k, state, recv, word, 2);
             if (got == -2) {
