@@ -6,7 +6,9 @@ The compiled runners copy such buffers in pieces (`copy_bytes` in ``_shm_wait.h`
 page). Here every distance class — in the window, at its edges, outside it — meets lengths
 that are not a multiple of the piece, through the direct slots and the stream rings, and the
 results are compared with numpy's. Then calls that receive enough for the stream's
-non-temporal stores (`copy_streaming`), at odd alignments and lengths.
+non-temporal stores (`copy_streaming`), at odd alignments and lengths; the transport's own
+copies between its bulk area and the user's buffers (`shm_segment.copy_memory`, compiled and
+in Python) and its single copies (`RemoteReader`, aliased ones through a bounce buffer).
 """
 
 from __future__ import annotations
@@ -87,3 +89,60 @@ def test_copies_that_bypass_the_cache_match_numpy(offset):
     for rank, checks in enumerate(collops.spawn(_large, 2, offset, transport="shm",
                                                 timeout=100)):
         assert all(checks.values()), (offset, rank, checks)
+
+
+@pytest.mark.parametrize("copy", ["compiled", "python"])
+def test_the_transports_copy_matches_numpy_at_every_distance(copy):
+    from collops.transport import shm_segment as seg
+    if copy == "compiled":
+        from collops.transport import _stream
+        fn = _stream.copy
+    else:
+        fn = seg._copy_in_pieces
+    for nbytes in (1, 2048, 2049, 300_001):
+        source = _at(0, nbytes, 3)
+        for offset in OFFSETS:
+            destination = _at(offset, nbytes, 0)
+            fn(destination.ctypes.data, source.ctypes.data, nbytes)
+            assert np.array_equal(destination, source), (nbytes, offset)
+
+
+def _through_the_bulk_area(comm, offset):
+    """Messages of a schedule too large for an eager slot, into buffers at ``offset``."""
+    p, me = comm.size, comm.rank
+    n = 300_001
+    x = _at(offset, n, 0) if me == 0 else _at(offset, n, 99)
+    comm.bcast(x, root=0, out=x, algorithm="linear")
+    out = _at(offset, n * p, 0)
+    comm.allgather(_at(offset, n, me), out=out, algorithm="ring")
+    return [bool(np.array_equal(x, _at(0, n, 0))),
+            all(np.array_equal(out[r * n:(r + 1) * n], _at(0, n, r)) for r in range(p))]
+
+
+@pytest.mark.timeout(120)
+def test_messages_through_the_bulk_area_at_every_distance_match_numpy(monkeypatch):
+    monkeypatch.setenv("COLLOPS_SHM_SINGLE_COPY", "0")  # every large message pipelined
+    for offset in OFFSETS:
+        results = collops.spawn(_through_the_bulk_area, 2, offset, transport="shm", timeout=60)
+        assert results == [[True, True]] * 2, (offset, results)
+
+
+def test_single_copies_at_every_distance_match_numpy():
+    """process_vm_readv / writev (here on this very process) at every distance class; the
+    aliased ones go through the bounce buffer, a piece at a time."""
+    import os
+
+    from collops.transport import shm_segment as seg
+    if not seg.cross_memory_attach_works():
+        pytest.skip("cross-memory attach is not permitted here")
+    reader = seg.RemoteReader()
+    for nbytes in (2049, seg.BOUNCE_BYTES + 5000):
+        source = _at(0, nbytes, 3)
+        for offset in OFFSETS:
+            for move in (reader.read, reader.write):
+                destination = _at(offset, nbytes, 0)
+                if move == reader.read:
+                    move(os.getpid(), source.ctypes.data, destination.ctypes.data, nbytes)
+                else:
+                    move(os.getpid(), destination.ctypes.data, source.ctypes.data, nbytes)
+                assert np.array_equal(destination, source), (move.__name__, nbytes, offset)

@@ -600,9 +600,38 @@ static PyTypeObject PlanType = {
     .tp_methods = Plan_methods,
 };
 
+/* copy(dst, src, nbytes): `copy_bytes` between two addresses, for the transport's bulk areas
+ * (whose chunk slots start on a page while numpy's arrays start 16 bytes into one). */
+static PyObject *module_copy(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "copy(dst, src, nbytes)");
+        return NULL;
+    }
+    void *dst = PyLong_AsVoidPtr(args[0]);
+    void *src = PyLong_AsVoidPtr(args[1]);
+    Py_ssize_t n = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "nbytes must be >= 0");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    copy_bytes(dst, src, (size_t)n);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"copy", (PyCFunction)(void (*)(void))module_copy, METH_FASTCALL,
+     "copy(dst, src, nbytes): copy bytes between two addresses, around 4 KiB aliasing."},
+    {NULL, NULL, 0, NULL}};
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "collops.transport._stream",
-    "The compiled inner loop of the shm_stream collectives.", -1, NULL, NULL, NULL, NULL, NULL};
+    "The compiled inner loop of the shm_stream collectives.", -1, module_methods, NULL, NULL,
+    NULL, NULL};
 
 PyMODINIT_FUNC PyInit__stream(void) {
     if (PyType_Ready(&PlanType) < 0)

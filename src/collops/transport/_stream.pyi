@@ -9,6 +9,9 @@ FOREIGN: int
 FAILED: int
 MOVED: int
 
+def copy(dst: int, src: int, nbytes: int, /) -> None:
+    """Copy bytes between two addresses, around 4 KiB aliasing."""
+
 class Plan:
     """What one rank writes and reads in one shm_stream call signature."""
 

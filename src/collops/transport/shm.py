@@ -152,12 +152,13 @@ def _aliased(src: int, dst: int) -> bool:
 class _Outgoing:
     """A message this rank streams into a pair's bulk area."""
 
-    __slots__ = ("h", "data", "piece", "shared", "offset", "stopped")
+    __slots__ = ("h", "data", "piece", "shared", "offset", "stopped", "address")
 
     def __init__(self, h: Handle, data: memoryview, piece: int, shared: bool) -> None:
         self.h, self.data, self.piece, self.shared = h, data, piece, shared
         self.offset = 0  # where the next chunk starts
         self.stopped = False  # (two-ended) STOP sent
+        self.address = 0  # of ``data``, once a chunk is copied
 
 
 class _Incoming:
@@ -954,7 +955,7 @@ class ShmTransport(Transport):
     def _stream_out(self, peer: int) -> bool:
         """Copy as many chunks of the current outgoing transfer as there is room for (of a
         two-ended transfer, only those below the receiver's published back boundary)."""
-        words, buf, slot, nchunks = self._words, self._buf, self._chunk_bytes, self._nchunks
+        words, slot, nchunks = self._words, self._chunk_bytes, self._nchunks
         queue = self._pipe_out[peer]
         count = self._out_chunk_count[peer]
         base, filled_word = self._out_chunks[peer], self._out_filled_word[peer]
@@ -975,7 +976,9 @@ class ShmTransport(Transport):
                     break
             end = min(offset + transfer.piece, limit)
             p = base + (count % nchunks) * slot
-            buf[p: p + end - offset] = transfer.data[offset: end]
+            if not transfer.address:
+                transfer.address = _address(transfer.data)
+            seg.copy_memory(self._base_address + p, transfer.address + offset, end - offset)
             count += 1
             words[filled_word] = count
             transfer.offset = min(offset + transfer.piece, n)
@@ -991,7 +994,7 @@ class ShmTransport(Transport):
         """Copy out the chunks of the current incoming transfer that had arrived on entry
         (no more, so that a rank both sending and receiving alternates between the two); of
         a two-ended transfer with no chunk waiting, read a piece from the back instead."""
-        words, buf, slot, nchunks = self._words, self._buf, self._chunk_bytes, self._nchunks
+        words, slot, nchunks = self._words, self._chunk_bytes, self._nchunks
         transfer = self._pipe_in[src][0]
         count = self._in_chunk_count[src]
         drained_word = self._in_drained_word[src]
@@ -1002,7 +1005,10 @@ class ShmTransport(Transport):
             if front < transfer.back:
                 end = min(front + transfer.piece, transfer.back)
                 p = self._in_chunks[src] + (count % nchunks) * slot
-                transfer.out[front: end] = buf[p: p + end - front]
+                if not transfer.local:
+                    transfer.local = _address(transfer.out)
+                # the slots start on a page, numpy's arrays 16 bytes into one: around aliasing
+                seg.copy_memory(transfer.local + front, self._base_address + p, end - front)
             transfer.front = min(front + transfer.piece, transfer.n)
             count += 1
             words[drained_word] = count
