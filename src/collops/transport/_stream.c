@@ -81,6 +81,7 @@ typedef struct {
     Py_ssize_t nwriters;
     int64_t self_src, self_dst, self_len, self_piece;
     int streaming;              /* copy into the receive buffer bypassing the cache */
+    int by_reference;           /* some write rows are references: copy the own block whole */
     Py_ssize_t nsleepers;
     Py_ssize_t *sleeper_word;
     long *sleeper_rank;
@@ -170,6 +171,9 @@ static int Plan_init(Plan *p, PyObject *args, PyObject *kw) {
     p->self_len = self_len;
     p->self_piece = chunk_bytes;
     p->streaming = streaming;
+    for (Py_ssize_t i = 0; i < p->nwrites; i++)
+        if (p->write[W_COLS * i + W_REFERENCE] != IN_RING)
+            p->by_reference = 1;
     PyObject *fw = PySequence_Fast(sleeper_words, "sleeper_words");
     if (fw == NULL)
         return -1;
@@ -397,11 +401,14 @@ static int read_from(Plan *p, Py_ssize_t k, int64_t *state, char *recv, uint64_t
     return result < 0 && !moved ? -1 : moved + (cur != start);
 }
 
-static int self_copy_some(Plan *p, int64_t *state, char *send, char *recv) {
+/* Copy the next piece of the rank's own block (all the rest when `whole`): 1, or 0 when it
+ * is all copied. */
+static int self_copy_some(Plan *p, int64_t *state, char *send, char *recv, int whole) {
     int64_t done = state[S_SELF];
     if (done >= p->self_len)
         return 0;
-    int64_t n = p->self_len - done < p->self_piece ? p->self_len - done : p->self_piece;
+    int64_t n = p->self_len - done < p->self_piece || whole ? p->self_len - done
+                                                           : p->self_piece;
     if (recv + p->self_dst != send + p->self_src)
         copy_in(p, recv + p->self_dst + done, send + p->self_src + done, n);
     state[S_SELF] = done + n;
@@ -492,8 +499,7 @@ static PyObject *Plan_advance(Plan *p, PyObject *const *args, Py_ssize_t nargs) 
         && p->write[W_COLS * state[S_WRITTEN] + W_REFERENCE] == IN_RECV)
         /* the own block first: the peers wait for the reference to it, not for this rank's
          * reads of theirs */
-        while (self_copy_some(p, state, send, recv))
-            copied = 1;
+        copied = self_copy_some(p, state, send, recv, 1);
     for (;;) {
         int moved = 0, foreign = 0, failed = 0;
         if (may_write)
@@ -519,7 +525,7 @@ static PyObject *Plan_advance(Plan *p, PyObject *const *args, Py_ssize_t nargs) 
             touched = 1;
             wake_sleepers(p);
         }
-        if (!moved && self_copy_some(p, state, send, recv)) {
+        if (!moved && self_copy_some(p, state, send, recv, p->by_reference)) {
             copied = 1;        /* the rank's own block fills the time its peers need */
             continue;
         }

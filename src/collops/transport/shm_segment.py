@@ -359,14 +359,20 @@ ALIASED_BELOW = 64
 BOUNCE_BYTES = 256 * 1024
 
 
+#: bytes from which glibc's ``memcpy`` no longer uses ``rep movsb`` (``COPY_WHOLE_FROM`` of
+#: ``_shm_wait.h``): a whole copy is then the faster, aliased or not
+COPY_WHOLE_FROM = 1024 * 1024
+
+
 def _aliased(destination: int, source: int, nbytes: int) -> bool:
     """Whether a copy of ``nbytes`` from ``source`` to ``destination`` is in the slow case."""
     return nbytes > 2048 and 0 < (destination - source) % 4096 < ALIASED_BELOW
 
 
 def _copy_in_pieces(destination: int, source: int, nbytes: int) -> None:
-    """``memmove``, in 2 KiB pieces where the copy is aliased (`ALIASED_BELOW`)."""
-    if _aliased(destination, source, nbytes):
+    """``memmove``, in 2 KiB pieces where the copy is aliased (`ALIASED_BELOW`) and below
+    `COPY_WHOLE_FROM`."""
+    if nbytes < COPY_WHOLE_FROM and _aliased(destination, source, nbytes):
         for done in range(0, nbytes, 2048):
             ctypes.memmove(destination + done, source + done, min(2048, nbytes - done))
     else:
