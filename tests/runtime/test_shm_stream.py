@@ -321,6 +321,21 @@ def test_selection_takes_it_only_between_a_direct_slot_and_its_measured_bound():
     assert list(chosen.values())[2] not in ("shm_direct", NAME), chosen
 
 
+def _allreduce_chosen(comm):
+    chosen = []
+    for nbytes in (256 * 1024, 1024 * 1024, 16 * 1024 * 1024):
+        comm.allreduce(np.ones(nbytes // 8), "sum")
+        chosen.append(comm.last_algorithm)
+    return chosen
+
+
+@pytest.mark.timeout(60)
+def test_a_2_rank_allreduce_streams_only_in_its_measured_window():
+    small, middle, large = collops.spawn(_allreduce_chosen, 2, transport="shm", timeout=50)[0]
+    assert middle == NAME
+    assert small != NAME and large != NAME, (small, large)
+
+
 def test_the_measured_bounds_follow_the_number_of_ranks():
     from collops.algorithms.shm_stream import AUTO_UP_TO, UNBOUNDED, auto_limit
     assert auto_limit("bcast", 2) == AUTO_UP_TO["bcast"][2] < UNBOUNDED

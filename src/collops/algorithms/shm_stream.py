@@ -111,7 +111,11 @@ CHAINED = frozenset({"allreduce"})
 #: vectors and reduce_scatter_block up to 1 MiB blocks with more ranks than cores (4 ranks, 1 MiB:
 #: 637 µs against rabenseifner's 957, 275 against recursive halving's 619; at 4 MiB the
 #: schedules caught up), reduce_scatter_block to 256 KiB on 2 ranks (128 KiB blocks: 40 µs
-#: against 57; 512 KiB: even), allreduce never on 2 (the ring was faster or even).
+#: against 57; 512 KiB: even), allreduce on 2 from 512 KiB (`AUTO_FROM`) to 4 MiB vectors
+#: once its allgather phase went by reference and its fold into one pass (2026-11-25,
+#: against MPICH in the same processes: 512 KiB 1.16 against the ring's 1.38, 1, 2, 4 MiB
+#: 1.05-1.09 / 0.89-0.95 / 0.87-0.88 against 1.20-1.22 / 0.97-0.99 / 0.95-1.00; at 256 KiB
+#: the ring 0.72-0.75 against 0.96-1.02, at 16 MiB the ring 0.60 against 0.76).
 KiB = 1024
 MiB = 1024 * KiB
 UNBOUNDED = math.inf
@@ -122,14 +126,26 @@ AUTO_UP_TO: dict[str, dict[int, float]] = {
     "scatter": {2: 8 * MiB, 8: UNBOUNDED},
     "gather": {2: UNBOUNDED, 8: UNBOUNDED},
     "reduce": {2: 4 * MiB, 8: UNBOUNDED},
-    "allreduce": {2: 0, 8: MiB},
+    "allreduce": {2: 4 * MiB, 8: MiB},
     "reduce_scatter_block": {2: 256 * KiB, 8: MiB},
 }
+#: the smallest block selection streams unasked, where not every call beyond a direct slot
+AUTO_FROM: dict[str, dict[int, float]] = {"allreduce": {2: 512 * KiB, 8: 0}}
 
 
 def auto_limit(collective: str, p: int) -> float:
     """The largest block selection streams unasked for ``collective`` on ``p`` ranks."""
-    bounds = AUTO_UP_TO[collective]
+    return _by_ranks(AUTO_UP_TO[collective], p)
+
+
+def auto_floor(collective: str, p: int) -> float:
+    """The smallest block selection streams unasked for ``collective`` on ``p`` ranks."""
+    return _by_ranks(AUTO_FROM[collective], p) if collective in AUTO_FROM else 0
+
+
+def _by_ranks(bounds: dict[int, Any], p: int) -> Any:
+    """The entry of a table by rank count for ``p`` ranks: the first at or above ``p``, else
+    the last."""
     return bounds[min((q for q in bounds if q >= p), default=max(bounds))]
 
 
@@ -184,8 +200,8 @@ def by_reference(collective: str, p: int, nbytes: int) -> bool:
     bounds = BY_REFERENCE.get(collective)
     if not bounds:
         return False
-    low, high = bounds[min((q for q in bounds if q >= p), default=max(bounds))]
-    return low <= nbytes < high
+    low, high = _by_ranks(bounds, p)
+    return bool(low <= nbytes < high)
 
 
 #: bytes received in one call from which the compiled loop copies into the receive buffer
@@ -236,8 +252,8 @@ def stream_cost(spec: CallSpec, model: CostModel) -> float:
     if spec.collective not in AUTO or (
             shm_direct.contribution_bytes(spec) <= shm_direct._capacity):
         return math.inf  # shm_direct's calls (and the envelopes of bcast), or by name only
-    if n > auto_limit(spec.collective, p):
-        return math.inf  # measured slower than the schedules' single-copy messages
+    if not auto_floor(spec.collective, p) <= n <= auto_limit(spec.collective, p):
+        return math.inf  # measured slower than the schedules' messages
     return 0.25 * model.alpha + 0.5 * n * model.beta  # below shm_cma's and the schedules'
 
 
@@ -770,9 +786,14 @@ class FoldingExecution:
         assert op is not None
         rows = self.scratch.reshape(p, -1)
         parts = [self.own if k == self.position else rows[k] for k in range(p)]
-        if out is not parts[0]:
-            np.copyto(out, parts[0])
-        for part in parts[1:]:
+        if p == 1:
+            if out is not parts[0]:
+                np.copyto(out, parts[0])
+            return
+        # the first two in one pass: ``out`` is never ``parts[1:]`` (an in-place rank's own
+        # contribution past position 0 was copied in `_execution`)
+        op.combine_into(out, parts[0], parts[1])
+        for part in parts[2:]:
             op.combine_into(out, out, part)
 
     def _release(self) -> None:
