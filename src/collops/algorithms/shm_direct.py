@@ -405,7 +405,7 @@ def _compiled_runner(comm: Any, transport: ShmTransport, area: DirectArea, spec:
         len=[n * size] * len(plan.dst), self_copy=(plan.self_from * size, 0, n * size),
         count=n, op=op_code, dtype=dt_code,
         spin_seconds=COMPILED_SPIN_OVERSUBSCRIBED if area.oversubscribed else COMPILED_SPIN,
-        yield_seconds=YIELD_SECONDS,
+        yield_seconds=YIELD_SECONDS, hand_over_core=area.oversubscribed,
         store_fingerprint=fingerprinted,
         prefix_at=-1 if length_prefix is None else length_prefix[0],
         prefix_head=0 if length_prefix is None else length_prefix[1],

@@ -97,6 +97,10 @@ typedef struct {
     int op, dtype;
     double spin_seconds;
     double yield_seconds;       /* then polling with sched_yield (the GIL released) */
+    int hand_over_core;         /* more ranks than cores: a rank that publishes and awaits
+                                 * nobody yields once, so a peer sharing its core that waits
+                                 * for the contribution runs now rather than after this
+                                 * rank's next stretch of work */
     /* the bound broadcast (see `Runner_bcast`): one array signature, its envelope header */
     int hot_bound;
     PyObject *hot_descr;        /* the dtype both ends' arrays must have (identity) */
@@ -265,7 +269,7 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
         "held", "ack", "ack_of_me", "sleeper_words", "sleeper_ranks", "read_kind",
         "src", "dst", "len", "self_copy", "count", "op", "dtype", "spin_seconds",
         "store_fingerprint", "prefix_at", "prefix_head", "write_prefix", "yield_seconds",
-        NULL};
+        "hand_over_core", NULL};
     PyObject *segment, *ndarray, *area, *occupant, *own_pending, *readers, *slow, *wake;
     PyObject *my_held, *my_fp, *my_data, *held, *ack, *ack_of_me, *sleeper_words;
     PyObject *sleeper_ranks, *src, *dst, *len, *self_copy;
@@ -273,15 +277,15 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
     Py_ssize_t nbytes, count;
     unsigned long long fingerprint, mix;
     double spin, yield = 0.0;
-    int store_fingerprint = 1, write_prefix = 0;
+    int store_fingerprint = 1, write_prefix = 0, hand_over_core = 0;
     Py_ssize_t prefix_at = -1, prefix_head = 0;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|pnnpd", names, &segment, &ndarray, &area,
+            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|pnnpdp", names, &segment, &ndarray, &area,
             &PyList_Type, &occupant, &PyList_Type, &own_pending, &PyTuple_Type, &readers,
             &slow, &wake, &publishes, &nbytes, &fingerprint, &mix, &my_held, &my_fp,
             &my_data, &held, &ack, &ack_of_me, &sleeper_words, &sleeper_ranks, &read_kind,
             &src, &dst, &len, &self_copy, &count, &op, &dtype, &spin, &store_fingerprint,
-            &prefix_at, &prefix_head, &write_prefix, &yield))
+            &prefix_at, &prefix_head, &write_prefix, &yield, &hand_over_core))
         return -1;
     if (PyList_GET_SIZE(occupant) != NSLOTS || PyList_GET_SIZE(own_pending) != NSLOTS) {
         PyErr_SetString(PyExc_ValueError, "occupant and own_pending need one entry per slot");
@@ -317,6 +321,7 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
     r->mix = mix;
     r->spin_seconds = spin;
     r->yield_seconds = yield;
+    r->hand_over_core = hand_over_core;
     if (fill_fixed(my_held, r->my_held, "my_held") || fill_fixed(my_fp, r->my_fp, "my_fp")
         || fill_fixed(my_data, r->my_data, "my_data"))
         return -1;
@@ -509,6 +514,16 @@ static int await_slot(Runner *r, int slot) {
     return n >= 0 && await_words(r, words, n, k);
 }
 
+/* After publishing a contribution this rank awaits nobody for: with more ranks than cores,
+ * give the core to a peer that may be waiting on it (see `hand_over_core`). */
+static void after_publishing(Runner *r) {
+    if (r->hand_over_core) {
+        Py_BEGIN_ALLOW_THREADS
+        sched_yield();
+        Py_END_ALLOW_THREADS
+    }
+}
+
 static PyObject *hand_over(Runner *r, int status, PyObject *const *args, long phase) {
     return PyObject_CallFunction(r->slow, "iOOOOl", status, args[0], args[1], args[2], args[3],
                                  phase);
@@ -535,6 +550,8 @@ static PyObject *run_call(Runner *r, int slot, uint64_t k, uint64_t word, char *
         store_word(r, r->my_held[slot], word);
         PyList_SetItem(r->occupant, slot, occ); /* steals occ */
         wake_sleepers(r);
+        if (r->nothers == 0 && PyTuple_GET_SIZE(r->readers) > 1)
+            after_publishing(r);  /* a root whose readers all wait (not a gather's leaf) */
     }
     if (!await_words(r, r->held + slot * r->nothers, r->nothers, word))
         return hand_over(r, 2, args, phase);
@@ -819,6 +836,7 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
         store_word(r, r->my_held[slot], word);
         PyList_SetItem(r->occupant, slot, occ); /* steals occ */
         wake_sleepers(r);
+        after_publishing(r);
         if (mine == NULL)  /* in place, as MPI_Bcast's root */
             result = Py_NewRef(x);
         else {

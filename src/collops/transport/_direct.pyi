@@ -21,7 +21,8 @@ class Runner:
                  dst: Sequence[int], len: Sequence[int], self_copy: tuple[int, int, int],
                  count: int, op: int, dtype: int, spin_seconds: float,
                  store_fingerprint: bool = True, prefix_at: int = -1, prefix_head: int = 0,
-                 write_prefix: bool = False, yield_seconds: float = 0.0) -> None: ...
+                 write_prefix: bool = False, yield_seconds: float = 0.0,
+                 hand_over_core: bool = False) -> None: ...
     def run(self, send: Any, recv: Any, seq: int, timeout: float | None,
             phase: int = 0) -> None:
         """One blocking direct call."""
