@@ -5,7 +5,8 @@
  * bcast of one word from rank 0, and print the mean µs per bcast on each rank. Mode 0 waits
  * as collops's compiled runner does (spin 2 µs, then sched_yield); mode 1 futex-sleeps
  * instead of yielding when the rank it waits for last published the CPU it is on itself (the
- * root then runs at once, but must wake the sleepers). `pin` 1 places ranks 0..N/2-1 on CPU
+ * root then runs at once, but must wake the sleepers); mode 2 waits as mode 0 and has the root
+ * yield once after publishing (collops's `hand_over_core`). `pin` 1 places ranks 0..N/2-1 on CPU
  * 0 and the others on CPU 1 (the root shares its core with a waiter), 0 leaves placement to
  * the scheduler, as `collops bench` does.
  *
@@ -13,7 +14,8 @@
  *   /tmp/placement_wait 4 MODE PIN 20000
  *
  * On the development VM (2026-11-25, Linux 6.18): mode 0 6.8 µs pinned and unpinned; mode 1
- * 2.6-5.8 pinned, 7.6-9.6 unpinned (futex wake-ups cost an IPI here). Not adopted.
+ * 2.6-5.8 pinned, 7.6-9.6 unpinned (futex wake-ups cost an IPI here), not adopted; mode 2
+ * 2.2 pinned, 2.5-3.0 unpinned, adopted.
  */
 #define _GNU_SOURCE
 #include <linux/futex.h>
@@ -64,7 +66,7 @@ int main(int argc,char**argv){N=atoi(argv[1]);mode=atoi(argv[2]);int pin=atoi(ar
      wait_for_m(&W[0],target,me, (me+1)%N, 0);
      double t=now();
      STORE(&W[16+me],(uint64_t)sched_getcpu());
-     if(me==0){ STORE(&W[8],(uint64_t)it+1); wake_all(me);} else wait_for(&W[8],(uint64_t)it+1,me,0);
+     if(me==0){ STORE(&W[8],(uint64_t)it+1); wake_all(me); if (mode==2) sched_yield(); } else wait_for(&W[8],(uint64_t)it+1,me,0);
      tot+=now()-t;
    }
    res[me]=tot/iters*1e6; _exit(0);} }
