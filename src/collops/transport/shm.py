@@ -15,7 +15,7 @@ the job's segment (see `shm_segment` for the layout). Three protocols move a mes
   (SPLIT, carrying the receive buffer's address) to write pieces from the back with
   `process_vm_writev` whenever it polls, the two claiming pieces through words of the pair
   area (see "split single copy" below). Buffers whose kernel copy would suffer 4 KiB
-  aliasing are pipelined instead (`_aliased`).
+  aliasing are pipelined instead (`shm_segment.aliased`).
 * **pipelined** (in between, or without single copy): the receiver answers a request-to-send
   with clear-to-send when its receive is posted and the pair's bulk area is free; the sender
   then streams chunks into the bulk area's chunk slots while the receiver copies earlier
@@ -84,7 +84,7 @@ SLEEP_SLICE = 0.25
 #: faster at every size. Collectives (median µs): bcast 64 KiB 67 / 58, 16 MiB 2493 / 1711
 #: (its root copies locally as well), allgather 1 MiB 124 / 149, 4 MiB 896 / 1073.
 #: Since split transfers (`SPLIT_MIN`) let both cores copy a one-way message and buffers in
-#: 4 KiB aliasing (`_aliased`) go through the bulk area, single copy is the default at every
+#: 4 KiB aliasing (`seg.aliased`) go through the bulk area, single copy is the default at every
 #: size (2 ranks, interleaved with MPICH on an idle machine, collops / MPICH before → after:
 #: bcast 1 MiB 2.9 → 1.4, 4 MiB 2.2 → 1.2; allgather 1 MiB 1.0 → 0.6, 4 MiB 1.2 → 0.6;
 #: alltoall 1 MiB 1.6 → 1.3, 4 MiB 2.6 → 1.2, before splitting). With splitting, the same
@@ -116,8 +116,6 @@ _SPLIT = 7
 SPLIT_MIN = 256 << 10
 #: seconds a rank whose single-copy read failed waits for the sender's death to be marked
 FAILURE_GRACE = 5.0
-#: see `_aliased`
-ALIAS_BYTES = 32
 #: a split transfer's pieces: an eighth of the message, within these bounds
 SPLIT_PIECE_MIN, SPLIT_PIECE_MAX = 128 << 10, 1 << 20
 #: the ``go`` of a clear-to-send: refused (message too large), pipelined, two-ended
@@ -139,14 +137,6 @@ def _address(view: memoryview) -> int:
     if view.nbytes and not view.readonly:  # ctypes: 0.3 µs; through numpy: 1.8 µs
         return ctypes.addressof(ctypes.c_char.from_buffer(view))
     return int(np.frombuffer(view, dtype=np.uint8).__array_interface__["data"][0])
-
-
-def _aliased(src: int, dst: int) -> bool:
-    """Whether a kernel copy from ``src`` to ``dst`` suffers 4 KiB aliasing: a destination
-    a few bytes past the source within a page makes ``process_vm_readv``/``writev`` about 4x
-    slower (measured: 1 MiB in 450 µs instead of 110 µs for offsets 1-16, normal from 32 on;
-    glibc's memcpy, which the bulk area uses, avoids the penalty)."""
-    return 0 < (dst - src) % 4096 < ALIAS_BYTES
 
 
 class _Outgoing:
@@ -521,6 +511,9 @@ class ShmTransport(Transport):
         `PeerFailed` when its process is gone (ESRCH: exited, even if not yet reaped), else a
         `TransportError` carrying ``detail``."""
         pid = self.pid_of(rank)
+        if pid <= 0:  # not attached yet: nothing to read from, and nothing that died
+            return TransportError(f"single copy from rank {rank}: it has not attached yet "
+                                  f"({detail})")
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
@@ -720,8 +713,10 @@ class ShmTransport(Transport):
             return
         readable = address != 0 and self._single_copy
         if (readable and kind == seg.RTS_CMA and not self._oversubscribed
-                and _aliased(address, _address(out))):
-            readable = False  # the kernel's copy would crawl: through the bulk area instead
+                and seg.aliased(_address(out), address, n)):
+            # the kernel's copy would crawl (1 MiB in 450 µs instead of 110): through the
+            # bulk area instead, whose copies go around it (`seg.copy_memory`)
+            readable = False
         if (readable and kind == seg.RTS_CMA and n >= self._split_min
                 and self._split_in[src] is None):
             self._start_split(src, h, out, tag, n, address)

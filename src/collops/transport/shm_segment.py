@@ -364,15 +364,17 @@ BOUNCE_BYTES = 256 * 1024
 COPY_WHOLE_FROM = 1024 * 1024
 
 
-def _aliased(destination: int, source: int, nbytes: int) -> bool:
-    """Whether a copy of ``nbytes`` from ``source`` to ``destination`` is in the slow case."""
+def aliased(destination: int, source: int, nbytes: int) -> bool:
+    """Whether a copy of ``nbytes`` from ``source`` to ``destination`` is in the 4 KiB
+    aliasing slow case (`ALIASED_BELOW`), for glibc's ``memcpy`` and the kernel's copy
+    alike."""
     return nbytes > 2048 and 0 < (destination - source) % 4096 < ALIASED_BELOW
 
 
 def _copy_in_pieces(destination: int, source: int, nbytes: int) -> None:
     """``memmove``, in 2 KiB pieces where the copy is aliased (`ALIASED_BELOW`) and below
     `COPY_WHOLE_FROM`."""
-    if nbytes < COPY_WHOLE_FROM and _aliased(destination, source, nbytes):
+    if nbytes < COPY_WHOLE_FROM and aliased(destination, source, nbytes):
         for done in range(0, nbytes, 2048):
             ctypes.memmove(destination + done, source + done, min(2048, nbytes - done))
     else:
@@ -402,36 +404,33 @@ class RemoteReader:
 
     def read(self, pid: int, remote_address: int, local_address: int, nbytes: int) -> None:
         """Copy ``nbytes`` from ``pid``'s ``remote_address`` to ``local_address``."""
-        what = "process_vm_readv from"
-        if not _aliased(local_address, remote_address, nbytes):
-            self._move(self._fn, what, pid, remote_address, local_address, nbytes)
-            return
-        bounce = self._bounce_at(remote_address)
-        for done in range(0, nbytes, BOUNCE_BYTES):
-            m = min(BOUNCE_BYTES, nbytes - done)
-            self._move(self._fn, what, pid, remote_address + done, bounce, m)
-            ctypes.memmove(local_address + done, bounce, m)
+        self._copy(True, pid, remote_address, local_address, nbytes)
 
     def write(self, pid: int, remote_address: int, local_address: int, nbytes: int) -> None:
         """Copy ``nbytes`` from ``local_address`` to ``pid``'s ``remote_address``."""
-        what = "process_vm_writev to"
-        if not _aliased(remote_address, local_address, nbytes):
-            self._move(self._write_fn, what, pid, remote_address, local_address, nbytes)
-            return
-        bounce = self._bounce_at(local_address)
-        for done in range(0, nbytes, BOUNCE_BYTES):
-            m = min(BOUNCE_BYTES, nbytes - done)
-            ctypes.memmove(bounce, local_address + done, m)
-            self._move(self._write_fn, what, pid, remote_address + done, bounce, m)
+        self._copy(False, pid, remote_address, local_address, nbytes)
 
-    def _bounce_at(self, source: int) -> int:
-        """The bounce buffer's address for copies from or to ``source``: half a page off its
-        offset in its page."""
+    def _copy(self, reading: bool, pid: int, remote: int, local: int, nbytes: int) -> None:
+        fn, what = ((self._fn, "process_vm_readv from") if reading
+                    else (self._write_fn, "process_vm_writev to"))
+        source, destination = (remote, local) if reading else (local, remote)
+        if not aliased(destination, source, nbytes):
+            self._move(fn, what, pid, remote, local, nbytes)
+            return
+        # through the bounce buffer, placed half a page off the source's offset in its page:
+        # neither the kernel's copy nor the memmove is then aliased
         if self._bounce is None:
             self._bounce = ctypes.create_string_buffer(BOUNCE_BYTES + 2 * 4096)
-        base = ctypes.addressof(self._bounce)
-        base += -base % 4096
-        return base + (source + 2048) % 4096
+        bounce = ctypes.addressof(self._bounce)
+        bounce += -bounce % 4096 + (source + 2048) % 4096
+        for done in range(0, nbytes, BOUNCE_BYTES):
+            m = min(BOUNCE_BYTES, nbytes - done)
+            if reading:
+                self._move(fn, what, pid, remote + done, bounce, m)
+                ctypes.memmove(local + done, bounce, m)
+            else:
+                ctypes.memmove(bounce, local + done, m)
+                self._move(fn, what, pid, remote + done, bounce, m)
 
     def _move(self, fn: Any, what: str, pid: int, remote_address: int, local_address: int,
               nbytes: int) -> None:
