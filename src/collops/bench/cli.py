@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..cli import command
 from ..errors import TransportError, UnknownAlgorithm
+from ..transport.placement import BIND_POLICIES
 from .measure import (
     COLLECTIVES,
     REGISTRY_NAME,
@@ -61,6 +62,9 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compare", choices=["mpi"], default=None,
                    help="also measure MPI (mpi4py) in the same invocation")
     p.add_argument("--json", default=None, help="write the records to this file")
+    p.add_argument("--bind-to", choices=BIND_POLICIES, default="auto",
+                   help="pin collops's ranks to CPUs as collops run --bind-to does (MPI's "
+                   "ranks keep mpiexec's own placement)")
     p.add_argument("--transport", default=None, choices=["shm", "inproc", "mpi"],
                    help="what collops runs over (default: mpi when started by mpiexec, else "
                    "shm); mpi needs mpiexec, and under mpiexec only mpi is possible")
@@ -91,12 +95,13 @@ def measure_mpi(nprocs: int, collectives: list[str], sizes: list[int],
 
 
 def run_bench(nprocs: int, collectives: list[str], sizes: list[int], algorithm: str | None,
-              iterations: int, compare: str | None, transport: str = "shm") -> list[Record]:
+              iterations: int, compare: str | None, transport: str = "shm",
+              bind_to: str = "auto") -> list[Record]:
     """Measure collops (and MPI when ``compare == "mpi"``); one record per row."""
     from ..runtime import spawn
 
     rows = spawn(measure_collops, nprocs, collectives, sizes, algorithm, iterations or None,
-                 transport=transport, timeout=3600)[0]
+                 transport=transport, timeout=3600, bind_to=bind_to)[0]
     mpi_rows: dict[tuple[str, int], list[float]] = {}
     if compare == "mpi":
         for r in measure_mpi(nprocs, collectives, sizes, iterations):
@@ -241,7 +246,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         try:
             records = run_bench(args.nprocs or DEFAULT_NPROCS, collectives, sizes,
                                 args.algorithm, args.iterations, args.compare,
-                                args.transport or "shm")
+                                args.transport or "shm", args.bind_to)
         except RuntimeError as exc:
             return fail(str(exc))
     if not speaks:

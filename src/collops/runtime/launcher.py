@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 from typing import IO, Any
 
 from ..errors import RankFailed
+from ..transport import placement
 from ..transport import shm_segment as seg
 from ..transport.base import Transport
 
@@ -162,8 +163,10 @@ def _forward_lines(stream: IO[bytes], sink: IO[bytes], prefix: bytes) -> None:
 
 
 def launch_program(nprocs: int, argv: list[str], timeout: float | None = None,
-                   tag_output: bool = False) -> int:
+                   tag_output: bool = False, bind_to: str = "auto") -> int:
     """Run ``python *argv`` as ranks 0..nprocs-1 of one shm job; the job's exit status."""
+    cpus = placement.usable_cpus()
+    binding = placement.plan_binding(nprocs, bind_to, cpus, "run")
     job = _Job(nprocs)
     procs: list[subprocess.Popen[bytes]] = []
     forwarders: list[threading.Thread] = []
@@ -171,7 +174,8 @@ def launch_program(nprocs: int, argv: list[str], timeout: float | None = None,
         with _SignalGuard():
             try:
                 for rank in range(nprocs):
-                    procs.append(_start_rank(job, rank, argv, tag_output, forwarders))
+                    procs.append(_start_rank(job, rank, argv, tag_output, forwarders,
+                                             binding[rank], len(cpus)))
                 return _watch_programs(job, procs, timeout)
             except _Interrupted as exc:
                 _message(f"{exc}: ending all {nprocs} ranks")
@@ -188,12 +192,20 @@ def launch_program(nprocs: int, argv: list[str], timeout: float | None = None,
 
 
 def _start_rank(job: _Job, rank: int, argv: list[str], tag_output: bool,
-                forwarders: list[threading.Thread]) -> subprocess.Popen[bytes]:
+                forwarders: list[threading.Thread], cpu: int | None,
+                job_cpus: int) -> subprocess.Popen[bytes]:
     env = dict(os.environ, COLLOPS_TRANSPORT="shm", COLLOPS_JOB=job.name,
                COLLOPS_RANK=str(rank), COLLOPS_SIZE=str(job.nprocs))
+    env[placement.JOB_CPUS_ENV] = str(job_cpus)
+
+    def start() -> None:  # in the child, before exec: the pin survives the exec
+        _die_with_parent()
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
+
     pipe = subprocess.PIPE if tag_output else None
     proc = subprocess.Popen([sys.executable, *argv], env=env, stdout=pipe, stderr=pipe,
-                            preexec_fn=_die_with_parent)
+                            preexec_fn=start)
     if tag_output:
         prefix = f"[{rank}] ".encode()
         for stream, sink in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer)):
@@ -254,8 +266,10 @@ _LENGTH = struct.Struct("=Q")
 
 
 def launch_function(worker: Callable[[Transport], Any], nprocs: int,
-                    timeout: float | None = None) -> list[Any]:
+                    timeout: float | None = None, bind_to: str = "auto") -> list[Any]:
     """Fork ``nprocs`` ranks each calling ``worker(transport)``; their results by rank."""
+    cpus = placement.usable_cpus()
+    binding = placement.plan_binding(nprocs, bind_to, cpus, "spawn")
     job = _Job(nprocs)
     pids: dict[int, int] = {}
     readers: dict[int, int] = {}
@@ -263,7 +277,8 @@ def launch_function(worker: Callable[[Transport], Any], nprocs: int,
         with _SignalGuard():
             try:
                 for rank in range(nprocs):
-                    pid, fd = _fork_rank(job, rank, worker, list(readers.values()))
+                    pid, fd = _fork_rank(job, rank, worker, list(readers.values()),
+                                         binding[rank], len(cpus))
                     pids[rank], readers[rank] = pid, fd
                 return _collect(job, pids, readers, timeout)
             except _Interrupted:
@@ -284,7 +299,7 @@ def launch_function(worker: Callable[[Transport], Any], nprocs: int,
 
 
 def _fork_rank(job: _Job, rank: int, worker: Callable[[Transport], Any],
-               inherited: list[int]) -> tuple[int, int]:
+               inherited: list[int], cpu: int | None, job_cpus: int) -> tuple[int, int]:
     read_fd, write_fd = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -298,6 +313,7 @@ def _fork_rank(job: _Job, rank: int, worker: Callable[[Transport], Any],
             _die_with_parent()
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            placement.enter_rank(cpu, job_cpus)
             code = _run_rank(job.name, rank, job.nprocs, worker, write_fd)
         finally:
             os._exit(code)

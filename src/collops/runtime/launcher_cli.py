@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 
 from ..cli import command
+from ..transport.placement import BIND_POLICIES
 
 
 def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-n", "--nprocs", type=int, required=True, help="number of ranks")
     p.add_argument("--timeout", type=float, default=None, help="end the job after S seconds")
     p.add_argument("--tag-output", action="store_true", help="prefix output lines with [rank]")
+    p.add_argument("--bind-to", choices=BIND_POLICIES, default="auto",
+                   help="pin rank r to the (r mod k)-th usable CPU: auto = only when ranks "
+                   "outnumber CPUs (default), core = always, none = never")
     p.add_argument("program", help="the Python program to run")
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
 
@@ -23,4 +27,4 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("collops run: -n must be at least 1")
         return 2
     return launch_program(args.nprocs, [args.program, *args.args], timeout=args.timeout,
-                          tag_output=args.tag_output)
+                          tag_output=args.tag_output, bind_to=args.bind_to)

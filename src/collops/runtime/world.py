@@ -12,6 +12,7 @@ from typing import Any
 from ..errors import ArgumentError, PeerFailed, RankFailed
 from ..transport.base import Transport
 from ..transport.inproc import Fabric
+from ..transport.placement import check_policy
 from .comm import Comm
 
 _world: Comm | None = None
@@ -90,13 +91,16 @@ def init() -> Comm:
 
 
 def spawn(fn: Callable[..., Any], nprocs: int, *args: Any, transport: str = "inproc",
-          timeout: float | None = None) -> list[Any]:
+          timeout: float | None = None, bind_to: str = "auto") -> list[Any]:
     """Run ``fn(comm, *args)`` on ``nprocs`` ranks; returns the results by rank.
 
     If any rank raises, `RankFailed` names the first failing rank and carries its traceback.
+    ``bind_to`` (``auto``, ``core``, ``none``) pins the processes of ``transport="shm"`` to
+    CPUs as ``collops run --bind-to`` does (`collops.transport.placement`).
     """
     if not isinstance(nprocs, int) or nprocs < 1:
         raise ArgumentError("spawn", "nprocs", nprocs, "must be a positive integer")
+    check_policy(bind_to, "spawn")
     if transport == "inproc":
         return _spawn_threads(fn, nprocs, args, timeout)
     if transport == "shm":
@@ -105,7 +109,7 @@ def spawn(fn: Callable[..., Any], nprocs: int, *args: Any, transport: str = "inp
         def worker(t: Transport) -> Any:
             return fn(Comm(t), *args)
 
-        return launch_function(worker, nprocs, timeout=timeout)
+        return launch_function(worker, nprocs, timeout=timeout, bind_to=bind_to)
     raise ArgumentError("spawn", "transport", transport, "one of inproc, shm")
 
 

@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CollectiveMismatch, PeerFailed, TransportError
+from . import placement
 from . import shm_segment as seg
 from .base import Capabilities, Handle, Transport
 from .shm_direct import DirectArea, slot_of
@@ -235,7 +236,7 @@ class ShmTransport(Transport):
         if single_copy is None:
             single_copy = os.environ.get("COLLOPS_SHM_SINGLE_COPY", "1") != "0"
         self._single_copy = allowed and single_copy
-        self._oversubscribed = size > len(os.sched_getaffinity(0))
+        self._oversubscribed = size > placement.job_cpu_count()
         if single_copy_min is None:
             default = 0 if self._oversubscribed else SINGLE_COPY_MIN
             single_copy_min = int(os.environ.get("COLLOPS_SHM_SINGLE_COPY_MIN", default))
