@@ -231,3 +231,25 @@ def test_many_non_blocking_collectives_in_flight_complete_in_any_wait_order(n, a
         assert report["failures"] == [], report["failures"]
         assert report["calls"] == 80 and report["checked"] == 84, report
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.timeout(60)
+def test_ranks_pinned_one_cpu_each_are_not_taken_for_oversubscribed(tmp_path):
+    # mpiexec -bind-to core gives each rank a one-CPU mask; whether the ranks outnumber the
+    # CPUs is judged from the union of the node's masks, so 2 ranks on 2 CPUs still spin
+    assert MPIEXEC is not None
+    script = tmp_path / "spin.py"
+    script.write_text(
+        "import json, os\n"
+        "from collops.transport.mpi import MpiTransport\n"
+        "t = MpiTransport()\n"
+        "print(json.dumps({'rank': t.rank, 'mask': sorted(os.sched_getaffinity(0)),\n"
+        "                  'spins': t._spin_seconds > 0}), flush=True)\n"
+        "t.close()\n")
+    proc = subprocess.run([MPIEXEC, "-n", "2", "-bind-to", "core", sys.executable, str(script)],
+                          capture_output=True, text=True, timeout=50, env=_environment())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = by_rank(proc, 2)
+    cpus = set().union(*(set(r["mask"]) for r in got.values()))
+    assert all(len(r["mask"]) == 1 for r in got.values())
+    assert all(r["spins"] == (2 <= len(cpus)) for r in got.values())

@@ -45,9 +45,21 @@ def test_the_job_cpu_count_comes_from_the_launcher(monkeypatch: pytest.MonkeyPat
     assert placement.job_cpu_count() == len(CPUS)
 
 
-def _where(comm: collops.Comm) -> tuple[list[int], int, bool]:
+def test_the_plan_reaches_the_ranks_through_the_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    env = placement.rank_environment([0, 1, 0, None], 2)
+    assert env == {placement.JOB_CPUS_ENV: "2", placement.BINDING_ENV: "0,1,0,-"}
+    monkeypatch.setenv(placement.BINDING_ENV, env[placement.BINDING_ENV])
+    assert placement.binding_of_job(4) == [0, 1, 0, None]
+    assert placement.binding_of_job(3) == [None] * 3  # another job's plan: not trusted
+    monkeypatch.setenv(placement.BINDING_ENV, "0,x")
+    assert placement.binding_of_job(2) == [None, None]
+
+
+def _where(comm: collops.Comm) -> tuple[list[int], int, bool, list[bool]]:
     t = comm.transport
-    return sorted(os.sched_getaffinity(0)), placement.job_cpu_count(), t.oversubscribed
+    return (sorted(os.sched_getaffinity(0)), placement.job_cpu_count(), t.oversubscribed,
+            [t.shares_core(r) for r in range(comm.size)])
 
 
 @pytest.mark.parametrize("nprocs", [2, 4])
@@ -55,11 +67,14 @@ def _where(comm: collops.Comm) -> tuple[list[int], int, bool]:
 def test_spawned_ranks_are_pinned_as_planned(nprocs: int, policy: str) -> None:
     plan = placement.plan_binding(nprocs, policy, CPUS)
     seen = collops.spawn(_where, nprocs, transport="shm", bind_to=policy)
-    for rank, (affinity, job_cpus, oversubscribed) in enumerate(seen):
+    for rank, (affinity, job_cpus, oversubscribed, shares) in enumerate(seen):
         assert affinity == (CPUS if plan[rank] is None else [plan[rank]])
         # a pinned rank sees one CPU, yet the job is oversubscribed only if ranks > CPUs
         assert job_cpus == len(CPUS)
         assert oversubscribed == (nprocs > len(CPUS))
+        # the peers it yields to at once: pinned to its own CPU
+        assert shares == [r != rank and plan[rank] is not None and plan[r] == plan[rank]
+                          for r in range(nprocs)]
     assert sorted(os.sched_getaffinity(0)) == CPUS  # the parent is left alone
 
 

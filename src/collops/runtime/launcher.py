@@ -175,7 +175,7 @@ def launch_program(nprocs: int, argv: list[str], timeout: float | None = None,
             try:
                 for rank in range(nprocs):
                     procs.append(_start_rank(job, rank, argv, tag_output, forwarders,
-                                             binding[rank], len(cpus)))
+                                             binding, len(cpus)))
                 return _watch_programs(job, procs, timeout)
             except _Interrupted as exc:
                 _message(f"{exc}: ending all {nprocs} ranks")
@@ -192,11 +192,12 @@ def launch_program(nprocs: int, argv: list[str], timeout: float | None = None,
 
 
 def _start_rank(job: _Job, rank: int, argv: list[str], tag_output: bool,
-                forwarders: list[threading.Thread], cpu: int | None,
+                forwarders: list[threading.Thread], binding: list[int | None],
                 job_cpus: int) -> subprocess.Popen[bytes]:
     env = dict(os.environ, COLLOPS_TRANSPORT="shm", COLLOPS_JOB=job.name,
                COLLOPS_RANK=str(rank), COLLOPS_SIZE=str(job.nprocs))
-    env[placement.JOB_CPUS_ENV] = str(job_cpus)
+    env.update(placement.rank_environment(binding, job_cpus))
+    cpu = binding[rank]
 
     def start() -> None:  # in the child, before exec: the pin survives the exec
         _die_with_parent()
@@ -278,7 +279,7 @@ def launch_function(worker: Callable[[Transport], Any], nprocs: int,
             try:
                 for rank in range(nprocs):
                     pid, fd = _fork_rank(job, rank, worker, list(readers.values()),
-                                         binding[rank], len(cpus))
+                                         binding, len(cpus))
                     pids[rank], readers[rank] = pid, fd
                 return _collect(job, pids, readers, timeout)
             except _Interrupted:
@@ -299,7 +300,8 @@ def launch_function(worker: Callable[[Transport], Any], nprocs: int,
 
 
 def _fork_rank(job: _Job, rank: int, worker: Callable[[Transport], Any],
-               inherited: list[int], cpu: int | None, job_cpus: int) -> tuple[int, int]:
+               inherited: list[int], binding: list[int | None],
+               job_cpus: int) -> tuple[int, int]:
     read_fd, write_fd = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -313,7 +315,7 @@ def _fork_rank(job: _Job, rank: int, worker: Callable[[Transport], Any],
             _die_with_parent()
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            placement.enter_rank(cpu, job_cpus)
+            placement.enter_rank(rank, binding, job_cpus)
             code = _run_rank(job.name, rank, job.nprocs, worker, write_fd)
         finally:
             os._exit(code)

@@ -101,6 +101,10 @@ typedef struct {
                                  * nobody yields once, so a peer sharing its core that waits
                                  * for the contribution runs now rather than after this
                                  * rank's next stretch of work */
+    Py_ssize_t nlocal;
+    Py_ssize_t *local_words;    /* words written by peers pinned to this rank's core: while
+                                 * one is missing, spinning cannot help (that peer runs only
+                                 * once this rank yields), so the wait yields at once */
     /* the bound broadcast (see `Runner_bcast`): one array signature, its envelope header */
     int hot_bound;
     PyObject *hot_descr;        /* the dtype both ends' arrays must have (identity) */
@@ -219,6 +223,7 @@ static void Runner_dealloc(Runner *r) {
     PyMem_Free(r->src);
     PyMem_Free(r->dst);
     PyMem_Free(r->len);
+    PyMem_Free(r->local_words);
     Py_TYPE(r)->tp_free((PyObject *)r);
 }
 
@@ -269,10 +274,10 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
         "held", "ack", "ack_of_me", "sleeper_words", "sleeper_ranks", "read_kind",
         "src", "dst", "len", "self_copy", "count", "op", "dtype", "spin_seconds",
         "store_fingerprint", "prefix_at", "prefix_head", "write_prefix", "yield_seconds",
-        "hand_over_core", NULL};
+        "hand_over_core", "local_words", NULL};
     PyObject *segment, *ndarray, *area, *occupant, *own_pending, *readers, *slow, *wake;
     PyObject *my_held, *my_fp, *my_data, *held, *ack, *ack_of_me, *sleeper_words;
-    PyObject *sleeper_ranks, *src, *dst, *len, *self_copy;
+    PyObject *sleeper_ranks, *src, *dst, *len, *self_copy, *local_words = NULL;
     int publishes, read_kind, op, dtype;
     Py_ssize_t nbytes, count;
     unsigned long long fingerprint, mix;
@@ -280,12 +285,12 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
     int store_fingerprint = 1, write_prefix = 0, hand_over_core = 0;
     Py_ssize_t prefix_at = -1, prefix_head = 0;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|pnnpdp", names, &segment, &ndarray, &area,
+            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|pnnpdpO", names, &segment, &ndarray, &area,
             &PyList_Type, &occupant, &PyList_Type, &own_pending, &PyTuple_Type, &readers,
             &slow, &wake, &publishes, &nbytes, &fingerprint, &mix, &my_held, &my_fp,
             &my_data, &held, &ack, &ack_of_me, &sleeper_words, &sleeper_ranks, &read_kind,
             &src, &dst, &len, &self_copy, &count, &op, &dtype, &spin, &store_fingerprint,
-            &prefix_at, &prefix_head, &write_prefix, &yield, &hand_over_core))
+            &prefix_at, &prefix_head, &write_prefix, &yield, &hand_over_core, &local_words))
         return -1;
     if (PyList_GET_SIZE(occupant) != NSLOTS || PyList_GET_SIZE(own_pending) != NSLOTS) {
         PyErr_SetString(PyExc_ValueError, "occupant and own_pending need one entry per slot");
@@ -367,6 +372,9 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
     }
     r->op = op;
     r->dtype = dtype;
+    if (local_words != NULL && local_words != Py_None
+        && (r->local_words = int_array(local_words, -1, &r->nlocal, "local_words")) == NULL)
+        return -1;
     return 0;
 }
 
@@ -461,6 +469,16 @@ static void read_slots(Runner *r, int slot, char *send, char *recv) {
     }
 }
 
+/* Whether one of the `n` words at `index` still short of `word` is written by a peer pinned
+ * to this rank's core. */
+static int awaits_own_core(Runner *r, const Py_ssize_t *index, Py_ssize_t n, uint64_t word) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        for (Py_ssize_t j = 0; j < r->nlocal; j++)
+            if (index[i] == r->local_words[j] && load_word(r, index[i]) != word)
+                return 1;
+    return 0;
+}
+
 /* Wait until each of the `n` words at `index` holds `word`: spin for `spin_seconds`, then
  * poll with sched_yield for `yield_seconds` without the GIL, so that on a machine with more
  * ranks than cores the peer this rank waits for gets the core at once, and a waiting rank's
@@ -470,8 +488,14 @@ static int await_words(Runner *r, const Py_ssize_t *index, Py_ssize_t n, uint64_
     double stop = 0.0;
     Py_ssize_t i = 0;
     unsigned spins = 0;
+    int looked = 0;
     for (; i < n; i++) {
         while (load_word(r, index[i]) != word) {
+            if (!looked) {
+                looked = 1;
+                if (awaits_own_core(r, index + i, n - i, word))
+                    goto yield;
+            }
             cpu_relax();
             if ((++spins & 63) == 0) {
                 double t = now();

@@ -22,7 +22,8 @@ class Runner:
                  count: int, op: int, dtype: int, spin_seconds: float,
                  store_fingerprint: bool = True, prefix_at: int = -1, prefix_head: int = 0,
                  write_prefix: bool = False, yield_seconds: float = 0.0,
-                 hand_over_core: bool = False) -> None: ...
+                 hand_over_core: bool = False,
+                 local_words: Sequence[int] | None = None) -> None: ...
     def run(self, send: Any, recv: Any, seq: int, timeout: float | None,
             phase: int = 0) -> None:
         """One blocking direct call."""

@@ -121,10 +121,10 @@ class MpiTransport(Transport):
         self._pools: dict[tuple[tuple[int, ...], int], list[Any]] = {
             (tuple(range(self.size)), 0):
                 [self._collective_base.Dup() for _ in range(COLLECTIVE_SLOTS)]}
-        nodes = self._nodes()
+        nodes, cpus_here = self._nodes()
         self._capabilities = Capabilities("mpi", nodes, resources=frozenset({"mpi"}))
         ranks_here = nodes.count(nodes[self.rank])
-        self._spin_seconds = SPIN_SECONDS if ranks_here <= len(os.sched_getaffinity(0)) else 0.0
+        self._spin_seconds = SPIN_SECONDS if ranks_here <= cpus_here else 0.0
 
     @classmethod
     def world(cls) -> MpiTransport:
@@ -135,15 +135,17 @@ class MpiTransport(Transport):
         atexit.register(transport.close)
         return transport
 
-    def _nodes(self) -> tuple[int, ...]:
-        """Node id of every rank: ranks in one ``COMM_TYPE_SHARED`` split share a node."""
+    def _nodes(self) -> tuple[tuple[int, ...], int]:
+        """Node id of every rank (ranks in one ``COMM_TYPE_SHARED`` split share a node), and
+        how many CPUs this node's ranks may use together (mpiexec may pin each to one)."""
         MPI = self._MPI
         shared = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
         leader = shared.allreduce(self.rank, op=MPI.MIN)
+        masks = shared.allgather(sorted(os.sched_getaffinity(0)))
         shared.Free()
         leaders = self.comm.allgather(leader)
         number = {lead: i for i, lead in enumerate(sorted(set(leaders)))}
-        return tuple(number[lead] for lead in leaders)
+        return tuple(number[lead] for lead in leaders), len(set().union(*masks))
 
     # -- sending -----------------------------------------------------------------------------
     def isend(self, peer: int, tag: int, data: memoryview, fingerprint: int = 0) -> Handle:

@@ -19,7 +19,9 @@ pin rank ``r`` to the ``r mod k``-th of the ``k`` CPUs it may use itself:
 
 A pinned rank sees one CPU in its own affinity mask, so whether the job is oversubscribed is
 decided from the CPUs the launcher had, passed to the ranks as ``COLLOPS_JOB_CPUS``
-(`job_cpu_count`).
+(`job_cpu_count`). The whole plan goes along too (``COLLOPS_BINDING``, `binding_of_job`):
+a rank waiting for a peer pinned to its own core yields at once instead of spinning first,
+since that peer can run only when it does.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from ..errors import ArgumentError
 BIND_POLICIES = ("auto", "core", "none")
 #: environment variable carrying the number of CPUs the launcher could use
 JOB_CPUS_ENV = "COLLOPS_JOB_CPUS"
+#: environment variable carrying the CPU of every rank (``-`` for one left to the kernel)
+BINDING_ENV = "COLLOPS_BINDING"
 
 
 def usable_cpus() -> list[int]:
@@ -59,11 +63,26 @@ def plan_binding(nprocs: int, policy: str, cpus: list[int],
     return [cpus[rank % len(cpus)] for rank in range(nprocs)]
 
 
-def enter_rank(cpu: int | None, job_cpus: int) -> None:
-    """In a rank's process: record the job's CPU count and pin to ``cpu`` (None: stay)."""
-    os.environ[JOB_CPUS_ENV] = str(job_cpus)
+def rank_environment(binding: list[int | None], job_cpus: int) -> dict[str, str]:
+    """The variables that tell a rank about the job's CPUs and its plan."""
+    plan = ",".join("-" if cpu is None else str(cpu) for cpu in binding)
+    return {JOB_CPUS_ENV: str(job_cpus), BINDING_ENV: plan}
+
+
+def enter_rank(rank: int, binding: list[int | None], job_cpus: int) -> None:
+    """In a rank's process: record the job's CPUs and plan, and pin to the rank's CPU."""
+    os.environ.update(rank_environment(binding, job_cpus))
+    cpu = binding[rank]
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
+
+
+def binding_of_job(size: int) -> list[int | None]:
+    """Every rank's CPU as the launcher pinned them (None: not pinned, or not known)."""
+    fields = os.environ.get(BINDING_ENV, "").split(",")
+    if len(fields) != size or not all(f == "-" or f.isdigit() for f in fields):
+        return [None] * size
+    return [None if f == "-" else int(f) for f in fields]
 
 
 def job_cpu_count() -> int:

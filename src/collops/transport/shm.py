@@ -237,6 +237,7 @@ class ShmTransport(Transport):
             single_copy = os.environ.get("COLLOPS_SHM_SINGLE_COPY", "1") != "0"
         self._single_copy = allowed and single_copy
         self._oversubscribed = size > placement.job_cpu_count()
+        self._binding = placement.binding_of_job(size)
         if single_copy_min is None:
             default = 0 if self._oversubscribed else SINGLE_COPY_MIN
             single_copy_min = int(os.environ.get("COLLOPS_SHM_SINGLE_COPY_MIN", default))
@@ -446,6 +447,11 @@ class ShmTransport(Transport):
     def oversubscribed(self) -> bool:
         """Whether the job has more ranks than this process may use cores."""
         return self._oversubscribed
+
+    def shares_core(self, rank: int) -> bool:
+        """Whether the launcher pinned ``rank`` to the CPU it pinned this rank to."""
+        mine = self._binding[self.rank]
+        return mine is not None and rank != self.rank and self._binding[rank] == mine
 
     @property
     def direct_bytes(self) -> int:
