@@ -154,9 +154,11 @@ def _page_aligned(nbytes, offset):
 
 def _aliased_allgather(comm):
     """An allgather whose single copy into rank 1 lands 16 bytes past its source modulo 4 KiB
-    (the kernel's slow case, which the compiled loop reads through a bounce buffer): blocks
-    by reference are read from the writer's receive buffer, at page offset 0 on rank 0 and
-    16 on rank 1."""
+    (the kernel's slow case, which the compiled loop reads through a bounce buffer): rank 0
+    publishes its block from its send buffer (its own copy is not aliased, so it takes the
+    reader's to be fine), rank 1 from its receive buffer (its own copy would be aliased);
+    the send buffers start at page offset 0, the receive buffers at 0 on rank 0 and 16 on
+    rank 1."""
     n = 3 * 256 * 1024 + 4096  # more than one bounce buffer's worth, a whole number of pages
     x = _page_aligned(n, 0)
     x[:] = (np.arange(n) * (comm.rank + 3)) % 251
@@ -164,6 +166,46 @@ def _aliased_allgather(comm):
     comm.allgather(x, out=out, algorithm=NAME)
     expected = np.concatenate([(np.arange(n) * (r + 3)) % 251 for r in range(comm.size)])
     return bool(np.array_equal(out, expected.astype(np.uint8)))
+
+
+def test_an_allgathers_own_block_is_read_from_send_unless_that_copy_would_be_aliased():
+    from collops.algorithms.shm_stream import IN_RECV, IN_SEND, own_block_source
+    n = 1 << 20
+    for rank in (0, 1, 2):
+        own = (0, rank * n, n)
+        for send_offset, recv_offset in ((16, 16), (0, 0), (16, 0), (0, 4000), (0, 100)):
+            send, recv = 0x7F0000000000 + send_offset, 0x7F1000000000 + recv_offset
+            delta = (recv_offset - send_offset) % 4096
+            expected = IN_RECV if 0 < delta < 64 else IN_SEND
+            for src in (0, 4096 * 3):
+                assert own_block_source(own, src, send, recv) == expected
+
+
+def _own_source_chosen(comm):
+    """30 allgathers of 1 MiB blocks by reference, each checked; the source the plan chose."""
+    n = 1 << 17
+    wrong = []
+    for i in range(30):
+        x = np.arange(n, dtype=np.float64) * (comm.rank + 1) + i
+        got = comm.allgather(x, algorithm=NAME)
+        expected = np.concatenate([np.arange(n) * (r + 1.0) + i for r in range(comm.size)])
+        if not np.array_equal(got, expected):
+            wrong.append(i)
+    area = next(iter(comm.transport._stream_areas.values()))
+    sources = {int(prepared.plan.own_source) for prepared in area.memo.values()}
+    return wrong, sources
+
+
+@pytest.mark.timeout(60)
+def test_the_compiled_loop_measures_where_to_publish_an_allgathers_own_block(monkeypatch):
+    # the first calls try the send and the receive buffer in turn (correct either way), and
+    # the plan keeps one once it has timed both
+    from collops.algorithms.shm_stream import IN_RECV, IN_SEND
+    assert shm_stream._stream is not None, "collops.transport._stream was not built"
+    assert shm_stream.by_reference("allgather", 2, 1 << 20)
+    for wrong, sources in collops.spawn(_own_source_chosen, 2, transport="shm", timeout=50):
+        assert wrong == []
+        assert len(sources) == 1 and sources <= {IN_SEND, IN_RECV}
 
 
 @pytest.mark.timeout(60)
@@ -348,7 +390,7 @@ def test_the_measured_bounds_follow_the_number_of_ranks():
 def test_blocks_go_by_reference_only_where_that_measured_faster():
     from collops.algorithms.shm_stream import MiB, by_reference
     assert by_reference("allgather", 2, 4 * MiB) and by_reference("alltoall", 2, 8 * MiB)
-    assert not by_reference("allgather", 2, 16 * MiB)  # the ring's streaming stores win
+    assert by_reference("allgather", 2, 16 * MiB)
     assert not by_reference("allgather", 2, 256 * 1024)
     assert not by_reference("allgather", 4, 4 * MiB)  # more ranks than cores
     assert not by_reference("bcast", 2, 4 * MiB)  # a root's idle core: the ring pipelines

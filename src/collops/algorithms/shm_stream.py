@@ -71,6 +71,7 @@ from ..datatypes import address_of
 from ..errors import CollectiveMismatch, PeerFailed, ScheduleError, TransportError
 from ..runtime import fingerprint as fp
 from ..schedule import Schedule
+from ..transport import shm_segment as seg
 from ..transport.shm import ShmTransport
 from ..transport.shm_direct import DirectArea, call_number, held_word, slot_of
 from ..transport.shm_stream import StreamArea
@@ -167,11 +168,19 @@ S_WRITTEN, S_SELF, S_FOREIGN_WRITER, S_FOREIGN_CALL, S_FOREIGN_FP, S_BLOCKED_ON,
 #: columns of a write row (one chunk) and of a writer row (one ring read)
 W_SRC, W_NBYTES, W_MASK, W_OFFSET, W_REFERENCE = range(5)
 #: where a write row's bytes go (W_REFERENCE): into the ring, or published by reference where
-#: they are, in the send buffer or — an allgather's own block, once copied — in the receive
-#: buffer, where the readers' destinations sit at the same page offsets if the ranks
-#: allocated alike (MPICH's ring allgather reads the same way), out of the kernel copy's
-#: aliased slow case
-IN_RING, IN_SEND, IN_RECV = range(3)
+#: they are, in the send buffer or — once the own block is copied — in the receive buffer.
+#: IN_OWN, an allgather's own block: from the receive buffer when the reader's destination
+#: (where this rank copies its own block, if the ranks allocated alike) is aliased with the
+#: send buffer (4 KiB aliasing, the kernel copy's slow case; the destinations then sit at the
+#: source's page offsets, as MPICH's ring allgather always reads), else from whichever of the
+#: two the compiled loop measured faster over the plan's first calls (`Plan.own_source`; the
+#: Python loop takes the send buffer). The send buffer is readable at once and its lines are
+#: clean, the receive buffer's were just written by the other core; but a larger array is
+#: likelier on huge pages, which make the kernel's copy twice as fast. 2 ranks, interleaved
+#: with MPICH in one sitting: 1-4 MiB blocks 0.54-0.57 of MPICH's time from send, 0.95-1.07
+#: from recv; in another, 2 and 4 MiB 1.16 and 1.14 from send, ~1.0 from recv. W_SRC is the
+#: send buffer's offset (`own_block_source`, `reference_of` in the C loop, say where).
+IN_RING, IN_SEND, IN_RECV, IN_OWN = range(4)
 R_RANK, R_FILLED, R_HEADERS, R_RING, R_DRAINED, R_DST, R_EXPECT, R_PID = range(8)
 #: the block sizes (bytes, ``[low, high)``) a writer publishes each block of as one
 #: *reference* chunk instead of copying it through its ring chunk by chunk (where the kernel
@@ -179,18 +188,20 @@ R_RANK, R_FILLED, R_HEADERS, R_RING, R_DRAINED, R_DST, R_EXPECT, R_PID = range(8
 #: (absent: never). The reader copies the block with one process_vm_readv — one copy
 #: instead of two, but on one core, and the kernel's copy has glibc's 4 KiB-aliasing slow
 #: case (such reads go through a bounce buffer). An allgather's own block is published from
-#: the receive buffer once copied there, as MPICH's ring allgather reads, so the readers'
-#: destinations sit at the source's page offset whenever the ranks allocated alike.
-#: Measured on 2 ranks, 2026-11-25, interleaved with MPICH in the same processes and on the
-#: same buffers (docs/performance.md): the ring took 1.08, 1.12, 1.37, 0.98 and 0.83 of
-#: MPICH's time at 1, 2, 4, 8 and 16 MiB, by reference 0.98, 1.02, 1.02, 1.01 and 0.92 (MPICH
-#: reads the same way from 64 KiB up). alltoall (per-rank sizes 1, 2, 4, 16 MiB; blocks of
-#: half that): the ring 1.15, 1.09, 1.10 of MPICH's time (16 MiB: linear, 1.06), by
+#: the send or the receive buffer (IN_OWN). Measured on 2 ranks, 2026-11-25, interleaved with
+#: MPICH in the same processes and on the same buffers (docs/performance.md): the ring took
+#: 1.08, 1.12, 1.37, 0.98 and 0.83 of MPICH's time at 1, 2, 4, 8 and 16 MiB, by reference
+#: from the receive buffer 0.98, 1.02, 1.02, 1.01 and 0.92 (MPICH reads the same way from
+#: 64 KiB up); later, with IN_OWN, 512 KiB by reference 0.90 of the ring's time (256 KiB
+#: 1.13), 8-32 MiB 0.95-0.96 of it, and with NT stores for the own block only from 16 MiB
+#: (`STREAMING_REFERENCES_FROM`), 16 and 32 MiB 0.70 of MPICH's time. alltoall (per-rank
+#: sizes 1, 2, 4, 16 MiB; blocks of half that): the ring 1.15, 1.09, 1.10 of MPICH's time
+#: (16 MiB: linear, 1.06), by
 #: reference 0.98, 0.97, 1.00, 0.80. Elsewhere the ring won: bcast 2-3x (a root whose
 #: core would otherwise idle pipelines better through its ring), allgather at 4 ranks on 2
 #: cores mixed (256 KiB 1.53, 1 MiB 0.79, 4 MiB 1.16 of the ring's time).
 BY_REFERENCE: dict[str, dict[int, tuple[float, float]]] = {
-    "allgather": {2: (1 * MiB, 8 * MiB), 8: (UNBOUNDED, UNBOUNDED)},
+    "allgather": {2: (512 * KiB, UNBOUNDED), 8: (UNBOUNDED, UNBOUNDED)},
     "alltoall": {2: (512 * KiB, UNBOUNDED), 8: (UNBOUNDED, UNBOUNDED)},
 }
 
@@ -212,6 +223,10 @@ def by_reference(collective: str, p: int, nbytes: int) -> bool:
 #: 0.30 against 0.41) but not for a bcast's readers (4 MiB: 0.24 against 0.29 ms).
 STREAMING_STORES_FROM = 16 * MiB
 STREAMING_READER_FROM = 4 * MiB
+#: the same for a call whose blocks go by reference (only the own block's copy is the loop's):
+#: 2-rank allgather of 8 MiB blocks (16 MiB received) 0.99-1.02 of MPICH's time with cached
+#: stores against 1.19, of 16 MiB blocks 0.70-0.72 with streaming stores against 0.98-1.01
+STREAMING_REFERENCES_FROM = 32 * MiB
 #: seconds the compiled loop spins for its peers before returning to Python to wait
 SPIN = 20e-6
 #: the same when ranks outnumber cores (a late peer then needs this rank's core)
@@ -283,12 +298,9 @@ def _make_plan(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: 
     rows = [(group[w], area.filled[group[w]], area.headers[group[w]], area.rings[group[w]],
              area.drained[group[w]][me], dst, expect, t.pid_word(group[w]))
             for w, dst, expect in readers]
-    # an allgather's own block is published from the receive buffer it was copied into
-    from_recv = spec.collective == "allgather" and own[2] > 0
-    write_rows = [(own[1] + offset if from_recv and whole else src, n,
-                   sum(1 << group[r] for r in mask), offset,
-                   (IN_RECV if from_recv else IN_SEND) if whole else IN_RING)
-                  for src, n, mask, offset in writes]
+    own_block = IN_OWN if spec.collective == "allgather" and own[2] > 0 else IN_SEND
+    write_rows = [(src, n, sum(1 << group[r] for r in mask), offset,
+                   own_block if whole else IN_RING) for src, n, mask, offset in writes]
     sleepers = [r for r in group if r != me]
     fields: dict[str, Any] = dict(
         segment=t.segment_map, cursors=area.cursors, me=me, nchunks=area.nchunks,
@@ -300,7 +312,8 @@ def _make_plan(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: 
         sleeper_words=[t.sleeping_word(r) for r in sleepers], sleeper_ranks=sleepers,
         wake=t.wake)
     received = own[2] + sum(r[R_EXPECT] for r in rows)
-    streaming = received >= (STREAMING_STORES_FROM if write_rows else STREAMING_READER_FROM)
+    streaming = received >= (STREAMING_REFERENCES_FROM if whole else STREAMING_STORES_FROM
+                             if write_rows else STREAMING_READER_FROM)
     plan = (_stream.Plan(**fields, streaming=streaming) if compiled
             else PyPlan(area, **fields))
     state = np.zeros(S_RECEIVED + len(rows) + len(area.cursors) - 1, np.int64)
@@ -378,6 +391,13 @@ def _layout_of(spec: CallSpec, me: int, chunk: int, whole: bool = False) -> tupl
     return writes, reads, (0, 0, 0) if folded or nb == 0 else own
 
 
+def own_block_source(own: tuple[int, int, int], src: int, send: int, recv: int) -> int:
+    """Where an allgather publishes the piece at ``src`` of its own block (IN_OWN): IN_SEND,
+    or IN_RECV when a reader whose buffers sit as this rank's would copy it aliased."""
+    to = recv + own[1] + src - own[0]
+    return IN_RECV if seg.aliased(to, send + src, 4096) else IN_SEND
+
+
 # -- the protocol in Python (when the extension is missing or COLLOPS_COMPILED=0) ---------------
 class PyPlan:
     """`collops.transport._stream.Plan` in Python: the same protocol, chunk for chunk."""
@@ -413,18 +433,28 @@ class PyPlan:
                 return False
         return True
 
+    def _reference_of(self, row: np.ndarray, send: int, recv: int) -> int:
+        """Where write ``row`` is published from in this call (see IN_OWN)."""
+        kind = int(row[W_REFERENCE])
+        if kind != IN_OWN:
+            return kind
+        return own_block_source(self.own, int(row[W_SRC]), send, recv)
+
     def _write_one(self, state: np.ndarray, send: int, recv: int, word: int,
                    fingerprint: int) -> int:
         i = int(state[S_WRITTEN])
         if i >= len(self.write):
             return 0
-        if self.write[i][W_REFERENCE] == IN_RECV and state[S_SELF] < self.own[2]:
+        reference = self._reference_of(self.write[i], send, recv)
+        if reference == IN_RECV and state[S_SELF] < self.own[2]:
             return 0
         c = int(self.cursor[self.size])
         if not self._slot_free(c, state):
             return 0
         state[S_BLOCKED_ON] = -1
-        src, n, mask, offset, reference = self.write[i]
+        src, n, mask, offset, kind = self.write[i]
+        if reference == IN_RECV and kind == IN_OWN:
+            src += self.own[1] - self.own[0]
         slot, words = c % self.nchunks, self.words
         h = self.my_headers + 8 * slot
         words[h + H_SEQ] = 0
@@ -526,8 +556,8 @@ class PyPlan:
         state[S_FOREIGN_WRITER] = -1
         status, touched, copied, stop = STUCK, False, False, 0.0
         written = int(state[S_WRITTEN])
-        if may_write and written < len(self.write) and self.write[written][W_REFERENCE] == \
-                IN_RECV:
+        if may_write and written < len(self.write) and \
+                self._reference_of(self.write[written], send, recv) == IN_RECV:
             while self._self_copy_some(state, send, recv):  # the own block first
                 copied = True
         while True:

@@ -59,11 +59,19 @@ enum { W_SRC = 0, W_NBYTES, W_MASK, W_OFFSET, W_REFERENCE, W_COLS };
 /* W_REFERENCE: the bytes are copied into the ring, or published where they are — in the send
  * buffer, or in the receive buffer once the rank's own block is copied there (an allgather's:
  * the readers' destinations then sit at the same page offsets as the source when the ranks
- * allocated alike, which keeps the kernel's copy out of its aliased slow case) */
-enum { IN_RING = 0, IN_SEND = 1, IN_RECV = 2 };
+ * allocated alike, which keeps the kernel's copy out of its aliased slow case). IN_OWN: an
+ * allgather's own block, from the send buffer (readable at once, and its lines are clean:
+ * reading lines another core just wrote costs a transfer per line) unless the reader's
+ * destination — where this rank's own copy goes, if the ranks allocated alike — would be
+ * aliased with it; then from the receive buffer. W_SRC is then the send buffer's offset. */
+enum { IN_RING = 0, IN_SEND = 1, IN_RECV = 2, IN_OWN = 3 };
 /* R_PID: the segment word holding the writer's process id (read when needed: a peer may
  * publish it after this rank's first plan was made) */
 enum { R_RANK = 0, R_FILLED, R_HEADERS, R_RING, R_DRAINED, R_DST, R_EXPECT, R_PID, R_COLS };
+
+/* Calls a plan with IN_OWN rows runs before measuring, and calls it measures per source. */
+#define TUNE_WARMUP 4
+#define TUNE_SAMPLES 8
 
 typedef struct {
     PyObject_HEAD
@@ -82,6 +90,16 @@ typedef struct {
     int64_t self_src, self_dst, self_len, self_piece;
     int streaming;              /* copy into the receive buffer bypassing the cache */
     int by_reference;           /* some write rows are references: copy the own block whole */
+    /* the own block's source for IN_OWN rows, chosen by measurement (`choose_own_source`) */
+    int has_own;                /* some write rows are IN_OWN */
+    int own_from;               /* IN_SEND or IN_RECV once chosen, 0 while measuring */
+    int trial_from;             /* the source the current call tries */
+    int64_t calls;              /* calls started on this plan */
+    int trial_is_sample;        /* the current call counts (past the warm-up) */
+    int timing;                 /* the current call is being timed, since call_started */
+    double call_started;
+    int samples[2];
+    double sample[2][TUNE_SAMPLES];
     Py_ssize_t nsleepers;
     Py_ssize_t *sleeper_word;
     long *sleeper_rank;
@@ -171,9 +189,12 @@ static int Plan_init(Plan *p, PyObject *args, PyObject *kw) {
     p->self_len = self_len;
     p->self_piece = chunk_bytes;
     p->streaming = streaming;
-    for (Py_ssize_t i = 0; i < p->nwrites; i++)
+    for (Py_ssize_t i = 0; i < p->nwrites; i++) {
         if (p->write[W_COLS * i + W_REFERENCE] != IN_RING)
             p->by_reference = 1;
+        if (p->write[W_COLS * i + W_REFERENCE] == IN_OWN)
+            p->has_own = 1;
+    }
     PyObject *fw = PySequence_Fast(sleeper_words, "sleeper_words");
     if (fw == NULL)
         return -1;
@@ -243,6 +264,64 @@ static int slot_free(Plan *p, int64_t c, int64_t *blocked) {
     return 1;
 }
 
+/* Where write row `row` is published from this call (IN_RING, IN_SEND or IN_RECV). */
+static int64_t reference_of(const Plan *p, const int64_t *row, const char *send,
+                            const char *recv) {
+    if (row[W_REFERENCE] != IN_OWN)
+        return row[W_REFERENCE];
+    uintptr_t from = (uintptr_t)(send + row[W_SRC]);
+    uintptr_t to = (uintptr_t)(recv + p->self_dst + (row[W_SRC] - p->self_src));
+    uintptr_t delta = (to - from) & 4095;
+    if (delta != 0 && delta < COPY_ALIAS_BYTES)
+        return IN_RECV;
+    return p->own_from ? p->own_from : p->trial_from;
+}
+
+/* Choosing where an allgather publishes its own block (IN_OWN), by measuring both. Which is
+ * faster depends on things the rank cannot see: the send buffer is readable at once and its
+ * lines are clean, the receive buffer's were just written by this core (on this VM, when its
+ * two vCPUs sit far apart, the peer's reads of them cost a transfer a line: 1-4 MiB blocks
+ * took 0.51-0.57 of MPICH's time from send, ~1.0 from recv), but a larger array is more
+ * likely to lie on transparent huge pages, which make the kernel's copy twice as fast (4 MiB
+ * blocks 1.14 of MPICH's time from send in another sitting, 1.0 from recv). So the first
+ * calls after a warm-up try the two in the order S R R S S R R S ... (a trend in the times,
+ * such as the first calls' page faults fading, then weighs on both alike), and the source
+ * whose calls took less in all (the fastest and slowest of each left out) is kept. Both
+ * ranks count the plan's calls alike, so they try the same source in the same call; either
+ * choice is correct whatever the peer does. */
+static void start_call(Plan *p) {
+    int64_t k = p->calls++;
+    if (k >= TUNE_WARMUP + 4 * TUNE_SAMPLES) {  /* calls too rarely done in one advance */
+        p->own_from = IN_SEND;
+        return;
+    }
+    p->trial_is_sample = k >= TUNE_WARMUP;
+    p->trial_from = k >= TUNE_WARMUP && ((k - TUNE_WARMUP + 1) >> 1) % 2 ? IN_RECV : IN_SEND;
+    p->timing = 1;
+    p->call_started = now();
+}
+
+static double kept_total(const double *t, int n) {
+    double total = 0.0, worst = t[0], best = t[0];
+    for (int i = 0; i < n; i++) {
+        total += t[i];
+        worst = t[i] > worst ? t[i] : worst;
+        best = t[i] < best ? t[i] : best;
+    }
+    return total - worst - best;
+}
+
+static void end_call(Plan *p, double seconds) {
+    int m = p->trial_from == IN_RECV;
+    p->timing = 0;
+    if (!p->trial_is_sample || p->samples[m] >= TUNE_SAMPLES)
+        return;
+    p->sample[m][p->samples[m]++] = seconds;
+    if (p->samples[0] == TUNE_SAMPLES && p->samples[1] == TUNE_SAMPLES)
+        p->own_from = kept_total(p->sample[1], TUNE_SAMPLES)
+                      < kept_total(p->sample[0], TUNE_SAMPLES) ? IN_RECV : IN_SEND;
+}
+
 /* Write this call's next chunk if its slot is free (and, for one published in the receive
  * buffer, the own block is copied): 1 written, 0 not. */
 static int write_one(Plan *p, int64_t *state, char *send, char *recv, uint64_t word,
@@ -251,7 +330,8 @@ static int write_one(Plan *p, int64_t *state, char *send, char *recv, uint64_t w
     if (i >= p->nwrites)
         return 0;
     const int64_t *row = p->write + W_COLS * i;
-    if (row[W_REFERENCE] == IN_RECV && state[S_SELF] < p->self_len)
+    int64_t reference = reference_of(p, row, send, recv);
+    if (reference == IN_RECV && state[S_SELF] < p->self_len)
         return 0;
     int64_t c = p->cursor[p->size];
     int64_t blocked = -1;
@@ -269,9 +349,12 @@ static int write_one(Plan *p, int64_t *state, char *send, char *recv, uint64_t w
     store_rel(p, h + H_MASK, (uint64_t)row[W_MASK]);
     store_rel(p, h + H_OFFSET, (uint64_t)row[W_OFFSET]);
     store_rel(p, h + H_NBYTES, (uint64_t)row[W_NBYTES]);
-    if (row[W_REFERENCE] != IN_RING) {
-        char *from = row[W_REFERENCE] == IN_RECV ? recv : send;
-        store_rel(p, h + H_SOURCE, (uint64_t)(uintptr_t)(from + row[W_SRC]));
+    if (reference != IN_RING) {
+        int64_t src = row[W_SRC];
+        if (reference == IN_RECV && row[W_REFERENCE] == IN_OWN)
+            src += p->self_dst - p->self_src;
+        char *from = reference == IN_RECV ? recv : send;
+        store_rel(p, h + H_SOURCE, (uint64_t)(uintptr_t)(from + src));
         int64_t *must_drain = state + S_RECEIVED + p->nwriters;
         for (uint64_t mask = (uint64_t)row[W_MASK]; mask; mask &= mask - 1)
             must_drain[__builtin_ctzll(mask)] = c + 1;
@@ -495,8 +578,11 @@ static PyObject *Plan_advance(Plan *p, PyObject *const *args, Py_ssize_t nargs) 
     double stop = 0.0;
     unsigned idle = 0;
     state[S_FOREIGN_WRITER] = -1;
+    if (p->has_own && !p->own_from && may_write && state[S_WRITTEN] == 0
+        && state[S_SELF] == 0)  /* a call's first advance, while choosing the source */
+        start_call(p);
     if (may_write && state[S_WRITTEN] < p->nwrites
-        && p->write[W_COLS * state[S_WRITTEN] + W_REFERENCE] == IN_RECV)
+        && reference_of(p, p->write + W_COLS * state[S_WRITTEN], send, recv) == IN_RECV)
         /* the own block first: the peers wait for the reference to it, not for this rank's
          * reads of theirs */
         copied = self_copy_some(p, state, send, recv, 1);
@@ -553,6 +639,8 @@ static PyObject *Plan_advance(Plan *p, PyObject *const *args, Py_ssize_t nargs) 
     }
     if (touched)
         wake_sleepers(p);
+    if (p->timing && status == DONE)
+        end_call(p, now() - p->call_started);
     PyBuffer_Release(&sbuf);
     return PyLong_FromLong(status | (touched || copied ? MOVED : 0));
 }
@@ -594,6 +682,18 @@ static PyMethodDef Plan_methods[] = {
      "ready(state, send, recv, word, fp, may_write) -> whether advance can move now."},
     {NULL, NULL, 0, NULL}};
 
+/* own_source: where an allgather's own block is published from once chosen (IN_SEND or
+ * IN_RECV), 0 while the plan still measures (or has no such block) */
+static PyObject *Plan_own_source(Plan *p, void *closure) {
+    (void)closure;
+    return PyLong_FromLong(p->own_from);
+}
+
+static PyGetSetDef Plan_getset[] = {
+    {"own_source", (getter)Plan_own_source, NULL, "the own block's chosen source", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 static PyTypeObject PlanType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "collops.transport._stream.Plan",
@@ -604,6 +704,7 @@ static PyTypeObject PlanType = {
     .tp_init = (initproc)Plan_init,
     .tp_dealloc = (destructor)Plan_dealloc,
     .tp_methods = Plan_methods,
+    .tp_getset = Plan_getset,
 };
 
 /* copy(dst, src, nbytes): `copy_bytes` between two addresses, for the transport's bulk areas

@@ -21,6 +21,10 @@ class Plan:
                  self_copy: tuple[int, int, int], sleeper_words: Sequence[int],
                  sleeper_ranks: Sequence[int], wake: Callable[[int], None],
                  streaming: bool = False) -> None: ...
+    @property
+    def own_source(self) -> int:
+        """Where an allgather's own block is published from once chosen by measuring
+        (IN_SEND 1 or IN_RECV 2), 0 while still measuring or without such a block."""
     def advance(self, state: Any, send: int, recv: int, word: int, fingerprint: int,
                 may_write: bool, spin: float, /) -> int:
         """Everything that can move now, spinning at most ``spin`` s: DONE, STUCK or FOREIGN,
