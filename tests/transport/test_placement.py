@@ -106,3 +106,11 @@ def test_the_run_command_takes_bind_to(tmp_path: Path, capfd: pytest.CaptureFixt
         main(["run", "-n", "2", "--bind-to", "socket", str(program)])
     assert stop.value.code == 2
     assert "--bind-to: invalid choice: 'socket'" in capfd.readouterr().err
+
+
+def test_a_cpu_that_cannot_be_had_leaves_the_process_where_it_was() -> None:
+    before = os.sched_getaffinity(0)
+    placement.pin(4096)  # no such CPU: EINVAL, not an exception out of a rank's start
+    assert os.sched_getaffinity(0) == before
+    placement.pin(None)
+    assert os.sched_getaffinity(0) == before

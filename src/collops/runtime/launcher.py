@@ -201,8 +201,7 @@ def _start_rank(job: _Job, rank: int, argv: list[str], tag_output: bool,
 
     def start() -> None:  # in the child, before exec: the pin survives the exec
         _die_with_parent()
-        if cpu is not None:
-            os.sched_setaffinity(0, {cpu})
+        placement.pin(cpu)
 
     pipe = subprocess.PIPE if tag_output else None
     proc = subprocess.Popen([sys.executable, *argv], env=env, stdout=pipe, stderr=pipe,

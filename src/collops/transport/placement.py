@@ -72,9 +72,17 @@ def rank_environment(binding: list[int | None], job_cpus: int) -> dict[str, str]
 def enter_rank(rank: int, binding: list[int | None], job_cpus: int) -> None:
     """In a rank's process: record the job's CPUs and plan, and pin to the rank's CPU."""
     os.environ.update(rank_environment(binding, job_cpus))
-    cpu = binding[rank]
-    if cpu is not None:
+    pin(binding[rank])
+
+
+def pin(cpu: int | None) -> None:
+    """Pin this process to ``cpu`` (None: stay); a CPU taken away meanwhile leaves it be."""
+    if cpu is None:
+        return
+    try:
         os.sched_setaffinity(0, {cpu})
+    except OSError:  # a cpuset changed under the job: run where the kernel says
+        pass
 
 
 def binding_of_job(size: int) -> list[int | None]:
