@@ -32,8 +32,9 @@ def _run_all(comm, collective, p, seed):
     return out
 
 
-def _check(collective, p, seed, transport="shm"):
-    per_rank = collops.spawn(_run_all, p, collective, p, seed, transport=transport, timeout=120)
+def _check(collective, p, seed, transport="shm", bind_to="auto"):
+    per_rank = collops.spawn(_run_all, p, collective, p, seed, transport=transport, timeout=120,
+                             bind_to=bind_to)
     cases = cases_for(collective, p, seed=seed)
     seen = set()
     for k, (name, i, _) in enumerate(per_rank[0]):
@@ -51,6 +52,14 @@ def _check(collective, p, seed, transport="shm"):
 @pytest.mark.parametrize("p", [2, 3, 4])
 def test_every_algorithm_over_shm(collective, p):
     _check(collective, p, seed=3)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("bind_to", ["none", "core"])
+@pytest.mark.parametrize("collective", ["allreduce", "bcast", "scatter", "scan", "barrier"])
+def test_four_ranks_pinned_or_not(collective, bind_to):
+    # pinned ranks yield at once to a peer on their own core; unpinned ones spin first
+    _check(collective, 4, seed=5, bind_to=bind_to)
 
 
 @pytest.mark.timeout(180)
