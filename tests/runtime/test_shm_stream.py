@@ -178,7 +178,9 @@ def test_an_allgathers_own_block_is_read_from_send_unless_that_copy_would_be_ali
             delta = (recv_offset - send_offset) % 4096
             expected = IN_RECV if 0 < delta < 64 else IN_SEND
             for src in (0, 4096 * 3):
-                assert own_block_source(own, src, send, recv) == expected
+                assert own_block_source(own, src, n, send, recv) == expected
+            # a piece too small to be slow is never worth waiting for the own copy
+            assert own_block_source(own, 0, 2048, send, recv) == IN_SEND
 
 
 def _own_source_chosen(comm):

@@ -374,10 +374,9 @@ def _compiled_runner(comm: Any, transport: ShmTransport, area: DirectArea, spec:
     # without the fingerprint (only to measure its cost): nothing stored, nothing packed
     fingerprint = call_fingerprint(spec) if fingerprinted else 0
     sleepers = [r for r in area.group if r != transport.rank]
-    held = [area.held[j][i] for i in slots for j in others]
-    ack_of_me = [area.ack[m][rank][i] for m in range(p) for i in slots]
+    # the words of peers pinned to this rank's core: waits for them yield at once
     on_my_core = [m for m in range(p) if transport.shares_core(area.group[m])]
-    local_words = [area.held[j][i] for i in slots for j in others if j in on_my_core] + [
+    local_words = [area.held[m][i] for i in slots for m in on_my_core if m in others] + [
         area.ack[m][rank][i] for m in on_my_core for i in slots]
 
     def slow(status: int, send: Any, recv: Any, seq: int, timeout: float | None,
@@ -402,8 +401,10 @@ def _compiled_runner(comm: Any, transport: ShmTransport, area: DirectArea, spec:
         nbytes=contribution_bytes(spec) if publishes else 0, fingerprint=fingerprint,
         mix=held_word(0, fingerprint), my_held=area.held[rank], my_fp=area.fps[rank],
         my_data=area.slot_offset[rank],
-        held=held, ack=[area.ack[rank][j][i] for i in slots for j in others],
-        ack_of_me=ack_of_me, local_words=local_words,
+        held=[area.held[j][i] for i in slots for j in others],
+        ack=[area.ack[rank][j][i] for i in slots for j in others],
+        ack_of_me=[area.ack[m][rank][i] for m in range(p) for i in slots],
+        local_words=local_words,
         sleeper_words=[transport.sleeping_word(r) for r in sleepers], sleeper_ranks=sleepers,
         read_kind=kind, src=src, dst=[d * size for d in plan.dst],
         len=[n * size] * len(plan.dst), self_copy=(plan.self_from * size, 0, n * size),

@@ -196,10 +196,10 @@ R_RANK, R_FILLED, R_HEADERS, R_RING, R_DRAINED, R_DST, R_EXPECT, R_PID = range(8
 #: 1.13), 8-32 MiB 0.95-0.96 of it, and with NT stores for the own block only from 16 MiB
 #: (`STREAMING_REFERENCES_FROM`), 16 and 32 MiB 0.70 of MPICH's time. alltoall (per-rank
 #: sizes 1, 2, 4, 16 MiB; blocks of half that): the ring 1.15, 1.09, 1.10 of MPICH's time
-#: (16 MiB: linear, 1.06), by
-#: reference 0.98, 0.97, 1.00, 0.80. Elsewhere the ring won: bcast 2-3x (a root whose
-#: core would otherwise idle pipelines better through its ring), allgather at 4 ranks on 2
-#: cores mixed (256 KiB 1.53, 1 MiB 0.79, 4 MiB 1.16 of the ring's time).
+#: (16 MiB: linear, 1.06), by reference 0.98, 0.97, 1.00, 0.80. Elsewhere the ring won:
+#: bcast 2-3x (a root whose core would otherwise idle pipelines better through its ring),
+#: allgather at 4 ranks on 2 cores mixed (256 KiB 1.53, 1 MiB 0.79, 4 MiB 1.16 of the
+#: ring's time).
 BY_REFERENCE: dict[str, dict[int, tuple[float, float]]] = {
     "allgather": {2: (512 * KiB, UNBOUNDED), 8: (UNBOUNDED, UNBOUNDED)},
     "alltoall": {2: (512 * KiB, UNBOUNDED), 8: (UNBOUNDED, UNBOUNDED)},
@@ -391,11 +391,13 @@ def _layout_of(spec: CallSpec, me: int, chunk: int, whole: bool = False) -> tupl
     return writes, reads, (0, 0, 0) if folded or nb == 0 else own
 
 
-def own_block_source(own: tuple[int, int, int], src: int, send: int, recv: int) -> int:
-    """Where an allgather publishes the piece at ``src`` of its own block (IN_OWN): IN_SEND,
-    or IN_RECV when a reader whose buffers sit as this rank's would copy it aliased."""
+def own_block_source(own: tuple[int, int, int], src: int, nbytes: int, send: int,
+                     recv: int) -> int:
+    """Where an allgather publishes the ``nbytes`` at ``src`` of its own block (IN_OWN):
+    IN_SEND, or IN_RECV when a reader whose buffers sit as this rank's would copy them
+    aliased."""
     to = recv + own[1] + src - own[0]
-    return IN_RECV if seg.aliased(to, send + src, 4096) else IN_SEND
+    return IN_RECV if seg.aliased(to, send + src, nbytes) else IN_SEND
 
 
 # -- the protocol in Python (when the extension is missing or COLLOPS_COMPILED=0) ---------------
@@ -438,7 +440,7 @@ class PyPlan:
         kind = int(row[W_REFERENCE])
         if kind != IN_OWN:
             return kind
-        return own_block_source(self.own, int(row[W_SRC]), send, recv)
+        return own_block_source(self.own, int(row[W_SRC]), int(row[W_NBYTES]), send, recv)
 
     def _write_one(self, state: np.ndarray, send: int, recv: int, word: int,
                    fingerprint: int) -> int:
@@ -659,7 +661,7 @@ class StreamExecution:
         self.expect = (slot_of(seq, phase), word, fingerprint)
         self.tag = shm_direct._call_tag(context, seq, phase)
         self.deadline = None if timeout is None else time.monotonic() + timeout
-        self.spin = SPIN_OVERSUBSCRIBED if transport.oversubscribed else SPIN
+        self.spin = _spin(transport)
         self.left = 1
         self.moved = False
         area.active.append(self)
@@ -962,6 +964,11 @@ def _flat(a: np.ndarray | None) -> np.ndarray | None:
     return None if a is None else a.reshape(-1)
 
 
+def _spin(transport: ShmTransport) -> float:
+    """Seconds the compiled loop spins before returning to Python to wait."""
+    return SPIN_OVERSUBSCRIBED if transport.oversubscribed else SPIN
+
+
 def runner(comm: Any, spec: CallSpec, **options: Any) -> Callable[..., None]:
     """The blocking form: ``fn(send, recv, seq, timeout, phase=0)`` (``options`` such as
     ``length_prefix`` change nothing here)."""
@@ -973,12 +980,11 @@ def runner(comm: Any, spec: CallSpec, **options: Any) -> Callable[..., None]:
     prepared = None if chained else plan_for(area, spec, tuple(direct.group), rank)
     # a call that does not fold may run in one `advance`, before any object is made for it
     alone = None if prepared is None or _folds(spec, rank) else prepared
-    spin = SPIN_OVERSUBSCRIBED if transport.oversubscribed else SPIN
+    spin = _spin(transport)
 
     def fn(send: np.ndarray | None, recv: np.ndarray | None, seq: int,
            timeout: float | None, phase: int = 0) -> None:
-        flat_send = None if send is None else send.reshape(-1)
-        flat_recv = None if recv is None else recv.reshape(-1)
+        flat_send, flat_recv = _flat(send), _flat(recv)
         ex: StreamExecution | FoldingExecution | ChainExecution
         if alone is not None and not progress.active and not area.active:
             # nothing else in flight here: the whole call in C, as a rule; else on from there

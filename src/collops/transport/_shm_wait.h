@@ -54,6 +54,14 @@ static inline double now(void) {
  * copying at the same time, a 4 MiB own block took 246 µs in 2 KiB pieces and 151 whole. */
 #define COPY_WHOLE_FROM (1024 * 1024)
 
+/* Whether a copy of `n` bytes from `src` to `dst` is in the 4 KiB-aliasing slow case (see
+ * `copy_bytes`), for glibc's memcpy and the kernel's copy alike (`shm_segment.aliased` in
+ * Python). */
+static inline int aliased(uintptr_t dst, uintptr_t src, size_t n) {
+    uintptr_t delta = (dst - src) & 4095;
+    return n > COPY_PIECE && delta != 0 && delta < COPY_ALIAS_BYTES;
+}
+
 /* memcpy, around its slow case. glibc copies blocks of a few KiB up to a few hundred KiB with
  * `rep movsb`, which runs 15x slower (3 GB/s instead of 50, measured for 128 KiB on this
  * machine's AMD EPYC) when the destination sits 1-32 bytes past the source modulo 4 KiB: the
@@ -62,8 +70,7 @@ static inline double now(void) {
  * the segment at a page. Such copies go in 2 KiB pieces, which glibc copies with vector
  * loops (as fast as the unaliased copy). */
 static inline void copy_bytes(void *dst, const void *src, size_t n) {
-    uintptr_t delta = ((uintptr_t)dst - (uintptr_t)src) & 4095;
-    if (n <= COPY_PIECE || n >= COPY_WHOLE_FROM || delta == 0 || delta >= COPY_ALIAS_BYTES) {
+    if (n >= COPY_WHOLE_FROM || !aliased((uintptr_t)dst, (uintptr_t)src, n)) {
         memcpy(dst, src, n);
         return;
     }

@@ -271,8 +271,7 @@ static int64_t reference_of(const Plan *p, const int64_t *row, const char *send,
         return row[W_REFERENCE];
     uintptr_t from = (uintptr_t)(send + row[W_SRC]);
     uintptr_t to = (uintptr_t)(recv + p->self_dst + (row[W_SRC] - p->self_src));
-    uintptr_t delta = (to - from) & 4095;
-    if (delta != 0 && delta < COPY_ALIAS_BYTES)
+    if (aliased(to, from, (size_t)row[W_NBYTES]))
         return IN_RECV;
     return p->own_from ? p->own_from : p->trial_from;
 }
@@ -394,8 +393,7 @@ static char *bounce;   /* page-aligned, BOUNCE_BYTES + 4 KiB; used under the GIL
  * arrays allocated one after the other on the heap); such reads go through a bounce buffer
  * placed half a page from the source's offset in its page, then to where they belong. */
 static int copy_from_process(int64_t pid, char *local, uint64_t remote, size_t n) {
-    uintptr_t delta = ((uintptr_t)local - (uintptr_t)remote) & 4095;
-    if (n <= COPY_PIECE || delta == 0 || delta >= COPY_ALIAS_BYTES)
+    if (!aliased((uintptr_t)local, (uintptr_t)remote, n))
         return read_process(pid, local, remote, n);
     if (bounce == NULL && posix_memalign((void **)&bounce, 4096, BOUNCE_BYTES + 4096))
         return ENOMEM;
