@@ -3,14 +3,17 @@
  * Two processes each write their block into their own ring of `chunks` slots of `chunk`
  * bytes in shared memory, read the peer's block out of the peer's ring into their output,
  * and copy their own block into the output between chunks, as collops.transport._stream
- * does (with the same 2 KiB pieces around 4 KiB aliasing). Prints the mean time per call.
+ * does, with the transport's own `copy_bytes` (_shm_wait.h). Prints the mean time per call.
  *
- *   gcc -O2 -o /tmp/stream_floor benchmarks/stream_floor.c
+ *   gcc -O2 -I src/collops/transport -o /tmp/stream_floor benchmarks/stream_floor.c
  *   /tmp/stream_floor 4194304 131072 8      # bytes per rank, chunk bytes, chunks
  *
- * On the development VM (2026-11-25) 4 MiB took 620-670 µs here and 580-780 µs through
- * collops (`collops bench -n 2 --collectives allgather --sizes 4M --algorithm shm_stream`),
- * against MPICH's 455-575: the stream is at its own floor, and that floor is above MPICH's.
+ * On the development VM (2026-11-25, evening): 1, 2 and 4 MiB took 113, 211 and 629 µs here;
+ * through collops (`benchmarks/interleaved.py`, the ring) 109, 225 and 607, against MPICH's
+ * 136, 262 and 588 in the same processes. Before `copy_bytes` copied aliased blocks with a
+ * vector loop (gcc had inlined its 2 KiB pieces as `rep movsq`, itself aliased) the ring took
+ * 142 µs at 1 MiB. So up to 2 MiB the two copies through the ring, one on each core, beat
+ * the kernel's single copy (`copy_rates.c`); at 4 MiB and beyond they are even.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -22,24 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "_shm_wait.h" /* the transport's own copy_bytes */
+
 #define LOAD(p) __atomic_load_n(p, __ATOMIC_ACQUIRE)
 #define STORE(p, v) __atomic_store_n(p, v, __ATOMIC_RELEASE)
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static void copy(char *d, const char *s, size_t n) {
-    uintptr_t delta = ((uintptr_t)d - (uintptr_t)s) & 4095;
-    if (n <= 2048 || delta == 0 || delta >= 64) {
-        memcpy(d, s, n);
-        return;
-    }
-    for (size_t q = 0; q < n; q += 2048)
-        memcpy(d + q, s + q, n - q < 2048 ? n - q : 2048);
-}
 
 int main(int argc, char **argv) {
     if (argc != 4) {
@@ -79,21 +68,21 @@ int main(int argc, char **argv) {
             int moved = 0;
             if (w < per && (written < nchunks || LOAD(drained[me]) >= written - nchunks + 1)) {
                 size_t off = w * chunk, m = n - off < chunk ? n - off : chunk;
-                copy(rings[me] + (written % nchunks) * chunk, x + off, m);
+                copy_bytes(rings[me] + (written % nchunks) * chunk, x + off, m);
                 STORE(filled[me], ++written);
                 w++;
                 moved = 1;
             }
             if (r < per && LOAD(filled[peer]) > read) {
                 size_t off = r * chunk, m = n - off < chunk ? n - off : chunk;
-                copy(out + peer * n + off, rings[peer] + (read % nchunks) * chunk, m);
+                copy_bytes(out + peer * n + off, rings[peer] + (read % nchunks) * chunk, m);
                 STORE(drained[peer], ++read);
                 r++;
                 moved = 1;
             }
             if (!moved && self < n) {
                 size_t m = n - self < chunk ? n - self : chunk;
-                copy(out + me * n + self, x + self, m);
+                copy_bytes(out + me * n + self, x + self, m);
                 self += m;
             }
         }

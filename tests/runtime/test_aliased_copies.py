@@ -1,10 +1,11 @@
 """Copies between buffers a few bytes apart modulo 4 KiB, and copies large enough to bypass
 the cache, on real processes.
 
-The compiled runners copy such buffers in pieces (`copy_bytes` in ``_shm_wait.h``: glibc's
-``rep movsb`` is 15x slower when the destination sits 1-32 bytes past the source modulo a
-page). Here every distance class — in the window, at its edges, outside it — meets lengths
-that are not a multiple of the piece, through the direct slots and the stream rings, and the
+The compiled runners copy such buffers with a loop of vector loads and stores (`copy_bytes`
+in ``_shm_wait.h``: glibc's ``rep movsb`` is 15x slower when the destination sits 1-63 bytes
+past the source modulo a page), the Python ones in 2 KiB pieces. Here every distance class —
+in the window, at its edges, outside it — meets lengths that are a multiple of neither the
+loop's 64 bytes nor the piece, through the direct slots and the stream rings, and the
 results are compared with numpy's. Then calls that receive enough for the stream's
 non-temporal stores (`copy_streaming`), at odd alignments and lengths; the transport's own
 copies between its bulk area and the user's buffers (`shm_segment.copy_memory`, compiled and

@@ -184,8 +184,8 @@ def test_an_allgathers_own_block_is_read_from_send_unless_that_copy_would_be_ali
 
 
 def _own_source_chosen(comm):
-    """30 allgathers of 1 MiB blocks by reference, each checked; the source the plan chose."""
-    n = 1 << 17
+    """30 allgathers of 4 MiB blocks by reference, each checked; the source the plan chose."""
+    n = 1 << 19
     wrong = []
     for i in range(30):
         x = np.arange(n, dtype=np.float64) * (comm.rank + 1) + i
@@ -204,7 +204,7 @@ def test_the_compiled_loop_measures_where_to_publish_an_allgathers_own_block(mon
     # the plan keeps one once it has timed both
     from collops.algorithms.shm_stream import IN_RECV, IN_SEND
     assert shm_stream._stream is not None, "collops.transport._stream was not built"
-    assert shm_stream.by_reference("allgather", 2, 1 << 20)
+    assert shm_stream.by_reference("allgather", 2, 4 << 20)
     for wrong, sources in collops.spawn(_own_source_chosen, 2, transport="shm", timeout=50):
         assert wrong == []
         assert len(sources) == 1 and sources <= {IN_SEND, IN_RECV}
@@ -391,8 +391,9 @@ def test_the_measured_bounds_follow_the_number_of_ranks():
 
 def test_blocks_go_by_reference_only_where_that_measured_faster():
     from collops.algorithms.shm_stream import MiB, by_reference
-    assert by_reference("allgather", 2, 4 * MiB) and by_reference("alltoall", 2, 8 * MiB)
+    assert by_reference("allgather", 2, 4 * MiB) and by_reference("alltoall", 2, 4 * MiB)
     assert by_reference("allgather", 2, 16 * MiB)
-    assert not by_reference("allgather", 2, 256 * 1024)
+    assert not by_reference("allgather", 2, 2 * MiB)  # two copies through the ring won
+    assert not by_reference("alltoall", 2, 2 * MiB) and not by_reference("alltoall", 2, 8 * MiB)
     assert not by_reference("allgather", 4, 4 * MiB)  # more ranks than cores
     assert not by_reference("bcast", 2, 4 * MiB)  # a root's idle core: the ring pipelines

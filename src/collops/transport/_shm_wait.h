@@ -44,14 +44,12 @@ static inline double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Pieces `copy_bytes` splits an aliased copy into: below glibc's `rep movsb` threshold. */
-#define COPY_PIECE 2048
 /* Distances (destination - source, modulo 4 KiB) at which a copy is aliased. */
 #define COPY_ALIAS_BYTES 64
+/* Bytes below which an aliased copy costs too little to matter: memcpy's own. */
+#define COPY_ALIAS_FROM 2048
 /* Bytes from which glibc no longer copies with `rep movsb` and the aliased case costs
- * nothing (measured here: 128 KiB 43 µs against 2.7, 256 KiB 89 against 7; 512 KiB 20
- * against 22, 4 MiB 147 against 134). A whole copy is then the faster: with the peer rank
- * copying at the same time, a 4 MiB own block took 246 µs in 2 KiB pieces and 151 whole. */
+ * nothing (measured here: 1 MiB 32 µs aliased against 35, 4 MiB 147 against 134). */
 #define COPY_WHOLE_FROM (1024 * 1024)
 
 /* Whether a copy of `n` bytes from `src` to `dst` is in the 4 KiB-aliasing slow case (see
@@ -59,16 +57,19 @@ static inline double now(void) {
  * Python). */
 static inline int aliased(uintptr_t dst, uintptr_t src, size_t n) {
     uintptr_t delta = (dst - src) & 4095;
-    return n > COPY_PIECE && delta != 0 && delta < COPY_ALIAS_BYTES;
+    return n > COPY_ALIAS_FROM && delta != 0 && delta < COPY_ALIAS_BYTES;
 }
 
 /* memcpy, around its slow case. glibc copies blocks of a few KiB up to a few hundred KiB with
- * `rep movsb`, which runs 15x slower (3 GB/s instead of 50, measured for 128 KiB on this
- * machine's AMD EPYC) when the destination sits 1-32 bytes past the source modulo 4 KiB: the
- * loads wait on stores they only seem to depend on (4 KiB aliasing). That is the common
- * case, not a corner: numpy's large arrays start 16 bytes into a page and the chunk slots of
- * the segment at a page. Such copies go in 2 KiB pieces, which glibc copies with vector
- * loops (as fast as the unaliased copy). */
+ * `rep movsb` (and gcc inlines a copy it knows to be short as `rep movsq`), which runs 15x
+ * slower (3 GB/s instead of 50, measured for 128 KiB on this machine's AMD EPYC) when the
+ * destination sits 1-63 bytes past the source modulo 4 KiB: the loads wait on stores they
+ * only seem to depend on (4 KiB aliasing). That is the common case, not a corner: numpy's
+ * large arrays start 16 bytes into a page and the chunk slots of the segment at a page. Such
+ * copies go through a loop of 16-byte vector loads and stores (SSE2, in every x86-64), as
+ * fast as the unaliased memcpy (`benchmarks/copy_rates.c`, "aliased": 128 KiB 2.7 µs against
+ * 43 for memcpy and 7.9 for the 2 KiB `rep movsq` pieces this replaced); elsewhere in 2 KiB
+ * memcpy pieces, which glibc copies with vector loops. */
 static inline void copy_bytes(void *dst, const void *src, size_t n) {
     if (n >= COPY_WHOLE_FROM || !aliased((uintptr_t)dst, (uintptr_t)src, n)) {
         memcpy(dst, src, n);
@@ -76,8 +77,24 @@ static inline void copy_bytes(void *dst, const void *src, size_t n) {
     }
     char *d = dst;
     const char *s = src;
-    for (size_t done = 0; done < n; done += COPY_PIECE)
-        memcpy(d + done, s + done, n - done < COPY_PIECE ? n - done : COPY_PIECE);
+#if defined(__SSE2__)
+    size_t lines = n / 64;
+    for (size_t i = 0; i < lines; i++, d += 64, s += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)s);
+        __m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
+        __m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
+        _mm_storeu_si128((__m128i *)d, a);
+        _mm_storeu_si128((__m128i *)(d + 16), b);
+        _mm_storeu_si128((__m128i *)(d + 32), c);
+        _mm_storeu_si128((__m128i *)(d + 48), e);
+    }
+    memcpy(d, s, n - 64 * lines);
+#else
+    void *(*volatile copy)(void *, const void *, size_t) = memcpy;  /* not inlined */
+    for (size_t done = 0; done < n; done += COPY_ALIAS_FROM)
+        copy(d + done, s + done, n - done < COPY_ALIAS_FROM ? n - done : COPY_ALIAS_FROM);
+#endif
 }
 
 /* A copy with non-temporal stores (SSE2; elsewhere `copy_bytes`), for destinations too large
