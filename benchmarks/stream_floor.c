@@ -2,18 +2,19 @@
  *
  * Two processes each write their block into their own ring of `chunks` slots of `chunk`
  * bytes in shared memory, read the peer's block out of the peer's ring into their output,
- * and copy their own block into the output between chunks, as collops.transport._stream
- * does, with the transport's own `copy_bytes` (_shm_wait.h). Prints the mean time per call.
+ * and copy their own block into the output in the same pass as their ring chunks (or between
+ * chunks, when idle), as collops.transport._stream does, with the transport's own
+ * `copy_bytes` and `copy_twice` (_shm_wait.h). Prints the mean time per call.
  *
  *   gcc -O2 -I src/collops/transport -o /tmp/stream_floor benchmarks/stream_floor.c
  *   /tmp/stream_floor 4194304 131072 8      # bytes per rank, chunk bytes, chunks
  *
- * On the development VM (2026-11-25, evening): 1, 2 and 4 MiB took 113, 211 and 629 µs here;
- * through collops (`benchmarks/interleaved.py`, the ring) 109, 225 and 607, against MPICH's
- * 136, 262 and 588 in the same processes. Before `copy_bytes` copied aliased blocks with a
- * vector loop (gcc had inlined its 2 KiB pieces as `rep movsq`, itself aliased) the ring took
- * 142 µs at 1 MiB. So up to 2 MiB the two copies through the ring, one on each core, beat
- * the kernel's single copy (`copy_rates.c`); at 4 MiB and beyond they are even.
+ * On the development VM (2026-11-25, evening): 1, 4, 8 and 16 MiB took 80, 364, 1202 and
+ * 3072 µs here (1 MiB: 113 before the one pass for both copies); through collops (`benchmarks/interleaved.py`) 121-125, 400-465,
+ * 1125-1211 and 2938-2984, against MPICH's 144-148, 379-489, 1370-1401 and 3620-3704 in the
+ * same processes. So the two copies through the ring, one on each core, with the input read
+ * once, beat the kernel's single copy (`copy_rates.c`) but for 4 MiB blocks, where the
+ * three buffers of both ranks still fit in the cache and it comes out even.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -68,7 +69,13 @@ int main(int argc, char **argv) {
             int moved = 0;
             if (w < per && (written < nchunks || LOAD(drained[me]) >= written - nchunks + 1)) {
                 size_t off = w * chunk, m = n - off < chunk ? n - off : chunk;
-                copy_bytes(rings[me] + (written % nchunks) * chunk, x + off, m);
+                char *slot = rings[me] + (written % nchunks) * chunk;
+                if (self == off) {  /* the own block's next piece too, in the same pass */
+                    copy_twice(slot, out + me * n + off, x + off, m);
+                    self += m;
+                } else {
+                    copy_bytes(slot, x + off, m);
+                }
                 STORE(filled[me], ++written);
                 w++;
                 moved = 1;

@@ -9,7 +9,8 @@ the chunks it needs out of the rings of the ranks it reads — in C (`collops.tr
 _stream`) where it was built, else with the same protocol in Python (`PyPlan`):
 
 * ``bcast``: the root writes, every other rank reads every chunk;
-* ``allgather``: every rank writes its block, every rank reads every other rank's;
+* ``allgather``: every rank writes its block (and copies it into its own output in the same
+  pass over its input, `copy_twice`), every rank reads every other rank's;
 * ``alltoall``: every rank writes its blocks for the others, interleaved chunk by chunk so
   each reader is fed at the same rate, and each chunk has one reader;
 * ``scatter``/``gather``: the root writes one block per rank / reads one from each;
@@ -204,11 +205,15 @@ R_RANK, R_FILLED, R_HEADERS, R_RING, R_DRAINED, R_DST, R_EXPECT, R_PID = range(8
 #: 4 MiB against 0.99-1.02, 0.98-1.03 at 8 MiB against 0.96-0.98 and 0.86-0.89 at 16 MiB
 #: alike; for alltoall blocks of 512 KiB to 2 MiB 0.82-0.96 against 0.93-1.19, of 4 MiB
 #: 1.04-1.06 against 0.97-0.99, of 8 MiB 0.84-0.89 against 0.95-0.99 (the ring's own block
-#: then with non-temporal stores). Elsewhere the ring won: bcast 2-3x (a root whose core
-#: would otherwise idle pipelines better through its ring), allgather at 4 ranks on 2 cores
-#: mixed (256 KiB 1.53, 1 MiB 0.79, 4 MiB 1.16 of the ring's time).
+#: then with non-temporal stores). Then the ring's allgather copied its own block in the
+#: pass that writes its chunks (`copy_twice`), through the cache (`STREAMING_FUSED_FROM`):
+#: 1 MiB 0.73-0.80 against 0.83-0.84 by reference, 4 MiB 0.94-1.05 against 0.98-0.99,
+#: 8 MiB 0.83-0.85 against 0.97-1.01, 16 MiB 0.80-0.83 against 0.91. Elsewhere the ring
+#: won: bcast 2-3x (a root whose core would otherwise idle pipelines better through its
+#: ring), allgather at 4 ranks on 2 cores mixed (256 KiB 1.53, 1 MiB 0.79, 4 MiB 1.16 of
+#: the ring's time).
 BY_REFERENCE: dict[str, dict[int, tuple[float, float]]] = {
-    "allgather": {2: (4 * MiB, UNBOUNDED), 8: (UNBOUNDED, UNBOUNDED)},
+    "allgather": {2: (4 * MiB, 8 * MiB), 8: (UNBOUNDED, UNBOUNDED)},
     "alltoall": {2: (4 * MiB, 8 * MiB), 8: (UNBOUNDED, UNBOUNDED)},
 }
 
@@ -234,6 +239,11 @@ STREAMING_READER_FROM = 4 * MiB
 #: 2-rank allgather of 8 MiB blocks (16 MiB received) 0.99-1.02 of MPICH's time with cached
 #: stores against 1.19, of 16 MiB blocks 0.70-0.72 with streaming stores against 0.98-1.01
 STREAMING_REFERENCES_FROM = 32 * MiB
+#: the same for an allgather through the rings, whose own block is copied in the same pass
+#: as its ring chunks (`copy_twice` in ``_shm_wait.h``): never — its source is read once and
+#: its destination lines then are better written through the cache (2 ranks, 8 / 16 / 32 MiB
+#: blocks: 1.10 / 2.79 / 6.44 ms cached against 1.22 / 2.96-3.01 / 6.69-6.87 streaming)
+STREAMING_FUSED_FROM = UNBOUNDED
 #: seconds the compiled loop spins for its peers before returning to Python to wait
 SPIN = 20e-6
 #: the same when ranks outnumber cores (a late peer then needs this rank's core)
@@ -319,8 +329,10 @@ def _make_plan(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: 
         sleeper_words=[t.sleeping_word(r) for r in sleepers], sleeper_ranks=sleepers,
         wake=t.wake)
     received = own[2] + sum(r[R_EXPECT] for r in rows)
-    streaming = received >= (STREAMING_REFERENCES_FROM if whole else STREAMING_STORES_FROM
-                             if write_rows else STREAMING_READER_FROM)
+    fused = spec.collective == "allgather" and not whole and own[2] > 0
+    streaming = received >= (STREAMING_REFERENCES_FROM if whole else STREAMING_FUSED_FROM
+                             if fused else STREAMING_STORES_FROM if write_rows
+                             else STREAMING_READER_FROM)
     plan = (_stream.Plan(**fields, streaming=streaming) if compiled
             else PyPlan(area, **fields))
     state = np.zeros(S_RECEIVED + len(rows) + len(area.cursors) - 1, np.int64)

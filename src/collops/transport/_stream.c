@@ -359,8 +359,16 @@ static int write_one(Plan *p, int64_t *state, char *send, char *recv, uint64_t w
             must_drain[__builtin_ctzll(mask)] = c + 1;
     } else {
         store_rel(p, h + H_SOURCE, 0);
-        copy_bytes(p->base + p->my_ring + slot * p->chunk_bytes, send + row[W_SRC],
-                   row[W_NBYTES]);
+        char *to = p->base + p->my_ring + slot * p->chunk_bytes;
+        int64_t own = row[W_SRC] - p->self_src, n = row[W_NBYTES];
+        if (own == state[S_SELF] && own + n <= p->self_len
+            && recv + p->self_dst != send + p->self_src) {
+            /* the own block's next piece is this chunk's bytes: one read for both copies */
+            copy_twice(to, recv + p->self_dst + own, send + row[W_SRC], (size_t)n);
+            state[S_SELF] = own + n;
+        } else {
+            copy_bytes(to, send + row[W_SRC], (size_t)n);
+        }
     }
     store_rel(p, h + H_SEQ, (uint64_t)(c + 1));
     store_rel(p, p->my_filled, (uint64_t)(c + 1));
