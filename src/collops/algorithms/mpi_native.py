@@ -183,11 +183,14 @@ def _post_movement(MPI: Any, mc: Any, spec: CallSpec, rank: int, send: np.ndarra
     if c in ("scatter", "scatterv"):
         whole = [s, counts, displs, byte] if rank == root else None
         return mc.Iscatterv(whole, [r, counts[rank], byte], root)
-    if c in ("gather", "gatherv"):
-        whole = [r, counts, displs, byte] if rank == root else None
-        return mc.Igatherv([s, counts[rank], byte], whole, root)
-    if c in ("allgather", "allgatherv"):
-        return mc.Iallgatherv([s, counts[rank], byte], [r, counts, displs, byte])
+    if c in ("gather", "gatherv", "allgather", "allgatherv"):
+        # x exactly its own block of out (the only overlap `Comm` passes on): MPI_IN_PLACE,
+        # since MPI forbids a send buffer aliased with the receive buffer
+        mine = MPI.IN_PLACE if s.size and r.size and np.shares_memory(s, r) else [
+            s, counts[rank], byte]
+        if c in ("allgather", "allgatherv"):
+            return mc.Iallgatherv(mine, [r, counts, displs, byte])
+        return mc.Igatherv(mine, [r, counts, displs, byte] if rank == root else None, root)
     if c in ("alltoall", "alltoallv"):
         return mc.Ialltoallv(
             [s, [n * size for n in spec.sendcounts], [d * size for d in spec.sdispls], byte],

@@ -209,6 +209,12 @@ def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
             and address_of(a) == address_of(b))
 
 
+def _own_rows(out: np.ndarray, row_counts: Sequence[int], rank: int) -> np.ndarray:
+    """The rows of ``out`` (a gather's output, rows in rank order) that are ``rank``'s."""
+    start = sum(row_counts[:rank])
+    return out.reshape(sum(row_counts), -1)[start:start + row_counts[rank]]
+
+
 def _settings_generation() -> int:
     return _cfg.generation
 _PLAN_CACHE_LIMIT = 4096
@@ -1472,8 +1478,9 @@ class Comm:
         else:
             shape = (total_rows, *trailing)
         result = self._out(call, out, shape, data.dtype) if receives else None
-        if result is not None and np.shares_memory(result, data):
-            data = data.copy()
+        if result is not None and np.shares_memory(result, data) and not _same_bytes(
+                data, _own_rows(result, row_counts, self.rank)):
+            data = data.copy()  # only x exactly its own block of out is in place (MPI_IN_PLACE)
         yield self._execute(spec, data, result, seq, phase, algorithm, params, timeout)
         return None if result is None else result.reshape(shape)
 

@@ -76,6 +76,21 @@ def main(comm):
         got = twin.reduce_scatter_block(np.arange(2 * p, dtype=np.int32), algorithm="mpi_native")
         np.testing.assert_array_equal(got, np.arange(2 * me, 2 * me + 2) * p)
 
+    @check("in-place allgather and gather (MPI_IN_PLACE)")
+    def _():
+        for n in (3, 70_001):
+            expected = np.concatenate([np.arange(n) * (r + 2.0) for r in range(p)])
+            out = np.zeros(n * p)
+            out[me * n:(me + 1) * n] = np.arange(n) * (me + 2.0)
+            got = comm.allgather(out[me * n:(me + 1) * n], out=out, algorithm="mpi_native")
+            np.testing.assert_array_equal(got, expected)
+            out = np.zeros(n * p)
+            out[me * n:(me + 1) * n] = np.arange(n) * (me + 2.0)
+            mine = out[me * n:(me + 1) * n] if me == 0 else np.arange(n) * (me + 2.0)
+            got = comm.gather(mine, 0, out=out if me == 0 else None, algorithm="mpi_native")
+            if me == 0:
+                np.testing.assert_array_equal(got, expected)
+
     @check("concurrent non-blocking calls")
     def _():
         for i in range(12):
