@@ -13,8 +13,9 @@
  * 3072 µs here (1 MiB: 113 before the one pass for both copies); through collops (`benchmarks/interleaved.py`) 121-125, 400-465,
  * 1125-1211 and 2938-2984, against MPICH's 144-148, 379-489, 1370-1401 and 3620-3704 in the
  * same processes. So the two copies through the ring, one on each core, with the input read
- * once, beat the kernel's single copy (`copy_rates.c`) but for 4 MiB blocks, where the
- * three buffers of both ranks still fit in the cache and it comes out even.
+ * once, beat the kernel's single copy (`copy_rates.c`); at 4 MiB, where the buffers of both
+ * ranks still fit in the cache, MPICH's calls in between cost the ring most, and without
+ * them (`benchmarks/variants.py`) it took 420-444 µs against 487-534 by reference.
  */
 #define _GNU_SOURCE
 #include <stdint.h>

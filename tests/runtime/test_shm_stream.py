@@ -204,7 +204,7 @@ def test_the_compiled_loop_measures_where_to_publish_an_allgathers_own_block(mon
     # the plan keeps one once it has timed both
     from collops.algorithms.shm_stream import IN_RECV, IN_SEND
     assert shm_stream._stream is not None, "collops.transport._stream was not built"
-    assert shm_stream.by_reference("allgather", 2, 4 << 20)
+    monkeypatch.setattr(shm_stream, "BY_REFERENCE", EVERY_BLOCK_BY_REFERENCE)
     for wrong, sources in collops.spawn(_own_source_chosen, 2, transport="shm", timeout=50):
         assert wrong == []
         assert len(sources) == 1 and sources <= {IN_SEND, IN_RECV}
@@ -391,9 +391,9 @@ def test_the_measured_bounds_follow_the_number_of_ranks():
 
 def test_blocks_go_by_reference_only_where_that_measured_faster():
     from collops.algorithms.shm_stream import MiB, by_reference
-    assert by_reference("allgather", 2, 4 * MiB) and by_reference("alltoall", 2, 4 * MiB)
-    assert not by_reference("allgather", 2, 8 * MiB)  # the ring's one pass for both copies
-    assert not by_reference("allgather", 2, 2 * MiB)  # two copies through the ring won
+    assert by_reference("alltoall", 2, 4 * MiB)
+    for nbytes in (MiB, 4 * MiB, 16 * MiB):  # the ring's one pass for both copies won
+        assert not by_reference("allgather", 2, nbytes)
     assert not by_reference("alltoall", 2, 2 * MiB) and not by_reference("alltoall", 2, 8 * MiB)
     assert not by_reference("allgather", 4, 4 * MiB)  # more ranks than cores
     assert not by_reference("bcast", 2, 4 * MiB)  # a root's idle core: the ring pipelines
