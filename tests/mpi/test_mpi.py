@@ -96,7 +96,7 @@ def test_init_picks_mpi_and_features_work_over_it(n):
     proc = mpirun(n, "features.py")
     for report in by_rank(proc, n).values():
         assert "error" not in report, report["error"]
-        assert len(report["passed"]) == 8, report
+        assert len(report["passed"]) == 9, report
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 

@@ -67,7 +67,8 @@ def register(transport: Any = None) -> None:
     for collective in COLLECTIVES:
         add_algorithm(Algorithm(
             collective, NAME, f"the MPI library's own {mpi_function(collective)}", _no_schedule,
-            params=(CHECK,), cost=native_cost, needs=frozenset({"mpi"}), native=start))
+            params=(CHECK,), cost=native_cost, needs=frozenset({"mpi"}), native=start,
+            in_place=collective in ("allreduce", "reduce")))  # as MPI_IN_PLACE
 
 
 def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
@@ -205,12 +206,16 @@ def _post_reduction(MPI: Any, mc: Any, spec: CallSpec, rank: int, send: np.ndarr
     c, dt = spec.collective, spec.dtype
     mpi_type, mpi_op = mpi_reduction(MPI, spec.op, dt)
     s, r = _flat(send, dt), _flat(recv, dt)
+    # x is out (`Comm` passes that on for reduce and allreduce only): MPI_IN_PLACE
+    mine = MPI.IN_PLACE if c in ("reduce", "allreduce") and s.size and r.size and (
+        np.shares_memory(s, r)) else [s, spec.count, mpi_type]
     if c == "reduce":
         into = [r, spec.count, mpi_type] if rank == spec.root else None
-        return mc.Ireduce([s, spec.count, mpi_type], into, mpi_op, spec.root)
+        return mc.Ireduce(mine, into, mpi_op, spec.root)
     if c in ("allreduce", "scan", "exscan"):
         start = {"allreduce": mc.Iallreduce, "scan": mc.Iscan, "exscan": mc.Iexscan}[c]
-        return start([s, spec.count, mpi_type], [r, spec.count, mpi_type], mpi_op)
+        return start(mine if c == "allreduce" else [s, spec.count, mpi_type],
+                     [r, spec.count, mpi_type], mpi_op)
     if c == "reduce_scatter_block":
         # mpi4py states the send side per block, as MPI's own recvcount
         return mc.Ireduce_scatter_block([s, spec.count, mpi_type], [r, spec.count, mpi_type],

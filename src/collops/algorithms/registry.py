@@ -114,6 +114,10 @@ class Algorithm:
     #: counting the bytes in use (bcast's and scatter's envelopes), which a run may exploit
     run: Callable[..., Callable[..., None]] | None = field(default=None, repr=False,
                                                           compare=False)
+    #: whether the algorithm is right when the rank's input is its output (``x`` is ``out``,
+    #: MPI_IN_PLACE): it reads every input element before writing that element of the
+    #: output. Otherwise an in-place call runs on a copy of ``x``
+    in_place: bool = False
 
     def reasons_ineligible(self, spec: CallSpec) -> list[str]:
         """Why the algorithm cannot take ``spec`` (empty when it can)."""

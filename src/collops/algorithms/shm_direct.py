@@ -47,6 +47,10 @@ except ImportError:  # built without a C compiler: the Python runner does the sa
     _direct = None  # type: ignore[assignment]
 
 NAME = "shm_direct"
+#: the reductions right with ``x`` as ``out`` (`Algorithm.in_place`): every rank's input is
+#: copied into its slot before anyone writes a result, and the fold reads each element of
+#: its own contribution before writing that element
+IN_PLACE = frozenset({"allreduce", "reduce"})
 RESOURCE = "shm_direct"
 SUPPORTED = ("barrier", "bcast", "scatter", "gather", "allgather", "alltoall", "reduce",
              "allreduce", "reduce_scatter_block", "scan", "exscan")
@@ -64,7 +68,8 @@ def register(transport: ShmTransport) -> None:
         add_algorithm(Algorithm(
             collective, NAME, f"{collective} through shared-memory slots: one copy in, reads "
             "straight from the peers' slots, no messages", _no_schedule, restrictions=(fits,),
-            cost=direct_cost, needs=frozenset({RESOURCE}), native=start, run=runner))
+            cost=direct_cost, needs=frozenset({RESOURCE}), native=start, run=runner,
+            in_place=collective in IN_PLACE))
 
 
 def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:

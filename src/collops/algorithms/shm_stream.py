@@ -91,6 +91,11 @@ SUPPORTED = ("bcast", "scatter", "gather", "allgather", "alltoall", "reduce", "a
              "reduce_scatter_block")
 #: collectives whose contributions are gathered into a scratch buffer and folded there
 FOLDED = frozenset({"reduce", "reduce_scatter_block"})
+#: the collectives right with ``x`` as ``out`` (`Algorithm.in_place`): allreduce writes its
+#: input into the rings (or the peers read it by reference and are waited for) before its
+#: fold and its allgather phase write the result, and the fold copies an own contribution it
+#: would overwrite (`FoldingExecution`)
+IN_PLACE = frozenset({"allreduce"})
 #: collectives run as two stream phases (`ChainExecution`)
 CHAINED = frozenset({"allreduce"})
 #: the collectives selection gives it unasked: beyond a direct slot and up to these bytes
@@ -265,7 +270,8 @@ def register(transport: ShmTransport) -> None:
             collective, NAME, f"{collective} streamed chunk by chunk through each rank's ring "
             "in shared memory, written and read at once, no messages", _no_schedule,
             restrictions=(ranks,), cost=stream_cost,
-            needs=frozenset({shm_direct.RESOURCE, RESOURCE}), native=start, run=runner))
+            needs=frozenset({shm_direct.RESOURCE, RESOURCE}), native=start, run=runner,
+            in_place=collective in IN_PLACE))
 
 
 def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:

@@ -487,7 +487,10 @@ class Comm:
         params: dict[str, Any],
         timeout: float | None,
         counts_signature: object = None,
+        in_place: bool = False,
     ) -> Execution:
+        """Start the chosen algorithm on ``send`` / ``recv``; ``in_place``: they are one array
+        (``x`` is ``out``), copied first unless the algorithm says it needs no copy."""
         key = (spec, algorithm, tuple(sorted(params.items())) if params else (),
                counts_signature, _settings_generation())
         prepared = self._prepared.get(key)
@@ -499,6 +502,8 @@ class Comm:
         alg, plan, info, resolved = prepared
         self.last_algorithm = alg.name
         timeout = self._timeout(timeout)
+        if in_place and not alg.in_place and send is not None:
+            send = send.copy()
         if alg.native is not None:
             return alg.native(  # type: ignore[no-any-return]
                 self, spec, send, recv, seq, phase, dict(resolved), timeout)
@@ -1669,11 +1674,13 @@ class Comm:
                              root=root or 0, op=resolved)
         receives = collective != "reduce" or self.rank == root
         result = self._out(call, out, shape, data.dtype) if receives else None
-        if result is not None and np.shares_memory(result, data):
+        in_place = collective in ("allreduce", "reduce") and result is not None and _same_bytes(
+            result, data)  # x is out (MPI_IN_PLACE): copied only for the algorithms that need it
+        if result is not None and not in_place and np.shares_memory(result, data):
             data = data.copy()
         signature = (spec.count, spec.counts, resolved.name)
         yield self._execute(spec, data, result, seq, 0, algorithm, params, timeout,
-                            counts_signature=signature)
+                            counts_signature=signature, in_place=in_place)
         if collective == "exscan" and self.rank == 0:
             return None
         return None if result is None else result.reshape(shape)

@@ -91,6 +91,20 @@ def main(comm):
             if me == 0:
                 np.testing.assert_array_equal(got, expected)
 
+    @check("in-place allreduce and reduce (MPI_IN_PLACE)")
+    def _():
+        for n in (3, 70_001):
+            expected = sum(np.arange(n) * (r + 2.0) for r in range(p))
+            x = np.arange(n) * (me + 2.0)
+            got = comm.allreduce(x, "sum", out=x, algorithm="mpi_native")
+            assert got.ctypes.data == x.ctypes.data
+            np.testing.assert_array_equal(x, expected)
+            x = np.arange(n) * (me + 2.0)
+            got = comm.reduce(x, "sum", 1 % p, out=x if me == 1 % p else None,
+                              algorithm="mpi_native")
+            if me == 1 % p:
+                np.testing.assert_array_equal(got, expected)
+
     @check("concurrent non-blocking calls")
     def _():
         for i in range(12):

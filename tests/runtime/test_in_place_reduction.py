@@ -1,0 +1,103 @@
+"""allreduce and reduce with ``x`` as ``out`` (MPI_IN_PLACE), by every algorithm.
+
+Algorithms that declare themselves right in place (`Algorithm.in_place`) run on ``x`` itself;
+the others on a copy of it, as before. The algorithm axis comes from the registry plus the
+shared-memory transport's own algorithms and automatic selection, so an algorithm wrongly
+declared in place fails here. Results against numpy at sizes within a direct slot, a few
+stream chunks, and uneven ones; the result is returned in ``out`` itself.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+import collops
+from collops import config
+from collops.algorithms import all_algorithms
+from collops.errors import AlgorithmIneligible, UnknownAlgorithm
+
+#: elements per rank: within a direct slot, uneven, several stream chunks
+COUNTS = [5, 1_001, 300_001]
+
+
+def _names(collective: str) -> list[str | None]:
+    from collops.algorithms import shm_cma, shm_direct, shm_stream
+    own = {m.NAME for m in (shm_cma, shm_direct, shm_stream) if collective in m.SUPPORTED}
+    schedules = {a.name for a in all_algorithms() if a.collective == collective}
+    return [None, *sorted(schedules | own)]
+
+
+def _input(rank: int, n: int, salt: int) -> np.ndarray:
+    return ((np.arange(n) * (rank + 2) + salt) % 97).astype(np.float64)
+
+
+def _in_place(comm, collective, algorithm):
+    """Per size, twice: whether the in-place result matches numpy and sits in ``x``; None
+    for a size the algorithm does not take."""
+    p, me = comm.size, comm.rank
+    checks = []
+    for n in COUNTS:
+        for salt in (1, 2):
+            x = _input(me, n, salt)
+            expected = functools.reduce(np.add, [_input(r, n, salt) for r in range(p)])
+            root = (salt + n) % p
+            try:
+                if collective == "allreduce":
+                    got = comm.allreduce(x, "sum", out=x, algorithm=algorithm)
+                else:
+                    got = comm.reduce(x, "sum", root, out=x if me == root else None,
+                                      algorithm=algorithm)
+            except (AlgorithmIneligible, UnknownAlgorithm):
+                checks.append(None)
+                continue
+            if collective == "reduce" and me != root:
+                checks.append(got is None)
+            else:
+                checks.append(bool(np.array_equal(got, expected))
+                              and got.ctypes.data == x.ctypes.data)
+    return checks
+
+
+CASES = [(c, a) for c in ("allreduce", "reduce") for a in _names(c)]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("collective", "algorithm"), CASES, ids=str)
+@pytest.mark.parametrize("p", [2, 3, 4])
+def test_in_place_reductions_match_numpy(collective, algorithm, p):
+    per_rank = collops.spawn(_in_place, p, collective, algorithm, transport="shm", timeout=100)
+    for rank, checks in enumerate(per_rank):
+        assert all(c is not False for c in checks), (collective, algorithm, p, rank, checks)
+    if p == 2:
+        assert any(c for c in per_rank[0]), f"{collective}[{algorithm}] ran nowhere"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("collective", ["allreduce", "reduce"])
+def test_in_place_reductions_in_the_python_runners(collective, monkeypatch):
+    monkeypatch.setenv("COLLOPS_COMPILED", "0")
+    config.reload_settings()
+    try:
+        for algorithm in ("shm_direct", "shm_stream"):
+            for rank, checks in enumerate(collops.spawn(_in_place, 3, collective, algorithm,
+                                                        transport="shm", timeout=100)):
+                assert all(c is not False for c in checks), (collective, algorithm, rank, checks)
+    finally:
+        monkeypatch.delenv("COLLOPS_COMPILED")
+        config.reload_settings()
+
+
+def _declared(comm):
+    from collops.algorithms import all_algorithms
+    return sorted((a.collective, a.name) for a in all_algorithms() if a.in_place)
+
+
+@pytest.mark.timeout(60)
+def test_only_the_transports_own_reductions_run_on_x_itself():
+    # no schedule claims it (their steps write results before every input is read)
+    got = collops.spawn(_declared, 2, transport="shm", timeout=50)
+    assert got[0] == [("allreduce", "shm_direct"), ("allreduce", "shm_stream"),
+                      ("reduce", "shm_direct")]
