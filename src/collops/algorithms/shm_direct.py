@@ -153,8 +153,8 @@ class DirectExecution:
     """A direct call in flight, polled like an `Execution` (``poll``, ``left``)."""
 
     __slots__ = ("area", "spec", "rank", "send", "recv", "k", "slot", "fingerprint", "word", "left",
-                 "deadline", "timeout", "written", "awaits", "others", "tag", "what",
-                 "transport", "write_k")
+                 "deadline", "timeout", "written", "awaits", "others", "readers", "tag",
+                 "what", "transport", "write_k")
 
     tag: tuple[int, int]
 
@@ -169,16 +169,14 @@ class DirectExecution:
         self.recv = None if recv is None else recv.reshape(-1)  # contiguous arrays
         self.k = call_number(seq, phase)
         self.slot = slot_of(seq, phase)
-        self.fingerprint = call_fingerprint(spec)
+        role = _role(area, spec, rank)
+        self.fingerprint, publishes, self.awaits, self.others, self.readers, self.what = role
         self.word = held_word(self.k, self.fingerprint)
         self.left = 1
         self.timeout = timeout
         self.deadline = None if timeout is None else time.monotonic() + timeout
-        self.written = not _publishes(spec, rank)
-        self.awaits = _awaits(spec, rank)
-        self.others = [j for j in self.awaits if j != rank]
+        self.written = not publishes
         self.tag = _call_tag(context, seq, phase)
-        self.what = f"rank {rank}: {spec.collective}[{NAME}]"
         area.inflight += 1
         if not self.written:
             area.queue_write(self, self.k)
@@ -203,7 +201,7 @@ class DirectExecution:
             if not self._may_write():
                 return self._not_yet(lambda: area.unacknowledged(slot))
             _write(area, self.spec, slot, self.send)
-            area.publish(slot, k, self.fingerprint, _readers(self.spec, self.rank))
+            area.publish(slot, k, self.fingerprint, self.readers)
             if self.rank in self.awaits:
                 area.own_pending[slot] = k
             area.unwritten.popleft()
@@ -234,6 +232,24 @@ class DirectExecution:
             self._end()
             raise
         return False
+
+
+def _role(area: DirectArea, spec: CallSpec, rank: int) -> tuple[
+        int, bool, list[int], list[int], tuple[int, ...], str]:
+    """What a call signature asks of ``rank`` (made once, then kept with the area): its
+    fingerprint, whether it publishes, the members it awaits (itself included where it
+    reads its own slot), the others among them, its readers, and how errors name it."""
+    key = ("role", spec, rank)
+    role = area.memo.get(key)
+    if role is None:
+        if len(area.memo) > 1024:
+            area.memo.clear()
+        awaits = _awaits(spec, rank)
+        role = area.memo[key] = (
+            call_fingerprint(spec), _publishes(spec, rank), awaits,
+            [j for j in awaits if j != rank], _readers(spec, rank),
+            f"rank {rank}: {spec.collective}[{NAME}]")
+    return role  # type: ignore[return-value]
 
 
 def _area(comm: Any, spec: CallSpec) -> tuple[ShmTransport, DirectArea]:

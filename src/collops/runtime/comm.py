@@ -357,7 +357,7 @@ def _rows(arr: np.ndarray) -> int:
 
 
 def _row_size(arr: np.ndarray) -> int:
-    return int(np.prod(arr.shape[1:], dtype=np.int64)) if arr.ndim > 1 else 1
+    return math.prod(arr.shape[1:]) if arr.ndim > 1 else 1
 
 
 class Comm:
@@ -1142,7 +1142,7 @@ class Comm:
         if out.dtype != dtype:
             raise ArgumentError(call, "out", out.dtype, f"dtype differs from the data's {dtype} "
                                 "(send/receive dtype mismatch)", self.rank)
-        need = int(np.prod(shape, dtype=np.int64))
+        need = math.prod(shape)
         if out.size != need or not out.flags.c_contiguous or not out.flags.writeable:
             raise ArgumentError(call, "out", out.shape, f"must be a writeable contiguous array "
                                 f"of {need} elements (shape {shape})", self.rank)
@@ -1322,7 +1322,7 @@ class Comm:
             () if data is None else data.shape[1:],
             row_counts if counts is not None else row_counts[:1],
             algorithm, timeout, params)
-        per_row = int(np.prod(trailing, dtype=np.int64))
+        per_row = math.prod(trailing)
         rows = got if counts is not None else got * self.size
         elem_counts = [r * per_row for r in rows]
         if counts is None:
