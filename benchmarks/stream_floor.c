@@ -8,14 +8,17 @@
  *
  *   gcc -O2 -I src/collops/transport -o /tmp/stream_floor benchmarks/stream_floor.c
  *   /tmp/stream_floor 4194304 131072 8      # bytes per rank, chunk bytes, chunks
+ *   /tmp/stream_floor 8388608 131072 8 two-passes   # the own block read apart, as before
  *
  * On the development VM (2026-11-25, evening): 1, 4, 8 and 16 MiB took 80, 364, 1202 and
- * 3072 µs here (1 MiB: 113 before the one pass for both copies); through collops (`benchmarks/interleaved.py`) 121-125, 400-465,
- * 1125-1211 and 2938-2984, against MPICH's 144-148, 379-489, 1370-1401 and 3620-3704 in the
- * same processes. So the two copies through the ring, one on each core, with the input read
- * once, beat the kernel's single copy (`copy_rates.c`); at 4 MiB, where the buffers of both
- * ranks still fit in the cache, MPICH's calls in between cost the ring most, and without
- * them (`benchmarks/variants.py`) it took 420-444 µs against 487-534 by reference.
+ * 3072 µs here (1 MiB: 113 before the one pass for both copies; in a later run 4 and 8 MiB
+ * took 453-480 and 1260-1289 µs in one pass against 527-553 and 1696-1750 in two); through
+ * collops (`benchmarks/interleaved.py`) 121-125, 400-465, 1125-1211 and 2938-2984, against
+ * MPICH's 144-148, 379-489, 1370-1401 and 3620-3704 in the same processes. So the two copies
+ * through the ring, one on each core, with the input read once, beat the kernel's single
+ * copy (`copy_rates.c`); at 4 MiB, where the buffers of both ranks still fit in the cache,
+ * MPICH's calls in between cost the ring most, and without them (`benchmarks/variants.py`)
+ * it took 420-444 µs against 487-534 by reference.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -33,12 +36,13 @@
 #define STORE(p, v) __atomic_store_n(p, v, __ATOMIC_RELEASE)
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: %s bytes chunk_bytes chunks\n", argv[0]);
+    if (argc != 4 && !(argc == 5 && strcmp(argv[4], "two-passes") == 0)) {
+        fprintf(stderr, "usage: %s bytes chunk_bytes chunks [two-passes]\n", argv[0]);
         return 2;
     }
     size_t n = strtoul(argv[1], NULL, 10), chunk = strtoul(argv[2], NULL, 10);
     uint64_t nchunks = strtoul(argv[3], NULL, 10);
+    int one_pass = argc == 4;  /* "two-passes": the own block copied apart, as before */
     int iterations = 100, warmup = 10;
     size_t ring = nchunks * chunk;
     char *shm = mmap(NULL, 8192 + 2 * ring, PROT_READ | PROT_WRITE,
@@ -71,7 +75,7 @@ int main(int argc, char **argv) {
             if (w < per && (written < nchunks || LOAD(drained[me]) >= written - nchunks + 1)) {
                 size_t off = w * chunk, m = n - off < chunk ? n - off : chunk;
                 char *slot = rings[me] + (written % nchunks) * chunk;
-                if (self == off) {  /* the own block's next piece too, in the same pass */
+                if (self == off && one_pass) {  /* the own block's next piece too, in the same pass */
                     copy_twice(slot, out + me * n + off, x + off, m);
                     self += m;
                 } else {
@@ -100,7 +104,8 @@ int main(int argc, char **argv) {
     if (me)
         _exit(0);
     waitpid(child, NULL, 0);
-    printf("allgather of %zu bytes per rank, %llu x %zu-byte chunks: %.1f us per call\n", n,
-           (unsigned long long)nchunks, chunk, total / (iterations - warmup) * 1e6);
+    printf("allgather of %zu bytes per rank, %llu x %zu-byte chunks, %s: %.1f us per call\n",
+           n, (unsigned long long)nchunks, chunk, one_pass ? "one pass" : "two passes",
+           total / (iterations - warmup) * 1e6);
     return 0;
 }

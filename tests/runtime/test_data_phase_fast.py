@@ -9,6 +9,7 @@ import pytest
 
 import collops
 from collops import ArgumentError
+from tests.support.runners import compiled_runners
 
 
 def _bcasts(comm, n, dtype, how):
@@ -135,21 +136,15 @@ def test_large_scatter_matches_numpy_on_every_path(rows, dtype, how):
 
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("call", ["bcast", "scatter"])
-def test_the_python_runner_takes_the_same_data_phase(call, monkeypatch):
+def test_the_python_runner_takes_the_same_data_phase(call):
     """With ``COLLOPS_COMPILED=0`` the data phase runs from the Python runner, same results."""
-    from collops import config
-    monkeypatch.setenv("COLLOPS_COMPILED", "0")
-    config.reload_settings()
-    try:
+    with compiled_runners(False):
         if call == "bcast":
             per_rank = collops.spawn(_bcasts, 2, 20_000, "f8", "out", transport="shm",
                                      timeout=80)
         else:
             per_rank = collops.spawn(_scatters, 2, 3_000, "f8", "out", transport="shm",
                                      timeout=80)
-    finally:
-        monkeypatch.delenv("COLLOPS_COMPILED")
-        config.reload_settings()
     for i in range(4):
         for rank in range(2):
             values = per_rank[rank][i][2 if call == "bcast" else 0]

@@ -22,6 +22,7 @@ from collops.algorithms import shm_direct
 from tests.runtime.test_shm_direct import _run
 from tests.support.cases import assert_runs_match, cases_for
 from tests.support.failures import peer_failures, record_peer_failed
+from tests.support.runners import compiled_runners
 
 DTYPES = list(shm_direct._C_DTYPES)
 UFUNCS = {"SUM": np.add, "PROD": np.multiply, "MIN": np.minimum, "MAX": np.maximum,
@@ -102,13 +103,10 @@ def _runner_kinds(comm):
 
 
 @pytest.fixture
-def pure_python(monkeypatch):
+def pure_python():
     """Settings with the compiled runner switched off (children fork with them)."""
-    monkeypatch.setenv("COLLOPS_COMPILED", "0")
-    config.reload_settings()
-    yield
-    monkeypatch.delenv("COLLOPS_COMPILED")
-    config.reload_settings()
+    with compiled_runners(False):
+        yield
 
 
 @pytest.mark.timeout(60)
@@ -176,14 +174,9 @@ def _late_on_the_prepared_path(comm, how):
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("compiled", [True, False])
-def test_a_late_peer_on_the_prepared_path_is_waited_for(compiled, monkeypatch):
-    monkeypatch.setenv("COLLOPS_COMPILED", "1" if compiled else "0")
-    config.reload_settings()
-    try:
+def test_a_late_peer_on_the_prepared_path_is_waited_for(compiled):
+    with compiled_runners(compiled):
         got = collops.spawn(_late_on_the_prepared_path, 2, "late", transport="shm", timeout=50)
-    finally:
-        monkeypatch.delenv("COLLOPS_COMPILED")
-        config.reload_settings()
     assert got[0] == got[1] == (np.arange(4.0) * 2 + 1).tolist()
 
 
@@ -207,15 +200,9 @@ def _dies_before_a_prepared_call(comm, folder):
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("compiled", [True, False])
-def test_a_peer_dying_before_a_prepared_call_is_named_within_2_s(compiled, tmp_path,
-                                                                  monkeypatch):
-    monkeypatch.setenv("COLLOPS_COMPILED", "1" if compiled else "0")
-    config.reload_settings()
-    try:
+def test_a_peer_dying_before_a_prepared_call_is_named_within_2_s(compiled, tmp_path):
+    with compiled_runners(compiled):
         seen = peer_failures(_dies_before_a_prepared_call, 3, tmp_path)
-    finally:
-        monkeypatch.delenv("COLLOPS_COMPILED")
-        config.reload_settings()
     assert sorted(seen) == [0, 2], seen
     for record in seen.values():
         assert record["failed"] == 1 and record["seconds"] < 2.0, record

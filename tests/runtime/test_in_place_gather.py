@@ -15,6 +15,7 @@ import pytest
 import collops
 from collops.algorithms import all_algorithms
 from collops.errors import AlgorithmIneligible, UnknownAlgorithm
+from tests.support.recording import schedule_send_areas
 
 #: elements per rank: within a direct slot, and several stream chunks (uneven)
 COUNTS = [5, 70_001]
@@ -106,3 +107,21 @@ def _in_place_vector(comm):
 @pytest.mark.timeout(60)
 def test_in_place_allgatherv_matches_numpy():
     assert collops.spawn(_in_place_vector, 3, transport="shm", timeout=50) == [True] * 3
+
+
+def _send_of_an_in_place_allgather(comm):
+    """Whether a schedule's execution starts on ``x`` itself (no copy) when ``x`` is its own
+    block of ``out``, and on a copy when ``x`` overlaps ``out`` otherwise."""
+    p, me, n = comm.size, comm.rank, 4
+    out = np.zeros(n * p)
+    own, other = out[me * n:(me + 1) * n], out[((me + 1) % p) * n:((me + 1) % p + 1) * n]
+    with schedule_send_areas() as sends:
+        comm.allgather(own, out=out, algorithm="ring")
+        comm.allgather(other, out=out, algorithm="ring")
+    return [bool(np.shares_memory(sends[0], own)), bool(np.shares_memory(sends[1], other))]
+
+
+@pytest.mark.timeout(60)
+def test_an_in_place_allgather_is_not_copied_and_a_partial_overlap_is():
+    assert collops.spawn(_send_of_an_in_place_allgather, 2, transport="shm",
+                         timeout=50) == [[True, False]] * 2

@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 import collops
-from collops import config
 from collops.algorithms import all_algorithms
 from collops.errors import AlgorithmIneligible, UnknownAlgorithm
+from tests.support.recording import schedule_send_areas
+from tests.support.runners import compiled_runners
 
 #: elements per rank: within a direct slot, uneven, several stream chunks
 COUNTS = [5, 1_001, 300_001]
@@ -77,17 +78,13 @@ def test_in_place_reductions_match_numpy(collective, algorithm, p):
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("collective", ["allreduce", "reduce"])
-def test_in_place_reductions_in_the_python_runners(collective, monkeypatch):
-    monkeypatch.setenv("COLLOPS_COMPILED", "0")
-    config.reload_settings()
-    try:
-        for algorithm in ("shm_direct", "shm_stream"):
-            for rank, checks in enumerate(collops.spawn(_in_place, 3, collective, algorithm,
-                                                        transport="shm", timeout=100)):
-                assert all(c is not False for c in checks), (collective, algorithm, rank, checks)
-    finally:
-        monkeypatch.delenv("COLLOPS_COMPILED")
-        config.reload_settings()
+def test_in_place_reductions_in_the_python_runners(collective):
+    for algorithm in ("shm_direct", "shm_stream"):
+        with compiled_runners(False):
+            per_rank = collops.spawn(_in_place, 3, collective, algorithm, transport="shm",
+                                     timeout=100)
+        for rank, checks in enumerate(per_rank):
+            assert all(c is not False for c in checks), (collective, algorithm, rank, checks)
 
 
 def _declared(comm):
@@ -101,3 +98,31 @@ def test_only_the_transports_own_reductions_run_on_x_itself():
     got = collops.spawn(_declared, 2, transport="shm", timeout=50)
     assert got[0] == [("allreduce", "shm_direct"), ("allreduce", "shm_stream"),
                       ("reduce", "shm_direct")]
+
+
+def _what_the_algorithms_get(comm):
+    """Whether the send buffer an algorithm starts on is ``x`` itself, for an in-place
+    allreduce by a schedule (``ring``) and by an algorithm declared in place (shm_direct)."""
+    from collops.algorithms import get_algorithm
+
+    x = np.arange(8.0)
+    direct = get_algorithm("allreduce", "shm_direct")
+    start = direct.native
+    seen = {}
+
+    def recording_start(comm, spec, send, recv, *args):
+        seen["shm_direct"] = bool(np.shares_memory(send, x))
+        return start(comm, spec, send, recv, *args)
+
+    object.__setattr__(direct, "native", recording_start)
+    with schedule_send_areas() as sends:
+        comm.allreduce(x, "max", out=x, algorithm="ring")
+    seen["ring"] = bool(np.shares_memory(sends[0], x))
+    comm.allreduce(x, "max", out=x, algorithm="shm_direct")
+    return seen
+
+
+@pytest.mark.timeout(60)
+def test_an_in_place_algorithm_runs_on_x_and_a_schedule_on_a_copy():
+    for seen in collops.spawn(_what_the_algorithms_get, 2, transport="shm", timeout=50):
+        assert seen == {"ring": False, "shm_direct": True}, seen

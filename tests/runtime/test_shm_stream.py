@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 import collops
-from collops import config
 from collops.algorithms import shm_stream
 from collops.transport import shm_segment as seg
 from tests.support.failures import peer_failures, record_peer_failed
 from tests.support.leaks import collops_segments, left_behind
+from tests.support.runners import compiled_runners
 
 NAME = shm_stream.NAME
 CHUNK = seg.DEFAULT_STREAM_CHUNK_BYTES
@@ -113,15 +113,12 @@ def _everything(comm):
 
 
 @pytest.fixture(params=["compiled", "python"])
-def mode(request, monkeypatch):
+def mode(request):
     """Run with the compiled loop and with the Python one (children fork with the setting)."""
     if request.param == "compiled":
         assert shm_stream._stream is not None, "collops.transport._stream was not built"
-    monkeypatch.setenv("COLLOPS_COMPILED", "1" if request.param == "compiled" else "0")
-    config.reload_settings()
-    yield request.param
-    monkeypatch.delenv("COLLOPS_COMPILED")
-    config.reload_settings()
+    with compiled_runners(request.param == "compiled"):
+        yield request.param
 
 
 #: every block published by reference (read with process_vm_readv), whatever its size

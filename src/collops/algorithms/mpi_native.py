@@ -167,6 +167,16 @@ def _flat(area: np.ndarray | None, dtype: np.dtype) -> np.ndarray:
     return np.empty(0, dtype) if area is None else area.reshape(-1)
 
 
+def _send_side(MPI: Any, send: np.ndarray, recv: np.ndarray, count: int, mpi_type: Any) -> Any:
+    """``[send, count, mpi_type]``, or MPI_IN_PLACE where ``send`` lies in ``recv``: MPI
+    forbids a send buffer aliased with the receive buffer, and the only overlaps `Comm`
+    passes on are in-place calls (``x`` is ``out`` for the reductions that declare
+    `Algorithm.in_place`, ``x`` exactly its own block of ``out`` for allgather and gather)."""
+    if send.size and recv.size and np.shares_memory(send, recv):
+        return MPI.IN_PLACE
+    return [send, count, mpi_type]
+
+
 def _post_movement(MPI: Any, mc: Any, spec: CallSpec, rank: int, send: np.ndarray | None,
                    recv: np.ndarray | None) -> Any:
     """Start MPI's collective for a data-movement ``spec``, in bytes."""
@@ -185,10 +195,7 @@ def _post_movement(MPI: Any, mc: Any, spec: CallSpec, rank: int, send: np.ndarra
         whole = [s, counts, displs, byte] if rank == root else None
         return mc.Iscatterv(whole, [r, counts[rank], byte], root)
     if c in ("gather", "gatherv", "allgather", "allgatherv"):
-        # x exactly its own block of out (the only overlap `Comm` passes on): MPI_IN_PLACE,
-        # since MPI forbids a send buffer aliased with the receive buffer
-        mine = MPI.IN_PLACE if s.size and r.size and np.shares_memory(s, r) else [
-            s, counts[rank], byte]
+        mine = _send_side(MPI, s, r, counts[rank], byte)
         if c in ("allgather", "allgatherv"):
             return mc.Iallgatherv(mine, [r, counts, displs, byte])
         return mc.Igatherv(mine, [r, counts, displs, byte] if rank == root else None, root)
@@ -206,16 +213,13 @@ def _post_reduction(MPI: Any, mc: Any, spec: CallSpec, rank: int, send: np.ndarr
     c, dt = spec.collective, spec.dtype
     mpi_type, mpi_op = mpi_reduction(MPI, spec.op, dt)
     s, r = _flat(send, dt), _flat(recv, dt)
-    # x is out (`Comm` passes that on for reduce and allreduce only): MPI_IN_PLACE
-    mine = MPI.IN_PLACE if c in ("reduce", "allreduce") and s.size and r.size and (
-        np.shares_memory(s, r)) else [s, spec.count, mpi_type]
+    mine = _send_side(MPI, s, r, spec.count, mpi_type)
     if c == "reduce":
         into = [r, spec.count, mpi_type] if rank == spec.root else None
         return mc.Ireduce(mine, into, mpi_op, spec.root)
     if c in ("allreduce", "scan", "exscan"):
         start = {"allreduce": mc.Iallreduce, "scan": mc.Iscan, "exscan": mc.Iexscan}[c]
-        return start(mine if c == "allreduce" else [s, spec.count, mpi_type],
-                     [r, spec.count, mpi_type], mpi_op)
+        return start(mine, [r, spec.count, mpi_type], mpi_op)
     if c == "reduce_scatter_block":
         # mpi4py states the send side per block, as MPI's own recvcount
         return mc.Ireduce_scatter_block([s, spec.count, mpi_type], [r, spec.count, mpi_type],

@@ -153,8 +153,7 @@ class DirectExecution:
     """A direct call in flight, polled like an `Execution` (``poll``, ``left``)."""
 
     __slots__ = ("area", "spec", "rank", "send", "recv", "k", "slot", "fingerprint", "word", "left",
-                 "deadline", "timeout", "written", "awaits", "others", "readers", "tag",
-                 "what", "transport", "write_k")
+                 "deadline", "timeout", "written", "role", "tag", "transport", "write_k")
 
     tag: tuple[int, int]
 
@@ -169,13 +168,12 @@ class DirectExecution:
         self.recv = None if recv is None else recv.reshape(-1)  # contiguous arrays
         self.k = call_number(seq, phase)
         self.slot = slot_of(seq, phase)
-        role = _role(area, spec, rank)
-        self.fingerprint, publishes, self.awaits, self.others, self.readers, self.what = role
-        self.word = held_word(self.k, self.fingerprint)
+        self.role = role = _role(area, spec, rank)
+        self.word = held_word(self.k, role.fingerprint)
         self.left = 1
         self.timeout = timeout
         self.deadline = None if timeout is None else time.monotonic() + timeout
-        self.written = not publishes
+        self.written = not role.publishes
         self.tag = _call_tag(context, seq, phase)
         area.inflight += 1
         if not self.written:
@@ -190,29 +188,29 @@ class DirectExecution:
     def _ready(self) -> bool:
         if not self.written:
             return self._may_write()
-        return not self.area.missing(self.slot, self.word, self.others)
+        return not self.area.missing(self.slot, self.word, self.role.others)
 
     def poll(self) -> bool:
         """Advance without blocking; True once the call has completed on this rank."""
         if self.left == 0:
             return True
-        area, slot, k = self.area, self.slot, self.k
+        area, slot, k, role = self.area, self.slot, self.k, self.role
         if not self.written:
             if not self._may_write():
                 return self._not_yet(lambda: area.unacknowledged(slot))
             _write(area, self.spec, slot, self.send)
-            area.publish(slot, k, self.fingerprint, self.readers)
-            if self.rank in self.awaits:
+            area.publish(slot, k, role.fingerprint, role.readers)
+            if self.rank in role.awaits:
                 area.own_pending[slot] = k
             area.unwritten.popleft()
             self.written = True
-        if area.missing(slot, self.word, self.others):
-            return self._not_yet(lambda: area.missing(slot, self.word, self.others))
+        if area.missing(slot, self.word, role.others):
+            return self._not_yet(lambda: area.missing(slot, self.word, role.others))
         try:
             _reader_for(area, self.spec, self.rank)(slot, self.send, self.recv)
         finally:
             self._end()
-        area.acknowledge(slot, k, self.others)
+        area.acknowledge(slot, k, role.others)
         return True
 
     def _end(self) -> None:
@@ -226,30 +224,50 @@ class DirectExecution:
 
     def _not_yet(self, awaited: Any) -> bool:
         try:
-            self.area.check(awaited, self.deadline, self.what, self.tag, fp.describe,
-                            (self.slot, self.word, self.fingerprint))
+            self.area.check(awaited, self.deadline, self.role.what, self.tag, fp.describe,
+                            (self.slot, self.word, self.role.fingerprint))
         except BaseException:
             self._end()
             raise
         return False
 
 
-def _role(area: DirectArea, spec: CallSpec, rank: int) -> tuple[
-        int, bool, list[int], list[int], tuple[int, ...], str]:
-    """What a call signature asks of ``rank`` (made once, then kept with the area): its
-    fingerprint, whether it publishes, the members it awaits (itself included where it
-    reads its own slot), the others among them, its readers, and how errors name it."""
-    key = ("role", spec, rank)
-    role = area.memo.get(key)
-    if role is None:
-        if len(area.memo) > 1024:
-            area.memo.clear()
-        awaits = _awaits(spec, rank)
-        role = area.memo[key] = (
-            call_fingerprint(spec), _publishes(spec, rank), awaits,
-            [j for j in awaits if j != rank], _readers(spec, rank),
-            f"rank {rank}: {spec.collective}[{NAME}]")
-    return role  # type: ignore[return-value]
+@dataclass(frozen=True)
+class Role:
+    """What a call signature asks of one rank in the direct areas."""
+
+    fingerprint: int
+    #: whether the rank writes its slot (someone reads it)
+    publishes: bool
+    #: the members whose slots it reads, itself included where it reads its own
+    awaits: tuple[int, ...]
+    #: those of them other than itself: the members it waits for
+    others: tuple[int, ...]
+    #: the other members that read its slot
+    readers: tuple[int, ...]
+    #: how errors name the call
+    what: str
+
+
+def kept(memo: dict[Any, Any], key: object, make: Callable[[], Any], limit: int = 1024) -> Any:
+    """``memo[key]``, made by ``make`` the first time (a memo of more than ``limit`` entries
+    is emptied first: call signatures seen once should not pile up)."""
+    value = memo.get(key)
+    if value is None:
+        if len(memo) > limit:
+            memo.clear()
+        value = memo[key] = make()
+    return value
+
+
+def _role(area: DirectArea, spec: CallSpec, rank: int) -> Role:
+    """``rank``'s `Role` in calls of ``spec`` (made once, then kept with the area)."""
+    def make() -> Role:
+        awaits = tuple(_awaits(spec, rank))
+        return Role(call_fingerprint(spec), _publishes(spec, rank), awaits,
+                    tuple(j for j in awaits if j != rank), _readers(spec, rank),
+                    f"rank {rank}: {spec.collective}[{NAME}]")
+    return kept(area.memo, ("role", spec, rank), make)  # type: ignore[no-any-return]
 
 
 def _area(comm: Any, spec: CallSpec) -> tuple[ShmTransport, DirectArea]:
@@ -462,13 +480,8 @@ Reader = Callable[[int, Any, Any], None]
 
 def _reader_for(area: DirectArea, spec: CallSpec, rank: int) -> Reader:
     """The reader of one call signature on ``area`` (made once, then kept with the area)."""
-    key = (NAME, spec, rank)
-    reader = area.memo.get(key)
-    if reader is None:
-        if len(area.memo) > 1024:
-            area.memo.clear()
-        reader = area.memo[key] = _reader(area, spec, rank)
-    return reader  # type: ignore[return-value]
+    return kept(area.memo, (NAME, spec, rank),  # type: ignore[no-any-return]
+                lambda: _reader(area, spec, rank))
 
 
 @dataclass(frozen=True)

@@ -215,14 +215,13 @@ R_RANK, R_FILLED, R_HEADERS, R_RING, R_DRAINED, R_DST, R_EXPECT, R_PID = range(8
 #: 1 MiB 0.73-0.80 against 0.83-0.84 by reference, 4 MiB 0.94-1.05 against 0.98-0.99,
 #: 8 MiB 0.83-0.85 against 0.97-1.01, 16 MiB 0.80-0.83 against 0.91; without MPI in
 #: between (`benchmarks/variants.py`, three runs) 4 MiB 420-444 µs against 487-534 and
-#: 6 MiB 749-759 against 869-905, so an allgather no longer goes by reference on its own
-#: (`IN_OWN` stays, tested, for a table that asks for it); alltoall blocks of 4 and 6 MiB
+#: 6 MiB 749-759 against 869-905, so the table no longer sends an allgather by reference
+#: (`IN_OWN` stays, tested, for a table that does); alltoall blocks of 4 and 6 MiB
 #: by reference 557-656 and 1023-1220 µs against the ring's 602-677 and 1109-1270.
 #: Elsewhere the ring won: bcast 2-3x (a root whose core would otherwise idle pipelines
 #: better through its ring), allgather at 4 ranks on 2 cores mixed (256 KiB 1.53, 1 MiB
 #: 0.79, 4 MiB 1.16 of the ring's time).
 BY_REFERENCE: dict[str, dict[int, tuple[float, float]]] = {
-    "allgather": {2: (UNBOUNDED, UNBOUNDED), 8: (UNBOUNDED, UNBOUNDED)},
     "alltoall": {2: (4 * MiB, 8 * MiB), 8: (UNBOUNDED, UNBOUNDED)},
 }
 
@@ -248,10 +247,11 @@ STREAMING_READER_FROM = 4 * MiB
 #: 2-rank allgather of 8 MiB blocks (16 MiB received) 0.99-1.02 of MPICH's time with cached
 #: stores against 1.19, of 16 MiB blocks 0.70-0.72 with streaming stores against 0.98-1.01
 STREAMING_REFERENCES_FROM = 32 * MiB
-#: the same for an allgather through the rings, whose own block is copied in the same pass
-#: as its ring chunks (`copy_twice` in ``_shm_wait.h``): never — its source is read once and
-#: its destination lines then are better written through the cache (2 ranks, 8 / 16 / 32 MiB
-#: blocks: 1.10 / 2.79 / 6.44 ms cached against 1.22 / 2.96-3.01 / 6.69-6.87 streaming)
+#: the same for a call through the rings whose own block is copied in the same pass as its
+#: ring chunks (`copy_twice` in ``_shm_wait.h``; an allgather): never — its source is read
+#: once and its destination lines then are better written through the cache (2-rank
+#: allgather, 8 / 16 / 32 MiB blocks: 1.10 / 2.79 / 6.44 ms cached against 1.22 / 2.96-3.01 /
+#: 6.69-6.87 streaming). A call in place skips the own copy; its reads stay cached too
 STREAMING_FUSED_FROM = UNBOUNDED
 #: seconds the compiled loop spins for its peers before returning to Python to wait
 SPIN = 20e-6
@@ -306,13 +306,9 @@ def plan_for(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: in
     `PyPlan`. ``call``: the user's call ``spec`` is a phase of, whose fingerprint it carries
     (default: ``spec``'s own)."""
     compiled = _stream is not None and area.transport.compiled_direct
-    key = (NAME, spec, group, index, compiled, call)
-    plan = area.memo.get(key)
-    if plan is None:
-        if len(area.memo) > 256:
-            area.memo.clear()
-        plan = area.memo[key] = _make_plan(area, spec, group, index, compiled, call or spec)
-    return plan  # type: ignore[return-value]
+    return shm_direct.kept(  # type: ignore[no-any-return]
+        area.memo, (NAME, spec, group, index, compiled, call),
+        lambda: _make_plan(area, spec, group, index, compiled, call or spec), limit=256)
 
 
 def _make_plan(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: int,
@@ -339,7 +335,9 @@ def _make_plan(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: 
         sleeper_words=[t.sleeping_word(r) for r in sleepers], sleeper_ranks=sleepers,
         wake=t.wake)
     received = own[2] + sum(r[R_EXPECT] for r in rows)
-    fused = spec.collective == "allgather" and not whole and own[2] > 0
+    # the own block's copy starts where the ring chunks do: the compiled loop writes both in
+    # one pass (`copy_twice`) — an allgather's, a bcast root's with an ``out`` of its own
+    fused = not whole and own[2] > 0 and bool(writes) and writes[0][0] == own[0]
     streaming = received >= (STREAMING_REFERENCES_FROM if whole else STREAMING_FUSED_FROM
                              if fused else STREAMING_STORES_FROM if write_rows
                              else STREAMING_READER_FROM)
