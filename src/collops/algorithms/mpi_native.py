@@ -68,7 +68,8 @@ def register(transport: Any = None) -> None:
         add_algorithm(Algorithm(
             collective, NAME, f"the MPI library's own {mpi_function(collective)}", _no_schedule,
             params=(CHECK,), cost=native_cost, needs=frozenset({"mpi"}), native=start,
-            in_place=collective in ("allreduce", "reduce")))  # as MPI_IN_PLACE
+            in_place=collective in ("allreduce", "reduce"),  # as MPI_IN_PLACE
+            agrees_on_root=True))  # its fingerprint check (check=1) includes the root
 
 
 def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:

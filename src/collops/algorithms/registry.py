@@ -118,6 +118,10 @@ class Algorithm:
     #: MPI_IN_PLACE): it reads every input element before writing that element of the
     #: output. Otherwise an in-place call runs on a copy of ``x``
     in_place: bool = False
+    #: whether the algorithm itself makes every member of a rooted call wait for every other
+    #: member's fingerprint (root included), so ranks that disagree on the root raise
+    #: `CollectiveMismatch`; otherwise the runtime runs a root agreement first
+    agrees_on_root: bool = False
 
     def reasons_ineligible(self, spec: CallSpec) -> list[str]:
         """Why the algorithm cannot take ``spec`` (empty when it can)."""

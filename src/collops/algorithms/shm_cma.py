@@ -110,6 +110,11 @@ def _awaits(spec: CallSpec, rank: int) -> list[int]:
     return [j for j in shm_direct._awaits(spec, rank) if j != rank]
 
 
+def _readers(spec: CallSpec, rank: int) -> tuple[int, ...]:
+    """The members that read ``rank``'s descriptor."""
+    return tuple(m for m in range(spec.size) if m != rank and rank in _awaits(spec, m))
+
+
 def _scratch(area: DirectArea, dtype: np.dtype, count: int) -> np.ndarray:
     """A reusable scratch of at least ``count`` items (at most `SCRATCH_BYTES`)."""
     key = (NAME, "scratch")
@@ -139,7 +144,7 @@ class CmaExecution:
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.what = f"rank {rank}: {c}[{NAME}]"
         self.awaits = _awaits(spec, rank)
-        self.readers = shm_direct._readers(spec, rank)
+        self.readers = _readers(spec, rank)
         #: the call's phase, and the next one for allreduce's second exchange
         self.phases = [phase, phase + 1] if c == "allreduce" and p > 1 else [phase]
         self.index = 0

@@ -69,7 +69,7 @@ def register(transport: ShmTransport) -> None:
             collective, NAME, f"{collective} through shared-memory slots: one copy in, reads "
             "straight from the peers' slots, no messages", _no_schedule, restrictions=(fits,),
             cost=direct_cost, needs=frozenset({RESOURCE}), native=start, run=runner,
-            in_place=collective in IN_PLACE))
+            in_place=collective in IN_PLACE, agrees_on_root=True))
 
 
 def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
@@ -120,17 +120,40 @@ def _awaits(spec: CallSpec, rank: int) -> list[int]:
     return list(range(p))
 
 
+def _waits_for(spec: CallSpec, rank: int) -> list[int]:
+    """The other members whose word for the call ``rank`` waits for: those whose slots it
+    reads and, at the root of a bcast or scatter, every member, so that ranks disagreeing on
+    the root meet a fingerprint that names both roots instead of returning different data."""
+    if spec.collective in ("bcast", "scatter") and rank == spec.root:
+        return [j for j in range(spec.size) if j != rank]
+    return [j for j in _awaits(spec, rank) if j != rank]
+
+
 def _readers(spec: CallSpec, rank: int) -> tuple[int, ...]:
-    """The other members that read ``rank``'s slot."""
-    return tuple(m for m in range(spec.size) if m != rank and rank in _awaits(spec, m))
+    """The other members that wait for ``rank``'s word (and read its slot, if it has data)."""
+    return tuple(m for m in range(spec.size) if m != rank and rank in _waits_for(spec, m))
 
 
 def _publishes(spec: CallSpec, rank: int) -> bool:
+    """Whether ``rank`` stores its word for the call (with its data, if `_contributes`)."""
     return bool(_readers(spec, rank)) or rank in _awaits(spec, rank)
 
 
+def _contributes(spec: CallSpec, rank: int) -> bool:
+    """Whether ``rank`` copies data into its slot (a bcast's or scatter's non-roots only
+    announce their arrival)."""
+    if spec.collective in ("bcast", "scatter"):
+        return rank == spec.root
+    return _publishes(spec, rank)
+
+
+def _slot_bytes(spec: CallSpec, rank: int) -> int:
+    """The bytes ``rank`` copies into its slot for a call of ``spec``."""
+    return contribution_bytes(spec) if _contributes(spec, rank) else 0
+
+
 def _write(area: DirectArea, spec: CallSpec, slot: int, send: np.ndarray | None) -> None:
-    nbytes = contribution_bytes(spec)
+    nbytes = _slot_bytes(spec, area.index)
     if send is not None and nbytes:
         area.slots[area.index][slot][:nbytes] = send.reshape(-1).view(np.uint8)[:nbytes]
 
@@ -265,7 +288,7 @@ def _role(area: DirectArea, spec: CallSpec, rank: int) -> Role:
     def make() -> Role:
         awaits = tuple(_awaits(spec, rank))
         return Role(call_fingerprint(spec), _publishes(spec, rank), awaits,
-                    tuple(j for j in awaits if j != rank), _readers(spec, rank),
+                    tuple(_waits_for(spec, rank)), _readers(spec, rank),
                     f"rank {rank}: {spec.collective}[{NAME}]")
     return kept(area.memo, ("role", spec, rank), make)  # type: ignore[no-any-return]
 
@@ -321,8 +344,7 @@ def runner(comm: Any, spec: CallSpec, length_prefix: tuple[int, int] | None = No
     words, ack, held, fps = area.words, area.ack, area.held, area.fps
     mix = held_word(0, fingerprint)
     occupant = area.occupant
-    awaits = _awaits(spec, rank)
-    others = [j for j in awaits if j != rank]
+    others = _waits_for(spec, rank)
     readers = _readers(spec, rank)
     publishes = _publishes(spec, rank)
     held_words = [[held[j][i] for j in others] for i in range(DIRECT_SLOTS)]
@@ -330,7 +352,7 @@ def runner(comm: Any, spec: CallSpec, length_prefix: tuple[int, int] | None = No
     my_held, my_fp = held[rank], fps[rank]
     fence, wake_one = transport.fence, transport.wake
     sleepers = [(r, transport.sleeping_word(r)) for r in area.group if r != transport.rank]
-    nbytes = contribution_bytes(spec) if publishes else 0
+    nbytes = _slot_bytes(spec, rank)
     mine = [area.slots[rank][i][:nbytes].view(spec.dtype) for i in range(DIRECT_SLOTS)]
     reader = _reader_for(area, spec, rank)
     writable = area.writable
@@ -397,7 +419,7 @@ def _compiled_runner(comm: Any, transport: ShmTransport, area: DirectArea, spec:
     if _direct is None or not transport.compiled_direct:
         return None
     rank, c, n, dt, p = comm.rank, spec.collective, spec.count, spec.dtype, spec.size
-    others = [j for j in _awaits(spec, rank) if j != rank]
+    others = _waits_for(spec, rank)
     plan, size = read_plan(spec, rank), dt.itemsize
     op_code = dt_code = 0
     if plan.kind == "reduce":
@@ -437,7 +459,8 @@ def _compiled_runner(comm: Any, transport: ShmTransport, area: DirectArea, spec:
         segment=transport.segment_map, ndarray=np.ndarray, area=area,
         occupant=area.occupant, own_pending=area.own_pending,
         readers=_readers(spec, rank), slow=slow, wake=transport.wake, publishes=publishes,
-        nbytes=contribution_bytes(spec) if publishes else 0, fingerprint=fingerprint,
+        nbytes=_slot_bytes(spec, rank), fingerprint=fingerprint,
+        is_root=c in ("bcast", "scatter") and rank == spec.root,
         mix=held_word(0, fingerprint), my_held=area.held[rank], my_fp=area.fps[rank],
         my_data=area.slot_offset[rank],
         held=[area.held[j][i] for i in slots for j in others],
@@ -463,7 +486,7 @@ def _finish_slowly(comm: Any, area: DirectArea, spec: CallSpec, send: np.ndarray
     """The rest of a blocking call whose contribution is published but whose peers are late."""
     k, slot, rank = call_number(seq, phase), slot_of(seq, phase), comm.rank
     deadline = None if timeout is None else time.monotonic() + timeout
-    others = [j for j in _awaits(spec, rank) if j != rank]
+    others = _waits_for(spec, rank)
     if fingerprint is None:
         fingerprint = call_fingerprint(spec)
     word = held_word(k, fingerprint)

@@ -30,6 +30,8 @@ from ..errors import ArgumentError, CollopsError
 from ..ops import Op, as_op
 from ..transport.base import Transport
 from . import fingerprint as fp
+from .agreement import Agreed
+from .agreement import agree as agree_first
 from .engine import CallInfo, Execution, Plan, Progress, make_tag_base
 from .native import attach as attach_native
 
@@ -488,9 +490,12 @@ class Comm:
         timeout: float | None,
         counts_signature: object = None,
         in_place: bool = False,
+        agree: bool = False,
     ) -> Execution:
         """Start the chosen algorithm on ``send`` / ``recv``; ``in_place``: they are one array
-        (``x`` is ``out``), copied first unless the algorithm says it needs no copy."""
+        (``x`` is ``out``), copied first unless the algorithm says it needs no copy;
+        ``agree``: the first rooted phase of a call, which starts once the members have
+        agreed on the call (`agreement`) unless the algorithm checks that itself."""
         key = (spec, algorithm, tuple(sorted(params.items())) if params else (),
                counts_signature, _settings_generation())
         prepared = self._prepared.get(key)
@@ -504,6 +509,18 @@ class Comm:
         timeout = self._timeout(timeout)
         if in_place and not alg.in_place and send is not None:
             send = send.copy()
+        # a native algorithm starts at once: its protocol orders the calls by when they start
+        if agree and not alg.agrees_on_root and alg.native is None and self.size > 1:
+            return agree_first(self, info, seq, phase, timeout,  # type: ignore[return-value]
+                               lambda: self._begin(prepared, spec, send, recv, seq, phase,
+                                                   timeout))
+        return self._begin(prepared, spec, send, recv, seq, phase, timeout)
+
+    def _begin(self, prepared: tuple[Algorithm, Plan | None, CallInfo, dict], spec: CallSpec,
+               send: np.ndarray | None, recv: np.ndarray | None, seq: int, phase: int,
+               timeout: float | None) -> Execution:
+        """Start the prepared algorithm of ``spec`` on ``send`` / ``recv``."""
+        alg, plan, info, resolved = prepared
         if alg.native is not None:
             return alg.native(  # type: ignore[no-any-return]
                 self, spec, send, recv, seq, phase, dict(resolved), timeout)
@@ -625,6 +642,9 @@ class Comm:
         spec = template.spec
         prepared = template.prepared
         timeout = self._timeout(timeout)
+        rooted = spec.collective in ("gather", "reduce")
+        if prepared is not None and rooted and not prepared[0].agrees_on_root:
+            prepared = None  # `_execute` runs the root agreement first
         if prepared is not None and prepared[0].run is not None:
             self.last_algorithm = template.alg_name = prepared[0].name
             runner = template.runner
@@ -637,7 +657,7 @@ class Comm:
             return
         if prepared is None or prepared[1] is None:
             ex = self._execute(spec, x, result, seq, 0, algorithm, {}, timeout,
-                               template.signature)
+                               template.signature, agree=rooted)
             template.prepared = self._prepared.get(
                 (spec, algorithm, (), template.signature, _cfg.generation))
         else:
@@ -747,8 +767,8 @@ class Comm:
             if prepared is None:
                 prepared = template.prepared = self._prepared.get(
                     (template.spec, algorithm, (), "envelope", _cfg.generation))
-            if prepared is None or prepared[0].run is None:
-                return None
+            if prepared is None or prepared[0].run is None or not prepared[0].agrees_on_root:
+                return None  # (the general path runs the root agreement, `agreement`)
             # the envelope's header says how many of its bytes are in use (`_HEADER`'s nbytes)
             template.runner = prepared[0].run(self, template.spec,
                                               length_prefix=(_NBYTES_AT, _DATA_AT))
@@ -1200,7 +1220,6 @@ class Comm:
         """
         call = "bcast"
         root = self._check_root(call, root)
-        seq = self._reserve()
         size = self._envelope_size(call, algorithm)
         data: np.ndarray | None = None
         early: Execution | None = None
@@ -1209,7 +1228,9 @@ class Comm:
         if self.rank == root:
             data = self._array(call, x)
             env, inline = _bcast_envelope(data, self.rank, size)
-            if not inline:
+            if inline:  # a wrong ``out`` raises before the data leaves in the envelope
+                result = self._out(call, out, data.shape, data.dtype)
+            else:
                 result = _bcast_out(out, data.shape, data.dtype)
                 if result is None:
                     result = self._out(call, out, data.shape, data.dtype)
@@ -1225,21 +1246,23 @@ class Comm:
                     and not out.dtype.hasobject):
                 early_spec = _bcast_spec(self.size, out.dtype, out.size, root)
                 result = out
-        if early_spec is not None:
+        seq = self._reserve()  # after the root's checks: a call that raised took no number
+        first = self._execute(_bcast_spec(self.size, _ENVELOPE_DTYPE, size, root),
+                              env if self.rank == root else None, env, seq, 0, algorithm,
+                              params, timeout, counts_signature="envelope", agree=True)
+        # no data leaves before the members have agreed on the call (`agreement`)
+        if early_spec is not None and not isinstance(first, Agreed):
             prepared = self._prepared.get((early_spec, algorithm, tuple(sorted(params.items()))
                                            if params else (), None, _settings_generation()))
             if prepared is not None and prepared[0].native is None:
                 early = self._execute(early_spec, data, result, seq, 1, algorithm, params,
                                       timeout)
         data_algorithm = self.last_algorithm
-        first = self._execute(_bcast_spec(self.size, _ENVELOPE_DTYPE, size, root),
-                              env if self.rank == root else None, env, seq, 0, algorithm,
-                              params, timeout, counts_signature="envelope")
         yield first
         inline, dtype, shape, nbytes = _bcast_header(env)
         if data is not None:
             if inline:
-                result = self._out(call, out, shape, dtype)
+                assert result is not None
                 result.reshape(-1)[...] = data.reshape(-1)
                 return result.reshape(shape)
         elif early is not None:
@@ -1293,7 +1316,8 @@ class Comm:
             meta[11:] = list(extra)
         spec = make_spec("bcast", self.size, np.int64, count=words, root=root)
         yield self._execute(spec, meta if self.rank == root else None, meta, seq, phase,
-                            None, {}, timeout, counts_signature=(call, "meta", n_extra))
+                            None, {}, timeout, counts_signature=(call, "meta", n_extra),
+                            agree=True)
         token_bytes = meta[:2].view(np.uint8).tobytes().rstrip(b"\0")
         got_dtype = dtype_from_token(token_bytes.decode())
         got_trailing = tuple(int(v) for v in meta[3: 3 + int(meta[2])])
@@ -1350,7 +1374,7 @@ class Comm:
             seq = self._reserve()
             env = np.empty(block, np.uint8)
             yield self._execute(spec0, None, env, seq, 0, algorithm, params, timeout,
-                                counts_signature="envelope")
+                                counts_signature="envelope", agree=True)
             inline, dtype, shape, nbytes = _bcast_header(env)
             if not inline:
                 return (yield from self._data_phase_gen(call, dtype, shape, out, root, seq,
@@ -1376,7 +1400,7 @@ class Comm:
         if inline:
             _blocks_view(env, p, block, data.dtype, shape)[...] = data.reshape((p, *shape))
         yield self._execute(spec0, env[: p * block], env[p * block:], seq, 0, algorithm, params,
-                            timeout, counts_signature="envelope")
+                            timeout, counts_signature="envelope", agree=True)
         if inline:
             result.reshape(shape)[...] = data[me * shape[0]: (me + 1) * shape[0]]
             return result.reshape(shape)
@@ -1486,7 +1510,8 @@ class Comm:
         if result is not None and np.shares_memory(result, data) and not _same_bytes(
                 data, _own_rows(result, row_counts, self.rank)):
             data = data.copy()  # only x exactly its own block of out is in place (MPI_IN_PLACE)
-        yield self._execute(spec, data, result, seq, phase, algorithm, params, timeout)
+        yield self._execute(spec, data, result, seq, phase, algorithm, params, timeout,
+                            agree=root is not None)
         return None if result is None else result.reshape(shape)
 
     def gather(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
@@ -1680,7 +1705,8 @@ class Comm:
             data = data.copy()
         signature = (spec.count, spec.counts, resolved.name)
         yield self._execute(spec, data, result, seq, 0, algorithm, params, timeout,
-                            counts_signature=signature, in_place=in_place)
+                            counts_signature=signature, in_place=in_place,
+                            agree=collective == "reduce")
         if collective == "exscan" and self.rank == 0:
             return None
         return None if result is None else result.reshape(shape)

@@ -69,7 +69,8 @@ typedef struct {
     PyObject *slow;             /* slow(status, send, recv, seq, timeout) */
     PyObject *wake;             /* wake(world_rank) */
     PyObject *inflight_name;
-    int publishes;
+    int publishes;              /* stores its word each call (with data when nbytes) */
+    int is_root;                /* the root of a bcast or scatter (`Runner_bcast`) */
     int store_fingerprint;      /* 0 only to measure what the fingerprint costs */
     /* length prefix: a contribution (each copied piece) starts with a header of prefix_head
      * bytes whose little-endian u64 at prefix_at counts the bytes in use after it; only those
@@ -274,7 +275,7 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
         "held", "ack", "ack_of_me", "sleeper_words", "sleeper_ranks", "read_kind",
         "src", "dst", "len", "self_copy", "count", "op", "dtype", "spin_seconds",
         "store_fingerprint", "prefix_at", "prefix_head", "write_prefix", "yield_seconds",
-        "hand_over_core", "local_words", NULL};
+        "hand_over_core", "local_words", "is_root", NULL};
     PyObject *segment, *ndarray, *area, *occupant, *own_pending, *readers, *slow, *wake;
     PyObject *my_held, *my_fp, *my_data, *held, *ack, *ack_of_me, *sleeper_words;
     PyObject *sleeper_ranks, *src, *dst, *len, *self_copy, *local_words = NULL;
@@ -282,15 +283,16 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
     Py_ssize_t nbytes, count;
     unsigned long long fingerprint, mix;
     double spin, yield = 0.0;
-    int store_fingerprint = 1, write_prefix = 0, hand_over_core = 0;
+    int store_fingerprint = 1, write_prefix = 0, hand_over_core = 0, is_root = 0;
     Py_ssize_t prefix_at = -1, prefix_head = 0;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|pnnpdpO", names, &segment, &ndarray, &area,
+            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|pnnpdpOp", names, &segment, &ndarray, &area,
             &PyList_Type, &occupant, &PyList_Type, &own_pending, &PyTuple_Type, &readers,
             &slow, &wake, &publishes, &nbytes, &fingerprint, &mix, &my_held, &my_fp,
             &my_data, &held, &ack, &ack_of_me, &sleeper_words, &sleeper_ranks, &read_kind,
             &src, &dst, &len, &self_copy, &count, &op, &dtype, &spin, &store_fingerprint,
-            &prefix_at, &prefix_head, &write_prefix, &yield, &hand_over_core, &local_words))
+            &prefix_at, &prefix_head, &write_prefix, &yield, &hand_over_core, &local_words,
+            &is_root))
         return -1;
     if (PyList_GET_SIZE(occupant) != NSLOTS || PyList_GET_SIZE(own_pending) != NSLOTS) {
         PyErr_SetString(PyExc_ValueError, "occupant and own_pending need one entry per slot");
@@ -313,6 +315,7 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
     if (r->inflight_name == NULL)
         return -1;
     r->publishes = publishes;
+    r->is_root = is_root;
     r->store_fingerprint = store_fingerprint;
     if (prefix_at >= 0 && (prefix_head < prefix_at + 8)) {
         PyErr_SetString(PyExc_ValueError, "the length prefix must lie inside the header");
@@ -553,39 +556,52 @@ static PyObject *hand_over(Runner *r, int status, PyObject *const *args, long ph
                                  phase);
 }
 
+/* Store this rank's word `word` for call `k` in `slot` (its contribution first, when it
+ * copies one from `send`) and wake the peers that sleep. -1 on an error. */
+static int publish(Runner *r, int slot, uint64_t k, uint64_t word, const char *send) {
+    PyObject *kobj = PyLong_FromUnsignedLongLong(k);
+    if (kobj == NULL)
+        return -1;
+    PyObject *occ = PyTuple_Pack(2, kobj, r->readers);
+    Py_DECREF(kobj);
+    if (occ == NULL)
+        return -1;
+    if (r->nbytes && send != NULL)
+        copy_bytes(r->base + r->my_data[slot], send,
+                   r->write_prefix ? used_bytes(r, send, r->nbytes) : r->nbytes);
+    if (r->store_fingerprint)
+        store_word(r, r->my_fp[slot], r->fingerprint);
+    store_word(r, r->my_held[slot], word);
+    PyList_SetItem(r->occupant, slot, occ); /* steals occ */
+    wake_sleepers(r);
+    return 0;
+}
+
+/* Tell the members this rank waited for in `slot` that it is done with call `k`. */
+static void acknowledge(Runner *r, int slot, uint64_t k) {
+    if (!r->nothers)
+        return;
+    Py_ssize_t *ack = r->ack + slot * r->nothers;
+    for (Py_ssize_t i = 0; i < r->nothers; i++)
+        store_word(r, ack[i], k);
+    wake_sleepers(r);
+}
+
 /* Call `k` (held word `word`) in `slot`, which is free: publish this rank's contribution,
  * wait for the peers', read, acknowledge. Peers still late after `await_words` go to Python
  * (`hand_over` status 2, with `args`: send, recv, seq, timeout). None, or NULL on an error. */
 static PyObject *run_call(Runner *r, int slot, uint64_t k, uint64_t word, char *send,
                           char *recv, PyObject *const *args, long phase) {
     if (r->publishes) {
-        PyObject *kobj = PyLong_FromUnsignedLongLong(k);
-        if (kobj == NULL)
+        if (publish(r, slot, k, word, send) < 0)
             return NULL;
-        PyObject *occ = PyTuple_Pack(2, kobj, r->readers);
-        Py_DECREF(kobj);
-        if (occ == NULL)
-            return NULL;
-        if (r->nbytes)
-            copy_bytes(r->base + r->my_data[slot], send,
-                   r->write_prefix ? used_bytes(r, send, r->nbytes) : r->nbytes);
-        if (r->store_fingerprint)
-            store_word(r, r->my_fp[slot], r->fingerprint);
-        store_word(r, r->my_held[slot], word);
-        PyList_SetItem(r->occupant, slot, occ); /* steals occ */
-        wake_sleepers(r);
-        if (r->nothers == 0 && PyTuple_GET_SIZE(r->readers) > 1)
+        if ((r->nothers == 0 || r->is_root) && PyTuple_GET_SIZE(r->readers) > 1)
             after_publishing(r);  /* a root whose readers all wait (not a gather's leaf) */
     }
     if (!await_words(r, r->held + slot * r->nothers, r->nothers, word))
         return hand_over(r, 2, args, phase);
     read_slots(r, slot, send, recv);
-    if (r->nothers) {
-        Py_ssize_t *ack = r->ack + slot * r->nothers;
-        for (Py_ssize_t i = 0; i < r->nothers; i++)
-            store_word(r, ack[i], k);
-        wake_sleepers(r);
-    }
+    acknowledge(r, slot, k);
     return Py_NewRef(Py_None);
 }
 
@@ -802,7 +818,7 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
     PyObject *comm = args[0], *x = args[1], *out = args[2], *timeout = args[3];
     Py_ssize_t n = r->hot_nbytes, head = r->prefix_head, all = n * r->hot_blocks;
     int out_fits = out != Py_None && array_fits(r, out, r->hot_out_nd, r->hot_out_dims, 1);
-    if (r->publishes) {
+    if (r->is_root) {
         if (!bound_array(r, x, 0))
             return Py_NewRef(r->hot_slow);
         if (out != Py_None && (out != x || r->hot_blocks != 1)) {
@@ -824,7 +840,7 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
     uint64_t k = ((uint64_t)seq << 3) + 1;
     uint64_t word = (k << 24) | r->mix;
     PyObject *result = NULL, *mine = NULL;
-    if (r->publishes) {
+    if (r->is_root) {
         if (!(out == x && r->hot_blocks == 1)) {  /* not in place: the root's result array */
             mine = out == Py_None ? PyObject_CallNoArgs(r->hot_alloc) : Py_NewRef(out);
             if (mine == NULL)
@@ -861,6 +877,17 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
         PyList_SetItem(r->occupant, slot, occ); /* steals occ */
         wake_sleepers(r);
         after_publishing(r);
+        /* every member's word: ranks that disagree on the root meet here */
+        if (!await_words(r, r->held + slot * r->nothers, r->nothers, word)) {
+            PyObject *hand[4] = {Py_None, Py_None, seqobj, timeout};
+            PyObject *done_slowly = hand_over(r, 2, hand, 0);
+            if (done_slowly == NULL) {
+                Py_XDECREF(mine);
+                goto done;
+            }
+            Py_DECREF(done_slowly);
+        } else
+            acknowledge(r, slot, k);
         if (mine == NULL)  /* in place, as MPI_Bcast's root */
             result = Py_NewRef(x);
         else {
@@ -873,12 +900,14 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
     PyObject *into = out == Py_None ? PyObject_CallNoArgs(r->hot_alloc) : Py_NewRef(out);
     if (into == NULL)
         goto done;
-    if (!array_fits(r, into, r->hot_out_nd, r->hot_out_dims, 1)) {  /* another dtype object */
+    if (!array_fits(r, into, r->hot_out_nd, r->hot_out_dims, 1)    /* another dtype object */
+        || (r->publishes && !await_slot(r, slot))) {  /* the root is one call behind */
         Py_DECREF(into);
         result = Py_NewRef(r->hot_slow);
         goto done;
     }
-    if (take_call(r, comm, seq) < 0) {
+    if (take_call(r, comm, seq) < 0
+        || (r->publishes && publish(r, slot, k, word, NULL) < 0)) {  /* arrived */
         Py_DECREF(into);
         goto done;
     }
@@ -901,12 +930,8 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
         copy_bytes(((ArrayFields *)into)->data, src + head, n);
     else if (!late)
         copy_bytes(env, src, used_bytes(r, src, ((ArrayFields *)r->hot_env)->dimensions[0]));
-    if (!late) {
-        Py_ssize_t *ack = r->ack + slot * r->nothers;
-        for (Py_ssize_t i = 0; i < r->nothers; i++)
-            store_word(r, ack[i], k);
-        wake_sleepers(r);
-    }
+    if (!late)
+        acknowledge(r, slot, k);
     if (same)
         result = into;
     else {

@@ -23,7 +23,7 @@ class Runner:
                  store_fingerprint: bool = True, prefix_at: int = -1, prefix_head: int = 0,
                  write_prefix: bool = False, yield_seconds: float = 0.0,
                  hand_over_core: bool = False,
-                 local_words: Sequence[int] | None = None) -> None: ...
+                 local_words: Sequence[int] | None = None, is_root: bool = False) -> None: ...
     def run(self, send: Any, recv: Any, seq: int, timeout: float | None,
             phase: int = 0) -> None:
         """One blocking direct call."""

@@ -81,6 +81,11 @@ class Transport(ABC):
     def capabilities(self) -> Capabilities:
         """What this transport offers."""
 
+    def unexpected_for_call(self, value: int, shift: int) -> tuple[int, int] | None:
+        """``(peer, fingerprint)`` of a message that arrived unmatched with ``tag >> shift ==
+        value`` and a fingerprint, if the transport can tell (None: none, or it cannot)."""
+        return None
+
     def comm_resources(self, context: int, group: tuple[int, ...]) -> frozenset[str]:
         """The resources a communicator ``(context, group)`` has on this transport."""
         return self.capabilities().resources

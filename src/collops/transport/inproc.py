@@ -86,6 +86,14 @@ class InprocTransport(Transport):
                 _fill(h, out, memoryview(parked[0]), parked[1])
         return h
 
+    def unexpected_for_call(self, value: int, shift: int) -> tuple[int, int] | None:
+        """A parked message of the call ``tag >> shift == value`` that carries a fingerprint."""
+        with self._box.cond:
+            for (peer, tag), (_, fingerprint) in self._box.unexpected.items():
+                if tag >> shift == value and fingerprint:
+                    return peer, fingerprint
+        return None
+
     def progress(self) -> None:
         """Nothing to advance (delivery is synchronous); raise if a rank has failed."""
         if self.fabric.failed:

@@ -148,6 +148,14 @@ class MpiTransport(Transport):
         return tuple(number[lead] for lead in leaders), len(set().union(*masks))
 
     # -- sending -----------------------------------------------------------------------------
+    def unexpected_for_call(self, value: int, shift: int) -> tuple[int, int] | None:
+        """``(peer, fingerprint)`` of an unmatched message with ``tag >> shift == value``."""
+        for (peer, tag), arrived in self._unexpected.items():
+            if tag >> shift == value:
+                return peer, (arrived.fingerprint if isinstance(arrived, _LargeArrival)
+                              else arrived[1])
+        return None
+
     def isend(self, peer: int, tag: int, data: memoryview, fingerprint: int = 0) -> Handle:
         """Send ``data``: packed with its header when small (done at once), else in two."""
         n = data.nbytes

@@ -254,9 +254,10 @@ class DirectArea:
             if crossed is not None:
                 peer, fingerprint = crossed
                 member = self.group.index(peer) if peer in self.group else peer
+                called = f"called {describe(expect[2])} but " if expect is not None else ""
                 raise CollectiveMismatch(
-                    f"{what}: rank {member} called {describe(fingerprint)} at the same point, "
-                    "through messages")
+                    f"{what}: {called}rank {member} called {describe(fingerprint)} at the same "
+                    "point, through messages")
         if deadline is not None and time.monotonic() > deadline:
             raise CollectiveTimeout(
                 f"{what} did not complete in time; not heard from ranks {awaited}")
