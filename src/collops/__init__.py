@@ -20,6 +20,7 @@ from .errors import (
     MessageSizeMismatch,
     PeerFailed,
     RankFailed,
+    RequestError,
     ScheduleError,
     TransportError,
     UnknownAlgorithm,
@@ -40,7 +41,17 @@ from .ops import (
     SUM,
     Op,
 )
-from .runtime import Comm, Request, init, spawn, wait_all
+from .runtime import (
+    Comm,
+    PersistentRequest,
+    Request,
+    init,
+    spawn,
+    start_all,
+    test_all,
+    wait_all,
+    wait_any,
+)
 
 __version__ = "0.1.0"
 
@@ -48,7 +59,8 @@ __all__ = [
     "BAND", "BOR", "BXOR", "COLLECTIVES", "LAND", "LOR", "LXOR", "MAX", "MAXLOC", "MIN", "MINLOC",
     "PROD", "SUM", "Algorithm", "AlgorithmIneligible", "ArgumentError", "CollectiveMismatch",
     "CollectiveTimeout", "CollopsError", "Comm", "DeadlockError", "MessageSizeMismatch", "Op",
-    "PeerFailed", "RankFailed", "Request", "ScheduleError", "TransportError", "UnknownAlgorithm",
-    "UnsupportedOperation", "algorithms", "init", "ops", "pair_dtype", "pairs",
-    "reload_settings", "settings", "spawn", "wait_all",
+    "PeerFailed", "PersistentRequest", "RankFailed", "Request", "RequestError", "ScheduleError",
+    "TransportError", "UnknownAlgorithm", "UnsupportedOperation", "algorithms", "init", "ops",
+    "pair_dtype", "pairs", "reload_settings", "settings", "spawn", "start_all", "test_all",
+    "wait_all", "wait_any",
 ]

@@ -84,3 +84,14 @@ class CollectiveMismatch(CollopsError):
 
 class CollectiveTimeout(CollopsError):
     """A collective did not complete within its timeout."""
+
+
+class RequestError(CollopsError):
+    """A request was used in a state that forbids it: a persistent request started while
+    active, or used after `free`."""
+
+    def __init__(self, call: str, reason: str, rank: int | None = None) -> None:
+        self.call = call
+        self.rank = rank
+        where = f" on rank {rank}" if rank is not None else ""
+        super().__init__(f"{call}{where}: {reason}")

@@ -3,7 +3,9 @@
 Every collective is written once, as a generator of *phases*: each phase is a schedule run
 (`Execution`) on concrete buffers; between phases the generator may read what arrived (shape
 and dtype of a broadcast, counts of a v-collective). The blocking call drives the generator
-to the end; the ``i``-prefixed call returns a `Request` that drives it on `test`/`wait`.
+to the end; the ``i``-prefixed call returns a `Request` that drives it on `test`/`wait`, and
+the ``_init`` call a `PersistentRequest` that runs it again at each `start` (both forms are
+generated from the blocking methods, see `variants`).
 
 A call reserves its sequence number when it is made, so the tags of all its phases are fixed
 then, and concurrent non-blocking collectives on one communicator match correctly whatever
@@ -34,8 +36,8 @@ from .agreement import Agreed
 from .agreement import agree as agree_first
 from .engine import CallInfo, Execution, Plan, Progress, make_tag_base
 from .native import attach as attach_native
-
-Phases = Generator[Execution, None, Any]
+from .request import Phases, Request, wait_all
+from .variants import nonblocking, persistent
 
 # -- envelopes: dtype, shape and (when they fit) the data, for calls whose non-roots do not
 # know them (bcast, scatter). An envelope (a scatter's: each rank's block of it) starts with a
@@ -277,81 +279,6 @@ class _Template:
         #: that calls it
         self.compiled: Any = None
         self.hot: tuple[Any, int, Callable[..., Any]] | None = None
-
-
-class Request:
-    """A non-blocking collective in flight: `test` and `wait` drive it."""
-
-    def __init__(self, comm: Comm, phases: Phases) -> None:
-        self._comm = comm
-        self._phases = phases
-        self._current: Execution | None = None
-        self._done = False
-        self._value: Any = None
-        #: an error raised while another request's wait advanced this one
-        self._error: BaseException | None = None
-        self._advance()
-
-    def _advance(self) -> None:
-        progress = self._comm._progress
-        while not self._done:
-            if self._current is not None:
-                if not self._current.poll():
-                    if self._current not in progress.active:
-                        progress.active.append(self._current)
-                    # when progress completes this phase, start the next one at once
-                    progress.own(self._current, self._advance_from_progress)
-                    return
-                progress.disown(self._current)
-                if self._current in progress.active:
-                    progress.active.remove(self._current)
-            try:
-                self._current = self._phases.send(None)
-            except StopIteration as stop:
-                self._done = True
-                self._current = None
-                self._value = stop.value
-
-    def _advance_from_progress(self) -> None:
-        """Start the next phase from another wait; keep an error for this request's wait."""
-        try:
-            self._advance()
-        except BaseException as exc:  # raised again by test() or wait()
-            self._error = exc
-            self._done = True
-            self._current = None
-
-    def _raise_kept(self) -> None:
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
-
-    def test(self) -> bool:
-        """Advance without blocking; True once the collective has completed."""
-        if not self._done:
-            self._comm._progress.poll_all()
-            self._advance()
-        self._raise_kept()
-        return self._done
-
-    def wait(self) -> Any:
-        """Block until completion and return what the blocking call would have returned."""
-        while not self._done:
-            assert self._current is not None
-            self._comm._progress.wait(self._current)
-            self._advance()
-        self._raise_kept()
-        return self._value
-
-    @property
-    def done(self) -> bool:
-        """Whether the collective has completed (without advancing it)."""
-        return self._done
-
-
-def wait_all(requests: Sequence[Request]) -> list[Any]:
-    """Wait for every request; returns their values in order."""
-    return [r.wait() for r in requests]
 
 
 def _rows(arr: np.ndarray) -> int:
@@ -1203,10 +1130,6 @@ class Comm:
                 return None
         return self._start(self._barrier(algorithm, timeout, params), True)
 
-    def ibarrier(self, *, algorithm: str | None = None, timeout: float | None = None,
-                 **params: Any) -> Request:
-        """Non-blocking barrier."""
-        return self._start(self._barrier(algorithm, timeout, params), False)
 
     # -- bcast -------------------------------------------------------------------------------
     def _bcast(self, x: Any, root: int, out: Any, algorithm: str | None,
@@ -1292,10 +1215,6 @@ class Comm:
             return got  # type: ignore[no-any-return]
         return self._start(self._bcast(x, root, out, algorithm, timeout, params), True)
 
-    def ibcast(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
-               timeout: float | None = None, **params: Any) -> Request:
-        """Non-blocking `bcast`."""
-        return self._start(self._bcast(x, root, out, algorithm, timeout, params), False)
 
     # -- scatter -------------------------------------------------------------------------------
     def _meta_bcast(self, call: str, seq: int, phase: int, root: int, dtype: np.dtype | None,
@@ -1433,10 +1352,6 @@ class Comm:
             return got  # type: ignore[no-any-return]
         return self._start(self._scatter(x, root, out, algorithm, timeout, params), True)
 
-    def iscatter(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
-                 timeout: float | None = None, **params: Any) -> Request:
-        """Non-blocking `scatter`."""
-        return self._start(self._scatter(x, root, out, algorithm, timeout, params), False)
 
     def scatterv(self, x: Any, counts: Any = None, root: int = 0, *, out: Any = None,
                  algorithm: str | None = None, timeout: float | None = None,
@@ -1447,14 +1362,6 @@ class Comm:
         return self._start(self._scatterv("scatterv", x, counts if self.rank == root else 0,
                                           root, out, algorithm, timeout, params), True)
 
-    def iscatterv(self, x: Any, counts: Any = None, root: int = 0, *, out: Any = None,
-                  algorithm: str | None = None, timeout: float | None = None,
-                  **params: Any) -> Request:
-        """Non-blocking `scatterv`."""
-        if self.rank == root and counts is None:
-            raise ArgumentError("iscatterv", "counts", None, "required at the root", self.rank)
-        return self._start(self._scatterv("scatterv", x, counts if self.rank == root else 0,
-                                          root, out, algorithm, timeout, params), False)
 
     # -- counts exchange -------------------------------------------------------------------
     def _allgather_ints(self, call: str, values: Sequence[int], seq: int, phase: int,
@@ -1524,11 +1431,6 @@ class Comm:
         return self._start(self._gatherv("gather", x, root, None, False, out, algorithm, timeout,
                                          params), True)
 
-    def igather(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
-                timeout: float | None = None, **params: Any) -> Request:
-        """Non-blocking `gather`."""
-        return self._start(self._gatherv("gather", x, root, None, False, out, algorithm, timeout,
-                                         params), False)
 
     def gatherv(self, x: Any, root: int = 0, counts: Any = None, *, out: Any = None,
                 algorithm: str | None = None, timeout: float | None = None,
@@ -1537,12 +1439,6 @@ class Comm:
         return self._start(self._gatherv("gatherv", x, root, counts, True, out, algorithm,
                                          timeout, params), True)
 
-    def igatherv(self, x: Any, root: int = 0, counts: Any = None, *, out: Any = None,
-                 algorithm: str | None = None, timeout: float | None = None,
-                 **params: Any) -> Request:
-        """Non-blocking `gatherv`."""
-        return self._start(self._gatherv("gatherv", x, root, counts, True, out, algorithm,
-                                         timeout, params), False)
 
     def allgather(self, x: Any, *, out: Any = None, algorithm: str | None = None,
                   timeout: float | None = None, **params: Any) -> np.ndarray:
@@ -1554,11 +1450,6 @@ class Comm:
         return self._start(self._gatherv("allgather", x, None, None, False, out, algorithm,
                                          timeout, params), True)
 
-    def iallgather(self, x: Any, *, out: Any = None, algorithm: str | None = None,
-                   timeout: float | None = None, **params: Any) -> Request:
-        """Non-blocking `allgather`."""
-        return self._start(self._gatherv("allgather", x, None, None, False, out, algorithm,
-                                         timeout, params), False)
 
     def allgatherv(self, x: Any, counts: Any = None, *, out: Any = None,
                    algorithm: str | None = None, timeout: float | None = None,
@@ -1567,12 +1458,6 @@ class Comm:
         return self._start(self._gatherv("allgatherv", x, None, counts, True, out, algorithm,
                                          timeout, params), True)
 
-    def iallgatherv(self, x: Any, counts: Any = None, *, out: Any = None,
-                    algorithm: str | None = None, timeout: float | None = None,
-                    **params: Any) -> Request:
-        """Non-blocking `allgatherv`."""
-        return self._start(self._gatherv("allgatherv", x, None, counts, True, out, algorithm,
-                                         timeout, params), False)
 
     # -- alltoall ------------------------------------------------------------------------------
     def _alltoallv(self, call: str, x: Any, sendcounts: Any, sdispls: Any, recvcounts: Any,
@@ -1642,11 +1527,6 @@ class Comm:
         return self._start(self._alltoallv("alltoall", x, None, None, None, False, out,
                                            algorithm, timeout, params), True)
 
-    def ialltoall(self, x: Any, *, out: Any = None, algorithm: str | None = None,
-                  timeout: float | None = None, **params: Any) -> Request:
-        """Non-blocking `alltoall`."""
-        return self._start(self._alltoallv("alltoall", x, None, None, None, False, out,
-                                           algorithm, timeout, params), False)
 
     def alltoallv(self, x: Any, sendcounts: Any, sdispls: Any = None, recvcounts: Any = None, *,
                   out: Any = None, algorithm: str | None = None, timeout: float | None = None,
@@ -1655,12 +1535,6 @@ class Comm:
         return self._start(self._alltoallv("alltoallv", x, sendcounts, sdispls, recvcounts,
                                            True, out, algorithm, timeout, params), True)
 
-    def ialltoallv(self, x: Any, sendcounts: Any, sdispls: Any = None, recvcounts: Any = None,
-                   *, out: Any = None, algorithm: str | None = None,
-                   timeout: float | None = None, **params: Any) -> Request:
-        """Non-blocking `alltoallv`."""
-        return self._start(self._alltoallv("alltoallv", x, sendcounts, sdispls, recvcounts,
-                                           True, out, algorithm, timeout, params), False)
 
     # -- reductions ----------------------------------------------------------------------------
     def _reduction(self, collective: str, x: Any, op: Any, root: int | None, counts: Any,
@@ -1722,12 +1596,6 @@ class Comm:
         return self._start(self._reduction("reduce", x, op, root, None, out, algorithm, timeout,
                                            params), True)
 
-    def ireduce(self, x: Any, op: Any = None, root: int = 0, *, out: Any = None,
-                algorithm: str | None = None, timeout: float | None = None,
-                **params: Any) -> Request:
-        """Non-blocking `reduce`."""
-        return self._start(self._reduction("reduce", x, op, root, None, out, algorithm, timeout,
-                                           params), False)
 
     def allreduce(self, x: Any, op: Any = None, *, out: Any = None, algorithm: str | None = None,
                   timeout: float | None = None, **params: Any) -> np.ndarray:
@@ -1739,12 +1607,6 @@ class Comm:
         return self._start(self._reduction("allreduce", x, op, None, None, out, algorithm,
                                            timeout, params), True)
 
-    def iallreduce(self, x: Any, op: Any = None, *, out: Any = None,
-                   algorithm: str | None = None, timeout: float | None = None,
-                   **params: Any) -> Request:
-        """Non-blocking `allreduce`."""
-        return self._start(self._reduction("allreduce", x, op, None, None, out, algorithm,
-                                           timeout, params), False)
 
     def reduce_scatter(self, x: Any, op: Any = None, counts: Any = None, *, out: Any = None,
                        algorithm: str | None = None, timeout: float | None = None,
@@ -1753,12 +1615,6 @@ class Comm:
         return self._start(self._reduction("reduce_scatter", x, op, None, counts, out,
                                            algorithm, timeout, params), True)
 
-    def ireduce_scatter(self, x: Any, op: Any = None, counts: Any = None, *, out: Any = None,
-                        algorithm: str | None = None, timeout: float | None = None,
-                        **params: Any) -> Request:
-        """Non-blocking `reduce_scatter`."""
-        return self._start(self._reduction("reduce_scatter", x, op, None, counts, out,
-                                           algorithm, timeout, params), False)
 
     def reduce_scatter_block(self, x: Any, op: Any = None, *, out: Any = None,
                              algorithm: str | None = None, timeout: float | None = None,
@@ -1771,12 +1627,6 @@ class Comm:
         return self._start(self._reduction("reduce_scatter_block", x, op, None, None, out,
                                            algorithm, timeout, params), True)
 
-    def ireduce_scatter_block(self, x: Any, op: Any = None, *, out: Any = None,
-                              algorithm: str | None = None, timeout: float | None = None,
-                              **params: Any) -> Request:
-        """Non-blocking `reduce_scatter_block`."""
-        return self._start(self._reduction("reduce_scatter_block", x, op, None, None, out,
-                                           algorithm, timeout, params), False)
 
     def scan(self, x: Any, op: Any = None, *, out: Any = None, algorithm: str | None = None,
              timeout: float | None = None, **params: Any) -> np.ndarray:
@@ -1788,11 +1638,6 @@ class Comm:
         return self._start(self._reduction("scan", x, op, None, None, out, algorithm, timeout,
                                            params), True)
 
-    def iscan(self, x: Any, op: Any = None, *, out: Any = None, algorithm: str | None = None,
-              timeout: float | None = None, **params: Any) -> Request:
-        """Non-blocking `scan`."""
-        return self._start(self._reduction("scan", x, op, None, None, out, algorithm, timeout,
-                                           params), False)
 
     def exscan(self, x: Any, op: Any = None, *, out: Any = None, algorithm: str | None = None,
                timeout: float | None = None, **params: Any) -> np.ndarray | None:
@@ -1804,11 +1649,40 @@ class Comm:
         return self._start(self._reduction("exscan", x, op, None, None, out, algorithm, timeout,
                                            params), True)
 
-    def iexscan(self, x: Any, op: Any = None, *, out: Any = None, algorithm: str | None = None,
-                timeout: float | None = None, **params: Any) -> Request:
-        """Non-blocking `exscan`."""
-        return self._start(self._reduction("exscan", x, op, None, None, out, algorithm, timeout,
-                                           params), False)
+
+    # -- the non-blocking and persistent forms, generated from the blocking calls ---------
+    ibarrier = nonblocking(barrier)
+    barrier_init = persistent(barrier)
+    ibcast = nonblocking(bcast)
+    bcast_init = persistent(bcast)
+    iscatter = nonblocking(scatter)
+    scatter_init = persistent(scatter)
+    iscatterv = nonblocking(scatterv)
+    scatterv_init = persistent(scatterv)
+    igather = nonblocking(gather)
+    gather_init = persistent(gather)
+    igatherv = nonblocking(gatherv)
+    gatherv_init = persistent(gatherv)
+    iallgather = nonblocking(allgather)
+    allgather_init = persistent(allgather)
+    iallgatherv = nonblocking(allgatherv)
+    allgatherv_init = persistent(allgatherv)
+    ialltoall = nonblocking(alltoall)
+    alltoall_init = persistent(alltoall)
+    ialltoallv = nonblocking(alltoallv)
+    alltoallv_init = persistent(alltoallv)
+    ireduce = nonblocking(reduce)
+    reduce_init = persistent(reduce)
+    iallreduce = nonblocking(allreduce)
+    allreduce_init = persistent(allreduce)
+    ireduce_scatter = nonblocking(reduce_scatter)
+    reduce_scatter_init = persistent(reduce_scatter)
+    ireduce_scatter_block = nonblocking(reduce_scatter_block)
+    reduce_scatter_block_init = persistent(reduce_scatter_block)
+    iscan = nonblocking(scan)
+    scan_init = persistent(scan)
+    iexscan = nonblocking(exscan)
+    exscan_init = persistent(exscan)
 
     # -- communicators ---------------------------------------------------------------------
     def split(self, color: int | None, key: int = 0) -> Comm | None:

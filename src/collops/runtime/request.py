@@ -1,0 +1,142 @@
+"""Requests: a non-blocking collective in flight, and waiting on several (MPI's Wait*/Test*).
+
+A `Request` drives a call's phase generator (see `comm`): each phase is an `Execution`
+polled by the communicator's `Progress`; when one completes the next starts at once, even
+during another request's wait. `wait_all`, `wait_any` and `test_all` take any requests with
+``test`` and ``wait`` (persistent ones too, see `persistent`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..errors import ArgumentError
+from .engine import Execution
+
+if TYPE_CHECKING:
+    from .comm import Comm
+
+Phases = Generator[Execution, None, Any]
+
+#: seconds `wait_any` sleeps in the transport between passes over requests none of which
+#: completed (a message arriving ends the sleep at once)
+_IDLE = 0.05
+#: passes `wait_any` makes before it starts sleeping
+_SPINS = 16
+
+
+class Completable(Protocol):
+    """What the wait and test helpers need of a request."""
+
+    def test(self) -> bool:
+        """Advance without blocking; True once complete."""
+
+    def wait(self) -> Any:
+        """Block until complete; the call's value."""
+
+
+class Request:
+    """A non-blocking collective in flight: `test` and `wait` drive it."""
+
+    def __init__(self, comm: Comm, phases: Phases) -> None:
+        self._comm = comm
+        self._phases = phases
+        self._current: Execution | None = None
+        self._done = False
+        self._value: Any = None
+        #: an error raised while another request's wait advanced this one
+        self._error: BaseException | None = None
+        self._advance()
+
+    def _advance(self) -> None:
+        progress = self._comm._progress
+        while not self._done:
+            if self._current is not None:
+                if not self._current.poll():
+                    if self._current not in progress.active:
+                        progress.active.append(self._current)
+                    # when progress completes this phase, start the next one at once
+                    progress.own(self._current, self._advance_from_progress)
+                    return
+                progress.disown(self._current)
+                if self._current in progress.active:
+                    progress.active.remove(self._current)
+            try:
+                self._current = self._phases.send(None)
+            except StopIteration as stop:
+                self._done = True
+                self._current = None
+                self._value = stop.value
+
+    def _advance_from_progress(self) -> None:
+        """Start the next phase from another wait; keep an error for this request's wait."""
+        try:
+            self._advance()
+        except BaseException as exc:  # raised again by test() or wait()
+            self._error = exc
+            self._done = True
+            self._current = None
+
+    def _raise_kept(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def test(self) -> bool:
+        """Advance without blocking; True once the collective has completed."""
+        if not self._done:
+            self._comm._progress.poll_all()
+            self._advance()
+        self._raise_kept()
+        return self._done
+
+    def wait(self) -> Any:
+        """Block until completion and return what the blocking call would have returned."""
+        while not self._done:
+            assert self._current is not None
+            self._comm._progress.wait(self._current)
+            self._advance()
+        self._raise_kept()
+        return self._value
+
+    def idle(self, timeout: float) -> None:
+        """Sleep in the transport until a message arrives or ``timeout`` seconds pass."""
+        self._comm._progress.transport.wait_for_activity(timeout)
+
+    @property
+    def done(self) -> bool:
+        """Whether the collective has completed (without advancing it)."""
+        return self._done
+
+
+def wait_all(requests: Sequence[Completable]) -> list[Any]:
+    """Wait for every request; returns their values in order."""
+    return [r.wait() for r in requests]
+
+
+def test_all(requests: Sequence[Completable]) -> bool:
+    """Advance every request without blocking; True when all have completed."""
+    finished = [r.test() for r in requests]  # every request advances, not just the first few
+    return all(finished)
+
+
+def wait_any(requests: Sequence[Completable]) -> tuple[int, Any]:
+    """Block until one request completes; its index and value (the lowest index if several).
+
+    Inactive persistent requests are skipped, as MPI_Waitany skips them; an error if no
+    request is left to wait for."""
+    live = [i for i, r in enumerate(requests) if getattr(r, "active", True)]
+    if not live:
+        raise ArgumentError("wait_any", "requests", len(requests), "no active request to wait "
+                            "for")
+    spins = 0
+    while True:
+        for i in live:
+            if requests[i].test():
+                return i, requests[i].wait()
+        spins += 1
+        if spins > _SPINS:
+            idle = getattr(requests[live[0]], "idle", None)
+            if idle is not None:
+                idle(_IDLE)

@@ -1,0 +1,149 @@
+"""The non-blocking (``i…``) and persistent (``…_init``) forms of the collectives, generated.
+
+Every collective is written once, as a phase generator of `Comm` (``_reduction``,
+``_gatherv``, …); `PHASES` says which one runs each collective and with which fixed
+arguments. `nonblocking` and `persistent` turn a blocking method into its two other forms:
+a method with the blocking method's very signature (so `help`, `inspect.signature` and
+type checkers show the real parameters) whose body passes its arguments by name to the
+phase generator and wraps it in a `Request` or a `PersistentRequest`.
+
+The methods are compiled from source, as `dataclasses` does, rather than written as
+``*args, **kwargs`` wrappers: binding arguments with `inspect.Signature.bind` would cost a
+non-blocking call several microseconds.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ParamSpec
+
+from ..errors import ArgumentError
+from .persistent import PersistentRequest
+from .request import Request
+
+Args = ParamSpec("Args")
+
+
+def _scatterv_counts(comm: Any, call: str, counts: Any, root: int) -> Any:
+    """A scatterv's ``counts``, required at the root (checked before anything is sent) and
+    ignored elsewhere."""
+    if comm.rank == root and counts is None:
+        raise ArgumentError(call, "counts", None, "required at the root", comm.rank)
+    return counts if comm.rank == root else 0
+
+
+@dataclass(frozen=True)
+class Variant:
+    """How a collective runs as a phase generator of `Comm`."""
+
+    #: the generator method's name
+    method: str
+    #: its arguments that the collective fixes (the rest are the blocking call's, by name)
+    fixed: dict[str, Any] = field(default_factory=dict)
+    #: run first as ``first = prologue(comm, call, first, *others)`` where the names are those
+    #: of its parameters after ``call``: a check the generator does not make
+    prologue: Callable[..., Any] | None = None
+
+
+_ROOTLESS = {"root": None}
+_EQUAL = {"counts": None, "vector": False}
+
+#: collective -> the phase generator that runs it
+PHASES: dict[str, Variant] = {
+    "barrier": Variant("_barrier"),
+    "bcast": Variant("_bcast"),
+    "scatter": Variant("_scatter"),
+    "scatterv": Variant("_scatterv", {"call": "scatterv"}, _scatterv_counts),
+    "gather": Variant("_gatherv", {"call": "gather", **_EQUAL}),
+    "gatherv": Variant("_gatherv", {"call": "gatherv", "vector": True}),
+    "allgather": Variant("_gatherv", {"call": "allgather", **_ROOTLESS, **_EQUAL}),
+    "allgatherv": Variant("_gatherv", {"call": "allgatherv", **_ROOTLESS, "vector": True}),
+    "alltoall": Variant("_alltoallv", {"call": "alltoall", "sendcounts": None, "sdispls": None,
+                                       "recvcounts": None, "vector": False}),
+    "alltoallv": Variant("_alltoallv", {"call": "alltoallv", "vector": True}),
+    "reduce": Variant("_reduction", {"collective": "reduce", "counts": None}),
+    "allreduce": Variant("_reduction", {"collective": "allreduce", **_ROOTLESS,
+                                        "counts": None}),
+    "reduce_scatter": Variant("_reduction", {"collective": "reduce_scatter", **_ROOTLESS}),
+    "reduce_scatter_block": Variant("_reduction", {"collective": "reduce_scatter_block",
+                                                   **_ROOTLESS, "counts": None}),
+    "scan": Variant("_reduction", {"collective": "scan", **_ROOTLESS, "counts": None}),
+    "exscan": Variant("_reduction", {"collective": "exscan", **_ROOTLESS, "counts": None}),
+}
+
+
+def _parameter_list(signature: inspect.Signature) -> str:
+    """``signature``'s parameters as the text of a ``def`` (defaults read from ``_defaults``)."""
+    parts: list[str] = []
+    keyword_only = False
+    for p in signature.parameters.values():
+        if p.kind is p.POSITIONAL_ONLY or p.kind is p.VAR_POSITIONAL:
+            raise TypeError(f"unsupported parameter {p} in a collective's signature")
+        if p.kind is p.KEYWORD_ONLY and not keyword_only:
+            parts.append("*")
+            keyword_only = True
+        if p.kind is p.VAR_KEYWORD:
+            parts.append(f"**{p.name}")
+        elif p.default is p.empty:
+            parts.append(p.name)
+        else:
+            parts.append(f"{p.name}=_defaults[{p.name!r}]")
+    return ", ".join(parts)
+
+
+def _generate(blocking: Callable[..., Any], name: str, body: str, returns: str,
+              doc: str, namespace: dict[str, Any]) -> Callable[..., Any]:
+    """A method ``name`` with ``blocking``'s signature (returning ``returns``) whose body is
+    ``body``: there ``args`` is the call's arguments, by name, as Python source."""
+    signature = inspect.signature(blocking)
+    args = ", ".join(f"{n}={n}" for n in list(signature.parameters)[1:])
+    source = f"def {name}({_parameter_list(signature)}):\n    {body.format(args=args)}\n"
+    scope = {"_defaults": {p.name: p.default for p in signature.parameters.values()},
+             **namespace}
+    exec(source, scope)  # the source is made above from the signature alone
+    method: Callable[..., Any] = scope[name]
+    method.__annotations__ = {**blocking.__annotations__, "return": returns}
+    method.__doc__ = doc
+    method.__module__ = blocking.__module__
+    method.__qualname__ = blocking.__qualname__.rsplit(".", 1)[0] + "." + name
+    return method
+
+
+def _prologue(variant: Variant, call: str) -> str:
+    """The source line running ``variant``'s prologue (empty without one)."""
+    if variant.prologue is None:
+        return ""
+    names = list(inspect.signature(variant.prologue).parameters)[2:]
+    return f"{names[0]} = _prologue(self, {call!r}, {', '.join(names)}); "
+
+
+def _fixed(variant: Variant) -> str:
+    """``variant``'s fixed arguments as keyword-argument source."""
+    return "".join(f"{k}={v!r}, " for k, v in variant.fixed.items())
+
+
+def nonblocking(blocking: Callable[Args, Any]) -> Callable[Args, Request]:
+    """The non-blocking form of a blocking collective method: same parameters, a `Request`."""
+    name = blocking.__name__
+    variant = PHASES[name]
+    body = (f"{_prologue(variant, 'i' + name)}"
+            f"return _Request(self, self.{variant.method}({_fixed(variant)}{{args}}))")
+    return _generate(blocking, "i" + name, body, "Request", f"Non-blocking `{name}`.",
+                     {"_Request": Request, "_prologue": variant.prologue})
+
+
+def persistent(blocking: Callable[Args, Any]) -> Callable[Args, PersistentRequest]:
+    """The persistent form (MPI-4 ``MPI_Allreduce_init``, …) of a blocking collective method:
+    same parameters, a `PersistentRequest` whose `~PersistentRequest.start` runs the call."""
+    name = blocking.__name__
+    variant = PHASES[name]
+    call = name + "_init"
+    body = (f"{_prologue(variant, call)}"
+            f"return _Persistent(self, {call!r}, {variant.method!r}, "
+            f"dict({_fixed(variant)}{{args}}))")
+    return _generate(blocking, call, body, "PersistentRequest",
+                     f"Persistent `{name}`: a request whose every `start` runs the call again "
+                     "on the same buffers.",
+                     {"_Persistent": PersistentRequest, "_prologue": variant.prologue})
