@@ -21,8 +21,8 @@ import numpy as np
 from common import parse_size
 
 import collops
-from collops.algorithms import shm_stream
 from collops.bench.measure import buffers, collops_call, time_iterations
+from collops.shm import stream as shm_stream
 
 EVERY_BLOCK = {c: {64: (0, math.inf)} for c in shm_stream.SUPPORTED}
 

@@ -84,7 +84,7 @@ def algorithms_markdown(collective: str | None = None) -> str:
         "reduce_scatter_block, allreduce: each rank streams "
         "its contribution chunk by chunk into its own ring in the segment (8 chunks of 128 "
         "KiB) while it copies the chunks it needs out of the rings of the ranks it reads, in "
-        "C (`collops.transport._stream`, or the same protocol in Python); a reduce is a "
+        "C (`collops.shm._stream`, or the same protocol in Python); a reduce is a "
         "gather into the root's scratch, folded there in rank order, a reduce_scatter_block "
         "an alltoall into every rank's scratch, each folding its block, an allreduce that "
         "and an allgather of the blocks (a reduce and a bcast when the count does not "

@@ -94,9 +94,9 @@ def test_copies_that_bypass_the_cache_match_numpy(offset):
 
 @pytest.mark.parametrize("copy", ["compiled", "python"])
 def test_the_transports_copy_matches_numpy_at_every_distance(copy):
-    from collops.transport import shm_segment as seg
+    from collops.shm import segment as seg
     if copy == "compiled":
-        from collops.transport import _stream
+        from collops.shm import _stream
         fn = _stream.copy
     else:
         fn = seg._copy_in_pieces
@@ -133,7 +133,7 @@ def test_single_copies_at_every_distance_match_numpy():
     aliased ones go through the bounce buffer, a piece at a time."""
     import os
 
-    from collops.transport import shm_segment as seg
+    from collops.shm import segment as seg
     if not seg.cross_memory_attach_works():
         pytest.skip("cross-memory attach is not permitted here")
     reader = seg.RemoteReader()

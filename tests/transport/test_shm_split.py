@@ -16,9 +16,9 @@ import pytest
 import collops
 from collops.errors import PeerFailed, RankFailed
 from collops.runtime.launcher import launch_function
-from collops.transport import shm as shm_mod
+from collops.shm import transport as shm_mod
+from collops.shm.transport import ShmTransport
 from collops.transport.base import Handle, Transport
-from collops.transport.shm import ShmTransport
 
 pytestmark = pytest.mark.timeout(60)
 

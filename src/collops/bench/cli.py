@@ -166,8 +166,10 @@ def algorithm_problem(name: str, collectives: list[str], shm: bool = False) -> s
     ``shm_cma``, ``shm_stream``) are registered only once a communicator over it exists (in
     the ranks).
     """
-    from ..algorithms import shm_cma, shm_direct, shm_stream
     from ..algorithms.registry import get_algorithm
+    from ..shm import cma as shm_cma
+    from ..shm import direct as shm_direct
+    from ..shm import stream as shm_stream
 
     for collective in collectives:
         registry_name = REGISTRY_NAME.get(collective, collective)

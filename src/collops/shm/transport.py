@@ -53,12 +53,14 @@ from typing import Any
 
 import numpy as np
 
+from ..algorithms.fingerprint import describe
 from ..errors import CollectiveMismatch, PeerFailed, TransportError
-from . import placement
-from . import shm_segment as seg
-from .base import Capabilities, Handle, Transport
-from .shm_direct import DirectArea, slot_of
-from .shm_stream import StreamArea
+from ..transport import placement
+from ..transport.base import Capabilities, Handle, Transport
+from ..transport.tags import CALL_BITS, PHASE_BITS, SEQ_BITS
+from . import segment as seg
+from .direct_area import DirectArea, set_slot_capacity, slot_of
+from .stream_area import StreamArea
 
 _FENCE = threading.Lock()
 #: tag, fingerprint, nbytes, kind, aux: the slot header after its sequence word
@@ -244,6 +246,8 @@ class ShmTransport(Transport):
         self._single_copy_min = max(layout.eager_limit + 1, single_copy_min)
         self._single_copy_max = SINGLE_COPY_MAX
         self._split_min = SPLIT_MIN
+        if layout.direct_areas and layout.direct_bytes:
+            set_slot_capacity(layout.direct_bytes)
         self._reader = seg.RemoteReader()
         #: current spin budget: halved when a spin finds nothing, restored when one succeeds
         self._spin = 0.0 if self._oversubscribed else SPIN_SECONDS
@@ -251,13 +255,6 @@ class ShmTransport(Transport):
         self._direct_areas: dict[tuple[int, tuple[int, ...]], DirectArea] = {}
         self._stream_areas: dict[int, StreamArea] = {}
         self._direct_watch: list[Callable[[], bool]] = []
-        #: ``(shift, bits, describe)`` installed by the runtime, which owns the tag layout:
-        #: where a message's call number sits in its tag, and how to put a fingerprint
-        #: into words (for telling a direct call from the same call made with messages)
-        self.call_tags: tuple[int, int, Callable[[int], str]] | None = None
-        #: whether direct calls may use the compiled runner (`_direct`), where it was built;
-        #: the runtime sets it from the ``compiled`` setting
-        self.compiled_direct = True
         self._init_tables()
         self._attach()
 
@@ -403,12 +400,15 @@ class ShmTransport(Transport):
 
     def capabilities(self) -> Capabilities:
         """What this transport offers ("shm_direct": direct areas for small collectives;
-        "shm_stream": stream areas for large ones, on top of them)."""
+        "shm_stream": stream areas for large ones, on top of them; "shm_cma": single copies
+        out of the peers' memory, where the job permits them)."""
         lay = self._layout
         resources = frozenset({"shm_direct"}) if lay.direct_areas and lay.direct_bytes \
             else frozenset()
         if resources and lay.stream_rank_bytes and self.size <= 64:
             resources |= {"shm_stream"}
+        if resources and self._single_copy:
+            resources |= {"shm_cma"}
         return Capabilities(name="shm", node_of_rank=(0,) * self.size,
                             single_copy=self._single_copy, resources=resources)
 
@@ -463,7 +463,7 @@ class ShmTransport(Transport):
         has a stream area (`stream_areas`, in the segment after the direct areas)."""
         resources = self.capabilities().resources
         if "shm_direct" in resources and self.direct_area(context, group) is None:
-            resources = resources - {"shm_direct", "shm_stream"}
+            resources = resources - {"shm_direct", "shm_stream", "shm_cma"}
         if "shm_stream" in resources and not 0 <= context < self._layout.stream_areas:
             resources = resources - {"shm_stream"}
         return resources
@@ -562,9 +562,8 @@ class ShmTransport(Transport):
 
     def _direct_call_of_waited_peer(self) -> None:
         """Raise if a peer this rank awaits a message from made that call directly."""
-        if self.call_tags is None:
-            return
-        shift, bits, describe = self.call_tags
+        # where a message's call number sits in its tag (`collops.transport.tags`)
+        shift, bits = SEQ_BITS, CALL_BITS + PHASE_BITS
         mask = (1 << bits) - 1
         words, lay = self._words, self._layout
         for peer in self._ranks:

@@ -68,20 +68,23 @@ from typing import Any
 
 import numpy as np
 
+from .. import config
+from ..algorithms import fingerprint as fp
+from ..algorithms.native import NativeAlgorithm, NativeCall
+from ..algorithms.registry import Algorithm, CostModel, Restriction, add_algorithm
+from ..algorithms.spec import CallSpec, make_spec
 from ..datatypes import address_of
 from ..errors import CollectiveMismatch, PeerFailed, ScheduleError, TransportError
-from ..runtime import fingerprint as fp
 from ..schedule import Schedule
-from ..transport import shm_segment as seg
-from ..transport.shm import ShmTransport
-from ..transport.shm_direct import DirectArea, call_number, held_word, slot_of
-from ..transport.shm_stream import StreamArea
-from . import shm_direct
-from .registry import Algorithm, CostModel, Restriction, add_algorithm
-from .spec import CallSpec, make_spec
+from ..transport.tags import call_tag
+from . import direct as shm_direct
+from . import segment as seg
+from .direct_area import DirectArea, call_number, held_word, slot_of
+from .stream_area import StreamArea
+from .transport import ShmTransport
 
 try:
-    from ..transport import _stream
+    from . import _stream
 except ImportError:  # built without a C compiler: `PyPlan` runs the same protocol
     _stream = None  # type: ignore[assignment]
 
@@ -259,19 +262,18 @@ SPIN = 20e-6
 SPIN_OVERSUBSCRIBED = 2e-6
 
 
-def register(transport: ShmTransport) -> None:
+def register() -> None:
     """Add an ``shm_stream`` record to every supported collective."""
-    if RESOURCE not in transport.capabilities().resources:
-        return
     ranks = Restriction("at_most_64_ranks", "the communicator has at most 64 ranks",
                         lambda spec: spec.size <= 64)
+    native = NativeAlgorithm(start, bind)
     for collective in SUPPORTED:
         add_algorithm(Algorithm(
             collective, NAME, f"{collective} streamed chunk by chunk through each rank's ring "
             "in shared memory, written and read at once, no messages", _no_schedule,
             restrictions=(ranks,), cost=stream_cost,
-            needs=frozenset({shm_direct.RESOURCE, RESOURCE}), native=start, run=runner,
-            in_place=collective in IN_PLACE))
+            needs=frozenset({shm_direct.RESOURCE, RESOURCE}), native=native,
+            transports=shm_direct.TRANSPORTS, in_place=collective in IN_PLACE))
 
 
 def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
@@ -292,7 +294,7 @@ def stream_cost(spec: CallSpec, model: CostModel) -> float:
     """
     n, p = spec.count * spec.itemsize, spec.size
     if spec.collective not in AUTO or (
-            shm_direct.contribution_bytes(spec) <= shm_direct._capacity):
+            shm_direct.fits_a_slot(spec)):
         return math.inf  # shm_direct's calls (and the envelopes of bcast), or by name only
     if not auto_floor(spec.collective, p) <= n <= auto_limit(spec.collective, p):
         return math.inf  # measured slower than the schedules' messages
@@ -305,7 +307,7 @@ def plan_for(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: in
     """The (cached, on the area) plan of ``spec`` for group member ``index``: compiled or
     `PyPlan`. ``call``: the user's call ``spec`` is a phase of, whose fingerprint it carries
     (default: ``spec``'s own)."""
-    compiled = _stream is not None and area.transport.compiled_direct
+    compiled = _stream is not None and config.settings.compiled
     return shm_direct.kept(  # type: ignore[no-any-return]
         area.memo, (NAME, spec, group, index, compiled, call),
         lambda: _make_plan(area, spec, group, index, compiled, call or spec), limit=256)
@@ -429,7 +431,7 @@ def own_block_source(own: tuple[int, int, int], src: int, nbytes: int, send: int
 
 # -- the protocol in Python (when the extension is missing or COLLOPS_COMPILED=0) ---------------
 class PyPlan:
-    """`collops.transport._stream.Plan` in Python: the same protocol, chunk for chunk."""
+    """`collops.shm._stream.Plan` in Python: the same protocol, chunk for chunk."""
 
     def __init__(self, area: StreamArea, *, segment: Any, cursors: np.ndarray, me: int,
                  nchunks: int, chunk_bytes: int, my_filled: int, my_headers: int,
@@ -686,7 +688,7 @@ class StreamExecution:
         k = call_number(seq, phase)
         self.word = word = held_word(k, fingerprint)
         self.expect = (slot_of(seq, phase), word, fingerprint)
-        self.tag = shm_direct._call_tag(context, seq, phase)
+        self.tag = call_tag(context, seq, phase)
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.spin = _spin(transport)
         self.left = 1
@@ -798,11 +800,11 @@ class StreamExecution:
             self.send = self.recv = None
 
 
-def _areas_of(comm: Any, spec: CallSpec) -> tuple[ShmTransport, DirectArea, StreamArea]:
-    transport, direct = shm_direct._area(comm, spec)
-    area = transport.stream_area(comm.context)
+def _areas_of(call: NativeCall) -> tuple[ShmTransport, DirectArea, StreamArea]:
+    transport, direct = shm_direct.area_of(call)
+    area = transport.stream_area(call.context)
     if area is None:
-        raise ScheduleError(f"{NAME}: communicator context {comm.context} has no stream area")
+        raise ScheduleError(f"{NAME}: communicator context {call.context} has no stream area")
     return transport, direct, area
 
 
@@ -970,19 +972,20 @@ def _chain(transport: ShmTransport, direct: DirectArea, area: StreamArea, spec: 
     return ChainExecution([reduce, spread], deadline)
 
 
-def start(comm: Any, spec: CallSpec, send: np.ndarray | None, recv: np.ndarray | None,
-          seq: int, phase: int, params: Mapping[str, Any],
-          timeout: float | None) -> StreamExecution | FoldingExecution | ChainExecution:
-    """Start ``spec`` through the communicator's stream area (a collops `Comm` over shm)."""
-    transport, direct, area = _areas_of(comm, spec)
+def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, seq: int,
+          phase: int, timeout: float | None
+          ) -> StreamExecution | FoldingExecution | ChainExecution:
+    """Start ``call`` (its number ``seq``, phase ``phase``) through its stream area."""
+    transport, direct, area = _areas_of(call)
+    spec, rank, context = call.spec, call.rank, call.context
     ex: StreamExecution | FoldingExecution | ChainExecution
     if spec.collective in CHAINED:
-        ex = _chain(transport, direct, area, spec, comm.rank, _flat(send), _flat(recv), seq,
-                    phase, comm.context, timeout)
+        ex = _chain(transport, direct, area, spec, rank, _flat(send), _flat(recv), seq,
+                    phase, context, timeout)
     else:
-        prepared = plan_for(area, spec, tuple(direct.group), comm.rank)
-        ex = _execution(transport, direct, area, spec, prepared, comm.rank, _flat(send),
-                        _flat(recv), seq, phase, comm.context, timeout)
+        prepared = plan_for(area, spec, tuple(direct.group), rank)
+        ex = _execution(transport, direct, area, spec, prepared, rank, _flat(send),
+                        _flat(recv), seq, phase, context, timeout)
     ex.poll()
     return ex
 
@@ -996,12 +999,12 @@ def _spin(transport: ShmTransport) -> float:
     return SPIN_OVERSUBSCRIBED if transport.oversubscribed else SPIN
 
 
-def runner(comm: Any, spec: CallSpec, **options: Any) -> Callable[..., None]:
-    """The blocking form: ``fn(send, recv, seq, timeout, phase=0)`` (``options`` such as
-    ``length_prefix`` change nothing here)."""
-    transport, direct, area = _areas_of(comm, spec)
-    progress = comm._progress
-    rank, context = comm.rank, comm.context
+def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None) -> Callable[..., None]:
+    """The blocking form: ``fn(send, recv, seq, timeout, phase=0)`` (``length_prefix``
+    changes nothing here)."""
+    transport, direct, area = _areas_of(call)
+    progress, spec = call.progress, call.spec
+    rank, context = call.rank, call.context
     chained = spec.collective in CHAINED
     # held: the memo may forget it
     prepared = None if chained else plan_for(area, spec, tuple(direct.group), rank)
