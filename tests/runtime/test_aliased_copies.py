@@ -8,7 +8,7 @@ in the window, at its edges, outside it — meets lengths that are a multiple of
 loop's 64 bytes nor the piece, through the direct slots and the stream rings, and the
 results are compared with numpy's. Then calls that receive enough for the stream's
 non-temporal stores (`copy_streaming`), at odd alignments and lengths; the transport's own
-copies between its bulk area and the user's buffers (`shm_segment.copy_memory`, compiled and
+copies between its bulk area and the user's buffers (`segment.copy_memory`, compiled and
 in Python) and its single copies (`RemoteReader`, aliased ones through a bounce buffer).
 """
 

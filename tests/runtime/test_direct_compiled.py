@@ -1,4 +1,4 @@
-"""The compiled fast path of ``shm_direct`` (``transport._direct``) against numpy and Python.
+"""The compiled fast path of ``shm_direct`` (``collops.shm._direct``) against numpy and Python.
 
 `make test` builds the extension with the machine's C compiler, so it must be there; its
 reductions must give numpy's bits (NaN, signed zeros and integer wrap-around included); and

@@ -185,9 +185,12 @@ def cluster_rows(sizes: Sequence[int], t_s: float, t_c: float, t_s1: float, v_ma
 
 def algorithm_rows(collective: str, topology: Topology, p: int,
                    sizes: Sequence[int]) -> list[Row]:
-    """`closed_form` of every registered algorithm of ``collective`` at each size."""
+    """`closed_form` of every registered schedule of ``collective`` at each size (a transport
+    component's own algorithms run on their transport only, never on a modelled network)."""
     rows = []
     for alg in algorithms(collective):
+        if alg.native is not None:
+            continue
         for m in sizes:
             exact = exact_time(collective, alg.name, topology, p, m)
             time = exact if exact is not None else closed_form(collective, alg.name, topology,

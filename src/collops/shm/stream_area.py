@@ -1,7 +1,7 @@
 """Stream areas: the rings in shared memory behind the ``shm_stream`` collectives.
 
 The first ``stream_areas`` communicator contexts of a job have a stream area in the segment,
-after the direct areas (`shm_segment.Layout`). In it every rank owns a page of control lines —
+after the direct areas (`segment.Layout`). In it every rank owns a page of control lines —
 its *filled* counter (chunks published), one *drained* counter per reader (written by that
 reader: the chunks of this ring it is done with), one header line per chunk slot — followed by
 its ring of ``stream_chunks`` slots of ``stream_chunk_bytes``. Every counter is cumulative over
