@@ -18,7 +18,6 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..cli import command
 from ..errors import TransportError, UnknownAlgorithm
 from ..transport.placement import BIND_POLICIES
 from .measure import (
@@ -201,7 +200,6 @@ def format_records(records: list[Record]) -> str:
     return "\n".join(lines)
 
 
-@command("bench", _bench_args)
 def cmd_bench(args: argparse.Namespace) -> int:
     """OSU-style latency/bandwidth per size; --compare mpi adds MPI's figures and the ratio."""
     try:
@@ -258,3 +256,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         with open(args.json, "w") as f:
             json.dump([r.to_json() for r in records], f, indent=1)
     return 0
+
+
+#: the subcommand this module adds to ``collops``: name, argument set-up, handler
+COMMAND = ("bench", _bench_args, cmd_bench)

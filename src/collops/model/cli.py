@@ -35,7 +35,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..algorithms import COLLECTIVES, algorithms
-from ..cli import command
 from ..errors import CollopsError
 from ..topology import Topology, load_topology, parse_topology
 from ..topology.base import NetworkParams
@@ -315,7 +314,6 @@ def _tables(args: argparse.Namespace) -> tuple[list[str], list[Row]]:
     return texts, rows
 
 
-@command("model", _model_args)
 def cmd_model(args: argparse.Namespace) -> int:
     """Closed-form estimates: the seed-004 table, cluster models A and B, per algorithm,
     LogGP."""
@@ -330,3 +328,5 @@ def cmd_model(args: argparse.Namespace) -> int:
     return 0
 
 
+#: the subcommand this module adds to ``collops``: name, argument set-up, handler
+COMMAND = ("model", _model_args, cmd_model)
