@@ -1,7 +1,9 @@
 """The layering of docs/design.md, enforced: which package may import which.
 
-Arrows point down the table: algorithms never import the runtime, the simulator never
-imports a transport, a transport knows nothing of collectives.
+Arrows point down the table: algorithms never import the runtime or a transport, the
+simulator never imports a transport, the transport interface knows nothing of collectives,
+and a transport component (shm, mpi: a transport with its own collectives) sits below the
+runtime that builds it. No module is exempt.
 """
 
 from __future__ import annotations

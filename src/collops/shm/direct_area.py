@@ -65,17 +65,18 @@ SLEEP_SLICE = 0.05
 
 #: bytes of each rank's slot in the direct areas of the job this process attached to last
 #: (what ``shm_direct``'s restriction checks a call against; the layout's default before)
-_slot_capacity = [seg.DEFAULT_DIRECT_BYTES]
+_slot_capacity = seg.DEFAULT_DIRECT_BYTES
 
 
 def slot_capacity() -> int:
     """Bytes of a direct slot in this process's job (the default before it attaches)."""
-    return _slot_capacity[0]
+    return _slot_capacity
 
 
 def set_slot_capacity(nbytes: int) -> None:
     """Record the direct slot bytes of the job this process attached to (the transport's)."""
-    _slot_capacity[0] = nbytes
+    global _slot_capacity
+    _slot_capacity = nbytes
 
 
 def call_number(seq: int, phase: int) -> int:
