@@ -6,8 +6,8 @@ STAMP   = $(VENV)/.installed
 
 .PHONY: demo test lint typecheck unit clean
 
-$(STAMP): pyproject.toml setup.py src/collops/transport/_direct.c src/collops/transport/_stream.c \
-		src/collops/transport/_shm_wait.h
+$(STAMP): pyproject.toml setup.py src/collops/shm/_direct.c src/collops/shm/_stream.c \
+		src/collops/shm/_shm_wait.h
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,plot,mpi]'

@@ -1,7 +1,7 @@
 """Build the optional C accelerators; everything else is in pyproject.toml.
 
-``collops.transport._direct`` (the blocking fast path of the ``shm_direct`` collectives) and
-``collops.transport._stream`` (the inner loop of the ``shm_stream`` collectives) are
+``collops.shm._direct`` (the blocking fast path of the ``shm_direct`` collectives) and
+``collops.shm._stream`` (the inner loop of the ``shm_stream`` collectives) are
 optional: where no C compiler is at hand the build goes on without them and collops runs in
 pure Python.
 """
@@ -9,11 +9,11 @@ pure Python.
 from setuptools import Extension, setup
 
 #: the header both include (their shared-memory words, spin hint and clock)
-SHARED = ["src/collops/transport/_shm_wait.h"]
+SHARED = ["src/collops/shm/_shm_wait.h"]
 
-setup(ext_modules=[Extension("collops.transport._direct", ["src/collops/transport/_direct.c"],
+setup(ext_modules=[Extension("collops.shm._direct", ["src/collops/shm/_direct.c"],
                              depends=SHARED, optional=True,
                              extra_compile_args=["-O2", "-std=gnu11"]),
-                   Extension("collops.transport._stream", ["src/collops/transport/_stream.c"],
+                   Extension("collops.shm._stream", ["src/collops/shm/_stream.c"],
                              depends=SHARED, optional=True,
                              extra_compile_args=["-O2", "-std=gnu11"])])

@@ -31,8 +31,8 @@ import numpy as np
 
 import collops
 from collops import config
-from collops.algorithms import shm_direct
-from collops.transport.shm_direct import held_word
+from collops.shm import direct as shm_direct
+from collops.shm.direct_area import held_word
 
 
 def _time(fn, iterations: int) -> float:
@@ -55,8 +55,9 @@ def _compiled_ab(comm, iterations: int, rounds: int) -> dict:
         for _ in range(100):
             c.allreduce(x)
     template = _template_of(bare, "allreduce")
-    area = bare.transport.direct_area(bare.context, tuple(bare._group))
-    template.runner = shm_direct._compiled_runner(bare, bare.transport, area, template.spec,
+    call = bare._native_call(template.spec, {})
+    _, area = shm_direct.area_of(call)
+    template.runner = shm_direct._compiled_runner(call, bare.transport, area,
                                                   fingerprinted=False)
     with_fp, without = [], []
     for _ in range(rounds):

@@ -30,7 +30,7 @@ def _timed(call: Any, barrier: Any, iterations: int) -> float:
 
 def _comm(job: str, rank: int, size: int, env: dict[str, str]) -> Any:
     from collops.runtime.comm import Comm
-    from collops.transport.shm import ShmTransport
+    from collops.shm.transport import ShmTransport
 
     with environment(env):
         return Comm(ShmTransport(job, rank, size))
@@ -49,7 +49,7 @@ def main() -> None:
 
     from collops.bench.measure import buffers, collops_call
     from collops.bench.mpi_worker import mpi_call
-    from collops.transport import shm_segment as seg
+    from collops.shm import segment as seg
 
     cma = seg.cross_memory_attach_works()  # it forks: before MPI starts its threads
 

@@ -28,9 +28,9 @@ import numpy as np
 from common import parse_size, wait
 
 from collops.runtime.launcher import launch_function
-from collops.transport import shm_segment as seg
+from collops.shm import segment as seg
+from collops.shm.transport import ShmTransport
 from collops.transport.base import Transport
-from collops.transport.shm import ShmTransport
 
 
 def _transfer(t: Transport, mode: str, send: memoryview, recv: memoryview, local: memoryview,

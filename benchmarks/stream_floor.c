@@ -3,7 +3,7 @@
  * Two processes each write their block into their own ring of `chunks` slots of `chunk`
  * bytes in shared memory, read the peer's block out of the peer's ring into their output,
  * and copy their own block into the output in the same pass as their ring chunks (or between
- * chunks, when idle), as collops.transport._stream does, with the transport's own
+ * chunks, when idle), as collops.shm._stream does, with the transport's own
  * `copy_bytes` and `copy_twice` (_shm_wait.h). Prints the mean time per call.
  *
  *   gcc -O2 -I src/collops/transport -o /tmp/stream_floor benchmarks/stream_floor.c

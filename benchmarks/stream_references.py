@@ -21,15 +21,16 @@ import numpy as np
 from common import parse_size
 
 import collops
-from collops.algorithms import shm_stream
 from collops.bench.measure import buffers, collops_call, time_iterations
+from collops.shm import stream as shm_stream
+from collops.shm import stream_plan
 
 EVERY_BLOCK = {c: {64: (0, math.inf)} for c in shm_stream.SUPPORTED}
 
 
 def _measure(comm: Any, mode: str, collectives: list[str], sizes: list[int],
              layout: str) -> dict[tuple[str, int], float]:
-    shm_stream.BY_REFERENCE = EVERY_BLOCK if mode == "reference" else {}
+    stream_plan.BY_REFERENCE = EVERY_BLOCK if mode == "reference" else {}
     out = {}
     for c in collectives:
         for size in sizes:

@@ -26,9 +26,9 @@ from common import environment, parse_size
 from collops.bench.measure import buffers, collops_call
 from collops.runtime.comm import Comm
 from collops.runtime.launcher import launch_function
-from collops.transport import shm_segment as seg
+from collops.shm import segment as seg
+from collops.shm.transport import ShmTransport
 from collops.transport.base import Transport
-from collops.transport.shm import ShmTransport
 
 
 def _transport(job: str, rank: int, size: int, settings: dict[str, str]) -> ShmTransport:

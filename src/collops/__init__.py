@@ -4,7 +4,7 @@ Every algorithm is a schedule (data) that runs for real — threads, processes o
 memory, MPI — and on modelled networks. Start with `spawn` or `init`.
 """
 
-from . import ops
+from . import mpi, ops, shm  # noqa: F401  (mpi, shm: register their native algorithms)
 from .algorithms import algorithms
 from .algorithms.registry import Algorithm
 from .algorithms.spec import COLLECTIVES

@@ -45,63 +45,55 @@ def _restrictions_text(a: Algorithm) -> str:
     return "; ".join(parts)
 
 
+def _transports_text(a: Algorithm) -> str:
+    """The transports that run ``a`` ("any" for a schedule)."""
+    return ", ".join(a.transports) if a.transports else "any"
+
+
 def algorithms_markdown(collective: str | None = None) -> str:
     """The registry as the Markdown page docs/algorithms.md (generated, never edited by hand)."""
     lines = ["# Algorithms", "",
              "Generated from the registry by `collops algorithms --markdown`; a test checks that",
-             "this page matches it. Force one with `algorithm=\"name\"` on any call.", ""]
+             "this page matches it. Force one with `algorithm=\"name\"` on any call.", "",
+             "An algorithm for *any* transport is a schedule; one for a named transport is that",
+             "transport component's own (`collops.shm`, `collops.mpi`): not a schedule, so absent",
+             "from the simulator and the cost tables, and offered only where the transport has",
+             "the resources it needs.", ""]
     for c in [collective] if collective else COLLECTIVES:
-        lines += [f"## {c}", "", "| algorithm | description | restrictions | parameters |",
-                  "|---|---|---|---|"]
+        lines += [f"## {c}", "",
+                  "| algorithm | transports | description | restrictions | parameters |",
+                  "|---|---|---|---|---|"]
         for a in algorithms(c):
-            if a.needs:
-                continue  # offered by one transport only: listed once, below
             params = ", ".join(f"`{p.name}`={p.default} ({p.description})" for p in a.params)
-            lines.append(f"| `{a.name}` | {a.description} | {_restrictions_text(a) or '—'} | "
-                         f"{params or '—'} |")
+            lines.append(f"| `{a.name}` | {_transports_text(a)} | {a.description} | "
+                         f"{_restrictions_text(a) or '—'} | {params or '—'} |")
         lines.append("")
-    lines += [
-        "## Offered by one transport", "",
-        "Not schedules, so registered (by `collops.runtime.native`) once a communicator over "
-        "the transport that runs them exists, and "
-        "absent from the simulator and the cost tables:", "",
-        "* `shm_direct` (shared-memory transport, the `collops run` default) — barrier, bcast, "
-        "scatter, gather, allgather, alltoall, reduce, allreduce, reduce_scatter_block, scan, "
-        "exscan whose per-rank part fits a 64 KiB slot: each rank copies its contribution "
-        "into its slot of the communicator's shared area once and reads the others' slots "
-        "directly, no messages. Chosen automatically where its cost (half an α plus the "
-        "bytes read and folded) is lowest: always for small calls, up to 64 KiB where it "
-        "beats the schedules.",
-        "* `shm_cma` (shared-memory transport, where cross-memory attach is permitted) — "
-        "bcast, scatter, gather, allgather, alltoall, reduce, allreduce, "
-        "reduce_scatter_block: each rank publishes the addresses of its buffers in its slot "
-        "and the ranks that need its data copy it out of its process with "
-        "`process_vm_readv` (allreduce: a reduce-scatter into the receive buffers, then an "
-        "allgather out of them). One synchronisation instead of log p or p − 1 message "
-        "rounds; chosen by cost for large calls.",
-        "* `shm_stream` (shared-memory transport, the first 4 communicator contexts, at most "
-        "64 ranks) — bcast, scatter, gather, allgather, alltoall, reduce, "
-        "reduce_scatter_block, allreduce: each rank streams "
-        "its contribution chunk by chunk into its own ring in the segment (8 chunks of 128 "
-        "KiB) while it copies the chunks it needs out of the rings of the ranks it reads, in "
-        "C (`collops.transport._stream`, or the same protocol in Python); a reduce is a "
-        "gather into the root's scratch, folded there in rank order, a reduce_scatter_block "
-        "an alltoall into every rank's scratch, each folding its block, an allreduce that "
-        "and an allgather of the blocks (a reduce and a bcast when the count does not "
-        "divide). Per-chunk headers "
-        "carry the call's number and fingerprint and the mask of the ranks that must read the "
-        "chunk; each reader counts the chunks it has drained, and a writer reuses a slot once "
-        "the readers of the chunk in it have drained it. Chosen by cost for calls beyond a "
-        "direct slot where it measured faster than the schedules and `shm_cma`: at any size "
-        "with more ranks than cores, up to a few MiB on 2 ranks.",
-        "* `mpi_native` (MPI transport) — every collective: the MPI library's own, after a "
-        "16-byte agreement on the call's fingerprint (`check=0` skips it).", ""]
-    return "\n".join(lines)
+    return "\n".join(lines + _native_summary(collective))
+
+
+def _native_summary(collective: str | None) -> list[str]:
+    """One line per transport component's algorithm: its transports, collectives and the
+    module that documents it."""
+    natives: dict[str, list[Algorithm]] = {}
+    for c in [collective] if collective else COLLECTIVES:
+        for a in algorithms(c):
+            if a.native is not None:
+                natives.setdefault(a.name, []).append(a)
+    if not natives:
+        return []
+    lines = ["## The transport components' own algorithms", ""]
+    for name, records in natives.items():
+        first = records[0]
+        module = getattr(first.native.start, "__module__", "") if first.native else ""
+        lines.append(f"* `{name}` ({_transports_text(first)}; described in `{module}`) — "
+                     + ", ".join(a.collective for a in records))
+    return lines + [""]
 
 
 def algorithms_table(collective: str | None = None) -> str:
     """The registry as a text table (one row per algorithm)."""
-    rows = [("collective", "algorithm", "restrictions", "parameters", "description")]
+    rows = [("collective", "algorithm", "transports", "restrictions", "parameters",
+             "description")]
     for c in [collective] if collective else COLLECTIVES:
         for a in algorithms(c):
             restr = ", ".join(r.name for r in a.restrictions)
@@ -110,11 +102,12 @@ def algorithms_table(collective: str | None = None) -> str:
             if a.resources:
                 restr = ", ".join(filter(None, [restr, "wants " + "+".join(sorted(a.resources))]))
             params = ", ".join(f"{p.name}={p.default}" for p in a.params)
-            rows.append((c, a.name, restr or "-", params or "-", a.description))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+            rows.append((c, a.name, _transports_text(a), restr or "-", params or "-",
+                         a.description))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = []
     for i, r in enumerate(rows):
-        lines.append("  ".join(r[j].ljust(widths[j]) for j in range(4)) + "  " + r[4])
+        lines.append("  ".join(r[j].ljust(widths[j]) for j in range(5)) + "  " + r[5])
         if i == 0:
             lines.append("  ".join("-" * w for w in widths) + "  " + "-" * 11)
     return "\n".join(lines)
@@ -156,14 +149,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _load_optional_commands() -> None:
+    """Add the subcommands of the packages' front ends (each module's ``COMMAND``)."""
     import importlib
     for module in ("collops.runtime.launcher_cli", "collops.bench.cli", "collops.sim.cli",
                    "collops.model.cli"):
         try:
-            importlib.import_module(module)
+            front_end = importlib.import_module(module)
         except ModuleNotFoundError as exc:
             if exc.name != module and not module.startswith(str(exc.name)):
                 raise
+            continue
+        name, setup, run = front_end.COMMAND
+        command(name, setup)(run)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -46,8 +46,7 @@ def test_an_algorithm_is_offered_only_where_its_resource_is(collective, algorith
 
 def test_the_lists_cover_the_registry_and_follow_restrictions():
     always, must_query = lists("allreduce", EVERYTHING)
-    # every algorithm but those a particular transport brings (mpi_native, shm_direct), which
-    # are registered only once such a transport exists in this process
+    # every algorithm but those only a particular transport runs (mpi_native, shm_direct)
     assert names(always) | names(must_query) == {a.name for a in algorithms("allreduce")
                                                   if not a.needs - EVERYTHING}
     assert "ring" in names(must_query)            # needs a commutative operator

@@ -241,7 +241,7 @@ def test_ranks_pinned_one_cpu_each_are_not_taken_for_oversubscribed(tmp_path):
     script = tmp_path / "spin.py"
     script.write_text(
         "import json, os\n"
-        "from collops.transport.mpi import MpiTransport\n"
+        "from collops.mpi.transport import MpiTransport\n"
         "t = MpiTransport()\n"
         "print(json.dumps({'rank': t.rank, 'mask': sorted(os.sched_getaffinity(0)),\n"
         "                  'spins': t._spin_seconds > 0}), flush=True)\n"

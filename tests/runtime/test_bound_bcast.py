@@ -21,7 +21,7 @@ from collops.errors import ArgumentError, CollectiveTimeout
 from tests.support.counting import CountingDict
 
 # test_direct_compiled.py fails when the extension is not built, so this is never silent
-_direct = pytest.importorskip("collops.transport._direct")
+_direct = pytest.importorskip("collops.shm._direct")
 
 #: (dtype, shape) signatures a root goes through, each repeated, some twice in a row
 SIGNATURES = [(np.float64, (1,)), (np.float64, (1,)), (np.int32, (3, 2)), (np.float64, (1,)),

@@ -18,7 +18,7 @@ import pytest
 import collops
 from tests.support.counting import CountingDict
 
-_direct = pytest.importorskip("collops.transport._direct")  # test_direct_compiled fails if absent
+_direct = pytest.importorskip("collops.shm._direct")  # test_direct_compiled fails if absent
 
 
 def _x(me, shape, dtype, salt):

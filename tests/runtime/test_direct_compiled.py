@@ -1,4 +1,4 @@
-"""The compiled fast path of ``shm_direct`` (``transport._direct``) against numpy and Python.
+"""The compiled fast path of ``shm_direct`` (``collops.shm._direct``) against numpy and Python.
 
 `make test` builds the extension with the machine's C compiler, so it must be there; its
 reductions must give numpy's bits (NaN, signed zeros and integer wrap-around included); and
@@ -18,7 +18,7 @@ from hypothesis.extra import numpy as hnp
 
 import collops
 from collops import config
-from collops.algorithms import shm_direct
+from collops.shm import direct as shm_direct
 from tests.runtime.test_shm_direct import _run
 from tests.support.cases import assert_runs_match, cases_for
 from tests.support.failures import peer_failures, record_peer_failed
@@ -31,7 +31,7 @@ UFUNCS = {"SUM": np.add, "PROD": np.multiply, "MIN": np.minimum, "MAX": np.maxim
 
 def test_the_compiled_fast_path_is_built():
     assert shm_direct._direct is not None, (
-        "collops.transport._direct was not built: `make test` compiles it with the machine's "
+        "collops.shm._direct was not built: `make test` compiles it with the machine's "
         "C compiler")
 
 

@@ -22,12 +22,10 @@ COUNTS = [5, 70_001]
 
 
 def _names(collective: str) -> list[str | None]:
-    """The schedules of the registry, the shared-memory transport's own algorithms (they
-    register when a transport is made) and automatic selection (None)."""
-    from collops.algorithms import shm_cma, shm_direct, shm_stream
-    own = {m.NAME for m in (shm_cma, shm_direct, shm_stream) if collective in m.SUPPORTED}
-    schedules = {a.name for a in all_algorithms() if a.collective == collective}
-    return [None, *sorted(schedules | own)]
+    """Every algorithm of ``collective`` the shared-memory transport runs (its own among
+    them) and automatic selection (None)."""
+    return [None, *sorted(a.name for a in all_algorithms() if a.collective == collective
+                          and (not a.transports or "shm" in a.transports))]
 
 
 def _block(rank: int, n: int, salt: int) -> np.ndarray:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import collops
-from collops.algorithms import shm_cma
+from collops.shm import cma as shm_cma
 from tests.runtime.harness import call_collective
 from tests.support.cases import assert_runs_match, cases_for
 from tests.support.failures import peer_failures, record_peer_failed
@@ -154,7 +154,7 @@ class _Queued:
 def test_writes_are_queued_in_call_number_order_not_arrival_order():
     from collections import deque
 
-    from collops.transport.shm_direct import DirectArea
+    from collops.shm.direct_area import DirectArea
     area = DirectArea.__new__(DirectArea)  # only its queue is used here
     area.unwritten = deque()
     # a later call's first phase arrives, then an earlier allreduce's second phase, then more

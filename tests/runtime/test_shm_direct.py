@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import collops
-from collops.algorithms import shm_direct
 from collops.errors import CollectiveMismatch, CollectiveTimeout
+from collops.shm import direct as shm_direct
 from tests.runtime.harness import call_collective
 from tests.support.cases import assert_runs_match, cases_for
 from tests.support.failures import outcome, peer_failures, record_peer_failed
@@ -39,7 +39,7 @@ def _start(comm, case):
 def _run(comm, collective, p, seed):
     out = []
     for i, case in enumerate(cases_for(collective, p, seed=seed)):
-        if not shm_direct.contribution_bytes(case.specs[0]) <= shm_direct._capacity:
+        if not shm_direct.fits_a_slot(case.specs[0]):
             continue
         for _ in range(3):
             out.append((i, "blocking", call_collective(comm, case, NAME)))
@@ -52,7 +52,7 @@ def _run(comm, collective, p, seed):
                 got = np.empty(0, case.dtype)
             out.append((i, "non-blocking", got))
     fitting = [(i, case) for i, case in enumerate(cases_for(collective, p, seed=seed))
-               if shm_direct.contribution_bytes(case.specs[0]) <= shm_direct._capacity]
+               if shm_direct.fits_a_slot(case.specs[0])]
     # every case in flight at once, twice over: different data in slots that are reused
     requests = [(i, case, _start(comm, case)) for _ in range(2) for i, case in fitting]
     for i, case, req in requests:

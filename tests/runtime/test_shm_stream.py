@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 
 import collops
-from collops.algorithms import shm_stream
-from collops.transport import shm_segment as seg
+from collops.shm import segment as seg
+from collops.shm import stream as shm_stream
+from collops.shm import stream_plan
 from tests.support.failures import peer_failures, record_peer_failed
 from tests.support.leaks import collops_segments, left_behind
 from tests.support.runners import compiled_runners
@@ -116,7 +117,7 @@ def _everything(comm):
 def mode(request):
     """Run with the compiled loop and with the Python one (children fork with the setting)."""
     if request.param == "compiled":
-        assert shm_stream._stream is not None, "collops.transport._stream was not built"
+        assert stream_plan._stream is not None, "collops.shm._stream was not built"
     with compiled_runners(request.param == "compiled"):
         yield request.param
 
@@ -137,7 +138,7 @@ def test_every_collective_matches_numpy(p, mode):
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("p", [2, 3])
 def test_every_collective_matches_numpy_with_blocks_by_reference(p, mode, monkeypatch):
-    monkeypatch.setattr(shm_stream, "BY_REFERENCE", EVERY_BLOCK_BY_REFERENCE)
+    monkeypatch.setattr(stream_plan, "BY_REFERENCE", EVERY_BLOCK_BY_REFERENCE)
     per_rank = collops.spawn(_everything, p, transport="shm", timeout=100)
     assert per_rank == [[]] * p, per_rank
 
@@ -166,7 +167,7 @@ def _aliased_allgather(comm):
 
 
 def test_an_allgathers_own_block_is_read_from_send_unless_that_copy_would_be_aliased():
-    from collops.algorithms.shm_stream import IN_RECV, IN_SEND, own_block_source
+    from collops.shm.stream_protocol import IN_RECV, IN_SEND, own_block_source
     n = 1 << 20
     for rank in (0, 1, 2):
         own = (0, rank * n, n)
@@ -199,9 +200,9 @@ def _own_source_chosen(comm):
 def test_the_compiled_loop_measures_where_to_publish_an_allgathers_own_block(monkeypatch):
     # the first calls try the send and the receive buffer in turn (correct either way), and
     # the plan keeps one once it has timed both
-    from collops.algorithms.shm_stream import IN_RECV, IN_SEND
-    assert shm_stream._stream is not None, "collops.transport._stream was not built"
-    monkeypatch.setattr(shm_stream, "BY_REFERENCE", EVERY_BLOCK_BY_REFERENCE)
+    from collops.shm.stream_protocol import IN_RECV, IN_SEND
+    assert stream_plan._stream is not None, "collops.shm._stream was not built"
+    monkeypatch.setattr(stream_plan, "BY_REFERENCE", EVERY_BLOCK_BY_REFERENCE)
     for wrong, sources in collops.spawn(_own_source_chosen, 2, transport="shm", timeout=50):
         assert wrong == []
         assert len(sources) == 1 and sources <= {IN_SEND, IN_RECV}
@@ -209,7 +210,7 @@ def test_the_compiled_loop_measures_where_to_publish_an_allgathers_own_block(mon
 
 @pytest.mark.timeout(60)
 def test_an_aliased_single_copy_goes_through_the_bounce_buffer_correctly(mode, monkeypatch):
-    monkeypatch.setattr(shm_stream, "BY_REFERENCE", EVERY_BLOCK_BY_REFERENCE)
+    monkeypatch.setattr(stream_plan, "BY_REFERENCE", EVERY_BLOCK_BY_REFERENCE)
     assert collops.spawn(_aliased_allgather, 2, transport="shm", timeout=50) == [True] * 2
 
 
@@ -311,7 +312,7 @@ def test_the_compiled_loop_runs_unless_switched_off(mode):
 
 def _dies_mid_stream(comm, folder, collective, path):
     # every block through the rings, or every block by reference
-    shm_stream.BY_REFERENCE = {} if path == "ring" else EVERY_BLOCK_BY_REFERENCE
+    stream_plan.BY_REFERENCE = {} if path == "ring" else EVERY_BLOCK_BY_REFERENCE
     n = 4 * RING // 8 * comm.size  # 4 rings' worth: the writers wait for their readers
     x = np.ones(n)
     args = ("sum",) if collective == "allreduce" else ()
@@ -378,7 +379,8 @@ def test_a_2_rank_allreduce_streams_only_in_its_measured_window():
 
 
 def test_the_measured_bounds_follow_the_number_of_ranks():
-    from collops.algorithms.shm_stream import AUTO_UP_TO, UNBOUNDED, auto_limit
+    from collops.shm.stream import AUTO_UP_TO, auto_limit
+    from collops.shm.stream_plan import UNBOUNDED
     assert auto_limit("bcast", 2) == AUTO_UP_TO["bcast"][2] < UNBOUNDED
     assert auto_limit("alltoall", 3) == AUTO_UP_TO["alltoall"][8] == UNBOUNDED
     assert auto_limit("allgather", 16) == AUTO_UP_TO["allgather"][8]
@@ -387,7 +389,7 @@ def test_the_measured_bounds_follow_the_number_of_ranks():
 
 
 def test_blocks_go_by_reference_only_where_that_measured_faster():
-    from collops.algorithms.shm_stream import MiB, by_reference
+    from collops.shm.stream_plan import MiB, by_reference
     assert by_reference("alltoall", 2, 4 * MiB)
     for nbytes in (MiB, 4 * MiB, 16 * MiB):  # the ring's one pass for both copies won
         assert not by_reference("allgather", 2, nbytes)

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.timeout(60)
 PRELUDE = """
 import os, sys, time
 import numpy as np
-from collops.transport.shm import ShmTransport
+from collops.shm.transport import ShmTransport
 t = ShmTransport.from_env()
 def wait(handles):
     while not all(h.done for h in handles):

@@ -14,9 +14,9 @@ import pytest
 
 from collops.errors import PeerFailed, RankFailed
 from collops.runtime.launcher import launch_function
-from collops.transport import shm_segment as seg
+from collops.shm import segment as seg
+from collops.shm.transport import ShmTransport
 from collops.transport.base import Handle, Transport
-from collops.transport.shm import ShmTransport
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -11,8 +11,8 @@ import pytest
 
 from collops.errors import PeerFailed, TransportError
 from collops.runtime.launcher import launch_function
+from collops.shm.transport import ShmTransport
 from collops.transport.base import Transport
-from collops.transport.shm import ShmTransport
 
 
 def _both_done(t: ShmTransport) -> None:

@@ -16,15 +16,15 @@ import pytest
 import collops
 from collops.errors import PeerFailed, RankFailed
 from collops.runtime.launcher import launch_function
-from collops.transport import shm as shm_mod
+from collops.shm import bulk, endpoint
+from collops.shm.transport import ShmTransport
 from collops.transport.base import Handle, Transport
-from collops.transport.shm import ShmTransport
 
 pytestmark = pytest.mark.timeout(60)
 
-SPLIT = shm_mod.SPLIT_MIN
+SPLIT = endpoint.SPLIT_MIN
 #: sizes around the split boundary and the piece bounds, odd ones included
-SIZES = [SPLIT - 1, SPLIT, SPLIT + 1, 8 * shm_mod.SPLIT_PIECE_MIN + 4097, (1 << 20) + 3,
+SIZES = [SPLIT - 1, SPLIT, SPLIT + 1, 8 * endpoint.SPLIT_PIECE_MIN + 4097, (1 << 20) + 3,
          (9 << 20) + 5]
 
 
@@ -118,7 +118,7 @@ def test_the_sender_writes_from_the_back_while_the_receiver_is_away(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLLOPS_SHM_SINGLE_COPY_MIN", "0")
     (_, wrote), (equal, front) = launch_function(sender_writes_while_receiver_naps, 2)
-    piece = shm_mod._split_piece((4 << 20) + 11)
+    piece = bulk._split_piece((4 << 20) + 11)
     assert equal
     assert wrote == (4 << 20) + 11 - front * piece
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import AlgorithmIneligible, ArgumentError, UnknownAlgorithm
 from ..schedule import Schedule
+from .native import NativeAlgorithm
 from .spec import COLLECTIVES, CallSpec
 
 Builder = Callable[[int, CallSpec, Mapping[str, Any]], Schedule]
@@ -103,17 +104,11 @@ class Algorithm:
     resources: frozenset[str] = frozenset()
     #: resources the algorithm *needs*: offered only by transports that have them (e.g. "mpi")
     needs: frozenset[str] = frozenset()
-    #: for algorithms that are not schedules (e.g. MPI's own collective): a callable
-    #: ``native(comm, spec, send, recv, seq, phase, params, timeout)`` (timeout resolved:
-    #: the call's, else the communicator's, else COLLOPS_TIMEOUT) returning an object with
-    #: the `Execution` interface (``poll() -> bool``, ``left``, ``deadline``)
-    native: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
-    #: optionally, the blocking form of ``native`` for the communicator's fast path:
-    #: ``run(comm, spec, **options)`` returns ``fn(send, recv, seq, timeout)``, which
-    #: completes a call; ``length_prefix=(at, head)`` says the buffers start with a header
-    #: counting the bytes in use (bcast's and scatter's envelopes), which a run may exploit
-    run: Callable[..., Callable[..., None]] | None = field(default=None, repr=False,
-                                                          compare=False)
+    #: for algorithms that are not schedules (a transport component's own collectives,
+    #: e.g. MPI's): how the runtime starts them and binds their blocking runners
+    native: NativeAlgorithm | None = field(default=None, repr=False, compare=False)
+    #: the transports that can run the algorithm (empty: every one)
+    transports: tuple[str, ...] = ()
     #: whether the algorithm is right when the rank's input is its output (``x`` is ``out``,
     #: MPI_IN_PLACE): it reads every input element before writing that element of the
     #: output. Otherwise an in-place call runs on a copy of ``x``
@@ -202,10 +197,11 @@ def register(
 
 
 def add_algorithm(algorithm: Algorithm) -> None:
-    """Register a ready-made `Algorithm` record (used by transports offering native ones)."""
-    if algorithm.name in _REGISTRY[algorithm.collective]:
-        return
-    _REGISTRY[algorithm.collective][algorithm.name] = algorithm
+    """Register a ready-made `Algorithm` record (a transport component's native ones)."""
+    table = _REGISTRY[algorithm.collective]
+    if algorithm.name in table:
+        raise ValueError(f"algorithm {algorithm.collective}.{algorithm.name} registered twice")
+    table[algorithm.name] = algorithm
 
 
 def algorithms(collective: str) -> list[Algorithm]:

@@ -18,7 +18,6 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..cli import command
 from ..errors import TransportError, UnknownAlgorithm
 from ..transport.placement import BIND_POLICIES
 from .measure import (
@@ -159,25 +158,21 @@ def run_bench_in_place(comm: Comm, collectives: list[str], sizes: list[int],
     return records
 
 
-def algorithm_problem(name: str, collectives: list[str], shm: bool = False) -> str | None:
-    """Why algorithm ``name`` cannot be forced on all of ``collectives`` (None if it can).
-
-    ``shm``: the ranks will run over shared memory, whose own collectives (``shm_direct``,
-    ``shm_cma``, ``shm_stream``) are registered only once a communicator over it exists (in
-    the ranks).
-    """
-    from ..algorithms import shm_cma, shm_direct, shm_stream
+def algorithm_problem(name: str, collectives: list[str], transport: str) -> str | None:
+    """Why algorithm ``name`` cannot be forced on all of ``collectives`` over ``transport``
+    (None if it can)."""
     from ..algorithms.registry import get_algorithm
 
     for collective in collectives:
-        registry_name = REGISTRY_NAME.get(collective, collective)
-        if shm and any(name == m.NAME and registry_name in m.SUPPORTED
-                       for m in (shm_direct, shm_cma, shm_stream)):
-            continue
         try:
-            get_algorithm(registry_name, name)
+            algorithm = get_algorithm(REGISTRY_NAME.get(collective, collective), name)
         except UnknownAlgorithm as exc:
             return str(exc)
+        if algorithm.transports and transport not in algorithm.transports:
+            hint = " (started by mpiexec, collops bench measures over mpi)" if (
+                "mpi" in algorithm.transports) else ""
+            return (f"{algorithm.collective}[{name}] runs only over "
+                    f"{', '.join(algorithm.transports)}, not {transport}{hint}")
     return None
 
 
@@ -199,7 +194,6 @@ def format_records(records: list[Record]) -> str:
     return "\n".join(lines)
 
 
-@command("bench", _bench_args)
 def cmd_bench(args: argparse.Namespace) -> int:
     """OSU-style latency/bandwidth per size; --compare mpi adds MPI's figures and the ratio."""
     try:
@@ -223,12 +217,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if unknown:
         return fail(f"unknown collective {unknown[0]!r} (one of {', '.join(COLLECTIVES)})")
     if args.algorithm:
-        problem = algorithm_problem(args.algorithm, collectives, shm=world is None)
+        transport = "mpi" if world is not None else args.transport or "shm"
+        problem = algorithm_problem(args.algorithm, collectives, transport)
         if problem is not None:
-            hint = "" if world is not None else (
-                " (algorithms that need MPI, such as mpi_native, exist only when collops "
-                "bench is started by mpiexec)")
-            return fail(problem + hint)
+            return fail(problem)
     if world is not None:
         if args.transport not in (None, "mpi"):
             return fail(f"--transport {args.transport}: started by an MPI launcher, collops "
@@ -256,3 +248,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         with open(args.json, "w") as f:
             json.dump([r.to_json() for r in records], f, indent=1)
     return 0
+
+
+#: the subcommand this module adds to ``collops``: name, argument set-up, handler
+COMMAND = ("bench", _bench_args, cmd_bench)

@@ -41,8 +41,9 @@ from ..datatypes import dtype_from_token, dtype_token
 from ..errors import ArgumentError
 from ..ops import as_op
 from ..runtime.comm import Comm, Request
-from ..runtime.engine import CALL_BITS, Execution
+from ..runtime.engine import Execution
 from ..transport.base import Handle
+from ..transport.tags import CALL_BITS
 from .catalog import CONTIGUOUS, AlgorithmLists, Verdict, algorithm_lists
 from .client import Client, Context, Endpoint
 from .mux import MuxTransport

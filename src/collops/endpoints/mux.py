@@ -4,7 +4,7 @@ A geometry's members are endpoints — (task, context) pairs — and a task may 
 Each member runs collectives as one rank of a `MuxTransport`: a view of its task's real
 transport in which every member is a rank. A message from member ``a`` to member ``b`` goes
 to ``b``'s task with its tag's *communicator-context field* (the top bits of the engine's
-tag, see `collops.runtime.engine.make_tag_base`) replaced by a context id reserved for the
+tag, see `collops.transport.tags.make_tag_base`) replaced by a context id reserved for the
 ordered pair of slots ``(slot(a), slot(b))`` — a slot being a member's position among its
 task's members. The ids are reserved collectively when the geometry is made (one ``dup`` of
 the task communicator per slot pair), so they never meet another communicator's traffic, and
@@ -20,8 +20,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from ..runtime.engine import CALL_BITS, CONTEXT_BITS, PHASE_BITS, SEQ_BITS
 from ..transport.base import Capabilities, Handle, Transport
+from ..transport.tags import CALL_BITS, CONTEXT_BITS, PHASE_BITS, SEQ_BITS
 
 #: bits below the communicator-context field of a tag
 CONTEXT_SHIFT = SEQ_BITS + PHASE_BITS + CALL_BITS

@@ -35,7 +35,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..algorithms import COLLECTIVES, algorithms
-from ..cli import command
 from ..errors import CollopsError
 from ..topology import Topology, load_topology, parse_topology
 from ..topology.base import NetworkParams
@@ -185,9 +184,12 @@ def cluster_rows(sizes: Sequence[int], t_s: float, t_c: float, t_s1: float, v_ma
 
 def algorithm_rows(collective: str, topology: Topology, p: int,
                    sizes: Sequence[int]) -> list[Row]:
-    """`closed_form` of every registered algorithm of ``collective`` at each size."""
+    """`closed_form` of every registered schedule of ``collective`` at each size (a transport
+    component's own algorithms run on their transport only, never on a modelled network)."""
     rows = []
     for alg in algorithms(collective):
+        if alg.native is not None:
+            continue
         for m in sizes:
             exact = exact_time(collective, alg.name, topology, p, m)
             time = exact if exact is not None else closed_form(collective, alg.name, topology,
@@ -312,7 +314,6 @@ def _tables(args: argparse.Namespace) -> tuple[list[str], list[Row]]:
     return texts, rows
 
 
-@command("model", _model_args)
 def cmd_model(args: argparse.Namespace) -> int:
     """Closed-form estimates: the seed-004 table, cluster models A and B, per algorithm,
     LogGP."""
@@ -327,3 +328,5 @@ def cmd_model(args: argparse.Namespace) -> int:
     return 0
 
 
+#: the subcommand this module adds to ``collops``: name, argument set-up, handler
+COMMAND = ("model", _model_args, cmd_model)

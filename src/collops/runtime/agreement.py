@@ -21,7 +21,8 @@ from typing import Any
 
 from ..errors import CollectiveMismatch, CollectiveTimeout
 from ..transport.base import Handle
-from .engine import SEQ_BITS, CallInfo, make_tag_base
+from ..transport.tags import SEQ_BITS, make_tag_base
+from .engine import CallInfo
 
 #: the bit of a message number that marks an agreement message
 AGREEMENT_BIT = 1 << (SEQ_BITS - 1)

@@ -24,18 +24,19 @@ from typing import Any
 import numpy as np
 
 from .. import config as _cfg
+from ..algorithms import fingerprint as fp
 from ..algorithms import selection
+from ..algorithms.native import Bind, NativeCall
 from ..algorithms.registry import Algorithm, get_algorithm
 from ..algorithms.spec import CallSpec, make_spec, prefix
 from ..datatypes import address_of, as_array, check_dtype, dtype_from_token, dtype_token
 from ..errors import ArgumentError, CollopsError
 from ..ops import Op, as_op
 from ..transport.base import Transport
-from . import fingerprint as fp
+from ..transport.tags import make_tag_base
 from .agreement import Agreed
 from .agreement import agree as agree_first
-from .engine import CallInfo, Execution, Plan, Progress, make_tag_base
-from .native import attach as attach_native
+from .engine import CallInfo, Execution, Plan, Progress
 from .request import Phases, Request, wait_all
 from .variants import nonblocking, persistent
 
@@ -224,6 +225,11 @@ def _settings_generation() -> int:
 _PLAN_CACHE_LIMIT = 4096
 
 
+def _bind_of(alg: Algorithm) -> Bind | None:
+    """How to bind ``alg``'s blocking runner (None: a schedule, or a native without one)."""
+    return None if alg.native is None else alg.native.bind
+
+
 def _plan_for(alg: Algorithm, params: dict[str, Any], rank: int, spec: CallSpec) -> Plan:
     key = (alg.collective, alg.name, tuple(sorted(params.items())), rank, spec)
     plan = _PLAN_CACHE.get(key)
@@ -327,7 +333,6 @@ class Comm:
         #: the settings generation the templates were made under (they are dropped when it
         #: changes, so it need not be part of their keys)
         self._generation = _cfg.generation
-        attach_native(transport)
         caps = transport.capabilities()
         self._resources = transport.comm_resources(context, tuple(self._group)) | (
             {"in_network_reduction"} if caps.in_network_reduction else frozenset())
@@ -449,8 +454,8 @@ class Comm:
         """Start the prepared algorithm of ``spec`` on ``send`` / ``recv``."""
         alg, plan, info, resolved = prepared
         if alg.native is not None:
-            return alg.native(  # type: ignore[no-any-return]
-                self, spec, send, recv, seq, phase, dict(resolved), timeout)
+            return alg.native.start(  # type: ignore[return-value]
+                self._native_call(spec, resolved), send, recv, seq, phase, timeout)
         assert plan is not None
         sched = plan.schedule
         dt = spec.dtype
@@ -464,6 +469,11 @@ class Comm:
         return Execution(plan, (send_area, recv_area, tmp), self.transport,
                          make_tag_base(self.context, seq, phase), info, spec.op, timeout,
                          self._group)
+
+    def _native_call(self, spec: CallSpec, params: dict[str, Any]) -> NativeCall:
+        """What a native algorithm may know of a call of ``spec`` on this communicator."""
+        return NativeCall(spec, self.rank, tuple(self._group), self.context, self.transport,
+                          params, self._progress)
 
     def _prepare(self, spec: CallSpec, algorithm: str | None, params: dict[str, Any],
                  counts_signature: object) -> tuple[Algorithm, Plan | None, CallInfo, dict]:
@@ -572,11 +582,13 @@ class Comm:
         rooted = spec.collective in ("gather", "reduce")
         if prepared is not None and rooted and not prepared[0].agrees_on_root:
             prepared = None  # `_execute` runs the root agreement first
-        if prepared is not None and prepared[0].run is not None:
+        bind = None if prepared is None else _bind_of(prepared[0])
+        if bind is not None:
+            assert prepared is not None
             self.last_algorithm = template.alg_name = prepared[0].name
             runner = template.runner
             if runner is None:
-                runner = template.runner = prepared[0].run(self, spec)
+                runner = template.runner = bind(self._native_call(spec, prepared[3]))
                 owner = getattr(runner, "__self__", None)
                 template.compiled = owner if hasattr(owner, "bind_call") else None
             runner(x, result if result is None or result.ndim == 1 else result.reshape(-1), seq,
@@ -614,9 +626,10 @@ class Comm:
         prepared = self._prepared.get((spec, algorithm, (), None, _cfg.generation))
         if prepared is None:
             return None
-        alg, plan, info, _ = prepared
-        if alg.run is not None:
-            fn: Callable[..., None] = alg.run(self, spec)
+        alg, plan, info, resolved = prepared
+        bind = _bind_of(alg)
+        if bind is not None:
+            fn: Callable[..., None] = bind(self._native_call(spec, resolved))
         elif plan is not None:
             def fn(send: np.ndarray | None, recv: np.ndarray | None, seq: int,
                    timeout: float | None, phase: int) -> None:
@@ -694,11 +707,14 @@ class Comm:
             if prepared is None:
                 prepared = template.prepared = self._prepared.get(
                     (template.spec, algorithm, (), "envelope", _cfg.generation))
-            if prepared is None or prepared[0].run is None or not prepared[0].agrees_on_root:
+            bind = (None if prepared is None or not prepared[0].agrees_on_root
+                    else _bind_of(prepared[0]))
+            if bind is None:
                 return None  # (the general path runs the root agreement, `agreement`)
+            assert prepared is not None
             # the envelope's header says how many of its bytes are in use (`_HEADER`'s nbytes)
-            template.runner = prepared[0].run(self, template.spec,
-                                              length_prefix=(_NBYTES_AT, _DATA_AT))
+            template.runner = bind(self._native_call(template.spec, prepared[3]),
+                                   length_prefix=(_NBYTES_AT, _DATA_AT))
             template.alg_name = prepared[0].name
             if collective in ("bcast", "scatter"):
                 owner = getattr(template.runner, "__self__", None)

@@ -36,20 +36,6 @@ _IN_PLACE_CHECK = 4096
 SEND, RECV, COPY, REDUCE = (int(StepKind.SEND), int(StepKind.RECV), int(StepKind.COPY),
                             int(StepKind.REDUCE))
 
-#: bit layout of a message tag: context | call sequence | phase | message sequence
-SEQ_BITS = 24
-PHASE_BITS = 3
-CALL_BITS = 24
-CONTEXT_BITS = 12
-
-
-def make_tag_base(context: int, call_seq: int, phase: int) -> int:
-    """The tag of message 0 of a phase of a call on a communicator context."""
-    ctx = context & ((1 << CONTEXT_BITS) - 1)
-    call = call_seq & ((1 << CALL_BITS) - 1)
-    return ((((ctx << CALL_BITS) | call) << PHASE_BITS) | phase) << SEQ_BITS
-
-
 def _bytes_of(area: np.ndarray) -> memoryview:
     """A flat byte memoryview of a contiguous array (empty areas share one view)."""
     if not area.size:

@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterable
 from typing import IO, Any
 
 from ..errors import RankFailed
+from ..shm import segment as seg
 from ..transport import placement
-from ..transport import shm_segment as seg
 from ..transport.base import Transport
 
 #: exit status of a job that ran out of time (as coreutils' timeout)
@@ -324,7 +324,7 @@ def _fork_rank(job: _Job, rank: int, worker: Callable[[Transport], Any],
 
 def _run_rank(job: str, rank: int, size: int, worker: Callable[[Transport], Any],
               write_fd: int) -> int:
-    from ..transport.shm import ShmTransport
+    from ..shm.transport import ShmTransport
 
     transport = None
     try:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli import command
 from ..transport.placement import BIND_POLICIES
 
 
@@ -19,7 +18,6 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
 
 
-@command("run", _run_args)
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a program on N processes; each gets its world from collops.init()."""
     from .launcher import launch_program
@@ -28,3 +26,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     return launch_program(args.nprocs, [args.program, *args.args], timeout=args.timeout,
                           tag_output=args.tag_output, bind_to=args.bind_to)
+
+
+#: the subcommand this module adds to ``collops``: name, argument set-up, handler
+COMMAND = ("run", _run_args, cmd_run)

@@ -69,13 +69,13 @@ def _transport_from_environment() -> Transport:
     from ..config import settings
     kind = transport_kind(os.environ, settings.transport)
     if kind == "shm":
-        from ..transport.shm import ShmTransport
+        from ..shm.transport import ShmTransport
         transport = ShmTransport.from_env()
         atexit.register(transport.close)
         return transport
     if kind == "mpi":
         import importlib
-        mpi = importlib.import_module("collops.transport.mpi")
+        mpi = importlib.import_module("collops.mpi.transport")
         return mpi.MpiTransport.world()  # type: ignore[no-any-return]
     if kind == "inproc":
         return Fabric(1).endpoint(0)

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 
 from ..algorithms import COLLECTIVES, get_algorithm
-from ..cli import command
 from ..errors import CollopsError
 from ..model.cli import UsageError, network_overrides, parse_assignments, topology_from_arg
 from ..topology import Topology
@@ -310,7 +309,6 @@ def _sim_args(p: argparse.ArgumentParser) -> None:
                    help="heat map: the dimension fixed in each panel (default 0)")
 
 
-@command("sim", _sim_args)
 def cmd_sim(args: argparse.Namespace) -> int:
     """Predict a collective's time and link loads on a modelled network."""
     try:
@@ -329,3 +327,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
         print(f"collops sim: error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+#: the subcommand this module adds to ``collops``: name, argument set-up, handler
+COMMAND = ("sim", _sim_args, cmd_sim)

@@ -20,8 +20,8 @@ from mpi4py import MPI  # noqa: E402
 
 import collops  # noqa: E402
 from collops.algorithms import algorithms, get_algorithm, make_spec  # noqa: E402
-from collops.algorithms.mpi_native import mpi_reduction  # noqa: E402
 from collops.errors import ScheduleError  # noqa: E402
+from collops.mpi.native import mpi_reduction  # noqa: E402
 
 passed = []
 

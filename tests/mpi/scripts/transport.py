@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 import numpy as np  # noqa: E402
 
 import collops  # noqa: E402
-from collops.transport.mpi import EAGER_LIMIT, MpiTransport  # noqa: E402
+from collops.mpi.transport import EAGER_LIMIT, MpiTransport  # noqa: E402
 
 SIZES = [0, 1, 100, EAGER_LIMIT, EAGER_LIMIT + 1, 300_000]
 BIG_TAG = (1 << 62) + 12345

@@ -1,12 +1,12 @@
 """``mpi_native``: the MPI library's own collectives, offered beside collops' schedules.
 
-Not a schedule: a record of this kind has a ``native`` callable that starts MPI's
+Not a schedule: a record of this kind carries a `NativeAlgorithm` whose ``start`` posts MPI's
 non-blocking collective (``MPI_Ibcast``, ``MPI_Iallreduce``, ``MPI_Ialltoallv``, …) and
 returns an object the progress engine polls like an `Execution`. The records need the "mpi"
-resource, so only the MPI transport offers them; the runtime registers them when a
-communicator over that transport is made (`register`), never by importing
-`collops.algorithms`. Their cost is 0.9 × the cheapest schedule's α-β estimate, so automatic
-selection prefers the vendor's collective over MPI and users can compare or force either.
+resource, so only the MPI transport offers them; they are registered when `collops.mpi` is
+imported (`register`), which neither imports mpi4py nor starts MPI. Their cost is 0.9 × the
+cheapest schedule's α-β estimate, so automatic selection prefers the vendor's collective
+over MPI and users can compare or force either.
 
 Data movement goes as bytes (counts and displacements scaled by the item size), so every
 dtype moves. Reductions use MPI's built-in operators on MPI's built-in types where both fit
@@ -40,15 +40,16 @@ from typing import Any
 
 import numpy as np
 
+from ..algorithms import fingerprint as fp
+from ..algorithms.native import NativeAlgorithm, NativeCall
+from ..algorithms.registry import Algorithm, CostModel, Param, add_algorithm, algorithms
+from ..algorithms.selection import rank_independent
+from ..algorithms.spec import COLLECTIVES, CallSpec
 from ..errors import CollectiveMismatch, CollectiveTimeout, ScheduleError
 from ..ops import BUILTIN_OPS, Op
-from ..runtime import fingerprint as fp
-from ..runtime.engine import CALL_BITS, CONTEXT_BITS, PHASE_BITS, SEQ_BITS, Execution
 from ..schedule import Schedule
-from ..transport.mpi import COLLECTIVE_SLOTS, MpiTransport
-from .registry import Algorithm, CostModel, Param, add_algorithm, algorithms
-from .selection import rank_independent
-from .spec import COLLECTIVES, CallSpec
+from ..transport.tags import CALL_BITS, CONTEXT_BITS, call_of_tag_base
+from .transport import COLLECTIVE_SLOTS, MpiTransport
 
 NAME = "mpi_native"
 #: how much cheaper than the best schedule estimate MPI's own collective is assumed to be
@@ -62,12 +63,14 @@ def mpi_function(collective: str) -> str:
     return "MPI_" + collective.capitalize()
 
 
-def register(transport: Any = None) -> None:
-    """Add an ``mpi_native`` record to every collective (idempotent)."""
+def register() -> None:
+    """Add an ``mpi_native`` record to every collective."""
+    native = NativeAlgorithm(start)
     for collective in COLLECTIVES:
         add_algorithm(Algorithm(
             collective, NAME, f"the MPI library's own {mpi_function(collective)}", _no_schedule,
-            params=(CHECK,), cost=native_cost, needs=frozenset({"mpi"}), native=start,
+            params=(CHECK,), cost=native_cost, needs=frozenset({"mpi"}), native=native,
+            transports=("mpi",),
             in_place=collective in ("allreduce", "reduce"),  # as MPI_IN_PLACE
             agrees_on_root=True))  # its fingerprint check (check=1) includes the root
 
@@ -251,12 +254,12 @@ class NativeExecution:
     """
 
     __slots__ = ("transport", "mc", "spec", "rank", "send", "recv", "request", "left",
-                 "deadline", "timeout", "fingerprint", "agreement", "check", "comm", "seq",
+                 "deadline", "timeout", "fingerprint", "agreement", "check", "call", "seq",
                  "context", "waiting_for", "failed")
 
     def __init__(self, transport: MpiTransport, mc: Any, spec: CallSpec, rank: int,
                  send: np.ndarray | None, recv: np.ndarray | None, check: bool,
-                 timeout: float | None, comm: Any = None, seq: int = 0) -> None:
+                 timeout: float | None, call: NativeCall | None = None, seq: int = 0) -> None:
         self.transport = transport
         self.mc = mc
         self.spec = spec
@@ -269,9 +272,9 @@ class NativeExecution:
         self.fingerprint = call_fingerprint(spec)
         self.agreement: np.ndarray | None = None
         self.check = check
-        self.comm = comm
+        self.call = call
         self.seq = seq
-        self.context = 0 if comm is None else comm.context
+        self.context = 0 if call is None else call.context
         #: the earlier call this one waits for before starting on its MPI communicator
         self.waiting_for: int | None = None
         self.failed = False
@@ -280,8 +283,8 @@ class NativeExecution:
 
     def _begin(self) -> bool:
         """Start the first MPI operation unless an earlier call still holds the slot."""
-        if self.comm is not None:
-            self.waiting_for = _earlier_holder(self.comm, self.seq, self)
+        if self.call is not None:
+            self.waiting_for = _earlier_holder(self.call, self.seq, self)
             if self.waiting_for is not None:
                 return False
         if self.check:
@@ -348,24 +351,22 @@ class NativeExecution:
             "which ranks it has not heard from)")
 
 
-def start(comm: Any, spec: CallSpec, send: np.ndarray | None, recv: np.ndarray | None,
-          seq: int, phase: int, params: Mapping[str, Any],
-          timeout: float | None) -> NativeExecution:
-    """Start ``spec`` with MPI's own collective on ``comm`` (a collops `Comm` over MPI).
+def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, seq: int,
+          phase: int, timeout: float | None) -> NativeExecution:
+    """Start ``call`` (its number ``seq``) with MPI's own collective.
 
     ``timeout`` is already resolved by the caller (the call's, else the communicator's, else
     ``COLLOPS_TIMEOUT``); None means no limit.
     """
-    transport = comm.transport
+    transport, spec = call.transport, call.spec
     if not isinstance(transport, MpiTransport):
         raise ScheduleError(f"{spec.collective}[{NAME}] needs the MPI transport, not "
-                            f"{comm.transport_name}")
-    group = tuple(comm._group)  # world ranks of the communicator's members, in rank order
+                            f"{call.transport_name}")
     # every operation of the call on one MPI communicator, started in the call's order; a
     # call waits for the earlier calls sharing that communicator (see the module's "Ordering")
-    mc = transport.collective_comm(group, comm.context, seq % COLLECTIVE_SLOTS)
-    return NativeExecution(transport, mc, spec, comm.rank, send, recv,
-                           bool(params.get("check", 1)), timeout, comm, seq)
+    mc = transport.collective_comm(call.group, call.context, seq % COLLECTIVE_SLOTS)
+    return NativeExecution(transport, mc, spec, call.rank, send, recv,
+                           bool(call.params.get("check", 1)), timeout, call, seq)
 
 
 # -- ordering: which earlier call still holds an MPI communicator -------------------------------
@@ -377,9 +378,9 @@ def _call_of(ex: Any) -> tuple[int, int] | None:
     """(context, call number mod 2**CALL_BITS) of an execution in the progress engine."""
     if isinstance(ex, NativeExecution):
         return ex.context & _CONTEXT_MASK, ex.seq & _CALL_MASK
-    if isinstance(ex, Execution):
-        call = ex.tag_base >> (SEQ_BITS + PHASE_BITS)
-        return (call >> CALL_BITS) & _CONTEXT_MASK, call & _CALL_MASK
+    tag_base = getattr(ex, "tag_base", None)  # a schedule's `Execution`
+    if isinstance(tag_base, int):
+        return call_of_tag_base(tag_base)
     return None
 
 
@@ -392,9 +393,9 @@ def _running(ex: Any, now: float) -> bool:
     return deadline is None or now <= deadline
 
 
-def _earlier_holder(comm: Any, seq: int, me: Any) -> int | None:
-    """The number of an earlier call on ``comm`` using slot ``seq % COLLECTIVE_SLOTS`` that is
-    still running on this rank (None if there is none).
+def _earlier_holder(call: NativeCall, seq: int, me: Any) -> int | None:
+    """The number of an earlier call on ``call``'s communicator using slot
+    ``seq % COLLECTIVE_SLOTS`` that is still running on this rank (None if there is none).
 
     A running call always has its current phase among the progress engine's active
     executions: a request registers a phase that does not complete at once, and the next
@@ -403,16 +404,16 @@ def _earlier_holder(comm: Any, seq: int, me: Any) -> int | None:
     """
     if seq < COLLECTIVE_SLOTS:
         return None
-    context = comm.context & _CONTEXT_MASK
+    context = call.context & _CONTEXT_MASK
     mine = seq & _CALL_MASK
     now = time.monotonic()
-    for ex in comm._progress.active:
+    for ex in call.progress.active:
         if ex is me:
             continue
-        call = _call_of(ex)
-        if call is None or call[0] != context:
+        other = _call_of(ex)
+        if other is None or other[0] != context:
             continue
-        behind = (mine - call[1]) & _CALL_MASK
+        behind = (mine - other[1]) & _CALL_MASK
         if 0 < behind < (1 << (CALL_BITS - 1)) and behind % COLLECTIVE_SLOTS == 0 \
                 and _running(ex, now):
             return seq - behind

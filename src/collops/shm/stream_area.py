@@ -1,13 +1,13 @@
 """Stream areas: the rings in shared memory behind the ``shm_stream`` collectives.
 
 The first ``stream_areas`` communicator contexts of a job have a stream area in the segment,
-after the direct areas (`shm_segment.Layout`). In it every rank owns a page of control lines —
+after the direct areas (`segment.Layout`). In it every rank owns a page of control lines —
 its *filled* counter (chunks published), one *drained* counter per reader (written by that
 reader: the chunks of this ring it is done with), one header line per chunk slot — followed by
 its ring of ``stream_chunks`` slots of ``stream_chunk_bytes``. Every counter is cumulative over
 the job, so nothing is ever reset, and indexed by world rank: a ring's counters outlive the
 communicators that use the context. What goes into the headers and how calls share the rings
-is the algorithm's business (`collops.algorithms.shm_stream`); this module only knows where
+is the algorithm's business (`collops.shm.stream`); this module only knows where
 the words are, as `shm_direct` does for the direct areas.
 """
 
@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import shm_segment as seg
+from . import segment as seg
 
 if TYPE_CHECKING:
-    from .shm import ShmTransport
+    from .transport import ShmTransport
 
 
 class StreamArea:

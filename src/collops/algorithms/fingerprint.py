@@ -11,8 +11,8 @@ import zlib
 
 import numpy as np
 
-from ..algorithms.registry import algorithms
-from ..algorithms.spec import COLLECTIVES
+from .registry import algorithms
+from .spec import COLLECTIVES
 
 _COMMON_DTYPES = ["b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8",
                   "c8", "c16"]

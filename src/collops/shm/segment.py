@@ -24,7 +24,7 @@ Layout (all offsets are multiples of 64 bytes, so no two writers share a cache l
                         rank and slot: the call it last read there), the slots of
                         direct_bytes
     stream areas      one per communicator context below ``stream_areas`` (see
-                      `collops.algorithms.shm_stream`): per rank (the writer) a page of
+                      `collops.shm.stream`): per rank (the writer) a page of
                       control lines — line 0 its filled counter, line 1 + r the drained
                       counter of reader r, then one header line per chunk slot — and a ring
                       of stream_chunks chunks of stream_chunk_bytes

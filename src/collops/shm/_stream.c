@@ -1,6 +1,6 @@
-/* collops.transport._stream: the inner loop of the shm_stream collectives, compiled.
+/* collops.shm._stream: the inner loop of the shm_stream collectives, compiled.
  *
- * The protocol is the one `collops.algorithms.shm_stream` describes and also runs in Python
+ * The protocol is the one `collops.shm.stream` describes and also runs in Python
  * (its `PyPlan`); this file only moves the chunks without the interpreter. Each rank of a
  * communicator with a stream area owns a ring of R chunk slots in the job segment, a filled
  * counter (chunks it has published, cumulative over the job) and, per slot, a header line:
@@ -702,7 +702,7 @@ static PyGetSetDef Plan_getset[] = {
 
 static PyTypeObject PlanType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "collops.transport._stream.Plan",
+    .tp_name = "collops.shm._stream.Plan",
     .tp_basicsize = sizeof(Plan),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "What one rank writes and reads in one shm_stream call signature.",
@@ -742,7 +742,7 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "collops.transport._stream",
+    PyModuleDef_HEAD_INIT, "collops.shm._stream",
     "The compiled inner loop of the shm_stream collectives.", -1, module_methods, NULL, NULL,
     NULL, NULL};
 

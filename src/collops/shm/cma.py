@@ -25,10 +25,10 @@ descriptors it reads; copy what it needs:
 A rank whose buffers others read returns only once they have acknowledged reading them (the
 acknowledgement words of the direct area), so the buffers are never reused too early.
 
-Registered with `shm_direct` when the transport may use cross-memory attach (same user,
-ptrace permitted); selection offers it unasked only for the collectives in `AUTO`, where it
-measured faster than the schedules (`cma_cost`), and `shm_direct` keeps the calls that fit
-its slots.
+It needs the "shm_cma" resource, which the transport offers where it may use cross-memory
+attach (same user, ptrace permitted); selection offers it unasked only for the collectives in
+`AUTO`, where it measured faster than the schedules (`cma_cost`), and `shm_direct` keeps the
+calls that fit its slots.
 """
 
 from __future__ import annotations
@@ -40,17 +40,21 @@ from typing import Any
 
 import numpy as np
 
+from ..algorithms import fingerprint as fp
+from ..algorithms.native import NativeAlgorithm, NativeCall
+from ..algorithms.registry import Algorithm, CostModel, add_algorithm
+from ..algorithms.spec import CallSpec
 from ..datatypes import address_of
 from ..errors import ScheduleError
-from ..runtime import fingerprint as fp
 from ..schedule import Schedule
-from ..transport.shm import ShmTransport
-from ..transport.shm_direct import DirectArea, call_number, held_word, slot_of
-from . import shm_direct
-from .registry import Algorithm, CostModel, add_algorithm
-from .spec import CallSpec
+from ..transport.tags import call_tag
+from . import direct as shm_direct
+from .direct_area import DirectArea, call_number, held_word, slot_of
+from .transport import ShmTransport
 
 NAME = "shm_cma"
+#: the transport offers it where cross-memory attach is permitted
+RESOURCE = "shm_cma"
 SUPPORTED = ("bcast", "scatter", "gather", "allgather", "alltoall", "reduce", "allreduce",
              "reduce_scatter_block")
 #: the collectives selection may give it unasked: where it measured faster than the
@@ -66,16 +70,15 @@ SCRATCH_BYTES = 1 << 20
 _SEND, _RECV = range(2)
 
 
-def register(transport: ShmTransport) -> None:
-    """Add an ``shm_cma`` record to every supported collective, where CMA is permitted."""
-    if not transport.capabilities().single_copy:
-        return
+def register() -> None:
+    """Add an ``shm_cma`` record to every supported collective."""
+    native = NativeAlgorithm(start, bind)
     for collective in SUPPORTED:
         add_algorithm(Algorithm(
             collective, NAME, f"{collective} by reading the peers' buffers in place "
             "(process_vm_readv) after one exchange of addresses", _no_schedule,
-            cost=cma_cost, needs=frozenset({shm_direct.RESOURCE}),
-            native=start, run=runner))
+            cost=cma_cost, needs=frozenset({shm_direct.RESOURCE, RESOURCE}),
+            native=native, transports=shm_direct.TRANSPORTS))
 
 
 def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
@@ -96,7 +99,7 @@ def cma_cost(spec: CallSpec, model: CostModel) -> float:
     of those collectives beyond the direct slots.
     """
     if spec.collective not in AUTO or (
-            shm_direct.contribution_bytes(spec) <= shm_direct._capacity):
+            shm_direct.fits_a_slot(spec)):
         return math.inf  # shm_direct's calls, or asked for by name only
     if spec.collective == "reduce" and spec.size > 2:
         return math.inf  # the root folds p - 1 contributions alone: at 4 ranks 1 MiB
@@ -233,7 +236,7 @@ class CmaExecution:
         else:
             awaited = self._unread
         area.check(awaited, self.deadline, self.what,
-                   shm_direct._call_tag(self.context, self.seq, self.phase), fp.describe,
+                   call_tag(self.context, self.seq, self.phase), fp.describe,
                    (slot, word, self.fingerprint) if self.state == _READ else None)
         return False
 
@@ -344,23 +347,22 @@ def _part(n: int, p: int, j: int) -> tuple[int, int]:
     return j * n // p, (j + 1) * n // p
 
 
-def start(comm: Any, spec: CallSpec, send: np.ndarray | None, recv: np.ndarray | None,
-          seq: int, phase: int, params: Mapping[str, Any],
-          timeout: float | None) -> CmaExecution:
-    """Start ``spec`` by cross-memory reads (a collops `Comm` over shm)."""
-    transport, area = shm_direct._area(comm, spec)
-    return CmaExecution(transport, area, spec, comm.rank, send, recv, seq, phase, comm.context,
-                        timeout)
+def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, seq: int,
+          phase: int, timeout: float | None) -> CmaExecution:
+    """Start ``call`` (its number ``seq``, phase ``phase``) by cross-memory reads."""
+    transport, area = shm_direct.area_of(call)
+    return CmaExecution(transport, area, call.spec, call.rank, send, recv, seq, phase,
+                        call.context, timeout)
 
 
-def runner(comm: Any, spec: CallSpec, **options: Any) -> Callable[..., None]:
-    """The blocking form: ``fn(send, recv, seq, timeout)`` (large calls: no fast path needed;
-    ``options`` such as ``length_prefix`` change nothing here)."""
+def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None) -> Callable[..., None]:
+    """The blocking form: ``fn(send, recv, seq, timeout, phase=0)`` (large calls: no fast
+    path needed; ``length_prefix`` changes nothing here)."""
 
     def fn(send: np.ndarray | None, recv: np.ndarray | None, seq: int,
            timeout: float | None, phase: int = 0) -> None:
-        ex = start(comm, spec, send, recv, seq, phase, {}, timeout)
+        ex = start(call, send, recv, seq, phase, timeout)
         if not ex.poll():
-            comm._progress.wait(ex)
+            call.progress.wait(ex)
 
     return fn

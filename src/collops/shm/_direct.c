@@ -1,6 +1,6 @@
-/* collops.transport._direct: the blocking fast path of the shm_direct collectives, compiled.
+/* collops.shm._direct: the blocking fast path of the shm_direct collectives, compiled.
  *
- * The protocol is the one `collops.transport.shm_direct` describes and implements in Python;
+ * The protocol is the one `collops.shm.direct_area` describes and implements in Python;
  * this file only runs its common case without the interpreter: copy this rank's contribution
  * into its slot, store the fingerprint and the call number, wake sleeping peers, spin a few
  * microseconds for the peers' slots to hold the same call, read them (copies, or a reduction
@@ -1053,7 +1053,7 @@ static PyMethodDef Runner_methods[] = {
 
 static PyTypeObject RunnerType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "collops.transport._direct.Runner",
+    .tp_name = "collops.shm._direct.Runner",
     .tp_basicsize = sizeof(Runner),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "The blocking fast path of one shm_direct call signature on one rank.",
@@ -1089,7 +1089,7 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "collops.transport._direct",
+    PyModuleDef_HEAD_INIT, "collops.shm._direct",
     "The compiled blocking fast path of the shm_direct collectives.", -1, module_methods,
     NULL, NULL, NULL, NULL};
 

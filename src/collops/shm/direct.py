@@ -2,7 +2,7 @@
 
 Not a schedule: like ``mpi_native`` a record of this kind has a ``native`` callable, here
 one that runs the call through the communicator's *direct area* in the shared-memory job
-segment (see `collops.transport.shm_direct`): each rank copies its contribution once into
+segment (see `collops.shm.direct_area`): each rank copies its contribution once into
 its own slot and announces it; each rank then reads the slots it needs straight from shared
 memory — a broadcast reads the root's, an allreduce every rank's, folded in rank order so
 every rank gets the same bits, whatever the operator. One synchronisation per call replaces
@@ -14,7 +14,7 @@ The records need the "shm_direct" resource, which the shared-memory transport of
 communicators whose context has an area (the first ``direct_areas``, 32 by default), and
 a call's per-rank contribution must fit a slot (``direct_bytes``, 64 KiB by default: the
 whole send buffer for ``scatter``, ``alltoall`` and ``reduce_scatter_block``). They are
-registered by the runtime when a communicator over that transport is made (`register`).
+registered when `collops.shm` is imported (`register`).
 
 Their cost for selection is half an α (one synchronisation, no message) plus the bytes
 read at the model's β and reduced at its γ. The simulator and the cost tables cannot
@@ -31,18 +31,27 @@ from typing import Any
 
 import numpy as np
 
+from .. import config
+from ..algorithms import fingerprint as fp
+from ..algorithms.native import NativeAlgorithm, NativeCall
+from ..algorithms.registry import Algorithm, CostModel, Restriction, add_algorithm
+from ..algorithms.spec import CallSpec
 from ..errors import ScheduleError
-from ..runtime import fingerprint as fp
-from ..runtime.engine import CALL_BITS, CONTEXT_BITS, PHASE_BITS, SEQ_BITS
 from ..schedule import Schedule
-from ..transport.shm import ShmTransport
-from ..transport.shm_direct import YIELD_SECONDS, DirectArea, call_number, held_word, slot_of
-from ..transport.shm_segment import DIRECT_SLOTS
-from .registry import Algorithm, CostModel, Restriction, add_algorithm
-from .spec import CallSpec
+from ..transport.tags import call_tag
+from .direct_area import (
+    YIELD_SECONDS,
+    DirectArea,
+    call_number,
+    held_word,
+    slot_capacity,
+    slot_of,
+)
+from .segment import DIRECT_SLOTS
+from .transport import ShmTransport
 
 try:
-    from ..transport import _direct
+    from . import _direct
 except ImportError:  # built without a C compiler: the Python runner does the same work
     _direct = None  # type: ignore[assignment]
 
@@ -54,22 +63,26 @@ IN_PLACE = frozenset({"allreduce", "reduce"})
 RESOURCE = "shm_direct"
 SUPPORTED = ("barrier", "bcast", "scatter", "gather", "allgather", "alltoall", "reduce",
              "allreduce", "reduce_scatter_block", "scan", "exscan")
-#: per-rank slot bytes the restriction checks against (set by `register` from the layout)
-_capacity = 65536
+#: the transport component that runs it
+TRANSPORTS = ("shm",)
 
 
-def register(transport: ShmTransport) -> None:
-    """Add an ``shm_direct`` record to every supported collective (idempotent)."""
-    global _capacity
-    capacity = _capacity = transport.direct_bytes
-    fits = Restriction("fits", f"each rank's contribution fits its {capacity}-byte slot",
-                       lambda spec: contribution_bytes(spec) <= _capacity)
+def register() -> None:
+    """Add an ``shm_direct`` record to every supported collective."""
+    fits = Restriction("fits", "each rank's contribution fits its direct slot (64 KiB unless "
+                       "the job's layout says otherwise)", fits_a_slot)
+    native = NativeAlgorithm(start, bind)
     for collective in SUPPORTED:
         add_algorithm(Algorithm(
             collective, NAME, f"{collective} through shared-memory slots: one copy in, reads "
             "straight from the peers' slots, no messages", _no_schedule, restrictions=(fits,),
-            cost=direct_cost, needs=frozenset({RESOURCE}), native=start, run=runner,
-            in_place=collective in IN_PLACE, agrees_on_root=True))
+            cost=direct_cost, needs=frozenset({RESOURCE}), native=native,
+            transports=TRANSPORTS, in_place=collective in IN_PLACE, agrees_on_root=True))
+
+
+def fits_a_slot(spec: CallSpec) -> bool:
+    """Whether each rank's contribution to ``spec`` fits a direct slot of this job."""
+    return contribution_bytes(spec) <= slot_capacity()
 
 
 def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
@@ -166,12 +179,6 @@ def call_fingerprint(spec: CallSpec, name: str = NAME) -> int:
                           (spec.count, spec.op.name if spec.op else None))
 
 
-def _call_tag(context: int, seq: int, phase: int) -> tuple[int, int]:
-    """``(value, shift)``: the messages of this phase have ``tag >> shift == value``."""
-    call = (seq & ((1 << CALL_BITS) - 1)) << PHASE_BITS | phase
-    return ((context & ((1 << CONTEXT_BITS) - 1)) << (CALL_BITS + PHASE_BITS)) | call, SEQ_BITS
-
-
 class DirectExecution:
     """A direct call in flight, polled like an `Execution` (``poll``, ``left``)."""
 
@@ -197,7 +204,7 @@ class DirectExecution:
         self.timeout = timeout
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.written = not role.publishes
-        self.tag = _call_tag(context, seq, phase)
+        self.tag = call_tag(context, seq, phase)
         area.inflight += 1
         if not self.written:
             area.queue_write(self, self.k)
@@ -293,35 +300,35 @@ def _role(area: DirectArea, spec: CallSpec, rank: int) -> Role:
     return kept(area.memo, ("role", spec, rank), make)  # type: ignore[no-any-return]
 
 
-def _area(comm: Any, spec: CallSpec) -> tuple[ShmTransport, DirectArea]:
-    transport = comm.transport
-    area = transport.direct_area(comm.context, tuple(comm._group)) if isinstance(
+def area_of(call: NativeCall) -> tuple[ShmTransport, DirectArea]:
+    """The shared-memory transport and the direct area of ``call``'s communicator."""
+    transport = call.transport
+    area = transport.direct_area(call.context, call.group) if isinstance(
         transport, ShmTransport) else None
     if area is None:
-        raise ScheduleError(f"{spec.collective}[{NAME}] needs the shared-memory transport and "
-                            f"a direct area for the communicator, not {comm.transport_name}")
+        raise ScheduleError(f"{call.spec.collective}[{NAME}] needs the shared-memory transport "
+                            f"and a direct area for the communicator, not {call.transport_name}")
     return transport, area
 
 
-def start(comm: Any, spec: CallSpec, send: np.ndarray | None, recv: np.ndarray | None,
-          seq: int, phase: int, params: Mapping[str, Any],
-          timeout: float | None) -> DirectExecution:
-    """Start ``spec`` through the communicator's direct area (a collops `Comm` over shm)."""
-    transport, area = _area(comm, spec)
-    return DirectExecution(transport, area, spec, comm.rank, send, recv, seq, phase,
-                           comm.context, timeout)
+def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, seq: int,
+          phase: int, timeout: float | None) -> DirectExecution:
+    """Start ``call`` (its number ``seq``, phase ``phase``) through its direct area."""
+    transport, area = area_of(call)
+    return DirectExecution(transport, area, call.spec, call.rank, send, recv, seq, phase,
+                           call.context, timeout)
 
 
-def _run(comm: Any, spec: CallSpec, send: np.ndarray | None, recv: np.ndarray | None,
+def _run(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None,
          seq: int, timeout: float | None, phase: int = 0) -> None:
     """A blocking call by way of `start`, progressing the other calls in flight meanwhile."""
-    ex = start(comm, spec, send, recv, seq, phase, {}, timeout)
+    ex = start(call, send, recv, seq, phase, timeout)
     if not ex.poll():
-        comm._progress.wait(ex)
+        call.progress.wait(ex)
 
 
-def runner(comm: Any, spec: CallSpec, length_prefix: tuple[int, int] | None = None
-           ) -> Callable[..., None]:
+def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None
+         ) -> Callable[..., None]:
     """A blocking direct call specialised to one signature:
     ``fn(send, recv, seq, timeout, phase=0)`` (phase: of a multi-phase call, as `start`'s).
 
@@ -335,11 +342,12 @@ def runner(comm: Any, spec: CallSpec, length_prefix: tuple[int, int] | None = No
     common case (nothing to wait for beyond a short spin) in a few dozen bytecodes and hands
     anything else to the general path.
     """
-    transport, area = _area(comm, spec)
-    compiled = _compiled_runner(comm, transport, area, spec, length_prefix=length_prefix)
+    transport, area = area_of(call)
+    spec = call.spec
+    compiled = _compiled_runner(call, transport, area, length_prefix=length_prefix)
     if compiled is not None:
         return compiled
-    rank = comm.rank
+    rank = call.rank
     fingerprint = call_fingerprint(spec)
     words, ack, held, fps = area.words, area.ack, area.held, area.fps
     mix = held_word(0, fingerprint)
@@ -360,13 +368,13 @@ def runner(comm: Any, spec: CallSpec, length_prefix: tuple[int, int] | None = No
     def fn(send: np.ndarray | None, recv: np.ndarray | None, seq: int,
            timeout: float | None, phase: int = 0) -> None:
         if area.inflight:
-            return _run(comm, spec, send, recv, seq, timeout, phase)
+            return _run(call, send, recv, seq, timeout, phase)
         k = (seq << 3) + phase + 1
         word = (k << 24) | mix
         slot = (2 * seq + phase) % DIRECT_SLOTS
         if publishes:
             if occupant[slot][1] and not writable(slot):
-                return _run(comm, spec, send, recv, seq, timeout, phase)
+                return _run(call, send, recv, seq, timeout, phase)
             if nbytes:
                 mine[slot][...] = send if send.ndim == 1 else send.reshape(-1)  # type: ignore
             words[my_fp[slot]] = fingerprint
@@ -382,7 +390,7 @@ def runner(comm: Any, spec: CallSpec, length_prefix: tuple[int, int] | None = No
                 while words[w] != word and spin:
                     spin -= 1
                 if not spin:
-                    return _finish_slowly(comm, area, spec, send, recv, seq, timeout,
+                    return _finish_slowly(call, area, send, recv, seq, timeout,
                                           phase=phase)
         reader(slot, send, recv)
         if others:
@@ -407,7 +415,7 @@ _C_DTYPES = {np.dtype(t): i for i, t in enumerate(
      np.float32, np.float64))}
 
 
-def _compiled_runner(comm: Any, transport: ShmTransport, area: DirectArea, spec: CallSpec,
+def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea,
                      fingerprinted: bool = True, length_prefix: tuple[int, int] | None = None
                      ) -> Callable[..., None] | None:
     """The compiled blocking fast path for ``spec`` (None: not built, disabled or unsupported).
@@ -416,9 +424,10 @@ def _compiled_runner(comm: Any, transport: ShmTransport, area: DirectArea, spec:
     ranges: copies for the gathering and broadcasting calls, a fold in rank order for the
     reductions whose operator and dtype it knows (the others stay in Python and numpy).
     """
-    if _direct is None or not transport.compiled_direct:
+    if _direct is None or not config.settings.compiled:
         return None
-    rank, c, n, dt, p = comm.rank, spec.collective, spec.count, spec.dtype, spec.size
+    spec = call.spec
+    rank, c, n, dt, p = call.rank, spec.collective, spec.count, spec.dtype, spec.size
     others = _waits_for(spec, rank)
     plan, size = read_plan(spec, rank), dt.itemsize
     op_code = dt_code = 0
@@ -447,13 +456,13 @@ def _compiled_runner(comm: Any, transport: ShmTransport, area: DirectArea, spec:
         if recv is not None and recv.ndim != 1:
             recv = recv.reshape(-1)
         if status == 1 and fingerprinted:
-            return _run(comm, spec, send, recv, seq, timeout, phase)
+            return _run(call, send, recv, seq, timeout, phase)
         if status == 1:  # measuring without the fingerprint: wait for the slot, run again
             slot = slot_of(seq, phase)
             area.wait(lambda: not area.inflight and area.writable(slot),
                       lambda: area.unacknowledged(slot), None, "", None, fp.describe)
             return compiled.run(send, recv, seq, timeout, phase)
-        return _finish_slowly(comm, area, spec, send, recv, seq, timeout, fingerprint, phase)
+        return _finish_slowly(call, area, send, recv, seq, timeout, fingerprint, phase)
 
     compiled = _direct.Runner(
         segment=transport.segment_map, ndarray=np.ndarray, area=area,
@@ -480,11 +489,12 @@ def _compiled_runner(comm: Any, transport: ShmTransport, area: DirectArea, spec:
     return compiled.run
 
 
-def _finish_slowly(comm: Any, area: DirectArea, spec: CallSpec, send: np.ndarray | None,
+def _finish_slowly(call: NativeCall, area: DirectArea, send: np.ndarray | None,
                    recv: np.ndarray | None, seq: int, timeout: float | None,
                    fingerprint: int | None = None, phase: int = 0) -> None:
     """The rest of a blocking call whose contribution is published but whose peers are late."""
-    k, slot, rank = call_number(seq, phase), slot_of(seq, phase), comm.rank
+    spec = call.spec
+    k, slot, rank = call_number(seq, phase), slot_of(seq, phase), call.rank
     deadline = None if timeout is None else time.monotonic() + timeout
     others = _waits_for(spec, rank)
     if fingerprint is None:
@@ -492,7 +502,7 @@ def _finish_slowly(comm: Any, area: DirectArea, spec: CallSpec, send: np.ndarray
     word = held_word(k, fingerprint)
     area.wait(lambda: not area.missing(slot, word, others),
               lambda: area.missing(slot, word, others), deadline,
-              f"rank {rank}: {spec.collective}[{NAME}]", _call_tag(comm.context, seq, phase),
+              f"rank {rank}: {spec.collective}[{NAME}]", call_tag(call.context, seq, phase),
               fp.describe, (slot, word, fingerprint))
     _reader_for(area, spec, rank)(slot, send, recv)
     area.acknowledge(slot, k, others)

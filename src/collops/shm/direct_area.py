@@ -49,11 +49,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import CollectiveMismatch, CollectiveTimeout, PeerFailed
-from . import shm_segment as seg
-from .shm_segment import DIRECT_SLOTS
+from . import segment as seg
+from .segment import DIRECT_SLOTS
 
 if TYPE_CHECKING:
-    from .shm import ShmTransport
+    from .transport import ShmTransport
 
 #: seconds of pure polling before yielding, when every rank has a core of its own
 SPIN_SECONDS = 100e-6
@@ -61,6 +61,22 @@ SPIN_SECONDS = 100e-6
 YIELD_SECONDS = 1e-3
 #: longest single sleep on the doorbell
 SLEEP_SLICE = 0.05
+
+
+#: bytes of each rank's slot in the direct areas of the job this process attached to last
+#: (what ``shm_direct``'s restriction checks a call against; the layout's default before)
+_slot_capacity = seg.DEFAULT_DIRECT_BYTES
+
+
+def slot_capacity() -> int:
+    """Bytes of a direct slot in this process's job (the default before it attaches)."""
+    return _slot_capacity
+
+
+def set_slot_capacity(nbytes: int) -> None:
+    """Record the direct slot bytes of the job this process attached to (the transport's)."""
+    global _slot_capacity
+    _slot_capacity = nbytes
 
 
 def call_number(seq: int, phase: int) -> int:

@@ -50,7 +50,7 @@ from types import TracebackType
 from typing import Any
 
 from ..errors import TransportError
-from .base import Capabilities, Handle, Transport
+from ..transport.base import Capabilities, Handle, Transport
 
 #: the one MPI tag all collops point-to-point messages use
 WIRE_TAG = 0

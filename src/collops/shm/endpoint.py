@@ -1,0 +1,262 @@
+"""One rank's end of the shared-memory job segment: its state and tables, and writing
+messages into the rings (the protocol is described in `collops.shm.transport`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import TransportError
+from ..transport import placement
+from ..transport.base import Handle, Transport
+from . import segment as seg
+from .direct_area import DirectArea, set_slot_capacity
+from .stream_area import StreamArea
+
+if TYPE_CHECKING:  # the bulk transfers in flight, kept in the endpoint's tables
+    from .bulk import _Incoming, _Outgoing, _SplitIn, _SplitOut
+
+_FENCE = threading.Lock()
+#: tag, fingerprint, nbytes, kind, aux: the slot header after its sequence word
+_SLOT_FIELDS = struct.Struct("=5Q")
+_MASK32 = 0xFFFFFFFF
+#: seconds of pure polling before yielding, when every rank has a core of its own
+SPIN_SECONDS = 50e-6
+#: seconds of polling with sched_yield between polls before sleeping
+YIELD_SECONDS = 1e-3
+#: longest single futex sleep (failures also wake sleepers explicitly)
+SLEEP_SLICE = 0.25
+#: messages sent single-copy when every rank has a core: up to the most and from the least
+#: (the receiver reads them from the sender's memory, one system call; only the reader needs
+#: to be scheduled). Those in between are pipelined through the bulk area, whose copy-in and
+#: copy-out run on two cores at once, and, unless both ranks send to each other, two-ended:
+#: the receiver reads from the back itself when no chunk comes for `PULL_AFTER`, so a sender
+#: that is not scheduled delays nothing for long. When ranks outnumber cores the pipeline
+#: stalls on every chunk until the peer is scheduled, so then every large message goes
+#: single-copy. Measured with benchmarks/shm_transfer.py and benchmarks/variants.py on the
+#: 2-core development machine, µs (pipelined through 2 x 1 MiB / single copy): one way, best
+#: of 11 rounds: 64 KiB 21 / 28, 256 KiB 35 / 53, 1 MiB 80 / 97, 4 MiB 174 / 269, 16 MiB
+#: 949 / 1194; both ways at once: 64 KiB 44 / 17, 256 KiB 118 / 35, 1 MiB 67 / 102, 4 MiB
+#: 290 / 271, 16 MiB 2146 / 1858; with other jobs loading the machine single copy is 2-5x
+#: faster at every size. Collectives (median µs): bcast 64 KiB 67 / 58, 16 MiB 2493 / 1711
+#: (its root copies locally as well), allgather 1 MiB 124 / 149, 4 MiB 896 / 1073.
+#: Since split transfers (`SPLIT_MIN`) let both cores copy a one-way message and buffers in
+#: 4 KiB aliasing (`seg.aliased`) go through the bulk area, single copy is the default at every
+#: size (2 ranks, interleaved with MPICH on an idle machine, collops / MPICH before → after:
+#: bcast 1 MiB 2.9 → 1.4, 4 MiB 2.2 → 1.2; allgather 1 MiB 1.0 → 0.6, 4 MiB 1.2 → 0.6;
+#: alltoall 1 MiB 1.6 → 1.3, 4 MiB 2.6 → 1.2, before splitting). With splitting, the same
+#: interleaved run (benchmarks/interleaved.py, ratios to MPICH, single copy from 0 / 2 MiB /
+#: 8 MiB) put the pipeline ahead at 1 MiB (bcast 1.64 / 1.43 / 1.47, allgather 1.77 / 1.12 /
+#: 1.27, alltoall 1.84 / 1.48 / 1.58) and 2 MiB level with 0 from 4 MiB on, so single copy
+#: starts at 2 MiB; `COLLOPS_SHM_SINGLE_COPY_MIN` moves that.
+SINGLE_COPY_MAX = 256 << 10
+SINGLE_COPY_MIN = 2 << 20
+#: smallest chunk of a pipelined transfer (see `ShmTransport._piece`)
+PIECE_MIN = 64 << 10
+#: seconds a two-ended transfer's receiver waits for a chunk before it reads from the back
+#: itself (reading while the sender streams slows both down: they copy the same bytes)
+PULL_AFTER = 100e-6
+#: bytes it then reads at a time: at first; doubled (up to the most) while no chunk comes
+PULL_BYTES, PULL_MAX = 128 << 10, 2 << 20
+#: STOP: a two-ended transfer's sender wrote its last chunk (aux: its pair's chunk count)
+_STOP = 6
+#: SPLIT: the receiver of a single-copy message reads it from the front and invites the
+#: sender to write it from the back (fingerprint field: the transfer's generation, nbytes:
+#: its piece size, aux: the receive buffer's address)
+_SPLIT = 7
+#: single-copy messages from this size on are split: the receiver reads pieces from the
+#: front, the sender — whenever it polls and has nothing else to do — writes pieces into the
+#: receive buffer from the back (``process_vm_writev``), so two cores copy a one-way message
+#: and a sender waiting for its peer (a broadcast's root, say) is never idle
+#: (a rank that is reading split transfers itself writes none: in an exchange each reads
+#: its own, and helps the other once done)
+SPLIT_MIN = 256 << 10
+#: seconds a rank whose single-copy read failed waits for the sender's death to be marked
+FAILURE_GRACE = 5.0
+#: a split transfer's pieces: an eighth of the message, within these bounds
+SPLIT_PIECE_MIN, SPLIT_PIECE_MAX = 128 << 10, 1 << 20
+#: the ``go`` of a clear-to-send: refused (message too large), pipelined, two-ended
+_GO_REFUSED, _GO_PIPE, _GO_SHARED = 0, 1, 2
+
+
+def _byte_view(data: Any) -> memoryview:
+    """A flat unsigned-byte view of any buffer-protocol object (copying only if strided)."""
+    view = data if type(data) is memoryview else memoryview(data)
+    if view.format == "B" and view.ndim == 1 and view.c_contiguous:
+        return view
+    if view.c_contiguous:
+        return view.cast("B")
+    return memoryview(view.tobytes())
+
+
+def _address(view: memoryview) -> int:
+    """The address of a contiguous buffer's first byte."""
+    if view.nbytes and not view.readonly:  # ctypes: 0.3 µs; through numpy: 1.8 µs
+        return ctypes.addressof(ctypes.c_char.from_buffer(view))
+    return int(np.frombuffer(view, dtype=np.uint8).__array_interface__["data"][0])
+
+
+class ShmEndpoint(Transport):
+    """Rank ``rank`` of ``size`` ranks attached to the job segment ``job``: the state the
+    transport's parts share, and sending."""
+
+    def __init__(self, job: str, rank: int, size: int, *, single_copy: bool | None = None,
+                 single_copy_min: int | None = None) -> None:
+        self._segment = seg.Segment(job)
+        layout = self._segment.layout
+        if layout.size != size or not 0 <= rank < size:
+            self._segment.close()
+            raise TransportError(
+                f"job {job} has {layout.size} ranks; cannot attach as rank {rank} of {size}")
+        self.job, self.rank, self.size = job, rank, size
+        self._layout = layout
+        self._words = self._segment.words
+        self._buf = self._segment.buf
+        self._base_address = self._segment.address
+        self._nslots, self._mask = layout.nslots, layout.nslots - 1
+        assert layout.nslots & self._mask == 0, "slot count must be a power of two"
+        self._eager_limit = layout.eager_limit
+        self._nchunks, self._chunk_bytes = layout.nchunks, layout.chunk_bytes
+        allowed = bool(self._words[seg.H_CMA])
+        if single_copy is None:
+            single_copy = os.environ.get("COLLOPS_SHM_SINGLE_COPY", "1") != "0"
+        self._single_copy = allowed and single_copy
+        self._oversubscribed = size > placement.job_cpu_count()
+        self._binding = placement.binding_of_job(size)
+        if single_copy_min is None:
+            default = 0 if self._oversubscribed else SINGLE_COPY_MIN
+            single_copy_min = int(os.environ.get("COLLOPS_SHM_SINGLE_COPY_MIN", default))
+        self._single_copy_min = max(layout.eager_limit + 1, single_copy_min)
+        self._single_copy_max = SINGLE_COPY_MAX
+        self._split_min = SPLIT_MIN
+        if layout.direct_areas and layout.direct_bytes:
+            set_slot_capacity(layout.direct_bytes)
+        self._reader = seg.RemoteReader()
+        #: current spin budget: halved when a spin finds nothing, restored when one succeeds
+        self._spin = 0.0 if self._oversubscribed else SPIN_SECONDS
+        self._closed = False
+        self._direct_areas: dict[tuple[int, tuple[int, ...]], DirectArea] = {}
+        self._stream_areas: dict[int, StreamArea] = {}
+        self._direct_watch: list[Callable[[], bool]] = []
+        self._init_tables()
+        self._attach()
+
+    # ---- set-up -----------------------------------------------------------------------
+
+    def _init_tables(self) -> None:
+        lay, me, n = self._layout, self.rank, self.size
+        ranks = range(n)
+        self._ranks = list(ranks)
+        self._out_slots = [[lay.slot_offset(me, p, s) // 8 for s in range(lay.nslots)]
+                           for p in ranks]
+        self._in_slots = [[lay.slot_offset(p, me, s) // 8 for s in range(lay.nslots)]
+                          for p in ranks]
+        self._out_head = [0] * n
+        self._out_consumed = [0] * n
+        self._out_consumed_word = [lay.consumed_word(me, p) for p in ranks]
+        self._in_tail = [0] * n
+        self._in_consumed_word = [lay.consumed_word(p, me) for p in ranks]
+        self._sleeping_word = [lay.rank_word(p, seg.R_SLEEPING) for p in ranks]
+        self._doorbell_word = [lay.rank_word(p, seg.R_DOORBELL) for p in ranks]
+        self._state_word = [lay.rank_word(p, seg.R_STATE) for p in ranks]
+        self._pid_word = [lay.rank_word(p, seg.R_PID) for p in ranks]
+        self._out_chunks = [lay.chunk_offset(me, p, 0) for p in ranks]  # chunk 0 byte offsets
+        self._in_chunks = [lay.chunk_offset(p, me, 0) for p in ranks]
+        self._out_filled_word = [lay.filled_word(me, p) for p in ranks]
+        self._out_drained_word = [lay.drained_word(me, p) for p in ranks]
+        self._in_filled_word = [lay.filled_word(p, me) for p in ranks]
+        self._in_drained_word = [lay.drained_word(p, me) for p in ranks]
+        #: a two-ended transfer's back boundary: the word after the drained counter
+        self._in_back_word = [lay.drained_word(p, me) + 1 for p in ranks]
+        self._out_chunk_count = [0] * n
+        self._in_chunk_count = [0] * n
+        self._posted: list[dict[int, tuple[Handle, memoryview]]] = [{} for _ in ranks]
+        self._unexpected: list[dict[int, tuple[int, int, int, Any]]] = [{} for _ in ranks]
+        self._rendezvous_sends: list[dict[int, tuple[Handle, memoryview]]] = [{} for _ in ranks]
+        self._send_queue: list[deque[tuple[int, int, int, int, Any, int, Handle | None]]] = [
+            deque() for _ in ranks]
+        self._pipe_out: list[deque[_Outgoing]] = [deque() for _ in ranks]
+        self._pipe_in: list[deque[_Incoming]] = [deque() for _ in ranks]
+        #: two-ended transfers sent, until their FIN
+        self._streams: list[dict[int, _Outgoing]] = [{} for _ in ranks]
+        #: split single-copy transfers: the one this rank reads from each peer, and those it
+        #: may help write to each peer; the words of both ends, and the generation counter
+        #: that tells this transfer's words from an earlier one's
+        self._split_in: list[_SplitIn | None] = [None] * n
+        self._split_out: list[dict[int, _SplitOut]] = [{} for _ in ranks]
+        self._split_gen = [0] * n
+        self._split_reading = 0  # split transfers this rank reads (then it writes none)
+        self._split_in_claim = [lay.split_receiver_word(p, me) for p in ranks]
+        self._split_in_sender = [lay.split_sender_word(p, me) for p in ranks]
+        self._split_out_claim = [lay.split_receiver_word(me, p) for p in ranks]
+        self._split_out_sender = [lay.split_sender_word(me, p) for p in ranks]
+        self._busy: set[int] = set()
+
+    def _attach(self) -> None:
+        lay, me = self._layout, self.rank
+        for p in self._ranks:
+            for a, b in ((me, p), (p, me)):
+                self._segment.prefault(lay.pair_offset(a, b), lay.pair_bytes)
+        self._words[lay.rank_word(me, seg.R_PID)] = os.getpid()
+        self._words[lay.rank_word(me, seg.R_STATE)] = seg.ATTACHED
+
+    # ---- sending ----------------------------------------------------------------------
+
+    def _push(self, peer: int, kind: int, tag: int, fp: int, data: Any, n: int,
+              aux: int) -> bool:
+        """Write one message into the (me -> peer) ring; False when the ring is full."""
+        words = self._words
+        head = self._out_head[peer]
+        if head - self._out_consumed[peer] >= self._nslots:
+            consumed = words[self._out_consumed_word[peer]]
+            self._out_consumed[peer] = consumed
+            if head - consumed >= self._nslots:
+                return False
+        w = self._out_slots[peer][head & self._mask]
+        if n and kind == seg.EAGER:
+            p = w * 8 + seg.SLOT_HEADER
+            self._buf[p: p + n] = data
+        _SLOT_FIELDS.pack_into(self._buf, w * 8 + 8, tag, fp, n, kind, aux)
+        words[w] = head + 1
+        self._out_head[peer] = head + 1
+        _FENCE.acquire()
+        _FENCE.release()
+        if words[self._sleeping_word[peer]]:
+            self._wake(peer)
+        return True
+
+    def _send_control(self, peer: int, kind: int, tag: int, fp: int, n: int, aux: int) -> None:
+        if self._send_queue[peer] or not self._push(peer, kind, tag, fp, None, n, aux):
+            self._enqueue(peer, (kind, tag, fp, n, None, aux, None))
+
+    def _enqueue(self, peer: int, item: tuple[int, int, int, int, Any, int, Handle | None]
+                 ) -> None:
+        self._send_queue[peer].append(item)
+        self._busy.add(peer)
+
+    def _flush_queue(self, peer: int) -> bool:
+        queue = self._send_queue[peer]
+        moved = False
+        while queue:
+            kind, tag, fp, n, data, aux, h = queue[0]
+            if not self._push(peer, kind, tag, fp, data, n, aux):
+                break
+            queue.popleft()
+            if h is not None:
+                h.done = True
+            moved = True
+        return moved
+
+    def _wake(self, peer: int) -> None:
+        words, w = self._words, self._doorbell_word[peer]
+        words[w] = (words[w] + 1) & _MASK32
+        seg.futex_wake(self._base_address + w * 8)
+

@@ -1,0 +1,249 @@
+"""``shm_stream``: large collectives on one machine, streamed chunk by chunk through rings.
+
+A large call as a schedule of point-to-point messages pays the transport's Python per chunk
+on both sides; ``shm_cma`` avoids copies but makes every rank wait for every peer twice.
+Here each rank of a communicator with a *stream area* (the first ``stream_areas`` contexts
+of the job segment) owns a ring of ``stream_chunks`` slots of ``stream_chunk_bytes``; per
+call, every rank streams its contribution into its own ring and, at the same time, copies
+the chunks it needs out of the rings of the ranks it reads — in C (`collops.shm.
+_stream`) where it was built, else with the same protocol in Python (`PyPlan`):
+
+* ``bcast``: the root writes, every other rank reads every chunk;
+* ``allgather``: every rank writes its block (and copies it into its own output in the same
+  pass over its input, `copy_twice`), every rank reads every other rank's;
+* ``alltoall``: every rank writes its blocks for the others, interleaved chunk by chunk so
+  each reader is fed at the same rate, and each chunk has one reader;
+* ``scatter``/``gather``: the root writes one block per rank / reads one from each;
+* ``reduce``: a gather of the contributions into a scratch buffer of the root's (kept
+  between calls), which the root then folds into its result in rank order with the
+  operator's numpy function, ``x0 ∘ x1 ∘ … ∘ x(p−1)`` as MPI specifies for any operator
+  (`FoldingExecution`). The root folds alone, but with more ranks than cores the copies
+  into the rings run on the other core meanwhile, and no rank waits for a peer per step;
+* ``reduce_scatter_block``: an alltoall into every rank's scratch, each rank then folding
+  its block in rank order;
+* ``allreduce``: that reduce-scatter into the rank's block of the result, then an allgather
+  of the blocks, as two phases of the call (`ChainExecution`); when the count does not
+  divide among the ranks, a reduce to rank 0 and a bcast from it instead.
+
+A writer's ring is a FIFO over calls. Its control lines hold its *filled* counter (chunks
+published, cumulative over the job, so nothing is ever reset), a header per slot — the
+chunk's number, the call's held word (call number and fingerprint, as in the direct areas),
+the mask of the ranks that must read it, where its bytes go and how many — and, per reader,
+a *drained* counter of the chunks that reader is done with. A writer reuses a slot once every
+reader in the mask of the chunk it held has drained past it; a reader walks a writer's ring
+from its cursor, skips chunks whose mask lacks it (and everything older than the last ring's
+worth: those were not its own, or the writer could not have gone on), copies those of its
+call and stops at one of another call. That chunk is handed to the call it belongs to if this
+rank has begun it (calls may begin in different orders on different ranks: the data phase
+of a non-blocking bcast starts when its envelope arrives); one with this call's number and
+another fingerprint is `CollectiveMismatch`, saying what each side called. A rank writes its
+calls' chunks in the order it began them (`StreamArea.unwritten`).
+
+A call is done on a rank once it has written all its chunks and read all it needs — not when
+its readers have read them: the ring holds them, so a writer never waits for a reader beyond
+the ring's worth. The exception is a block published *by reference* (`BY_REFERENCE`): its
+chunk holds only the block's address in the writer's memory, the reader copies it from there
+with process_vm_readv (one copy instead of two), and the writer's call is done once every
+such reader has drained past it. The C loop returns whenever nothing can move for a few
+microseconds; waiting (spin, yield, sleep on the doorbell) and the checks for a failed peer
+(`PeerFailed`), the deadline (`CollectiveTimeout`, naming the ranks not heard from) and a
+peer that made another call directly stay in Python (`DirectArea.wait`/``check``).
+
+It needs the "shm_stream" resource, which the transport offers where the communicator's
+context has a stream area and the job has at most 64 ranks; selection takes it unasked, for
+calls too large for a direct slot, only where it measured faster than the schedules
+(`stream_cost`).
+
+This module registers it and starts its calls; the protocol's words and its Python loop are
+in `stream_protocol`, the per-signature plans in `stream_plan`, the calls in flight in
+`stream_run`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..algorithms.native import NativeAlgorithm, NativeCall
+from ..algorithms.registry import Algorithm, CostModel, Restriction, add_algorithm
+from ..algorithms.spec import CallSpec
+from ..errors import ScheduleError
+from ..schedule import Schedule
+from . import direct as shm_direct
+from .direct_area import call_number, held_word
+from .stream_plan import UNBOUNDED, KiB, MiB, _addresses, _by_ranks, plan_for
+from .stream_protocol import DONE, MOVED, NAME
+from .stream_run import (
+    ChainExecution,
+    FoldingExecution,
+    StreamExecution,
+    _areas_of,
+    _chain,
+    _execution,
+    _flat,
+    _folds,
+    _spin,
+)
+
+RESOURCE = "shm_stream"
+SUPPORTED = ("bcast", "scatter", "gather", "allgather", "alltoall", "reduce", "allreduce",
+             "reduce_scatter_block")
+#: the collectives right with ``x`` as ``out`` (`Algorithm.in_place`): allreduce writes its
+#: input into the rings (or the peers read it by reference and are waited for) before its
+#: fold and its allgather phase write the result, and the fold copies an own contribution it
+#: would overwrite (`FoldingExecution`)
+IN_PLACE = frozenset({"allreduce"})
+#: collectives run as two stream phases (`ChainExecution`)
+CHAINED = frozenset({"allreduce"})
+#: the collectives selection gives it unasked: beyond a direct slot and up to these bytes
+#: per block (``count × itemsize``) at up to 2, 4 and 8 ranks (more ranks: the 8-rank bound)
+#: — where it measured faster than the best schedule (ring, recursive doubling, linear,
+#: binomial, scatter-allgather) and shm_cma, `collops bench` on the quiet 2-core VM
+#: (2026-11-25, docs/performance.md). With more ranks than cores every step of a schedule
+#: waits for a peer to be scheduled and the stream needs none, so at 4 and 8 ranks it wins at
+#: every size measured (128 KiB to 4 MiB: 0.2-0.6 of the schedules' time). At 2 ranks, each
+#: on its own core, a byte the stream copies twice (into the ring, out of it) costs more than
+#: one kernel single copy once the messages are large: bcast streams up to 4 MiB (8 MiB:
+#: linear's 364 µs against 566), alltoall at every size (its blocks of 512 KiB and more by
+#: reference, `BY_REFERENCE`; through the ring it streamed up to 2 MiB: 4 MiB took 274 µs
+#: by linear against 329), scatter up to 8 MiB, allgather at every size (at 2 MiB the ring
+#: won by 15 %, at 1, 4, 8 and 16 MiB the stream by 4-30 %, at 16 MiB with
+#: `STREAMING_STORES_FROM`; 1-8 MiB blocks now by reference), gather at every size
+#: (shm_cma's reads were slower), reduce up to 4 MiB
+#: (1 MiB: 141 µs against shm_cma's 225; 16 MiB: 5.0 ms against 4.6) and at 4 and 8 ranks
+#: 0.1-0.8 of rabenseifner's time. allreduce (a reduce-scatter and an allgather) up to 1 MiB
+#: vectors and reduce_scatter_block up to 1 MiB blocks with more ranks than cores (4 ranks, 1 MiB:
+#: 637 µs against rabenseifner's 957, 275 against recursive halving's 619; at 4 MiB the
+#: schedules caught up), reduce_scatter_block to 256 KiB on 2 ranks (128 KiB blocks: 40 µs
+#: against 57; 512 KiB: even), allreduce on 2 from 512 KiB (`AUTO_FROM`) to 4 MiB vectors
+#: once its allgather phase went by reference and its fold into one pass (2026-11-25,
+#: against MPICH in the same processes: 512 KiB 1.16 against the ring's 1.38, 1, 2, 4 MiB
+#: 1.05-1.09 / 0.89-0.95 / 0.87-0.88 against 1.20-1.22 / 0.97-0.99 / 0.95-1.00; at 256 KiB
+#: the ring 0.72-0.75 against 0.96-1.02, at 16 MiB the ring 0.60 against 0.76).
+AUTO_UP_TO: dict[str, dict[int, float]] = {
+    "bcast": {2: 4 * MiB, 8: UNBOUNDED},
+    "allgather": {2: UNBOUNDED, 8: UNBOUNDED},
+    "alltoall": {2: UNBOUNDED, 8: UNBOUNDED},
+    "scatter": {2: 8 * MiB, 8: UNBOUNDED},
+    "gather": {2: UNBOUNDED, 8: UNBOUNDED},
+    "reduce": {2: 4 * MiB, 8: UNBOUNDED},
+    "allreduce": {2: 4 * MiB, 8: MiB},
+    "reduce_scatter_block": {2: 256 * KiB, 8: MiB},
+}
+#: the smallest block selection streams unasked, where not every call beyond a direct slot
+AUTO_FROM: dict[str, dict[int, float]] = {"allreduce": {2: 512 * KiB, 8: 0}}
+
+
+def auto_limit(collective: str, p: int) -> float:
+    """The largest block selection streams unasked for ``collective`` on ``p`` ranks."""
+    return _by_ranks(AUTO_UP_TO[collective], p)
+
+
+def auto_floor(collective: str, p: int) -> float:
+    """The smallest block selection streams unasked for ``collective`` on ``p`` ranks."""
+    return _by_ranks(AUTO_FROM[collective], p) if collective in AUTO_FROM else 0
+
+
+AUTO = frozenset(AUTO_UP_TO)
+
+def register() -> None:
+    """Add an ``shm_stream`` record to every supported collective."""
+    ranks = Restriction("at_most_64_ranks", "the communicator has at most 64 ranks",
+                        lambda spec: spec.size <= 64)
+    native = NativeAlgorithm(start, bind)
+    for collective in SUPPORTED:
+        add_algorithm(Algorithm(
+            collective, NAME, f"{collective} streamed chunk by chunk through each rank's ring "
+            "in shared memory, written and read at once, no messages", _no_schedule,
+            restrictions=(ranks,), cost=stream_cost,
+            needs=frozenset({shm_direct.RESOURCE, RESOURCE}), native=native,
+            transports=shm_direct.TRANSPORTS, in_place=collective in IN_PLACE))
+
+
+def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
+    raise ScheduleError(
+        f"{spec.collective}[{NAME}] streams through shared-memory rings; it is not a schedule "
+        "and cannot be built, validated, simulated or costed step by step")
+
+
+def stream_cost(spec: CallSpec, model: CostModel) -> float:
+    """A quarter α plus one block's bytes at half the model's β, for the calls of the
+    collectives in `AUTO` too large for a direct slot and no larger than `AUTO_UP_TO`;
+    infinite (taken only when asked for by name, which works at any size) for the others.
+
+    A calibration rather than a model of the copies (a byte is copied twice, into the ring
+    and out of it, but both copies run at once on different ranks and in C): within those
+    bounds the stream measured faster than the schedules selection took before, and this
+    cost is below theirs (one synchronisation instead of at least one α per message).
+    """
+    n, p = spec.count * spec.itemsize, spec.size
+    if spec.collective not in AUTO or (
+            shm_direct.fits_a_slot(spec)):
+        return math.inf  # shm_direct's calls (and the envelopes of bcast), or by name only
+    if not auto_floor(spec.collective, p) <= n <= auto_limit(spec.collective, p):
+        return math.inf  # measured slower than the schedules' messages
+    return 0.25 * model.alpha + 0.5 * n * model.beta  # below shm_cma's and the schedules'
+
+
+def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, seq: int,
+          phase: int, timeout: float | None
+          ) -> StreamExecution | FoldingExecution | ChainExecution:
+    """Start ``call`` (its number ``seq``, phase ``phase``) through its stream area."""
+    transport, direct, area = _areas_of(call)
+    spec, rank, context = call.spec, call.rank, call.context
+    ex: StreamExecution | FoldingExecution | ChainExecution
+    if spec.collective in CHAINED:
+        ex = _chain(transport, direct, area, spec, rank, _flat(send), _flat(recv), seq,
+                    phase, context, timeout)
+    else:
+        prepared = plan_for(area, spec, tuple(direct.group), rank)
+        ex = _execution(transport, direct, area, spec, prepared, rank, _flat(send),
+                        _flat(recv), seq, phase, context, timeout)
+    ex.poll()
+    return ex
+
+
+def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None) -> Callable[..., None]:
+    """The blocking form: ``fn(send, recv, seq, timeout, phase=0)`` (``length_prefix``
+    changes nothing here)."""
+    transport, direct, area = _areas_of(call)
+    progress, spec = call.progress, call.spec
+    rank, context = call.rank, call.context
+    chained = spec.collective in CHAINED
+    # held: the memo may forget it
+    prepared = None if chained else plan_for(area, spec, tuple(direct.group), rank)
+    # a call that does not fold may run in one `advance`, before any object is made for it
+    alone = None if prepared is None or _folds(spec, rank) else prepared
+    spin = _spin(transport)
+
+    def fn(send: np.ndarray | None, recv: np.ndarray | None, seq: int,
+           timeout: float | None, phase: int = 0) -> None:
+        flat_send, flat_recv = _flat(send), _flat(recv)
+        ex: StreamExecution | FoldingExecution | ChainExecution
+        if alone is not None and not progress.active and not area.active:
+            # nothing else in flight here: the whole call in C, as a rule; else on from there
+            state = alone.state.copy()
+            fingerprint = alone.fingerprint
+            status = alone.plan.advance(state, *_addresses(alone, flat_send, flat_recv),
+                                        held_word(call_number(seq, phase), fingerprint),
+                                        fingerprint, True, spin)
+            if status & ~MOVED == DONE:
+                return
+            ex = StreamExecution(transport, direct, area, spec, alone, rank, flat_send,
+                                 flat_recv, seq, phase, context, timeout, state)
+        elif prepared is None:
+            ex = _chain(transport, direct, area, spec, rank, flat_send, flat_recv, seq, phase,
+                        context, timeout)
+        else:
+            ex = _execution(transport, direct, area, spec, prepared, rank, flat_send,
+                            flat_recv, seq, phase, context, timeout)
+        if progress.active or len(area.active) > 1:
+            if not ex.poll(ex.spin):
+                progress.wait(ex)
+        else:
+            ex.wait()
+
+    return fn

@@ -1,0 +1,283 @@
+"""The stream protocol: the words of a ring's chunk headers and of a call's state, and
+the protocol in Python (`PyPlan`), chunk for chunk what ``_stream.c`` runs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import PeerFailed, TransportError
+from . import segment as seg
+from .stream_area import StreamArea
+
+NAME = "shm_stream"
+
+#: header words of a chunk slot (one 64-byte line each); SOURCE: 0 for bytes in the slot,
+#: else their address in the writer's memory (a reference chunk)
+H_SEQ, H_CALL, H_FP, H_MASK, H_OFFSET, H_NBYTES, H_SOURCE = range(7)
+#: results of `advance`, with MOVED or-ed in when anything was written, read or copied
+DONE, STUCK, FOREIGN, FAILED = range(4)
+MOVED = 4
+#: state words of a call on one rank: chunks written, own-block bytes copied, the first
+#: chunk of another call met (writer, call word, fingerprint), the reader a write or a
+#: reference waits for, the writer whose reference could not be copied and the errno; then
+#: the bytes received from each writer read, then per world rank the reference chunk + 1 it
+#: must drain past (0: none)
+S_WRITTEN, S_SELF, S_FOREIGN_WRITER, S_FOREIGN_CALL, S_FOREIGN_FP, S_BLOCKED_ON, \
+    S_FAILED_WRITER, S_ERRNO, S_RECEIVED = range(9)
+#: columns of a write row (one chunk) and of a writer row (one ring read)
+W_SRC, W_NBYTES, W_MASK, W_OFFSET, W_REFERENCE = range(5)
+#: where a write row's bytes go (W_REFERENCE): into the ring, or published by reference where
+#: they are, in the send buffer or — once the own block is copied — in the receive buffer.
+#: IN_OWN, an allgather's own block: from the receive buffer when the reader's destination
+#: (where this rank copies its own block, if the ranks allocated alike) is aliased with the
+#: send buffer (4 KiB aliasing, the kernel copy's slow case; the destinations then sit at the
+#: source's page offsets, as MPICH's ring allgather always reads), else from whichever of the
+#: two the compiled loop measured faster over the plan's first calls (`Plan.own_source`; the
+#: Python loop takes the send buffer). The send buffer is readable at once and its lines are
+#: clean, the receive buffer's were just written by the other core; but a larger array is
+#: likelier on huge pages, which make the kernel's copy twice as fast. 2 ranks, interleaved
+#: with MPICH in one sitting: 1-4 MiB blocks 0.54-0.57 of MPICH's time from send, 0.95-1.07
+#: from recv; in another, 2 and 4 MiB 1.16 and 1.14 from send, ~1.0 from recv. W_SRC is the
+#: send buffer's offset (`own_block_source`, `reference_of` in the C loop, say where).
+IN_RING, IN_SEND, IN_RECV, IN_OWN = range(4)
+R_RANK, R_FILLED, R_HEADERS, R_RING, R_DRAINED, R_DST, R_EXPECT, R_PID = range(8)
+def own_block_source(own: tuple[int, int, int], src: int, nbytes: int, send: int,
+                     recv: int) -> int:
+    """Where an allgather publishes the ``nbytes`` at ``src`` of its own block (IN_OWN):
+    IN_SEND, or IN_RECV when a reader whose buffers sit as this rank's would copy them
+    aliased."""
+    to = recv + own[1] + src - own[0]
+    return IN_RECV if seg.aliased(to, send + src, nbytes) else IN_SEND
+
+
+# -- the protocol in Python (when the extension is missing or COLLOPS_COMPILED=0) ---------------
+class PyPlan:
+    """`collops.shm._stream.Plan` in Python: the same protocol, chunk for chunk."""
+
+    def __init__(self, area: StreamArea, *, segment: Any, cursors: np.ndarray, me: int,
+                 nchunks: int, chunk_bytes: int, my_filled: int, my_headers: int,
+                 my_ring: int, writes: np.ndarray, drained_of_me: np.ndarray,
+                 writers: np.ndarray, self_copy: tuple[int, int, int],
+                 sleeper_words: Sequence[int], sleeper_ranks: Sequence[int],
+                 wake: Callable[[int], None]) -> None:
+        self.words, self.cursor, self.me = area.words, cursors, me
+        self.size = len(cursors) - 1
+        self.nchunks, self.chunk_bytes = nchunks, chunk_bytes
+        self.my_filled, self.my_headers, self.my_ring = my_filled, my_headers // 8, my_ring
+        self.write = writes.tolist()
+        self.drained = drained_of_me.tolist()
+        self.writer = writers.tolist()
+        self.own = self_copy
+        self.base = area.transport.segment_address
+        self.transport, self.group = area.transport, list(sleeper_ranks) + [me]
+        #: where in a state array the words of the references to drain begin
+        self.must_drain = S_RECEIVED + len(self.writer)
+
+    def _slot_free(self, c: int, state: np.ndarray) -> bool:
+        if c < self.nchunks:
+            return True
+        words = self.words
+        mask = words[self.my_headers + 8 * (c % self.nchunks) + H_MASK]
+        need = c - self.nchunks + 1
+        for r in _bits(mask):
+            if words[self.drained[r]] < need:
+                state[S_BLOCKED_ON] = r
+                return False
+        return True
+
+    def _reference_of(self, row: np.ndarray, send: int, recv: int) -> int:
+        """Where write ``row`` is published from in this call (see IN_OWN)."""
+        kind = int(row[W_REFERENCE])
+        if kind != IN_OWN:
+            return kind
+        return own_block_source(self.own, int(row[W_SRC]), int(row[W_NBYTES]), send, recv)
+
+    def _write_one(self, state: np.ndarray, send: int, recv: int, word: int,
+                   fingerprint: int) -> int:
+        i = int(state[S_WRITTEN])
+        if i >= len(self.write):
+            return 0
+        reference = self._reference_of(self.write[i], send, recv)
+        if reference == IN_RECV and state[S_SELF] < self.own[2]:
+            return 0
+        c = int(self.cursor[self.size])
+        if not self._slot_free(c, state):
+            return 0
+        state[S_BLOCKED_ON] = -1
+        src, n, mask, offset, kind = self.write[i]
+        if reference == IN_RECV and kind == IN_OWN:
+            src += self.own[1] - self.own[0]
+        slot, words = c % self.nchunks, self.words
+        h = self.my_headers + 8 * slot
+        words[h + H_SEQ] = 0
+        words[h + H_CALL], words[h + H_FP], words[h + H_MASK] = word, fingerprint, mask
+        words[h + H_OFFSET], words[h + H_NBYTES] = offset, n
+        if reference:
+            words[h + H_SOURCE] = (recv if reference == IN_RECV else send) + src
+            for r in _bits(mask):
+                state[self.must_drain + r] = c + 1
+        else:
+            words[h + H_SOURCE] = 0
+            ctypes.memmove(self.base + self.my_ring + slot * self.chunk_bytes, send + src, n)
+        words[h + H_SEQ] = c + 1
+        words[self.my_filled] = c + 1
+        self.cursor[self.size] = c + 1
+        state[S_WRITTEN] = i + 1
+        return 1
+
+    def _read_from(self, k: int, state: np.ndarray, recv: int, word: int, limit: int) -> int:
+        rank, filled_word, headers, ring, drained, dst, expect, _ = self.writer[k]
+        received = int(state[S_RECEIVED + k])
+        if received >= expect:
+            return 0
+        words, nchunks = self.words, self.nchunks
+        cur = start = int(self.cursor[rank])
+        filled = words[filled_word]
+        cur = max(cur, filled - nchunks)
+        bit, moved, foreign, failed = 1 << self.me, 0, False, False
+        while cur < filled and moved < limit and received < expect:
+            slot = cur % nchunks
+            h = headers // 8 + 8 * slot
+            seq = words[h + H_SEQ]
+            if seq != cur + 1:
+                cur += 1
+                continue
+            mask, call, fingerprint = words[h + H_MASK], words[h + H_CALL], words[h + H_FP]
+            offset, n, source = words[h + H_OFFSET], words[h + H_NBYTES], words[h + H_SOURCE]
+            if words[h + H_SEQ] != seq or not mask & bit:
+                cur += 1
+                continue
+            if call != word:
+                state[S_FOREIGN_WRITER], foreign = rank, True
+                state[S_FOREIGN_CALL], state[S_FOREIGN_FP] = _signed(call), _signed(fingerprint)
+                break
+            if source:
+                try:
+                    self.transport.read_from(rank, source, recv + dst + offset, n)
+                except TransportError as e:  # as the compiled loop reports it
+                    state[S_FAILED_WRITER], failed = rank, True
+                    state[S_ERRNO] = errno.ESRCH if isinstance(e, PeerFailed) else 0
+                    break
+            else:
+                ctypes.memmove(recv + dst + offset, self.base + ring + slot * self.chunk_bytes,
+                               n)
+            received += n
+            cur += 1
+            moved += 1
+        state[S_RECEIVED + k] = received
+        if cur != start:
+            self.cursor[rank] = cur
+            words[drained] = cur
+        if failed:
+            return -2
+        return -1 if foreign and not moved else moved + (cur != start)
+
+    def _self_copy_some(self, state: np.ndarray, send: int, recv: int) -> bool:
+        src, dst, n = self.own
+        done = int(state[S_SELF])
+        if done >= n:
+            return False
+        piece = min(n - done, self.chunk_bytes)
+        if recv + dst != send + src:
+            ctypes.memmove(recv + dst + done, send + src + done, piece)
+        state[S_SELF] = done + piece
+        return True
+
+    def _moved_all(self, state: np.ndarray) -> bool:
+        if state[S_WRITTEN] < len(self.write) or state[S_SELF] < self.own[2]:
+            return False
+        return all(state[S_RECEIVED + k] >= row[R_EXPECT] for k, row in enumerate(self.writer))
+
+    def _references_drained(self, state: np.ndarray) -> bool:
+        words, base = self.words, self.must_drain
+        for r in range(self.size):
+            need = state[base + r]
+            if need and words[self.drained[r]] < need:
+                state[S_BLOCKED_ON] = r
+                return False
+        state[S_BLOCKED_ON] = -1
+        return True
+
+    def _finished(self, state: np.ndarray) -> bool:
+        return self._moved_all(state) and self._references_drained(state)
+
+    def advance(self, state: np.ndarray, send: int, recv: int, word: int, fingerprint: int,
+                may_write: bool, spin: float) -> int:
+        """Everything that can move now (spinning at most ``spin`` s): DONE, STUCK or FOREIGN,
+        with MOVED or-ed in when anything moved."""
+        state[S_FOREIGN_WRITER] = -1
+        status, touched, copied, stop = STUCK, False, False, 0.0
+        written = int(state[S_WRITTEN])
+        if may_write and written < len(self.write) and \
+                self._reference_of(self.write[written], send, recv) == IN_RECV:
+            while self._self_copy_some(state, send, recv):  # the own block first
+                copied = True
+        while True:
+            moved, foreign = 0, False
+            if may_write:
+                moved += self._write_one(state, send, recv, word, fingerprint)
+            for k in range(len(self.writer)):
+                got = self._read_from(k, state, recv, word, 2)
+                if got == -2:
+                    return FAILED | (MOVED if touched or copied else 0)
+                if got < 0:
+                    foreign = True
+                else:
+                    moved += got
+            if moved and not touched:
+                touched = True
+                self.transport.wake_sleepers(self.group)
+            if not moved and self._self_copy_some(state, send, recv):
+                copied = True
+                continue
+            if self._finished(state):
+                status = DONE
+                break
+            if moved:
+                stop = 0.0
+                continue
+            if foreign:
+                status = FOREIGN
+                break
+            t = time.perf_counter()
+            if not stop:
+                stop = t + spin
+            if t >= stop:
+                break
+        if touched:
+            self.transport.wake_sleepers(self.group)
+        return status | (MOVED if touched or copied else 0)
+
+    def ready(self, state: np.ndarray, send: int, recv: int, word: int, fingerprint: int,
+              may_write: bool) -> bool:
+        """Whether `advance` can move now."""
+        if may_write and state[S_WRITTEN] < len(self.write) and self._slot_free(
+                int(self.cursor[self.size]), state):
+            return True
+        words, foreign = self.words, state[S_FOREIGN_WRITER]
+        for k, row in enumerate(self.writer):
+            if (state[S_RECEIVED + k] < row[R_EXPECT] and row[R_RANK] != foreign
+                    and words[row[R_FILLED]] > self.cursor[row[R_RANK]]):
+                return True
+        if state[S_SELF] < self.own[2]:
+            return True
+        return self._moved_all(state) and self._references_drained(state)
+
+
+def _bits(mask: int) -> list[int]:
+    """The positions of the set bits of ``mask``, lowest first."""
+    return [r for r in range(mask.bit_length()) if mask >> r & 1]
+
+
+def _signed(v: int) -> int:
+    """A u64 word as the int64 a state array holds."""
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+

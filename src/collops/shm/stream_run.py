@@ -1,0 +1,363 @@
+"""Stream calls in flight: one stream (`StreamExecution`), one that folds what it gathered
+(`FoldingExecution`), and the two stream phases of an allreduce (`ChainExecution`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..algorithms import fingerprint as fp
+from ..algorithms.native import NativeCall
+from ..algorithms.spec import CallSpec, make_spec
+from ..errors import CollectiveMismatch, PeerFailed, ScheduleError, TransportError
+from ..transport.tags import call_tag
+from . import direct as shm_direct
+from .direct_area import DirectArea, call_number, held_word, slot_of
+from .stream_area import StreamArea
+from .stream_plan import Prepared, _addresses, plan_for
+from .stream_protocol import (
+    DONE,
+    FAILED,
+    FOREIGN,
+    MOVED,
+    NAME,
+    S_BLOCKED_ON,
+    S_ERRNO,
+    S_FAILED_WRITER,
+    S_FOREIGN_CALL,
+    S_FOREIGN_FP,
+    S_FOREIGN_WRITER,
+    S_RECEIVED,
+    S_WRITTEN,
+)
+from .transport import ShmTransport
+
+#: seconds the compiled loop spins for its peers before returning to Python to wait
+SPIN = 20e-6
+#: the same when ranks outnumber cores (a late peer then needs this rank's core)
+SPIN_OVERSUBSCRIBED = 2e-6
+
+
+
+
+# -- the call ----------------------------------------------------------------------------------
+class StreamExecution:
+    """An ``shm_stream`` call in flight, polled like an `Execution` (``poll``, ``left``)."""
+
+    __slots__ = ("transport", "direct", "area", "spec", "prepared", "rank", "plan", "nwrites",
+                 "state", "send", "recv", "send_address", "recv_address", "fingerprint",
+                 "word", "expect", "tag", "deadline", "spin", "left", "moved", "__weakref__")
+
+    def __init__(self, transport: ShmTransport, direct: DirectArea, area: StreamArea,
+                 spec: CallSpec, prepared: Prepared, rank: int, send: np.ndarray | None,
+                 recv: np.ndarray | None, seq: int, phase: int, context: int,
+                 timeout: float | None, state: np.ndarray | None = None) -> None:
+        self.transport, self.direct, self.area, self.spec = transport, direct, area, spec
+        self.prepared, self.rank = prepared, rank
+        self.plan, self.nwrites = prepared.plan, prepared.nwrites
+        # ``state``: where a first `advance` without this object left the call
+        self.state = prepared.state.copy() if state is None else state
+        self.send, self.recv = send, recv  # held while the call runs
+        self.send_address, self.recv_address = _addresses(prepared, send, recv)
+        fingerprint = self.fingerprint = prepared.fingerprint
+        k = call_number(seq, phase)
+        self.word = word = held_word(k, fingerprint)
+        self.expect = (slot_of(seq, phase), word, fingerprint)
+        self.tag = call_tag(context, seq, phase)
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.spin = _spin(transport)
+        self.left = 1
+        self.moved = False
+        area.active.append(self)
+        if self.state[S_WRITTEN] < self.nwrites:
+            area.unwritten.append(self)
+        transport.watch_direct(self._ready)
+
+    @property
+    def what(self) -> str:
+        """Who runs what, for error messages."""
+        return f"rank {self.rank}: {self.prepared.collective}[{NAME}]"
+
+    def _may_write(self) -> bool:
+        unwritten = self.area.unwritten
+        return bool(unwritten) and unwritten[0] is self
+
+    def _advance(self, spin: float) -> int:
+        """`Plan.advance` for this call: its status; ``self.moved`` says whether it moved."""
+        may_write = self._may_write()
+        status = self.plan.advance(self.state, self.send_address, self.recv_address,
+                                   self.word, self.fingerprint, may_write, spin)
+        if may_write and self.state[S_WRITTEN] >= self.nwrites:
+            self.area.unwritten.popleft()
+        self.moved = bool(status & MOVED)
+        return int(status & ~MOVED)
+
+    def _ready(self) -> bool:
+        return bool(self.plan.ready(self.state, self.send_address, self.recv_address,
+                                    self.word, self.fingerprint, self._may_write()))
+
+    def poll(self, spin: float = 0.0) -> bool:
+        """Advance without waiting (beyond ``spin`` s); True once the call is done here."""
+        if not self.left:
+            return True
+        try:
+            status = self._advance(spin)
+            moved = self.moved
+            if status == FOREIGN:
+                # a chunk of another call this rank has begun: give it to that call
+                for other in list(self.area.active):
+                    if other is not self and other.left:
+                        other._advance(0.0)
+                status = self._advance(0.0)
+                moved |= self.moved
+            if status == DONE:
+                self._end()
+                return True
+            if status == FAILED:
+                self._failed()
+            if status == FOREIGN or not moved:
+                self._check()  # only when stuck: the checks cost more than a chunk
+        except BaseException:
+            self._end()
+            raise
+        return False
+
+    def _awaited(self) -> list[int]:
+        """The group ranks this call waits for: writers not fully read, a reader to drain."""
+        state, prepared, group = self.state, self.prepared, self.direct.group
+        out = [m for k, (m, expect) in enumerate(zip(prepared.writers, prepared.expects,
+                                                     strict=True))
+               if state[S_RECEIVED + k] < expect]
+        blocked = int(state[S_BLOCKED_ON])  # a slot to reuse, or a reference to drain
+        if blocked >= 0 and blocked in group:
+            out.append(group.index(blocked))
+        return sorted(set(out))
+
+    def _failed(self) -> None:
+        """Raise for the reference chunk `advance` could not copy: `PeerFailed` naming the
+        writer when its process is gone, else a `TransportError`."""
+        writer, err = int(self.state[S_FAILED_WRITER]), int(self.state[S_ERRNO])
+        error = self.transport.single_copy_error(
+            writer, err, os.strerror(err) if err else "process_vm_readv failed")
+        member = self.direct.group.index(writer)
+        if isinstance(error, PeerFailed):
+            raise PeerFailed(member, f"{self.what}: reading its buffer: {error}")
+        raise TransportError(f"{self.what}: reading rank {member}'s buffer: {error}")
+
+    def _check(self) -> None:
+        state = self.state
+        writer = int(state[S_FOREIGN_WRITER])
+        if writer >= 0:
+            call = int(state[S_FOREIGN_CALL]) & (2**64 - 1)
+            if call >> 24 == self.word >> 24 and call != self.word:
+                theirs = int(state[S_FOREIGN_FP]) & (2**64 - 1)
+                member = self.direct.group.index(writer)
+                raise CollectiveMismatch(
+                    f"{self.what}: called {fp.describe(self.fingerprint)} but rank {member} "
+                    f"called {fp.describe(theirs)} at the same point")
+        self.direct.check(self._awaited, self.deadline, self.what, self.tag, fp.describe,
+                          self.expect)
+
+    def wait(self) -> None:
+        """Block until done (nothing else in flight to progress meanwhile)."""
+        while not self.poll(self.spin):
+            self.direct.wait(self._ready, self._awaited, self.deadline, self.what, self.tag,
+                             fp.describe, self.expect)
+
+    def _end(self) -> None:
+        if self.left:
+            self.left = 0
+            area = self.area
+            area.active.remove(self)
+            if self in area.unwritten:
+                area.unwritten.remove(self)
+            self.transport.unwatch_direct(self._ready)
+            self.send = self.recv = None
+
+
+def _areas_of(call: NativeCall) -> tuple[ShmTransport, DirectArea, StreamArea]:
+    transport, direct = shm_direct.area_of(call)
+    area = transport.stream_area(call.context)
+    if area is None:
+        raise ScheduleError(f"{NAME}: communicator context {call.context} has no stream area")
+    return transport, direct, area
+
+
+class FoldingExecution:
+    """A stream ``reduce`` (at its root) or ``reduce_scatter_block`` in flight, polled like an
+    `Execution`: the contributions streamed into a scratch buffer, one row per rank
+    (``inner``), then folded in rank order into the result, the rank's own contribution
+    (``own``, at row ``position``) taken from where it is."""
+
+    def __init__(self, inner: StreamExecution, pool: list[np.ndarray], scratch: np.ndarray,
+                 own: np.ndarray, position: int, recv: np.ndarray) -> None:
+        self.inner, self.pool, self.scratch = inner, pool, scratch
+        self.own, self.position, self.recv = own, position, recv
+        self.deadline, self.spin, self.left = inner.deadline, inner.spin, 1
+
+    def poll(self, spin: float = 0.0) -> bool:
+        """Advance the gather; fold once it is done. True once the call is done here."""
+        if not self.left:
+            return True
+        try:
+            if not self.inner.poll(spin):
+                return False
+            self._fold()
+            return True
+        finally:
+            if not self.inner.left:  # done, or ended by an error
+                self._release()
+
+    def wait(self) -> None:
+        """Block until done."""
+        try:
+            self.inner.wait()
+            self._fold()
+        finally:
+            self._release()
+
+    def _fold(self) -> None:
+        spec, out = self.inner.spec, self.recv
+        op, p = spec.op, spec.size
+        assert op is not None
+        rows = self.scratch.reshape(p, -1)
+        parts = [self.own if k == self.position else rows[k] for k in range(p)]
+        if p == 1:
+            if out is not parts[0]:
+                np.copyto(out, parts[0])
+            return
+        # the first two in one pass: ``out`` is never ``parts[1:]`` (an in-place rank's own
+        # contribution past position 0 was copied in `_execution`)
+        op.combine_into(out, parts[0], parts[1])
+        for part in parts[2:]:
+            op.combine_into(out, out, part)
+
+    def _release(self) -> None:
+        if self.left:
+            self.left = 0
+            self.pool.append(self.scratch)
+            self.own = self.recv = self.scratch = None  # type: ignore[assignment]
+
+
+def _folds(spec: CallSpec, rank: int) -> bool:
+    """Whether group member ``rank`` folds in a call of ``spec`` (`FoldingExecution`)."""
+    return spec.collective == "reduce_scatter_block" or (
+        spec.collective == "reduce" and rank == spec.root)
+
+
+def _execution(transport: ShmTransport, direct: DirectArea, area: StreamArea, spec: CallSpec,
+               prepared: Prepared, rank: int, send: np.ndarray | None,
+               recv: np.ndarray | None, seq: int, phase: int, context: int,
+               timeout: float | None) -> StreamExecution | FoldingExecution:
+    """The execution of one call: a `StreamExecution`, wrapped in a `FoldingExecution` where
+    the rank folds."""
+    if not _folds(spec, rank) or recv is None:
+        return StreamExecution(transport, direct, area, spec, prepared, rank, send, recv, seq,
+                               phase, context, timeout)
+    assert send is not None
+    n = spec.count
+    own, position = ((send, spec.root) if spec.collective == "reduce"
+                     else (send[rank * n:(rank + 1) * n], rank))
+    if position and np.may_share_memory(own, recv):
+        own = own.copy()  # in place: the fold writes the result before the rank's turn
+    pool = _pool(area, spec.dtype, spec.size * n)
+    scratch = pool.pop() if pool else np.empty(spec.size * n, spec.dtype)
+    inner = StreamExecution(transport, direct, area, spec, prepared, rank, send, scratch, seq,
+                            phase, context, timeout)
+    return FoldingExecution(inner, pool, scratch, own, position, recv)
+
+
+def _pool(area: StreamArea, dtype: np.dtype, count: int) -> list[np.ndarray]:
+    """The free scratch buffers of ``count`` items of ``dtype`` kept on ``area``."""
+    pool = area.memo.setdefault((NAME, "scratch", dtype, count), [])
+    assert isinstance(pool, list)
+    return pool
+
+
+class ChainExecution:
+    """An allreduce in flight, polled like an `Execution`: its two phases one after the other
+    (``phase``, ``phase + 1``), each a stream call carrying the allreduce's fingerprint."""
+
+    def __init__(self, phases: list[Callable[[float | None], Any]],
+                 deadline: float | None) -> None:
+        self.phases, self.deadline = phases, deadline
+        self.index, self.left = 0, 1
+        self.current = phases[0](self._remaining())
+        self.spin = self.current.spin
+
+    def _remaining(self) -> float | None:
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    def poll(self, spin: float = 0.0) -> bool:
+        """Advance the current phase, starting the next once it is done; True once the call
+        is done here."""
+        if not self.left:
+            return True
+        try:
+            while self.current.poll(spin):
+                self.index += 1
+                if self.index == len(self.phases):
+                    self.left = 0
+                    return True
+                self.current = self.phases[self.index](self._remaining())
+        except BaseException:
+            self.left = 0
+            raise
+        return False
+
+    def wait(self) -> None:
+        """Block until done."""
+        while not self.poll(self.spin):
+            self.current.wait()
+
+
+def _chain(transport: ShmTransport, direct: DirectArea, area: StreamArea, spec: CallSpec,
+           rank: int, send: np.ndarray | None, recv: np.ndarray | None, seq: int, phase: int,
+           context: int, timeout: float | None) -> ChainExecution:
+    """An allreduce as two stream phases: a reduce-scatter into the rank's block of the
+    result, then an allgather of the blocks; or, when the count does not divide among the
+    ranks, a reduce to rank 0, then a bcast from it."""
+    p, n, dt, op = spec.size, spec.count, spec.dtype, spec.op
+    assert send is not None and recv is not None
+    group = tuple(direct.group)
+    ends: list[tuple[np.ndarray | None, np.ndarray | None]]  # (send, recv) of each phase
+    if n % p == 0:
+        b = n // p
+        first = make_spec("reduce_scatter_block", p, dt, count=b, op=op)
+        then = make_spec("allgather", p, dt, count=b)
+        mine = recv[rank * b:(rank + 1) * b]
+        ends = [(send, mine), (mine, recv)]
+    else:
+        first = make_spec("reduce", p, dt, count=n, root=0, op=op)
+        then = make_spec("bcast", p, dt, count=n, root=0)
+        # rank 0 reduces into its result and broadcasts it in place
+        ends = [(send, recv if rank == 0 else None), (recv if rank == 0 else None,
+                                                      None if rank == 0 else recv)]
+    plans = [plan_for(area, s, group, rank, spec) for s in (first, then)]
+
+    def reduce(remaining: float | None) -> Any:
+        return _execution(transport, direct, area, first, plans[0], rank, *ends[0], seq,
+                          phase, context, remaining)
+
+    def spread(remaining: float | None) -> Any:
+        return StreamExecution(transport, direct, area, then, plans[1], rank, *ends[1], seq,
+                               phase + 1, context, remaining)
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    return ChainExecution([reduce, spread], deadline)
+
+
+def _flat(a: np.ndarray | None) -> np.ndarray | None:
+    return None if a is None else a.reshape(-1)
+
+
+def _spin(transport: ShmTransport) -> float:
+    """Seconds the compiled loop spins before returning to Python to wait."""
+    return SPIN_OVERSUBSCRIBED if transport.oversubscribed else SPIN
+
+

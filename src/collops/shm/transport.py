@@ -1,0 +1,456 @@
+"""The shared-memory transport: ranks that are processes of one machine.
+
+Every ordered pair of ranks (src -> dst) owns a ring of fixed-size slots and a bulk area in
+the job's segment (see `segment` for the layout). Three protocols move a message:
+
+* **eager** (payload fits a slot): the sender writes payload, header, and last the slot's
+  sequence number; the send is done at once. The receiver polls the next slot of each
+  incoming ring in `progress`, copies the payload into the posted buffer — or keeps a copy
+  among the unexpected messages — and publishes its tail so the sender can reuse the slot.
+* **single copy** (when the kernel permits `process_vm_readv`: up to `SINGLE_COPY_MAX` and
+  from `SINGLE_COPY_MIN` bytes, by default every size): the sender posts a request-to-send
+  carrying its buffer's address; the receiver, once it has a matching receive, reads the
+  bytes straight from the sender's memory and answers FIN. From `SPLIT_MIN` bytes the
+  transfer is **split**: the receiver reads pieces from the front and invites the sender
+  (SPLIT, carrying the receive buffer's address) to write pieces from the back with
+  `process_vm_writev` whenever it polls, the two claiming pieces through words of the pair
+  area (see "split single copy" below). Buffers whose kernel copy would suffer 4 KiB
+  aliasing are pipelined instead (`segment.aliased`).
+* **pipelined** (in between, or without single copy): the receiver answers a request-to-send
+  with clear-to-send when its receive is posted and the pair's bulk area is free; the sender
+  then streams chunks into the bulk area's chunk slots while the receiver copies earlier
+  chunks out, each side publishing a cumulative chunk counter. The receiver grants the bulk
+  area to one message at a time, so out-of-order receives can never deadlock it.
+  **Two-ended** when the request carries the sender's address and the receiver does not
+  send to that peer itself: should no chunk come for `PULL_AFTER`, the receiver reads
+  pieces from the back of the sender's buffer, publishing its lower boundary in the word
+  after its drained counter; the sender stops at that boundary (bytes copied twice near the
+  meeting point are the same bytes, so races cost only time), sends STOP with its chunk
+  count, and completes on the receiver's FIN, sent once the front meets the back.
+
+Waiting spins briefly (not at all when ranks outnumber cores), then yields the core, then
+sleeps on a futex in the rank's block after raising its *sleeping* flag; a sender that sees
+the flag bumps the doorbell and wakes it, so wake-ups cost a system call only for ranks
+that actually sleep. Flag and ring stores are ordered by a full fence on both sides (an
+uncontended lock, whose atomic instruction is a fence on x86).
+
+Failures: the launcher marks a dead rank in the job header and wakes every rank; `progress`
+raises `PeerFailed` when any operation is pending. A peer that exited normally while this
+rank still waits for it is reported the same way.
+
+The transport is made of three parts: `endpoint` (a rank's state and tables, and writing
+into the rings), `bulk` (the rendezvous, single copies and the bulk pipeline) and this
+module (the transport interface, receiving, the areas' facilities, sleeping and failures).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..algorithms.fingerprint import describe
+from ..errors import CollectiveMismatch, PeerFailed, TransportError
+from ..transport.base import Capabilities, Handle
+from ..transport.tags import CALL_BITS, PHASE_BITS, SEQ_BITS
+from . import segment as seg
+from .bulk import BulkTransfers
+from .direct_area import DirectArea, slot_of
+from .endpoint import (
+    _FENCE,
+    _SPLIT,
+    _STOP,
+    SLEEP_SLICE,
+    SPIN_SECONDS,
+    YIELD_SECONDS,
+    _address,
+    _byte_view,
+)
+from .stream_area import StreamArea
+
+
+class ShmTransport(BulkTransfers):
+    """Rank ``rank`` of ``size`` ranks sharing the job segment ``job`` under /dev/shm."""
+
+    @classmethod
+    def from_env(cls) -> ShmTransport:
+        """Attach as described by COLLOPS_JOB, COLLOPS_RANK and COLLOPS_SIZE."""
+        try:
+            job = os.environ["COLLOPS_JOB"]
+            rank = int(os.environ["COLLOPS_RANK"])
+            size = int(os.environ["COLLOPS_SIZE"])
+        except (KeyError, ValueError) as exc:
+            raise TransportError(f"shm transport: environment incomplete ({exc})") from None
+        return cls(job, rank, size)
+
+    # ---- the interface ----------------------------------------------------------------
+
+    def isend(self, peer: int, tag: int, data: memoryview, fingerprint: int = 0) -> Handle:
+        """Start sending ``data`` to ``peer``; ``data`` must stay unchanged until done."""
+        if type(data) is not memoryview or data.format != "B" or not data.c_contiguous:
+            data = _byte_view(data)
+        n = data.nbytes
+        h = Handle(peer, tag, n)
+        if n <= self._eager_limit:
+            if self._send_queue[peer] or not self._push(peer, seg.EAGER, tag, fingerprint,
+                                                          data, n, 0):
+                self._enqueue(peer, (seg.EAGER, tag, fingerprint, n, data, 0, h))
+            else:
+                h.done = True
+            return h
+        self._rendezvous_sends[peer][tag] = (h, data)
+        if self._single_copy and (n >= self._single_copy_min or n <= self._single_copy_max):
+            kind, aux = seg.RTS_CMA, _address(data)
+        else:  # pipelined; two-ended when the receiver may read this buffer too
+            kind, aux = seg.RTS_PIPE, _address(data) if self._single_copy else 0
+        self._send_control(peer, kind, tag, fingerprint, n, aux)
+        return h
+
+    def irecv(self, peer: int, tag: int, out: memoryview) -> Handle:
+        """Start receiving the message ``(peer, tag)`` into ``out``."""
+        if type(out) is not memoryview or out.format != "B" or out.ndim != 1:
+            out = memoryview(out)
+            if not out.c_contiguous:
+                raise TransportError("shm transport: a receive buffer must be contiguous")
+            out = out.cast("B")
+        h = Handle(peer, tag, out.nbytes)
+        unexpected = self._unexpected[peer]
+        if unexpected and tag in unexpected:
+            kind, fp, n, extra = unexpected.pop(tag)
+            if kind == seg.EAGER:
+                self._complete_eager(h, out, fp, n, extra)
+            else:
+                self._match_rendezvous(peer, h, out, kind, tag, fp, n, extra)
+        else:
+            self._posted[peer][tag] = (h, out)
+        return h
+
+    def progress(self) -> None:
+        """Advance pending operations without blocking; raise on failure."""
+        self._advance()
+
+    def wait_for_activity(self, timeout: float | None) -> None:
+        """Block until some pending operation may have advanced, or ``timeout`` seconds."""
+        if self._advance():
+            return
+        now = time.perf_counter()
+        deadline = float("inf") if timeout is None else now + timeout
+        for peer in self._busy:  # a two-ended receive reads from the back when its time comes
+            queue = self._pipe_in[peer]
+            if queue and queue[0].remote and not queue[0].complete:
+                deadline = min(deadline, queue[0].due)
+        if not self._oversubscribed:
+            stop = min(deadline, now + max(self._spin, 2e-6))
+            while time.perf_counter() < stop:
+                if self._advance():
+                    self._spin = SPIN_SECONDS
+                    return
+            self._spin *= 0.5  # a loaded machine: spinning only steals the peer's core
+        stop = min(deadline, time.perf_counter() + YIELD_SECONDS)
+        while time.perf_counter() < stop:
+            os.sched_yield()
+            if self._advance():
+                return
+        self._sleep_until_activity(deadline)
+
+    def capabilities(self) -> Capabilities:
+        """What this transport offers ("shm_direct": direct areas for small collectives;
+        "shm_stream": stream areas for large ones, on top of them; "shm_cma": single copies
+        out of the peers' memory, where the job permits them)."""
+        lay = self._layout
+        resources = frozenset({"shm_direct"}) if lay.direct_areas and lay.direct_bytes \
+            else frozenset()
+        if resources and lay.stream_rank_bytes and self.size <= 64:
+            resources |= {"shm_stream"}
+        if resources and self._single_copy:
+            resources |= {"shm_cma"}
+        return Capabilities(name="shm", node_of_rank=(0,) * self.size,
+                            single_copy=self._single_copy, resources=resources)
+
+    # ---- direct areas (see shm_direct) ------------------------------------------------
+
+    def direct_area(self, context: int, group: Sequence[int]) -> DirectArea | None:
+        """The direct area of the communicator ``(context, group)``, or None if it has none."""
+        key = (context, tuple(group))
+        area = self._direct_areas.get(key)
+        if area is None:
+            if not 0 <= context < self._layout.direct_areas or self.rank not in group:
+                return None
+            area = self._direct_areas[key] = DirectArea(self, context, group)
+        return area
+
+    def stream_area(self, context: int) -> StreamArea | None:
+        """The stream area of communicator context ``context``, or None if it has none."""
+        area = self._stream_areas.get(context)
+        if area is None:
+            if not 0 <= context < self._layout.stream_areas:
+                return None
+            area = self._stream_areas[context] = StreamArea(self, context)
+        return area
+
+    @property
+    def segment_map(self) -> Any:
+        """The job segment's mapping (a writable buffer), for the compiled runners."""
+        return self._segment.map
+
+    @property
+    def segment_address(self) -> int:
+        """The address of the job segment in this process."""
+        return self._base_address
+
+    @property
+    def oversubscribed(self) -> bool:
+        """Whether the job has more ranks than this process may use cores."""
+        return self._oversubscribed
+
+    def shares_core(self, rank: int) -> bool:
+        """Whether the launcher pinned ``rank`` to the CPU it pinned this rank to."""
+        mine = self._binding[self.rank]
+        return mine is not None and rank != self.rank and self._binding[rank] == mine
+
+    @property
+    def direct_bytes(self) -> int:
+        """Bytes of each rank's slot in a direct area (0: the job has no direct areas)."""
+        return self._layout.direct_bytes if self._layout.direct_areas else 0
+
+    def comm_resources(self, context: int, group: tuple[int, ...]) -> frozenset[str]:
+        """"shm_direct" when the communicator has a direct area, "shm_stream" when it also
+        has a stream area (`stream_areas`, in the segment after the direct areas)."""
+        resources = self.capabilities().resources
+        if "shm_direct" in resources and self.direct_area(context, group) is None:
+            resources = resources - {"shm_direct", "shm_stream", "shm_cma"}
+        if "shm_stream" in resources and not 0 <= context < self._layout.stream_areas:
+            resources = resources - {"shm_stream"}
+        return resources
+
+    def watch_direct(self, ready: Callable[[], bool]) -> None:
+        """Count ``ready()`` as activity in `wait_for_activity` until unwatched."""
+        self._direct_watch.append(ready)
+
+    def unwatch_direct(self, ready: Callable[[], bool]) -> None:
+        """Stop watching ``ready``."""
+        try:
+            self._direct_watch.remove(ready)
+        except ValueError:
+            pass
+
+    def wake_sleepers(self, ranks: Sequence[int]) -> None:
+        """Wake those of ``ranks`` that sleep (after this rank's last store)."""
+        _FENCE.acquire()
+        _FENCE.release()
+        words, sleeping = self._words, self._sleeping_word
+        for r in ranks:
+            if words[sleeping[r]]:
+                self._wake(r)
+
+    @staticmethod
+    def fence() -> None:
+        """A full memory fence: this rank's stores are visible before its next loads."""
+        _FENCE.acquire()
+        _FENCE.release()
+
+    def read_from(self, rank: int, remote: int, local: int, nbytes: int) -> None:
+        """Copy ``nbytes`` at address ``remote`` in rank ``rank``'s process to ``local``
+        (single copy, for collectives that exchange buffer addresses); `PeerFailed` when that
+        process is gone."""
+        pid = self.pid_of(rank)
+        try:
+            self._reader.read(pid, remote, local, nbytes)
+        except TransportError as e:
+            raise self.single_copy_error(rank, getattr(e, "errno", 0), str(e)) from None
+
+    def pid_of(self, rank: int) -> int:
+        """The process id of world rank ``rank`` (for single copies from its memory)."""
+        return int(self._words[self._pid_word[rank]])
+
+    def pid_word(self, rank: int) -> int:
+        """Index in the segment's words of world rank ``rank``'s process id (which it
+        publishes when it attaches: read it when needed, not before)."""
+        return self._pid_word[rank]
+
+    def single_copy_error(self, rank: int, err: int, detail: str) -> TransportError:
+        """The error for a single copy from ``rank``'s memory that failed with errno ``err``:
+        `PeerFailed` when its process is gone (ESRCH: exited, even if not yet reaped), else a
+        `TransportError` carrying ``detail``."""
+        pid = self.pid_of(rank)
+        if pid <= 0:  # not attached yet: nothing to read from, and nothing that died
+            return TransportError(f"single copy from rank {rank}: it has not attached yet "
+                                  f"({detail})")
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            err = errno.ESRCH
+        if err == errno.ESRCH:
+            return PeerFailed(rank, f"its process ({pid}) is gone ({detail})")
+        return TransportError(f"single copy from rank {rank} (pid {pid}): {detail}")
+
+    def sleeping_word(self, rank: int) -> int:
+        """Index in the segment's words of ``rank``'s *sleeping* flag."""
+        return self._sleeping_word[rank]
+
+    def wake(self, rank: int) -> None:
+        """Ring ``rank``'s doorbell and wake it (it has raised its sleeping flag)."""
+        self._wake(rank)
+
+    def sleep_for_direct(self, ready: Callable[[], bool], timeout: float) -> None:
+        """Sleep on this rank's doorbell until ``ready()`` may hold (at most ``timeout``)."""
+        words, me = self._words, self.rank
+        sleeping, doorbell = self._sleeping_word[me], self._doorbell_word[me]
+        ring = words[doorbell]
+        words[sleeping] = 1
+        _FENCE.acquire()
+        _FENCE.release()
+        try:
+            if ready() or self._advance():
+                return
+            seg.futex_wait(self._base_address + doorbell * 8, ring, timeout)
+        finally:
+            words[sleeping] = 0
+
+    def unexpected_for_call(self, value: int, shift: int) -> tuple[int, int] | None:
+        """``(peer, fingerprint)`` of an unmatched message with ``tag >> shift == value``."""
+        for peer in self._ranks:
+            for tag, entry in self._unexpected[peer].items():
+                if tag >> shift == value:
+                    return peer, entry[1]
+        return None
+
+    def _direct_call_of_waited_peer(self) -> None:
+        """Raise if a peer this rank awaits a message from made that call directly."""
+        # where a message's call number sits in its tag (`collops.transport.tags`)
+        shift, bits = SEQ_BITS, CALL_BITS + PHASE_BITS
+        mask = (1 << bits) - 1
+        words, lay = self._words, self._layout
+        for peer in self._ranks:
+            for tag in self._posted[peer]:
+                context, call = tag >> (shift + bits), (tag >> shift) & mask
+                if context >= lay.direct_areas:
+                    continue
+                slot = slot_of(call >> 3, call & 7)
+                held = lay.direct_rank_offset(context, peer) // seg.WORD + 2 * slot
+                k = int(words[held]) >> 24
+                if k and (k - 1) & mask == call:
+                    fingerprint = int(words[held + 1])
+                    raise CollectiveMismatch(
+                        f"rank {self.rank} (world) awaits a message from rank {peer} (world) "
+                        f"for a call that rank {peer} made directly through shared memory: "
+                        f"it called {describe(fingerprint)}")
+
+    # ---- receiving --------------------------------------------------------------------
+
+    def _advance(self) -> bool:
+        """One pass over every incoming ring and every busy peer; True if anything moved."""
+        words = self._words
+        if words[seg.H_FAILED]:
+            self._raise_if_pending(int(words[seg.H_FAILED]) - 1)
+        moved = False
+        in_tail, in_slots, mask = self._in_tail, self._in_slots, self._mask
+        for src in self._ranks:
+            tail = in_tail[src]
+            if words[in_slots[src][tail & mask]] == tail + 1:
+                self._drain(src)
+                moved = True
+        if self._busy:
+            for peer in list(self._busy):
+                moved |= self._advance_peer(peer)
+        if self._direct_watch:
+            for ready in self._direct_watch:
+                if ready():
+                    return True
+        return moved
+
+    def _drain(self, src: int) -> None:
+        words, slots, mask = self._words, self._in_slots[src], self._mask
+        tail = self._in_tail[src]
+        consumed_word = self._in_consumed_word[src]
+        while True:
+            w = slots[tail & mask]
+            if words[w] != tail + 1:
+                break
+            kind, tag = words[w + 4], words[w + 1]
+            if kind == seg.EAGER:
+                self._on_eager(src, tag, words[w + 2], words[w + 3], w * 8 + seg.SLOT_HEADER)
+            elif kind == seg.CTS:
+                self._on_clear_to_send(src, tag, words[w + 5])
+            elif kind == seg.FIN:
+                self._on_finish(src, tag)
+            elif kind == _STOP:
+                self._on_stop(src, tag, words[w + 5])
+            elif kind == _SPLIT:
+                self._on_split(src, tag, words[w + 2], words[w + 3], words[w + 5])
+            else:
+                self._on_request_to_send(src, kind, tag, words[w + 2], words[w + 3],
+                                         words[w + 5])
+            tail += 1
+            self._in_tail[src] = tail
+            words[consumed_word] = tail
+
+    def _on_eager(self, src: int, tag: int, fp: int, n: int, p: int) -> None:
+        entry = self._posted[src].pop(tag, None)
+        if entry is None:
+            self._unexpected[src][tag] = (seg.EAGER, fp, n, bytes(self._buf[p: p + n]))
+            return
+        h, out = entry
+        h.nbytes, h.fingerprint = n, fp
+        if n <= out.nbytes:
+            out[:n] = self._buf[p: p + n]
+        h.done = True
+
+    @staticmethod
+    def _complete_eager(h: Handle, out: memoryview, fp: int, n: int, payload: bytes) -> None:
+        h.nbytes, h.fingerprint = n, fp
+        if n <= out.nbytes:
+            out[:n] = payload
+        h.done = True
+
+    def _on_request_to_send(self, src: int, kind: int, tag: int, fp: int, n: int,
+                            aux: int) -> None:
+        entry = self._posted[src].pop(tag, None)
+        if entry is None:
+            self._unexpected[src][tag] = (kind, fp, n, aux)
+        else:
+            self._match_rendezvous(src, entry[0], entry[1], kind, tag, fp, n, aux)
+
+    # ---- sleeping and failures --------------------------------------------------------
+
+    def _sleep_until_activity(self, deadline: float) -> None:
+        words, me = self._words, self.rank
+        sleeping, doorbell = self._sleeping_word[me], self._doorbell_word[me]
+        address = self._base_address + doorbell * 8
+        while True:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                return
+            self._direct_call_of_waited_peer()
+            self._check_exited_peers()
+            ring = words[doorbell]
+            words[sleeping] = 1
+            _FENCE.acquire()
+            _FENCE.release()
+            try:
+                if self._advance():
+                    return
+                seg.futex_wait(address, ring, min(remaining, SLEEP_SLICE))
+            finally:
+                words[sleeping] = 0
+            if self._advance():
+                return
+
+    def _pending_peers(self) -> set[int]:
+        peers = {p for p in self._ranks
+                 if self._posted[p] or self._rendezvous_sends[p] or self._pipe_in[p]
+                 or self._pipe_out[p] or self._streams[p] or self._split_in[p] is not None}
+        return peers | self._busy
+
+    def _raise_if_pending(self, failed: int) -> None:
+        if self._pending_peers():
+            raise PeerFailed(failed, "the process died; the job cannot continue")
+
+    def _check_exited_peers(self) -> None:
+        for peer in self._pending_peers():
+            if peer != self.rank and self._words[self._state_word[peer]] == seg.EXITED:
+                self._advance()  # drain what it sent before leaving
+                if peer in self._pending_peers():
+                    raise PeerFailed(peer, "it exited while an operation with it was pending")
