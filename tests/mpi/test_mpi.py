@@ -253,3 +253,16 @@ def test_ranks_pinned_one_cpu_each_are_not_taken_for_oversubscribed(tmp_path):
     cpus = set().union(*(set(r["mask"]) for r in got.values()))
     assert all(len(r["mask"]) == 1 for r in got.values())
     assert all(r["spins"] == (2 <= len(cpus)) for r in got.values())
+
+
+@pytest.mark.timeout(240)
+def test_a_root_disagreement_is_a_mismatch_naming_both_roots_over_mpi():
+    proc = mpirun(2, "root_mismatch.py", timeout=200)
+    got = by_rank(proc, 2)
+    for rank, report in got.items():
+        assert report["after"] == 2.0, report  # the communicator is still usable
+        for collective, n, algorithm, error, message in report["results"]:
+            case = (rank, collective, n, algorithm)
+            assert error == "CollectiveMismatch", (case, error, message)
+            assert "root=0" in message and "root=1" in message, (case, message)
+    assert proc.returncode == 0, proc.stderr[-3000:]

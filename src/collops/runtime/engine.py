@@ -261,16 +261,41 @@ class Progress:
     def __init__(self, transport: Transport) -> None:
         self.transport = transport
         self.active: list[Execution] = []
-        #: id(execution) -> (execution, callback run once it completes)
-        self.owners: dict[int, tuple[Any, Callable[[], None]]] = {}
+        #: id(execution) -> (execution, callback run once it completes, callback given the
+        #: error it raised)
+        self.owners: dict[int, tuple[Any, Callable[[], None],
+                                     Callable[[BaseException], None] | None]] = {}
 
-    def own(self, ex: Any, on_done: Callable[[], None]) -> None:
-        """Run ``on_done`` when ``ex`` completes in `poll_all` or `wait`."""
-        self.owners[id(ex)] = (ex, on_done)
+    def own(self, ex: Any, on_done: Callable[[], None],
+            on_error: Callable[[BaseException], None] | None = None) -> None:
+        """Run ``on_done`` when ``ex`` completes in `poll_all` or `wait` (``on_error`` with the
+        error, if it fails there)."""
+        self.owners[id(ex)] = (ex, on_done, on_error)
 
     def disown(self, ex: Any) -> None:
         """Forget ``ex``'s owner (its request advanced it itself)."""
         self.owners.pop(id(ex), None)
+
+    def drop(self, ex: Any) -> None:
+        """Forget ``ex`` entirely: it failed, and must not be polled (or fail) again."""
+        if ex in self.active:
+            self.active.remove(ex)
+        self.owners.pop(id(ex), None)
+
+    def _poll_other(self, ex: Any) -> None:
+        """Poll an execution nobody is waiting on here: its completion advances its owner, and
+        its error goes to its owner (the call it belongs to), not to the caller."""
+        try:
+            done = ex.poll()
+        except CollopsError as exc:
+            owner = self.owners.get(id(ex))
+            self.drop(ex)
+            if owner is None or owner[2] is None:
+                raise
+            owner[2](exc)
+            return
+        if done:
+            self._completed(ex)
 
     def _completed(self, ex: Any) -> None:
         if ex in self.active:
@@ -285,23 +310,22 @@ class Progress:
             self.transport.progress()
             return
         for ex in list(self.active):
-            if ex.poll():
-                self._completed(ex)
+            self._poll_other(ex)
 
     def wait(self, ex: Execution) -> None:
         """Block until ``ex`` is done, progressing every other execution meanwhile."""
-        if ex.poll():
-            if ex in self.active:
-                self.active.remove(ex)
-            return
-        if ex not in self.active:
-            self.active.append(ex)
         spins = 0
         try:
+            if ex.poll():
+                if ex in self.active:
+                    self.active.remove(ex)
+                return
+            if ex not in self.active:
+                self.active.append(ex)
             while True:
                 for other in list(self.active):
-                    if other is not ex and other.poll():
-                        self._completed(other)
+                    if other is not ex:
+                        self._poll_other(other)
                 if ex.poll():
                     if ex in self.active:
                         self.active.remove(ex)
@@ -313,6 +337,5 @@ class Progress:
                         timeout = max(0.0, min(timeout, ex.deadline - time.monotonic()))
                     self.transport.wait_for_activity(timeout)
         except CollopsError:
-            if ex in self.active:
-                self.active.remove(ex)
+            self.drop(ex)
             raise

@@ -53,11 +53,18 @@ class Request:
         progress = self._comm._progress
         while not self._done:
             if self._current is not None:
-                if not self._current.poll():
+                try:
+                    done = self._current.poll()
+                except BaseException:
+                    progress.drop(self._current)  # failed: never polled again
+                    self._current = None
+                    self._done = True
+                    raise
+                if not done:
                     if self._current not in progress.active:
                         progress.active.append(self._current)
                     # when progress completes this phase, start the next one at once
-                    progress.own(self._current, self._advance_from_progress)
+                    progress.own(self._current, self._advance_from_progress, self._fail)
                     return
                 progress.disown(self._current)
                 if self._current in progress.active:
@@ -74,9 +81,14 @@ class Request:
         try:
             self._advance()
         except BaseException as exc:  # raised again by test() or wait()
-            self._error = exc
-            self._done = True
-            self._current = None
+            self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> None:
+        """This request's phase failed during another call's progress: keep the error for
+        this request's `test` or `wait`."""
+        self._error = exc
+        self._done = True
+        self._current = None
 
     def _raise_kept(self) -> None:
         if self._error is not None:
