@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from .. import config
+from ..algorithms import tuning
 from ..algorithms.spec import CallSpec
 from ..datatypes import address_of
 from . import direct as shm_direct
@@ -41,57 +42,12 @@ UNBOUNDED = math.inf
 FOLDED = frozenset({"reduce", "reduce_scatter_block"})
 
 
-def _by_ranks(bounds: dict[int, Any], p: int) -> Any:
-    """The entry of a table by rank count for ``p`` ranks: the first at or above ``p``, else
-    the last."""
-    return bounds[min((q for q in bounds if q >= p), default=max(bounds))]
-
-
-#: the block sizes (bytes, ``[low, high)``) a writer publishes each block of as one
-#: *reference* chunk instead of copying it through its ring chunk by chunk (where the kernel
-#: permits cross-memory attach), by collective and number of ranks as in `AUTO_UP_TO`
-#: (absent: never). The reader copies the block with one process_vm_readv — one copy
-#: instead of two, but on one core, and the kernel's copy has glibc's 4 KiB-aliasing slow
-#: case (such reads go through a bounce buffer). An allgather's own block is published from
-#: the send or the receive buffer (IN_OWN). Measured on 2 ranks, 2026-11-25, interleaved with
-#: MPICH in the same processes and on the same buffers (docs/performance.md): the ring took
-#: 1.08, 1.12, 1.37, 0.98 and 0.83 of MPICH's time at 1, 2, 4, 8 and 16 MiB, by reference
-#: from the receive buffer 0.98, 1.02, 1.02, 1.01 and 0.92 (MPICH reads the same way from
-#: 64 KiB up); later, with IN_OWN, 512 KiB by reference 0.90 of the ring's time (256 KiB
-#: 1.13), 8-32 MiB 0.95-0.96 of it, and with NT stores for the own block only from 16 MiB
-#: (`STREAMING_REFERENCES_FROM`), 16 and 32 MiB 0.70 of MPICH's time. alltoall (per-rank
-#: sizes 1, 2, 4, 16 MiB; blocks of half that): the ring 1.15, 1.09, 1.10 of MPICH's time
-#: (16 MiB: linear, 1.06), by reference 0.98, 0.97, 1.00, 0.80. All those ring figures
-#: were taken while the ring's reads, aliased with numpy's arrays, went through `rep movsq`
-#: (`copy_bytes`); once they went through a vector loop (2026-11-25, evening; two
-#: interleaved runs, MPICH in the same processes) the ring took 0.81-0.90 of MPICH's time
-#: for allgather blocks of 512 KiB to 2 MiB against 0.96-1.03 by reference, 1.04-1.06 at
-#: 4 MiB against 0.99-1.02, 0.98-1.03 at 8 MiB against 0.96-0.98 and 0.86-0.89 at 16 MiB
-#: alike; for alltoall blocks of 512 KiB to 2 MiB 0.82-0.96 against 0.93-1.19, of 4 MiB
-#: 1.04-1.06 against 0.97-0.99, of 8 MiB 0.84-0.89 against 0.95-0.99 (the ring's own block
-#: then with non-temporal stores). Then the ring's allgather copied its own block in the
-#: pass that writes its chunks (`copy_twice`), through the cache (`STREAMING_FUSED_FROM`):
-#: 1 MiB 0.73-0.80 against 0.83-0.84 by reference, 4 MiB 0.94-1.05 against 0.98-0.99,
-#: 8 MiB 0.83-0.85 against 0.97-1.01, 16 MiB 0.80-0.83 against 0.91; without MPI in
-#: between (`benchmarks/variants.py`, three runs) 4 MiB 420-444 µs against 487-534 and
-#: 6 MiB 749-759 against 869-905, so the table no longer sends an allgather by reference
-#: (`IN_OWN` stays, tested, for a table that does); alltoall blocks of 4 and 6 MiB
-#: by reference 557-656 and 1023-1220 µs against the ring's 602-677 and 1109-1270.
-#: Elsewhere the ring won: bcast 2-3x (a root whose core would otherwise idle pipelines
-#: better through its ring), allgather at 4 ranks on 2 cores mixed (256 KiB 1.53, 1 MiB
-#: 0.79, 4 MiB 1.16 of the ring's time).
-BY_REFERENCE: dict[str, dict[int, tuple[float, float]]] = {
-    "alltoall": {2: (4 * MiB, 8 * MiB), 8: (UNBOUNDED, UNBOUNDED)},
-}
-
-
-def by_reference(collective: str, p: int, nbytes: int) -> bool:
-    """Whether a block of ``nbytes`` of ``collective`` on ``p`` ranks goes by reference."""
-    bounds = BY_REFERENCE.get(collective)
-    if not bounds:
-        return False
-    low, high = _by_ranks(bounds, p)
-    return bool(low <= nbytes < high)
+def by_reference(spec: CallSpec) -> bool:
+    """Whether each block of ``spec`` is published by reference (one process_vm_readv by the
+    reader instead of two copies through the ring): the selection table's
+    ``protocols.shm_stream.by_reference``."""
+    return bool(tuning.setting("shm_stream", "by_reference", spec,
+                               config.settings.tuning_file).value)
 
 
 #: bytes received in one call from which the compiled loop copies into the receive buffer
@@ -127,8 +83,7 @@ def plan_for(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: in
 def _make_plan(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: int,
                compiled: bool, call: CallSpec) -> Prepared:
     t = area.transport
-    whole = t.capabilities().single_copy and by_reference(
-        spec.collective, spec.size, spec.count * spec.itemsize)
+    whole = t.capabilities().single_copy and by_reference(spec)
     writes, readers, own = _layout_of(spec, index, area.chunk_bytes, whole)
     me = area.me
     rows = [(group[w], area.filled[group[w]], area.headers[group[w]], area.rings[group[w]],
