@@ -44,10 +44,11 @@ its readers have read them: the ring holds them, so a writer never waits for a r
 the ring's worth. The exception is a block published *by reference* (where the selection
 table's ``shm_stream.by_reference`` says so): its chunk holds only the block's address in the
 writer's memory, the reader copies it from there with process_vm_readv (one copy instead of
-two), and the writer's call is done once every such reader has drained past it. The C loop returns whenever nothing can move for a few
-microseconds; waiting (spin, yield, sleep on the doorbell) and the checks for a failed peer
-(`PeerFailed`), the deadline (`CollectiveTimeout`, naming the ranks not heard from) and a
-peer that made another call directly stay in Python (`DirectArea.wait`/``check``).
+two), and the writer's call is done once every such reader has drained past it. The C loop
+returns whenever nothing can move for a few microseconds; waiting (spin, yield, sleep on the
+doorbell) and the checks for a failed peer (`PeerFailed`), the deadline (`CollectiveTimeout`,
+naming the ranks not heard from) and a peer that made another call directly stay in Python
+(`DirectArea.wait`/``check``).
 
 It needs the "shm_stream" resource, which the transport offers where the communicator's
 context has a stream area and the job has at most 64 ranks; selection takes it unasked, for

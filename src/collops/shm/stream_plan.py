@@ -4,7 +4,6 @@ signature (`plan_for`) for the compiled loop or `PyPlan`; which blocks go by ref
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,9 +34,6 @@ except ImportError:  # built without a C compiler: `PyPlan` runs the same protoc
     _stream = None  # type: ignore[assignment]
 
 
-KiB = 1024
-MiB = 1024 * KiB
-UNBOUNDED = math.inf
 #: collectives whose contributions are gathered into a scratch buffer and folded there
 FOLDED = frozenset({"reduce", "reduce_scatter_block"})
 
@@ -50,24 +46,20 @@ def by_reference(spec: CallSpec) -> bool:
                                config.settings.tuning_file).value)
 
 
-#: bytes received in one call from which the compiled loop copies into the receive buffer
-#: with non-temporal stores (`copy_streaming` in ``_shm_wait.h``), for a rank that also
-#: writes and for one that only reads. 2 ranks, 16 MiB: bcast 1.6 -> 0.8 ms, allgather
-#: 4.3 -> 3.6 ms, alltoall 2.1 -> 1.7 ms. Below, the cache paid off for a rank that also
-#: writes its ring (4 MiB allgather, 8 MiB received: 0.65 against 0.81 ms; alltoall
-#: 0.30 against 0.41) but not for a bcast's readers (4 MiB: 0.24 against 0.29 ms).
-STREAMING_STORES_FROM = 16 * MiB
-STREAMING_READER_FROM = 4 * MiB
-#: the same for a call whose blocks go by reference (only the own block's copy is the loop's):
-#: 2-rank allgather of 8 MiB blocks (16 MiB received) 0.99-1.02 of MPICH's time with cached
-#: stores against 1.19, of 16 MiB blocks 0.70-0.72 with streaming stores against 0.98-1.01
-STREAMING_REFERENCES_FROM = 32 * MiB
-#: the same for a call through the rings whose own block is copied in the same pass as its
-#: ring chunks (`copy_twice` in ``_shm_wait.h``; an allgather): never — its source is read
-#: once and its destination lines then are better written through the cache (2-rank
-#: allgather, 8 / 16 / 32 MiB blocks: 1.10 / 2.79 / 6.44 ms cached against 1.22 / 2.96-3.01 /
-#: 6.69-6.87 streaming). A call in place skips the own copy; its reads stay cached too
-STREAMING_FUSED_FROM = UNBOUNDED
+def streaming_from(spec: CallSpec, case: str) -> float:
+    """Bytes received in one call from which the compiled loop copies into the receive buffer
+    with non-temporal stores (`copy_streaming` in ``_shm_wait.h``), for a ``case`` of
+    `STREAMING_CASES`: the selection table's ``protocols.shm_stream.streaming_<case>_from``."""
+    return float(tuning.setting("shm_stream", f"streaming_{case}_from", spec,
+                                config.settings.tuning_file).value)
+
+
+#: a rank that also writes its ring; one that only reads; a call whose blocks go by
+#: reference (only the own block's copy is the loop's); a call whose own block is copied in
+#: the same pass as its ring chunks (`copy_twice`)
+STREAMING_CASES = ("stores", "reader", "references", "fused")
+
+
 # -- plans: what a rank writes and reads in one call signature ---------------------------------
 def plan_for(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: int,
              call: CallSpec | None = None) -> Prepared:
@@ -106,9 +98,8 @@ def _make_plan(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: 
     # the own block's copy starts where the ring chunks do: the compiled loop writes both in
     # one pass (`copy_twice`) — an allgather's, a bcast root's with an ``out`` of its own
     fused = not whole and own[2] > 0 and bool(writes) and writes[0][0] == own[0]
-    streaming = received >= (STREAMING_REFERENCES_FROM if whole else STREAMING_FUSED_FROM
-                             if fused else STREAMING_STORES_FROM if write_rows
-                             else STREAMING_READER_FROM)
+    streaming = received >= streaming_from(spec, "references" if whole else "fused" if fused
+                                           else "stores" if write_rows else "reader")
     plan = (_stream.Plan(**fields, streaming=streaming) if compiled
             else PyPlan(area, **fields))
     state = np.zeros(S_RECEIVED + len(rows) + len(area.cursors) - 1, np.int64)
