@@ -265,8 +265,7 @@ def test_a_user_protocol_setting_overrides_the_builtin_one(user_table):
 
 
 def test_a_rule_naming_an_ineligible_algorithm_falls_back(user_table):
-    # recursive doubling's restriction: a power-of-two number of ranks? not necessarily; the
-    # shm_direct slot is: a 1 MiB contribution does not fit, so the table's next rule decides
+    # a 1 MiB contribution does not fit shm_direct's slot: the built-in rules decide instead
     path = user_table('[[bcast.rule]]\nalgorithm = "shm_direct"\nsource = "mine"\n')
     spec = _spec("bcast", 2, MiB)
     assert not get_algorithm("bcast", "shm_direct").eligible(spec)
@@ -275,3 +274,12 @@ def test_a_rule_naming_an_ineligible_algorithm_falls_back(user_table):
     # and on a transport without the resource, the cost model
     choice = selection.select(_spec("bcast", 2, 8), tuning_file=path)
     assert choice.rule is None and choice.reason == "lowest α-β cost estimate"
+
+
+def test_the_shm_environment_variables_are_settings():
+    from collops.config import Settings
+    default = Settings.from_env({})
+    assert default.shm_single_copy is None and default.shm_single_copy_min is None
+    given = Settings.from_env({"COLLOPS_SHM_SINGLE_COPY": "0",
+                               "COLLOPS_SHM_SINGLE_COPY_MIN": "4096"})
+    assert given.shm_single_copy is False and given.shm_single_copy_min == 4096

@@ -30,8 +30,9 @@ from .registry import Algorithm, CostModel, algorithms, get_algorithm
 from .spec import CallSpec
 from .tuning import Rule, Tuning, builtin, forget_user_tables, load_tuning, setting
 
-__all__ = ["Choice", "Rule", "Tuning", "clear_cache", "explain", "load_tuning", "offered",
-           "rank_independent", "select"]
+#: the table's types and reader, where users of this module found them before
+__all__ = ["Choice", "Rule", "Tuning", "call_settings", "clear_cache", "explain", "load_tuning",
+           "offered", "rank_independent", "rules_for", "select"]
 
 
 @lru_cache(maxsize=8)

@@ -36,12 +36,6 @@ SPIN_SECONDS = 50e-6
 YIELD_SECONDS = 1e-3
 #: longest single futex sleep (failures also wake sleepers explicitly)
 SLEEP_SLICE = 0.25
-#: messages sent single-copy (the receiver reads them from the sender's memory) up to the
-#: most and from the least; those between are pipelined through the bulk area. The values
-#: are the selection table's ``protocols.shm`` (``COLLOPS_SHM_SINGLE_COPY_MIN`` moves the
-#: least, ``COLLOPS_SHM_SINGLE_COPY=0`` turns single copy off)
-SINGLE_COPY_MAX = tuning.setting("shm", "single_copy_max").value
-SINGLE_COPY_MIN = tuning.setting("shm", "single_copy_min").value
 #: smallest chunk of a pipelined transfer (see `ShmTransport._piece`)
 PIECE_MIN = tuning.setting("shm", "piece_min").value
 #: seconds a two-ended transfer's receiver waits for a chunk before it reads from the back
@@ -70,7 +64,9 @@ _GO_REFUSED, _GO_PIPE, _GO_SHARED = 0, 1, 2
 def _protocols(oversubscribed: bool, single_copy: bool | None,
                single_copy_min: int | None) -> dict[str, tuple[Any, str]]:
     """The shm protocol settings in force, each with where it comes from: the arguments, then
-    the settings (``COLLOPS_SHM_SINGLE_COPY*``), then the selection tables."""
+    the settings (``COLLOPS_SHM_SINGLE_COPY*``), then the selection tables. Messages go
+    single-copy (the receiver reads them from the sender's memory) up to ``single_copy_max``
+    and from ``single_copy_min`` bytes; those between are pipelined through the bulk area."""
     prefs = config.settings
 
     def table(name: str) -> tuple[Any, str]:
@@ -133,7 +129,9 @@ class ShmEndpoint(Transport):
         self._oversubscribed = size > placement.job_cpu_count()
         self._binding = placement.binding_of_job(size)
         self._protocols = _protocols(self._oversubscribed, single_copy, single_copy_min)
-        self._single_copy = allowed and bool(self._protocols["single_copy"][0])
+        if not allowed:
+            self._protocols["single_copy"] = (False, "the kernel forbids cross-memory attach")
+        self._single_copy = bool(self._protocols["single_copy"][0])
         self._single_copy_min = max(layout.eager_limit + 1,
                                     int(self._protocols["single_copy_min"][0]))
         self._single_copy_max = int(self._protocols["single_copy_max"][0])
