@@ -14,7 +14,6 @@ loop reads through a bounce buffer); ``fresh`` measures buffers glibc maps on th
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
 
 import numpy as np
@@ -25,12 +24,11 @@ from collops.bench.measure import buffers, collops_call, time_iterations
 from collops.shm import stream as shm_stream
 from collops.shm import stream_plan
 
-EVERY_BLOCK = {c: {64: (0, math.inf)} for c in shm_stream.SUPPORTED}
-
 
 def _measure(comm: Any, mode: str, collectives: list[str], sizes: list[int],
              layout: str) -> dict[tuple[str, int], float]:
-    stream_plan.BY_REFERENCE = EVERY_BLOCK if mode == "reference" else {}
+    # every block by reference, or none
+    stream_plan.by_reference = lambda spec: mode == "reference"  # type: ignore[assignment]
     out = {}
     for c in collectives:
         for size in sizes:

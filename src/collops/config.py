@@ -10,6 +10,11 @@ setting                   environment variable                 meaning
 ``compiled``              ``COLLOPS_COMPILED``                 ``0`` keeps the compiled fast
                                                                path (``collops._direct``)
                                                                unused: pure Python
+``shm_single_copy``       ``COLLOPS_SHM_SINGLE_COPY``          ``0``: no single copy (default:
+                                                               the selection table's)
+``shm_single_copy_min``   ``COLLOPS_SHM_SINGLE_COPY_MIN``      bytes from which large messages
+                                                               go single-copy (default: the
+                                                               selection table's)
 algorithm overrides       ``COLLOPS_<COLLECTIVE>_ALGORITHM``   e.g. ``ring`` for ALLREDUCE
 ========================  ===================================  =============================
 
@@ -33,12 +38,16 @@ class Settings:
     tuning_file: str | None = None
     algorithms: dict[str, str] = field(default_factory=dict)
     compiled: bool = True
+    shm_single_copy: bool | None = None
+    shm_single_copy_min: int | None = None
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
         """Read the settings from ``env`` (default: the process environment)."""
         env = dict(os.environ if env is None else env)
         timeout = env.get("COLLOPS_TIMEOUT")
+        single_copy = env.get("COLLOPS_SHM_SINGLE_COPY")
+        single_copy_min = env.get("COLLOPS_SHM_SINGLE_COPY_MIN")
         overrides = {}
         for c in COLLECTIVES:
             name = env.get(f"COLLOPS_{c.upper()}_ALGORITHM")
@@ -49,9 +58,15 @@ class Settings:
             timeout=float(timeout) if timeout else None,
             tuning_file=env.get("COLLOPS_TUNING_FILE") or None,
             algorithms=overrides,
-            compiled=env.get("COLLOPS_COMPILED", "1").strip().lower() not in ("0", "no", "false",
-                                                                            "off"),
+            compiled=_flag(env.get("COLLOPS_COMPILED", "1")),
+            shm_single_copy=_flag(single_copy) if single_copy else None,
+            shm_single_copy_min=int(single_copy_min) if single_copy_min else None,
         )
+
+
+def _flag(value: str) -> bool:
+    """An on/off variable's value: off for 0, no, false, off."""
+    return value.strip().lower() not in ("0", "no", "false", "off")
 
 
 settings = Settings.from_env()

@@ -213,6 +213,8 @@ def _table(text):
     """{algorithm: (eligible, chosen)} from an explain table."""
     rows = {}
     for line in text.splitlines()[2:]:
+        if line.startswith("decided by:"):  # the rule or cost that decided, protocols
+            break
         name, rest = line.split(None, 1)
         rows[name] = (rest.startswith("yes"), "<--" in rest)
     return rows

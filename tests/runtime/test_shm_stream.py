@@ -11,7 +11,6 @@ calls, a late rank; and no segment left behind.
 from __future__ import annotations
 
 import functools
-import math
 import os
 import time
 
@@ -122,8 +121,14 @@ def mode(request):
         yield request.param
 
 
-#: every block published by reference (read with process_vm_readv), whatever its size
-EVERY_BLOCK_BY_REFERENCE = {c: {64: (0, math.inf)} for c in shm_stream.SUPPORTED}
+def every_block_by_reference(spec):
+    """Every block published by reference (read with process_vm_readv), whatever its size."""
+    return True
+
+
+def no_block_by_reference(spec):
+    """Every block through the rings."""
+    return False
 
 
 @pytest.mark.timeout(120)
@@ -138,7 +143,7 @@ def test_every_collective_matches_numpy(p, mode):
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("p", [2, 3])
 def test_every_collective_matches_numpy_with_blocks_by_reference(p, mode, monkeypatch):
-    monkeypatch.setattr(stream_plan, "BY_REFERENCE", EVERY_BLOCK_BY_REFERENCE)
+    monkeypatch.setattr(stream_plan, "by_reference", every_block_by_reference)
     per_rank = collops.spawn(_everything, p, transport="shm", timeout=100)
     assert per_rank == [[]] * p, per_rank
 
@@ -202,7 +207,7 @@ def test_the_compiled_loop_measures_where_to_publish_an_allgathers_own_block(mon
     # the plan keeps one once it has timed both
     from collops.shm.stream_protocol import IN_RECV, IN_SEND
     assert stream_plan._stream is not None, "collops.shm._stream was not built"
-    monkeypatch.setattr(stream_plan, "BY_REFERENCE", EVERY_BLOCK_BY_REFERENCE)
+    monkeypatch.setattr(stream_plan, "by_reference", every_block_by_reference)
     for wrong, sources in collops.spawn(_own_source_chosen, 2, transport="shm", timeout=50):
         assert wrong == []
         assert len(sources) == 1 and sources <= {IN_SEND, IN_RECV}
@@ -210,7 +215,7 @@ def test_the_compiled_loop_measures_where_to_publish_an_allgathers_own_block(mon
 
 @pytest.mark.timeout(60)
 def test_an_aliased_single_copy_goes_through_the_bounce_buffer_correctly(mode, monkeypatch):
-    monkeypatch.setattr(stream_plan, "BY_REFERENCE", EVERY_BLOCK_BY_REFERENCE)
+    monkeypatch.setattr(stream_plan, "by_reference", every_block_by_reference)
     assert collops.spawn(_aliased_allgather, 2, transport="shm", timeout=50) == [True] * 2
 
 
@@ -312,7 +317,8 @@ def test_the_compiled_loop_runs_unless_switched_off(mode):
 
 def _dies_mid_stream(comm, folder, collective, path):
     # every block through the rings, or every block by reference
-    stream_plan.BY_REFERENCE = {} if path == "ring" else EVERY_BLOCK_BY_REFERENCE
+    stream_plan.by_reference = (no_block_by_reference if path == "ring"
+                                else every_block_by_reference)
     n = 4 * RING // 8 * comm.size  # 4 rings' worth: the writers wait for their readers
     x = np.ones(n)
     args = ("sum",) if collective == "allreduce" else ()
@@ -376,23 +382,3 @@ def test_a_2_rank_allreduce_streams_only_in_its_measured_window():
     small, middle, large = collops.spawn(_allreduce_chosen, 2, transport="shm", timeout=50)[0]
     assert middle == NAME
     assert small != NAME and large != NAME, (small, large)
-
-
-def test_the_measured_bounds_follow_the_number_of_ranks():
-    from collops.shm.stream import AUTO_UP_TO, auto_limit
-    from collops.shm.stream_plan import UNBOUNDED
-    assert auto_limit("bcast", 2) == AUTO_UP_TO["bcast"][2] < UNBOUNDED
-    assert auto_limit("alltoall", 3) == AUTO_UP_TO["alltoall"][8] == UNBOUNDED
-    assert auto_limit("allgather", 16) == AUTO_UP_TO["allgather"][8]
-    assert auto_limit("bcast", 2) < auto_limit("bcast", 4)
-    assert auto_limit("gather", 2) == UNBOUNDED
-
-
-def test_blocks_go_by_reference_only_where_that_measured_faster():
-    from collops.shm.stream_plan import MiB, by_reference
-    assert by_reference("alltoall", 2, 4 * MiB)
-    for nbytes in (MiB, 4 * MiB, 16 * MiB):  # the ring's one pass for both copies won
-        assert not by_reference("allgather", 2, nbytes)
-    assert not by_reference("alltoall", 2, 2 * MiB) and not by_reference("alltoall", 2, 8 * MiB)
-    assert not by_reference("allgather", 4, 4 * MiB)  # more ranks than cores
-    assert not by_reference("bcast", 2, 4 * MiB)  # a root's idle core: the ring pipelines

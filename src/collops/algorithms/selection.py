@@ -5,88 +5,34 @@ Order of precedence (first that applies wins):
 1. the call's ``algorithm=`` argument;
 2. the communicator's override (`Comm.set_algorithm`);
 3. the environment, ``COLLOPS_<COLLECTIVE>_ALGORITHM=name``;
-4. the tuning file (TOML, ``COLLOPS_TUNING_FILE`` or `load_tuning`), by message size;
-5. automatic: among eligible algorithms the transport offers, the one with the lowest α-β-γ
-   cost estimate (ties go to the earlier registered).
+4. the user's selection table (TOML, ``COLLOPS_TUNING_FILE`` or `load_tuning`);
+5. the built-in selection table, ``collops/algorithms/defaults.toml``;
+6. automatic: among eligible algorithms the transport offers, and that no table rule
+   covering the call excludes, the one with the lowest α-β-γ cost estimate (ties go to the
+   earlier registered).
 
 An explicit choice (1–3) that cannot take the call is an error naming the restriction; a
-tuning-file rule that cannot is skipped (fall back to automatic), as UCC does. `explain`
-prints the table behind a choice.
-
-A tuning file::
-
-    [allreduce]
-    algorithm = "ring"                 # default for this collective
-    [[allreduce.rule]]                 # first matching rule wins
-    max_bytes = 4096
-    algorithm = "recursive_doubling"
-    [alltoall.params]                  # parameters given to the chosen algorithm
-    chunk = 2048
+table rule that cannot is skipped (the next rule, then the cost model, decides), as UCC
+does. The tables' format is described in `collops.algorithms.tuning`; each built-in rule
+names its ``source``, the benchmark record or finding behind it. `explain` prints the table
+behind a choice: the rule or the costs that decided and the protocol settings in force.
 """
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from ..errors import ArgumentError
 from .registry import Algorithm, CostModel, algorithms, get_algorithm
 from .spec import CallSpec
+from .tuning import Rule, Tuning, builtin, forget_user_tables, load_tuning, setting
 
-
-@dataclass(frozen=True)
-class Rule:
-    """One tuning-file rule: an algorithm for messages within a size range."""
-
-    algorithm: str
-    min_bytes: int = 0
-    max_bytes: int | None = None
-    params: tuple[tuple[str, Any], ...] = ()
-
-    def applies(self, nbytes: int) -> bool:
-        """Whether the rule covers a message of ``nbytes``."""
-        return nbytes >= self.min_bytes and (self.max_bytes is None or nbytes <= self.max_bytes)
-
-
-@dataclass(frozen=True)
-class Tuning:
-    """Rules per collective, read from a TOML file."""
-
-    rules: Mapping[str, tuple[Rule, ...]] = field(default_factory=dict)
-    source: str = ""
-
-    def pick(self, collective: str, nbytes: int) -> Rule | None:
-        """The first rule for ``collective`` covering ``nbytes``."""
-        for rule in self.rules.get(collective, ()):
-            if rule.applies(nbytes):
-                return rule
-        return None
-
-
-def load_tuning(path: str) -> Tuning:
-    """Read a TOML tuning file (see the module docstring for its shape)."""
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ArgumentError("load_tuning", "path", path, f"cannot read tuning file: {exc}") from exc
-    rules: dict[str, tuple[Rule, ...]] = {}
-    for collective, table in data.items():
-        algorithms(collective)  # validates the collective name
-        params = tuple(sorted(dict(table.get("params", {})).items()))
-        entries = [Rule(r["algorithm"], int(r.get("min_bytes", 0)),
-                        None if r.get("max_bytes") is None else int(r["max_bytes"]),
-                        tuple(sorted({**dict(params), **dict(r.get("params", {}))}.items())))
-                   for r in table.get("rule", [])]
-        if "algorithm" in table:
-            entries.append(Rule(table["algorithm"], params=params))
-        for rule in entries:
-            get_algorithm(collective, rule.algorithm)
-        rules[collective] = tuple(entries)
-    return Tuning(rules, path)
+#: the table's types and reader, where users of this module found them before
+__all__ = ["Choice", "Rule", "Tuning", "call_settings", "clear_cache", "explain", "load_tuning",
+           "offered", "rank_independent", "rules_for", "select"]
 
 
 @lru_cache(maxsize=8)
@@ -97,6 +43,13 @@ def _cached_tuning(path: str) -> Tuning:
 def clear_cache() -> None:
     """Forget cached tuning files (after the environment changed)."""
     _cached_tuning.cache_clear()
+    forget_user_tables()
+
+
+def rules_for(collective: str, tuning_file: str | None = None) -> tuple[Rule, ...]:
+    """The rules tried for ``collective``: the user's file's first, then the built-in ones."""
+    user = _cached_tuning(tuning_file).rules.get(collective, ()) if tuning_file else ()
+    return tuple(user) + builtin().rules.get(collective, ())
 
 
 @dataclass(frozen=True)
@@ -106,6 +59,10 @@ class Choice:
     algorithm: Algorithm
     params: Mapping[str, Any]
     reason: str
+    #: the table rule that decided, if one did
+    rule: Rule | None = None
+    #: the rules that kept algorithms from the cost model's argmin, when it decided
+    excluded: tuple[Rule, ...] = ()
 
 
 def offered(collective: str, resources: frozenset[str] = frozenset()) -> list[Algorithm]:
@@ -140,15 +97,21 @@ def select(
             alg.check(spec, rank)
             return Choice(alg, alg.resolve(params, rank), source)
     agreed = rank_independent(spec)
-    if tuning_file:
-        rule = _cached_tuning(tuning_file).pick(spec.collective, agreed.message_bytes())
-        if rule is not None:
-            alg = get_algorithm(spec.collective, rule.algorithm, rank)
-            if alg.eligible(spec) and alg.needs <= resources:
-                return Choice(alg, alg.resolve({**dict(rule.params), **params}),
-                              f"tuning file {tuning_file}")
-    best = _cheapest(spec, agreed, resources, model or CostModel())
-    return Choice(best, best.resolve(_known(best, params)), "lowest α-β cost estimate")
+    excluded: list[Rule] = []
+    for rule in rules_for(spec.collective, tuning_file):
+        if not rule.covers(agreed, resources):
+            continue
+        if rule.algorithm is None:
+            excluded.append(rule)
+            continue
+        alg = get_algorithm(spec.collective, rule.algorithm, rank)
+        if alg.eligible(spec) and alg.needs <= resources:
+            return Choice(alg, alg.resolve({**dict(rule.params), **params}),
+                          f"rule {rule.describe()}", rule)
+    best = _cheapest(spec, agreed, resources, model or CostModel(),
+                     {name for rule in excluded for name in rule.exclude})
+    return Choice(best, best.resolve(_known(best, params)), "lowest α-β cost estimate",
+                  excluded=tuple(excluded))
 
 
 def _known(alg: Algorithm, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -169,10 +132,11 @@ def rank_independent(spec: CallSpec) -> CallSpec:
 
 
 def _cheapest(spec: CallSpec, agreed: CallSpec, resources: frozenset[str],
-              model: CostModel) -> Algorithm:
-    candidates = [a for a in offered(spec.collective, resources) if a.eligible(spec)]
-    if not candidates:
+              model: CostModel, excluded: set[str] | frozenset[str] = frozenset()) -> Algorithm:
+    eligible = [a for a in offered(spec.collective, resources) if a.eligible(spec)]
+    if not eligible:
         raise ArgumentError(spec.collective, "spec", spec, "no registered algorithm can take it")
+    candidates = [a for a in eligible if a.name not in excluded] or eligible
     return min(candidates, key=lambda a: a.estimate(agreed, model))
 
 
@@ -180,11 +144,15 @@ def explain(
     spec: CallSpec,
     resources: frozenset[str] = frozenset(),
     model: CostModel | None = None,
+    protocols: Mapping[str, tuple[Any, str]] | None = None,
     **overrides: Any,
 ) -> str:
-    """The table behind a choice: each algorithm, its eligibility, cost estimate and the pick."""
+    """The table behind a choice: each algorithm, its eligibility, cost estimate and the pick,
+    then the rule or costs that decided and the protocol settings in force (``protocols``:
+    the transport's, name to value and where it comes from)."""
     model = model or CostModel()
     choice = select(spec, resources=resources, model=model, **overrides)
+    excluded = {name for rule in choice.excluded for name in rule.exclude}
     lines = [f"{spec.collective}: p={spec.size}, {spec.message_bytes()} bytes, dtype {spec.dtype}"
              + (f", op {spec.op.name}" if spec.op else ""),
              f"{'algorithm':<22} {'eligible':<40} {'est. time':>12}  chosen"]
@@ -192,8 +160,30 @@ def explain(
         why = alg.reasons_ineligible(spec)
         if not alg.needs <= resources:
             why = [f"needs {', '.join(sorted(alg.needs))}"] + why
+        elif alg.name in excluded and not why:
+            why = ["excluded by a rule"]
         cost = alg.estimate(spec, model)
-        mark = "  <-- " + choice.reason if alg is choice.algorithm else ""
+        mark = "  <-- chosen" if alg is choice.algorithm else ""
         elig = "yes" if not why else "no: " + "; ".join(why)
         lines.append(f"{alg.name:<22} {elig[:40]:<40} {cost * 1e6:>10.2f}µs{mark}")
+    lines.append(f"decided by: {choice.reason}")
+    lines += [f"  excluded from the cost model by: {rule.describe()}" for rule in choice.excluded]
+    settings = {f"{choice.algorithm.name}.{name}": (value, where) for name, (value, where)
+                in call_settings(choice.algorithm.name, rank_independent(spec),
+                                 overrides.get("tuning_file")).items()}
+    settings.update(protocols or {})
+    if settings:
+        lines.append("protocol settings in force:")
+        lines += [f"  {name} = {value!r}  ({where})" for name, (value, where) in settings.items()]
     return "\n".join(lines)
+
+
+def call_settings(component: str, spec: CallSpec, tuning_file: str | None = None
+                  ) -> dict[str, tuple[Any, str]]:
+    """The protocol settings of ``component`` (an algorithm's name) for ``spec``: name to
+    value and the rule that set it."""
+    found = {}
+    for name in builtin().protocols.get(component, {}):
+        s = setting(component, name, spec, tuning_file)
+        found[name] = (s.value, f"{s.where}, source {s.source or '-'}")
+    return found

@@ -389,7 +389,8 @@ class Comm:
                          else None)
 
         return selection.explain(
-            spec, self._resources, comm_override=self._overrides.get(collective),
+            spec, self._resources, protocols=self.transport.protocol_settings(),
+            comm_override=self._overrides.get(collective),
             env_override=_cfg.settings.algorithms.get(collective),
             tuning_file=_cfg.settings.tuning_file)
 

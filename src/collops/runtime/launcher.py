@@ -324,10 +324,12 @@ def _fork_rank(job: _Job, rank: int, worker: Callable[[Transport], Any],
 
 def _run_rank(job: str, rank: int, size: int, worker: Callable[[Transport], Any],
               write_fd: int) -> int:
+    from ..config import reload_settings
     from ..shm.transport import ShmTransport
 
     transport = None
     try:
+        reload_settings()  # a rank reads the environment as it is when the rank starts
         transport = ShmTransport(job, rank, size)
         payload = pickle.dumps((True, worker(transport)), protocol=5)
         code = 0

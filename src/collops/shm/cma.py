@@ -26,14 +26,13 @@ A rank whose buffers others read returns only once they have acknowledged readin
 acknowledgement words of the direct area), so the buffers are never reused too early.
 
 It needs the "shm_cma" resource, which the transport offers where it may use cross-memory
-attach (same user, ptrace permitted); selection offers it unasked only for the collectives in
-`AUTO`, where it measured faster than the schedules (`cma_cost`), and `shm_direct` keeps the
-calls that fit its slots.
+attach (same user, ptrace permitted); selection takes it unasked only where the selection
+table says so (a 2-rank reduce beyond the stream's bound), and `shm_direct` keeps the calls
+that fit its slots.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -57,13 +56,6 @@ NAME = "shm_cma"
 RESOURCE = "shm_cma"
 SUPPORTED = ("bcast", "scatter", "gather", "allgather", "alltoall", "reduce", "allreduce",
              "reduce_scatter_block")
-#: the collectives selection may give it unasked: where it measured faster than the
-#: schedules at 2 and 4 ranks (docs/performance.md). The others read as much but wait for
-#: every peer twice (descriptors, then acknowledgements), which on a machine with fewer cores
-#: than ranks costs more wake-ups than a schedule's messages do; they are there on request.
-#: (gather was here too until the stream's copies were freed of 4 KiB aliasing, 2026-11-25:
-#: shm_stream's 2-rank 1-16 MiB gather then took 0.4-0.9 of its time.)
-AUTO = frozenset({"reduce"})
 #: bytes of the scratch a folding rank reads a peer's data into, a piece at a time
 SCRATCH_BYTES = 1 << 20
 #: descriptor words: send address, receive address
@@ -88,23 +80,18 @@ def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedu
 
 
 def cma_cost(spec: CallSpec, model: CostModel) -> float:
-    """Half an α and one contribution's bytes (β) for the calls of the collectives in `AUTO`
-    too large for a direct slot; infinite (chosen only when asked for) for the others.
+    """Two synchronisations (descriptors, acknowledgements; three for allreduce) plus the
+    bytes the busiest rank reads from its peers (β) and folds (γ).
 
-    Not a model of the work — the root of a reduce folds p − 1 contributions — but a
-    calibration: measured against the schedules the model would pick instead (rabenseifner,
-    binomial, linear), it was faster at 256 KiB to 16 MiB on 2 ranks, as a
-    schedule's every message costs Python on both sides and two copies through the segment,
-    which the model's α and β undercount; with this cost selection takes it for every call
-    of those collectives beyond the direct slots.
+    A model, not a calibration: where it is taken unasked is the selection table's to say.
     """
-    if spec.collective not in AUTO or (
-            shm_direct.fits_a_slot(spec)):
-        return math.inf  # shm_direct's calls, or asked for by name only
-    if spec.collective == "reduce" and spec.size > 2:
-        return math.inf  # the root folds p - 1 contributions alone: at 4 ranks 1 MiB
-        # binomial took 714 µs against 1500 (measured on the quiet VM, 2026-11-23)
-    return 0.5 * model.alpha + spec.count * spec.itemsize * model.beta
+    c, n, p = spec.collective, spec.count * spec.itemsize, spec.size
+    if c == "allreduce":
+        part = n * (p - 1) / p
+        return 3 * model.alpha + 2 * part * model.beta + part * model.gamma
+    read = n if c in ("bcast", "scatter") else n * (p - 1)
+    folded = read if c in ("reduce", "reduce_scatter_block") else 0
+    return 2 * model.alpha + read * model.beta + folded * model.gamma
 
 
 # -- who publishes, who reads: as in shm_direct, less a rank's own slot ------------------------

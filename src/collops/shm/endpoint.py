@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import config
+from ..algorithms import tuning
 from ..errors import TransportError
 from ..transport import placement
 from ..transport.base import Handle, Transport
@@ -34,33 +36,8 @@ SPIN_SECONDS = 50e-6
 YIELD_SECONDS = 1e-3
 #: longest single futex sleep (failures also wake sleepers explicitly)
 SLEEP_SLICE = 0.25
-#: messages sent single-copy when every rank has a core: up to the most and from the least
-#: (the receiver reads them from the sender's memory, one system call; only the reader needs
-#: to be scheduled). Those in between are pipelined through the bulk area, whose copy-in and
-#: copy-out run on two cores at once, and, unless both ranks send to each other, two-ended:
-#: the receiver reads from the back itself when no chunk comes for `PULL_AFTER`, so a sender
-#: that is not scheduled delays nothing for long. When ranks outnumber cores the pipeline
-#: stalls on every chunk until the peer is scheduled, so then every large message goes
-#: single-copy. Measured with benchmarks/shm_transfer.py and benchmarks/variants.py on the
-#: 2-core development machine, µs (pipelined through 2 x 1 MiB / single copy): one way, best
-#: of 11 rounds: 64 KiB 21 / 28, 256 KiB 35 / 53, 1 MiB 80 / 97, 4 MiB 174 / 269, 16 MiB
-#: 949 / 1194; both ways at once: 64 KiB 44 / 17, 256 KiB 118 / 35, 1 MiB 67 / 102, 4 MiB
-#: 290 / 271, 16 MiB 2146 / 1858; with other jobs loading the machine single copy is 2-5x
-#: faster at every size. Collectives (median µs): bcast 64 KiB 67 / 58, 16 MiB 2493 / 1711
-#: (its root copies locally as well), allgather 1 MiB 124 / 149, 4 MiB 896 / 1073.
-#: Since split transfers (`SPLIT_MIN`) let both cores copy a one-way message and buffers in
-#: 4 KiB aliasing (`seg.aliased`) go through the bulk area, single copy is the default at every
-#: size (2 ranks, interleaved with MPICH on an idle machine, collops / MPICH before → after:
-#: bcast 1 MiB 2.9 → 1.4, 4 MiB 2.2 → 1.2; allgather 1 MiB 1.0 → 0.6, 4 MiB 1.2 → 0.6;
-#: alltoall 1 MiB 1.6 → 1.3, 4 MiB 2.6 → 1.2, before splitting). With splitting, the same
-#: interleaved run (benchmarks/interleaved.py, ratios to MPICH, single copy from 0 / 2 MiB /
-#: 8 MiB) put the pipeline ahead at 1 MiB (bcast 1.64 / 1.43 / 1.47, allgather 1.77 / 1.12 /
-#: 1.27, alltoall 1.84 / 1.48 / 1.58) and 2 MiB level with 0 from 4 MiB on, so single copy
-#: starts at 2 MiB; `COLLOPS_SHM_SINGLE_COPY_MIN` moves that.
-SINGLE_COPY_MAX = 256 << 10
-SINGLE_COPY_MIN = 2 << 20
 #: smallest chunk of a pipelined transfer (see `ShmTransport._piece`)
-PIECE_MIN = 64 << 10
+PIECE_MIN = tuning.setting("shm", "piece_min").value
 #: seconds a two-ended transfer's receiver waits for a chunk before it reads from the back
 #: itself (reading while the sender streams slows both down: they copy the same bytes)
 PULL_AFTER = 100e-6
@@ -73,18 +50,41 @@ _STOP = 6
 #: its piece size, aux: the receive buffer's address)
 _SPLIT = 7
 #: single-copy messages from this size on are split: the receiver reads pieces from the
-#: front, the sender — whenever it polls and has nothing else to do — writes pieces into the
-#: receive buffer from the back (``process_vm_writev``), so two cores copy a one-way message
-#: and a sender waiting for its peer (a broadcast's root, say) is never idle
-#: (a rank that is reading split transfers itself writes none: in an exchange each reads
-#: its own, and helps the other once done)
-SPLIT_MIN = 256 << 10
+#: front, the sender writes pieces into the receive buffer from the back whenever it polls
+#: with nothing else to do (selection table: ``protocols.shm.split_min``)
+SPLIT_MIN = tuning.setting("shm", "split_min").value
 #: seconds a rank whose single-copy read failed waits for the sender's death to be marked
 FAILURE_GRACE = 5.0
 #: a split transfer's pieces: an eighth of the message, within these bounds
 SPLIT_PIECE_MIN, SPLIT_PIECE_MAX = 128 << 10, 1 << 20
 #: the ``go`` of a clear-to-send: refused (message too large), pipelined, two-ended
 _GO_REFUSED, _GO_PIPE, _GO_SHARED = 0, 1, 2
+
+
+def _protocols(oversubscribed: bool, single_copy: bool | None,
+               single_copy_min: int | None) -> dict[str, tuple[Any, str]]:
+    """The shm protocol settings in force, each with where it comes from: the arguments, then
+    the settings (``COLLOPS_SHM_SINGLE_COPY*``), then the selection tables. Messages go
+    single-copy (the receiver reads them from the sender's memory) up to ``single_copy_max``
+    and from ``single_copy_min`` bytes; those between are pipelined through the bulk area."""
+    prefs = config.settings
+
+    def table(name: str) -> tuple[Any, str]:
+        rule = tuning.setting("shm", name, None, prefs.tuning_file)
+        return rule.value, f"{rule.where}, source {rule.source or '-'}"
+
+    found = {name: table(name) for name in ("single_copy", "single_copy_max", "split_min")}
+    found["single_copy_min"] = table("single_copy_min_oversubscribed" if oversubscribed
+                                     else "single_copy_min")
+    for name, given, env, variable in (
+            ("single_copy", single_copy, prefs.shm_single_copy, "COLLOPS_SHM_SINGLE_COPY"),
+            ("single_copy_min", single_copy_min, prefs.shm_single_copy_min,
+             "COLLOPS_SHM_SINGLE_COPY_MIN")):
+        if given is not None:
+            found[name] = (given, "argument")
+        elif env is not None:
+            found[name] = (env, variable)
+    return found
 
 
 def _byte_view(data: Any) -> memoryview:
@@ -126,17 +126,16 @@ class ShmEndpoint(Transport):
         self._eager_limit = layout.eager_limit
         self._nchunks, self._chunk_bytes = layout.nchunks, layout.chunk_bytes
         allowed = bool(self._words[seg.H_CMA])
-        if single_copy is None:
-            single_copy = os.environ.get("COLLOPS_SHM_SINGLE_COPY", "1") != "0"
-        self._single_copy = allowed and single_copy
         self._oversubscribed = size > placement.job_cpu_count()
         self._binding = placement.binding_of_job(size)
-        if single_copy_min is None:
-            default = 0 if self._oversubscribed else SINGLE_COPY_MIN
-            single_copy_min = int(os.environ.get("COLLOPS_SHM_SINGLE_COPY_MIN", default))
-        self._single_copy_min = max(layout.eager_limit + 1, single_copy_min)
-        self._single_copy_max = SINGLE_COPY_MAX
-        self._split_min = SPLIT_MIN
+        self._protocols = _protocols(self._oversubscribed, single_copy, single_copy_min)
+        if not allowed:
+            self._protocols["single_copy"] = (False, "the kernel forbids cross-memory attach")
+        self._single_copy = bool(self._protocols["single_copy"][0])
+        self._single_copy_min = max(layout.eager_limit + 1,
+                                    int(self._protocols["single_copy_min"][0]))
+        self._single_copy_max = int(self._protocols["single_copy_max"][0])
+        self._split_min = int(self._protocols["split_min"][0])
         if layout.direct_areas and layout.direct_bytes:
             set_slot_capacity(layout.direct_bytes)
         self._reader = seg.RemoteReader()
@@ -148,6 +147,10 @@ class ShmEndpoint(Transport):
         self._direct_watch: list[Callable[[], bool]] = []
         self._init_tables()
         self._attach()
+
+    def protocol_settings(self) -> dict[str, tuple[Any, str]]:
+        """The shm protocol settings in force, each with where it came from."""
+        return {f"shm.{name}": setting for name, setting in self._protocols.items()}
 
     # ---- set-up -----------------------------------------------------------------------
 

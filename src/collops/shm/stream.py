@@ -41,18 +41,19 @@ calls' chunks in the order it began them (`StreamArea.unwritten`).
 
 A call is done on a rank once it has written all its chunks and read all it needs — not when
 its readers have read them: the ring holds them, so a writer never waits for a reader beyond
-the ring's worth. The exception is a block published *by reference* (`BY_REFERENCE`): its
-chunk holds only the block's address in the writer's memory, the reader copies it from there
-with process_vm_readv (one copy instead of two), and the writer's call is done once every
-such reader has drained past it. The C loop returns whenever nothing can move for a few
-microseconds; waiting (spin, yield, sleep on the doorbell) and the checks for a failed peer
-(`PeerFailed`), the deadline (`CollectiveTimeout`, naming the ranks not heard from) and a
-peer that made another call directly stay in Python (`DirectArea.wait`/``check``).
+the ring's worth. The exception is a block published *by reference* (where the selection
+table's ``shm_stream.by_reference`` says so): its chunk holds only the block's address in the
+writer's memory, the reader copies it from there with process_vm_readv (one copy instead of
+two), and the writer's call is done once every such reader has drained past it. The C loop
+returns whenever nothing can move for a few microseconds; waiting (spin, yield, sleep on the
+doorbell) and the checks for a failed peer (`PeerFailed`), the deadline (`CollectiveTimeout`,
+naming the ranks not heard from) and a peer that made another call directly stay in Python
+(`DirectArea.wait`/``check``).
 
 It needs the "shm_stream" resource, which the transport offers where the communicator's
 context has a stream area and the job has at most 64 ranks; selection takes it unasked, for
-calls too large for a direct slot, only where it measured faster than the schedules
-(`stream_cost`).
+calls too large for a direct slot, only where the selection table says so (its rules name
+the benchmark records; `stream_cost` is a plain model).
 
 This module registers it and starts its calls; the protocol's words and its Python loop are
 in `stream_protocol`, the per-signature plans in `stream_plan`, the calls in flight in
@@ -61,7 +62,6 @@ in `stream_protocol`, the per-signature plans in `stream_plan`, the calls in fli
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -74,7 +74,7 @@ from ..errors import ScheduleError
 from ..schedule import Schedule
 from . import direct as shm_direct
 from .direct_area import call_number, held_word
-from .stream_plan import UNBOUNDED, KiB, MiB, _addresses, _by_ranks, plan_for
+from .stream_plan import _addresses, plan_for
 from .stream_protocol import DONE, MOVED, NAME
 from .stream_run import (
     ChainExecution,
@@ -98,57 +98,6 @@ SUPPORTED = ("bcast", "scatter", "gather", "allgather", "alltoall", "reduce", "a
 IN_PLACE = frozenset({"allreduce"})
 #: collectives run as two stream phases (`ChainExecution`)
 CHAINED = frozenset({"allreduce"})
-#: the collectives selection gives it unasked: beyond a direct slot and up to these bytes
-#: per block (``count × itemsize``) at up to 2, 4 and 8 ranks (more ranks: the 8-rank bound)
-#: — where it measured faster than the best schedule (ring, recursive doubling, linear,
-#: binomial, scatter-allgather) and shm_cma, `collops bench` on the quiet 2-core VM
-#: (2026-11-25, docs/performance.md). With more ranks than cores every step of a schedule
-#: waits for a peer to be scheduled and the stream needs none, so at 4 and 8 ranks it wins at
-#: every size measured (128 KiB to 4 MiB: 0.2-0.6 of the schedules' time). At 2 ranks, each
-#: on its own core, a byte the stream copies twice (into the ring, out of it) costs more than
-#: one kernel single copy once the messages are large: bcast streams up to 4 MiB (8 MiB:
-#: linear's 364 µs against 566), alltoall at every size (its blocks of 512 KiB and more by
-#: reference, `BY_REFERENCE`; through the ring it streamed up to 2 MiB: 4 MiB took 274 µs
-#: by linear against 329), scatter up to 8 MiB, allgather at every size (at 2 MiB the ring
-#: won by 15 %, at 1, 4, 8 and 16 MiB the stream by 4-30 %, at 16 MiB with
-#: `STREAMING_STORES_FROM`; 1-8 MiB blocks now by reference), gather at every size
-#: (shm_cma's reads were slower), reduce up to 4 MiB
-#: (1 MiB: 141 µs against shm_cma's 225; 16 MiB: 5.0 ms against 4.6) and at 4 and 8 ranks
-#: 0.1-0.8 of rabenseifner's time. allreduce (a reduce-scatter and an allgather) up to 1 MiB
-#: vectors and reduce_scatter_block up to 1 MiB blocks with more ranks than cores (4 ranks, 1 MiB:
-#: 637 µs against rabenseifner's 957, 275 against recursive halving's 619; at 4 MiB the
-#: schedules caught up), reduce_scatter_block to 256 KiB on 2 ranks (128 KiB blocks: 40 µs
-#: against 57; 512 KiB: even), allreduce on 2 from 512 KiB (`AUTO_FROM`) to 4 MiB vectors
-#: once its allgather phase went by reference and its fold into one pass (2026-11-25,
-#: against MPICH in the same processes: 512 KiB 1.16 against the ring's 1.38, 1, 2, 4 MiB
-#: 1.05-1.09 / 0.89-0.95 / 0.87-0.88 against 1.20-1.22 / 0.97-0.99 / 0.95-1.00; at 256 KiB
-#: the ring 0.72-0.75 against 0.96-1.02, at 16 MiB the ring 0.60 against 0.76).
-AUTO_UP_TO: dict[str, dict[int, float]] = {
-    "bcast": {2: 4 * MiB, 8: UNBOUNDED},
-    "allgather": {2: UNBOUNDED, 8: UNBOUNDED},
-    "alltoall": {2: UNBOUNDED, 8: UNBOUNDED},
-    "scatter": {2: 8 * MiB, 8: UNBOUNDED},
-    "gather": {2: UNBOUNDED, 8: UNBOUNDED},
-    "reduce": {2: 4 * MiB, 8: UNBOUNDED},
-    "allreduce": {2: 4 * MiB, 8: MiB},
-    "reduce_scatter_block": {2: 256 * KiB, 8: MiB},
-}
-#: the smallest block selection streams unasked, where not every call beyond a direct slot
-AUTO_FROM: dict[str, dict[int, float]] = {"allreduce": {2: 512 * KiB, 8: 0}}
-
-
-def auto_limit(collective: str, p: int) -> float:
-    """The largest block selection streams unasked for ``collective`` on ``p`` ranks."""
-    return _by_ranks(AUTO_UP_TO[collective], p)
-
-
-def auto_floor(collective: str, p: int) -> float:
-    """The smallest block selection streams unasked for ``collective`` on ``p`` ranks."""
-    return _by_ranks(AUTO_FROM[collective], p) if collective in AUTO_FROM else 0
-
-
-AUTO = frozenset(AUTO_UP_TO)
-
 def register() -> None:
     """Add an ``shm_stream`` record to every supported collective."""
     ranks = Restriction("at_most_64_ranks", "the communicator has at most 64 ranks",
@@ -170,22 +119,20 @@ def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedu
 
 
 def stream_cost(spec: CallSpec, model: CostModel) -> float:
-    """A quarter α plus one block's bytes at half the model's β, for the calls of the
-    collectives in `AUTO` too large for a direct slot and no larger than `AUTO_UP_TO`;
-    infinite (taken only when asked for by name, which works at any size) for the others.
+    """One synchronisation (α; two for allreduce's phases) plus the bytes the busiest rank
+    copies into or out of the rings (β: the writers' and readers' copies run at once, on
+    different ranks) plus what the folding ranks fold (γ).
 
-    A calibration rather than a model of the copies (a byte is copied twice, into the ring
-    and out of it, but both copies run at once on different ranks and in C): within those
-    bounds the stream measured faster than the schedules selection took before, and this
-    cost is below theirs (one synchronisation instead of at least one α per message).
+    A model, not a calibration: where the stream is taken unasked is the selection table's
+    to say (``defaults.toml``).
     """
-    n, p = spec.count * spec.itemsize, spec.size
-    if spec.collective not in AUTO or (
-            shm_direct.fits_a_slot(spec)):
-        return math.inf  # shm_direct's calls (and the envelopes of bcast), or by name only
-    if not auto_floor(spec.collective, p) <= n <= auto_limit(spec.collective, p):
-        return math.inf  # measured slower than the schedules' messages
-    return 0.25 * model.alpha + 0.5 * n * model.beta  # below shm_cma's and the schedules'
+    c, n, p = spec.collective, spec.count * spec.itemsize, spec.size
+    if c == "allreduce":
+        part = n * (p - 1) / p
+        return 2 * model.alpha + 2 * part * model.beta + part * model.gamma
+    moved = n if c == "bcast" else n * (p - 1)
+    folded = n * (p - 1) if c in ("reduce", "reduce_scatter_block") else 0
+    return model.alpha + moved * model.beta + folded * model.gamma
 
 
 def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, seq: int,

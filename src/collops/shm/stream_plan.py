@@ -4,13 +4,13 @@ signature (`plan_for`) for the compiled loop or `PyPlan`; which blocks go by ref
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from .. import config
+from ..algorithms import tuning
 from ..algorithms.spec import CallSpec
 from ..datatypes import address_of
 from . import direct as shm_direct
@@ -34,84 +34,32 @@ except ImportError:  # built without a C compiler: `PyPlan` runs the same protoc
     _stream = None  # type: ignore[assignment]
 
 
-KiB = 1024
-MiB = 1024 * KiB
-UNBOUNDED = math.inf
 #: collectives whose contributions are gathered into a scratch buffer and folded there
 FOLDED = frozenset({"reduce", "reduce_scatter_block"})
 
 
-def _by_ranks(bounds: dict[int, Any], p: int) -> Any:
-    """The entry of a table by rank count for ``p`` ranks: the first at or above ``p``, else
-    the last."""
-    return bounds[min((q for q in bounds if q >= p), default=max(bounds))]
+def by_reference(spec: CallSpec) -> bool:
+    """Whether each block of ``spec`` is published by reference (one process_vm_readv by the
+    reader instead of two copies through the ring): the selection table's
+    ``protocols.shm_stream.by_reference``."""
+    return bool(tuning.setting("shm_stream", "by_reference", spec,
+                               config.settings.tuning_file).value)
 
 
-#: the block sizes (bytes, ``[low, high)``) a writer publishes each block of as one
-#: *reference* chunk instead of copying it through its ring chunk by chunk (where the kernel
-#: permits cross-memory attach), by collective and number of ranks as in `AUTO_UP_TO`
-#: (absent: never). The reader copies the block with one process_vm_readv — one copy
-#: instead of two, but on one core, and the kernel's copy has glibc's 4 KiB-aliasing slow
-#: case (such reads go through a bounce buffer). An allgather's own block is published from
-#: the send or the receive buffer (IN_OWN). Measured on 2 ranks, 2026-11-25, interleaved with
-#: MPICH in the same processes and on the same buffers (docs/performance.md): the ring took
-#: 1.08, 1.12, 1.37, 0.98 and 0.83 of MPICH's time at 1, 2, 4, 8 and 16 MiB, by reference
-#: from the receive buffer 0.98, 1.02, 1.02, 1.01 and 0.92 (MPICH reads the same way from
-#: 64 KiB up); later, with IN_OWN, 512 KiB by reference 0.90 of the ring's time (256 KiB
-#: 1.13), 8-32 MiB 0.95-0.96 of it, and with NT stores for the own block only from 16 MiB
-#: (`STREAMING_REFERENCES_FROM`), 16 and 32 MiB 0.70 of MPICH's time. alltoall (per-rank
-#: sizes 1, 2, 4, 16 MiB; blocks of half that): the ring 1.15, 1.09, 1.10 of MPICH's time
-#: (16 MiB: linear, 1.06), by reference 0.98, 0.97, 1.00, 0.80. All those ring figures
-#: were taken while the ring's reads, aliased with numpy's arrays, went through `rep movsq`
-#: (`copy_bytes`); once they went through a vector loop (2026-11-25, evening; two
-#: interleaved runs, MPICH in the same processes) the ring took 0.81-0.90 of MPICH's time
-#: for allgather blocks of 512 KiB to 2 MiB against 0.96-1.03 by reference, 1.04-1.06 at
-#: 4 MiB against 0.99-1.02, 0.98-1.03 at 8 MiB against 0.96-0.98 and 0.86-0.89 at 16 MiB
-#: alike; for alltoall blocks of 512 KiB to 2 MiB 0.82-0.96 against 0.93-1.19, of 4 MiB
-#: 1.04-1.06 against 0.97-0.99, of 8 MiB 0.84-0.89 against 0.95-0.99 (the ring's own block
-#: then with non-temporal stores). Then the ring's allgather copied its own block in the
-#: pass that writes its chunks (`copy_twice`), through the cache (`STREAMING_FUSED_FROM`):
-#: 1 MiB 0.73-0.80 against 0.83-0.84 by reference, 4 MiB 0.94-1.05 against 0.98-0.99,
-#: 8 MiB 0.83-0.85 against 0.97-1.01, 16 MiB 0.80-0.83 against 0.91; without MPI in
-#: between (`benchmarks/variants.py`, three runs) 4 MiB 420-444 µs against 487-534 and
-#: 6 MiB 749-759 against 869-905, so the table no longer sends an allgather by reference
-#: (`IN_OWN` stays, tested, for a table that does); alltoall blocks of 4 and 6 MiB
-#: by reference 557-656 and 1023-1220 µs against the ring's 602-677 and 1109-1270.
-#: Elsewhere the ring won: bcast 2-3x (a root whose core would otherwise idle pipelines
-#: better through its ring), allgather at 4 ranks on 2 cores mixed (256 KiB 1.53, 1 MiB
-#: 0.79, 4 MiB 1.16 of the ring's time).
-BY_REFERENCE: dict[str, dict[int, tuple[float, float]]] = {
-    "alltoall": {2: (4 * MiB, 8 * MiB), 8: (UNBOUNDED, UNBOUNDED)},
-}
+def streaming_from(spec: CallSpec, case: str) -> float:
+    """Bytes received in one call from which the compiled loop copies into the receive buffer
+    with non-temporal stores (`copy_streaming` in ``_shm_wait.h``), for a ``case`` of
+    `STREAMING_CASES`: the selection table's ``protocols.shm_stream.streaming_<case>_from``."""
+    return float(tuning.setting("shm_stream", f"streaming_{case}_from", spec,
+                                config.settings.tuning_file).value)
 
 
-def by_reference(collective: str, p: int, nbytes: int) -> bool:
-    """Whether a block of ``nbytes`` of ``collective`` on ``p`` ranks goes by reference."""
-    bounds = BY_REFERENCE.get(collective)
-    if not bounds:
-        return False
-    low, high = _by_ranks(bounds, p)
-    return bool(low <= nbytes < high)
+#: a rank that also writes its ring; one that only reads; a call whose blocks go by
+#: reference (only the own block's copy is the loop's); a call whose own block is copied in
+#: the same pass as its ring chunks (`copy_twice`)
+STREAMING_CASES = ("stores", "reader", "references", "fused")
 
 
-#: bytes received in one call from which the compiled loop copies into the receive buffer
-#: with non-temporal stores (`copy_streaming` in ``_shm_wait.h``), for a rank that also
-#: writes and for one that only reads. 2 ranks, 16 MiB: bcast 1.6 -> 0.8 ms, allgather
-#: 4.3 -> 3.6 ms, alltoall 2.1 -> 1.7 ms. Below, the cache paid off for a rank that also
-#: writes its ring (4 MiB allgather, 8 MiB received: 0.65 against 0.81 ms; alltoall
-#: 0.30 against 0.41) but not for a bcast's readers (4 MiB: 0.24 against 0.29 ms).
-STREAMING_STORES_FROM = 16 * MiB
-STREAMING_READER_FROM = 4 * MiB
-#: the same for a call whose blocks go by reference (only the own block's copy is the loop's):
-#: 2-rank allgather of 8 MiB blocks (16 MiB received) 0.99-1.02 of MPICH's time with cached
-#: stores against 1.19, of 16 MiB blocks 0.70-0.72 with streaming stores against 0.98-1.01
-STREAMING_REFERENCES_FROM = 32 * MiB
-#: the same for a call through the rings whose own block is copied in the same pass as its
-#: ring chunks (`copy_twice` in ``_shm_wait.h``; an allgather): never — its source is read
-#: once and its destination lines then are better written through the cache (2-rank
-#: allgather, 8 / 16 / 32 MiB blocks: 1.10 / 2.79 / 6.44 ms cached against 1.22 / 2.96-3.01 /
-#: 6.69-6.87 streaming). A call in place skips the own copy; its reads stay cached too
-STREAMING_FUSED_FROM = UNBOUNDED
 # -- plans: what a rank writes and reads in one call signature ---------------------------------
 def plan_for(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: int,
              call: CallSpec | None = None) -> Prepared:
@@ -127,8 +75,7 @@ def plan_for(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: in
 def _make_plan(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: int,
                compiled: bool, call: CallSpec) -> Prepared:
     t = area.transport
-    whole = t.capabilities().single_copy and by_reference(
-        spec.collective, spec.size, spec.count * spec.itemsize)
+    whole = t.capabilities().single_copy and by_reference(spec)
     writes, readers, own = _layout_of(spec, index, area.chunk_bytes, whole)
     me = area.me
     rows = [(group[w], area.filled[group[w]], area.headers[group[w]], area.rings[group[w]],
@@ -151,9 +98,8 @@ def _make_plan(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: 
     # the own block's copy starts where the ring chunks do: the compiled loop writes both in
     # one pass (`copy_twice`) — an allgather's, a bcast root's with an ``out`` of its own
     fused = not whole and own[2] > 0 and bool(writes) and writes[0][0] == own[0]
-    streaming = received >= (STREAMING_REFERENCES_FROM if whole else STREAMING_FUSED_FROM
-                             if fused else STREAMING_STORES_FROM if write_rows
-                             else STREAMING_READER_FROM)
+    streaming = received >= streaming_from(spec, "references" if whole else "fused" if fused
+                                           else "stores" if write_rows else "reader")
     plan = (_stream.Plan(**fields, streaming=streaming) if compiled
             else PyPlan(area, **fields))
     state = np.zeros(S_RECEIVED + len(rows) + len(area.cursors) - 1, np.int64)

@@ -7,14 +7,14 @@ the job's segment (see `segment` for the layout). Three protocols move a message
   sequence number; the send is done at once. The receiver polls the next slot of each
   incoming ring in `progress`, copies the payload into the posted buffer — or keeps a copy
   among the unexpected messages — and publishes its tail so the sender can reuse the slot.
-* **single copy** (when the kernel permits `process_vm_readv`: up to `SINGLE_COPY_MAX` and
-  from `SINGLE_COPY_MIN` bytes, by default every size): the sender posts a request-to-send
-  carrying its buffer's address; the receiver, once it has a matching receive, reads the
-  bytes straight from the sender's memory and answers FIN. From `SPLIT_MIN` bytes the
-  transfer is **split**: the receiver reads pieces from the front and invites the sender
-  (SPLIT, carrying the receive buffer's address) to write pieces from the back with
-  `process_vm_writev` whenever it polls, the two claiming pieces through words of the pair
-  area (see "split single copy" below). Buffers whose kernel copy would suffer 4 KiB
+* **single copy** (when the kernel permits `process_vm_readv`: up to ``single_copy_max`` and
+  from ``single_copy_min`` bytes, settings of the selection table's ``protocols.shm``): the
+  sender posts a request-to-send carrying its buffer's address; the receiver, once it has a
+  matching receive, reads the bytes straight from the sender's memory and answers FIN. From
+  `SPLIT_MIN` bytes the transfer is **split**: the receiver reads pieces from the front and
+  invites the sender (SPLIT, carrying the receive buffer's address) to write pieces from the
+  back with `process_vm_writev` whenever it polls, the two claiming pieces through words of
+  the pair area (see "split single copy" below). Buffers whose kernel copy would suffer 4 KiB
   aliasing are pipelined instead (`segment.aliased`).
 * **pipelined** (in between, or without single copy): the receiver answers a request-to-send
   with clear-to-send when its receive is posted and the pair's bulk area is free; the sender

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class Handle:
@@ -89,6 +90,11 @@ class Transport(ABC):
     def comm_resources(self, context: int, group: tuple[int, ...]) -> frozenset[str]:
         """The resources a communicator ``(context, group)`` has on this transport."""
         return self.capabilities().resources
+
+    def protocol_settings(self) -> dict[str, tuple[Any, str]]:
+        """The transport's protocol settings in force: name to value and where it came from
+        (the selection table's rule, an environment variable)."""
+        return {}
 
     def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release resources (idempotent)."""
