@@ -13,7 +13,8 @@ then are killed. Each rank is started with PR_SET_PDEATHSIG, so killing the laun
 the job too.
 
 Two entry points: `launch_program` runs ``python program.py args`` N times (``collops
-run``), `launch_function` forks N processes that call a function (``collops.spawn``).
+run``), `launch_function` forks N processes that call a function (``collops.spawn``). Both
+pass every rank's stdout and stderr on by whole lines (`launcher_output`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from ..errors import RankFailed
 from ..shm import segment as seg
 from ..transport import placement
 from ..transport.base import Transport
+from .launcher_output import OutputForwarder
 
 #: exit status of a job that ran out of time (as coreutils' timeout)
 EXIT_TIMEOUT = 124
@@ -155,13 +157,6 @@ def _kill_all(pids: Iterable[int], sig: int = signal.SIGKILL) -> None:
 # ---- launch_program -------------------------------------------------------------------
 
 
-def _forward_lines(stream: IO[bytes], sink: IO[bytes], prefix: bytes) -> None:
-    for line in iter(stream.readline, b""):
-        sink.write(prefix + line)
-        sink.flush()
-    stream.close()
-
-
 def launch_program(nprocs: int, argv: list[str], timeout: float | None = None,
                    tag_output: bool = False, bind_to: str = "auto") -> int:
     """Run ``python *argv`` as ranks 0..nprocs-1 of one shm job; the job's exit status."""
@@ -169,13 +164,13 @@ def launch_program(nprocs: int, argv: list[str], timeout: float | None = None,
     binding = placement.plan_binding(nprocs, bind_to, cpus, "run")
     job = _Job(nprocs)
     procs: list[subprocess.Popen[bytes]] = []
-    forwarders: list[threading.Thread] = []
+    output = OutputForwarder(tag_output)
     try:
         with _SignalGuard():
             try:
                 for rank in range(nprocs):
-                    procs.append(_start_rank(job, rank, argv, tag_output, forwarders,
-                                             binding, len(cpus)))
+                    procs.append(_start_rank(job, rank, argv, output, binding, len(cpus)))
+                output.start()
                 return _watch_programs(job, procs, timeout)
             except _Interrupted as exc:
                 _message(f"{exc}: ending all {nprocs} ranks")
@@ -186,16 +181,16 @@ def launch_program(nprocs: int, argv: list[str], timeout: float | None = None,
         _kill_all(p.pid for p in procs if p.poll() is None)
         for p in procs:
             p.wait()
-        for thread in forwarders:
-            thread.join(timeout=1.0)
+        output.close()
         job.close()
 
 
-def _start_rank(job: _Job, rank: int, argv: list[str], tag_output: bool,
-                forwarders: list[threading.Thread], binding: list[int | None],
-                job_cpus: int) -> subprocess.Popen[bytes]:
+def _start_rank(job: _Job, rank: int, argv: list[str], output: OutputForwarder,
+                binding: list[int | None], job_cpus: int) -> subprocess.Popen[bytes]:
     env = dict(os.environ, COLLOPS_TRANSPORT="shm", COLLOPS_JOB=job.name,
                COLLOPS_RANK=str(rank), COLLOPS_SIZE=str(job.nprocs))
+    # a line reaches the launcher when printed, so a killed rank's output is not lost
+    env.setdefault("PYTHONUNBUFFERED", "1")
     env.update(placement.rank_environment(binding, job_cpus))
     cpu = binding[rank]
 
@@ -203,18 +198,14 @@ def _start_rank(job: _Job, rank: int, argv: list[str], tag_output: bool,
         _die_with_parent()
         placement.pin(cpu)
 
-    pipe = subprocess.PIPE if tag_output else None
-    proc = subprocess.Popen([sys.executable, *argv], env=env, stdout=pipe, stderr=pipe,
-                            preexec_fn=start)
-    if tag_output:
-        prefix = f"[{rank}] ".encode()
-        for stream, sink in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer)):
-            assert stream is not None
-            thread = threading.Thread(target=_forward_lines, args=(stream, sink, prefix),
-                                      daemon=True)
-            thread.start()
-            forwarders.append(thread)
-    return proc
+    out, err = output.pipes(rank)
+    try:  # stdin goes to rank 0 alone, as with mpiexec
+        return subprocess.Popen([sys.executable, *argv], env=env, preexec_fn=start,
+                                stdin=None if rank == 0 else subprocess.DEVNULL,
+                                stdout=out, stderr=err)
+    finally:
+        os.close(out)
+        os.close(err)
 
 
 def _watch_programs(job: _Job, procs: list[subprocess.Popen[bytes]],
@@ -273,13 +264,15 @@ def launch_function(worker: Callable[[Transport], Any], nprocs: int,
     job = _Job(nprocs)
     pids: dict[int, int] = {}
     readers: dict[int, int] = {}
+    output = OutputForwarder(tag=False)
     try:
         with _SignalGuard():
             try:
                 for rank in range(nprocs):
-                    pid, fd = _fork_rank(job, rank, worker, list(readers.values()),
+                    pid, fd = _fork_rank(job, rank, worker, list(readers.values()), output,
                                          binding, len(cpus))
                     pids[rank], readers[rank] = pid, fd
+                output.start()
                 return _collect(job, pids, readers, timeout)
             except _Interrupted:
                 raise KeyboardInterrupt from None
@@ -295,22 +288,29 @@ def launch_function(worker: Callable[[Transport], Any], nprocs: int,
                 os.close(fd)
             except OSError:
                 pass
+        output.close()
         job.close()
 
 
 def _fork_rank(job: _Job, rank: int, worker: Callable[[Transport], Any],
-               inherited: list[int], binding: list[int | None],
+               inherited: list[int], output: OutputForwarder, binding: list[int | None],
                job_cpus: int) -> tuple[int, int]:
+    out, err = output.pipes(rank)
     read_fd, write_fd = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except BaseException:
+        for fd in (read_fd, write_fd, out, err):
+            os.close(fd)
+        raise
     if pid == 0:  # the rank: never returns
         code = 1
         try:
-            os.close(read_fd)
-            for fd in inherited:
+            for fd in (read_fd, *inherited, *output.read_ends()):
                 os.close(fd)
+            _write_into(out, err)
             _die_with_parent()
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -318,8 +318,26 @@ def _fork_rank(job: _Job, rank: int, worker: Callable[[Transport], Any],
             code = _run_rank(job.name, rank, job.nprocs, worker, write_fd)
         finally:
             os._exit(code)
-    os.close(write_fd)
+    for fd in (write_fd, out, err):
+        os.close(fd)
     return pid, read_fd
+
+
+def _write_into(out: int, err: int) -> None:
+    """In a forked rank: make fds 1 and 2 the pipes, and sys.stdout and sys.stderr write to
+    them a line at a time (the parent's may be replaced objects: a notebook's, pytest's)."""
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    os.close(out)
+    os.close(err)
+    sys.stdout = _line_writer(1, sys.stdout)
+    sys.stderr = _line_writer(2, sys.stderr)
+
+
+def _line_writer(fd: int, like: Any) -> IO[str]:
+    return open(fd, "w", buffering=1, closefd=False,
+                encoding=getattr(like, "encoding", None) or "utf-8",
+                errors=getattr(like, "errors", None) or "backslashreplace")
 
 
 def _run_rank(job: str, rank: int, size: int, worker: Callable[[Transport], Any],

@@ -10,7 +10,9 @@ from ..transport.placement import BIND_POLICIES
 def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-n", "--nprocs", type=int, required=True, help="number of ranks")
     p.add_argument("--timeout", type=float, default=None, help="end the job after S seconds")
-    p.add_argument("--tag-output", action="store_true", help="prefix output lines with [rank]")
+    p.add_argument("--tag-output", action="store_true",
+                   help="prefix each output line with [rank] (lines are forwarded whole "
+                   "either way)")
     p.add_argument("--bind-to", choices=BIND_POLICIES, default="auto",
                    help="pin rank r to the (r mod k)-th usable CPU: auto = only when ranks "
                    "outnumber CPUs (default), core = always, none = never")
