@@ -207,27 +207,23 @@ def cases_for(collective: str, p: int, seed: int = 0) -> list[Case]:
     return out
 
 
+def assert_rank_matches(case: Case, rank: int, got: Any) -> None:
+    """Compare rank ``rank``'s result with numpy's (exactly, or closely for floats)."""
+    want = case.expected[rank]
+    if want is None:
+        return
+    assert got is not None, f"rank {rank}: no result"
+    got = np.asarray(got).reshape(-1)
+    assert got.shape == want.shape, f"rank {rank}: shape {got.shape} != {want.shape}"
+    if want.dtype.kind in "fc":
+        np.testing.assert_allclose(got, want, rtol=1e-5, err_msg=f"rank {rank}")
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=f"rank {rank}")
+
+
 def assert_matches(case: Case, results: list[np.ndarray | None]) -> None:
     """Compare each rank's result with numpy's (exactly, or closely for floats)."""
-    for r, (want, got) in enumerate(zip(case.expected, results, strict=True)):
-        if want is None:
-            continue
-        assert got is not None, f"rank {r}: no result"
-        got = np.asarray(got).reshape(-1)
-        assert got.shape == want.shape, f"rank {r}: shape {got.shape} != {want.shape}"
-        if want.dtype.kind in "fc":
-            np.testing.assert_allclose(got, want, rtol=1e-5, err_msg=f"rank {r}")
-        else:
-            np.testing.assert_array_equal(got, want, err_msg=f"rank {r}")
+    assert len(results) == len(case.expected), f"{len(results)} results for {case.id}"
+    for r, got in enumerate(results):
+        assert_rank_matches(case, r, got)
 
-
-def assert_runs_match(per_rank: list[list[Any]], cases: list[Case], label: str) -> None:
-    """Check records ``(case index, how, result)`` returned by every rank, in the same order,
-    against their cases; ``label`` names the call in the message."""
-    p = len(per_rank)
-    for k, (i, how, _) in enumerate(per_rank[0]):
-        results = [per_rank[r][k][2] for r in range(p)]
-        try:
-            assert_matches(cases[i], results)
-        except AssertionError as exc:
-            raise AssertionError(f"{label} {how} case {cases[i].id}: {exc}") from exc
