@@ -39,33 +39,14 @@ from .patterns import (
     relative,
 )
 from .registry import CostModel, register
-from .rooted import (
-    VirtualLayout,
-    rooted_binomial,
-    rooted_binomial_cost,
-    rooted_linear,
-    rooted_linear_cost,
-)
+from .rooted import VirtualLayout, register_rooted
 from .spec import CallSpec, builder_for, prefix
 
-
-@register(
-    ("gather", "gatherv"), "linear", "Every rank sends its block straight to the root",
-    cost=rooted_linear_cost,
+register_rooted(
+    ("gather", "gatherv"), up=True,
+    linear="Every rank sends its block straight to the root",
+    binomial="Binomial tree: each rank sends its subtree's blocks up as one message",
 )
-def gather_linear(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
-    """Root copies its own block and posts one receive per other non-empty block."""
-    return rooted_linear(rank, spec, up=True)
-
-
-@register(
-    ("gather", "gatherv"), "binomial",
-    "Binomial tree: each rank sends its subtree's blocks up as one message",
-    cost=rooted_binomial_cost,
-)
-def gather_binomial(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
-    """Assemble own and children's blocks in TMP, then send them to the parent at once."""
-    return rooted_binomial(rank, spec, up=True)
 
 
 def _or_combine_cost(spec: CallSpec, m: CostModel) -> float:

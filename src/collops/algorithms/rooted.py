@@ -15,7 +15,8 @@ both ends compute the same counts, so they agree on which messages exist.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..schedule import RECV, SEND, Region, Schedule, ScheduleBuilder
 from .patterns import (
@@ -26,7 +27,7 @@ from .patterns import (
     ceil_log2,
     relative,
 )
-from .registry import CostModel
+from .registry import CostModel, register
 from .spec import CallSpec, builder_for, prefix
 
 
@@ -193,3 +194,17 @@ def _subtree_at_root(b: ScheduleBuilder, layout: VirtualLayout, child: int, up: 
                                  received))
     if not up:
         b.send(peer, area, packed)
+
+
+def register_rooted(collectives: tuple[str, str], up: bool, linear: str, binomial: str) -> None:
+    """Register ``linear`` and ``binomial`` (given their one-line descriptions) for a rooted
+    collective and its v-form, with blocks flowing up to the root or down from it."""
+
+    def build_linear(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
+        return rooted_linear(rank, spec, up)
+
+    def build_binomial(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
+        return rooted_binomial(rank, spec, up)
+
+    register(collectives, "linear", linear, cost=rooted_linear_cost)(build_linear)
+    register(collectives, "binomial", binomial, cost=rooted_binomial_cost)(build_binomial)
