@@ -25,8 +25,9 @@ from tests.support.harness import as_result, call_collective, start_collective
 
 #: the name under which automatic selection is reported
 AUTO = "auto"
-#: elements of one more case per collective: beyond a direct slot and the eager messages
-LARGE_COUNT = 5000
+#: elements (at most, per rank) of one more case per collective: beyond a direct slot, the
+#: transports' eager and pipelined messages, and a stream chunk
+LARGE_COUNT = 40_000
 #: collectives whose rank may pass ``out=x`` (MPI_IN_PLACE)
 IN_PLACE = ("allreduce", "reduce")
 #: resources a transport must offer a world communicator, so its natives cannot go untested
