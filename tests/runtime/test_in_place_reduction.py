@@ -2,9 +2,9 @@
 (`tests/contract`, which makes every algorithm's reductions in place too) does not cover.
 
 Algorithms that declare themselves right in place (`Algorithm.in_place`) run on ``x`` itself;
-the others on a copy of it. Here: the shared-memory natives, compiled and in Python, in place at sizes
-within a direct slot, uneven, and several stream chunks; which algorithms declare it; and
-that a declared one really gets ``x`` while a schedule gets a copy.
+the others on a copy of it. Here: the shared-memory natives, compiled and in Python, in place
+at sizes within a direct slot, uneven, and several stream chunks; which algorithms declare
+it; and that a declared one really gets ``x`` while a schedule gets a copy.
 """
 
 from __future__ import annotations
