@@ -84,26 +84,26 @@ def allgatherv_call(draw: st.DrawFn, p: int, uniform: bool, dtype: np.dtype) -> 
     return [spec] * p, list(inputs), [whole] * p
 
 
-def gatherv_call(draw: st.DrawFn, p: int, uniform: bool, dtype: np.dtype) -> Call:
+def rooted_layout(draw: st.DrawFn, collective: str, p: int, uniform: bool, dtype: np.dtype,
+                  ) -> tuple[CallSpec, int, list[np.ndarray], np.ndarray]:
+    """A gatherv's or scatterv's spec, root, blocks, and the root's area holding them."""
     counts = draw(block_counts(p, uniform))
     displs = draw(gapped_layout(counts))
     root = draw(st.integers(0, p - 1))
-    spec = make_spec("gatherv", p, dtype, counts=counts, displs=displs, root=root)
-    inputs = [data(r, counts[r], dtype) for r in range(p)]
+    spec = make_spec(collective, p, dtype, counts=counts, displs=displs, root=root)
+    blocks = [data(r, counts[r], dtype) for r in range(p)]
     length = extent(tuple(displs), tuple(counts))
-    whole = placed(length, list(zip(displs, inputs, strict=True)), dtype)
+    return spec, root, blocks, placed(length, list(zip(displs, blocks, strict=True)), dtype)
+
+
+def gatherv_call(draw: st.DrawFn, p: int, uniform: bool, dtype: np.dtype) -> Call:
+    spec, root, inputs, whole = rooted_layout(draw, "gatherv", p, uniform, dtype)
     expected = [whole if r == root else np.empty(0, dtype) for r in range(p)]
     return [spec] * p, list(inputs), expected
 
 
 def scatterv_call(draw: st.DrawFn, p: int, uniform: bool, dtype: np.dtype) -> Call:
-    counts = draw(block_counts(p, uniform))
-    displs = draw(gapped_layout(counts))
-    root = draw(st.integers(0, p - 1))
-    spec = make_spec("scatterv", p, dtype, counts=counts, displs=displs, root=root)
-    blocks = [data(r, counts[r], dtype) for r in range(p)]
-    length = extent(tuple(displs), tuple(counts))
-    source = placed(length, list(zip(displs, blocks, strict=True)), dtype)
+    spec, root, blocks, source = rooted_layout(draw, "scatterv", p, uniform, dtype)
     inputs: list[np.ndarray | None] = [source if r == root else None for r in range(p)]
     return [spec] * p, inputs, blocks
 

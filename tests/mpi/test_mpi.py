@@ -1,4 +1,4 @@
-"""collops over MPI: the correctness suite and the failure modes, under real ``mpiexec``.
+"""collops over MPI: the transport, features and failure modes, under real ``mpiexec``.
 
 Each test launches one MPI job (``mpiexec -n 2`` or ``-n 4``; MPICH's launcher allows more
 ranks than cores) on a script in ``scripts/`` that prints JSON, and checks what it printed.
@@ -8,76 +8,17 @@ The tests are skipped only when mpi4py or mpiexec is missing (``pip install 'col
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 pytest.importorskip("mpi4py")
 
-from collops import COLLECTIVES  # noqa: E402
-from tests.mpi.scripts import suite  # noqa: E402
+from tests.mpi.harness import MPIEXEC, by_rank, environment, mpirun  # noqa: E402
 from tests.support.leaks import left_behind, shm_names, still_running  # noqa: E402
-from tests.support.output import json_objects  # noqa: E402
 
-SCRIPTS = Path(__file__).parent / "scripts"
-
-
-def _mpiexec() -> str | None:
-    beside = Path(sys.executable).with_name("mpiexec")
-    return str(beside) if beside.exists() else shutil.which("mpiexec")
-
-
-MPIEXEC = _mpiexec()
 pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (pip install mpich)")
-
-
-def _environment() -> dict[str, str]:
-    """The caller's environment without collops settings, so ``init()`` must detect MPI."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("COLLOPS_")}
-
-
-def mpirun(n: int, script: str, *args: str, timeout: float = 80) -> subprocess.CompletedProcess:
-    """Run ``scripts/script`` on ``n`` ranks; fail (not hang) past ``timeout`` seconds."""
-    assert MPIEXEC is not None
-    path = SCRIPTS / script
-    before = shm_names("")
-    proc = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, str(path), *args],
-                          capture_output=True, text=True, timeout=timeout, env=_environment())
-    assert not still_running(str(path)), f"processes left behind: {still_running(str(path))}"
-    assert not left_behind(before, ""), f"shared memory left behind: {left_behind(before, '')}"
-    return proc
-
-
-reports = json_objects
-
-
-def by_rank(proc: subprocess.CompletedProcess, n: int) -> dict[int, dict[str, Any]]:
-    """The per-rank reports of a job, checked to come from every rank."""
-    got = {r["rank"]: r for r in reports(proc.stdout)}
-    assert sorted(got) == list(range(n)), proc.stdout + proc.stderr
-    return got
-
-
-@pytest.mark.timeout(90)
-@pytest.mark.parametrize("n", [2, 4])
-def test_every_algorithm_and_mpi_native_against_numpy(n):
-    seed = n + 1
-    proc = mpirun(n, "suite.py", str(seed))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = reports(proc.stdout)[-1]
-    assert summary["failures"] == [], "\n".join(summary["failures"])
-    expected = {f"{c}.{a.name}" for c in COLLECTIVES for case in suite.cases(c, n, seed)
-                for a in suite.offered(c) if a.eligible(case.specs[0])}
-    expected |= {f"{c}.mpi_native" for c in COLLECTIVES}
-    ran = {name for name in summary["algorithms"] if ".auto:" not in name}
-    assert ran == expected
-    automatic = {name.split(":")[1] for name in summary["algorithms"] if ".auto:" in name}
-    assert "mpi_native" in automatic, "selection never chose MPI's own collective"
 
 
 @pytest.mark.timeout(90)
@@ -143,7 +84,7 @@ def test_collops_transport_mpi_without_a_launcher_is_a_world_of_one():
     code = ("import collops, numpy as np; c = collops.init(); "
             "print(c.transport_name, c.size, c.allreduce(np.arange(3)).tolist())")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=50, env={**_environment(), "COLLOPS_TRANSPORT": "mpi"})
+                          timeout=50, env={**environment(), "COLLOPS_TRANSPORT": "mpi"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["mpi", "1", "[0,", "1,", "2]"]
 
@@ -155,7 +96,7 @@ def collops_under_mpiexec(n: int, *args: str, marker: str,
     assert MPIEXEC is not None and marker in args
     before = shm_names("")
     proc = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, "-m", "collops", *args],
-                          capture_output=True, text=True, timeout=timeout, env=_environment())
+                          capture_output=True, text=True, timeout=timeout, env=environment())
     assert not still_running(marker), f"processes left behind: {still_running(marker)}"
     assert not left_behind(before, ""), f"shared memory left behind: {left_behind(before, '')}"
     return proc
@@ -247,7 +188,7 @@ def test_ranks_pinned_one_cpu_each_are_not_taken_for_oversubscribed(tmp_path):
         "                  'spins': t._spin_seconds > 0}), flush=True)\n"
         "t.close()\n")
     proc = subprocess.run([MPIEXEC, "-n", "2", "-bind-to", "core", sys.executable, str(script)],
-                          capture_output=True, text=True, timeout=50, env=_environment())
+                          capture_output=True, text=True, timeout=50, env=environment())
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = by_rank(proc, 2)
     cpus = set().union(*(set(r["mask"]) for r in got.values()))

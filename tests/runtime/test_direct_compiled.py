@@ -19,9 +19,8 @@ from hypothesis.extra import numpy as hnp
 import collops
 from collops import config
 from collops.shm import direct as shm_direct
-from tests.runtime.test_shm_direct import _run
-from tests.support.cases import assert_runs_match, cases_for
-from tests.support.failures import peer_failures, record_peer_failed
+from tests.support.contract import check_reports, run_contract
+from tests.support.failures import assert_survivors_name_the_dead, record_peer_failed
 from tests.support.runners import compiled_runners
 
 DTYPES = list(shm_direct._C_DTYPES)
@@ -123,12 +122,14 @@ def test_collops_compiled_0_runs_the_python_runner(pure_python):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("collective", shm_direct.SUPPORTED)
-def test_the_python_runner_matches_numpy_too(collective, pure_python):
-    p = 3
-    per_rank = collops.spawn(_run, p, collective, p, 7, transport="shm", timeout=100)
-    cases = cases_for(collective, p, seed=7)
-    assert_runs_match(per_rank, cases, f"{collective} (Python runner)")
+def test_the_python_runner_keeps_the_contract_too(pure_python):
+    p, seed = 3, 7
+
+    def keep(collective, name):
+        return name == shm_direct.NAME
+
+    per_rank = collops.spawn(run_contract, p, seed, keep, transport="shm", timeout=100)
+    check_reports(per_rank, "shm", p, seed, keep)
 
 
 def _special_values(comm, op):
@@ -202,10 +203,7 @@ def _dies_before_a_prepared_call(comm, folder):
 @pytest.mark.parametrize("compiled", [True, False])
 def test_a_peer_dying_before_a_prepared_call_is_named_within_2_s(compiled, tmp_path):
     with compiled_runners(compiled):
-        seen = peer_failures(_dies_before_a_prepared_call, 3, tmp_path)
-    assert sorted(seen) == [0, 2], seen
-    for record in seen.values():
-        assert record["failed"] == 1 and record["seconds"] < 2.0, record
+        assert_survivors_name_the_dead(_dies_before_a_prepared_call, tmp_path)
 
 
 def _varying_envelopes(comm):

@@ -91,6 +91,16 @@ def _rooted_counts(rng: np.random.Generator, p: int, count: int, uneven: bool) -
     return [int(c) for c in rng.integers(0, count + 1, p)] if count else [0] * p
 
 
+def _blocks(rng: np.random.Generator, collective: str, p: int, dtype: np.dtype, count: int,
+            vector: bool, uneven: bool, **kwargs: Any) -> tuple[list[int], CallSpec]:
+    """Every rank's block count and the spec of a collective of blocks: given as ``counts``
+    (random when ``uneven``) for its v-form, as ``count`` otherwise."""
+    counts = _rooted_counts(rng, p, count, vector and uneven)
+    if vector:
+        return counts, make_spec(collective, p, dtype, counts=counts, **kwargs)
+    return counts, make_spec(collective, p, dtype, count=count, **kwargs)
+
+
 def make_case(
     collective: str,
     p: int,
@@ -117,22 +127,14 @@ def make_case(
         inputs = [data if r == root else None for r in range(p)]
         return Case(c, [spec] * p, inputs, [data] * p, dt)
     if c in ("scatter", "scatterv"):
-        counts = _rooted_counts(rng, p, count, c == "scatterv" and uneven)
-        if c == "scatter":
-            spec = make_spec(c, p, dt, count=count, root=root)
-        else:
-            spec = make_spec(c, p, dt, counts=counts, root=root)
+        counts, spec = _blocks(rng, c, p, dt, count, c == "scatterv", uneven, root=root)
         data = random_data(rng, dt, sum(counts))
         offs = prefix(tuple(counts))
         expected = [data[offs[r]: offs[r] + counts[r]] for r in range(p)]
         inputs = [data if r == root else None for r in range(p)]
         return Case(c, [spec] * p, inputs, expected, dt)
     if c in ("gather", "gatherv", "allgather", "allgatherv"):
-        counts = _rooted_counts(rng, p, count, c.endswith("v") and uneven)
-        if c.endswith("v"):
-            spec = make_spec(c, p, dt, counts=counts, root=root)
-        else:
-            spec = make_spec(c, p, dt, count=count, root=root)
+        counts, spec = _blocks(rng, c, p, dt, count, c.endswith("v"), uneven, root=root)
         inputs = [random_data(rng, dt, counts[r]) for r in range(p)]
         whole = np.concatenate(inputs) if inputs else np.empty(0, dt)
         if c.startswith("all"):
@@ -161,11 +163,7 @@ def make_case(
     # reductions
     op = op or ops.SUM
     if c in ("reduce_scatter", "reduce_scatter_block"):
-        counts = _rooted_counts(rng, p, count, c == "reduce_scatter" and uneven)
-        if c == "reduce_scatter":
-            spec = make_spec(c, p, dt, counts=counts, op=op)
-        else:
-            spec = make_spec(c, p, dt, count=count, op=op)
+        counts, spec = _blocks(rng, c, p, dt, count, c == "reduce_scatter", uneven, op=op)
         inputs = [random_data(rng, dt, sum(counts), small) for _ in range(p)]
         total = _fold(op, inputs)
         offs = prefix(tuple(counts))
@@ -207,27 +205,23 @@ def cases_for(collective: str, p: int, seed: int = 0) -> list[Case]:
     return out
 
 
+def assert_rank_matches(case: Case, rank: int, got: Any) -> None:
+    """Compare rank ``rank``'s result with numpy's (exactly, or closely for floats)."""
+    want = case.expected[rank]
+    if want is None:
+        return
+    assert got is not None, f"rank {rank}: no result"
+    got = np.asarray(got).reshape(-1)
+    assert got.shape == want.shape, f"rank {rank}: shape {got.shape} != {want.shape}"
+    if want.dtype.kind in "fc":
+        np.testing.assert_allclose(got, want, rtol=1e-5, err_msg=f"rank {rank}")
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=f"rank {rank}")
+
+
 def assert_matches(case: Case, results: list[np.ndarray | None]) -> None:
     """Compare each rank's result with numpy's (exactly, or closely for floats)."""
-    for r, (want, got) in enumerate(zip(case.expected, results, strict=True)):
-        if want is None:
-            continue
-        assert got is not None, f"rank {r}: no result"
-        got = np.asarray(got).reshape(-1)
-        assert got.shape == want.shape, f"rank {r}: shape {got.shape} != {want.shape}"
-        if want.dtype.kind in "fc":
-            np.testing.assert_allclose(got, want, rtol=1e-5, err_msg=f"rank {r}")
-        else:
-            np.testing.assert_array_equal(got, want, err_msg=f"rank {r}")
+    assert len(results) == len(case.expected), f"{len(results)} results for {case.id}"
+    for r, got in enumerate(results):
+        assert_rank_matches(case, r, got)
 
-
-def assert_runs_match(per_rank: list[list[Any]], cases: list[Case], label: str) -> None:
-    """Check records ``(case index, how, result)`` returned by every rank, in the same order,
-    against their cases; ``label`` names the call in the message."""
-    p = len(per_rank)
-    for k, (i, how, _) in enumerate(per_rank[0]):
-        results = [per_rank[r][k][2] for r in range(p)]
-        try:
-            assert_matches(cases[i], results)
-        except AssertionError as exc:
-            raise AssertionError(f"{label} {how} case {cases[i].id}: {exc}") from exc

@@ -41,6 +41,15 @@ def peer_failures(fn: Callable[..., Any], nprocs: int, folder: Path,
     return {int(p.stem): json.loads(p.read_text()) for p in folder.glob("*.json")}
 
 
+
+def assert_survivors_name_the_dead(fn: Callable[..., Any], folder: Path, *args: Any) -> None:
+    """Run ``fn`` as `peer_failures` does on 3 ranks, where rank 1 dies: ranks 0 and 2 must
+    each have raised `PeerFailed` naming rank 1 within 2 s."""
+    seen = peer_failures(fn, 3, folder, *args)
+    assert sorted(seen) == [0, 2], seen
+    for record in seen.values():
+        assert record["failed"] == 1 and record["seconds"] < 2.0, record
+
 def outcome(call: Callable[[], Any], expected: type[Exception]) -> str:
     """The text of the ``expected`` error ``call`` raised (``"peer failed: …"`` when the peer
     noticed first, raised and left), or ``"no error"``."""

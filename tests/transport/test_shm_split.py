@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -159,21 +160,33 @@ def killed_mid_split(t: Transport, record: Path) -> None:
         t.wait_for_activity(0.1)
     flag.write_text("1")
     time.sleep(0.3)
+    wait_recording_failure(t, [h], record)
+
+
+def wait_recording_failure(t: Transport, handles: list[Handle], record: Path) -> None:
+    """`wait_all`, writing the failed rank of a `PeerFailed` to ``record`` before raising."""
     try:
-        wait_all(t, [h])
+        wait_all(t, handles)
     except PeerFailed as exc:
         record.write_text(json.dumps({"rank": exc.failed_rank}))
         raise
 
 
+def assert_peer_failed(rank_fn: Callable[[Transport, Path], None], dead: int,
+                       folder: Path) -> None:
+    """Run ``rank_fn`` on 2 ranks, of which ``dead`` dies; the other must have raised
+    `PeerFailed` naming it."""
+    record = folder / "peer.json"
+    with pytest.raises(RankFailed) as info:
+        launch_function(lambda t: rank_fn(t, record), 2)
+    assert info.value.rank == dead
+    assert json.loads(record.read_text()) == {"rank": dead}
+
+
 def test_a_sender_killed_mid_split_transfer_raises_peer_failed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLLOPS_SHM_SINGLE_COPY_MIN", "0")
-    record = tmp_path / "peer.json"
-    with pytest.raises(RankFailed) as info:
-        launch_function(lambda t: killed_mid_split(t, record), 2)
-    assert info.value.rank == 0
-    assert json.loads(record.read_text()) == {"rank": 0}
+    assert_peer_failed(killed_mid_split, 0, tmp_path)
 
 
 def killed_receiver(t: Transport, record: Path) -> None:
@@ -186,21 +199,13 @@ def killed_receiver(t: Transport, record: Path) -> None:
         while t._split_in[0] is None:
             t.wait_for_activity(0.1)
         os.kill(os.getpid(), signal.SIGKILL)
-    try:
-        wait_all(t, [t.isend(1, 0, memoryview(np.ones(n, dtype=np.uint8)))])
-    except PeerFailed as exc:
-        record.write_text(json.dumps({"rank": exc.failed_rank}))
-        raise
+    wait_recording_failure(t, [t.isend(1, 0, memoryview(np.ones(n, dtype=np.uint8)))], record)
 
 
 def test_a_receiver_killed_mid_split_transfer_raises_peer_failed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLLOPS_SHM_SINGLE_COPY_MIN", "0")
-    record = tmp_path / "peer.json"
-    with pytest.raises(RankFailed) as info:
-        launch_function(lambda t: killed_receiver(t, record), 2)
-    assert info.value.rank == 1
-    assert json.loads(record.read_text()) == {"rank": 1}
+    assert_peer_failed(killed_receiver, 1, tmp_path)
 
 
 # -- the collectives of the 2-rank large-message targets, over these paths ------------------

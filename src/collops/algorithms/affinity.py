@@ -42,7 +42,7 @@ from . import bcast as _bcast  # noqa: F401
 from . import reduce as _reduce  # noqa: F401
 from .reduce import combine_subtree, contiguous_kary_shape
 from .registry import CostFn, CostModel, Param, register
-from .spec import CallSpec
+from .spec import CallSpec, builder_for
 
 ALGORITHM = "affinity_tree"
 #: threads per core and cores per module of the default (stand-in) machine
@@ -263,7 +263,7 @@ def reduce_affinity(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Sch
     """Climb the domain trees; the top sends the result to the root if they differ."""
     tree = _ordered_tree(spec, params)
     n, root = spec.count, spec.root
-    b = ScheduleBuilder(rank, spec.size, *spec.buffer_counts(rank))
+    b = builder_for(rank, spec)
     keep = RECV(0, n) if rank == root == tree.top else None
     acc, done = combine_subtree(b, n, tree.children[rank], keep)
     if tree.parent[rank] >= 0:
@@ -282,7 +282,7 @@ def allreduce_affinity(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> 
     """Climb the domain trees into RECV, then receive the total and pass it down."""
     tree = _ordered_tree(spec, params)
     n = spec.count
-    b = ScheduleBuilder(rank, spec.size, *spec.buffer_counts(rank))
+    b = builder_for(rank, spec)
     kids = tree.children[rank]
     acc, done = combine_subtree(b, n, kids, RECV(0, n) if kids or tree.parent[rank] < 0
                                 else None)
@@ -301,7 +301,7 @@ def bcast_affinity(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Sche
     """The root leads every domain it is in; others receive from their parent and forward."""
     tree = tree_for(spec.size, params, spec.root)
     n = spec.count
-    b = ScheduleBuilder(rank, spec.size, *spec.buffer_counts(rank))
+    b = builder_for(rank, spec)
     if rank == spec.root:
         b.copy(RECV(0, n), SEND(0, n))
         source, after = SEND(0, n), []

@@ -20,16 +20,18 @@ from typing import Any
 import numpy as np
 
 from ..schedule import RECV, SEND, Schedule, ScheduleBuilder
-from .alltoall import DEFAULT_CHUNK, alltoall_random_chunked, chunk_elements
+from .alltoall import (
+    DEFAULT_CHUNK,
+    RANDOM_CHUNKED_PARAMS,
+    alltoall_random_chunked,
+    chunk_elements,
+)
 from .patterns import bruck_offsets, ceil_log2, recursive_doubling_partners
-from .registry import POWER_OF_TWO, CostModel, Param, register
-from .spec import CallSpec
+from .registry import POWER_OF_TWO, CostModel, register
+from .spec import CallSpec, builder_for
 
 BOTH = ("allgather", "allgatherv")
 
-
-def _builder(rank: int, spec: CallSpec) -> ScheduleBuilder:
-    return ScheduleBuilder(rank, spec.size, *spec.buffer_counts(rank))
 
 
 def _block_bytes(spec: CallSpec) -> int:
@@ -71,7 +73,7 @@ def allgather_ring(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Sche
     """In round k send block rank−k to the right, receive block rank−k−1 from the left."""
     p = spec.size
     left, right = (rank - 1) % p, (rank + 1) % p
-    b = _builder(rank, spec)
+    b = builder_for(rank, spec)
     _own_copy(b, rank, spec)
     arrived: list[int] = []  # the receive of the previous round (none for an empty block)
     for k in range(p - 1):
@@ -103,7 +105,7 @@ def allgather_bruck(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Sch
     p = spec.size
     sizes = [spec.counts[(rank + j) % p] for j in range(p)]
     starts = np.r_[0, np.cumsum(sizes, dtype=np.int64)].tolist()
-    b = _builder(rank, spec)
+    b = builder_for(rank, spec)
     work = b.tmp(starts[-1])
     own = sizes[0]
     filled: list[int] = [b.copy(work.sub(0, own), SEND(0, own))] if own else []
@@ -138,7 +140,7 @@ def allgather_recursive_doubling(
     rank: int, spec: CallSpec, params: Mapping[str, Any]
 ) -> Schedule:
     """Round k: swap the blocks of my aligned group of 2^k ranks with the partner's group."""
-    b = _builder(rank, spec)
+    b = builder_for(rank, spec)
     held = _own_copy(b, rank, spec)
     for k, partner in enumerate(recursive_doubling_partners(rank, spec.size)):
         width = 1 << k
@@ -170,8 +172,7 @@ def _alltoallv_cost(spec: CallSpec, m: CostModel) -> float:
 @register(
     BOTH, "alltoallv",
     "Seed 000: an alltoallv whose send displacements all point at the caller's block",
-    params=[Param("seed", 0, "seed of the per-rank destination shuffle", minimum=0),
-            Param("chunk", DEFAULT_CHUNK, "bytes sent per visit of a segment", minimum=1)],
+    params=RANDOM_CHUNKED_PARAMS,
     cost=_alltoallv_cost,
 )
 def allgather_alltoallv(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:

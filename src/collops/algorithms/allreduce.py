@@ -10,7 +10,7 @@ needs a commutative operator (a block's partial result wraps from rank p−1 to 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -30,29 +30,38 @@ from .reduce_scatter import (
     split,
 )
 from .registry import COMMUTATIVE, CostModel, register
-from .spec import CallSpec, prefix
-
-
-def _nbytes(spec: CallSpec) -> int:
-    return spec.count * spec.itemsize
+from .spec import CallSpec, builder_for, prefix
 
 
 def _fold_cost(spec: CallSpec, m: CostModel) -> float:
     """Folding the extra ranks in and the result back out: two messages and one combine."""
-    nbytes = _nbytes(spec)
+    nbytes = spec.vector_bytes()
     return 2 * m.message(nbytes) + nbytes * m.gamma if Fold.of(spec.size).rem else 0.0
 
 
-def _trivial(b: ScheduleBuilder, n: int) -> Schedule:
-    """One rank: the result is the own vector."""
-    b.copy(RECV(0, n), SEND(0, n))
-    return b.build()
+Exchanges = Callable[[ScheduleBuilder, Fold, int, int, Region, list[int]], list[int]]
 
 
-def _dropped(b: ScheduleBuilder, rank: int, n: int) -> Schedule:
-    """An extra rank: hand the vector to the odd neighbour, get the result back."""
-    b.send(rank + 1, SEND(0, n))
-    b.recv(rank + 1, RECV(0, n))
+def _folded(rank: int, spec: CallSpec, exchanges: Exchanges) -> Schedule:
+    """The frame of an allreduce over the largest power of two: the extra ranks hand their
+    vector to their odd neighbour and get the result back; the others fold them in, run
+    ``exchanges(b, fold, vrank, n, acc, deps)`` (returning the steps that complete RECV) and
+    send the result back out."""
+    p, n = spec.size, spec.count
+    b = builder_for(rank, spec)
+    fold = Fold.of(p)
+    if p == 1:  # the result is the own vector
+        b.copy(RECV(0, n), SEND(0, n))
+        return b.build()
+    if fold.dropped(rank):
+        b.send(rank + 1, SEND(0, n))
+        b.recv(rank + 1, RECV(0, n))
+        return b.build()
+    vrank = fold.vrank(rank)
+    acc, deps = fold_in(b, rank, fold, n)
+    done = exchanges(b, fold, vrank, n, acc, deps)
+    if fold.merges(rank):
+        b.send(rank - 1, RECV(0, n), done)
     return b.build()
 
 
@@ -60,20 +69,17 @@ def _dropped(b: ScheduleBuilder, rank: int, n: int) -> Schedule:
 @register(
     "allreduce", "recursive_doubling",
     "log2 p exchanges of the whole vector at distances 1, 2, 4, …; extra ranks fold first",
-    cost=lambda s, m: Fold.of(s.size).steps * (m.message(_nbytes(s)) + _nbytes(s) * m.gamma)
-    + _fold_cost(s, m),
+    cost=lambda s, m: Fold.of(s.size).steps * (m.message(s.vector_bytes())
+                                               + s.vector_bytes() * m.gamma) + _fold_cost(s, m),
 )
 def allreduce_recursive_doubling(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
     """Exchange and combine with partner v ^ 2^k; two scratch vectors alternate."""
-    p, n = spec.size, spec.count
-    b = ScheduleBuilder(rank, p, *spec.buffer_counts(rank))
-    fold = Fold.of(p)
-    if p == 1:
-        return _trivial(b, n)
-    if fold.dropped(rank):
-        return _dropped(b, rank, n)
-    vrank = fold.vrank(rank)
-    acc, deps = fold_in(b, rank, fold, n)
+    return _folded(rank, spec, _doubling)
+
+
+def _doubling(b: ScheduleBuilder, fold: Fold, vrank: int, n: int, acc: Region,
+              deps: list[int]) -> list[int]:
+    """The exchanges of recursive doubling; the last one combines into RECV."""
     spare = [b.tmp(n), b.tmp(n)] if fold.steps > 1 else []
     previous: list[int] = []  # the last exchange's steps, which read the buffer reused next
     for k in range(fold.steps):
@@ -85,14 +91,12 @@ def allreduce_recursive_doubling(rank: int, spec: CallSpec, params: Mapping[str,
         deps = [b.reduce(into, acc, [got, *deps], reverse=partner_v > vrank)]
         previous = [sent, *deps]
         acc = into
-    if fold.merges(rank):
-        b.send(rank - 1, RECV(0, n), deps)
-    return b.build()
+    return deps
 
 
 # -- ring ------------------------------------------------------------------------------------
 def _ring_cost(spec: CallSpec, m: CostModel) -> float:
-    p, nbytes = spec.size, _nbytes(spec)
+    p, nbytes = spec.size, spec.vector_bytes()
     return 2 * (p - 1) * m.alpha + (p - 1) / p * nbytes * (2 * m.beta + m.gamma)
 
 
@@ -105,9 +109,9 @@ def _ring_cost(spec: CallSpec, m: CostModel) -> float:
 def allreduce_ring(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
     """2(p−1) steps around the ring; pieces may be uneven or empty when count < p."""
     p, n = spec.size, spec.count
-    send, recv = spec.buffer_counts(rank)
     if p == 1:
-        return _trivial(ScheduleBuilder(rank, p, send, recv), n)
+        return _folded(rank, spec, _doubling)  # the own vector, as every allreduce's
+    send, recv = spec.buffer_counts(rank)
     counts = np.asarray(split(n, p), dtype=np.int64)
     displs = np.r_[0, np.cumsum(counts)[:-1]]
     columns, edges, tmp = ring_columns(rank, displs, counts, int(displs[rank]), allgather=True)
@@ -116,7 +120,7 @@ def allreduce_ring(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Sche
 
 # -- Rabenseifner ----------------------------------------------------------------------------
 def _rabenseifner_cost(spec: CallSpec, m: CostModel) -> float:
-    nbytes = _nbytes(spec)
+    nbytes = spec.vector_bytes()
     fold = Fold.of(spec.size)
     share = (fold.pof2 - 1) / fold.pof2
     return 2 * fold.steps * m.alpha + share * nbytes * (2 * m.beta + m.gamma) + _fold_cost(spec, m)
@@ -151,34 +155,29 @@ def allgather_pieces(
 )
 def allreduce_rabenseifner(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
     """Fold extra ranks, halve into pieces of RECV, gather the pieces back, unfold."""
-    p, n = spec.size, spec.count
-    b = ScheduleBuilder(rank, p, *spec.buffer_counts(rank))
-    fold = Fold.of(p)
-    if p == 1:
-        return _trivial(b, n)
-    if fold.dropped(rank):
-        return _dropped(b, rank, n)
-    vrank = fold.vrank(rank)
+    return _folded(rank, spec, _halving_doubling)
+
+
+def _halving_doubling(b: ScheduleBuilder, fold: Fold, vrank: int, n: int, acc: Region,
+                      deps: list[int]) -> list[int]:
+    """Halve into this rank's piece of RECV, then gather every piece back."""
     pieces = split(n, fold.pof2)
     offs = [*prefix(tuple(pieces)), n]
     mine = bit_reverse(vrank, fold.steps)
-    acc, deps = fold_in(b, rank, fold, n)
     _, deps = halve(b, vrank, fold, pieces, acc, deps, last=RECV(offs[mine], pieces[mine]))
-    done = allgather_pieces(b, vrank, fold, offs, RECV(0, n), deps)
-    if fold.merges(rank):
-        b.send(rank - 1, RECV(0, n), done)
-    return b.build()
+    return allgather_pieces(b, vrank, fold, offs, RECV(0, n), deps)
 
 
 # -- reduce then broadcast -------------------------------------------------------------------
 @register(
     "allreduce", "reduce_bcast",
     "Binomial reduce to rank 0, then binomial broadcast from it (two composed schedules)",
-    cost=lambda s, m: ceil_log2(s.size) * (2 * m.message(_nbytes(s)) + _nbytes(s) * m.gamma),
+    cost=lambda s, m: ceil_log2(s.size) * (2 * m.message(s.vector_bytes())
+                                           + s.vector_bytes() * m.gamma),
 )
 def allreduce_reduce_bcast(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
     """Append the reduce schedule, then the bcast schedule with its SEND area mapped on RECV."""
-    b = ScheduleBuilder(rank, spec.size, *spec.buffer_counts(rank))
+    b = builder_for(rank, spec)
     reduce_part = reduce_binomial(rank, spec.with_(collective="reduce", root=0), {})
     bcast_part = bcast_binomial(rank, spec.with_(collective="bcast", root=0, op=None), {})
     exits = b.extend(reduce_part)

@@ -38,7 +38,7 @@ import numpy as np
 from ..schedule import RECV, SEND, Buffer, Region, Schedule, ScheduleBuilder, StepKind
 from .patterns import bruck_offsets, ceil_log2, is_power_of_two
 from .registry import CostModel, Param, Restriction, register
-from .spec import CallSpec
+from .spec import CallSpec, builder_for
 
 BOTH = ("alltoall", "alltoallv")
 DEFAULT_CHUNK = 1024
@@ -49,9 +49,6 @@ EQUAL_BLOCKS = Restriction(
 
 
 # -- shared pieces --------------------------------------------------------------------------
-def _builder(rank: int, spec: CallSpec) -> ScheduleBuilder:
-    return ScheduleBuilder(rank, spec.size, *spec.buffer_counts(rank))
-
 
 def _self_copy(b: ScheduleBuilder, rank: int, spec: CallSpec) -> None:
     n = spec.sendcounts[rank]
@@ -95,7 +92,7 @@ def alltoall_linear(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Sch
     send i−throttle."""
     p, throttle = spec.size, int(params["throttle"])
     in_rank_order = bool(int(params.get("rank_order", 0)))
-    b = _builder(rank, spec)
+    b = builder_for(rank, spec)
     _self_copy(b, rank, spec)
     for k in range(1, p):
         src = (rank - k) % p
@@ -125,7 +122,7 @@ def pairwise_partners(rank: int, size: int, k: int) -> tuple[int, int]:
 def alltoall_pairwise(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
     """One exchange per round, each round waiting for the previous one."""
     p = spec.size
-    b = _builder(rank, spec)
+    b = builder_for(rank, spec)
     _self_copy(b, rank, spec)
     for k in range(1, p):
         dst, src = pairwise_partners(rank, p, k)
@@ -160,7 +157,7 @@ def alltoall_bruck(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Sche
     """Rotate blocks by rank, exchange blocks whose index has bit k at distance 2^k, unrotate."""
     p = spec.size
     n = spec.sendcounts[0] if spec.sendcounts else 0
-    b = _builder(rank, spec)
+    b = builder_for(rank, spec)
     if n == 0:
         return b.build()
     work = b.tmp(p * n)  # position j holds a block, initially the one for rank + j
@@ -236,11 +233,17 @@ def _random_chunked_cost(spec: CallSpec, m: CostModel) -> float:
     return messages * m.alpha + int(counts.sum()) * spec.itemsize * m.beta
 
 
+#: the parameters of ``random_chunked`` (and of the allgather built on it)
+RANDOM_CHUNKED_PARAMS = (
+    Param("seed", 0, "seed of the per-rank destination shuffle", minimum=0),
+    Param("chunk", DEFAULT_CHUNK, "bytes sent per visit of a segment", minimum=1),
+)
+
+
 @register(
     BOTH, "random_chunked",
     "Seed 000: destinations in per-rank random order, sent round-robin in pruned chunks",
-    params=[Param("seed", 0, "seed of the per-rank destination shuffle", minimum=0),
-            Param("chunk", DEFAULT_CHUNK, "bytes sent per visit of a segment", minimum=1)],
+    params=RANDOM_CHUNKED_PARAMS,
     cost=_random_chunked_cost,
 )
 def alltoall_random_chunked(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:

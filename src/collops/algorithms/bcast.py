@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..schedule import RECV, SEND, Region, Schedule, ScheduleBuilder
+from ..schedule import RECV, SEND, Region, Schedule
 from .patterns import (
     absolute,
     binomial_children,
@@ -24,21 +24,17 @@ from .patterns import (
     ring_neighbours,
 )
 from .registry import CostModel, Param, register
-from .spec import CallSpec, prefix
-
-
-def _nbytes(spec: CallSpec) -> int:
-    return spec.count * spec.itemsize
+from .spec import CallSpec, builder_for, prefix
 
 
 @register(
     "bcast", "linear", "The root sends the whole message to every other rank at once",
-    cost=lambda s, m: m.message(_nbytes(s), s.size - 1),
+    cost=lambda s, m: m.message(s.vector_bytes(), s.size - 1),
 )
 def bcast_linear(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
     """Root posts p−1 sends of the whole buffer; everyone else receives once."""
     n, root = spec.count, spec.root
-    b = ScheduleBuilder(rank, spec.size, *spec.buffer_counts(rank))
+    b = builder_for(rank, spec)
     if rank == root:
         b.copy(RECV(0, n), SEND(0, n))
         for peer in range(spec.size):
@@ -50,7 +46,7 @@ def bcast_linear(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedu
 
 
 def _binomial_cost(spec: CallSpec, m: CostModel) -> float:
-    return m.message(_nbytes(spec), ceil_log2(spec.size))
+    return m.message(spec.vector_bytes(), ceil_log2(spec.size))
 
 
 @register(
@@ -60,7 +56,7 @@ def _binomial_cost(spec: CallSpec, m: CostModel) -> float:
 def bcast_binomial(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
     """Receive from the binomial parent, then forward to children, largest subtree first."""
     n, root, p = spec.count, spec.root, spec.size
-    b = ScheduleBuilder(rank, p, *spec.buffer_counts(rank))
+    b = builder_for(rank, spec)
     v = relative(rank, root, p)
     if v == 0:
         b.copy(RECV(0, n), SEND(0, n))
@@ -74,7 +70,7 @@ def bcast_binomial(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Sche
 
 
 def _scatter_allgather_cost(spec: CallSpec, m: CostModel) -> float:
-    p, nbytes = spec.size, _nbytes(spec)
+    p, nbytes = spec.size, spec.vector_bytes()
     if p == 1:
         return 0.0
     spread = (p - 1) / p * nbytes * m.beta
@@ -89,7 +85,7 @@ def _scatter_allgather_cost(spec: CallSpec, m: CostModel) -> float:
 def bcast_scatter_allgather(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
     """Scatter the message's p pieces down a binomial tree, then circulate them on a ring."""
     n, root, p = spec.count, spec.root, spec.size
-    b = ScheduleBuilder(rank, p, *spec.buffer_counts(rank))
+    b = builder_for(rank, spec)
     v = relative(rank, root, p)
     sizes = even_split(n, p)  # piece i belongs to virtual rank i; empty pieces when n < p
     offsets = prefix(tuple(sizes))
@@ -147,7 +143,7 @@ def _pipeline_cost(spec: CallSpec, m: CostModel) -> float:
 def bcast_pipeline(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
     """Cut the message in chunks and stream them down the chain root → root+1 → … ."""
     n, root, p = spec.count, spec.root, spec.size
-    b = ScheduleBuilder(rank, p, *spec.buffer_counts(rank))
+    b = builder_for(rank, spec)
     v = relative(rank, root, p)
     chunk = _chunk_elements(spec, params["chunk"])
     previous = absolute(v - 1, root, p) if v > 0 else None

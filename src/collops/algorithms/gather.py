@@ -1,9 +1,9 @@
 """Gather and gatherv: every rank's SEND block ends at its displacement in the root's RECV.
 
-``linear`` and ``binomial`` mirror the scatters: in the binomial tree each rank with children
-assembles its subtree's blocks in TMP (its own first, then each child's run, in virtual-rank
-order) and sends them up as one message; the root receives a child's run straight into RECV
-when its blocks lie back to back there, else into TMP and unpacks.
+``linear`` and ``binomial`` are the rooted patterns of `collops.algorithms.rooted` with the
+blocks flowing up to the root (the scatters' are the same patterns flowing down): in the
+binomial tree each rank with children assembles its subtree's blocks in TMP (its own first,
+then each child's run, in virtual-rank order) and sends them up as one message.
 
 ``or_combine`` is seed 002's gather through a combining network. The root's result has one
 position per rank; for each position every rank contributes its block if the position is its
@@ -33,88 +33,20 @@ from typing import Any
 from ..schedule import OP_BOR_BYTES, RECV, SEND, TMP, Schedule, ScheduleBuilder
 from .patterns import (
     absolute,
-    binomial_parent,
-    binomial_subtree,
     bruck_offsets,
     ceil_log2,
     dissemination_needed,
     relative,
 )
 from .registry import CostModel, register
-from .scatter import VirtualLayout, rooted_binomial_cost, rooted_linear_cost
-from .spec import CallSpec, prefix
+from .rooted import VirtualLayout, register_rooted
+from .spec import CallSpec, builder_for, prefix
 
-
-@register(
-    ("gather", "gatherv"), "linear", "Every rank sends its block straight to the root",
-    cost=rooted_linear_cost,
+register_rooted(
+    ("gather", "gatherv"), up=True,
+    linear="Every rank sends its block straight to the root",
+    binomial="Binomial tree: each rank sends its subtree's blocks up as one message",
 )
-def gather_linear(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
-    """Root copies its own block and posts one receive per other non-empty block."""
-    b = ScheduleBuilder(rank, spec.size, *spec.buffer_counts(rank))
-    own = spec.counts[rank]
-    if rank == spec.root:
-        for peer, (displ, count) in enumerate(zip(spec.displs, spec.counts, strict=True)):
-            if peer == rank:
-                if count:
-                    b.copy(RECV(displ, count), SEND(0, count))
-            elif count:
-                b.recv(peer, RECV(displ, count))
-    elif own:
-        b.send(spec.root, SEND(0, own))
-    return b.build()
-
-
-@register(
-    ("gather", "gatherv"), "binomial",
-    "Binomial tree: each rank sends its subtree's blocks up as one message",
-    cost=rooted_binomial_cost,
-)
-def gather_binomial(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
-    """Assemble own and children's blocks in TMP, then send them to the parent at once."""
-    p, root = spec.size, spec.root
-    b = ScheduleBuilder(rank, p, *spec.buffer_counts(rank))
-    layout = VirtualLayout(spec)
-    v = relative(rank, root, p)
-    own = layout.counts[v]
-    if v == 0:
-        if own:
-            b.copy(RECV(layout.displs[0], own), SEND(0, own))
-        for child in layout.busy_children(0):
-            _receive_subtree_at_root(b, layout, child)
-        return b.build()
-    offset, count = layout.span(v)
-    children = layout.busy_children(v)
-    parent = absolute(binomial_parent(v), root, p)
-    if not count:
-        return b.build()
-    if not children:
-        b.send(parent, SEND(0, own))
-        return b.build()
-    area = b.tmp(count)
-    filled = [b.copy(area.sub(0, own), SEND(0, own))] if own else []
-    for child in children:
-        child_offset, child_count = layout.span(child)
-        filled.append(b.recv(absolute(child, root, p),
-                             area.sub(child_offset - offset, child_count)))
-    b.send(parent, area, filled)
-    return b.build()
-
-
-def _receive_subtree_at_root(b: ScheduleBuilder, layout: VirtualLayout, child: int) -> None:
-    """The root receives ``child``'s subtree blocks, into RECV if contiguous, else via TMP."""
-    peer = absolute(child, layout.root, layout.size)
-    offset, count = layout.span(child)
-    start = layout.user_start(child)
-    if start is not None:
-        b.recv(peer, RECV(start, count))
-        return
-    area = b.tmp(count)
-    got = b.recv(peer, area)
-    for u in binomial_subtree(child, layout.size):
-        if layout.counts[u]:
-            b.copy(RECV(layout.displs[u], layout.counts[u]),
-                   area.sub(layout.offsets[u] - offset, layout.counts[u]), after=[got])
 
 
 def _or_combine_cost(spec: CallSpec, m: CostModel) -> float:
@@ -149,7 +81,7 @@ def gather_or_combine(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> S
     receives = [v in needed[k] for k in range(len(offsets))]
     sends = [(v - d) % p in needed[k] for k, d in enumerate(offsets)]
     tmp = max((starts[2 * d] for k, d in enumerate(offsets) if receives[k]), default=0)
-    b = ScheduleBuilder(rank, p, *spec.buffer_counts(rank), tmp=tmp)
+    b = builder_for(rank, spec, tmp=tmp)
     own = window_counts[0]
     if own and any(receives):
         b.copy(TMP(0, own), SEND(0, own))

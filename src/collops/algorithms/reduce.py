@@ -21,13 +21,10 @@ from ..schedule import RECV, SEND, Region, Schedule, ScheduleBuilder
 from .patterns import absolute, binomial_children, binomial_parent, ceil_log2, relative
 from .reduce_scatter import Fold, bit_reverse, fold_in, halve, halving_range, split
 from .registry import CostModel, Param, register
-from .spec import CallSpec, prefix
+from .spec import CallSpec, builder_for, prefix
 
 TreeShape = Callable[[int, int], tuple[int, list[int]]]
 
-
-def _nbytes(spec: CallSpec) -> int:
-    return spec.count * spec.itemsize
 
 
 def combine_subtree(
@@ -63,7 +60,7 @@ def tree_reduce(rank: int, spec: CallSpec, shape: TreeShape) -> Schedule:
     of virtual ranks and children must come in increasing order.
     """
     p, n, root = spec.size, spec.count, spec.root
-    b = ScheduleBuilder(rank, p, *spec.buffer_counts(rank))
+    b = builder_for(rank, spec)
     top = root if spec.commutative else 0
     vparent, vchildren = shape(relative(rank, top, p), p)
     children = [absolute(c, top, p) for c in vchildren]
@@ -118,13 +115,13 @@ def tree_depth(size: int, arity: int) -> int:
 
 def _ordered_extra(spec: CallSpec, m: CostModel) -> float:
     """The extra message to the root when a non-commutative tree is rooted at rank 0."""
-    return 0.0 if spec.commutative or spec.root == 0 else m.message(_nbytes(spec))
+    return 0.0 if spec.commutative or spec.root == 0 else m.message(spec.vector_bytes())
 
 
 @register(
     "reduce", "binomial",
     "Binomial tree, ⌈log2 p⌉ levels; non-commutative operators go via rank 0 in rank order",
-    cost=lambda s, m: ceil_log2(s.size) * (m.message(_nbytes(s)) + _nbytes(s) * m.gamma)
+    cost=lambda s, m: ceil_log2(s.size) * (m.message(s.vector_bytes()) + s.vector_bytes() * m.gamma)
     + _ordered_extra(s, m),
 )
 def reduce_binomial(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
@@ -133,7 +130,7 @@ def reduce_binomial(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Sch
 
 
 def _nary_cost(spec: CallSpec, m: CostModel, arity: int) -> float:
-    step = m.message(_nbytes(spec)) + _nbytes(spec) * m.gamma
+    step = m.message(spec.vector_bytes()) + spec.vector_bytes() * m.gamma
     return tree_depth(spec.size, arity) * min(arity, max(spec.size - 1, 1)) * step + \
         _ordered_extra(spec, m)
 
@@ -183,7 +180,7 @@ def gather_pieces(
 
 
 def _rabenseifner_cost(spec: CallSpec, m: CostModel) -> float:
-    nbytes = _nbytes(spec)
+    nbytes = spec.vector_bytes()
     fold = Fold.of(spec.size)
     share = (fold.pof2 - 1) / fold.pof2
     extra = m.message(nbytes) + nbytes * m.gamma if fold.rem else 0.0
@@ -198,7 +195,7 @@ def _rabenseifner_cost(spec: CallSpec, m: CostModel) -> float:
 def reduce_rabenseifner(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
     """Fold extra ranks, halve, gather the reduced pieces to the root's representative."""
     p, n, root = spec.size, spec.count, spec.root
-    b = ScheduleBuilder(rank, p, *spec.buffer_counts(rank))
+    b = builder_for(rank, spec)
     fold = Fold.of(p)
     if p == 1:
         b.copy(RECV(0, n), SEND(0, n))

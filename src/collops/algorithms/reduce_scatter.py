@@ -37,7 +37,7 @@ import numpy as np
 
 from ..schedule import RECV, SEND, Buffer, Region, Schedule, ScheduleBuilder, StepKind
 from .registry import COMMUTATIVE, CostModel, register
-from .spec import CallSpec, prefix
+from .spec import CallSpec, builder_for, prefix
 
 BOTH = ("reduce_scatter", "reduce_scatter_block")
 
@@ -207,7 +207,7 @@ def reduce_scatter_recursive_halving(rank: int, spec: CallSpec,
     growing distances, which keeps rank order.
     """
     p, total, own = spec.size, sum(spec.counts), spec.counts[rank]
-    b = ScheduleBuilder(rank, p, *spec.buffer_counts(rank))
+    b = builder_for(rank, spec)
     fold = Fold.of(p)
     if p == 1:
         if own:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..schedule import RECV, SEND, Region, Schedule, ScheduleBuilder
+from ..schedule import RECV, SEND, Region, Schedule
 from .patterns import ceil_log2
 from .registry import CostModel, register
-from .spec import CallSpec
+from .spec import CallSpec, builder_for
 
 BOTH = ("scan", "exscan")
 
@@ -32,7 +32,7 @@ def scan_linear(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedul
     """Prefix in from the left neighbour, own vector on its right, prefix out to the right."""
     p, n = spec.size, spec.count
     exclusive = spec.collective == "exscan"
-    b = ScheduleBuilder(rank, p, *spec.buffer_counts(rank))
+    b = builder_for(rank, spec)
     own = SEND(0, n)
     if rank == 0:
         forward: Region = own
@@ -63,7 +63,7 @@ def scan_recursive_doubling(rank: int, spec: CallSpec, params: Mapping[str, Any]
     """Partial prefixes over runs of 2^k ranks double each step; exscan also keeps x0…x(r−1)."""
     p, n = spec.size, spec.count
     exclusive = spec.collective == "exscan"
-    b = ScheduleBuilder(rank, p, *spec.buffer_counts(rank))
+    b = builder_for(rank, spec)
     partial, partial_done = SEND(0, n), list[int]()
     # the last step that receives (largest 2^k <= rank) leaves the inclusive prefix
     last_in = rank.bit_length() - 1

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..ops import Op
+from ..schedule import ScheduleBuilder
 
 COLLECTIVES = (
     "barrier", "bcast", "scatter", "scatterv", "gather", "gatherv", "allgather", "allgatherv",
@@ -102,6 +103,10 @@ class CallSpec:
             return sum(self.counts), self.counts[rank]
         raise ValueError(f"unknown collective {c!r} (size {n})")
 
+    def vector_bytes(self) -> int:
+        """Bytes of ``count`` elements: the vector of a bcast, reduce or allreduce."""
+        return self.count * self.itemsize
+
     def message_bytes(self) -> int:
         """The call's characteristic message size in bytes (per-rank contribution)."""
         c = self.collective
@@ -170,3 +175,8 @@ def make_spec(
         sd = tup(sdispls) if sdispls is not None else prefix(sc)
         rd = tup(rdispls) if rdispls is not None else prefix(rc)
     return CallSpec(collective, int(size), dt, int(count), cs, ds, int(root), op, sc, sd, rc, rd)
+
+
+def builder_for(rank: int, spec: CallSpec, tmp: int = 0) -> ScheduleBuilder:
+    """An empty schedule builder for ``rank``'s part of ``spec``, with its SEND and RECV areas."""
+    return ScheduleBuilder(rank, spec.size, *spec.buffer_counts(rank), tmp=tmp)
