@@ -111,7 +111,10 @@ class CommBase:
         self.context = context
         self._progress = progress or Progress(transport)
         self._contexts = contexts or _Contexts()
-        self._call_seq = 0
+        #: the next call number, in a buffer this communicator owns and shares with the
+        #: compiled runners it binds: they read it and advance it when they take a call
+        self._calls = np.zeros(1, np.int64)
+        self._call_number = self._calls.data
         self._overrides: dict[str, str] = {}
         self._params: dict[str, dict[str, Any]] = {}
         self.timeout = timeout
@@ -124,7 +127,7 @@ class CommBase:
         #: collective -> ``(op, root, run)``: the compiled whole call bound to the signature
         #: this rank last ran through `_fast`, `_fast_bcast` or `_fast_scatter` (see
         #: `_bind_call`, `_bind_bcast`; bcast and scatter have no op: None)
-        self._hot: dict[str, tuple[Any, int, Callable[..., Any]]] = {}
+        self._hot: dict[str, tuple[Any, int, Callable[..., Any], str | None]] = {}
         #: the settings generation the templates were made under (they are dropped when it
         #: changes, so it need not be part of their keys)
         self._generation = _cfg.generation
@@ -146,8 +149,8 @@ class CommBase:
         return self.transport.capabilities().name
 
     def _reserve(self) -> int:
-        seq = self._call_seq
-        self._call_seq += 1
+        seq: int = self._call_number[0]
+        self._call_number[0] = seq + 1
         return seq
 
     def _choose(self, spec: CallSpec, algorithm: str | None, params: dict[str, Any]) -> Any:
@@ -249,8 +252,8 @@ class CommBase:
 
     def _next_call(self, timeout: float | None) -> tuple[int, float | None]:
         """The next call's sequence number and its timeout (`_timeout`)."""
-        seq = self._call_seq
-        self._call_seq = seq + 1
+        seq: int = self._call_number[0]
+        self._call_number[0] = seq + 1
         return seq, self._timeout(timeout)
 
     def _start(self, phases: Phases, blocking: bool) -> Any:

@@ -52,8 +52,9 @@ class FastPaths(PhaseGenerators):
         """
         bound = self._bound(collective, op, root, algorithm)
         if bound is not None:
-            got = bound(self, x, out, self._timeout(timeout))
+            got = bound[2](x, out, self._timeout(timeout))
             if got is not _SLOW:
+                self.last_algorithm = bound[3]
                 return got
         if type(x) is not np.ndarray:
             return _SLOW
@@ -114,9 +115,10 @@ class FastPaths(PhaseGenerators):
             if template.none_on_this_rank or x.ndim > 8 or len(template.shape) > 8:
                 return
             template.compiled.bind_call(
-                x.dtype, x.dtype.itemsize, x.shape, template.shape if template.receives else None,
-                _SLOW, functools.partial(np.empty, template.shape, x.dtype), template.alg_name)
-            hot = template.hot = (op, root, template.compiled.call)
+                self._calls, x.dtype, x.dtype.itemsize, x.shape,
+                template.shape if template.receives else None, _SLOW,
+                functools.partial(np.empty, template.shape, x.dtype))
+            hot = template.hot = (op, root, template.compiled.call, template.alg_name)
         self._hot[collective] = hot
 
     def _run_template(self, template: _Template, x: np.ndarray | None, result: np.ndarray | None,
@@ -333,10 +335,10 @@ class FastPaths(PhaseGenerators):
         blocks = block = own = 0
         if call == "scatter" and x_shape is not None:  # the root writes every rank's block
             blocks, block, own = self.size, template.shape[0], self.rank * nbytes
-        template.compiled.bind_bcast(template.recv, dtype, x_shape or shape, nbytes, head, _SLOW,
-                                     functools.partial(np.empty, shape, dtype),
-                                     template.alg_name, shape, max(blocks, 1), block, own)
-        self._hot[call] = (None, root, template.compiled.bcast)
+        template.compiled.bind_bcast(self._calls, template.recv, dtype, x_shape or shape, nbytes,
+                                     head, _SLOW, functools.partial(np.empty, shape, dtype),
+                                     shape, max(blocks, 1), block, own)
+        self._hot[call] = (None, root, template.compiled.bcast, template.alg_name)
 
     def _envelope_fast(self, call: str, x: Any, root: Any, out: Any, algorithm: str | None,
                        timeout: float | None, params: dict) -> Any:
@@ -347,25 +349,28 @@ class FastPaths(PhaseGenerators):
         bound = self._bound(call, None, root, algorithm)
         if bound is not None:
             timeout = self._timeout(timeout)
-            got = bound(self, x, out, timeout)
+            got = bound[2](x, out, timeout)
+            if got is not _SLOW:
+                self.last_algorithm = bound[3]
             if got is None:  # the root sent another signature: parse its envelope
                 template = self._templates[(call, root, None)]
                 assert template is not None
-                return self._received(call, template, out, root, self._call_seq - 1, None,
-                                      timeout)
+                return self._received(call, template, out, root, self._call_number[0] - 1,
+                                      None, timeout)
             if got is not _SLOW:
                 return got
         fast = self._fast_bcast if call == "bcast" else self._fast_scatter
         return fast(x, root, out, algorithm, timeout)
 
     def _bound(self, collective: str, op: Any, root: Any, algorithm: str | None
-               ) -> Callable[..., Any] | None:
-        """The compiled whole call bound to ``collective`` with ``op`` and ``root`` (None:
-        nothing bound, or an algorithm asked for, or the settings changed since)."""
+               ) -> tuple[Any, int, Callable[..., Any], str | None] | None:
+        """``(op, root, call, algorithm name)``: the compiled whole call bound to
+        ``collective`` with ``op`` and ``root`` (None: nothing bound, or an algorithm asked
+        for, or the settings changed since)."""
         hot = self._hot.get(collective)
         if (hot is not None and hot[0] is op and type(root) is int and root == hot[1]
                 and algorithm is None and self._generation == _cfg.generation):
-            return hot[2]
+            return hot
         return None
 
     def _fast_bcast_root_data(self, template: Any, x: np.ndarray, out: Any, head: np.ndarray,

@@ -45,4 +45,4 @@ class _Template:
         #: signature (`Comm._bind_call`, `Comm._bind_bcast`), and the entry of `Comm._hot`
         #: that calls it
         self.compiled: Any = None
-        self.hot: tuple[Any, int, Callable[..., Any]] | None = None
+        self.hot: tuple[Any, int, Callable[..., Any], str | None] | None = None
