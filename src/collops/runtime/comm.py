@@ -40,15 +40,12 @@ class Comm(FastPaths):
     # -- settings -------------------------------------------------------------------------
     def set_algorithm(self, collective: str, name: str | None, **params: Any) -> None:
         """Use algorithm ``name`` for every ``collective`` on this communicator (None: auto)."""
-        self._hot.clear()
+        self._bound_calls.clear()
+        self._cache.clear()
         if name is None:
-            self._prepared.clear()
-            self._templates.clear()
             self._overrides.pop(collective, None)
             self._params.pop(collective, None)
             return
-        self._prepared.clear()
-        self._templates.clear()
         alg = get_algorithm(collective, name, self.rank)
         alg.resolve(params, self.rank)
         self._overrides[collective] = name
@@ -79,6 +76,19 @@ class Comm(FastPaths):
             spec, self._resources, comm_override=self._overrides.get(collective),
             env_override=_cfg.settings.algorithms.get(collective),
             tuning_file=_cfg.settings.tuning_file)
+
+    def prepared_calls(self) -> list[tuple[str, str]]:
+        """``(kind, collective)`` of each call signature this communicator holds worked out
+        (at most `CACHE_LIMIT`): "prepared" (algorithm chosen, plan or runner made),
+        "template" (a blocking call's shapes), "envelope" (a bcast's or scatter's envelope),
+        "data" (a data phase's runner)."""
+        return [(key[0], key[1] if isinstance(key[1], str) else key[1].collective)
+                for key in self._cache]
+
+    def bound_calls(self) -> dict[str, str | None]:
+        """collective -> algorithm of the compiled whole call bound to the signature this
+        rank last ran of it (a repeated call of that signature runs in one compiled call)."""
+        return {collective: entry[3] for collective, entry in self._bound_calls.items()}
 
     # -- barrier ---------------------------------------------------------------------------
     def barrier(self, *, algorithm: str | None = None, timeout: float | None = None,

@@ -4,7 +4,7 @@ algorithm (prepared once per signature) on concrete buffers."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -21,22 +21,19 @@ from ..ops import Op, as_op
 from ..transport.base import Transport
 from ..transport.tags import make_tag_base
 from .agreement import agree as agree_first
+from .cache import SHARED, BoundedCache
 from .engine import CallInfo, Execution, Plan, Progress
 from .envelope import ENVELOPE
-from .prepared import _Template
+from .prepared import BoundEntry
 from .request import Phases, Request
-
-_PLAN_CACHE: dict[tuple[Any, ...], Plan] = {}
-
-_EMPTY: dict[np.dtype, np.ndarray] = {}
 
 
 def _empty(dtype: np.dtype) -> np.ndarray:
     """A shared zero-length array of ``dtype``."""
-    arr = _EMPTY.get(dtype)
+    arr = SHARED.get(("empty", dtype))
     if arr is None:
-        arr = _EMPTY[dtype] = np.empty(0, dtype)
-    return arr
+        arr = SHARED.put(("empty", dtype), np.empty(0, dtype))
+    return arr  # type: ignore[no-any-return]
 
 
 def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
@@ -53,7 +50,6 @@ def _own_rows(out: np.ndarray, row_counts: Sequence[int], rank: int) -> np.ndarr
 
 def _settings_generation() -> int:
     return _cfg.generation
-_PLAN_CACHE_LIMIT = 4096
 
 
 def _bind_of(alg: Algorithm) -> Bind | None:
@@ -62,14 +58,12 @@ def _bind_of(alg: Algorithm) -> Bind | None:
 
 
 def _plan_for(alg: Algorithm, params: dict[str, Any], rank: int, spec: CallSpec) -> Plan:
-    key = (alg.collective, alg.name, tuple(sorted(params.items())), rank, spec)
-    plan = _PLAN_CACHE.get(key)
+    """The compiled plan of ``alg``'s schedule for ``rank`` (shared by communicators)."""
+    key = ("plan", alg.collective, alg.name, tuple(sorted(params.items())), rank, spec)
+    plan = SHARED.get(key)
     if plan is None:
-        if len(_PLAN_CACHE) >= _PLAN_CACHE_LIMIT:
-            _PLAN_CACHE.clear()
-        plan = Plan(alg.builder(rank, spec, params), spec.itemsize)
-        _PLAN_CACHE[key] = plan
-    return plan
+        plan = SHARED.put(key, Plan(alg.builder(rank, spec, params), spec.itemsize))
+    return plan  # type: ignore[no-any-return]
 
 
 class _Contexts:
@@ -120,14 +114,17 @@ class CommBase:
         self.timeout = timeout
         self.name = name
         self.last_algorithm: str | None = None
-        self._prepared: dict[tuple[Any, ...], tuple[Algorithm, Plan | None, CallInfo, dict]] = {}
-        self._templates: dict[tuple[Any, ...], _Template | None] = {}
-        #: data phases of bcast and scatter, once prepared: (runner, algorithm name)
-        self._data_runners: dict[tuple[Any, ...], tuple[Callable[..., None], str]] = {}
-        #: collective -> ``(op, root, run)``: the compiled whole call bound to the signature
-        #: this rank last ran through `_fast`, `_fast_bcast` or `_fast_scatter` (see
-        #: `_bind_call`, `_bind_bcast`; bcast and scatter have no op: None)
-        self._hot: dict[str, tuple[Any, int, Callable[..., Any], str | None]] = {}
+        #: what this communicator's calls worked out once per signature, keyed by kind:
+        #: ("prepared", spec, algorithm, params, counts signature, settings generation) ->
+        #: (algorithm, plan, call info, resolved params); ("template", collective, dtype,
+        #: shape, op, root, algorithm) and ("envelope", collective, root, algorithm) -> the
+        #: `_Template` of a blocking call or of a bcast's or scatter's envelope (None: none
+        #: fits); ("data", spec, algorithm) -> (runner, algorithm name) of a data phase
+        self._cache = BoundedCache()
+        #: collective -> ``(op, root, call, algorithm name, template)``: the compiled whole
+        #: call bound to the signature this rank last ran through `_fast`, `_fast_bcast` or
+        #: `_fast_scatter` (see `_bind_call`, `_bind_bcast`; bcast and scatter have no op)
+        self._bound_calls: dict[str, BoundEntry] = {}
         #: the settings generation the templates were made under (they are dropped when it
         #: changes, so it need not be part of their keys)
         self._generation = _cfg.generation
@@ -182,14 +179,12 @@ class CommBase:
         (``x`` is ``out``), copied first unless the algorithm says it needs no copy;
         ``agree``: the first rooted phase of a call, which starts once the members have
         agreed on the call (`agreement`) unless the algorithm checks that itself."""
-        key = (spec, algorithm, tuple(sorted(params.items())) if params else (),
+        key = ("prepared", spec, algorithm, tuple(sorted(params.items())) if params else (),
                counts_signature, _settings_generation())
-        prepared = self._prepared.get(key)
+        prepared = self._cache.get(key)
         if prepared is None:
-            prepared = self._prepare(spec, algorithm, params, counts_signature)
-            if len(self._prepared) > _PLAN_CACHE_LIMIT:
-                self._prepared.clear()
-            self._prepared[key] = prepared
+            prepared = self._cache.put(key, self._prepare(spec, algorithm, params,
+                                                          counts_signature))
         alg, plan, info, resolved = prepared
         self.last_algorithm = alg.name
         timeout = self._timeout(timeout)

@@ -12,6 +12,7 @@ import numpy as np
 from ..algorithms.spec import CallSpec, make_spec
 from ..datatypes import dtype_from_token, dtype_token
 from ..errors import ArgumentError, CollopsError
+from .cache import SHARED
 
 # -- envelopes: dtype, shape and (when they fit) the data, for calls whose non-roots do not
 # know them (bcast, scatter). An envelope (a scatter's: each rank's block of it) starts with a
@@ -35,12 +36,7 @@ _FAST_KINDS = frozenset("biufc")
 
 _ZEROS = (0,) * 8
 _NO_HEAD = np.zeros(0, np.uint8)
-_TOKENS: dict[np.dtype, bytes] = {}
-_DTYPES: dict[bytes, np.dtype] = {}
 
-#: (dtype, shape, inline) -> the envelope header of such an array (None: the header cannot
-#: describe it)
-_BCAST_HEADS: dict[tuple[np.dtype, tuple[int, ...], bool], np.ndarray | None] = {}
 
 
 def _envelope_view(env: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
@@ -61,49 +57,42 @@ def _blocks_view(env: np.ndarray, p: int, block: int, dtype: np.dtype,
 
 def _token_bytes(dtype: np.dtype) -> bytes:
     """``dtype_token(dtype)`` encoded, cached."""
-    token = _TOKENS.get(dtype)
+    token = SHARED.get(("token", dtype))
     if token is None:
-        token = _TOKENS[dtype] = dtype_token(dtype).encode()
-    return token
+        token = SHARED.put(("token", dtype), dtype_token(dtype).encode())
+    return token  # type: ignore[no-any-return]
 
 
 def _dtype_of(token: bytes) -> np.dtype:
     """The dtype an envelope's token names, cached."""
-    dtype = _DTYPES.get(token)
+    dtype = SHARED.get(("dtype", token))
     if dtype is None:
-        dtype = _DTYPES[token] = dtype_from_token(token.decode())
-    return dtype
+        dtype = SHARED.put(("dtype", token), dtype_from_token(token.decode()))
+    return dtype  # type: ignore[no-any-return]
 
 
 # -- broadcast envelopes and specs, cached by call signature (see `Comm._bcast`) --------------
 _ENVELOPE_DTYPE = np.dtype(np.uint8)
-_BCAST_CACHE_LIMIT = 256
-#: (dtype, shape, envelope bytes) -> the root's envelope of a broadcast too large to travel
-#: inline
-_BCAST_ENVELOPES: dict[tuple[np.dtype, tuple[int, ...], int], np.ndarray] = {}
-#: envelope header bytes -> (inline, dtype, shape, nbytes)
-_BCAST_HEADERS: dict[bytes, tuple[bool, np.dtype, tuple[int, ...], int]] = {}
-_BCAST_SPECS: dict[tuple[str, int, np.dtype, int, int], CallSpec] = {}
+#: the received headers a template keeps views of (`FastPaths._received`)
+VIEWS_LIMIT = 256
 
 
 def _bcast_spec(size: int, dtype: np.dtype, count: int, root: int,
                 collective: str = "bcast") -> CallSpec:
     """``make_spec(collective, ...)`` of a rooted call with one count (bcast, scatter), cached."""
-    key = (collective, size, dtype, count, root)
-    spec = _BCAST_SPECS.get(key)
+    key = ("spec", collective, size, dtype, count, root)
+    spec = SHARED.get(key)
     if spec is None:
-        if len(_BCAST_SPECS) >= _BCAST_CACHE_LIMIT:
-            _BCAST_SPECS.clear()
-        spec = _BCAST_SPECS[key] = make_spec(collective, size, dtype, count=count, root=root)
-    return spec
+        spec = SHARED.put(key, make_spec(collective, size, dtype, count=count, root=root))
+    return spec  # type: ignore[no-any-return]
 
 
 def _bcast_head(dtype: np.dtype, shape: tuple[int, ...], inline: bool) -> np.ndarray | None:
     """The first `_DATA_AT` bytes of an envelope (or of each block of a scatter's) of an array
     of ``shape`` and ``dtype`` (cached); None when the header cannot hold them (a long dtype
     token, > 8 dimensions)."""
-    key = (dtype, shape, inline)
-    head = _BCAST_HEADS.get(key, _NO_HEAD)
+    key = ("head", dtype, shape, inline)
+    head = SHARED.get(key, _NO_HEAD)
     if head is _NO_HEAD:
         token = _token_bytes(dtype)
         head = None
@@ -113,18 +102,16 @@ def _bcast_head(dtype: np.dtype, shape: tuple[int, ...], inline: bool) -> np.nda
                               len(token), math.prod(shape) * dtype.itemsize, *shape,
                               *_ZEROS[len(shape):])
             head[_HEADER.size: _HEADER.size + len(token)] = np.frombuffer(token, np.uint8)
-        if len(_BCAST_HEADS) >= _BCAST_CACHE_LIMIT:
-            _BCAST_HEADS.clear()
-        _BCAST_HEADS[key] = head
-    return head
+        SHARED.put(key, head)
+    return head  # type: ignore[no-any-return]
 
 
 def _bcast_envelope(data: np.ndarray, rank: int, size: int) -> tuple[np.ndarray, bool]:
     """The root's envelope of ``size`` bytes for ``data`` and whether the data travels in it."""
     inline = data.nbytes <= size - _DATA_AT
-    key = (data.dtype, data.shape, size)
+    key = ("root envelope", data.dtype, data.shape, size)
     if not inline:
-        env = _BCAST_ENVELOPES.get(key)
+        env = SHARED.get(key)
         if env is not None:
             return env, False
     head = _bcast_head(data.dtype, data.shape, inline)
@@ -135,9 +122,7 @@ def _bcast_envelope(data: np.ndarray, rank: int, size: int) -> tuple[np.ndarray,
     if inline:
         env[_DATA_AT: _DATA_AT + data.nbytes] = data.reshape(-1).view(np.uint8)
     else:
-        if len(_BCAST_ENVELOPES) >= _BCAST_CACHE_LIMIT:
-            _BCAST_ENVELOPES.clear()
-        _BCAST_ENVELOPES[key] = env  # only ever sent (and copied onto itself) from now on
+        SHARED.put(key, env)  # only ever sent (and copied onto itself) from now on
     return env, inline
 
 
@@ -156,14 +141,12 @@ def _bcast_header(env: np.ndarray) -> tuple[bool, np.dtype, tuple[int, ...], int
 
 def _parse_header(key: bytes) -> tuple[bool, np.dtype, tuple[int, ...], int]:
     """``(inline, dtype, shape, nbytes)`` of the `_DATA_AT` header bytes ``key`` (cached)."""
-    known = _BCAST_HEADERS.get(key)
+    known = SHARED.get(("header", key))
     if known is None:
         inline, ndim, tlen, nbytes, *dims = _HEADER.unpack_from(key, 0)
         if ndim > 8 or tlen > _TOKEN_MAX:
             raise CollopsError(f"a corrupt envelope header: {key[:16]!r}")
         dtype = _dtype_of(key[_HEADER.size: _HEADER.size + tlen])
         known = (bool(inline), dtype, tuple(dims[:ndim]), nbytes)
-        if len(_BCAST_HEADERS) >= _BCAST_CACHE_LIMIT:
-            _BCAST_HEADERS.clear()
-        _BCAST_HEADERS[key] = known
-    return known
+        SHARED.put(("header", key), known)
+    return known  # type: ignore[no-any-return]

@@ -16,7 +16,6 @@ from ..datatypes import check_dtype
 from ..errors import CollopsError
 from .commbase import _SLOW, _bind_of, _row_size, _same_bytes
 from .envelope import (
-    _BCAST_CACHE_LIMIT,
     _DATA_AT,
     _ENVELOPE_DTYPE,
     _FAST_KINDS,
@@ -28,7 +27,7 @@ from .envelope import (
     _parse_header,
 )
 from .phases import PhaseGenerators
-from .prepared import _Template
+from .prepared import BoundEntry, _Template
 
 
 class FastPaths(PhaseGenerators):
@@ -36,9 +35,8 @@ class FastPaths(PhaseGenerators):
 
     def _new_generation(self) -> None:
         """The settings changed: drop the templates made under the old ones."""
-        self._templates.clear()
-        self._data_runners.clear()
-        self._hot.clear()
+        self._cache.clear()
+        self._bound_calls.clear()
         self._generation = _cfg.generation
 
     def _fast(self, collective: str, x: Any, op: Any, root: int, out: Any,
@@ -61,13 +59,13 @@ class FastPaths(PhaseGenerators):
         if self._generation != _cfg.generation:
             self._new_generation()
         dt = x.dtype
-        key = (collective, dt, x.shape, op, root, algorithm)
+        key = ("template", collective, dt, x.shape, op, root, algorithm)
         try:
-            template = self._templates.get(key, _SLOW)
+            template = self._cache.get(key, _SLOW)
         except TypeError:  # an unhashable op or root: the general path says what is wrong
             return _SLOW
         if template is _SLOW:
-            self._templates[key] = self._template(collective, x, op, root)
+            self._cache.put(key, self._template(collective, x, op, root))
             return _SLOW  # the first call goes the general way (and checks everything)
         if template is None:
             return _SLOW
@@ -98,7 +96,7 @@ class FastPaths(PhaseGenerators):
             self.last_algorithm = template.alg_name
             runner(x, recv, seq, timeout)
             if template.compiled is not None and algorithm is None and (
-                    template.hot is None or self._hot.get(collective) is not template.hot):
+                    template.hot is None or self._bound_calls.get(collective) is not template.hot):
                 self._bind_call(collective, template, x, op, root)
         else:
             self._run_template(template, x, recv, seq, algorithm, timeout)
@@ -118,8 +116,8 @@ class FastPaths(PhaseGenerators):
                 self._calls, x.dtype, x.dtype.itemsize, x.shape,
                 template.shape if template.receives else None, _SLOW,
                 functools.partial(np.empty, template.shape, x.dtype))
-            hot = template.hot = (op, root, template.compiled.call, template.alg_name)
-        self._hot[collective] = hot
+            hot = template.hot = (op, root, template.compiled.call, template.alg_name, template)
+        self._bound_calls[collective] = hot
 
     def _run_template(self, template: _Template, x: np.ndarray | None, result: np.ndarray | None,
                       seq: int, algorithm: str | None, timeout: float | None) -> None:
@@ -145,8 +143,8 @@ class FastPaths(PhaseGenerators):
         if prepared is None or prepared[1] is None:
             ex = self._execute(spec, x, result, seq, 0, algorithm, {}, timeout,
                                template.signature, agree=rooted)
-            template.prepared = self._prepared.get(
-                (spec, algorithm, (), template.signature, _cfg.generation))
+            template.prepared = self._cache.get(
+                ("prepared", spec, algorithm, (), template.signature, _cfg.generation))
         else:
             self.last_algorithm = prepared[0].name
             ex = self._begin(prepared, spec, x, result, seq, 0, timeout)
@@ -154,15 +152,16 @@ class FastPaths(PhaseGenerators):
             self._progress.wait(ex)
 
     def _data_phase_runner(self, spec: CallSpec, algorithm: str | None
-                           ) -> Callable[..., None] | None:
-        """A blocking ``fn(send, recv, seq, timeout, phase)`` for a bcast's or scatter's data
-        phase of ``spec``, once a general call has prepared it (else None): the algorithm's
-        own fast path where it has one, else its plan run by an `Execution`."""
-        key = (spec, algorithm)
-        known = self._data_runners.get(key)
+                           ) -> tuple[Callable[..., None], str] | None:
+        """``(fn, algorithm name)``: a blocking ``fn(send, recv, seq, timeout, phase)`` for a
+        bcast's or scatter's data phase of ``spec``, once a general call has prepared it (else
+        None): the algorithm's own fast path where it has one, else its plan run by an
+        `Execution`."""
+        key = ("data", spec, algorithm)
+        known = self._cache.get(key)
         if known is not None:
-            return known[0]
-        prepared = self._prepared.get((spec, algorithm, (), None, _cfg.generation))
+            return known  # type: ignore[no-any-return]
+        prepared = self._cache.get(("prepared", spec, algorithm, (), None, _cfg.generation))
         if prepared is None:
             return None
         alg, plan, info, resolved = prepared
@@ -177,10 +176,7 @@ class FastPaths(PhaseGenerators):
                     self._progress.wait(ex)
         else:
             return None
-        if len(self._data_runners) >= _BCAST_CACHE_LIMIT:
-            self._data_runners.clear()
-        self._data_runners[key] = (fn, alg.name)
-        return fn
+        return self._cache.put(key, (fn, alg.name))  # type: ignore[no-any-return]
 
     def _envelope_template(self, collective: str, root: Any, algorithm: str | None
                            ) -> _Template | None:
@@ -190,8 +186,8 @@ class FastPaths(PhaseGenerators):
         so prepares the envelope's algorithm."""
         if type(root) is not int or not 0 <= root < self.size:
             return None
-        key = (collective, root, algorithm)
-        template = self._templates.get(key, _SLOW)
+        key = ("envelope", collective, root, algorithm)
+        template = self._cache.get(key, _SLOW)
         if template is _SLOW:
             p = self.size
             if collective == "bcast":
@@ -206,15 +202,15 @@ class FastPaths(PhaseGenerators):
                 t.scratch = np.zeros((p + 1) * block, np.uint8)
                 t.send, t.recv = t.scratch[: p * block], t.scratch[p * block:]
             t.header = t.recv[:_DATA_AT]
-            self._templates[key] = t
+            self._cache.put(key, t)
             return None
         if template is None:
             return None
         if template.runner is None:
             prepared = template.prepared
             if prepared is None:
-                prepared = template.prepared = self._prepared.get(
-                    (template.spec, algorithm, (), "envelope", _cfg.generation))
+                prepared = template.prepared = self._cache.get(
+                    ("prepared", template.spec, algorithm, (), "envelope", _cfg.generation))
             bind = (None if prepared is None or not prepared[0].agrees_on_root
                     else _bind_of(prepared[0]))
             if bind is None:
@@ -239,10 +235,8 @@ class FastPaths(PhaseGenerators):
         got: Any = views.get(raw)
         if got is None:  # (inline, dtype, shape, view of the inline data or None)
             inline, dtype, shape, _ = _parse_header(raw)
-            if len(views) >= _BCAST_CACHE_LIMIT:
-                views.clear()
-            got = views[raw] = (inline, dtype, shape, _envelope_view(template.recv, dtype, shape)
-                                if inline else None)
+            got = views.put(raw, (inline, dtype, shape, _envelope_view(
+                template.recv, dtype, shape) if inline else None))
         inline, dtype, shape, view = got
         if inline and algorithm is None and template.compiled is not None:
             self._bind_bcast(template, root, dtype, shape, view.nbytes, raw, call)
@@ -269,8 +263,8 @@ class FastPaths(PhaseGenerators):
                 else:
                     data = None  # the general phase takes part, then raises naming ``out``
             if data is not None:
-                data(None, result.reshape(-1), seq, timeout, 1)
-                self.last_algorithm = self._data_runners[(spec, algorithm)][1]
+                data[0](None, result.reshape(-1), seq, timeout, 1)
+                self.last_algorithm = data[1]
                 return result
         return self._data_phase(call, dtype, shape, out, root, seq, algorithm, {}, timeout)
 
@@ -297,10 +291,8 @@ class FastPaths(PhaseGenerators):
             if entry is _SLOW:
                 fits = x.nbytes <= env.size - _DATA_AT
                 head = _bcast_head(dt, shape, fits) if dt.kind in _FAST_KINDS else None
-                if len(template.views) >= _BCAST_CACHE_LIMIT:
-                    template.views.clear()
-                entry = template.views[(dt, shape)] = None if head is None else (
-                    head, _envelope_view(env, dt, shape) if fits else None)
+                entry = template.views.put((dt, shape), None if head is None else (
+                    head, _envelope_view(env, dt, shape) if fits else None))
             if entry is None:
                 return _SLOW
             if entry[1] is None:  # the data follows the envelope in a phase of its own
@@ -338,7 +330,8 @@ class FastPaths(PhaseGenerators):
         template.compiled.bind_bcast(self._calls, template.recv, dtype, x_shape or shape, nbytes,
                                      head, _SLOW, functools.partial(np.empty, shape, dtype),
                                      shape, max(blocks, 1), block, own)
-        self._hot[call] = (None, root, template.compiled.bcast, template.alg_name)
+        self._bound_calls[call] = (None, root, template.compiled.bcast, template.alg_name,
+                                   template)
 
     def _envelope_fast(self, call: str, x: Any, root: Any, out: Any, algorithm: str | None,
                        timeout: float | None, params: dict) -> Any:
@@ -353,9 +346,7 @@ class FastPaths(PhaseGenerators):
             if got is not _SLOW:
                 self.last_algorithm = bound[3]
             if got is None:  # the root sent another signature: parse its envelope
-                template = self._templates[(call, root, None)]
-                assert template is not None
-                return self._received(call, template, out, root, self._call_number[0] - 1,
+                return self._received(call, bound[4], out, root, self._call_number[0] - 1,
                                       None, timeout)
             if got is not _SLOW:
                 return got
@@ -363,11 +354,11 @@ class FastPaths(PhaseGenerators):
         return fast(x, root, out, algorithm, timeout)
 
     def _bound(self, collective: str, op: Any, root: Any, algorithm: str | None
-               ) -> tuple[Any, int, Callable[..., Any], str | None] | None:
-        """``(op, root, call, algorithm name)``: the compiled whole call bound to
+               ) -> BoundEntry | None:
+        """``(op, root, call, algorithm name, template)``: the compiled whole call bound to
         ``collective`` with ``op`` and ``root`` (None: nothing bound, or an algorithm asked
         for, or the settings changed since)."""
-        hot = self._hot.get(collective)
+        hot = self._bound_calls.get(collective)
         if (hot is not None and hot[0] is op and type(root) is int and root == hot[1]
                 and algorithm is None and self._generation == _cfg.generation):
             return hot
@@ -413,8 +404,8 @@ class FastPaths(PhaseGenerators):
             template.head = head
         seq, timeout = self._next_call(timeout)
         template.runner(template.send, template.recv, seq, timeout)
-        data(x.reshape(-1), result.reshape(-1), seq, timeout, 1)
-        self.last_algorithm = self._data_runners[(spec, algorithm)][1]
+        data[0](x.reshape(-1), result.reshape(-1), seq, timeout, 1)
+        self.last_algorithm = data[1]
         return result if result.shape == shape else result.reshape(shape)
 
     def _fast_scatter(self, x: Any, root: Any, out: Any, algorithm: str | None,
@@ -434,9 +425,7 @@ class FastPaths(PhaseGenerators):
             dt = x.dtype
             entry = template.views.get((dt, x.shape), _SLOW)
             if entry is _SLOW:
-                if len(template.views) >= _BCAST_CACHE_LIMIT:
-                    template.views.clear()
-                entry = template.views[(dt, x.shape)] = self._scatter_entry(template, x)
+                entry = template.views.put((dt, x.shape), self._scatter_entry(template, x))
             if entry is None:
                 return _SLOW
             head, blocks, shape, own = entry
@@ -478,7 +467,7 @@ class FastPaths(PhaseGenerators):
         if self._generation != _cfg.generation:
             self._new_generation()
         try:
-            template = self._templates.get((collective, root, algorithm))
+            template = self._cache.get(("envelope", collective, root, algorithm))
         except TypeError:
             return None
         if template is None or template.runner is None:

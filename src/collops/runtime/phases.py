@@ -116,8 +116,9 @@ class PhaseGenerators(CommBase):
                               params, timeout, counts_signature="envelope", agree=True)
         # no data leaves before the members have agreed on the call (`agreement`)
         if early_spec is not None and not isinstance(first, Agreed):
-            prepared = self._prepared.get((early_spec, algorithm, tuple(sorted(params.items()))
-                                           if params else (), None, _settings_generation()))
+            prepared = self._cache.get(("prepared", early_spec, algorithm,
+                                        tuple(sorted(params.items())) if params else (), None,
+                                        _settings_generation()))
             if prepared is not None and prepared[0].native is None:
                 early = self._execute(early_spec, data, result, seq, 1, algorithm, params,
                                       timeout)

@@ -10,7 +10,12 @@ import numpy as np
 
 from ..algorithms.registry import Algorithm
 from ..algorithms.spec import CallSpec
+from .cache import BoundedCache
 from .engine import CallInfo, Plan
+from .envelope import VIEWS_LIMIT
+
+#: a compiled whole call bound to one signature: (op, root, call, algorithm name, template)
+BoundEntry = tuple[Any, int, Callable[..., Any], "str | None", "_Template"]
 
 
 class _Template:
@@ -40,9 +45,9 @@ class _Template:
         self.recv: np.ndarray | None = None
         self.header: np.ndarray | None = None
         self.head: np.ndarray | None = None
-        self.views: dict[Any, Any] = {}
+        self.views = BoundedCache(VIEWS_LIMIT)
         #: the compiled runner behind ``runner``, when it can run whole calls of this
-        #: signature (`Comm._bind_call`, `Comm._bind_bcast`), and the entry of `Comm._hot`
+        #: signature (`Comm._bind_call`, `Comm._bind_bcast`), and the entry of `Comm._bound_calls`
         #: that calls it
         self.compiled: Any = None
-        self.hot: tuple[Any, int, Callable[..., Any], str | None] | None = None
+        self.hot: BoundEntry | None = None
