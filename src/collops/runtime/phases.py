@@ -177,7 +177,6 @@ class PhaseGenerators(CommBase):
     def _scatterv(self, call: str, x: Any, counts: Any, root: int, out: Any,
                   algorithm: str | None, timeout: float | None, params: dict) -> Phases:
         root = self._check_root(call, root)
-        seq = self._reserve()
         data = None
         row_counts: list[int] = [0] * self.size
         if self.rank == root:
@@ -192,6 +191,8 @@ class PhaseGenerators(CommBase):
                 row_counts = [data.shape[0] // self.size] * self.size
             else:
                 row_counts = self._counts(call, "counts", counts, data.shape[0])
+            self._out(call, out, (row_counts[self.rank], *data.shape[1:]), data.dtype)
+        seq = self._reserve()  # after the local checks: a call that raised took no number
         dtype, trailing, got = yield from self._meta_bcast(
             call, seq, 0, root, None if data is None else data.dtype,
             () if data is None else data.shape[1:],
@@ -291,12 +292,13 @@ class PhaseGenerators(CommBase):
         if root is not None:
             root = self._check_root(call, root)
         data = self._array(call, x)
-        seq = self._reserve()
+        seq = -1  # taken before the first message, after every check made before it
         rows = _rows(data)
         per_row = _row_size(data)
         trailing = data.shape[1:] if data.ndim else ()
         phase = 0
         if vector and counts is None:
+            seq = self._reserve()
             got = yield from self._allgather_ints(call, [rows, per_row], seq, 0, timeout)
             row_counts = got[:, 0].tolist()
             if any(int(v) != per_row for v in got[:, 1]) and any(got[:, 0]):
@@ -328,6 +330,8 @@ class PhaseGenerators(CommBase):
         if result is not None and np.shares_memory(result, data) and not _same_bytes(
                 data, _own_rows(result, row_counts, self.rank)):
             data = data.copy()  # only x exactly its own block of out is in place (MPI_IN_PLACE)
+        if seq < 0:
+            seq = self._reserve()
         yield self._execute(spec, data, result, seq, phase, algorithm, params, timeout,
                             agree=root is not None)
         return None if result is None else result.reshape(shape)
@@ -338,7 +342,7 @@ class PhaseGenerators(CommBase):
         data = self._array(call, x)
         if data.ndim == 0:
             raise ArgumentError(call, "x", data.shape, "needs at least one dimension", self.rank)
-        seq = self._reserve()
+        seq = -1  # taken before the first message, after every check made before it
         per_row = _row_size(data)
         trailing = data.shape[1:]
         phase = 0
@@ -364,6 +368,7 @@ class PhaseGenerators(CommBase):
                 mine = np.asarray(scounts, np.int64)
                 got = np.empty(self.size, np.int64)
                 spec0 = make_spec("alltoall", self.size, np.int64, count=1)
+                seq = self._reserve()
                 yield self._execute(spec0, mine, got, seq, 0, None, {}, timeout,
                                     counts_signature=(call, "counts"))
                 rcounts = got.tolist()
@@ -385,6 +390,8 @@ class PhaseGenerators(CommBase):
         if np.shares_memory(result, data):
             data = data.copy()
         signature = ("v", per_row) if vector else (scounts[0] * per_row,)
+        if seq < 0:
+            seq = self._reserve()
         yield self._execute(spec, data, result, seq, phase, algorithm, params, timeout,
                             counts_signature=signature)
         return result.reshape(shape)
@@ -397,7 +404,6 @@ class PhaseGenerators(CommBase):
         resolved = self._op(call, op, data.dtype)
         if root is not None:
             root = self._check_root(call, root)
-        seq = self._reserve()
         shape: tuple[int, ...] = data.shape
         if collective in ("reduce_scatter", "reduce_scatter_block"):
             if data.ndim == 0:
@@ -430,6 +436,7 @@ class PhaseGenerators(CommBase):
         if result is not None and not in_place and np.shares_memory(result, data):
             data = data.copy()
         signature = (spec.count, spec.counts, resolved.name)
+        seq = self._reserve()  # after the local checks: a call that raised took no number
         yield self._execute(spec, data, result, seq, 0, algorithm, params, timeout,
                             counts_signature=signature, in_place=in_place,
                             agree=collective == "reduce")
