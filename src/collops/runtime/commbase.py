@@ -301,6 +301,18 @@ class CommBase:
                                 f"{expect} rows given", self.rank)
         return values
 
+    def _split_rows(self, call: str, data: np.ndarray, counts: Any) -> list[int]:
+        """The rows of ``data`` (axis 0) each rank's block has: ``counts`` (checked), or equal
+        blocks when it is None."""
+        if data.ndim == 0:
+            raise ArgumentError(call, "x", data.shape, "needs at least one dimension", self.rank)
+        if counts is not None:
+            return self._counts(call, "counts", counts, data.shape[0])
+        if data.shape[0] % self.size:
+            raise ArgumentError(call, "x", data.shape, f"axis 0 ({data.shape[0]}) is not "
+                                f"divisible by the {self.size} ranks", self.rank)
+        return [data.shape[0] // self.size] * self.size
+
     def _op(self, call: str, op: Any, dtype: np.dtype) -> Op:
         resolved = as_op(op, call, self.rank)
         resolved.check(dtype, call, self.rank)

@@ -181,16 +181,7 @@ class PhaseGenerators(CommBase):
         row_counts: list[int] = [0] * self.size
         if self.rank == root:
             data = self._array(call, x)
-            if data.ndim == 0:
-                raise ArgumentError(call, "x", data.shape, "needs at least one dimension",
-                                    self.rank)
-            if counts is None:
-                if data.shape[0] % self.size:
-                    raise ArgumentError(call, "x", data.shape, f"axis 0 ({data.shape[0]}) is not "
-                                        f"divisible by the {self.size} ranks", self.rank)
-                row_counts = [data.shape[0] // self.size] * self.size
-            else:
-                row_counts = self._counts(call, "counts", counts, data.shape[0])
+            row_counts = self._split_rows(call, data, counts)
             self._out(call, out, (row_counts[self.rank], *data.shape[1:]), data.dtype)
         seq = self._reserve()  # after the local checks: a call that raised took no number
         dtype, trailing, got = yield from self._meta_bcast(
@@ -406,17 +397,8 @@ class PhaseGenerators(CommBase):
             root = self._check_root(call, root)
         shape: tuple[int, ...] = data.shape
         if collective in ("reduce_scatter", "reduce_scatter_block"):
-            if data.ndim == 0:
-                raise ArgumentError(call, "x", data.shape, "needs at least one dimension",
-                                    self.rank)
+            rows = self._split_rows(call, data, counts)
             per_row = _row_size(data)
-            if counts is None:
-                if data.shape[0] % self.size:
-                    raise ArgumentError(call, "x", data.shape, f"axis 0 ({data.shape[0]}) is "
-                                        f"not divisible by the {self.size} ranks", self.rank)
-                rows = [data.shape[0] // self.size] * self.size
-            else:
-                rows = self._counts(call, "counts", counts, data.shape[0])
             elem = [r * per_row for r in rows]
             if collective == "reduce_scatter_block" or counts is None:
                 spec = make_spec("reduce_scatter_block" if collective.endswith("block")
