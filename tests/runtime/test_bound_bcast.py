@@ -18,7 +18,6 @@ import pytest
 
 import collops
 from collops.errors import ArgumentError, CollectiveTimeout
-from tests.support.counting import CountingDict
 
 # test_direct_compiled.py fails when the extension is not built, so this is never silent
 _direct = pytest.importorskip("collops.shm._direct")
@@ -232,7 +231,7 @@ def _set_algorithm(comm):
     got = [comm.bcast(x if comm.rank == 0 else None, 0).tolist() for _ in range(3)]
     comm.set_algorithm("bcast", "binomial")
     got += [comm.bcast(x if comm.rank == 0 else None, 0).tolist() for _ in range(2)]
-    return got, comm.last_algorithm, "bcast" not in comm._hot
+    return got, comm.last_algorithm, "bcast" not in comm.bound_calls()
 
 
 @pytest.mark.timeout(60)
@@ -251,20 +250,20 @@ SCATTER_SIGNATURES = [(np.float64, 1, ()), (np.float64, 1, ()), (np.int16, 2, (3
 
 def _scatters(comm, root, with_out):
     p, me = comm.size, comm.rank
-    comm._templates = CountingDict(comm._templates)
     got, results = [], []
     for i, (dtype, rows, trailing) in enumerate(SCATTER_SIGNATURES):
         for rep in range(4):
             whole = _values(dtype, (p * rows, *trailing), 10 * i + rep)
             out = np.empty((rows, *trailing), whole.dtype) if with_out else None
             comm.barrier()
-            before = comm._templates.lookups
+            before = len(comm.prepared_calls())
             r = comm.scatter(whole if me == root else None, root, out=out)
-            lookups = comm._templates.lookups - before
+            bound = (len(comm.prepared_calls()) == before
+                     and comm.bound_calls().get("scatter") == "shm_direct")
             if out is not None:
                 assert np.shares_memory(r, out)
             results.append(r)
-            got.append((i, rep, r.dtype.str, r.shape, r.tolist(), lookups))
+            got.append((i, rep, r.dtype.str, r.shape, r.tolist(), bound))
     if not with_out:
         assert all(not np.shares_memory(a, b) for k, a in enumerate(results)
                    for b in results[k + 1:])
@@ -278,11 +277,11 @@ def test_bound_scatter_matches_numpy_through_every_change_of_signature(p, with_o
     for root in (0, p - 1):
         per_rank = collops.spawn(_scatters, p, root, with_out, transport="shm", timeout=80)
         for me, got in enumerate(per_rank):
-            for i, rep, dtype_str, shape, values, lookups in got:
+            for i, rep, dtype_str, shape, values, bound in got:
                 dtype, rows, trailing = SCATTER_SIGNATURES[i]
                 whole = _values(dtype, (p * rows, *trailing), 10 * i + rep)
                 want = whole[me * rows: (me + 1) * rows]
                 assert (dtype_str, shape, values) == (want.dtype.str, want.shape,
                                                       want.tolist()), (me, i, rep)
                 if rep >= 2 and i > 0:  # a signature's first call binds it
-                    assert lookups == 0, f"rank {me}, signature {i}, call {rep}: not bound"
+                    assert bound, f"rank {me}, signature {i}, call {rep}: not bound"

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 import collops
-from tests.support.counting import CountingDict
 
 _direct = pytest.importorskip("collops.shm._direct")  # test_direct_compiled fails if absent
 
@@ -92,7 +91,6 @@ def _out_for(collective, x, p, me, root):
 
 def _all_cases(comm, with_out):
     p, me = comm.size, comm.rank
-    comm._templates = CountingDict(comm._templates)
     got = []
     for c, (collective, op, root, shape, dtype) in enumerate(CASES):
         results = []
@@ -100,14 +98,16 @@ def _all_cases(comm, with_out):
             x = _x(me, shape(p), dtype, 7 * c + rep)
             out = _out_for(collective, x, p, me, root) if with_out else None
             comm.barrier()
-            before = comm._templates.lookups
+            before = len(comm.prepared_calls())
             r = _call(comm, collective, x, op, root, out)
-            took_lookups = comm._templates.lookups - before
+            grew = len(comm.prepared_calls()) - before
+            bound = comm.bound_calls().get(collective)
             if out is not None and r is not None:
                 assert np.shares_memory(r, out) or r.size == 0, (collective, rep)
             results.append(r)
             got.append((c, rep, None if r is None else (r.dtype.str, r.shape, r.tolist()),
-                        took_lookups, comm.last_algorithm, out is None or r is None or r is out))
+                        (grew, bound), comm.last_algorithm,
+                        out is None or r is None or r is out))
         fresh = [r for r in results if r is not None]
         assert all(not np.shares_memory(a, b) for i, a in enumerate(fresh)
                    for b in fresh[i + 1:]) or with_out, collective
@@ -120,7 +120,7 @@ def _all_cases(comm, with_out):
 def test_bound_calls_match_numpy_and_repeats_take_the_bound_path(p, with_out):
     per_rank = collops.spawn(_all_cases, p, with_out, transport="shm", timeout=100)
     for me, got in enumerate(per_rank):
-        for c, rep, result, lookups, algorithm, into_out in got:
+        for c, rep, result, (grew, bound), algorithm, into_out in got:
             collective, op, root, shape, dtype = CASES[c]
             xs = [_x(r, shape(p), dtype, 7 * c + rep) for r in range(p)]
             want = _want(collective, xs, op, root, me)
@@ -131,9 +131,10 @@ def test_bound_calls_match_numpy_and_repeats_take_the_bound_path(p, with_out):
             assert algorithm == "shm_direct"
             none_here = collective == "exscan" and me == 0
             # the template is made, its algorithm prepared, its runner made, the signature
-            # bound: from the fifth call on, the bound path
+            # bound: from the fifth call on, the bound path, preparing nothing new
             if rep >= 4 and not none_here:
-                assert lookups == 0, f"{collective} on rank {me}, call {rep}: not bound"
+                assert bound == "shm_direct" and grew == 0, \
+                    f"{collective} on rank {me}, call {rep}: not bound"
                 assert into_out, "a bound call returns the out it was given"
 
 
@@ -224,10 +225,10 @@ def test_a_bound_call_against_another_collective_is_a_mismatch():
 def _unset(comm):
     x = np.arange(3.0)
     got = [comm.allreduce(x).tolist() for _ in range(4)]
-    bound = "allreduce" in comm._hot
+    bound = "allreduce" in comm.bound_calls()
     comm.set_algorithm("allreduce", "ring")
     got += [comm.allreduce(x).tolist() for _ in range(2)]
-    return got, bound, comm._hot == {}, comm.last_algorithm
+    return got, bound, comm.bound_calls() == {}, comm.last_algorithm
 
 
 @pytest.mark.timeout(60)

@@ -13,7 +13,7 @@ import numpy as np
 def schedule_send_areas() -> Iterator[list[np.ndarray]]:
     """Within the block, the send area of every schedule execution a `Comm` starts, in
     order (in this process: call it in a rank)."""
-    from collops.runtime import comm as comm_module
+    from collops.runtime import commbase as comm_module
 
     seen: list[np.ndarray] = []
     original = comm_module.Execution

@@ -15,7 +15,7 @@ from ..errors import ArgumentError
 from .engine import Execution
 
 if TYPE_CHECKING:
-    from .comm import Comm
+    from .commbase import CommBase
 
 Phases = Generator[Execution, None, Any]
 
@@ -39,7 +39,7 @@ class Completable(Protocol):
 class Request:
     """A non-blocking collective in flight: `test` and `wait` drive it."""
 
-    def __init__(self, comm: Comm, phases: Phases) -> None:
+    def __init__(self, comm: CommBase, phases: Phases) -> None:
         self._comm = comm
         self._phases = phases
         self._current: Execution | None = None

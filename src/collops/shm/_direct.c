@@ -119,7 +119,8 @@ typedef struct {
     PyObject *hot_env;          /* the envelope the general path parses (template.recv) */
     PyObject *hot_slow;         /* what `bcast` returns when it did nothing */
     PyObject *hot_alloc;        /* alloc(): a fresh result array (a non-root given no out) */
-    PyObject *hot_name;         /* the algorithm's name, for comm.last_algorithm */
+    PyObject *hot_counter;      /* the communicator's call counter: int64 array it owns */
+    long long *calls;           /* its first element, the next call number */
     /* a bound call (`Runner_call`): the result's shape, when this rank gets one */
     int hot_receives;
     Py_ssize_t hot_itemsize;
@@ -215,7 +216,7 @@ static void Runner_dealloc(Runner *r) {
     Py_XDECREF(r->hot_env);
     Py_XDECREF(r->hot_slow);
     Py_XDECREF(r->hot_alloc);
-    Py_XDECREF(r->hot_name);
+    Py_XDECREF(r->hot_counter);
     PyMem_Free(r->held);
     PyMem_Free(r->ack);
     PyMem_Free(r->ack_of_me);
@@ -666,19 +667,39 @@ static PyObject *Runner_run(Runner *r, PyObject *const *args, Py_ssize_t nargs) 
  * returns the `slow` marker before the call number is taken, or (a non-root whose root sent
  * another signature) leaves the envelope for the general path to parse and returns None.
  */
-static PyObject *seq_name, *last_algorithm_name;
 static int shape_of(PyObject *shape, int *nd, Py_ssize_t *dims);
 
-/* bind_bcast(env, dtype, shape, nbytes, head, slow, alloc, name[, out_shape, blocks, block,
+/* Keep `counter` (a writable, contiguous int64 array of at least one element: the
+ * communicator's next call number, which Python reads and advances too) as the number a bound
+ * call takes; 0, or -1 with an exception set. */
+static int bind_counter(Runner *r, PyObject *counter) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(counter, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return -1;
+    int fits = view.itemsize == 8 && view.len >= 8 && view.format != NULL
+               && (view.format[0] == 'q' || view.format[0] == 'l'
+                   || ((view.format[0] == '<' || view.format[0] == '=' || view.format[0] == '@')
+                       && (view.format[1] == 'q' || view.format[1] == 'l')));
+    long long *calls = view.buf;
+    PyBuffer_Release(&view);
+    if (!fits) {
+        PyErr_SetString(PyExc_ValueError, "the call counter must be a writable int64 array");
+        return -1;
+    }
+    Py_XSETREF(r->hot_counter, Py_NewRef(counter));
+    r->calls = calls;
+    return 0;
+}
+
+/* bind_bcast(counter, env, dtype, shape, nbytes, head, slow, alloc[, out_shape, blocks, block,
  * own]): a scatter's envelope has `blocks` blocks `block` bytes apart, each a header and
  * `nbytes` of data, and the root's result (of `out_shape`) starts at byte `own` of its x */
 static PyObject *Runner_bind_bcast(Runner *r, PyObject *args) {
-    PyObject *env, *descr, *shape, *slow, *alloc, *name, *out_shape = Py_None;
+    PyObject *counter, *env, *descr, *shape, *slow, *alloc, *out_shape = Py_None;
     Py_ssize_t nbytes, blocks = 1, block = 0, own = 0;
     Py_buffer head;
-    if (!PyArg_ParseTuple(args, "OOO!ny*OOU|Onnn", &env, &descr, &PyTuple_Type, &shape,
-                          &nbytes, &head, &slow, &alloc, &name, &out_shape, &blocks, &block,
-                          &own))
+    if (!PyArg_ParseTuple(args, "OOOO!ny*OO|Onnn", &counter, &env, &descr, &PyTuple_Type, &shape,
+                          &nbytes, &head, &slow, &alloc, &out_shape, &blocks, &block, &own))
         return NULL;
     PyObject *result = NULL;
     Py_ssize_t nd = PyTuple_GET_SIZE(shape);
@@ -714,12 +735,13 @@ static PyObject *Runner_bind_bcast(Runner *r, PyObject *args) {
     r->hot_blocks = blocks;
     r->hot_block = block;
     r->hot_own = own;
+    if (bind_counter(r, counter) < 0)
+        goto done;
     memcpy(r->hot_head, head.buf, head.len);
     Py_XSETREF(r->hot_descr, Py_NewRef(descr));
     Py_XSETREF(r->hot_env, Py_NewRef(env));
     Py_XSETREF(r->hot_slow, Py_NewRef(slow));
     Py_XSETREF(r->hot_alloc, Py_NewRef(alloc));
-    Py_XSETREF(r->hot_name, Py_NewRef(name));
     r->hot_bound = 1;
     result = Py_NewRef(Py_None);
 done:
@@ -763,22 +785,15 @@ static int shape_of(PyObject *shape, int *nd, Py_ssize_t *dims) {
 }
 
 
-/* The communicator's next call number, taken (-1 with an exception set on failure). */
-static long long take_call(Runner *r, PyObject *comm, long long seq) {
-    PyObject *next = PyLong_FromLongLong(seq + 1);
-    if (next == NULL)
-        return -1;
-    int bad = PyObject_SetAttr(comm, seq_name, next);
-    Py_DECREF(next);
-    if (bad || PyObject_SetAttr(comm, last_algorithm_name, r->hot_name))
-        return -1;
-    return seq;
+/* Take call number `seq`: the counter the communicator shares with this runner moves on. */
+static inline void take_call(Runner *r, long long seq) {
+    *r->calls = seq + 1;
 }
 
-/* Whether a bound entry point got its 4 arguments and the runner is bound (else an error). */
+/* Whether a bound entry point got its 3 arguments and the runner is bound (else an error). */
 static int bound_usage(Runner *r, Py_ssize_t nargs, const char *usage) {
-    if (nargs != 4) {
-        PyErr_Format(PyExc_TypeError, "%s(comm, x, out, timeout)", usage);
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "%s(x, out, timeout)", usage);
         return 0;
     }
     if (!r->hot_bound) {
@@ -788,10 +803,10 @@ static int bound_usage(Runner *r, Py_ssize_t nargs, const char *usage) {
     return 1;
 }
 
-/* The communicator's next call number in `*seq` (its object in `*seqobj`, a new reference):
- * 1; 0 when a direct call of this area is in flight (the bound path then stays out); -1 with
- * an exception set. */
-static int next_seq(Runner *r, PyObject *comm, PyObject **seqobj, long long *seq) {
+/* The communicator's next call number, read from the shared counter, in `*seq` (as an object
+ * in `*seqobj`, a new reference): 1; 0 when a direct call of this area is in flight (the
+ * bound path then stays out); -1 with an exception set. */
+static int next_seq(Runner *r, PyObject **seqobj, long long *seq) {
     *seqobj = NULL;
     PyObject *inflight = PyObject_GetAttr(r->area, r->inflight_name);
     if (inflight == NULL)
@@ -800,22 +815,16 @@ static int next_seq(Runner *r, PyObject *comm, PyObject **seqobj, long long *seq
     Py_DECREF(inflight);
     if (busy)
         return 0;
-    *seqobj = PyObject_GetAttr(comm, seq_name);
-    if (*seqobj == NULL)
-        return -1;
-    *seq = PyLong_AsLongLong(*seqobj);
-    if (*seq == -1 && PyErr_Occurred()) {
-        Py_CLEAR(*seqobj);
-        return -1;
-    }
-    return 1;
+    *seq = *r->calls;
+    *seqobj = PyLong_FromLongLong(*seq);
+    return *seqobj == NULL ? -1 : 1;
 }
 
-/* bcast(comm, x, out, timeout): a whole bound broadcast (see above). */
+/* bcast(x, out, timeout): a whole bound broadcast (see above). */
 static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
     if (!bound_usage(r, nargs, "bcast"))
         return NULL;
-    PyObject *comm = args[0], *x = args[1], *out = args[2], *timeout = args[3];
+    PyObject *x = args[0], *out = args[1], *timeout = args[2];
     Py_ssize_t n = r->hot_nbytes, head = r->prefix_head, all = n * r->hot_blocks;
     int out_fits = out != Py_None && array_fits(r, out, r->hot_out_nd, r->hot_out_dims, 1);
     if (r->is_root) {
@@ -833,7 +842,7 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
     }
     PyObject *seqobj;
     long long seq = 0;
-    int go = next_seq(r, comm, &seqobj, &seq);
+    int go = next_seq(r, &seqobj, &seq);
     if (go <= 0)
         return go < 0 ? NULL : Py_NewRef(r->hot_slow);
     int slot = (int)((2 * seq) % NSLOTS);
@@ -861,11 +870,11 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
             goto done;
         PyObject *occ = PyTuple_Pack(2, kobj, r->readers);
         Py_DECREF(kobj);
-        if (occ == NULL || take_call(r, comm, seq) < 0) {
-            Py_XDECREF(occ);
+        if (occ == NULL) {
             Py_XDECREF(mine);
             goto done;
         }
+        take_call(r, seq);
         char *xd = ((ArrayFields *)x)->data, *dst = r->base + r->my_data[slot];
         for (Py_ssize_t j = 0; j < r->hot_blocks; j++, dst += r->hot_block) {
             memcpy(dst, r->hot_head, head);
@@ -906,8 +915,8 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
         result = Py_NewRef(r->hot_slow);
         goto done;
     }
-    if (take_call(r, comm, seq) < 0
-        || (r->publishes && publish(r, slot, k, word, NULL) < 0)) {  /* arrived */
+    take_call(r, seq);
+    if (r->publishes && publish(r, slot, k, word, NULL) < 0) {  /* arrived */
         Py_DECREF(into);
         goto done;
     }
@@ -950,18 +959,19 @@ done:
  * takes the call number and runs the call, or returns the `slow` marker before taking it.
  */
 
-/* bind_call(dtype, itemsize, shape, out_shape, slow, alloc, name); out_shape None: this
+/* bind_call(counter, dtype, itemsize, shape, out_shape, slow, alloc); out_shape None: this
  * rank gets no result */
 static PyObject *Runner_bind_call(Runner *r, PyObject *args) {
-    PyObject *descr, *shape, *out_shape, *slow, *alloc, *name;
+    PyObject *counter, *descr, *shape, *out_shape, *slow, *alloc;
     Py_ssize_t itemsize;
-    if (!PyArg_ParseTuple(args, "OnOOOOU", &descr, &itemsize, &shape, &out_shape, &slow,
-                          &alloc, &name))
+    if (!PyArg_ParseTuple(args, "OOnOOOO", &counter, &descr, &itemsize, &shape, &out_shape,
+                          &slow, &alloc))
         return NULL;
     int nd, out_nd = 0;
     Py_ssize_t dims[HOT_MAX_DIMS], out_dims[HOT_MAX_DIMS];
     if (shape_of(shape, &nd, dims) < 0
-        || (out_shape != Py_None && shape_of(out_shape, &out_nd, out_dims) < 0))
+        || (out_shape != Py_None && shape_of(out_shape, &out_nd, out_dims) < 0)
+        || bind_counter(r, counter) < 0)
         return NULL;
     r->hot_nd = nd;
     memcpy(r->hot_dims, dims, sizeof dims);
@@ -972,16 +982,15 @@ static PyObject *Runner_bind_call(Runner *r, PyObject *args) {
     Py_XSETREF(r->hot_descr, Py_NewRef(descr));
     Py_XSETREF(r->hot_slow, Py_NewRef(slow));
     Py_XSETREF(r->hot_alloc, Py_NewRef(alloc));
-    Py_XSETREF(r->hot_name, Py_NewRef(name));
     r->hot_bound = 1;
     Py_RETURN_NONE;
 }
 
-/* call(comm, x, out, timeout): a whole bound call (its result, None, or the slow marker). */
+/* call(x, out, timeout): a whole bound call (its result, None, or the slow marker). */
 static PyObject *Runner_call(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
     if (!bound_usage(r, nargs, "call"))
         return NULL;
-    PyObject *comm = args[0], *x = args[1], *out = args[2], *timeout = args[3];
+    PyObject *x = args[0], *out = args[1], *timeout = args[2];
     if (!bound_array(r, x, 0))
         return Py_NewRef(r->hot_slow);
     char *send = ((ArrayFields *)x)->data, *recv = NULL;
@@ -1013,7 +1022,7 @@ static PyObject *Runner_call(Runner *r, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *result = NULL, *seqobj = NULL;
     long long seq = 0;
-    int go = next_seq(r, comm, &seqobj, &seq);
+    int go = next_seq(r, &seqobj, &seq);
     if (go <= 0) {
         result = go < 0 ? NULL : Py_NewRef(r->hot_slow);
         goto done;
@@ -1024,8 +1033,7 @@ static PyObject *Runner_call(Runner *r, PyObject *const *args, Py_ssize_t nargs)
         result = Py_NewRef(r->hot_slow);
         goto done;
     }
-    if (take_call(r, comm, seq) < 0)
-        goto done;
+    take_call(r, seq);
     PyObject *hand[4] = {x, into ? into : Py_None, seqobj, timeout};
     PyObject *ran = run_call(r, slot, k, (k << 24) | r->mix, send, recv, hand, 0);
     if (ran == NULL)
@@ -1040,13 +1048,13 @@ done:
 
 static PyMethodDef Runner_methods[] = {
     {"bind_call", (PyCFunction)Runner_bind_call, METH_VARARGS,
-     "bind_call(dtype, itemsize, shape, out_shape, slow, alloc, name): what `call` runs."},
+     "bind_call(counter, dtype, itemsize, shape, out_shape, slow, alloc): what `call` runs."},
     {"call", (PyCFunction)(void (*)(void))Runner_call, METH_FASTCALL,
-     "call(comm, x, out, timeout): a whole bound call (result, None or the slow marker)."},
+     "call(x, out, timeout): a whole bound call (result, None or the slow marker)."},
     {"bind_bcast", (PyCFunction)Runner_bind_bcast, METH_VARARGS,
-     "bind_bcast(env, dtype, shape, nbytes, head, slow, alloc, name): the signature `bcast` runs."},
+     "bind_bcast(counter, env, dtype, shape, nbytes, head, slow, alloc): what `bcast` runs."},
     {"bcast", (PyCFunction)(void (*)(void))Runner_bcast, METH_FASTCALL,
-     "bcast(comm, x, out, timeout): a whole bound broadcast (result, None or the slow marker)."},
+     "bcast(x, out, timeout): a whole bound broadcast (result, None or the slow marker)."},
     {"run", (PyCFunction)(void (*)(void))Runner_run, METH_FASTCALL,
      "run(send, recv, seq, timeout[, phase]): one blocking direct call."},
     {NULL, NULL, 0, NULL}};
@@ -1095,10 +1103,6 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__direct(void) {
     if (PyType_Ready(&RunnerType) < 0)
-        return NULL;
-    seq_name = PyUnicode_InternFromString("_call_seq");
-    last_algorithm_name = PyUnicode_InternFromString("last_algorithm");
-    if (seq_name == NULL || last_algorithm_name == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
