@@ -13,34 +13,31 @@ from collops import CollectiveMismatch, CollectiveTimeout, PeerFailed
 SIZES = {"8B": 1, "8MiB": 1 << 20}  # float64 items per rank's block
 
 
-def _call(comm, collective, n, root):
+def _call(comm, collective, n, root, algorithm=None):
     p, me = comm.size, comm.rank
     block = np.full(n, float(me + 1))
     whole = np.full(n * p, float(me + 1))
     if collective == "bcast":
-        return comm.bcast(block, root=root)
+        return comm.bcast(block, root=root, algorithm=algorithm)
     if collective == "scatter":
-        return comm.scatter(whole, root=root)
+        return comm.scatter(whole, root=root, algorithm=algorithm)
     if collective == "scatterv":
-        return comm.scatterv(whole, [n] * p, root=root)
+        return comm.scatterv(whole, [n] * p, root=root, algorithm=algorithm)
     if collective == "gather":
-        return comm.gather(block, root=root)
-    return comm.reduce(block, root=root)
+        return comm.gather(block, root=root, algorithm=algorithm)
+    return comm.reduce(block, root=root, algorithm=algorithm)
 
 
-def _each_its_own_root(comm, collective, n):
+def _each_its_own_root(comm, collective, n, algorithm=None):
     try:
-        _call(comm, collective, n, comm.rank)
+        _call(comm, collective, n, comm.rank, algorithm)
     except CollectiveMismatch as exc:
         return str(exc)
     return "no error"
 
 
-#: large gathers and reduces over shm run shm_stream / shm_cma, whose roots do not yet wait
-#: for every member (issue 14's note): those cases are not claimed here
 CASES = [(c, t, s) for c in ("bcast", "scatter", "scatterv", "gather", "reduce")
-         for t in ("inproc", "shm") for s in SIZES
-         if not (t == "shm" and s == "8MiB" and c in ("gather", "reduce"))]
+         for t in ("inproc", "shm") for s in SIZES]
 
 
 @pytest.mark.timeout(120)
@@ -52,14 +49,42 @@ def test_a_root_disagreement_is_a_mismatch_naming_both_roots(collective, transpo
         assert "root=0" in text and "root=1" in text, texts
 
 
-def _two_agree_one_differs(comm, collective, n):
+#: the shared-memory algorithms that check the root themselves (`Algorithm.agrees_on_root`)
+NATIVE = ("shm_direct", "shm_stream", "shm_cma")
+#: float64 items per block: within a direct slot for shm_direct, beyond it for the others
+NATIVE_ITEMS = {"shm_direct": 1, "shm_stream": 1 << 16, "shm_cma": 1 << 16}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("collective", ["bcast", "scatter", "gather", "reduce"])
+@pytest.mark.parametrize("algorithm", NATIVE)
+def test_each_native_algorithm_names_both_roots(algorithm, collective):
+    texts = collops.spawn(_each_its_own_root, 2, collective, NATIVE_ITEMS[algorithm],
+                          algorithm, transport="shm", timeout=60)
+    for text in texts:
+        assert "root=0" in text and "root=1" in text, texts
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("collective", ["bcast", "scatter", "gather", "reduce"])
+@pytest.mark.parametrize("algorithm", NATIVE)
+def test_each_native_algorithm_catches_the_odd_root_out(algorithm, collective):
+    got = collops.spawn(_two_agree_one_differs, 3, collective, NATIVE_ITEMS[algorithm],
+                        algorithm, transport="shm", timeout=60)
+    assert got[2][0] == "mismatch" and "root=2" in got[2][1], got
+    assert got[0][0] == "mismatch", got
+
+
+def _two_agree_one_differs(comm, collective, n, algorithm=None):
     root = 2 if comm.rank == 2 else 0
     try:
-        got = _call(comm, collective, n, root)
+        got = _call(comm, collective, n, root, algorithm)
     except CollectiveMismatch as exc:
         return ("mismatch", str(exc))
     except CollectiveTimeout:
         return ("timeout", "")
+    except PeerFailed:  # a root that raised stopped feeding this rank
+        return ("failed", "")
     return ("returned", None if got is None else float(np.asarray(got).reshape(-1)[0]))
 
 
