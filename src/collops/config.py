@@ -10,6 +10,14 @@ setting                   environment variable                 meaning
 ``compiled``              ``COLLOPS_COMPILED``                 ``0`` keeps the compiled fast
                                                                path (``collops._direct``)
                                                                unused: pure Python
+``spin_seconds``          ``COLLOPS_SPIN_SECONDS``             shared-memory waits poll this
+                                                               long first (none when ranks
+                                                               outnumber cores), 100e-6
+``yield_seconds``         ``COLLOPS_YIELD_SECONDS``            then poll with sched_yield this
+                                                               long, 1e-3
+``sleep_slice``           ``COLLOPS_SLEEP_SLICE``              then sleep on a futex at most
+                                                               this long between checks for
+                                                               failures and timeouts, 0.05
 algorithm overrides       ``COLLOPS_<COLLECTIVE>_ALGORITHM``   e.g. ``ring`` for ALLREDUCE
 ========================  ===================================  =============================
 
@@ -33,6 +41,11 @@ class Settings:
     tuning_file: str | None = None
     algorithms: dict[str, str] = field(default_factory=dict)
     compiled: bool = True
+    #: the shared-memory wait (`collops.shm.waiting`): seconds of polling, of polling with
+    #: sched_yield, and the longest single sleep
+    spin_seconds: float = 100e-6
+    yield_seconds: float = 1e-3
+    sleep_slice: float = 0.05
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -49,9 +62,23 @@ class Settings:
             timeout=float(timeout) if timeout else None,
             tuning_file=env.get("COLLOPS_TUNING_FILE") or None,
             algorithms=overrides,
+            spin_seconds=_seconds(env, "COLLOPS_SPIN_SECONDS", cls.spin_seconds),
+            yield_seconds=_seconds(env, "COLLOPS_YIELD_SECONDS", cls.yield_seconds),
+            sleep_slice=_seconds(env, "COLLOPS_SLEEP_SLICE", cls.sleep_slice),
             compiled=env.get("COLLOPS_COMPILED", "1").strip().lower() not in ("0", "no", "false",
                                                                             "off"),
         )
+
+
+def _seconds(env: dict[str, str], name: str, default: float) -> float:
+    """A duration from ``env[name]`` (``default`` when unset or empty)."""
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    value = float(text)
+    if value < 0:
+        raise ValueError(f"{name} must be a duration in seconds, not {text!r}")
+    return value
 
 
 settings = Settings.from_env()

@@ -581,8 +581,7 @@ static PyObject *Plan_advance(Plan *p, PyObject *const *args, Py_ssize_t nargs) 
     }
     int64_t *state = sbuf.buf;
     int status = STUCK, touched = 0, copied = 0;
-    double stop = 0.0;
-    unsigned idle = 0;
+    shm_spin idle = {0.0, 0};
     state[S_FOREIGN_WRITER] = -1;
     if (p->has_own && !p->own_from && may_write && state[S_WRITTEN] == 0
         && state[S_SELF] == 0)  /* a call's first advance, while choosing the source */
@@ -626,22 +625,15 @@ static PyObject *Plan_advance(Plan *p, PyObject *const *args, Py_ssize_t nargs) 
             break;
         }
         if (moved) {
-            idle = 0;
-            stop = 0.0;
+            idle = (shm_spin){0.0, 0};
             continue;
         }
         if (foreign) {
             status = FOREIGN;
             break;
         }
-        if ((++idle & 31) == 0) {
-            double t = now();
-            if (stop == 0.0)
-                stop = t + spin;
-            if (t >= stop)
-                break;
-        }
-        cpu_relax();
+        if (shm_spin_over(&idle, spin))
+            break;
     }
     if (touched)
         wake_sleepers(p);

@@ -40,7 +40,6 @@ from ..errors import ScheduleError
 from ..schedule import Schedule
 from ..transport.tags import call_tag
 from .direct_area import (
-    YIELD_SECONDS,
     DirectArea,
     call_number,
     held_word,
@@ -49,6 +48,7 @@ from .direct_area import (
 )
 from .segment import DIRECT_SLOTS
 from .transport import ShmTransport
+from .waiting import SLEEP, SPIN
 
 try:
     from . import _direct
@@ -404,10 +404,6 @@ def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None
     return fn
 
 
-#: seconds the compiled runner spins for its peers before handing over to `DirectArea.wait`
-COMPILED_SPIN = 20e-6
-#: the same when ranks outnumber cores (a peer that is late then needs this rank's core)
-COMPILED_SPIN_OVERSUBSCRIBED = 2e-6
 #: operator names the compiled runner reduces itself, and its codes for them
 _C_OPS = {"SUM": 0, "PROD": 1, "MIN": 2, "MAX": 3, "BAND": 4, "BOR": 5, "BXOR": 6}
 _C_DTYPES = {np.dtype(t): i for i, t in enumerate(
@@ -462,7 +458,8 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
             area.wait(lambda: not area.inflight and area.writable(slot),
                       lambda: area.unacknowledged(slot), None, "", None, fp.describe)
             return compiled.run(send, recv, seq, timeout, phase)
-        return _finish_slowly(call, area, send, recv, seq, timeout, fingerprint, phase)
+        # status 2: the runner spun and yielded (`Ladder`'s first stages): sleep from here
+        return _finish_slowly(call, area, send, recv, seq, timeout, fingerprint, phase, SLEEP)
 
     compiled = _direct.Runner(
         segment=transport.segment_map, ndarray=np.ndarray, area=area,
@@ -480,8 +477,8 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
         read_kind=kind, src=src, dst=[d * size for d in plan.dst],
         len=[n * size] * len(plan.dst), self_copy=(plan.self_from * size, 0, n * size),
         count=n, op=op_code, dtype=dt_code,
-        spin_seconds=COMPILED_SPIN_OVERSUBSCRIBED if area.oversubscribed else COMPILED_SPIN,
-        yield_seconds=YIELD_SECONDS, hand_over_core=area.oversubscribed,
+        spin_seconds=area.ladder.compiled_spin, yield_seconds=area.ladder.yield_seconds,
+        hand_over_core=area.oversubscribed,
         store_fingerprint=fingerprinted,
         prefix_at=-1 if length_prefix is None else length_prefix[0],
         prefix_head=0 if length_prefix is None else length_prefix[1],
@@ -491,8 +488,9 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
 
 def _finish_slowly(call: NativeCall, area: DirectArea, send: np.ndarray | None,
                    recv: np.ndarray | None, seq: int, timeout: float | None,
-                   fingerprint: int | None = None, phase: int = 0) -> None:
-    """The rest of a blocking call whose contribution is published but whose peers are late."""
+                   fingerprint: int | None = None, phase: int = 0, start: int = SPIN) -> None:
+    """The rest of a blocking call whose contribution is published but whose peers are late
+    (``start``: the stage of the wait to begin with)."""
     spec = call.spec
     k, slot, rank = call_number(seq, phase), slot_of(seq, phase), call.rank
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -503,7 +501,7 @@ def _finish_slowly(call: NativeCall, area: DirectArea, send: np.ndarray | None,
     area.wait(lambda: not area.missing(slot, word, others),
               lambda: area.missing(slot, word, others), deadline,
               f"rank {rank}: {spec.collective}[{NAME}]", call_tag(call.context, seq, phase),
-              fp.describe, (slot, word, fingerprint))
+              fp.describe, (slot, word, fingerprint), start)
     _reader_for(area, spec, rank)(slot, send, recv)
     area.acknowledge(slot, k, others)
 

@@ -37,13 +37,7 @@ from .stream_protocol import (
     S_WRITTEN,
 )
 from .transport import ShmTransport
-
-#: seconds the compiled loop spins for its peers before returning to Python to wait
-SPIN = 20e-6
-#: the same when ranks outnumber cores (a late peer then needs this rank's core)
-SPIN_OVERSUBSCRIBED = 2e-6
-
-
+from .waiting import YIELD
 
 
 # -- the call ----------------------------------------------------------------------------------
@@ -189,9 +183,9 @@ class StreamExecution:
 
     def wait(self) -> None:
         """Block until done (nothing else in flight to progress meanwhile)."""
-        while not self.poll(self.spin):
+        while not self.poll(self.spin):  # it spun: the wait goes on from its yield stage
             self.direct.wait(self._ready, self._awaited, self.deadline, self.what, self.tag,
-                             fp.describe, self.expect)
+                             fp.describe, self.expect, YIELD)
 
     def _end(self) -> None:
         if self.left:
@@ -384,7 +378,7 @@ def _flat(a: np.ndarray | None) -> np.ndarray | None:
 
 
 def _spin(transport: ShmTransport) -> float:
-    """Seconds the compiled loop spins before returning to Python to wait."""
-    return SPIN_OVERSUBSCRIBED if transport.oversubscribed else SPIN
+    """Seconds the compiled loop spins before returning to Python to wait (`waiting`)."""
+    return transport.ladder.compiled_spin
 
 
