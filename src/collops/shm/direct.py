@@ -337,71 +337,15 @@ def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None
     bytes in use after it, as the envelopes of bcast and scatter do: the compiled runner then
     copies only those (the rest of the slot is never read).
 
-    Everything that does not change from call to call — slots as typed views, the words to
-    store and poll, the fingerprint — is worked out here once; the returned function does the
-    common case (nothing to wait for beyond a short spin) in a few dozen bytecodes and hands
-    anything else to the general path.
+    Everything that does not change from call to call is worked out here once, for the
+    compiled runner (`_compiled_runner`); without it the call is a `DirectExecution` driven
+    to completion (`_run`): the one Python implementation of the protocol.
     """
     transport, area = area_of(call)
-    spec = call.spec
     compiled = _compiled_runner(call, transport, area, length_prefix=length_prefix)
     if compiled is not None:
         return compiled
-    rank = call.rank
-    fingerprint = call_fingerprint(spec)
-    words, ack, held, fps = area.words, area.ack, area.held, area.fps
-    mix = held_word(0, fingerprint)
-    occupant = area.occupant
-    others = _waits_for(spec, rank)
-    readers = _readers(spec, rank)
-    publishes = _publishes(spec, rank)
-    held_words = [[held[j][i] for j in others] for i in range(DIRECT_SLOTS)]
-    ack_words = [[ack[rank][j][i] for j in others] for i in range(DIRECT_SLOTS)]
-    my_held, my_fp = held[rank], fps[rank]
-    fence, wake_one = transport.fence, transport.wake
-    sleepers = [(r, transport.sleeping_word(r)) for r in area.group if r != transport.rank]
-    nbytes = _slot_bytes(spec, rank)
-    mine = [area.slots[rank][i][:nbytes].view(spec.dtype) for i in range(DIRECT_SLOTS)]
-    reader = _reader_for(area, spec, rank)
-    writable = area.writable
-
-    def fn(send: np.ndarray | None, recv: np.ndarray | None, seq: int,
-           timeout: float | None, phase: int = 0) -> None:
-        if area.inflight:
-            return _run(call, send, recv, seq, timeout, phase)
-        k = (seq << 3) + phase + 1
-        word = (k << 24) | mix
-        slot = (2 * seq + phase) % DIRECT_SLOTS
-        if publishes:
-            if occupant[slot][1] and not writable(slot):
-                return _run(call, send, recv, seq, timeout, phase)
-            if nbytes:
-                mine[slot][...] = send if send.ndim == 1 else send.reshape(-1)  # type: ignore
-            words[my_fp[slot]] = fingerprint
-            words[my_held[slot]] = word
-            occupant[slot] = (k, readers)
-            fence()
-            for r, w in sleepers:
-                if words[w]:
-                    wake_one(r)
-        for w in held_words[slot]:
-            if words[w] != word:
-                spin = 200
-                while words[w] != word and spin:
-                    spin -= 1
-                if not spin:
-                    return _finish_slowly(call, area, send, recv, seq, timeout,
-                                          phase=phase)
-        reader(slot, send, recv)
-        if others:
-            for w in ack_words[slot]:
-                words[w] = k
-            fence()
-            for r, w in sleepers:
-                if words[w]:
-                    wake_one(r)
-
-    return fn
+    return functools.partial(_run, call)
 
 
 #: operator names the compiled runner reduces itself, and its codes for them
@@ -416,8 +360,8 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
                      ) -> Callable[..., None] | None:
     """The compiled blocking fast path for ``spec`` (None: not built, disabled or unsupported).
 
-    It runs exactly what the Python runner below runs, with the reads described as byte
-    ranges: copies for the gathering and broadcasting calls, a fold in rank order for the
+    It runs what `DirectExecution` runs, with the reads described as byte ranges
+    (`read_plan`): copies for the gathering and broadcasting calls, a fold in rank order for the
     reductions whose operator and dtype it knows (the others stay in Python and numpy).
     """
     if _direct is None or not config.settings.compiled:
