@@ -12,7 +12,7 @@ setting                   environment variable                 meaning
                                                                unused: pure Python
 ``spin_seconds``          ``COLLOPS_SPIN_SECONDS``             shared-memory waits poll this
                                                                long first (none when ranks
-                                                               outnumber cores), 100e-6
+                                                               outnumber cores), 20e-6
 ``yield_seconds``         ``COLLOPS_YIELD_SECONDS``            then poll with sched_yield this
                                                                long, 1e-3
 ``sleep_slice``           ``COLLOPS_SLEEP_SLICE``              then sleep on a futex at most
@@ -43,7 +43,7 @@ class Settings:
     compiled: bool = True
     #: the shared-memory wait (`collops.shm.waiting`): seconds of polling, of polling with
     #: sched_yield, and the longest single sleep
-    spin_seconds: float = 100e-6
+    spin_seconds: float = 20e-6
     yield_seconds: float = 1e-3
     sleep_slice: float = 0.05
 
