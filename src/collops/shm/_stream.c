@@ -728,9 +728,34 @@ static PyObject *module_copy(PyObject *self, PyObject *const *args, Py_ssize_t n
     Py_RETURN_NONE;
 }
 
+/* read_process(pid, remote, local, nbytes) -> errno: `copy_from_process`, the one
+ * single-copy read (through the bounce buffer when aliased), for the transport's messages
+ * and shm_cma as for the stream's references. Under the GIL: the bounce buffer is shared. */
+static PyObject *module_read_process(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "read_process(pid, remote, local, nbytes)");
+        return NULL;
+    }
+    int64_t pid = PyLong_AsLongLong(args[0]);
+    uint64_t remote = PyLong_AsUnsignedLongLong(args[1]);
+    char *local = PyLong_AsVoidPtr(args[2]);
+    Py_ssize_t n = PyLong_AsSsize_t(args[3]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "nbytes must be >= 0");
+        return NULL;
+    }
+    return PyLong_FromLong(copy_from_process(pid, local, remote, (size_t)n));
+}
+
 static PyMethodDef module_methods[] = {
     {"copy", (PyCFunction)(void (*)(void))module_copy, METH_FASTCALL,
      "copy(dst, src, nbytes): copy bytes between two addresses, around 4 KiB aliasing."},
+    {"read_process", (PyCFunction)(void (*)(void))module_read_process, METH_FASTCALL,
+     "read_process(pid, remote, local, nbytes) -> errno: copy bytes out of another "
+     "process, around 4 KiB aliasing."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {
