@@ -37,6 +37,7 @@ from ..algorithms.native import NativeAlgorithm, NativeCall
 from ..algorithms.registry import Algorithm, CostModel, Restriction, add_algorithm
 from ..algorithms.spec import CallSpec
 from ..errors import ScheduleError
+from ..ops import compiled_kernel
 from ..schedule import Schedule
 from ..transport.tags import call_tag
 from .direct_area import (
@@ -348,13 +349,6 @@ def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None
     return functools.partial(_run, call)
 
 
-#: operator names the compiled runner reduces itself, and its codes for them
-_C_OPS = {"SUM": 0, "PROD": 1, "MIN": 2, "MAX": 3, "BAND": 4, "BOR": 5, "BXOR": 6}
-_C_DTYPES = {np.dtype(t): i for i, t in enumerate(
-    (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
-     np.float32, np.float64))}
-
-
 def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea,
                      fingerprinted: bool = True, length_prefix: tuple[int, int] | None = None
                      ) -> Callable[..., None] | None:
@@ -372,10 +366,10 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
     plan, size = read_plan(spec, rank), dt.itemsize
     op_code = dt_code = 0
     if plan.kind == "reduce":
-        if spec.op is None or spec.op.name not in _C_OPS or dt not in _C_DTYPES or (
-                spec.op.name.startswith("B") and dt.kind == "f") or not dt.isnative:
+        kernel = compiled_kernel(spec.op, dt)  # the fold's kernel is chosen in `ops`
+        if kernel is None:
             return None
-        op_code, dt_code = _C_OPS[spec.op.name], _C_DTYPES[dt]
+        op_code, dt_code = kernel
     kind = {"none": _direct.READ_NONE, "copy": _direct.READ_COPY, "self": _direct.READ_SELF,
             "reduce": _direct.READ_REDUCE}[plan.kind]
     slots = range(DIRECT_SLOTS)
