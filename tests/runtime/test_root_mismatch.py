@@ -36,43 +36,24 @@ def _each_its_own_root(comm, collective, n, algorithm=None):
     return "no error"
 
 
-CASES = [(c, t, s) for c in ("bcast", "scatter", "scatterv", "gather", "reduce")
-         for t in ("inproc", "shm") for s in SIZES]
+#: the shared-memory algorithms that check the root themselves (`Algorithm.agrees_on_root`),
+#: each asked for by name at a size it takes: within a direct slot, or beyond it
+NATIVE = {"shm_direct": 1, "shm_stream": 1 << 16, "shm_cma": 1 << 16}
+ROOTED = ("bcast", "scatter", "gather", "reduce")
+#: (collective, transport, float64 items per block, algorithm: None for selection's choice)
+CASES = [(c, t, n, None) for c in ("bcast", "scatter", "scatterv", "gather", "reduce")
+         for t in ("inproc", "shm") for n in SIZES.values()] + [
+    (c, "shm", n, a) for c in ROOTED for a, n in NATIVE.items()]
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize(("collective", "transport", "size"), CASES)
-def test_a_root_disagreement_is_a_mismatch_naming_both_roots(collective, transport, size):
-    texts = collops.spawn(_each_its_own_root, 2, collective, SIZES[size], transport=transport,
-                          timeout=60)
+@pytest.mark.parametrize(("collective", "transport", "n", "algorithm"), CASES)
+def test_a_root_disagreement_is_a_mismatch_naming_both_roots(collective, transport, n,
+                                                             algorithm):
+    texts = collops.spawn(_each_its_own_root, 2, collective, n, algorithm,
+                          transport=transport, timeout=60)
     for text in texts:
         assert "root=0" in text and "root=1" in text, texts
-
-
-#: the shared-memory algorithms that check the root themselves (`Algorithm.agrees_on_root`)
-NATIVE = ("shm_direct", "shm_stream", "shm_cma")
-#: float64 items per block: within a direct slot for shm_direct, beyond it for the others
-NATIVE_ITEMS = {"shm_direct": 1, "shm_stream": 1 << 16, "shm_cma": 1 << 16}
-
-
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("collective", ["bcast", "scatter", "gather", "reduce"])
-@pytest.mark.parametrize("algorithm", NATIVE)
-def test_each_native_algorithm_names_both_roots(algorithm, collective):
-    texts = collops.spawn(_each_its_own_root, 2, collective, NATIVE_ITEMS[algorithm],
-                          algorithm, transport="shm", timeout=60)
-    for text in texts:
-        assert "root=0" in text and "root=1" in text, texts
-
-
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("collective", ["bcast", "scatter", "gather", "reduce"])
-@pytest.mark.parametrize("algorithm", NATIVE)
-def test_each_native_algorithm_catches_the_odd_root_out(algorithm, collective):
-    got = collops.spawn(_two_agree_one_differs, 3, collective, NATIVE_ITEMS[algorithm],
-                        algorithm, transport="shm", timeout=60)
-    assert got[2][0] == "mismatch" and "root=2" in got[2][1], got
-    assert got[0][0] == "mismatch", got
 
 
 def _two_agree_one_differs(comm, collective, n, algorithm=None):
@@ -89,13 +70,14 @@ def _two_agree_one_differs(comm, collective, n, algorithm=None):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("transport", ["inproc", "shm"])
-@pytest.mark.parametrize("collective", ["bcast", "scatter", "gather", "reduce"])
-def test_the_odd_root_out_never_returns_quietly(collective, transport):
+@pytest.mark.parametrize(("transport", "n", "algorithm"), [
+    ("inproc", 1, None), ("shm", 1, None), *(("shm", n, a) for a, n in NATIVE.items())])
+@pytest.mark.parametrize("collective", ROOTED)
+def test_the_odd_root_out_never_returns_quietly(collective, transport, n, algorithm):
     # ranks 0 and 1 take rank 0 as the root, rank 2 takes itself: rank 2 and the root it
     # disagrees with must raise rather than return
-    got = collops.spawn(_two_agree_one_differs, 3, collective, 1, transport=transport,
-                        timeout=60)
+    got = collops.spawn(_two_agree_one_differs, 3, collective, n, algorithm,
+                        transport=transport, timeout=60)
     assert got[2][0] == "mismatch" and "root=2" in got[2][1], got
     assert got[0][0] == "mismatch", got
 

@@ -10,7 +10,7 @@
  * being read (status 1: the call has not started, Python runs it the general way), or peers
  * that are late (status 2: the contribution is published, Python waits with its spin, yield,
  * futex sleep, failure, timeout and mismatch checks). Both hand-offs call the `slow` callable
- * given at construction, so a `Runner`'s `run` is a drop-in for the Python runner.
+ * given at construction, so a `Runner`'s `run` is a drop-in for the Python path (`_run`).
  *
  * Memory ordering: the data and the fingerprint are stored before the call number with
  * release stores; peers' words are read with acquire loads; a sequentially consistent fence

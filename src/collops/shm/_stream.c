@@ -705,23 +705,31 @@ static PyTypeObject PlanType = {
     .tp_getset = Plan_getset,
 };
 
+/* The byte count of a copy function called as `usage` with `nargs` arguments, its last: -1
+ * with an exception set when the call or the count is wrong. */
+static Py_ssize_t byte_count(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want,
+                             const char *usage) {
+    if (nargs != want) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    Py_ssize_t n = PyLong_AsSsize_t(args[want - 1]);
+    if (n < 0 && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "nbytes must be >= 0");
+    return n;
+}
+
 /* copy(dst, src, nbytes): `copy_bytes` between two addresses, for the transport's bulk areas
  * (whose chunk slots start on a page while numpy's arrays start 16 bytes into one). */
 static PyObject *module_copy(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "copy(dst, src, nbytes)");
+    Py_ssize_t n = byte_count(args, nargs, 3, "copy(dst, src, nbytes)");
+    if (n < 0)
         return NULL;
-    }
     void *dst = PyLong_AsVoidPtr(args[0]);
     void *src = PyLong_AsVoidPtr(args[1]);
-    Py_ssize_t n = PyLong_AsSsize_t(args[2]);
     if (PyErr_Occurred())
         return NULL;
-    if (n < 0) {
-        PyErr_SetString(PyExc_ValueError, "nbytes must be >= 0");
-        return NULL;
-    }
     Py_BEGIN_ALLOW_THREADS
     copy_bytes(dst, src, (size_t)n);
     Py_END_ALLOW_THREADS
@@ -733,20 +741,14 @@ static PyObject *module_copy(PyObject *self, PyObject *const *args, Py_ssize_t n
  * and shm_cma as for the stream's references. Under the GIL: the bounce buffer is shared. */
 static PyObject *module_read_process(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "read_process(pid, remote, local, nbytes)");
+    Py_ssize_t n = byte_count(args, nargs, 4, "read_process(pid, remote, local, nbytes)");
+    if (n < 0)
         return NULL;
-    }
     int64_t pid = PyLong_AsLongLong(args[0]);
     uint64_t remote = PyLong_AsUnsignedLongLong(args[1]);
     char *local = PyLong_AsVoidPtr(args[2]);
-    Py_ssize_t n = PyLong_AsSsize_t(args[3]);
     if (PyErr_Occurred())
         return NULL;
-    if (n < 0) {
-        PyErr_SetString(PyExc_ValueError, "nbytes must be >= 0");
-        return NULL;
-    }
     return PyLong_FromLong(copy_from_process(pid, local, remote, (size_t)n));
 }
 

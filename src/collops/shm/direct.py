@@ -53,7 +53,7 @@ from .waiting import SLEEP, SPIN
 
 try:
     from . import _direct
-except ImportError:  # built without a C compiler: the Python runner does the same work
+except ImportError:  # built without a C compiler: `DirectExecution` does the same work
     _direct = None  # type: ignore[assignment]
 
 NAME = "shm_direct"
