@@ -65,16 +65,19 @@ in `stream_protocol`, the per-signature plans in `stream_plan`, the calls in fli
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
+from ..algorithms import fingerprint as fp
 from ..algorithms.native import NativeAlgorithm, NativeCall
 from ..algorithms.registry import Algorithm, CostModel, Restriction, add_algorithm
 from ..algorithms.spec import CallSpec
 from ..errors import ScheduleError
 from ..schedule import Schedule
+from ..transport.tags import call_tag
 from . import direct as shm_direct
 from .direct_area import DirectArea, call_number, held_word
 from .roll_call import ROOTED, RollCall
@@ -220,6 +223,21 @@ def _roll_call(direct: DirectArea, spec: CallSpec, rank: int, seq: int, phase: i
     return RollCall(direct, spec.size, spec.root, rank, seq, phase, fingerprint)
 
 
+def _hear_every_member(direct: DirectArea, roll: RollCall, spec: CallSpec, rank: int,
+                       seq: int, phase: int, context: int, timeout: float | None) -> None:
+    """Finish a streamed call's ``roll`` call: the one wait, from its spin, until the root
+    heard every member (or a mismatch, failure or the deadline raises)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    what = f"rank {rank}: {spec.collective}[{NAME}]"
+    expect = (roll.slot, roll.word, roll.fingerprint)
+    try:
+        while not roll.poll():
+            direct.wait(roll.ready, roll.awaited, deadline, what,
+                        call_tag(context, seq, phase), fp.describe, expect)
+    finally:
+        roll.end()
+
+
 def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None) -> Callable[..., None]:
     """The blocking form: ``fn(send, recv, seq, timeout, phase=0)`` (``length_prefix``
     changes nothing here)."""
@@ -245,7 +263,9 @@ def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None) -> Call
             status = alone.plan.advance(state, *_addresses(alone, flat_send, flat_recv),
                                         held_word(call_number(seq, phase), fingerprint),
                                         fingerprint, True, spin)
-            if status & ~MOVED == DONE and (roll is None or roll.poll()):
+            if status & ~MOVED == DONE:
+                if roll is not None and not roll.poll():
+                    _hear_every_member(direct, roll, spec, rank, seq, phase, context, timeout)
                 return
             ex = StreamExecution(transport, direct, area, spec, alone, rank, flat_send,
                                  flat_recv, seq, phase, context, timeout, state, roll)

@@ -37,7 +37,7 @@ from .stream_protocol import (
     S_WRITTEN,
 )
 from .transport import ShmTransport
-from .waiting import YIELD
+from .waiting import SPIN, YIELD
 
 
 # -- the call ----------------------------------------------------------------------------------
@@ -183,9 +183,10 @@ class StreamExecution:
 
     def wait(self) -> None:
         """Block until done (nothing else in flight to progress meanwhile)."""
-        while not self.poll(self.spin):  # it spun: the wait goes on from its yield stage
+        while not self.poll(self.spin):
+            # the compiled loop spun for the stream, not for the roll call's words
             self.direct.wait(self._ready, self._awaited, self.deadline, self.what, self.tag,
-                             fp.describe, self.expect, YIELD)
+                             fp.describe, self.expect, SPIN if self.streamed else YIELD)
 
     def _end(self) -> None:
         if self.left:
