@@ -155,3 +155,14 @@ def test_as_op_resolves_names_and_rejects_unknown():
     assert ops.as_op(None) is ops.SUM
     with pytest.raises(UnsupportedOperation, match="median"):
         ops.as_op("median")
+
+
+@pytest.mark.parametrize(("op", "dtype", "compiled"), [
+    ("SUM", np.float64, True), ("BXOR", np.uint8, True), ("MAX", np.int32, True),
+    ("BAND", np.float32, False),  # bitwise on floats: not an MPI pair, never compiled
+    ("SUM", np.complex128, False), ("LAND", np.int32, False), ("SUM", ">f8", False),
+])
+def test_the_compiled_fold_is_chosen_in_ops_where_it_exists(op, dtype, compiled):
+    kernel = ops.compiled_kernel(ops.as_op(op), np.dtype(dtype))
+    assert (kernel is not None) == compiled
+    assert ops.compiled_kernel(ops.Op(np.add), np.dtype(np.float64)) is None  # user-defined

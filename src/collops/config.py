@@ -15,6 +15,14 @@ setting                   environment variable                 meaning
 ``shm_single_copy_min``   ``COLLOPS_SHM_SINGLE_COPY_MIN``      bytes from which large messages
                                                                go single-copy (default: the
                                                                selection table's)
+``spin_seconds``          ``COLLOPS_SPIN_SECONDS``             shared-memory waits poll this
+                                                               long first (none when ranks
+                                                               outnumber cores), 20e-6
+``yield_seconds``         ``COLLOPS_YIELD_SECONDS``            then poll with sched_yield this
+                                                               long, 1e-3
+``sleep_slice``           ``COLLOPS_SLEEP_SLICE``              then sleep on a futex at most
+                                                               this long between checks for
+                                                               failures and timeouts, 0.05
 algorithm overrides       ``COLLOPS_<COLLECTIVE>_ALGORITHM``   e.g. ``ring`` for ALLREDUCE
 ========================  ===================================  =============================
 
@@ -40,6 +48,11 @@ class Settings:
     compiled: bool = True
     shm_single_copy: bool | None = None
     shm_single_copy_min: int | None = None
+    #: the shared-memory wait (`collops.shm.waiting`): seconds of polling, of polling with
+    #: sched_yield, and the longest single sleep
+    spin_seconds: float = 20e-6
+    yield_seconds: float = 1e-3
+    sleep_slice: float = 0.05
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -61,12 +74,26 @@ class Settings:
             compiled=_flag(env.get("COLLOPS_COMPILED", "1")),
             shm_single_copy=_flag(single_copy) if single_copy else None,
             shm_single_copy_min=int(single_copy_min) if single_copy_min else None,
+            spin_seconds=_seconds(env, "COLLOPS_SPIN_SECONDS", cls.spin_seconds),
+            yield_seconds=_seconds(env, "COLLOPS_YIELD_SECONDS", cls.yield_seconds),
+            sleep_slice=_seconds(env, "COLLOPS_SLEEP_SLICE", cls.sleep_slice),
         )
 
 
 def _flag(value: str) -> bool:
     """An on/off variable's value: off for 0, no, false, off."""
     return value.strip().lower() not in ("0", "no", "false", "off")
+
+
+def _seconds(env: dict[str, str], name: str, default: float) -> float:
+    """A duration from ``env[name]`` (``default`` when unset or empty)."""
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    value = float(text)
+    if value < 0:
+        raise ValueError(f"{name} must be a duration in seconds, not {text!r}")
+    return value
 
 
 settings = Settings.from_env()

@@ -65,6 +65,23 @@ class Op:
         return f"Op({self.name})"
 
 
+#: the operators and dtypes the compiled fold implements (``fold`` in ``shm/_direct.c``, the
+#: arithmetic of numpy's ufuncs) and their codes there; the others fold with numpy
+COMPILED_OPS = {"SUM": 0, "PROD": 1, "MIN": 2, "MAX": 3, "BAND": 4, "BOR": 5, "BXOR": 6}
+COMPILED_DTYPES = {np.dtype(t): i for i, t in enumerate(
+    (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+     np.float32, np.float64))}
+
+
+def compiled_kernel(op: Op | None, dtype: np.dtype) -> tuple[int, int] | None:
+    """The (operator, dtype) codes of the compiled fold of ``op`` on ``dtype``, or None where
+    the fold is the operator's numpy function (`Op.combine_into`)."""
+    if op is None or op.name not in COMPILED_OPS or dtype not in COMPILED_DTYPES or (
+            op.name.startswith("B") and dtype.kind == "f") or not dtype.isnative:
+        return None
+    return COMPILED_OPS[op.name], COMPILED_DTYPES[dtype]
+
+
 def describe_kinds(kinds: frozenset[str]) -> str:
     """Human words for a set of numpy dtype kinds."""
     words = {"i": "signed integers", "u": "unsigned integers", "f": "floats",

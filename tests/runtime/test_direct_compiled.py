@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import collops
-from collops import config
+from collops import config, ops
 from collops.shm import direct as shm_direct
 from tests.support.contract import check_reports, run_contract
 from tests.support.failures import assert_survivors_name_the_dead, record_peer_failed
 from tests.support.runners import compiled_runners
 
-DTYPES = list(shm_direct._C_DTYPES)
+DTYPES = list(ops.COMPILED_DTYPES)
 UFUNCS = {"SUM": np.add, "PROD": np.multiply, "MIN": np.minimum, "MAX": np.maximum,
           "BAND": np.bitwise_and, "BOR": np.bitwise_or, "BXOR": np.bitwise_xor}
 
@@ -33,7 +33,7 @@ def test_the_compiled_fast_path_is_built():
 
 
 def _op_dtype_pairs():
-    for name in shm_direct._C_OPS:
+    for name in ops.COMPILED_OPS:
         for dt in DTYPES:
             if not (name.startswith("B") and dt.kind == "f"):
                 yield name, dt
@@ -56,7 +56,10 @@ def test_compiled_reductions_give_numpys_bits(name, dtype, data):
     with np.errstate(all="ignore"):
         expected = UFUNCS[name](a, b)
     out = a.copy()
-    shm_direct._direct.fold_into(out, b, shm_direct._C_DTYPES[dtype], shm_direct._C_OPS[name])
+    kernel = ops.compiled_kernel(ops.as_op(name), dtype)  # the choice `ops` makes
+    assert kernel is not None
+    op_code, dtype_code = kernel
+    shm_direct._direct.fold_into(out, b, dtype_code, op_code)
     assert _same_bits(out, expected), (name, dtype, a, b, out, expected)
 
 

@@ -10,7 +10,7 @@
  * being read (status 1: the call has not started, Python runs it the general way), or peers
  * that are late (status 2: the contribution is published, Python waits with its spin, yield,
  * futex sleep, failure, timeout and mismatch checks). Both hand-offs call the `slow` callable
- * given at construction, so a `Runner`'s `run` is a drop-in for the Python runner.
+ * given at construction, so a `Runner`'s `run` is a drop-in for the Python path (`_run`).
  *
  * Memory ordering: the data and the fingerprint are stored before the call number with
  * release stores; peers' words are read with acquire loads; a sequentially consistent fence
@@ -483,52 +483,32 @@ static int awaits_own_core(Runner *r, const Py_ssize_t *index, Py_ssize_t n, uin
     return 0;
 }
 
-/* Wait until each of the `n` words at `index` holds `word`: spin for `spin_seconds`, then
- * poll with sched_yield for `yield_seconds` without the GIL, so that on a machine with more
- * ranks than cores the peer this rank waits for gets the core at once, and a waiting rank's
- * turn on it costs a system call rather than a round of the interpreter. 1: they all do;
- * 0: not yet (Python then waits, sleeps and checks for failures, timeouts and mismatches). */
+/* The words `index[i..n)` a runner waits for to hold `word` (`words_hold`). */
+typedef struct {
+    Runner *r;
+    const Py_ssize_t *index;
+    Py_ssize_t n, i;
+    uint64_t word;
+} awaited_words;
+
+/* Whether every awaited word holds its value (those seen to do are not looked at again). */
+static int words_hold(void *ctx) {
+    awaited_words *w = ctx;
+    while (w->i < w->n && load_word(w->r, w->index[w->i]) == w->word)
+        w->i++;
+    return w->i == w->n;
+}
+
+/* Wait until each of the `n` words at `index` holds `word`, with the compiled stages of the
+ * one wait (`shm_wait_until`): no spin when a peer it waits for shares this rank's core.
+ * 1: they all do; 0: not yet (Python then sleeps and checks for failures, timeouts and
+ * mismatches). */
 static int await_words(Runner *r, const Py_ssize_t *index, Py_ssize_t n, uint64_t word) {
-    double stop = 0.0;
-    Py_ssize_t i = 0;
-    unsigned spins = 0;
-    int looked = 0;
-    for (; i < n; i++) {
-        while (load_word(r, index[i]) != word) {
-            if (!looked) {
-                looked = 1;
-                if (awaits_own_core(r, index + i, n - i, word))
-                    goto yield;
-            }
-            cpu_relax();
-            if ((++spins & 63) == 0) {
-                double t = now();
-                if (stop == 0.0)
-                    stop = t + r->spin_seconds;
-                else if (t > stop)
-                    goto yield;
-            }
-        }
-    }
-    return 1;
-yield:
-    if (r->yield_seconds <= 0.0)
-        return 0;
-    int arrived = 1;
-    Py_BEGIN_ALLOW_THREADS
-    double until = now() + r->yield_seconds;
-    for (; i < n; i++) {
-        while (load_word(r, index[i]) != word) {
-            if (now() > until) {
-                arrived = 0;
-                goto out;
-            }
-            sched_yield();
-        }
-    }
-out:;
-    Py_END_ALLOW_THREADS
-    return arrived;
+    awaited_words w = {r, index, n, 0, word};
+    if (words_hold(&w))
+        return 1;
+    double spin = awaits_own_core(r, index + w.i, n - w.i, word) ? 0.0 : r->spin_seconds;
+    return shm_wait_until(words_hold, &w, spin, r->yield_seconds);
 }
 
 /* Wait, as `await_words` does, until every reader of this rank's `slot` has acknowledged the

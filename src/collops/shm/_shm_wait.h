@@ -1,11 +1,13 @@
 /* What both compiled pieces of the shared-memory transport (_direct.c, _stream.c) need to
  * share words with other processes: acquire loads and release stores of the 64-bit words of
- * the job segment, the CPU's spin-wait hint, a monotonic clock in seconds, a memcpy that
+ * the job segment, the CPU's spin-wait hint, a monotonic clock in seconds, the compiled
+ * stages of the one wait (`shm_spin_over`, `shm_wait_until`; include Python.h first), a memcpy that
  * avoids the copy's slow case (`copy_bytes`) and one that bypasses the cache
  * (`copy_streaming`). */
 #ifndef COLLOPS_SHM_WAIT_H
 #define COLLOPS_SHM_WAIT_H
 
+#include <sched.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -42,6 +44,48 @@ static inline double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The spin stage of the one wait (`collops.shm.waiting`), for loops that poll: call after
+ * each round that found nothing; 1 once such rounds have gone on for `spin` seconds (the
+ * clock is read every 32 rounds). Start with `shm_spin s = {0.0, 0}` and reset it the same
+ * way when something moves. */
+typedef struct {
+    double stop;
+    unsigned idle;
+} shm_spin;
+
+static inline int shm_spin_over(shm_spin *s, double spin) {
+    cpu_relax();
+    if ((++s->idle & 31) != 0)
+        return 0;
+    double t = now();
+    if (s->stop == 0.0)
+        s->stop = t + spin;
+    return t >= s->stop;
+}
+
+/* The compiled stages of the one wait: poll `ready(ctx)` for `spin` seconds, then with
+ * sched_yield between polls for `yield_seconds`, the GIL released (so `ready` may read
+ * shared words only, never Python objects): a peer waiting for this core gets it at once.
+ * 1 once ready; 0 if not by then (Python goes on with the sleep stage, `Ladder.wait`). */
+static inline int shm_wait_until(int (*ready)(void *), void *ctx, double spin,
+                                 double yield_seconds) {
+    shm_spin s = {0.0, 0};
+    while (!ready(ctx))
+        if (shm_spin_over(&s, spin))
+            goto yield;
+    return 1;
+yield:
+    if (yield_seconds <= 0.0)
+        return 0;
+    int arrived = 0;
+    Py_BEGIN_ALLOW_THREADS
+    double until = now() + yield_seconds;
+    while (!(arrived = ready(ctx)) && now() <= until)
+        sched_yield();
+    Py_END_ALLOW_THREADS
+    return arrived;
 }
 
 /* Distances (destination - source, modulo 4 KiB) at which a copy is aliased. */

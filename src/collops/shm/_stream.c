@@ -581,8 +581,7 @@ static PyObject *Plan_advance(Plan *p, PyObject *const *args, Py_ssize_t nargs) 
     }
     int64_t *state = sbuf.buf;
     int status = STUCK, touched = 0, copied = 0;
-    double stop = 0.0;
-    unsigned idle = 0;
+    shm_spin idle = {0.0, 0};
     state[S_FOREIGN_WRITER] = -1;
     if (p->has_own && !p->own_from && may_write && state[S_WRITTEN] == 0
         && state[S_SELF] == 0)  /* a call's first advance, while choosing the source */
@@ -626,22 +625,15 @@ static PyObject *Plan_advance(Plan *p, PyObject *const *args, Py_ssize_t nargs) 
             break;
         }
         if (moved) {
-            idle = 0;
-            stop = 0.0;
+            idle = (shm_spin){0.0, 0};
             continue;
         }
         if (foreign) {
             status = FOREIGN;
             break;
         }
-        if ((++idle & 31) == 0) {
-            double t = now();
-            if (stop == 0.0)
-                stop = t + spin;
-            if (t >= stop)
-                break;
-        }
-        cpu_relax();
+        if (shm_spin_over(&idle, spin))
+            break;
     }
     if (touched)
         wake_sleepers(p);
@@ -713,32 +705,59 @@ static PyTypeObject PlanType = {
     .tp_getset = Plan_getset,
 };
 
+/* The byte count of a copy function called as `usage` with `nargs` arguments, its last: -1
+ * with an exception set when the call or the count is wrong. */
+static Py_ssize_t byte_count(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want,
+                             const char *usage) {
+    if (nargs != want) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    Py_ssize_t n = PyLong_AsSsize_t(args[want - 1]);
+    if (n < 0 && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "nbytes must be >= 0");
+    return n;
+}
+
 /* copy(dst, src, nbytes): `copy_bytes` between two addresses, for the transport's bulk areas
  * (whose chunk slots start on a page while numpy's arrays start 16 bytes into one). */
 static PyObject *module_copy(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "copy(dst, src, nbytes)");
+    Py_ssize_t n = byte_count(args, nargs, 3, "copy(dst, src, nbytes)");
+    if (n < 0)
         return NULL;
-    }
     void *dst = PyLong_AsVoidPtr(args[0]);
     void *src = PyLong_AsVoidPtr(args[1]);
-    Py_ssize_t n = PyLong_AsSsize_t(args[2]);
     if (PyErr_Occurred())
         return NULL;
-    if (n < 0) {
-        PyErr_SetString(PyExc_ValueError, "nbytes must be >= 0");
-        return NULL;
-    }
     Py_BEGIN_ALLOW_THREADS
     copy_bytes(dst, src, (size_t)n);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
 
+/* read_process(pid, remote, local, nbytes) -> errno: `copy_from_process`, the one
+ * single-copy read (through the bounce buffer when aliased), for the transport's messages
+ * and shm_cma as for the stream's references. Under the GIL: the bounce buffer is shared. */
+static PyObject *module_read_process(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    Py_ssize_t n = byte_count(args, nargs, 4, "read_process(pid, remote, local, nbytes)");
+    if (n < 0)
+        return NULL;
+    int64_t pid = PyLong_AsLongLong(args[0]);
+    uint64_t remote = PyLong_AsUnsignedLongLong(args[1]);
+    char *local = PyLong_AsVoidPtr(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyLong_FromLong(copy_from_process(pid, local, remote, (size_t)n));
+}
+
 static PyMethodDef module_methods[] = {
     {"copy", (PyCFunction)(void (*)(void))module_copy, METH_FASTCALL,
      "copy(dst, src, nbytes): copy bytes between two addresses, around 4 KiB aliasing."},
+    {"read_process", (PyCFunction)(void (*)(void))module_read_process, METH_FASTCALL,
+     "read_process(pid, remote, local, nbytes) -> errno: copy bytes out of another "
+     "process, around 4 KiB aliasing."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {

@@ -12,6 +12,9 @@ MOVED: int
 def copy(dst: int, src: int, nbytes: int, /) -> None:
     """Copy bytes between two addresses, around 4 KiB aliasing."""
 
+def read_process(pid: int, remote: int, local: int, nbytes: int, /) -> int:
+    """Copy bytes out of another process, around 4 KiB aliasing: 0 or the errno."""
+
 class Plan:
     """What one rank writes and reads in one shm_stream call signature."""
 

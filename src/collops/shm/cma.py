@@ -24,6 +24,8 @@ descriptors it reads; copy what it needs:
 
 A rank whose buffers others read returns only once they have acknowledged reading them (the
 acknowledgement words of the direct area), so the buffers are never reused too early.
+The root of a rooted call waits for every member's word (a bcast's or scatter's non-roots
+publish one without data), so ranks that disagree on the root raise `CollectiveMismatch`.
 
 It needs the "shm_cma" resource, which the transport offers where it may use cross-memory
 attach (same user, ptrace permitted); selection takes it unasked only where the selection
@@ -70,7 +72,7 @@ def register() -> None:
             collective, NAME, f"{collective} by reading the peers' buffers in place "
             "(process_vm_readv) after one exchange of addresses", _no_schedule,
             cost=cma_cost, needs=frozenset({shm_direct.RESOURCE, RESOURCE}),
-            native=native, transports=shm_direct.TRANSPORTS))
+            native=native, transports=shm_direct.TRANSPORTS, agrees_on_root=True))
 
 
 def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
@@ -100,8 +102,8 @@ def _awaits(spec: CallSpec, rank: int) -> list[int]:
     return [j for j in shm_direct._awaits(spec, rank) if j != rank]
 
 
-def _readers(spec: CallSpec, rank: int) -> tuple[int, ...]:
-    """The members that read ``rank``'s descriptor."""
+def _borrowers(spec: CallSpec, rank: int) -> tuple[int, ...]:
+    """The members that read ``rank``'s descriptor (and so its buffers)."""
     return tuple(m for m in range(spec.size) if m != rank and rank in _awaits(spec, m))
 
 
@@ -133,14 +135,21 @@ class CmaExecution:
         self.fingerprint = shm_direct.call_fingerprint(spec, NAME)
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.what = f"rank {rank}: {c}[{NAME}]"
+        #: the members whose descriptors it reads
         self.awaits = _awaits(spec, rank)
-        self.readers = _readers(spec, rank)
+        #: the members whose words it waits for: those and, at a root, every member, so
+        #: ranks that disagree on the root meet a fingerprint naming both (as in shm_direct)
+        self.waits = shm_direct._waits_for(spec, rank)
+        #: the members that wait for its word
+        self.readers = shm_direct._readers(spec, rank)
+        #: whether members read its buffers: it returns once they have
+        self.lends = bool(_borrowers(spec, rank))
         #: the call's phase, and the next one for allreduce's second exchange
         self.phases = [phase, phase + 1] if c == "allreduce" and p > 1 else [phase]
         self.index = 0
         #: (slot, call number) of each descriptor this rank published
         self.published: list[tuple[int, int]] = []
-        self.state = _WRITE if self.readers else _READ
+        self.state = _WRITE if shm_direct._publishes(spec, rank) else _READ
         self.left = 1
         area.inflight += 1
         if self.state == _WRITE:
@@ -162,7 +171,7 @@ class CmaExecution:
         if self.state == _WRITE:
             return area.unwritten[0] is self and area.writable(slot)
         if self.state == _READ:
-            return not area.missing(slot, word, self.awaits)
+            return not area.missing(slot, word, self.waits)
         if self.state == _DRAIN:
             return not self._unread()
         return True
@@ -194,14 +203,15 @@ class CmaExecution:
             d[_SEND], d[_RECV] = address_of(self.send), address_of(self.recv)
             area.publish(slot, k, self.fingerprint, self.readers)
             area.unwritten.popleft()
-            self.published.append((slot, k))
+            if self.lends:
+                self.published.append((slot, k))
             self.state = _READ
             return
         if self.state == _READ:
             descriptors = {j: area.view(j, slot, np.dtype(np.uint64), 2).tolist()
                            for j in self.awaits}
             (self._second if self.index else self._first)(descriptors)
-            area.acknowledge(slot, k, self.awaits)
+            area.acknowledge(slot, k, self.waits)
             if not self.index:
                 self._own_part()  # after the acknowledgement: the peers go on meanwhile
             if self.index + 1 < len(self.phases):
@@ -219,7 +229,7 @@ class CmaExecution:
         if self.state == _WRITE:
             awaited: Callable[[], list[int]] = lambda: area.unacknowledged(slot)  # noqa: E731
         elif self.state == _READ:
-            awaited = lambda: area.missing(slot, word, self.awaits)  # noqa: E731
+            awaited = lambda: area.missing(slot, word, self.waits)  # noqa: E731
         else:
             awaited = self._unread
         area.check(awaited, self.deadline, self.what,

@@ -37,10 +37,10 @@ from ..algorithms.native import NativeAlgorithm, NativeCall
 from ..algorithms.registry import Algorithm, CostModel, Restriction, add_algorithm
 from ..algorithms.spec import CallSpec
 from ..errors import ScheduleError
+from ..ops import compiled_kernel
 from ..schedule import Schedule
 from ..transport.tags import call_tag
 from .direct_area import (
-    YIELD_SECONDS,
     DirectArea,
     call_number,
     held_word,
@@ -49,10 +49,11 @@ from .direct_area import (
 )
 from .segment import DIRECT_SLOTS
 from .transport import ShmTransport
+from .waiting import SLEEP, SPIN
 
 try:
     from . import _direct
-except ImportError:  # built without a C compiler: the Python runner does the same work
+except ImportError:  # built without a C compiler: `DirectExecution` does the same work
     _direct = None  # type: ignore[assignment]
 
 NAME = "shm_direct"
@@ -337,82 +338,15 @@ def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None
     bytes in use after it, as the envelopes of bcast and scatter do: the compiled runner then
     copies only those (the rest of the slot is never read).
 
-    Everything that does not change from call to call — slots as typed views, the words to
-    store and poll, the fingerprint — is worked out here once; the returned function does the
-    common case (nothing to wait for beyond a short spin) in a few dozen bytecodes and hands
-    anything else to the general path.
+    Everything that does not change from call to call is worked out here once, for the
+    compiled runner (`_compiled_runner`); without it the call is a `DirectExecution` driven
+    to completion (`_run`): the one Python implementation of the protocol.
     """
     transport, area = area_of(call)
-    spec = call.spec
     compiled = _compiled_runner(call, transport, area, length_prefix=length_prefix)
     if compiled is not None:
         return compiled
-    rank = call.rank
-    fingerprint = call_fingerprint(spec)
-    words, ack, held, fps = area.words, area.ack, area.held, area.fps
-    mix = held_word(0, fingerprint)
-    occupant = area.occupant
-    others = _waits_for(spec, rank)
-    readers = _readers(spec, rank)
-    publishes = _publishes(spec, rank)
-    held_words = [[held[j][i] for j in others] for i in range(DIRECT_SLOTS)]
-    ack_words = [[ack[rank][j][i] for j in others] for i in range(DIRECT_SLOTS)]
-    my_held, my_fp = held[rank], fps[rank]
-    fence, wake_one = transport.fence, transport.wake
-    sleepers = [(r, transport.sleeping_word(r)) for r in area.group if r != transport.rank]
-    nbytes = _slot_bytes(spec, rank)
-    mine = [area.slots[rank][i][:nbytes].view(spec.dtype) for i in range(DIRECT_SLOTS)]
-    reader = _reader_for(area, spec, rank)
-    writable = area.writable
-
-    def fn(send: np.ndarray | None, recv: np.ndarray | None, seq: int,
-           timeout: float | None, phase: int = 0) -> None:
-        if area.inflight:
-            return _run(call, send, recv, seq, timeout, phase)
-        k = (seq << 3) + phase + 1
-        word = (k << 24) | mix
-        slot = (2 * seq + phase) % DIRECT_SLOTS
-        if publishes:
-            if occupant[slot][1] and not writable(slot):
-                return _run(call, send, recv, seq, timeout, phase)
-            if nbytes:
-                mine[slot][...] = send if send.ndim == 1 else send.reshape(-1)  # type: ignore
-            words[my_fp[slot]] = fingerprint
-            words[my_held[slot]] = word
-            occupant[slot] = (k, readers)
-            fence()
-            for r, w in sleepers:
-                if words[w]:
-                    wake_one(r)
-        for w in held_words[slot]:
-            if words[w] != word:
-                spin = 200
-                while words[w] != word and spin:
-                    spin -= 1
-                if not spin:
-                    return _finish_slowly(call, area, send, recv, seq, timeout,
-                                          phase=phase)
-        reader(slot, send, recv)
-        if others:
-            for w in ack_words[slot]:
-                words[w] = k
-            fence()
-            for r, w in sleepers:
-                if words[w]:
-                    wake_one(r)
-
-    return fn
-
-
-#: seconds the compiled runner spins for its peers before handing over to `DirectArea.wait`
-COMPILED_SPIN = 20e-6
-#: the same when ranks outnumber cores (a peer that is late then needs this rank's core)
-COMPILED_SPIN_OVERSUBSCRIBED = 2e-6
-#: operator names the compiled runner reduces itself, and its codes for them
-_C_OPS = {"SUM": 0, "PROD": 1, "MIN": 2, "MAX": 3, "BAND": 4, "BOR": 5, "BXOR": 6}
-_C_DTYPES = {np.dtype(t): i for i, t in enumerate(
-    (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
-     np.float32, np.float64))}
+    return functools.partial(_run, call)
 
 
 def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea,
@@ -420,8 +354,8 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
                      ) -> Callable[..., None] | None:
     """The compiled blocking fast path for ``spec`` (None: not built, disabled or unsupported).
 
-    It runs exactly what the Python runner below runs, with the reads described as byte
-    ranges: copies for the gathering and broadcasting calls, a fold in rank order for the
+    It runs what `DirectExecution` runs, with the reads described as byte ranges
+    (`read_plan`): copies for the gathering and broadcasting calls, a fold in rank order for the
     reductions whose operator and dtype it knows (the others stay in Python and numpy).
     """
     if _direct is None or not config.settings.compiled:
@@ -432,10 +366,10 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
     plan, size = read_plan(spec, rank), dt.itemsize
     op_code = dt_code = 0
     if plan.kind == "reduce":
-        if spec.op is None or spec.op.name not in _C_OPS or dt not in _C_DTYPES or (
-                spec.op.name.startswith("B") and dt.kind == "f") or not dt.isnative:
+        kernel = compiled_kernel(spec.op, dt)  # the fold's kernel is chosen in `ops`
+        if kernel is None:
             return None
-        op_code, dt_code = _C_OPS[spec.op.name], _C_DTYPES[dt]
+        op_code, dt_code = kernel
     kind = {"none": _direct.READ_NONE, "copy": _direct.READ_COPY, "self": _direct.READ_SELF,
             "reduce": _direct.READ_REDUCE}[plan.kind]
     slots = range(DIRECT_SLOTS)
@@ -462,7 +396,8 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
             area.wait(lambda: not area.inflight and area.writable(slot),
                       lambda: area.unacknowledged(slot), None, "", None, fp.describe)
             return compiled.run(send, recv, seq, timeout, phase)
-        return _finish_slowly(call, area, send, recv, seq, timeout, fingerprint, phase)
+        # status 2: the runner spun and yielded (`Ladder`'s first stages): sleep from here
+        return _finish_slowly(call, area, send, recv, seq, timeout, fingerprint, phase, SLEEP)
 
     compiled = _direct.Runner(
         segment=transport.segment_map, ndarray=np.ndarray, area=area,
@@ -480,8 +415,8 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
         read_kind=kind, src=src, dst=[d * size for d in plan.dst],
         len=[n * size] * len(plan.dst), self_copy=(plan.self_from * size, 0, n * size),
         count=n, op=op_code, dtype=dt_code,
-        spin_seconds=COMPILED_SPIN_OVERSUBSCRIBED if area.oversubscribed else COMPILED_SPIN,
-        yield_seconds=YIELD_SECONDS, hand_over_core=area.oversubscribed,
+        spin_seconds=area.ladder.compiled_spin, yield_seconds=area.ladder.yield_seconds,
+        hand_over_core=area.oversubscribed,
         store_fingerprint=fingerprinted,
         prefix_at=-1 if length_prefix is None else length_prefix[0],
         prefix_head=0 if length_prefix is None else length_prefix[1],
@@ -491,8 +426,9 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
 
 def _finish_slowly(call: NativeCall, area: DirectArea, send: np.ndarray | None,
                    recv: np.ndarray | None, seq: int, timeout: float | None,
-                   fingerprint: int | None = None, phase: int = 0) -> None:
-    """The rest of a blocking call whose contribution is published but whose peers are late."""
+                   fingerprint: int | None = None, phase: int = 0, start: int = SPIN) -> None:
+    """The rest of a blocking call whose contribution is published but whose peers are late
+    (``start``: the stage of the wait to begin with)."""
     spec = call.spec
     k, slot, rank = call_number(seq, phase), slot_of(seq, phase), call.rank
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -503,7 +439,7 @@ def _finish_slowly(call: NativeCall, area: DirectArea, send: np.ndarray | None,
     area.wait(lambda: not area.missing(slot, word, others),
               lambda: area.missing(slot, word, others), deadline,
               f"rank {rank}: {spec.collective}[{NAME}]", call_tag(call.context, seq, phase),
-              fp.describe, (slot, word, fingerprint))
+              fp.describe, (slot, word, fingerprint), start)
     _reader_for(area, spec, rank)(slot, send, recv)
     area.acknowledge(slot, k, others)
 

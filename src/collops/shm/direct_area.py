@@ -31,8 +31,8 @@ Stores are ordered on x86 (data before the call number, reads before the
 acknowledgement); a full fence (an uncontended lock) separates a rank's last store from its
 check of the peers' *sleeping* flags, so a waiter asleep on its futex is always woken.
 
-Waiting spins briefly (not when ranks outnumber cores), then yields, then sleeps on the
-rank's doorbell — the one the point-to-point rings ring — checking on every round for failed
+Waiting is the transport's one wait (`waiting.Ladder`: spin, yield, then sleep on the
+rank's doorbell — the one the point-to-point rings ring), checking on every round for failed
 or exited peers (`PeerFailed`), the deadline (`CollectiveTimeout`, naming the ranks not heard
 from) and a peer that made the same call through messages instead (`CollectiveMismatch`): a
 call one rank makes directly and another with messages would otherwise wait for ever.
@@ -40,7 +40,6 @@ call one rank makes directly and another with messages would otherwise wait for 
 
 from __future__ import annotations
 
-import os
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -51,17 +50,10 @@ import numpy as np
 from ..errors import CollectiveMismatch, CollectiveTimeout, PeerFailed
 from . import segment as seg
 from .segment import DIRECT_SLOTS
+from .waiting import SPIN
 
 if TYPE_CHECKING:
     from .transport import ShmTransport
-
-#: seconds of pure polling before yielding, when every rank has a core of its own
-SPIN_SECONDS = 100e-6
-#: seconds of polling with sched_yield between polls before sleeping
-YIELD_SECONDS = 1e-3
-#: longest single sleep on the doorbell
-SLEEP_SLICE = 0.05
-
 
 #: bytes of each rank's slot in the direct areas of the job this process attached to last
 #: (what ``shm_direct``'s restriction checks a call against; the layout's default before)
@@ -140,9 +132,8 @@ class DirectArea:
         transport._segment.prefault(lay.direct_rank_offset(area, transport.rank),
                                     lay.direct_rank_bytes)
         self.oversubscribed = transport._oversubscribed
-        #: seconds to spin before yielding (none when ranks outnumber cores): halved when a
-        #: spin finds nothing, restored when one succeeds
-        self.spin = SPIN_SECONDS
+        #: how this process waits (`waiting`): one per transport
+        self.ladder = transport.ladder
 
     # -- slots ---------------------------------------------------------------------------
     def view(self, member: int, slot: int, dtype: np.dtype, count: int, offset: int = 0
@@ -217,34 +208,24 @@ class DirectArea:
 
     def wait(self, ready: Callable[[], bool], waiting_for: Callable[[], list[int]],
              deadline: float | None, what: str, call: tuple[int, int] | None,
-             describe: Callable[[int], str], expect: tuple[int, int, int] | None = None
-             ) -> None:
+             describe: Callable[[int], str], expect: tuple[int, int, int] | None = None,
+             start: int = SPIN) -> None:
         """Block until ``ready()``; raise on failure, timeout or a cross-path mismatch.
 
         ``waiting_for()`` names the group ranks still awaited (for diagnostics); ``call`` is
         ``(value, shift)``: a message whose ``tag >> shift == value`` belongs to this call;
         ``expect`` is ``(slot, word, fingerprint)`` of the call read, to tell a peer that made
-        another call at the same point.
+        another call at the same point; ``start``: the stage of the wait to begin with
+        (`waiting.SLEEP` after a compiled loop spun and yielded).
         """
-        if not self.oversubscribed:
-            stop = time.perf_counter() + max(self.spin, 2e-6)
-            while time.perf_counter() < stop:
-                if ready():
-                    self.spin = SPIN_SECONDS
-                    return
-            # the peers did not come while this rank held a core: on a loaded machine that
-            # core is what they lack, so spin less next time (back to full on a success)
-            self.spin *= 0.5
-        stop = time.perf_counter() + YIELD_SECONDS
-        while time.perf_counter() < stop:
-            os.sched_yield()
-            if ready():
-                return
-        while not ready():
+        def check() -> None:
             self.check(waiting_for, deadline, what, call, describe, expect)
-            remaining = SLEEP_SLICE if deadline is None else min(
-                SLEEP_SLICE, max(0.0, deadline - time.monotonic()))
-            self.transport.sleep_for_direct(ready, remaining)
+
+        def sleep(timeout: float) -> None:
+            self.transport.sleep_for_direct(ready, timeout)
+
+        while not self.ladder.wait(ready, sleep, check, deadline, start):
+            check()  # the deadline passed: raises
 
     def check(self, waiting_for: Callable[[], list[int]], deadline: float | None, what: str,
               call: tuple[int, int] | None, describe: Callable[[int], str],

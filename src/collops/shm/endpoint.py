@@ -22,6 +22,7 @@ from ..transport.base import Handle, Transport
 from . import segment as seg
 from .direct_area import DirectArea, set_slot_capacity
 from .stream_area import StreamArea
+from .waiting import Ladder
 
 if TYPE_CHECKING:  # the bulk transfers in flight, kept in the endpoint's tables
     from .bulk import _Incoming, _Outgoing, _SplitIn, _SplitOut
@@ -30,12 +31,6 @@ _FENCE = threading.Lock()
 #: tag, fingerprint, nbytes, kind, aux: the slot header after its sequence word
 _SLOT_FIELDS = struct.Struct("=5Q")
 _MASK32 = 0xFFFFFFFF
-#: seconds of pure polling before yielding, when every rank has a core of its own
-SPIN_SECONDS = 50e-6
-#: seconds of polling with sched_yield between polls before sleeping
-YIELD_SECONDS = 1e-3
-#: longest single futex sleep (failures also wake sleepers explicitly)
-SLEEP_SLICE = 0.25
 #: smallest chunk of a pipelined transfer (see `ShmTransport._piece`)
 PIECE_MIN = tuning.setting("shm", "piece_min").value
 #: seconds a two-ended transfer's receiver waits for a chunk before it reads from the back
@@ -139,8 +134,8 @@ class ShmEndpoint(Transport):
         if layout.direct_areas and layout.direct_bytes:
             set_slot_capacity(layout.direct_bytes)
         self._reader = seg.RemoteReader()
-        #: current spin budget: halved when a spin finds nothing, restored when one succeeds
-        self._spin = 0.0 if self._oversubscribed else SPIN_SECONDS
+        #: how this process waits for the others (`waiting`)
+        self.ladder = Ladder(self._oversubscribed)
         self._closed = False
         self._direct_areas: dict[tuple[int, tuple[int, ...]], DirectArea] = {}
         self._stream_areas: dict[int, StreamArea] = {}

@@ -383,8 +383,10 @@ def _copy_in_pieces(destination: int, source: int, nbytes: int) -> None:
 
 try:
     from ._stream import copy as copy_memory  # compiled: `copy_bytes` of ``_shm_wait.h``
+    from ._stream import read_process as _read_process  # `copy_from_process` of ``_stream.c``
 except ImportError:  # the same in Python
     copy_memory = _copy_in_pieces
+    _read_process = None  # type: ignore[assignment]
 
 
 class RemoteReader:
@@ -403,8 +405,14 @@ class RemoteReader:
         self._bounce: Any = None  # allocated on the first aliased copy
 
     def read(self, pid: int, remote_address: int, local_address: int, nbytes: int) -> None:
-        """Copy ``nbytes`` from ``pid``'s ``remote_address`` to ``local_address``."""
-        self._copy(True, pid, remote_address, local_address, nbytes)
+        """Copy ``nbytes`` from ``pid``'s ``remote_address`` to ``local_address`` (compiled:
+        the stream's own read of references, one implementation)."""
+        if _read_process is None:
+            self._copy(True, pid, remote_address, local_address, nbytes)
+            return
+        err = _read_process(pid, remote_address, local_address, nbytes)
+        if err:
+            raise _failed("process_vm_readv from", pid, err)
 
     def write(self, pid: int, remote_address: int, local_address: int, nbytes: int) -> None:
         """Copy ``nbytes`` from ``local_address`` to ``pid``'s ``remote_address``."""
@@ -443,11 +451,15 @@ class RemoteReader:
             remote.len = nbytes - done
             got = fn(pid, self._local_ref, 1, self._remote_ref, 1, 0)
             if got <= 0:
-                err = ctypes.get_errno()
-                error = TransportError(f"{what} pid {pid} failed: {os.strerror(err)}")
-                error.errno = err  # type: ignore[attr-defined]
-                raise error
+                raise _failed(what, pid, ctypes.get_errno())
             done += got
+
+
+def _failed(what: str, pid: int, err: int) -> TransportError:
+    """The error of a single copy that failed with ``err`` (kept as its ``errno``)."""
+    error = TransportError(f"{what} pid {pid} failed: {os.strerror(err)}")
+    error.errno = err  # type: ignore[attr-defined]
+    return error
 
 
 def cross_memory_attach_works() -> bool:

@@ -39,6 +39,9 @@ of a non-blocking bcast starts when its envelope arrives); one with this call's 
 another fingerprint is `CollectiveMismatch`, saying what each side called. A rank writes its
 calls' chunks in the order it began them (`StreamArea.unwritten`).
 
+A rooted call's root also waits for every member's word for the call in the direct area
+(`roll_call`), so ranks that disagree on the root raise `CollectiveMismatch`.
+
 A call is done on a rank once it has written all its chunks and read all it needs — not when
 its readers have read them: the ring holds them, so a writer never waits for a reader beyond
 the ring's worth. The exception is a block published *by reference* (where the selection
@@ -62,18 +65,22 @@ in `stream_protocol`, the per-signature plans in `stream_plan`, the calls in fli
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
+from ..algorithms import fingerprint as fp
 from ..algorithms.native import NativeAlgorithm, NativeCall
 from ..algorithms.registry import Algorithm, CostModel, Restriction, add_algorithm
 from ..algorithms.spec import CallSpec
 from ..errors import ScheduleError
 from ..schedule import Schedule
+from ..transport.tags import call_tag
 from . import direct as shm_direct
-from .direct_area import call_number, held_word
+from .direct_area import DirectArea, call_number, held_word
+from .roll_call import ROOTED, RollCall
 from .stream_plan import _addresses, plan_for
 from .stream_protocol import DONE, MOVED, NAME
 from .stream_run import (
@@ -109,7 +116,8 @@ def register() -> None:
             "in shared memory, written and read at once, no messages", _no_schedule,
             restrictions=(ranks,), cost=stream_cost,
             needs=frozenset({shm_direct.RESOURCE, RESOURCE}), native=native,
-            transports=shm_direct.TRANSPORTS, in_place=collective in IN_PLACE))
+            transports=shm_direct.TRANSPORTS, in_place=collective in IN_PLACE,
+            agrees_on_root=True))  # the root's roll call (`roll_call`)
 
 
 def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
@@ -148,9 +156,33 @@ def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, se
     else:
         prepared = plan_for(area, spec, tuple(direct.group), rank)
         ex = _execution(transport, direct, area, spec, prepared, rank, _flat(send),
-                        _flat(recv), seq, phase, context, timeout)
+                        _flat(recv), seq, phase, context, timeout,
+                        _roll_call(direct, spec, rank, seq, phase, prepared.fingerprint))
     ex.poll()
     return ex
+
+
+def _roll_call(direct: DirectArea, spec: CallSpec, rank: int, seq: int, phase: int,
+               fingerprint: int) -> RollCall | None:
+    """A rooted call's `RollCall` (its root waits for every member's word), else None."""
+    if spec.collective not in ROOTED or spec.size == 1:
+        return None
+    return RollCall(direct, spec.size, spec.root, rank, seq, phase, fingerprint)
+
+
+def _hear_every_member(direct: DirectArea, roll: RollCall, spec: CallSpec, rank: int,
+                       seq: int, phase: int, context: int, timeout: float | None) -> None:
+    """Finish a streamed call's ``roll`` call: the one wait, from its spin, until the root
+    heard every member (or a mismatch, failure or the deadline raises)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    what = f"rank {rank}: {spec.collective}[{NAME}]"
+    expect = (roll.slot, roll.word, roll.fingerprint)
+    try:
+        while not roll.poll():
+            direct.wait(roll.ready, roll.awaited, deadline, what,
+                        call_tag(context, seq, phase), fp.describe, expect)
+    finally:
+        roll.end()
 
 
 def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None) -> Callable[..., None]:
@@ -164,29 +196,32 @@ def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None) -> Call
     prepared = None if chained else plan_for(area, spec, tuple(direct.group), rank)
     # a call that does not fold may run in one `advance`, before any object is made for it
     alone = None if prepared is None or _folds(spec, rank) else prepared
+    fingerprint = 0 if prepared is None else prepared.fingerprint
     spin = _spin(transport)
 
     def fn(send: np.ndarray | None, recv: np.ndarray | None, seq: int,
            timeout: float | None, phase: int = 0) -> None:
         flat_send, flat_recv = _flat(send), _flat(recv)
         ex: StreamExecution | FoldingExecution | ChainExecution
+        roll = None if chained else _roll_call(direct, spec, rank, seq, phase, fingerprint)
         if alone is not None and not progress.active and not area.active:
             # nothing else in flight here: the whole call in C, as a rule; else on from there
             state = alone.state.copy()
-            fingerprint = alone.fingerprint
             status = alone.plan.advance(state, *_addresses(alone, flat_send, flat_recv),
                                         held_word(call_number(seq, phase), fingerprint),
                                         fingerprint, True, spin)
             if status & ~MOVED == DONE:
+                if roll is not None and not roll.poll():
+                    _hear_every_member(direct, roll, spec, rank, seq, phase, context, timeout)
                 return
             ex = StreamExecution(transport, direct, area, spec, alone, rank, flat_send,
-                                 flat_recv, seq, phase, context, timeout, state)
+                                 flat_recv, seq, phase, context, timeout, state, roll)
         elif prepared is None:
             ex = _chain(transport, direct, area, spec, rank, flat_send, flat_recv, seq, phase,
                         context, timeout)
         else:
             ex = _execution(transport, direct, area, spec, prepared, rank, flat_send,
-                            flat_recv, seq, phase, context, timeout)
+                            flat_recv, seq, phase, context, timeout, roll)
         if progress.active or len(area.active) > 1:
             if not ex.poll(ex.spin):
                 progress.wait(ex)

@@ -18,6 +18,7 @@ from ..errors import CollectiveMismatch, PeerFailed, ScheduleError, TransportErr
 from ..transport.tags import call_tag
 from . import direct as shm_direct
 from .direct_area import DirectArea, call_number, held_word, slot_of
+from .roll_call import RollCall
 from .stream_area import StreamArea
 from .stream_plan import Prepared, _addresses, plan_for
 from .stream_protocol import (
@@ -36,13 +37,7 @@ from .stream_protocol import (
     S_WRITTEN,
 )
 from .transport import ShmTransport
-
-#: seconds the compiled loop spins for its peers before returning to Python to wait
-SPIN = 20e-6
-#: the same when ranks outnumber cores (a late peer then needs this rank's core)
-SPIN_OVERSUBSCRIBED = 2e-6
-
-
+from .waiting import SPIN, YIELD
 
 
 # -- the call ----------------------------------------------------------------------------------
@@ -51,13 +46,19 @@ class StreamExecution:
 
     __slots__ = ("transport", "direct", "area", "spec", "prepared", "rank", "plan", "nwrites",
                  "state", "send", "recv", "send_address", "recv_address", "fingerprint",
-                 "word", "expect", "tag", "deadline", "spin", "left", "moved", "__weakref__")
+                 "word", "expect", "tag", "deadline", "spin", "left", "moved", "roll",
+                 "streamed", "__weakref__")
 
     def __init__(self, transport: ShmTransport, direct: DirectArea, area: StreamArea,
                  spec: CallSpec, prepared: Prepared, rank: int, send: np.ndarray | None,
                  recv: np.ndarray | None, seq: int, phase: int, context: int,
-                 timeout: float | None, state: np.ndarray | None = None) -> None:
+                 timeout: float | None, state: np.ndarray | None = None,
+                 roll: RollCall | None = None) -> None:
         self.transport, self.direct, self.area, self.spec = transport, direct, area, spec
+        #: a rooted call's roll call (`roll_call`), done once the root heard every member
+        self.roll = roll
+        #: whether the stream part is done (the roll call may still wait)
+        self.streamed = False
         self.prepared, self.rank = prepared, rank
         self.plan, self.nwrites = prepared.plan, prepared.nwrites
         # ``state``: where a first `advance` without this object left the call
@@ -98,6 +99,8 @@ class StreamExecution:
         return int(status & ~MOVED)
 
     def _ready(self) -> bool:
+        if self.streamed:
+            return self.roll is not None and self.roll.ready()
         return bool(self.plan.ready(self.state, self.send_address, self.recv_address,
                                     self.word, self.fingerprint, self._may_write()))
 
@@ -106,6 +109,8 @@ class StreamExecution:
         if not self.left:
             return True
         try:
+            if self.streamed:
+                return self._roll_called()
             status = self._advance(spin)
             moved = self.moved
             if status == FOREIGN:
@@ -116,8 +121,8 @@ class StreamExecution:
                 status = self._advance(0.0)
                 moved |= self.moved
             if status == DONE:
-                self._end()
-                return True
+                self.streamed = True
+                return self._roll_called()
             if status == FAILED:
                 self._failed()
             if status == FOREIGN or not moved:
@@ -127,8 +132,19 @@ class StreamExecution:
             raise
         return False
 
+    def _roll_called(self) -> bool:
+        """End the streamed call once its roll call is done (else check why not)."""
+        if self.roll is None or self.roll.poll():
+            self._end()
+            return True
+        self._check()
+        return False
+
     def _awaited(self) -> list[int]:
-        """The group ranks this call waits for: writers not fully read, a reader to drain."""
+        """The group ranks this call waits for: writers not fully read, a reader to drain,
+        members the roll call has not heard."""
+        if self.streamed:
+            return [] if self.roll is None else self.roll.awaited()
         state, prepared, group = self.state, self.prepared, self.direct.group
         out = [m for k, (m, expect) in enumerate(zip(prepared.writers, prepared.expects,
                                                      strict=True))
@@ -136,6 +152,8 @@ class StreamExecution:
         blocked = int(state[S_BLOCKED_ON])  # a slot to reuse, or a reference to drain
         if blocked >= 0 and blocked in group:
             out.append(group.index(blocked))
+        if self.roll is not None:
+            out += self.roll.awaited()
         return sorted(set(out))
 
     def _failed(self) -> None:
@@ -166,8 +184,9 @@ class StreamExecution:
     def wait(self) -> None:
         """Block until done (nothing else in flight to progress meanwhile)."""
         while not self.poll(self.spin):
+            # the compiled loop spun for the stream, not for the roll call's words
             self.direct.wait(self._ready, self._awaited, self.deadline, self.what, self.tag,
-                             fp.describe, self.expect)
+                             fp.describe, self.expect, SPIN if self.streamed else YIELD)
 
     def _end(self) -> None:
         if self.left:
@@ -176,6 +195,8 @@ class StreamExecution:
             area.active.remove(self)
             if self in area.unwritten:
                 area.unwritten.remove(self)
+            if self.roll is not None:
+                self.roll.end()
             self.transport.unwatch_direct(self._ready)
             self.send = self.recv = None
 
@@ -253,12 +274,13 @@ def _folds(spec: CallSpec, rank: int) -> bool:
 def _execution(transport: ShmTransport, direct: DirectArea, area: StreamArea, spec: CallSpec,
                prepared: Prepared, rank: int, send: np.ndarray | None,
                recv: np.ndarray | None, seq: int, phase: int, context: int,
-               timeout: float | None) -> StreamExecution | FoldingExecution:
-    """The execution of one call: a `StreamExecution`, wrapped in a `FoldingExecution` where
-    the rank folds."""
+               timeout: float | None, roll: RollCall | None = None
+               ) -> StreamExecution | FoldingExecution:
+    """The execution of one call: a `StreamExecution` (with its ``roll`` call, if rooted),
+    wrapped in a `FoldingExecution` where the rank folds."""
     if not _folds(spec, rank) or recv is None:
         return StreamExecution(transport, direct, area, spec, prepared, rank, send, recv, seq,
-                               phase, context, timeout)
+                               phase, context, timeout, roll=roll)
     assert send is not None
     n = spec.count
     own, position = ((send, spec.root) if spec.collective == "reduce"
@@ -268,7 +290,7 @@ def _execution(transport: ShmTransport, direct: DirectArea, area: StreamArea, sp
     pool = _pool(area, spec.dtype, spec.size * n)
     scratch = pool.pop() if pool else np.empty(spec.size * n, spec.dtype)
     inner = StreamExecution(transport, direct, area, spec, prepared, rank, send, scratch, seq,
-                            phase, context, timeout)
+                            phase, context, timeout, roll=roll)
     return FoldingExecution(inner, pool, scratch, own, position, recv)
 
 
@@ -357,7 +379,7 @@ def _flat(a: np.ndarray | None) -> np.ndarray | None:
 
 
 def _spin(transport: ShmTransport) -> float:
-    """Seconds the compiled loop spins before returning to Python to wait."""
-    return SPIN_OVERSUBSCRIBED if transport.oversubscribed else SPIN
+    """Seconds the compiled loop spins before returning to Python to wait (`waiting`)."""
+    return transport.ladder.compiled_spin
 
 

@@ -28,11 +28,11 @@ the job's segment (see `segment` for the layout). Three protocols move a message
   meeting point are the same bytes, so races cost only time), sends STOP with its chunk
   count, and completes on the receiver's FIN, sent once the front meets the back.
 
-Waiting spins briefly (not at all when ranks outnumber cores), then yields the core, then
-sleeps on a futex in the rank's block after raising its *sleeping* flag; a sender that sees
-the flag bumps the doorbell and wakes it, so wake-ups cost a system call only for ranks
-that actually sleep. Flag and ring stores are ordered by a full fence on both sides (an
-uncontended lock, whose atomic instruction is a fence on x86).
+Waiting (`waiting.Ladder`, one per process) spins briefly (not at all when ranks outnumber
+cores), then yields the core, then sleeps on a futex in the rank's block after raising its
+*sleeping* flag; a sender that sees the flag bumps the doorbell and wakes it, so wake-ups
+cost a system call only for ranks that actually sleep. Flag and ring stores are ordered by a
+full fence on both sides (an uncontended lock, whose atomic instruction is a fence on x86).
 
 Failures: the launcher marks a dead rank in the job header and wakes every rank; `progress`
 raises `PeerFailed` when any operation is pending. A peer that exited normally while this
@@ -62,9 +62,6 @@ from .endpoint import (
     _FENCE,
     _SPLIT,
     _STOP,
-    SLEEP_SLICE,
-    SPIN_SECONDS,
-    YIELD_SECONDS,
     _address,
     _byte_view,
 )
@@ -135,25 +132,13 @@ class ShmTransport(BulkTransfers):
         """Block until some pending operation may have advanced, or ``timeout`` seconds."""
         if self._advance():
             return
-        now = time.perf_counter()
-        deadline = float("inf") if timeout is None else now + timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
         for peer in self._busy:  # a two-ended receive reads from the back when its time comes
             queue = self._pipe_in[peer]
-            if queue and queue[0].remote and not queue[0].complete:
-                deadline = min(deadline, queue[0].due)
-        if not self._oversubscribed:
-            stop = min(deadline, now + max(self._spin, 2e-6))
-            while time.perf_counter() < stop:
-                if self._advance():
-                    self._spin = SPIN_SECONDS
-                    return
-            self._spin *= 0.5  # a loaded machine: spinning only steals the peer's core
-        stop = min(deadline, time.perf_counter() + YIELD_SECONDS)
-        while time.perf_counter() < stop:
-            os.sched_yield()
-            if self._advance():
-                return
-        self._sleep_until_activity(deadline)
+            if queue and queue[0].remote and not queue[0].complete:  # (`due`: monotonic)
+                deadline = queue[0].due if deadline is None else min(deadline, queue[0].due)
+        self.ladder.wait(self._advance, self._sleep_for_activity, self._check_waited_peers,
+                         deadline)
 
     def capabilities(self) -> Capabilities:
         """What this transport offers ("shm_direct": direct areas for small collectives;
@@ -294,8 +279,10 @@ class ShmTransport(BulkTransfers):
         """Ring ``rank``'s doorbell and wake it (it has raised its sleeping flag)."""
         self._wake(rank)
 
-    def sleep_for_direct(self, ready: Callable[[], bool], timeout: float) -> None:
-        """Sleep on this rank's doorbell until ``ready()`` may hold (at most ``timeout``)."""
+    def sleep_until(self, ready: Callable[[], bool], timeout: float) -> None:
+        """Sleep on this rank's doorbell until woken or ``timeout`` s pass, unless ``ready()``
+        holds once this rank is marked asleep (a peer's store before that is seen; one after
+        it rings the doorbell)."""
         words, me = self._words, self.rank
         sleeping, doorbell = self._sleeping_word[me], self._doorbell_word[me]
         ring = words[doorbell]
@@ -303,11 +290,15 @@ class ShmTransport(BulkTransfers):
         _FENCE.acquire()
         _FENCE.release()
         try:
-            if ready() or self._advance():
+            if ready():
                 return
             seg.futex_wait(self._base_address + doorbell * 8, ring, timeout)
         finally:
             words[sleeping] = 0
+
+    def sleep_for_direct(self, ready: Callable[[], bool], timeout: float) -> None:
+        """`sleep_until` ``ready()`` holds or a message moves (at most ``timeout``)."""
+        self.sleep_until(lambda: ready() or self._advance(), timeout)
 
     def unexpected_for_call(self, value: int, shift: int) -> tuple[int, int] | None:
         """``(peer, fingerprint)`` of an unmatched message with ``tag >> shift == value``."""
@@ -415,28 +406,13 @@ class ShmTransport(BulkTransfers):
 
     # ---- sleeping and failures --------------------------------------------------------
 
-    def _sleep_until_activity(self, deadline: float) -> None:
-        words, me = self._words, self.rank
-        sleeping, doorbell = self._sleeping_word[me], self._doorbell_word[me]
-        address = self._base_address + doorbell * 8
-        while True:
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0:
-                return
-            self._direct_call_of_waited_peer()
-            self._check_exited_peers()
-            ring = words[doorbell]
-            words[sleeping] = 1
-            _FENCE.acquire()
-            _FENCE.release()
-            try:
-                if self._advance():
-                    return
-                seg.futex_wait(address, ring, min(remaining, SLEEP_SLICE))
-            finally:
-                words[sleeping] = 0
-            if self._advance():
-                return
+    def _sleep_for_activity(self, timeout: float) -> None:
+        self.sleep_until(self._advance, timeout)
+
+    def _check_waited_peers(self) -> None:
+        """Raise if a peer this rank awaits made its call directly, or exited."""
+        self._direct_call_of_waited_peer()
+        self._check_exited_peers()
 
     def _pending_peers(self) -> set[int]:
         peers = {p for p in self._ranks
