@@ -26,13 +26,9 @@ class CostModel:
     """Hockney's α-β plus γ: latency per message, time per byte, reduction time per byte.
 
     The defaults are for collops's own transports on one machine, where a message costs the
-    Python that posts, matches and completes it on both sides — a 2-rank 8-byte broadcast
-    over shared memory takes 19 µs (``collops bench -n 2 --algorithm linear``), against
-    3.5 µs one way in the transport alone (benchmarks/shm_pingpong.py) — so α is 20 µs, not
-    the 2 µs of a C library. With 2 µs, selection took many-message schedules where fewer,
-    larger messages win: at 2 ranks 64 KiB, reduce rabenseifner over binomial (58–75 against
-    21–40 µs) and allreduce ring over recursive doubling (45–75 against 40–58 µs); at 4
-    ranks 1 MiB, bcast pipeline over binomial (660 against 261 µs).
+    Python that posts, matches and completes it on both sides (a 2-rank 8-byte schedule
+    broadcast over shared memory, ``collops bench -n 2 --algorithm linear``), so α is 20 µs,
+    not the 2 µs of a C library.
     """
 
     alpha: float = 20e-6

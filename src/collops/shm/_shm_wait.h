@@ -92,8 +92,8 @@ yield:
 #define COPY_ALIAS_BYTES 64
 /* Bytes below which an aliased copy costs too little to matter: memcpy's own. */
 #define COPY_ALIAS_FROM 2048
-/* Bytes from which glibc no longer copies with `rep movsb` and the aliased case costs
- * nothing (measured here: 1 MiB 32 µs aliased against 35, 4 MiB 147 against 134). */
+/* Bytes from which glibc no longer copies with `rep movsb`, so the aliased case costs nothing
+ * (docs/performance.md, "4 KiB aliasing"). */
 #define COPY_WHOLE_FROM (1024 * 1024)
 
 /* Whether a copy of `n` bytes from `src` to `dst` is in the 4 KiB-aliasing slow case (see
@@ -105,9 +105,8 @@ static inline int aliased(uintptr_t dst, uintptr_t src, size_t n) {
 }
 
 #if defined(__SSE2__)
-/* One 64-byte line in four 16-byte registers: the unit of the vector copies below. Written
- * out rather than as loops over the four: gcc -O2 does not unroll those, and the aliased
- * 128 KiB copy took 5.1 µs instead of 2.6. */
+/* One 64-byte line in four 16-byte registers: the unit of the vector copies below, written
+ * out because gcc -O2 does not unroll a loop over the four (half the speed). */
 typedef struct {
     __m128i q[4];
 } line_t;
@@ -135,16 +134,12 @@ static inline void stream_line(char *d, line_t l) {
 }
 #endif
 
-/* memcpy, around its slow case. glibc copies blocks of a few KiB up to a few hundred KiB with
- * `rep movsb` (and gcc inlines a copy it knows to be short as `rep movsq`), which runs 15x
- * slower (3 GB/s instead of 50, measured for 128 KiB on this machine's AMD EPYC) when the
- * destination sits 1-63 bytes past the source modulo 4 KiB: the loads wait on stores they
- * only seem to depend on (4 KiB aliasing). That is the common case, not a corner: numpy's
- * large arrays start 16 bytes into a page and the chunk slots of the segment at a page. Such
- * copies go through a loop of 16-byte vector loads and stores (SSE2, in every x86-64), as
- * fast as the unaliased memcpy (`benchmarks/copy_rates.c`, "aliased": 128 KiB 2.7 µs against
- * 43 for memcpy and 7.9 for the 2 KiB `rep movsq` pieces this replaced); elsewhere in 2 KiB
- * memcpy pieces, which glibc copies with vector loops. */
+/* memcpy, around its slow case: `rep movsb`/`rep movsq` run an order of magnitude slower when
+ * the destination sits 1-63 bytes past the source modulo 4 KiB (4 KiB aliasing), which is
+ * the common case (numpy's large arrays start 16 bytes into a page, the segment's chunks at
+ * one). Such copies go through 16-byte vector loads and stores (SSE2, in every x86-64);
+ * others through memcpy in 2 KiB pieces. Figures: docs/performance.md, "4 KiB aliasing",
+ * and `benchmarks/copy_rates.c`. */
 static inline void copy_bytes(void *dst, const void *src, size_t n) {
     if (n >= COPY_WHOLE_FROM || !aliased((uintptr_t)dst, (uintptr_t)src, n)) {
         memcpy(dst, src, n);

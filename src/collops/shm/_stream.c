@@ -276,18 +276,13 @@ static int64_t reference_of(const Plan *p, const int64_t *row, const char *send,
     return p->own_from ? p->own_from : p->trial_from;
 }
 
-/* Choosing where an allgather publishes its own block (IN_OWN), by measuring both. Which is
- * faster depends on things the rank cannot see: the send buffer is readable at once and its
- * lines are clean, the receive buffer's were just written by this core (on this VM, when its
- * two vCPUs sit far apart, the peer's reads of them cost a transfer a line: 1-4 MiB blocks
- * took 0.51-0.57 of MPICH's time from send, ~1.0 from recv), but a larger array is more
- * likely to lie on transparent huge pages, which make the kernel's copy twice as fast (4 MiB
- * blocks 1.14 of MPICH's time from send in another sitting, 1.0 from recv). So the first
- * calls after a warm-up try the two in the order S R R S S R R S ... (a trend in the times,
- * such as the first calls' page faults fading, then weighs on both alike), and the source
- * whose calls took less in all (the fastest and slowest of each left out) is kept. Both
- * ranks count the plan's calls alike, so they try the same source in the same call; either
- * choice is correct whatever the peer does. */
+/* Choosing where an allgather publishes its own block (IN_OWN), by measuring both: which is
+ * faster depends on what the rank cannot see (whose cache holds the receive buffer's lines,
+ * whether the arrays lie on huge pages; docs/performance.md, "Rings against blocks by
+ * reference"). After a warm-up the calls try the two in the order S R R S S R R S ..., so a
+ * trend in the times weighs on both alike, and the source whose calls took less in all (the
+ * fastest and slowest of each left out) is kept. Both ranks count the plan's calls alike, so
+ * they try the same source in the same call; either choice is correct whatever the peer does. */
 static void start_call(Plan *p) {
     int64_t k = p->calls++;
     if (k >= TUNE_WARMUP + 4 * TUNE_SAMPLES) {  /* calls too rarely done in one advance */

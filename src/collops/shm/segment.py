@@ -80,8 +80,7 @@ DEFAULT_CHUNK_BYTES = 1024 * 1024
 DEFAULT_DIRECT_AREAS = 32
 DEFAULT_DIRECT_BYTES = 65536
 #: communicator contexts that get a stream area, and each rank's ring in it: chunks and their
-#: bytes (128 KiB measured best of 32 KiB to 256 KiB for 1–16 MiB calls at 2 ranks; 8 of them
-#: keep a writer a whole megabyte ahead of its slowest reader)
+#: bytes (8 of 128 KiB keep a writer a whole megabyte ahead of its slowest reader)
 DEFAULT_STREAM_AREAS = 4
 DEFAULT_STREAM_CHUNKS = 8
 DEFAULT_STREAM_CHUNK_BYTES = 128 * 1024
@@ -350,11 +349,9 @@ def futex_wake(address: int) -> None:
              ctypes.c_int(2**31 - 1), None, None, ctypes.c_int(0))
 
 
-#: the kernel copies with ``rep movsb``, which runs 4x slower when the destination sits 1-63
-#: bytes past the source modulo 4 KiB (4 KiB aliasing, as ``copy_bytes`` in ``_shm_wait.h``
-#: says of glibc's): a 4 MiB process_vm_readv took 1765 µs against 423 on the development VM.
-#: Single copies at such distances go through a bounce buffer, a piece at a time, placed
-#: half a page off so that neither its kernel copy nor its memcpy is aliased.
+#: the kernel's copy is 4 KiB-aliased too (docs/performance.md, "Huge pages and the kernel's
+#: single copy"): single copies at such distances go through a bounce buffer, a piece at a
+#: time, placed half a page off so that neither its kernel copy nor its memcpy is aliased.
 ALIASED_BELOW = 64
 BOUNCE_BYTES = 256 * 1024
 

@@ -36,16 +36,10 @@ W_SRC, W_NBYTES, W_MASK, W_OFFSET, W_REFERENCE = range(5)
 #: where a write row's bytes go (W_REFERENCE): into the ring, or published by reference where
 #: they are, in the send buffer or — once the own block is copied — in the receive buffer.
 #: IN_OWN, an allgather's own block: from the receive buffer when the reader's destination
-#: (where this rank copies its own block, if the ranks allocated alike) is aliased with the
-#: send buffer (4 KiB aliasing, the kernel copy's slow case; the destinations then sit at the
-#: source's page offsets, as MPICH's ring allgather always reads), else from whichever of the
-#: two the compiled loop measured faster over the plan's first calls (`Plan.own_source`; the
-#: Python loop takes the send buffer). The send buffer is readable at once and its lines are
-#: clean, the receive buffer's were just written by the other core; but a larger array is
-#: likelier on huge pages, which make the kernel's copy twice as fast. 2 ranks, interleaved
-#: with MPICH in one sitting: 1-4 MiB blocks 0.54-0.57 of MPICH's time from send, 0.95-1.07
-#: from recv; in another, 2 and 4 MiB 1.16 and 1.14 from send, ~1.0 from recv. W_SRC is the
-#: send buffer's offset (`own_block_source`, `reference_of` in the C loop, say where).
+#: would be 4 KiB-aliased with the send buffer, else from whichever of the two the compiled
+#: loop measured faster over the plan's first calls (`Plan.own_source`; the Python loop takes
+#: the send buffer); docs/performance.md, "Rings against blocks by reference", has the
+#: figures. W_SRC is the send buffer's offset (`own_block_source`, `reference_of` say where).
 IN_RING, IN_SEND, IN_RECV, IN_OWN = range(4)
 R_RANK, R_FILLED, R_HEADERS, R_RING, R_DRAINED, R_DST, R_EXPECT, R_PID = range(8)
 def own_block_source(own: tuple[int, int, int], src: int, nbytes: int, send: int,

@@ -4,12 +4,11 @@ A rank that waits for a peer spins briefly, then yields its core (see `shm_direc
 ranks outnumber cores that is what lets the awaited peer run — but only if the peer is
 queued on the same core, or on another core that has a turn free. Linux's load balancer
 places the ranks at start-up and, for ranks that are always runnable (spinning or yielding,
-never sleeping), rarely moves them after: on the 2-core development machine one 4-rank run in
-four or five started 3 + 1 instead of 2 + 2 and stayed so, and then every collective waited
-for three ranks to take turns on one core — the 8-byte bcast took 12.5 µs instead of 5.3.
-Releasing the ranks after placing them does not hold either (the 3 + 1 came back in 2 runs of
-12). So, as Hydra's ``-bind-to core`` and Open MPI's ``--bind-to core`` do, the launcher can
-pin rank ``r`` to the ``r mod k``-th of the ``k`` CPUs it may use itself:
+never sleeping), rarely moves them after: a 4-rank job on 2 cores may start 3 + 1 and stay
+so, every collective then waiting for three ranks to take turns on one core
+(docs/performance.md, "Pinning and same-core waits"). So, as Hydra's ``-bind-to core`` and
+Open MPI's ``--bind-to core`` do, the launcher can pin rank ``r`` to the ``r mod k``-th of
+the ``k`` CPUs it may use itself:
 
 * ``core``: always;
 * ``auto`` (the default): only when the ranks outnumber those CPUs. With a core for every
