@@ -70,7 +70,8 @@ typedef struct {
     PyObject *wake;             /* wake(world_rank) */
     PyObject *inflight_name;
     int publishes;              /* stores its word each call (with data when nbytes) */
-    int is_root;                /* the root of a bcast or scatter (`Runner_bcast`) */
+    int is_root;                /* the root of a bcast or scatter: it completes once every
+                                 * reader acknowledged (`shm.direct._confirms`) */
     int store_fingerprint;      /* 0 only to measure what the fingerprint costs */
     /* length prefix: a contribution (each copied piece) starts with a header of prefix_head
      * bytes whose little-endian u64 at prefix_at counts the bytes in use after it; only those
@@ -583,6 +584,8 @@ static PyObject *run_call(Runner *r, int slot, uint64_t k, uint64_t word, char *
         return hand_over(r, 2, args, phase);
     read_slots(r, slot, send, recv);
     acknowledge(r, slot, k);
+    if (r->is_root && !await_slot(r, slot))
+        return hand_over(r, 3, args, phase);  /* Python waits for the readers' acks */
     return Py_NewRef(Py_None);
 }
 
@@ -866,17 +869,16 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
         PyList_SetItem(r->occupant, slot, occ); /* steals occ */
         wake_sleepers(r);
         after_publishing(r);
-        /* every member's word: ranks that disagree on the root meet here */
-        if (!await_words(r, r->held + slot * r->nothers, r->nothers, word)) {
+        /* every reader's acknowledgement: ranks that disagree on the root meet here */
+        if (!await_slot(r, slot)) {
             PyObject *hand[4] = {Py_None, Py_None, seqobj, timeout};
-            PyObject *done_slowly = hand_over(r, 2, hand, 0);
+            PyObject *done_slowly = hand_over(r, 3, hand, 0);
             if (done_slowly == NULL) {
                 Py_XDECREF(mine);
                 goto done;
             }
             Py_DECREF(done_slowly);
-        } else
-            acknowledge(r, slot, k);
+        }
         if (mine == NULL)  /* in place, as MPI_Bcast's root */
             result = Py_NewRef(x);
         else {
@@ -889,17 +891,12 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
     PyObject *into = out == Py_None ? PyObject_CallNoArgs(r->hot_alloc) : Py_NewRef(out);
     if (into == NULL)
         goto done;
-    if (!array_fits(r, into, r->hot_out_nd, r->hot_out_dims, 1)    /* another dtype object */
-        || (r->publishes && !await_slot(r, slot))) {  /* the root is one call behind */
+    if (!array_fits(r, into, r->hot_out_nd, r->hot_out_dims, 1)) {  /* another dtype object */
         Py_DECREF(into);
         result = Py_NewRef(r->hot_slow);
         goto done;
     }
     take_call(r, seq);
-    if (r->publishes && publish(r, slot, k, word, NULL) < 0) {  /* arrived */
-        Py_DECREF(into);
-        goto done;
-    }
     Py_ssize_t held = r->held[slot * r->nothers];
     const char *src = r->base + r->src[slot * r->npieces];
     char *env = ((ArrayFields *)r->hot_env)->data;

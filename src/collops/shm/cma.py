@@ -137,11 +137,8 @@ class CmaExecution:
         self.what = f"rank {rank}: {c}[{NAME}]"
         #: the members whose descriptors it reads
         self.awaits = _awaits(spec, rank)
-        #: the members whose words it waits for: those and, at a root, every member, so
-        #: ranks that disagree on the root meet a fingerprint naming both (as in shm_direct)
-        self.waits = shm_direct._waits_for(spec, rank)
-        #: the members that wait for its word
-        self.readers = shm_direct._readers(spec, rank)
+        #: the members that read its descriptor
+        self.readers = _borrowers(spec, rank)
         #: whether members read its buffers: it returns once they have
         self.lends = bool(_borrowers(spec, rank))
         #: the call's phase, and the next one for allreduce's second exchange
@@ -149,7 +146,10 @@ class CmaExecution:
         self.index = 0
         #: (slot, call number) of each descriptor this rank published
         self.published: list[tuple[int, int]] = []
-        self.state = _WRITE if shm_direct._publishes(spec, rank) else _READ
+        # a gather's or reduce's root reads everyone and is read by no one, yet stores its
+        # word: two ranks that each believe themselves the root then meet each other's
+        self.state = _WRITE if self.readers or (
+            c in ("gather", "reduce") and rank == spec.root and p > 1) else _READ
         self.left = 1
         area.inflight += 1
         if self.state == _WRITE:
@@ -171,7 +171,7 @@ class CmaExecution:
         if self.state == _WRITE:
             return area.unwritten[0] is self and area.writable(slot)
         if self.state == _READ:
-            return not area.missing(slot, word, self.waits)
+            return not area.missing(slot, word, self.awaits)
         if self.state == _DRAIN:
             return not self._unread()
         return True
@@ -211,7 +211,7 @@ class CmaExecution:
             descriptors = {j: area.view(j, slot, np.dtype(np.uint64), 2).tolist()
                            for j in self.awaits}
             (self._second if self.index else self._first)(descriptors)
-            area.acknowledge(slot, k, self.waits)
+            area.acknowledge(slot, k, self.awaits)
             if not self.index:
                 self._own_part()  # after the acknowledgement: the peers go on meanwhile
             if self.index + 1 < len(self.phases):
@@ -229,12 +229,12 @@ class CmaExecution:
         if self.state == _WRITE:
             awaited: Callable[[], list[int]] = lambda: area.unacknowledged(slot)  # noqa: E731
         elif self.state == _READ:
-            awaited = lambda: area.missing(slot, word, self.waits)  # noqa: E731
-        else:
-            awaited = self._unread
+            awaited = lambda: area.missing(slot, word, self.awaits)  # noqa: E731
+        else:  # a reader that made another call at the same point (ranks that disagree on
+            awaited = self._unread  # a bcast's root) has its word there: a mismatch
         area.check(awaited, self.deadline, self.what,
                    call_tag(self.context, self.seq, self.phase), fp.describe,
-                   (slot, word, self.fingerprint) if self.state == _READ else None)
+                   (slot, word, self.fingerprint) if self.state != _WRITE else None)
         return False
 
     def _end(self) -> None:

@@ -134,35 +134,32 @@ def _awaits(spec: CallSpec, rank: int) -> list[int]:
 
 
 def _waits_for(spec: CallSpec, rank: int) -> list[int]:
-    """The other members whose word for the call ``rank`` waits for: those whose slots it
-    reads and, at the root of a bcast or scatter, every member, so that ranks disagreeing on
-    the root meet a fingerprint that names both roots instead of returning different data."""
-    if spec.collective in ("bcast", "scatter") and rank == spec.root:
-        return [j for j in range(spec.size) if j != rank]
+    """The other members whose word for the call ``rank`` waits for (whose slots it reads)."""
     return [j for j in _awaits(spec, rank) if j != rank]
 
 
 def _readers(spec: CallSpec, rank: int) -> tuple[int, ...]:
-    """The other members that wait for ``rank``'s word (and read its slot, if it has data)."""
-    return tuple(m for m in range(spec.size) if m != rank and rank in _waits_for(spec, m))
+    """The other members that read ``rank``'s slot."""
+    return tuple(m for m in range(spec.size) if m != rank and rank in _awaits(spec, m))
 
 
 def _publishes(spec: CallSpec, rank: int) -> bool:
-    """Whether ``rank`` stores its word for the call (with its data, if `_contributes`)."""
+    """Whether ``rank`` stores its contribution and word for the call."""
     return bool(_readers(spec, rank)) or rank in _awaits(spec, rank)
 
 
-def _contributes(spec: CallSpec, rank: int) -> bool:
-    """Whether ``rank`` copies data into its slot (a bcast's or scatter's non-roots only
-    announce their arrival)."""
-    if spec.collective in ("bcast", "scatter"):
-        return rank == spec.root
-    return _publishes(spec, rank)
+def _confirms(spec: CallSpec, rank: int) -> bool:
+    """Whether ``rank`` is the root of a bcast or scatter, which completes only once every
+    reader has acknowledged its slot: ranks that disagree on the root then meet each other's
+    word (the call number with another fingerprint) and raise `CollectiveMismatch` naming both
+    roots, instead of returning different data. Readers publish nothing for it, so no slot is
+    taken out of call order (a reader's call may start after its later calls)."""
+    return spec.collective in ("bcast", "scatter") and rank == spec.root and spec.size > 1
 
 
 def _slot_bytes(spec: CallSpec, rank: int) -> int:
     """The bytes ``rank`` copies into its slot for a call of ``spec``."""
-    return contribution_bytes(spec) if _contributes(spec, rank) else 0
+    return contribution_bytes(spec) if _publishes(spec, rank) else 0
 
 
 def _write(area: DirectArea, spec: CallSpec, slot: int, send: np.ndarray | None) -> None:
@@ -183,7 +180,7 @@ class DirectExecution:
     """A direct call in flight, polled like an `Execution` (``poll``, ``left``)."""
 
     __slots__ = ("area", "spec", "rank", "send", "recv", "k", "slot", "fingerprint", "word", "left",
-                 "deadline", "timeout", "written", "role", "tag", "transport", "write_k")
+                 "deadline", "timeout", "written", "read", "role", "tag", "transport", "write_k")
 
     tag: tuple[int, int]
 
@@ -204,6 +201,7 @@ class DirectExecution:
         self.timeout = timeout
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.written = not role.publishes
+        self.read = False
         self.tag = call_tag(context, seq, phase)
         area.inflight += 1
         if not self.written:
@@ -218,7 +216,9 @@ class DirectExecution:
     def _ready(self) -> bool:
         if not self.written:
             return self._may_write()
-        return not self.area.missing(self.slot, self.word, self.role.others)
+        if not self.read:
+            return not self.area.missing(self.slot, self.word, self.role.others)
+        return not self.area.unacknowledged(self.slot)
 
     def poll(self) -> bool:
         """Advance without blocking; True once the call has completed on this rank."""
@@ -234,13 +234,19 @@ class DirectExecution:
                 area.own_pending[slot] = k
             area.unwritten.popleft()
             self.written = True
-        if area.missing(slot, self.word, role.others):
-            return self._not_yet(lambda: area.missing(slot, self.word, role.others))
-        try:
-            _reader_for(area, self.spec, self.rank)(slot, self.send, self.recv)
-        finally:
-            self._end()
-        area.acknowledge(slot, k, role.others)
+        if not self.read:
+            if area.missing(slot, self.word, role.others):
+                return self._not_yet(lambda: area.missing(slot, self.word, role.others))
+            try:
+                _reader_for(area, self.spec, self.rank)(slot, self.send, self.recv)
+            except BaseException:
+                self._end()
+                raise
+            area.acknowledge(slot, k, role.others)
+            self.read = True
+        if role.confirms and area.unacknowledged(slot):
+            return self._not_yet(lambda: area.unacknowledged(slot))
+        self._end()
         return True
 
     def _end(self) -> None:
@@ -275,6 +281,8 @@ class Role:
     others: tuple[int, ...]
     #: the other members that read its slot
     readers: tuple[int, ...]
+    #: whether the call completes only once every reader acknowledged (`_confirms`)
+    confirms: bool
     #: how errors name the call
     what: str
 
@@ -296,7 +304,7 @@ def _role(area: DirectArea, spec: CallSpec, rank: int) -> Role:
         awaits = tuple(_awaits(spec, rank))
         return Role(call_fingerprint(spec), _publishes(spec, rank), awaits,
                     tuple(_waits_for(spec, rank)), _readers(spec, rank),
-                    f"rank {rank}: {spec.collective}[{NAME}]")
+                    _confirms(spec, rank), f"rank {rank}: {spec.collective}[{NAME}]")
     return kept(area.memo, ("role", spec, rank), make)  # type: ignore[no-any-return]
 
 
@@ -395,7 +403,10 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
             area.wait(lambda: not area.inflight and area.writable(slot),
                       lambda: area.unacknowledged(slot), None, "", None, fp.describe)
             return compiled.run(send, recv, seq, timeout, phase)
-        # status 2: the runner spun and yielded (`Ladder`'s first stages): sleep from here
+        # status 2 (its peers' words) and 3 (a root's readers' acknowledgements): the runner
+        # spun and yielded (`Ladder`'s first stages): sleep from here
+        if status == 3:
+            return _confirm_slowly(call, area, seq, timeout, fingerprint, phase, SLEEP)
         return _finish_slowly(call, area, send, recv, seq, timeout, fingerprint, phase, SLEEP)
 
     compiled = _direct.Runner(
@@ -403,7 +414,7 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
         occupant=area.occupant, own_pending=area.own_pending,
         readers=_readers(spec, rank), slow=slow, wake=transport.wake, publishes=publishes,
         nbytes=_slot_bytes(spec, rank), fingerprint=fingerprint,
-        is_root=c in ("bcast", "scatter") and rank == spec.root,
+        is_root=_confirms(spec, rank),
         mix=held_word(0, fingerprint), my_held=area.held[rank], my_fp=area.fps[rank],
         my_data=area.slot_offset[rank],
         held=[area.held[j][i] for i in slots for j in others],
@@ -441,6 +452,22 @@ def _finish_slowly(call: NativeCall, area: DirectArea, send: np.ndarray | None,
               fp.describe, (slot, word, fingerprint), start)
     _reader_for(area, spec, rank)(slot, send, recv)
     area.acknowledge(slot, k, others)
+    if _confirms(spec, rank):
+        _confirm_slowly(call, area, seq, timeout, fingerprint, phase, start)
+
+
+def _confirm_slowly(call: NativeCall, area: DirectArea, seq: int, timeout: float | None,
+                    fingerprint: int | None = None, phase: int = 0, start: int = SPIN) -> None:
+    """A bcast's or scatter's root waits for every reader's acknowledgement (`_confirms`),
+    raising `CollectiveMismatch` if a reader made another call at the same point."""
+    spec, rank = call.spec, call.rank
+    slot, word = slot_of(seq, phase), held_word(call_number(seq, phase),
+                                                fingerprint or call_fingerprint(spec))
+    deadline = None if timeout is None else time.monotonic() + timeout
+    area.wait(lambda: not area.unacknowledged(slot), lambda: area.unacknowledged(slot),
+              deadline, f"rank {rank}: {spec.collective}[{NAME}]",
+              call_tag(call.context, seq, phase), fp.describe,
+              (slot, word, fingerprint or call_fingerprint(spec)), start)
 
 
 Reader = Callable[[int, Any, Any], None]

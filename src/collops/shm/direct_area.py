@@ -184,6 +184,14 @@ class DirectArea:
         self.occupant[slot] = (k, readers)
         self.transport.wake_sleepers(self.group)
 
+    def declare(self, slot: int, word: int, fingerprint: int) -> None:
+        """Leave this rank's word for the call of ``word`` in its ``slot`` once it has seen a
+        mismatch, when the slot is free and the rank published nothing for the call (a bcast's
+        reader): a root waiting for its acknowledgement then sees the mismatch too."""
+        me, k = self.index, word >> 24
+        if self.words[self.held[me][slot]] >> 24 != k and self.writable(slot):
+            self.publish(slot, k, fingerprint, ())
+
     def acknowledge(self, slot: int, k: int, writers: Sequence[int]) -> None:
         """Say that this rank has read call ``k`` from the ``writers``' ``slot``."""
         words, row = self.words, self.ack[self.index]
@@ -236,6 +244,7 @@ class DirectArea:
         if expect is not None:
             slot, word, mine = expect
             for m in self.mismatched(slot, word, awaited):
+                self.declare(slot, word, mine)
                 raise CollectiveMismatch(
                     f"{what}: called {describe(mine)} but rank {m} called "
                     f"{describe(self.fingerprint_of(m, slot))} at the same point")

@@ -1,13 +1,15 @@
-"""Roll call: the root of a rooted native call hears every member's word for the call.
+"""Roll call: the members of a rooted native call meet the root's word for the call.
 
 A bcast or scatter root hears from no one, and two ranks that each believe themselves the
 root of a gather or reduce wait for data nobody sends: ranks that disagree on the root would
 return different data or hang. ``shm_stream`` runs its rooted calls with a roll call beside
-the data: every member stores its held word for the call (call number and fingerprint, which
-holds the root) in its direct slot for the call, and the root waits for every member's word
-before it completes. A word with the call's number and another fingerprint is
-`CollectiveMismatch` naming both calls (`DirectArea.check`, with the call's ``expect``).
-The words are written in call-number order with the direct calls' (`DirectArea.unwritten`).
+the data: the root stores its held word for the call (call number and fingerprint, which
+holds the root) in its direct slot; every other member waits for that word and acknowledges
+it; the root completes once every member has. Two ranks that each believe themselves the root
+both store a word, and each meets the other's — the call's number with another fingerprint —
+while it waits: `CollectiveMismatch` naming both calls (`DirectArea.check`, with the call's
+``expect``). Only the root writes: a member's word in its own slot could wait behind the
+acknowledgement of a later call whose execution started first, and deadlock.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ ROOTED = frozenset({"bcast", "scatter", "gather", "reduce"})
 
 
 class RollCall:
-    """One member's part of a roll call: store its word; at the root, wait for the others'."""
+    """One member's part of a roll call: the root stores its word and waits for every
+    member's acknowledgement; the others wait for the root's word and acknowledge it."""
 
-    __slots__ = ("area", "slot", "k", "word", "fingerprint", "readers", "others", "written",
-                 "left", "write_k")
+    __slots__ = ("area", "slot", "k", "word", "fingerprint", "root", "is_root", "others",
+                 "written", "left", "write_k")
 
     def __init__(self, area: DirectArea, size: int, root: int, rank: int, seq: int,
                  phase: int, fingerprint: int) -> None:
@@ -31,39 +34,41 @@ class RollCall:
         self.slot = slot_of(seq, phase)
         self.fingerprint = fingerprint
         self.word = held_word(k, fingerprint)
-        is_root = rank == root
-        #: the members whose words this rank waits for (the root: every other one)
-        self.others = tuple(j for j in range(size) if j != rank) if is_root else ()
-        #: the members that read this rank's word (a non-root's: the root)
-        self.readers = () if is_root else (root,)
-        self.written = False
+        self.root = root
+        self.is_root = is_root = rank == root
+        #: the root: the members that acknowledge its word; the others: the root
+        self.others = tuple(j for j in range(size) if j != rank) if is_root else (root,)
+        self.written = not is_root
         self.left = 1
-        if not area.unwritten and area.writable(self.slot):
-            self._write()
-        else:
-            area.inflight += 1
-            area.queue_write(self, k)
+        if is_root:
+            if not area.unwritten and area.writable(self.slot):
+                self._write()
+            else:
+                area.inflight += 1
+                area.queue_write(self, k)
 
     def _write(self) -> None:
-        self.area.publish(self.slot, self.k, self.fingerprint, self.readers)
+        self.area.publish(self.slot, self.k, self.fingerprint, self.others)
         self.written = True
 
     def ready(self) -> bool:
-        """Whether `poll` can move: the word may be stored, or the others' have come."""
+        """Whether `poll` can move: the word may be stored, or the awaited words have come."""
         area = self.area
         if not self.written:
             return area.unwritten[0] is self and area.writable(self.slot)
-        return not area.missing(self.slot, self.word, self.others)
+        return not self.awaited()
 
     def awaited(self) -> list[int]:
-        """The members this rank waits for: readers of the slot's last call, or absentees."""
-        if not self.written:
-            return self.area.unacknowledged(self.slot)
-        return self.area.missing(self.slot, self.word, self.others)
+        """The members this rank waits for: readers of the slot's last call, the members
+        yet to acknowledge the root's word, or (elsewhere) the root."""
+        area = self.area
+        if not self.written or self.is_root:
+            return area.unacknowledged(self.slot)
+        return area.missing(self.slot, self.word, self.others)
 
     def poll(self) -> bool:
-        """Advance without blocking; True once the word is stored and, at the root, every
-        member's has come (and been acknowledged)."""
+        """Advance without blocking; True once the root's word is stored and every member
+        has acknowledged it (the root), or this rank has (the others)."""
         if not self.left:
             return True
         area = self.area
@@ -73,7 +78,10 @@ class RollCall:
             area.unwritten.popleft()
             area.inflight -= 1
             self._write()
-        if self.others:
+        if self.is_root:
+            if area.unacknowledged(self.slot):
+                return False
+        else:
             if area.missing(self.slot, self.word, self.others):
                 return False
             area.acknowledge(self.slot, self.k, self.others)
