@@ -56,6 +56,8 @@ typedef struct {
 } shm_spin;
 
 static inline int shm_spin_over(shm_spin *s, double spin) {
+    if (spin <= 0.0)
+        return 1;  /* no spin (a peer waited for shares this core): yield at once */
     cpu_relax();
     if ((++s->idle & 31) != 0)
         return 0;
