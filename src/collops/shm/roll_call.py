@@ -46,6 +46,8 @@ class RollCall:
             else:
                 area.inflight += 1
                 area.queue_write(self, k)
+        else:
+            self.poll()  # the root's word may be there already: acknowledge before the data
 
     def _write(self) -> None:
         self.area.publish(self.slot, self.k, self.fingerprint, self.others)
