@@ -31,6 +31,9 @@ ALLOWED: dict[str, set[str]] = {
     "shm": BASE | {"config", "schedule", "algorithms", "transport"},
     "mpi": BASE | {"config", "schedule", "algorithms", "transport"},
     "runtime": BASE | {"schedule", "algorithms", "transport", "config", "topology", "shm", "mpi"},
+    "compiled": {"errors", "config"},
+    # the report of `collops info` reads every layer
+    "info": BASE | {"algorithms", "compiled", "config", "shm", "transport"},
     "endpoints": BASE | {"schedule", "algorithms", "transport", "runtime", "config", "topology",
                          "sim", "model"},
 }
