@@ -2,16 +2,44 @@
 
 ``collops.shm._direct`` (the blocking fast path of the ``shm_direct`` collectives) and
 ``collops.shm._stream`` (the inner loop of the ``shm_stream`` collectives) are
-optional: where no C compiler is at hand the build goes on without them and collops runs in
-pure Python.
+optional: where no C compiler is at hand the build goes on without them, says so with the
+reason, and collops runs in pure Python (``collops info`` shows what was built, and the
+first shared-memory communicator warns).
 """
 
+import sys
+
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 #: the header both include (their shared-memory words, spin hint and clock)
 SHARED = ["src/collops/shm/_shm_wait.h"]
 
-setup(ext_modules=[Extension("collops.shm._direct", ["src/collops/shm/_direct.c"],
+
+class OptionalBuildExt(build_ext):
+    """Build each extension; one that fails is skipped with a line saying why, not silently."""
+
+    def run(self):
+        try:
+            super().run()
+        except Exception as exc:  # no compiler at all: nothing can be built
+            self._skipped("all C extensions", exc)
+
+    def build_extension(self, ext):
+        try:
+            super().build_extension(ext)
+        except Exception as exc:
+            self._skipped(ext.name, exc)
+
+    @staticmethod
+    def _skipped(what, exc):
+        print(f"collops: NOT building {what} ({type(exc).__name__}: {exc}); collops will run "
+              "its shared-memory collectives in pure Python, several times slower. Install a "
+              "C compiler and reinstall to get them.", file=sys.stderr, flush=True)
+
+
+setup(cmdclass={"build_ext": OptionalBuildExt},
+      ext_modules=[Extension("collops.shm._direct", ["src/collops/shm/_direct.c"],
                              depends=SHARED, optional=True,
                              extra_compile_args=["-O2", "-std=gnu11"]),
                    Extension("collops.shm._stream", ["src/collops/shm/_stream.c"],

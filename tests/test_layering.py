@@ -28,7 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "sim": BASE | {"schedule", "algorithms", "topology", "model"},
     # transport components: a transport with its memory layout, compiled code and its own
     # collectives (registered with the algorithms), below the runtime that builds them
-    "shm": BASE | {"config", "schedule", "algorithms", "transport"},
+    "shm": BASE | {"config", "compiled", "schedule", "algorithms", "transport"},
     "mpi": BASE | {"config", "schedule", "algorithms", "transport"},
     "runtime": BASE | {"schedule", "algorithms", "transport", "config", "topology", "shm", "mpi"},
     "compiled": {"errors", "config"},

@@ -1,4 +1,4 @@
-"""Whether this build's compiled runners loaded, and why not.
+"""Whether this build's compiled runners loaded, why not, and the one warning when they did not.
 
 The shared-memory component carries two optional C extensions (``collops.shm._direct`` and
 ``collops.shm._stream``); the module that uses each holds it in an attribute that is None
@@ -10,13 +10,23 @@ uses) and, for a missing runner, imports it again to recover the error's text.
 from __future__ import annotations
 
 import importlib
+import warnings
 from dataclasses import dataclass
+
+from . import config
+from .errors import PerformanceWarning
 
 #: each compiled runner, and the module attribute that holds it (None when it did not load)
 RUNNERS = {
     "collops.shm._direct": ("collops.shm.direct", "_direct"),
     "collops.shm._stream": ("collops.shm.stream_plan", "_stream"),
 }
+#: what to do when a runner is missing
+FIX = ("install a C compiler (e.g. gcc) and reinstall collops "
+       "(pip install --force-reinstall --no-deps collops, or pip install -e . in a checkout); "
+       "set COLLOPS_COMPILED=0 to choose the pure-Python path and silence this warning")
+
+_warned = False
 
 
 @dataclass(frozen=True)
@@ -43,3 +53,22 @@ def runner_status() -> list[Runner]:
             error = f"importable, but not loaded by {holder}"
         status.append(Runner(name, False, error))
     return status
+
+
+def missing_runners_message(missing: list[Runner]) -> str:
+    """The warning's text for the runners in ``missing``: the cause and the fix."""
+    causes = "; ".join(f"{r.module} ({r.error})" for r in missing)
+    return (f"collops' compiled runners are missing, so shared-memory collectives run in pure "
+            f"Python, several times slower: {causes}. To fix: {FIX}.")
+
+
+def warn_if_interpreted(stacklevel: int = 3) -> None:
+    """Warn once per process (a `PerformanceWarning`) when a compiled runner is missing,
+    unless the user chose the pure-Python path with ``COLLOPS_COMPILED=0``."""
+    global _warned
+    if _warned or not config.settings.compiled:
+        return
+    _warned = True
+    missing = [r for r in runner_status() if not r.present]
+    if missing:
+        warnings.warn(missing_runners_message(missing), PerformanceWarning, stacklevel=stacklevel)

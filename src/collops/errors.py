@@ -95,3 +95,7 @@ class RequestError(CollopsError):
         self.rank = rank
         where = f" on rank {rank}" if rank is not None else ""
         super().__init__(f"{call}{where}: {reason}")
+
+
+class PerformanceWarning(UserWarning):
+    """collops runs, but slower than it could: e.g. its compiled runners are missing."""

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import config
 from ..algorithms import tuning
+from ..compiled import warn_if_interpreted
 from ..errors import TransportError
 from ..transport import placement
 from ..transport.base import Handle, Transport
@@ -112,6 +113,7 @@ class ShmEndpoint(Transport):
             raise TransportError(
                 f"job {job} has {layout.size} ranks; cannot attach as rank {rank} of {size}")
         self.job, self.rank, self.size = job, rank, size
+        warn_if_interpreted()  # once per process: the compiled runners did not load
         self._layout = layout
         self._words = self._segment.words
         self._buf = self._segment.buf
