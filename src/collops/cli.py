@@ -141,6 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``collops`` console script."""
     _load_optional_commands()
     parser = argparse.ArgumentParser(prog="collops", description=__doc__)
+    from . import __version__
+    parser.add_argument("--version", action="version", version=f"collops {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (setup, fn) in _COMMANDS.items():
         p = sub.add_parser(name, help=(fn.__doc__ or "").strip().splitlines()[0])

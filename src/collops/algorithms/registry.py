@@ -208,13 +208,17 @@ def algorithms(collective: str) -> list[Algorithm]:
     return list(_REGISTRY[collective].values())
 
 
-def get_algorithm(collective: str, name: str, rank: int | None = None) -> Algorithm:
-    """The algorithm ``name`` of ``collective``, or `UnknownAlgorithm`."""
+def get_algorithm(collective: str, name: str, rank: int | None = None,
+                  call: str = "get_algorithm") -> Algorithm:
+    """The algorithm ``name`` of ``collective``, or `UnknownAlgorithm` (naming ``call`` when
+    ``collective`` is not one)."""
     table = _REGISTRY.get(collective)
-    if table is None or name not in table:
-        known = ", ".join(table) if table else ""
+    if table is None:
+        raise UnknownAlgorithm(call, "collective", collective,
+                               f"not a collective (one of {', '.join(COLLECTIVES)})", rank)
+    if name not in table:
         raise UnknownAlgorithm(collective, "algorithm", name,
-                               f"no such algorithm (known: {known})", rank)
+                               f"no such algorithm (known: {', '.join(table)})", rank)
     return table[name]
 
 

@@ -26,6 +26,7 @@ from ..algorithms.registry import get_algorithm
 from ..algorithms.spec import CallSpec, make_spec
 from ..datatypes import as_array
 from ..errors import ArgumentError, CollopsError
+from .arguments import checked_int
 from .commbase import _SLOW, _row_size
 from .fastpaths import FastPaths
 from .request import Phases, Request, wait_all
@@ -46,7 +47,7 @@ class Comm(FastPaths):
             self._overrides.pop(collective, None)
             self._params.pop(collective, None)
             return
-        alg = get_algorithm(collective, name, self.rank)
+        alg = get_algorithm(collective, name, self.rank, "set_algorithm")
         alg.resolve(params, self.rank)
         self._overrides[collective] = name
         self._params[collective] = dict(params)
@@ -297,9 +298,10 @@ class Comm(FastPaths):
 
         A rank passing ``color=None`` takes part but gets None back (MPI_UNDEFINED).
         """
-        seq = self._reserve()
         flag = 0 if color is None else 1
-        mine = [flag, int(color or 0), int(key), self._contexts.next]
+        colour = 0 if color is None else checked_int("split", "color", color, self.rank)
+        mine = [flag, colour, checked_int("split", "key", key, self.rank), self._contexts.next]
+        seq = self._reserve()
         table = Request(self, self._allgather_ints("split", mine, seq, 0, None)).wait()
         context = int(table[:, 3].max())
         self._contexts.next = context + 1

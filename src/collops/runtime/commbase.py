@@ -21,6 +21,7 @@ from ..ops import Op, as_op
 from ..transport.base import Transport
 from ..transport.tags import make_tag_base
 from .agreement import agree as agree_first
+from .arguments import checked_int, checked_ints, checked_timeout
 from .cache import SHARED, BoundedCache
 from .engine import CallInfo, Execution, Plan, Progress
 from .envelope import ENVELOPE
@@ -111,7 +112,7 @@ class CommBase:
         self._call_number = self._calls.data
         self._overrides: dict[str, str] = {}
         self._params: dict[str, dict[str, Any]] = {}
-        self.timeout = timeout
+        self.timeout = checked_timeout("Comm", timeout, self.rank)
         self.name = name
         self.last_algorithm: str | None = None
         #: what this communicator's calls worked out once per signature, keyed by kind:
@@ -187,7 +188,7 @@ class CommBase:
                                                           counts_signature))
         alg, plan, info, resolved = prepared
         self.last_algorithm = alg.name
-        timeout = self._timeout(timeout)
+        timeout = self._timeout(timeout, spec.collective)
         if in_place and not alg.in_place and send is not None:
             send = send.copy()
         # a native algorithm starts at once: its protocol orders the calls by when they start
@@ -237,29 +238,32 @@ class CommBase:
         info = CallInfo(spec.collective, alg.name, self.rank, fprint, fp.describe)
         return alg, plan, info, resolved
 
-    def _timeout(self, timeout: float | None) -> float | None:
-        """A call's timeout: its own, else the communicator's, else the settings'."""
+    def _timeout(self, timeout: float | None, call: str) -> float | None:
+        """A call's timeout: its own (checked), else the communicator's, else the settings'."""
         if timeout is None:
             timeout = self.timeout
             if timeout is None:
                 timeout = _cfg.settings.timeout
-        return timeout
+            return timeout
+        return checked_timeout(call, timeout, self.rank)
 
-    def _next_call(self, timeout: float | None) -> tuple[int, float | None]:
+    def _next_call(self, timeout: float | None, call: str) -> tuple[int, float | None]:
         """The next call's sequence number and its timeout (`_timeout`)."""
+        timeout = self._timeout(timeout, call)  # checked before the call takes a number
         seq: int = self._call_number[0]
         self._call_number[0] = seq + 1
-        return seq, self._timeout(timeout)
+        return seq, timeout
 
     def _start(self, phases: Phases, blocking: bool) -> Any:
         req = Request(self, phases)
         return req.wait() if blocking else req
 
     def _check_root(self, call: str, root: int) -> int:
-        if not isinstance(root, (int, np.integer)) or not 0 <= root < self.size:
+        root = checked_int(call, "root", root, self.rank)
+        if not 0 <= root < self.size:
             raise ArgumentError(call, "root", root, f"must be a rank in [0, {self.size})",
                                 self.rank)
-        return int(root)
+        return root
 
     def _array(self, call: str, x: Any, name: str = "x") -> np.ndarray:
         if x is None:
@@ -286,11 +290,7 @@ class CommBase:
         return out
 
     def _counts(self, call: str, name: str, counts: Any, expect: int | None = None) -> list[int]:
-        try:
-            values = [int(c) for c in counts]
-        except TypeError as exc:
-            raise ArgumentError(call, name, counts, "must be a sequence of integers",
-                                self.rank) from exc
+        values = checked_ints(call, name, counts, self.rank)
         if len(values) != self.size:
             raise ArgumentError(call, name, counts, f"needs one entry per rank ({self.size})",
                                 self.rank)

@@ -50,7 +50,7 @@ class FastPaths(PhaseGenerators):
         """
         bound = self._bound(collective, op, root, algorithm)
         if bound is not None:
-            got = bound[2](x, out, self._timeout(timeout))
+            got = bound[2](x, out, self._timeout(timeout, collective))
             if got is not _SLOW:
                 self.last_algorithm = bound[3]
                 return got
@@ -58,6 +58,8 @@ class FastPaths(PhaseGenerators):
             return _SLOW
         if self._generation != _cfg.generation:
             self._new_generation()
+        if type(root) is not int and not isinstance(root, np.integer):
+            return _SLOW  # 0.0 would find root 0's template: the general path rejects it
         dt = x.dtype
         key = ("template", collective, dt, x.shape, op, root, algorithm)
         try:
@@ -90,7 +92,7 @@ class FastPaths(PhaseGenerators):
                 recv = recv.reshape(-1)
         else:
             return _SLOW
-        seq, timeout = self._next_call(timeout)
+        seq, timeout = self._next_call(timeout, collective)
         runner = template.runner
         if runner is not None:  # a native blocking fast path, prepared by an earlier call
             self.last_algorithm = template.alg_name
@@ -124,7 +126,7 @@ class FastPaths(PhaseGenerators):
         """Run phase 0 of call ``seq`` from ``template`` to completion."""
         spec = template.spec
         prepared = template.prepared
-        timeout = self._timeout(timeout)
+        timeout = self._timeout(timeout, spec.collective)
         rooted = spec.collective in ("gather", "reduce")
         if prepared is not None and rooted and not prepared[0].agrees_on_root:
             prepared = None  # `_execute` runs the root agreement first
@@ -309,7 +311,7 @@ class FastPaths(PhaseGenerators):
                 template.head = head
             view[...] = x
             if out is x:  # in place, as MPI_Bcast's root: x already holds the result
-                seq, timeout = self._next_call(timeout)
+                seq, timeout = self._next_call(timeout, "bcast")
                 self.last_algorithm = template.alg_name
                 template.runner(env, env, seq, timeout)
                 return x
@@ -341,7 +343,7 @@ class FastPaths(PhaseGenerators):
             return _SLOW
         bound = self._bound(call, None, root, algorithm)
         if bound is not None:
-            timeout = self._timeout(timeout)
+            timeout = self._timeout(timeout, call)
             got = bound[2](x, out, timeout)
             if got is not _SLOW:
                 self.last_algorithm = bound[3]
@@ -402,7 +404,7 @@ class FastPaths(PhaseGenerators):
             else:
                 template.scratch[:_DATA_AT] = head
             template.head = head
-        seq, timeout = self._next_call(timeout)
+        seq, timeout = self._next_call(timeout, call)
         template.runner(template.send, template.recv, seq, timeout)
         data[0](x.reshape(-1), result.reshape(-1), seq, timeout, 1)
         self.last_algorithm = data[1]
@@ -464,6 +466,8 @@ class FastPaths(PhaseGenerators):
     def _envelope_for(self, collective: str, root: Any, algorithm: str | None) -> Any:
         """The prepared envelope template of a fast bcast or scatter (None: go the general
         way, which also says what is wrong with an unhashable ``root``)."""
+        if type(root) is not int and not isinstance(root, np.integer):
+            return None  # 0.0 would find root 0's template: the general path rejects it
         if self._generation != _cfg.generation:
             self._new_generation()
         try:
@@ -479,7 +483,7 @@ class FastPaths(PhaseGenerators):
                        out: Any, root: int, algorithm: str | None,
                        timeout: float | None) -> Any:
         """Run a fast bcast's or scatter's envelope call; the root's result is ``mine``."""
-        seq, timeout = self._next_call(timeout)
+        seq, timeout = self._next_call(timeout, collective)
         self.last_algorithm = template.alg_name
         template.runner(send, recv, seq, timeout)
         if mine is None:

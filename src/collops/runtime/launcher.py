@@ -128,18 +128,22 @@ class _Interrupted(Exception):
 
 
 class _SignalGuard:
-    """Turn SIGINT/SIGTERM into `_Interrupted` while a job runs (main thread only)."""
+    """Turn the first SIGINT/SIGTERM into `_Interrupted` while a job runs and its ranks are
+    ended (main thread only); later ones find the job already ending and are ignored, so a
+    second Ctrl-C cannot break off the clean-up."""
 
     def __enter__(self) -> _SignalGuard:
         self.saved: dict[int, Any] = {}
+        self.interrupted = False
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self.saved[sig] = signal.signal(sig, self._raise)
         return self
 
-    @staticmethod
-    def _raise(signum: int, frame: object) -> None:
-        raise _Interrupted(signal.Signals(signum).name)
+    def _raise(self, signum: int, frame: object) -> None:
+        if not self.interrupted:
+            self.interrupted = True
+            raise _Interrupted(signal.Signals(signum).name)
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self.saved.items():
@@ -165,24 +169,23 @@ def launch_program(nprocs: int, argv: list[str], timeout: float | None = None,
     job = _Job(nprocs)
     procs: list[subprocess.Popen[bytes]] = []
     output = OutputForwarder(tag_output)
-    try:
-        with _SignalGuard():
-            try:
-                for rank in range(nprocs):
-                    procs.append(_start_rank(job, rank, argv, output, binding, len(cpus)))
-                output.start()
-                return _watch_programs(job, procs, timeout)
-            except _Interrupted as exc:
-                _message(f"{exc}: ending all {nprocs} ranks")
-                _kill_all((p.pid for p in procs if p.poll() is None), signal.SIGTERM)
-                _reap(procs, 0.5)
-                return EXIT_INTERRUPTED
-    finally:
-        _kill_all(p.pid for p in procs if p.poll() is None)
-        for p in procs:
-            p.wait()
-        output.close()
-        job.close()
+    with _SignalGuard():
+        try:
+            for rank in range(nprocs):
+                procs.append(_start_rank(job, rank, argv, output, binding, len(cpus)))
+            output.start()
+            return _watch_programs(job, procs, timeout)
+        except _Interrupted as exc:
+            _message(f"{exc}: ending all {nprocs} ranks")
+            _kill_all((p.pid for p in procs if p.poll() is None), signal.SIGTERM)
+            _reap(procs, 0.5)
+            return EXIT_INTERRUPTED
+        finally:
+            _kill_all(p.pid for p in procs if p.poll() is None)
+            for p in procs:
+                p.wait()
+            output.close()
+            job.close()
 
 
 def _start_rank(job: _Job, rank: int, argv: list[str], output: OutputForwarder,
@@ -265,31 +268,30 @@ def launch_function(worker: Callable[[Transport], Any], nprocs: int,
     pids: dict[int, int] = {}
     readers: dict[int, int] = {}
     output = OutputForwarder(tag=False)
-    try:
-        with _SignalGuard():
-            try:
-                for rank in range(nprocs):
-                    pid, fd = _fork_rank(job, rank, worker, list(readers.values()), output,
-                                         binding, len(cpus))
-                    pids[rank], readers[rank] = pid, fd
-                output.start()
-                return _collect(job, pids, readers, timeout)
-            except _Interrupted:
-                raise KeyboardInterrupt from None
-    finally:
-        _kill_all(pids.values())
-        for pid in pids.values():
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
-        for fd in readers.values():
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        output.close()
-        job.close()
+    with _SignalGuard():
+        try:
+            for rank in range(nprocs):
+                pid, fd = _fork_rank(job, rank, worker, list(readers.values()), output,
+                                     binding, len(cpus))
+                pids[rank], readers[rank] = pid, fd
+            output.start()
+            return _collect(job, pids, readers, timeout)
+        except _Interrupted:
+            raise KeyboardInterrupt from None
+        finally:
+            _kill_all(pids.values())
+            for pid in pids.values():
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+            for fd in readers.values():
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            output.close()
+            job.close()
 
 
 def _fork_rank(job: _Job, rank: int, worker: Callable[[Transport], Any],

@@ -7,9 +7,21 @@ import argparse
 from ..transport.placement import BIND_POLICIES
 
 
+def positive_seconds(text: str) -> float:
+    """``text`` as a positive number of seconds (argparse reports the error, naming the option)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text!r}")
+    return seconds
+
+
 def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-n", "--nprocs", type=int, required=True, help="number of ranks")
-    p.add_argument("--timeout", type=float, default=None, help="end the job after S seconds")
+    p.add_argument("--timeout", type=positive_seconds, default=None,
+                   help="end the job after S seconds (S > 0)")
     p.add_argument("--tag-output", action="store_true",
                    help="prefix each output line with [rank] (lines are forwarded whole "
                    "either way)")

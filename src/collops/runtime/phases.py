@@ -71,6 +71,7 @@ class PhaseGenerators(CommBase):
 
     def _barrier(self, algorithm: str | None, timeout: float | None, params: dict) -> Phases:
         spec = make_spec("barrier", self.size, np.uint8)
+        timeout = self._timeout(timeout, "barrier")
         yield self._execute(spec, None, None, self._reserve(), 0, algorithm, params, timeout)
 
     def _bcast(self, x: Any, root: int, out: Any, algorithm: str | None,
@@ -84,6 +85,7 @@ class PhaseGenerators(CommBase):
         """
         call = "bcast"
         root = self._check_root(call, root)
+        timeout = self._timeout(timeout, call)
         size = self._envelope_size(call, algorithm)
         data: np.ndarray | None = None
         early: Execution | None = None
@@ -177,6 +179,7 @@ class PhaseGenerators(CommBase):
     def _scatterv(self, call: str, x: Any, counts: Any, root: int, out: Any,
                   algorithm: str | None, timeout: float | None, params: dict) -> Phases:
         root = self._check_root(call, root)
+        timeout = self._timeout(timeout, call)
         data = None
         row_counts: list[int] = [0] * self.size
         if self.rank == root:
@@ -210,6 +213,7 @@ class PhaseGenerators(CommBase):
         from its block (and checks ``out`` then)."""
         call = "scatter"
         root = self._check_root(call, root)
+        timeout = self._timeout(timeout, call)
         p, me = self.size, self.rank
         block = self._scatter_block(algorithm)
         spec0 = _bcast_spec(p, _ENVELOPE_DTYPE, block, root, call)
@@ -282,6 +286,7 @@ class PhaseGenerators(CommBase):
         collective = ("all" if root is None else "") + ("gatherv" if vector else "gather")
         if root is not None:
             root = self._check_root(call, root)
+        timeout = self._timeout(timeout, call)
         data = self._array(call, x)
         seq = -1  # taken before the first message, after every check made before it
         rows = _rows(data)
@@ -330,6 +335,7 @@ class PhaseGenerators(CommBase):
     def _alltoallv(self, call: str, x: Any, sendcounts: Any, sdispls: Any, recvcounts: Any,
                    vector: bool, out: Any, algorithm: str | None, timeout: float | None,
                    params: dict) -> Phases:
+        timeout = self._timeout(timeout, call)
         data = self._array(call, x)
         if data.ndim == 0:
             raise ArgumentError(call, "x", data.shape, "needs at least one dimension", self.rank)
@@ -351,6 +357,9 @@ class PhaseGenerators(CommBase):
                 sdis = prefix(tuple(scounts))
             else:
                 sdis = tuple(self._counts(call, "sdispls", sdispls))
+            if sdispls is None and sum(scounts) > data.shape[0]:
+                raise ArgumentError(call, "sendcounts", sendcounts, f"sum {sum(scounts)} is "
+                                    f"more than the {data.shape[0]} rows of x", self.rank)
             for j, (d, c) in enumerate(zip(sdis, scounts, strict=True)):
                 if c and d + c > data.shape[0]:
                     raise ArgumentError(call, "sdispls", sdispls, f"segment {j} [{d}:{d + c}] "
@@ -391,6 +400,7 @@ class PhaseGenerators(CommBase):
                    out: Any, algorithm: str | None, timeout: float | None,
                    params: dict) -> Phases:
         call = collective
+        timeout = self._timeout(timeout, call)
         data = self._array(call, x)
         resolved = self._op(call, op, data.dtype)
         if root is not None:

@@ -1,0 +1,49 @@
+"""Checks of scalar call arguments (timeouts, integers) that raise `ArgumentError` naming the
+call, the argument, its value and the rank, rather than letting Python's own conversions
+raise a bare ValueError or TypeError deep inside a call."""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+from collections.abc import Iterable
+from typing import Any
+
+from ..errors import ArgumentError
+
+_TIMEOUT_RULE = "must be a positive number of seconds or None"
+
+
+def checked_timeout(call: str, timeout: Any, rank: int | None) -> float | None:
+    """``timeout`` if it is None or a positive number (not a bool, not NaN)."""
+    if timeout is None:
+        return None
+    kind = type(timeout)
+    if kind is not float and kind is not int:  # the common cases need no ABC look-up
+        if not isinstance(timeout, numbers.Real) or isinstance(timeout, bool):
+            raise ArgumentError(call, "timeout", timeout, _TIMEOUT_RULE, rank)
+    if not timeout > 0 or math.isnan(timeout):
+        raise ArgumentError(call, "timeout", timeout, _TIMEOUT_RULE, rank)
+    return timeout  # type: ignore[no-any-return]
+
+
+def checked_int(call: str, name: str, value: Any, rank: int | None) -> int:
+    """``value`` as an int if it is an integer (int, numpy integer; not a float or a str)."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ArgumentError(call, name, value, f"must be an integer, not "
+                            f"{type(value).__name__}", rank) from None
+
+
+def checked_ints(call: str, name: str, values: Any, rank: int | None) -> list[int]:
+    """``values`` as a list of ints if it is a sequence of integers (not a str)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise ArgumentError(call, name, values, "must be a sequence of integers", rank)
+    try:
+        return [operator.index(v) for v in values]
+    except TypeError:
+        raise ArgumentError(call, name, values, "must be a sequence of integers",
+                            rank) from None
+
