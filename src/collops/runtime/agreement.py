@@ -112,10 +112,3 @@ class Agreed:
             f"rank {info.rank}: {info.collective}[{info.algorithm}] did not complete within "
             f"{self.timeout} s; waiting for the members to agree on the call; not heard from "
             f"ranks {missing}")
-
-
-def agree(comm: Any, info: CallInfo, seq: int, phase: int, timeout: float | None,
-          start: Callable[[], Any]) -> Agreed:
-    """``start()``'s execution of phase ``phase`` of call ``seq``, begun once every member has
-    shown the fingerprint of ``info``."""
-    return Agreed(comm, info, seq, phase, timeout, start)

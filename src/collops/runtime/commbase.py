@@ -20,7 +20,7 @@ from ..errors import ArgumentError
 from ..ops import Op, as_op
 from ..transport.base import Transport
 from ..transport.tags import make_tag_base
-from .agreement import agree as agree_first
+from .agreement import Agreed
 from .arguments import checked_int, checked_ints, checked_timeout
 from .cache import SHARED, BoundedCache
 from .engine import CallInfo, Execution, Plan, Progress
@@ -193,7 +193,7 @@ class CommBase:
             send = send.copy()
         # a native algorithm starts at once: its protocol orders the calls by when they start
         if agree and not alg.agrees_on_root and alg.native is None and self.size > 1:
-            return agree_first(self, info, seq, phase, timeout,  # type: ignore[return-value]
+            return Agreed(self, info, seq, phase, timeout,  # type: ignore[return-value]
                                lambda: self._begin(prepared, spec, send, recv, seq, phase,
                                                    timeout))
         return self._begin(prepared, spec, send, recv, seq, phase, timeout)

@@ -234,7 +234,9 @@ class CmaExecution:
             awaited = self._unread  # a bcast's root) has its word there: a mismatch
         area.check(awaited, self.deadline, self.what,
                    call_tag(self.context, self.seq, self.phase), fp.describe,
-                   (slot, word, self.fingerprint) if self.state != _WRITE else None)
+                   (slot, word, self.fingerprint) if self.state == _READ or (
+                       self.state == _DRAIN and self.spec.collective in ("bcast", "scatter"))
+                   else None)
         return False
 
     def _end(self) -> None:

@@ -87,10 +87,10 @@ class InprocTransport(Transport):
         return h
 
     def unexpected_for_call(self, value: int, shift: int) -> tuple[int, int] | None:
-        """A parked message of the call ``tag >> shift == value`` that carries a fingerprint."""
+        """``(peer, fingerprint)`` of a parked message with ``tag >> shift == value``."""
         with self._box.cond:
             for (peer, tag), (_, fingerprint) in self._box.unexpected.items():
-                if tag >> shift == value and fingerprint:
+                if tag >> shift == value:
                     return peer, fingerprint
         return None
 
