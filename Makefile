@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit clean
+.PHONY: demo test lint typecheck unit dist clean
 
 $(STAMP): pyproject.toml setup.py src/collops/shm/_direct.c src/collops/shm/_stream.c \
 		src/collops/shm/_shm_wait.h
@@ -28,5 +28,9 @@ unit: $(STAMP)
 
 test: lint typecheck unit
 
+# A release's sdist and local-platform wheel (docs/release.md); the runners must build.
+dist: $(STAMP)
+	COLLOPS_REQUIRE_COMPILED=1 $(BIN)/python -m build --outdir dist .
+
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

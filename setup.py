@@ -7,10 +7,15 @@ reason, and collops runs in pure Python (``collops info`` shows what was built, 
 first shared-memory communicator warns).
 """
 
+import os
 import sys
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+
+#: set to 1 for a release build: a runner that cannot be built fails the build (a wheel
+#: without them would install and run several times slower)
+REQUIRED = os.environ.get("COLLOPS_REQUIRE_COMPILED") == "1"
 
 #: the header both include (their shared-memory words, spin hint and clock)
 SHARED = ["src/collops/shm/_shm_wait.h"]
@@ -33,6 +38,9 @@ class OptionalBuildExt(build_ext):
 
     @staticmethod
     def _skipped(what, exc):
+        if REQUIRED:
+            raise SystemExit(f"collops: cannot build {what} ({type(exc).__name__}: {exc}) and "
+                             "COLLOPS_REQUIRE_COMPILED=1 asks for a release build with them")
         print(f"collops: NOT building {what} ({type(exc).__name__}: {exc}); collops will run "
               "its shared-memory collectives in pure Python, several times slower. Install a "
               "C compiler and reinstall to get them.", file=sys.stderr, flush=True)
