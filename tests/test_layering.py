@@ -32,6 +32,9 @@ ALLOWED: dict[str, set[str]] = {
     "mpi": BASE | {"config", "schedule", "algorithms", "transport"},
     "runtime": BASE | {"schedule", "algorithms", "transport", "config", "topology", "shm", "mpi"},
     "compiled": {"errors", "config"},
+    # users' algorithms: loading them, and checking any algorithm against numpy
+    "plugins": {"errors"},
+    "check": BASE | {"schedule", "algorithms"},
     # the report of `collops info` reads every layer
     "info": BASE | {"algorithms", "compiled", "config", "shm", "transport"},
     "endpoints": BASE | {"schedule", "algorithms", "transport", "runtime", "config", "topology",

@@ -6,8 +6,17 @@ memory, MPI — and on modelled networks. Start with `spawn` or `init`.
 
 from . import mpi, ops, shm  # noqa: F401  (mpi, shm: register their native algorithms)
 from .algorithms import algorithms
-from .algorithms.registry import Algorithm
-from .algorithms.spec import COLLECTIVES
+from .algorithms.registry import (
+    COMMUTATIVE,
+    EQUAL_COUNTS,
+    POWER_OF_TWO,
+    Algorithm,
+    CostModel,
+    Param,
+    Restriction,
+)
+from .algorithms.spec import COLLECTIVES, CallSpec, builder_for, make_spec
+from .algorithms.user import algorithm
 from .config import reload_settings, settings
 from .datatypes import pair_dtype, pairs
 from .errors import (
@@ -20,6 +29,7 @@ from .errors import (
     MessageSizeMismatch,
     PeerFailed,
     PerformanceWarning,
+    PluginError,
     RankFailed,
     RequestError,
     ScheduleError,
@@ -42,6 +52,7 @@ from .ops import (
     SUM,
     Op,
 )
+from .plugins import load_plugin
 from .runtime import (
     Comm,
     PersistentRequest,
@@ -53,15 +64,25 @@ from .runtime import (
     wait_all,
     wait_any,
 )
+from .schedule import RECV, SEND, TMP, Region, Schedule, ScheduleBuilder
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "BAND", "BOR", "BXOR", "COLLECTIVES", "LAND", "LOR", "LXOR", "MAX", "MAXLOC", "MIN", "MINLOC",
-    "PROD", "SUM", "Algorithm", "AlgorithmIneligible", "ArgumentError", "CollectiveMismatch",
-    "CollectiveTimeout", "CollopsError", "Comm", "DeadlockError", "MessageSizeMismatch", "Op",
-    "PeerFailed", "PerformanceWarning", "PersistentRequest", "RankFailed", "Request",
-    "RequestError", "ScheduleError", "TransportError", "UnknownAlgorithm", "UnsupportedOperation",
-    "algorithms", "init", "ops", "pair_dtype", "pairs", "reload_settings", "settings", "spawn",
-    "start_all", "test_all", "wait_all", "wait_any",
+    "BAND", "BOR", "BXOR", "COLLECTIVES", "COMMUTATIVE", "EQUAL_COUNTS", "LAND", "LOR", "LXOR",
+    "MAX", "MAXLOC", "MIN", "MINLOC", "POWER_OF_TWO", "PROD", "RECV", "SEND", "SUM", "TMP",
+    "Algorithm", "AlgorithmIneligible", "ArgumentError", "CallSpec", "CollectiveMismatch",
+    "CollectiveTimeout", "CollopsError", "Comm", "CostModel", "DeadlockError",
+    "MessageSizeMismatch", "Op", "Param", "PeerFailed", "PerformanceWarning",
+    "PersistentRequest", "PluginError", "RankFailed", "Region", "Request", "RequestError",
+    "Restriction", "Schedule", "ScheduleBuilder", "ScheduleError", "TransportError",
+    "UnknownAlgorithm", "UnsupportedOperation", "algorithm", "algorithms", "builder_for", "init",
+    "load_plugin", "make_spec", "ops", "pair_dtype", "pairs", "reload_settings", "settings",
+    "spawn", "start_all", "test_all", "wait_all", "wait_any",
 ]
+
+# Users' algorithms named by COLLOPS_PLUGINS and installed entry points, loaded last (a
+# plug-in imports collops, which is complete by now).
+from .plugins import load_configured_plugins  # noqa: E402
+
+load_configured_plugins()

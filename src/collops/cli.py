@@ -1,13 +1,16 @@
 """The ``collops`` command: ``algorithms``, ``demo``, ``run``, ``bench``, ``sim``, ``model``,
-``info``."""
+``info``, ``check``; ``--plugin`` on each loads users' algorithms."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 
 from .algorithms import COLLECTIVES, Algorithm, algorithms
+from .errors import PluginError
+from .plugins import export_to_ranks, load_plugins
 
 Command = Callable[[argparse.Namespace], int]
 _COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Command]] = {}
@@ -51,6 +54,15 @@ def _transports_text(a: Algorithm) -> str:
     return ", ".join(a.transports) if a.transports else "any"
 
 
+def _origin_text(a: Algorithm) -> str:
+    """`` (plug-in FILE)`` for a user's algorithm, nothing for collops' own."""
+    if not a.origin:
+        return ""
+    here = os.getcwd()
+    shown = os.path.relpath(a.origin, here) if a.origin.startswith(here + os.sep) else a.origin
+    return f" (plug-in {shown})"
+
+
 def algorithms_markdown(collective: str | None = None) -> str:
     """The registry as the Markdown page docs/algorithms.md (generated, never edited by hand)."""
     lines = ["# Algorithms", "",
@@ -66,7 +78,8 @@ def algorithms_markdown(collective: str | None = None) -> str:
                   "|---|---|---|---|---|"]
         for a in algorithms(c):
             params = ", ".join(f"`{p.name}`={p.default} ({p.description})" for p in a.params)
-            lines.append(f"| `{a.name}` | {_transports_text(a)} | {a.description} | "
+            lines.append(f"| `{a.name}` | {_transports_text(a)} | {a.description}"
+                         f"{_origin_text(a)} | "
                          f"{_restrictions_text(a) or '—'} | {params or '—'} |")
         lines.append("")
     return "\n".join(lines + _native_summary(collective))
@@ -104,7 +117,7 @@ def algorithms_table(collective: str | None = None) -> str:
                 restr = ", ".join(filter(None, [restr, "wants " + "+".join(sorted(a.resources))]))
             params = ", ".join(f"{p.name}={p.default}" for p in a.params)
             rows.append((c, a.name, _transports_text(a), restr or "-", params or "-",
-                         a.description))
+                         a.description + _origin_text(a)))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = []
     for i, r in enumerate(rows):
@@ -137,6 +150,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return status
 
 
+PLUGIN_HELP = ("a Python file or module of your own algorithms (collops.algorithm); "
+               "repeatable; the ranks a launcher starts load it too")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``collops`` console script."""
     _load_optional_commands()
@@ -146,8 +163,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (setup, fn) in _COMMANDS.items():
         p = sub.add_parser(name, help=(fn.__doc__ or "").strip().splitlines()[0])
+        p.add_argument("--plugin", action="append", default=[], metavar="FILE.py|MODULE",
+                       help=PLUGIN_HELP)
         setup(p)
     args = parser.parse_args(argv)
+    try:  # before the command reads the registry; the ranks it starts load them too
+        load_plugins(args.plugin)
+    except PluginError as exc:
+        print(f"collops: error: {exc}", file=sys.stderr)
+        return 2
+    export_to_ranks(args.plugin)
     return _COMMANDS[args.command][1](args)
 
 
@@ -155,7 +180,7 @@ def _load_optional_commands() -> None:
     """Add the subcommands of the packages' front ends (each module's ``COMMAND``)."""
     import importlib
     for module in ("collops.runtime.launcher_cli", "collops.bench.cli", "collops.sim.cli",
-                   "collops.model.cli", "collops.info"):
+                   "collops.model.cli", "collops.info", "collops.check.cli"):
         try:
             front_end = importlib.import_module(module)
         except ModuleNotFoundError as exc:

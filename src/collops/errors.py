@@ -97,5 +97,14 @@ class RequestError(CollopsError):
         super().__init__(f"{call}{where}: {reason}")
 
 
+class PluginError(CollopsError):
+    """A plug-in of users' algorithms could not be loaded; names it and where it failed."""
+
+    def __init__(self, plugin: str, reason: str) -> None:
+        self.plugin = plugin
+        self.reason = reason
+        super().__init__(f"plug-in {plugin}: {reason}")
+
+
 class PerformanceWarning(UserWarning):
     """collops runs, but slower than it could: e.g. its compiled runners are missing."""

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from collops.algorithms import all_algorithms
+from collops.check.cases import SIZES, assert_matches, cases_for
 from collops.schedule import run_reference, validate
-from tests.support.cases import SIZES, assert_matches, cases_for
 
 ALGORITHMS = [a for a in all_algorithms() if not a.needs]
 

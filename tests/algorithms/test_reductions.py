@@ -13,8 +13,8 @@ import pytest
 from collops.algorithms import algorithms, get_algorithm
 from collops.algorithms.reduce import contiguous_kary_shape, tree_depth
 from collops.algorithms.reduce_scatter import Fold, bit_reverse
+from collops.check.cases import LAST_NONZERO, assert_matches, make_case
 from collops.schedule import StepKind, run_reference, validate
-from tests.support.cases import LAST_NONZERO, assert_matches, make_case
 
 REDUCING = ("reduce", "allreduce", "reduce_scatter", "reduce_scatter_block", "scan", "exscan")
 ORDER_SIZES = [2, 3, 5, 6, 7, 9, 12, 13]

@@ -9,9 +9,9 @@ import collops
 from collops import ops
 from collops.algorithms import get_algorithm
 from collops.algorithms.affinity import build_tree, threads_of_ranks, tree_for
+from collops.check.cases import LAST_NONZERO, assert_matches, make_case
 from collops.errors import AlgorithmIneligible, ArgumentError
 from collops.schedule import run_reference, validate
-from tests.support.cases import LAST_NONZERO, assert_matches, make_case
 
 COLLECTIVES = ("reduce", "allreduce", "bcast", "barrier")
 

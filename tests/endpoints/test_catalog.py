@@ -8,12 +8,12 @@ import pytest
 from collops import ops
 from collops.algorithms import algorithms, get_algorithm
 from collops.algorithms.registry import Algorithm
+from collops.check.cases import LAST_NONZERO
 from collops.endpoints import Verdict, Xfer, algorithm_lists, resources_of
 from collops.endpoints.catalog import CONTIGUOUS
 from collops.endpoints.config import parse_geometry_config
 from collops.endpoints.xfer import spec_of
 from collops.errors import ArgumentError
-from tests.support.cases import LAST_NONZERO
 
 BASE = frozenset({CONTIGUOUS})
 EVERYTHING = BASE | {"in_network_reduction", "one_node", "power_of_two_size"}

@@ -16,8 +16,8 @@ import pytest
 
 import collops
 from collops import ops
+from collops.check.cases import LAST_NONZERO
 from collops.endpoints import Client, DispatchError, Xfer
-from tests.support.cases import LAST_NONZERO
 
 TRANSPORTS = ["inproc", "shm"]
 CONTEXTS = 2

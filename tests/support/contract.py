@@ -20,7 +20,7 @@ import numpy as np
 
 import collops
 from collops.algorithms import Algorithm, all_algorithms
-from tests.support.cases import Case, assert_rank_matches, cases_for, make_case
+from collops.check.cases import Case, assert_rank_matches, cases_for, make_case
 from tests.support.harness import as_result, call_collective, start_collective
 
 #: the name under which automatic selection is reported

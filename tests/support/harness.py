@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 import collops
-from tests.support.cases import Case
+from collops.check.cases import Case
 
 #: collectives whose result is None on the ranks that get nothing (compared as empty)
 _NONE_OFF_ROOT = ("gather", "gatherv", "reduce")

@@ -113,6 +113,8 @@ class Algorithm:
     #: member's fingerprint (root included), so ranks that disagree on the root raise
     #: `CollectiveMismatch`; otherwise the runtime runs a root agreement first
     agrees_on_root: bool = False
+    #: where a user's algorithm was defined (its builder's file); None for collops' own
+    origin: str | None = None
 
     def reasons_ineligible(self, spec: CallSpec) -> list[str]:
         """Why the algorithm cannot take ``spec`` (empty when it can)."""

@@ -1,7 +1,8 @@
-"""Test cases for every collective: inputs, call specs and numpy's expected results.
+"""Cases for every collective: inputs, call specs and numpy's expected results.
 
 Expected results are computed here with plain numpy on the same inputs — independently of
-any schedule — and are the yardstick for the reference executor and every real transport.
+any schedule — and are the yardstick for the reference executor, every real transport, the
+test suite and `collops check`.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from collops import ops
-from collops.algorithms.spec import CallSpec, make_spec, prefix
+from .. import ops
+from ..algorithms.spec import CallSpec, make_spec, prefix
 
 SIZES = [1, 2, 3, 4, 5, 7, 8, 11, 16]
 
@@ -41,8 +42,8 @@ class Case:
 
     collective: str
     specs: list[CallSpec]
-    inputs: list[np.ndarray | None]
-    expected: list[np.ndarray | None]
+    inputs: list[Any]  # each rank's input array, or None where the rank has none
+    expected: list[Any]  # each rank's expected output, or None where it is undefined
     dtype: np.dtype
     op: ops.Op | None = None
 
@@ -76,7 +77,7 @@ def random_data(
 def resolve_dtype(dtype: object) -> np.dtype:
     """Test shorthand: ``"pair"`` means a float64 (value, index) pair."""
     if isinstance(dtype, str) and dtype == "pair":
-        from collops.datatypes import pair_dtype
+        from ..datatypes import pair_dtype
         return pair_dtype(np.float64)
     return np.dtype(dtype)  # type: ignore[call-overload]
 
@@ -115,6 +116,8 @@ def make_case(
     """Inputs, specs and expected outputs for one call of ``collective`` on ``p`` ranks."""
     rng = np.random.default_rng(seed)
     dt = resolve_dtype(dtype)
+    inputs: list[Any]
+    expected: list[Any]
     root = root % p
     c = collective
     small = op is ops.PROD
@@ -138,7 +141,7 @@ def make_case(
         inputs = [random_data(rng, dt, counts[r]) for r in range(p)]
         whole = np.concatenate(inputs) if inputs else np.empty(0, dt)
         if c.startswith("all"):
-            expected: list[np.ndarray | None] = [whole] * p
+            expected = [whole] * p
         else:
             expected = [whole if r == root else np.empty(0, dt) for r in range(p)]
         return Case(c, [spec] * p, inputs, expected, dt)
