@@ -35,6 +35,8 @@ ALLOWED: dict[str, set[str]] = {
     # users' algorithms: loading them, and checking any algorithm against numpy
     "plugins": {"errors"},
     "check": BASE | {"schedule", "algorithms"},
+    # pictures of a schedule, in steps or in simulated time
+    "show": BASE | {"schedule", "algorithms", "sim", "topology"},
     # the report of `collops info` reads every layer
     "info": BASE | {"algorithms", "compiled", "config", "shm", "transport"},
     "endpoints": BASE | {"schedule", "algorithms", "transport", "runtime", "config", "topology",

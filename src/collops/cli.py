@@ -1,5 +1,5 @@
 """The ``collops`` command: ``algorithms``, ``demo``, ``run``, ``bench``, ``sim``, ``model``,
-``info``, ``check``; ``--plugin`` on each loads users' algorithms."""
+``info``, ``check``, ``show``; ``--plugin`` on each loads users' algorithms."""
 
 from __future__ import annotations
 
@@ -180,7 +180,8 @@ def _load_optional_commands() -> None:
     """Add the subcommands of the packages' front ends (each module's ``COMMAND``)."""
     import importlib
     for module in ("collops.runtime.launcher_cli", "collops.bench.cli", "collops.sim.cli",
-                   "collops.model.cli", "collops.info", "collops.check.cli"):
+                   "collops.model.cli", "collops.info", "collops.check.cli",
+                   "collops.show.cli"):
         try:
             front_end = importlib.import_module(module)
         except ModuleNotFoundError as exc:
