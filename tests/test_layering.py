@@ -33,7 +33,8 @@ ALLOWED: dict[str, set[str]] = {
     "runtime": BASE | {"schedule", "algorithms", "transport", "config", "topology", "shm", "mpi"},
     "compiled": {"errors", "config"},
     # users' algorithms: loading them, and checking any algorithm against numpy
-    "plugins": {"errors"},
+    "plugins": {"errors", "msccl"},
+    "msccl": BASE | {"schedule", "algorithms", "check"},
     "check": BASE | {"schedule", "algorithms"},
     # pictures of a schedule, in steps or in simulated time
     "show": BASE | {"schedule", "algorithms", "sim", "topology"},

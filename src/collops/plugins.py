@@ -1,7 +1,8 @@
 """Loading users' algorithms: plug-in files, modules, ``COLLOPS_PLUGINS`` and entry points.
 
 A plug-in is a Python file or an importable module whose import registers algorithms with
-`collops.algorithm`. Three ways in, all ending in `load_plugin`:
+`collops.algorithm`, or an MSCCL-IR XML file (`collops.msccl`), registered under its ``algo``'s
+name after the checks of `collops check`. Three ways in, all ending in `load_plugin`:
 
 * ``--plugin FILE.py|module`` on the ``collops`` subcommands (`collops.cli` loads them and
   adds them to ``COLLOPS_PLUGINS`` so the ranks a launcher starts load them too);
@@ -42,7 +43,7 @@ def loaded_plugins() -> dict[str, str]:
 
 def is_file(spec: str) -> bool:
     """Whether ``spec`` names a file (a path ending in ``.py``) rather than a module."""
-    return spec.endswith(".py") or os.sep in spec
+    return spec.endswith((".py", ".xml")) or os.sep in spec
 
 
 def canonical(spec: str) -> str:
@@ -59,6 +60,10 @@ def load_plugin(spec: str) -> str:
         path = Path(key)
         if not path.is_file():
             raise PluginError(spec, f"no such file: {path}")
+        if path.suffix == ".xml":  # an MSCCL-IR program
+            from .msccl.load import import_file
+            _loaded[key] = import_file(path).name
+            return _loaded[key]
         name = f"collops_plugin_{path.stem}_{abs(hash(key)) & 0xFFFFFF:06x}"
         module_spec = importlib.util.spec_from_file_location(name, path)
         if module_spec is None or module_spec.loader is None:
