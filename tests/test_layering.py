@@ -36,6 +36,8 @@ ALLOWED: dict[str, set[str]] = {
     "plugins": {"errors", "msccl"},
     "msccl": BASE | {"schedule", "algorithms", "check"},
     "check": BASE | {"schedule", "algorithms"},
+    # measuring the selection table on this machine
+    "tune": BASE | {"algorithms", "bench", "config", "runtime", "transport", "version"},
     # pictures of a schedule, in steps or in simulated time
     "show": BASE | {"schedule", "algorithms", "sim", "topology"},
     # the report of `collops info` reads every layer

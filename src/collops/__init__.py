@@ -65,8 +65,7 @@ from .runtime import (
     wait_any,
 )
 from .schedule import RECV, SEND, TMP, Region, Schedule, ScheduleBuilder
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "BAND", "BOR", "BXOR", "COLLECTIVES", "COMMUTATIVE", "EQUAL_COUNTS", "LAND", "LOR", "LXOR",
@@ -78,7 +77,7 @@ __all__ = [
     "Restriction", "Schedule", "ScheduleBuilder", "ScheduleError", "TransportError",
     "UnknownAlgorithm", "UnsupportedOperation", "algorithm", "algorithms", "builder_for", "init",
     "load_plugin", "make_spec", "ops", "pair_dtype", "pairs", "reload_settings", "settings",
-    "spawn", "start_all", "test_all", "wait_all", "wait_any",
+    "spawn", "start_all", "test_all", "wait_all", "wait_any", "__version__",
 ]
 
 # Users' algorithms named by COLLOPS_PLUGINS and installed entry points, loaded last (a

@@ -6,7 +6,9 @@ setting                   environment variable                 meaning
 ``transport``             ``COLLOPS_TRANSPORT``                ``auto``, ``inproc``, ``shm``,
                                                                ``mpi``
 ``timeout``               ``COLLOPS_TIMEOUT``                  seconds per collective (none)
-``tuning_file``           ``COLLOPS_TUNING_FILE``              TOML algorithm choices
+``tuning_file``           ``COLLOPS_TUNING_FILE``              TOML algorithm choices (unset:
+                                                               `user_tuning_file` if it
+                                                               exists; empty: none)
 ``compiled``              ``COLLOPS_COMPILED``                 ``0`` keeps the compiled fast
                                                                path (``collops._direct``)
                                                                unused: pure Python
@@ -35,6 +37,22 @@ import os
 from dataclasses import dataclass, field
 
 from .algorithms.spec import COLLECTIVES
+
+
+def user_tuning_file(env: dict[str, str] | None = None) -> str:
+    """Where `collops tune` writes by default and collops looks when ``COLLOPS_TUNING_FILE`` is
+    unset: ``$XDG_CONFIG_HOME/collops/tuning.toml`` (``~/.config/collops/tuning.toml``)."""
+    env = dict(os.environ if env is None else env)
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "collops", "tuning.toml")
+
+
+def _tuning_file(env: dict[str, str]) -> str | None:
+    """``COLLOPS_TUNING_FILE`` (empty: none), else the user's file if it exists."""
+    if "COLLOPS_TUNING_FILE" in env:
+        return env["COLLOPS_TUNING_FILE"] or None
+    default = user_tuning_file(env)
+    return default if os.path.isfile(default) else None
 
 
 @dataclass(frozen=True)
@@ -69,7 +87,7 @@ class Settings:
         return cls(
             transport=env.get("COLLOPS_TRANSPORT", "auto") or "auto",
             timeout=float(timeout) if timeout else None,
-            tuning_file=env.get("COLLOPS_TUNING_FILE") or None,
+            tuning_file=_tuning_file(env),
             algorithms=overrides,
             compiled=_flag(env.get("COLLOPS_COMPILED", "1")),
             shm_single_copy=_flag(single_copy) if single_copy else None,

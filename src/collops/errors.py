@@ -106,5 +106,10 @@ class PluginError(CollopsError):
         super().__init__(f"plug-in {plugin}: {reason}")
 
 
+class TuningWarning(UserWarning):
+    """A rule of a user's selection table was ignored (it names an algorithm that does not
+    exist any more); the defaults decide where it would have."""
+
+
 class PerformanceWarning(UserWarning):
     """collops runs, but slower than it could: e.g. its compiled runners are missing."""

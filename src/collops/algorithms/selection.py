@@ -167,6 +167,8 @@ def explain(
         elig = "yes" if not why else "no: " + "; ".join(why)
         lines.append(f"{alg.name:<22} {elig[:40]:<40} {cost * 1e6:>10.2f}µs{mark}")
     lines.append(f"decided by: {choice.reason}")
+    if overrides.get("tuning_file"):
+        lines.append(provenance(overrides["tuning_file"], spec.size))
     lines += [f"  excluded from the cost model by: {rule.describe()}" for rule in choice.excluded]
     settings = {f"{choice.algorithm.name}.{name}": (value, where) for name, (value, where)
                 in call_settings(choice.algorithm.name, rank_independent(spec),
@@ -176,6 +178,27 @@ def explain(
         lines.append("protocol settings in force:")
         lines += [f"  {name} = {value!r}  ({where})" for name, (value, where) in settings.items()]
     return "\n".join(lines)
+
+
+def provenance(tuning_file: str, ranks: int) -> str:
+    """Which tuning file is in force and where it was measured — "measured elsewhere" when
+    its host, CPU or rank counts are not this call's."""
+    measured = _cached_tuning(tuning_file).measured
+    if not measured:
+        return f"tuning file in force: {tuning_file} (no [measured] table: written by hand)"
+    import socket
+    said = (f"tuning file in force: {tuning_file}, measured on {measured.get('host', '?')} "
+            f"({measured.get('cpu', '?')}), ranks {measured.get('ranks', '?')}, "
+            f"{measured.get('transport', '?')}, {measured.get('date', '?')}")
+    elsewhere = []
+    if measured.get("host") not in (None, socket.gethostname()):
+        elsewhere.append(f"this host is {socket.gethostname()}")
+    counts = measured.get("ranks")
+    if isinstance(counts, list) and ranks not in counts:
+        elsewhere.append(f"this call has {ranks} ranks")
+    if elsewhere:
+        said += " — measured elsewhere: " + ", ".join(elsewhere)
+    return said
 
 
 def call_settings(component: str, spec: CallSpec, tuning_file: str | None = None

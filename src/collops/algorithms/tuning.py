@@ -27,13 +27,14 @@ A transport matches ``transport = "t"`` when one of the communicator's resources
 from __future__ import annotations
 
 import tomllib
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources as package_files
 from typing import Any
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, TuningWarning
 from .registry import algorithms, get_algorithm
 from .spec import CallSpec
 
@@ -41,7 +42,9 @@ from .spec import CallSpec
 BUILTIN = "defaults.toml"
 BUILTIN_PATH = f"collops/algorithms/{BUILTIN}"
 _BOUNDS = ("min_bytes", "max_bytes", "min_ranks", "max_ranks", "transport", "per", "source")
-_RULE_KEYS = frozenset(_BOUNDS + ("algorithm", "exclude", "params"))
+_RULE_KEYS = frozenset(_BOUNDS + ("algorithm", "exclude", "params", "evidence"))
+#: the table `collops tune` writes about where and how a file was measured
+MEASURED = "measured"
 _PROTOCOL_KEYS = frozenset(_BOUNDS + ("value", "collective"))
 _PER = ("message", "block")
 
@@ -128,6 +131,8 @@ class Tuning:
     rules: Mapping[str, tuple[Rule, ...]] = field(default_factory=dict)
     protocols: Mapping[str, Mapping[str, tuple[Setting, ...]]] = field(default_factory=dict)
     source: str = ""
+    #: where and how the table was measured (``[measured]``, written by `collops tune`)
+    measured: Mapping[str, Any] = field(default_factory=dict)
 
     def pick(self, collective: str, nbytes: int) -> Rule | None:
         """The first algorithm rule for ``collective`` covering ``nbytes`` (any ranks)."""
@@ -213,7 +218,11 @@ def parse_tuning(data: Mapping[str, Any], path: str, rules: bool = True) -> Tuni
     errors name ``path``, the table and the key."""
     found: dict[str, tuple[Rule, ...]] = {}
     protocols: dict[str, dict[str, tuple[Setting, ...]]] = {}
+    measured: Mapping[str, Any] = {}
     for name, table in data.items():
+        if name == MEASURED:
+            measured = _table(path, MEASURED, table)
+            continue
         if name == "protocols":
             for component, params in _table(path, "protocols", table).items():
                 where = f"protocols.{component}"
@@ -228,25 +237,28 @@ def parse_tuning(data: Mapping[str, Any], path: str, rules: bool = True) -> Tuni
             algorithms(name)
         except ArgumentError:
             raise _error(path, f"[{name}]: not a collective (nor 'protocols')") from None
-        found[name] = _rules(path, name, _table(path, name, table))
-    return Tuning(found, protocols, path)
+        found[name] = _rules(path, name, _table(path, name, table), path != BUILTIN_PATH)
+    return Tuning(found, protocols, path, measured)
 
 
-def _rules(path: str, collective: str, table: Mapping[str, Any]) -> tuple[Rule, ...]:
+def _rules(path: str, collective: str, table: Mapping[str, Any],
+           users: bool = False) -> tuple[Rule, ...]:
     unknown = set(table) - {"algorithm", "rule", "params", "source"}
     if unknown:
         raise _error(path, f"[{collective}]: unknown key {sorted(unknown)[0]!r}")
     params = _table(path, f"{collective}.params", table.get("params", {}))
-    entries = [_rule(path, collective, i, r, params)
+    entries = [_rule(path, collective, i, r, params, users)
                for i, r in enumerate(_array(path, f"{collective}.rule", table.get("rule", [])))]
     if "algorithm" in table:
         entries.append(_rule(path, collective, None, {k: table[k] for k in ("algorithm", "source")
-                                                      if k in table}, params))
-    return tuple(entries)
+                                                      if k in table}, params, users))
+    return tuple(e for e in entries if e is not None)
 
 
 def _rule(path: str, collective: str, index: int | None, raw: Any,
-          params: Mapping[str, Any]) -> Rule:
+          params: Mapping[str, Any], users: bool = False) -> Rule | None:
+    """One rule; in a user's table, a rule naming an algorithm that no longer exists is
+    dropped with a `TuningWarning` (the defaults decide there), elsewhere it is an error."""
     where = f"[{collective}]" if index is None else f"[[{collective}.rule]] #{index + 1}"
     raw = _table(path, where, raw)
     _known_keys(path, where, raw, _RULE_KEYS)
@@ -259,6 +271,12 @@ def _rule(path: str, collective: str, index: int | None, raw: Any,
         try:
             get_algorithm(collective, name)
         except ArgumentError:
+            if users and algorithm:
+                warnings.warn(f"selection table {path}{_line(path, where)}: {where}: "
+                              f"{collective} has no algorithm {name!r} (any more); the rule "
+                              "is ignored and the defaults decide there", TuningWarning,
+                              stacklevel=2)
+                return None
             raise _error(path, f"{where}: {collective} has no algorithm {name!r}") from None
     merged = {**params, **_table(path, f"{where}.params", raw.get("params", {}))}
     return Rule(algorithm, _bounds(path, where, raw), tuple(exclude),
@@ -317,7 +335,30 @@ def _array(path: str, where: str, value: Any) -> list[Any]:
 
 
 def _error(path: str, reason: str) -> ArgumentError:
-    return ArgumentError("load_tuning", "path", path, f"selection table {path}: {reason}")
+    where = reason.split(":", 1)[0] if reason.startswith("[") else ""
+    return ArgumentError("load_tuning", "path", path,
+                         f"selection table {path}{_line(path, where)}: {reason}")
+
+
+def _line(path: str, where: str) -> str:
+    """``, line N`` of the table header ``where`` names (``[[allreduce.rule]] #2``,
+    ``[allreduce]``) in the file ``path``, or nothing when it cannot be found."""
+    if not where or path == BUILTIN_PATH:
+        return ""
+    head, _, number = where.partition(" #")
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return ""
+    wanted = int(number) if number.isdigit() else 1
+    seen = 0
+    for i, line in enumerate(lines, 1):
+        if line.split("#", 1)[0].strip() == head:
+            seen += 1
+            if seen == wanted:
+                return f", line {i}"
+    return ""
 
 
 def _size(n: int) -> str:

@@ -52,6 +52,11 @@ class Comm(FastPaths):
         self._overrides[collective] = name
         self._params[collective] = dict(params)
 
+    def offered_algorithms(self, collective: str) -> list[str]:
+        """The algorithms of ``collective`` this communicator's transport can run (each may
+        still be ineligible for a particular call: see `explain`)."""
+        return [a.name for a in selection.offered(collective, self._resources)]
+
     def explain(self, collective: str, x: Any = None, **kwargs: Any) -> str:
         """The selection table for a call of ``collective`` on ``x`` (see `selection.explain`);
         ``op``, ``root``, ``counts``, ``sendcounts`` and ``recvcounts`` (rows, as in the call)

@@ -1,0 +1,136 @@
+"""From timings to rules: the winner per size, kept only where it clearly beats the default.
+
+A candidate's timing is a few repetitions, each the mean time of a batch of calls on the
+slowest rank. The winner at a size is the candidate with the lowest median; it replaces the
+default only if it is faster by more than the noise: its median at least `MIN_GAIN` below the
+default's, and its slowest repetition faster than the default's fastest (the two ranges do not
+overlap). Neighbouring sizes with the same decision form one rule; a rule's bounds are the
+geometric means between its measured sizes and their neighbours'.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: a winner must be at least this much faster than the default (relative to its median)
+MIN_GAIN = 0.05
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Repetitions (seconds per call) of one algorithm at one size."""
+
+    algorithm: str
+    samples: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        """The median repetition."""
+        return float(np.median(self.samples))
+
+    @property
+    def spread(self) -> float:
+        """(slowest − fastest) / median of the repetitions."""
+        m = self.median
+        return (max(self.samples) - min(self.samples)) / m if m > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the tuner concluded at one size: the default, the winner, and whether it won."""
+
+    nbytes: int
+    default: Timing
+    best: Timing
+
+    @property
+    def changed(self) -> bool:
+        """Whether the winner replaces the default (it is clearly faster)."""
+        return (self.best.algorithm != self.default.algorithm
+                and self.best.median < self.default.median * (1 - MIN_GAIN)
+                and max(self.best.samples) < min(self.default.samples))
+
+    @property
+    def speedup(self) -> float:
+        """The default's median over the winner's."""
+        return self.default.median / self.best.median if self.best.median > 0 else 1.0
+
+
+def decide(nbytes: int, timings: Sequence[Timing], default: str) -> Decision:
+    """The decision at one size from every candidate's timing (``default`` among them)."""
+    by_name = {t.algorithm: t for t in timings}
+    if default not in by_name:
+        raise ValueError(f"the default {default!r} was not timed (timed: {sorted(by_name)})")
+    best = min(timings, key=lambda t: (t.median, t.algorithm != default))
+    return Decision(nbytes, by_name[default], best)
+
+
+def refine_points(by_size: Mapping[int, Decision], align: int = 8) -> list[int]:
+    """Sizes to measure next: between neighbouring sizes whose winners differ (more than a
+    factor of two apart), their geometric mean, a multiple of ``align``."""
+    out = []
+    ordered = sorted(by_size)
+    for a, b in zip(ordered, ordered[1:], strict=False):
+        if _winner(by_size[a]) != _winner(by_size[b]) and b > 2 * max(a, 1):
+            out.append(max(align, _between(a, b) // align * align))
+    return out
+
+
+@dataclass(frozen=True)
+class Range:
+    """A run of sizes with one tuned winner: bytes from ``low`` to ``high`` (None: no end)."""
+
+    low: int
+    high: int | None
+    decisions: tuple[Decision, ...]
+
+    @property
+    def algorithm(self) -> str:
+        """The winner of the range."""
+        return self.decisions[0].best.algorithm
+
+
+def ranges(decisions: Sequence[Decision]) -> list[Range]:
+    """The rules: each run of neighbouring sizes whose winner replaces the default."""
+    ordered = sorted(decisions, key=lambda d: d.nbytes)
+    out: list[Range] = []
+    i = 0
+    while i < len(ordered):
+        d = ordered[i]
+        if not d.changed:
+            i += 1
+            continue
+        j = i
+        while (j + 1 < len(ordered) and ordered[j + 1].changed
+               and ordered[j + 1].best.algorithm == d.best.algorithm):
+            j += 1
+        low = 0 if i == 0 else _between(ordered[i - 1].nbytes, d.nbytes)
+        high = (None if j == len(ordered) - 1
+                else _between(ordered[j].nbytes, ordered[j + 1].nbytes) - 1)
+        out.append(Range(low, high, tuple(ordered[i:j + 1])))
+        i = j + 1
+    return out
+
+
+def _winner(d: Decision) -> str:
+    return d.best.algorithm if d.changed else d.default.algorithm
+
+
+def _between(a: int, b: int) -> int:
+    """The geometric mean of two sizes (a size of 0 counts as 1)."""
+    return int(round(math.sqrt(max(a, 1) * max(b, 1))))
+
+
+def summary(decisions: Mapping[int, Decision]) -> str:
+    """One line per size: default, winner, speed-up, and whether the rule changes."""
+    lines = []
+    for n, d in sorted(decisions.items()):
+        mark = "tuned" if d.changed else "default kept"
+        lines.append(f"{n:>10} B  default {d.default.algorithm} {d.default.median * 1e6:.2f} µs"
+                     f"  best {d.best.algorithm} {d.best.median * 1e6:.2f} µs"
+                     f"  ×{d.speedup:.2f}  {mark}")
+    return "\n".join(lines)

@@ -1,0 +1,51 @@
+"""The tuner's decisions from timings: a winner only beyond the noise, ranges between sizes."""
+
+from __future__ import annotations
+
+from collops.tune.decide import Decision, Timing, decide, ranges, refine_points
+
+
+def t(name: str, *us: float) -> Timing:
+    return Timing(name, tuple(x * 1e-6 for x in us))
+
+
+def test_a_clear_winner_replaces_the_default() -> None:
+    d = decide(1024, [t("ring", 10, 11, 10.5), t("tree", 5, 5.2, 5.1)], "ring")
+    assert d.changed and d.best.algorithm == "tree"
+    assert abs(d.speedup - 10.5 / 5.1) < 1e-9
+
+
+def test_overlapping_repetitions_keep_the_default() -> None:
+    # the winner's median is lower, but its slowest repetition is slower than the default's
+    # fastest: within the noise
+    d = decide(8, [t("ring", 10, 12, 20), t("tree", 8, 9, 11)], "ring")
+    assert d.best.algorithm == "tree" and not d.changed
+
+
+def test_a_gain_below_five_percent_keeps_the_default() -> None:
+    d = decide(8, [t("ring", 10, 10, 10), t("tree", 9.7, 9.7, 9.7)], "ring")
+    assert not d.changed
+
+
+def test_neighbouring_sizes_with_one_winner_form_one_rule_bounded_between_sizes() -> None:
+    ds = [decide(n, [t("a", 10, 10, 10), t("b", *w)], "a") for n, w in [
+        (8, (12, 12, 12)), (64, (5, 5, 5)), (512, (5, 5, 5)), (4096, (20, 20, 20))]]
+    (only,) = ranges(ds)
+    assert only.algorithm == "b"
+    assert only.low == round((8 * 64) ** 0.5)           # between 8 and 64
+    assert only.high == round((512 * 4096) ** 0.5) - 1  # up to between 512 and 4096
+    assert [d.nbytes for d in only.decisions] == [64, 512]
+
+
+def test_a_winner_at_the_largest_size_has_no_upper_bound() -> None:
+    ds = [decide(n, [t("a", 10, 10, 10), t("b", *w)], "a") for n, w in [
+        (8, (12, 12, 12)), (1 << 20, (5, 5, 5))]]
+    (only,) = ranges(ds)
+    assert only.high is None and only.low == round((8 * (1 << 20)) ** 0.5)
+
+
+def test_sizes_are_added_only_where_the_winner_changes() -> None:
+    by_size = {n: decide(n, [t("a", 10, 10, 10), t("b", *w)], "a") for n, w in [
+        (8, (12, 12, 12)), (1024, (12, 12, 12)), (65536, (5, 5, 5))]}
+    assert refine_points(by_size) == [round((1024 * 65536) ** 0.5) // 8 * 8]
+    assert all(isinstance(d, Decision) for d in by_size.values())
