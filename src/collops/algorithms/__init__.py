@@ -11,6 +11,7 @@ from . import (  # noqa: F401  (imported for registration)
     barrier,
     bcast,
     gather,
+    lecture,
     reduce,
     reduce_scatter,
     scan,

@@ -38,7 +38,7 @@ from ..algorithms import COLLECTIVES, algorithms
 from ..errors import CollopsError
 from ..topology import Topology, load_topology, parse_topology
 from ..topology.base import NetworkParams
-from .closed_form import closed_form, exact_time, seed_shape
+from .closed_form import SWITCHING, closed_form, exact_time, seed_shape
 from .cluster import model_a, model_b, packet_count, wire_bytes
 from .hockney import mean_hops
 from .loggp import LogGP
@@ -183,7 +183,7 @@ def cluster_rows(sizes: Sequence[int], t_s: float, t_c: float, t_s1: float, v_ma
 
 
 def algorithm_rows(collective: str, topology: Topology, p: int,
-                   sizes: Sequence[int]) -> list[Row]:
+                   sizes: Sequence[int], switching: str = "cut-through") -> list[Row]:
     """`closed_form` of every registered schedule of ``collective`` at each size (a transport
     component's own algorithms run on their transport only, never on a modelled network)."""
     rows = []
@@ -191,9 +191,9 @@ def algorithm_rows(collective: str, topology: Topology, p: int,
         if alg.native is not None:
             continue
         for m in sizes:
-            exact = exact_time(collective, alg.name, topology, p, m)
+            exact = exact_time(collective, alg.name, topology, p, m, switching)
             time = exact if exact is not None else closed_form(collective, alg.name, topology,
-                                                                 p, m)
+                                                                 p, m, switching)
             kind = "seed 004 (exact)" if exact is not None else (
                 "alpha-beta" if time is not None else "no formula")
             rows.append(Row("algorithm", alg.name, str(topology), p, m, time, kind))
@@ -251,9 +251,29 @@ def format_rows(rows: Sequence[Row], title: str, second: str) -> str:
     return "\n".join(lines)
 
 
+#: seed 004's clusters: Fast Ethernet (12.5 MB/s, 50 µs start-up) through a switch; model B
+#: in packets of V_max = 1500 B carrying V_0 = 78 B of TCP/IP headers, 10 ns per byte of
+#: preparing the first packet
+CLUSTERS: dict[str, tuple[dict[str, float], float]] = {
+    "A": ({"bandwidth": 12.5e6, "overhead": 5e-5, "hop_latency": 1e-7, "packet_size": 1500,
+           "header_bytes": 0}, 0.0),
+    "B": ({"bandwidth": 12.5e6, "overhead": 5e-5, "hop_latency": 1e-7, "packet_size": 1500,
+           "header_bytes": 78}, 1e-8),
+}
+
+
 def _model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--topology", default="torus:8x8",
-                   help="network giving p and the constants (default torus:8x8)")
+    p.add_argument("--topology", default=None,
+                   help="network giving p and the constants (default torus:8x8; with "
+                        "--cluster switch:16)")
+    p.add_argument("--cluster", choices=sorted(CLUSTERS), default=None,
+                   help="seed 004's cluster model A or B with the lecture's parameters "
+                        "(Fast Ethernet; B: V_max 1500 B, V_0 78 B, t_s1 10 ns/B); --net, "
+                        "--ts1 still override")
+    p.add_argument("--switching", default="cut-through", choices=SWITCHING,
+                   help="how a multi-hop transfer is priced in the per-algorithm table: "
+                        "cut-through (default), packet (store one packet per hop), message "
+                        "(store the whole message per hop)")
     p.add_argument("--size", default="1K", help="bytes (per processor or per pair), e.g. 64K")
     p.add_argument("--sizes", default=None, help="several sizes, e.g. 1K,64K (overrides --size)")
     p.add_argument("-n", "--nprocs", type=int, default=None,
@@ -265,7 +285,7 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                    "(default overhead + hop_latency)")
     p.add_argument("--tc", type=float, default=None,
                    help="seconds per byte t_c (default 1/bandwidth)")
-    p.add_argument("--ts1", type=float, default=0.0,
+    p.add_argument("--ts1", type=float, default=None,
                    help="model B: start-up seconds per byte of the first packet (default 0)")
     p.add_argument("--collective", default=None,
                    help="also every registered algorithm's closed form for this collective")
@@ -276,7 +296,11 @@ def _model_args(p: argparse.ArgumentParser) -> None:
 
 
 def _tables(args: argparse.Namespace) -> tuple[list[str], list[Row]]:
-    topology = topology_from_arg(args.topology, network_overrides(args.net))
+    preset, ts1 = CLUSTERS[args.cluster] if args.cluster else ({}, 0.0)
+    ts1 = args.ts1 if args.ts1 is not None else ts1
+    overrides = {**preset, **network_overrides(args.net)}
+    default_topology = "switch:16" if args.cluster else "torus:8x8"
+    topology = topology_from_arg(args.topology or default_topology, overrides)
     sizes = parse_byte_sizes(args.sizes or args.size)
     p = args.nprocs if args.nprocs is not None else topology.num_compute_nodes
     if p < 1:
@@ -286,12 +310,14 @@ def _tables(args: argparse.Namespace) -> tuple[list[str], list[Row]]:
     t_c = args.tc if args.tc is not None else params.byte_time
     own = seed_shape(topology, p)
     seed_rows = seed004_rows(p, sizes, t_s, t_c, own)
-    cluster = cluster_rows(sizes, t_s, t_c, args.ts1, params.packet_size, params.header_bytes)
+    cluster = [r for r in cluster_rows(sizes, t_s, t_c, ts1, params.packet_size,
+                                       params.header_bytes)
+               if args.cluster is None or r.name == args.cluster]
     texts = [
         format_rows(seed_rows, f"seed 004: p = {p}, t_s = {_secs(t_s)}, t_c = {t_c:.4g} s/B "
                     f"(* marks the shape of {topology})", "network"),
         format_rows(cluster, f"cluster models: t_s = {_secs(t_s)}, t_c = {t_c:.4g} s/B, "
-                    f"t_s1 = {args.ts1:.4g} s/B, V_max = {params.packet_size} B, "
+                    f"t_s1 = {ts1:.4g} s/B, V_max = {params.packet_size} B, "
                     f"V_0 = {params.header_bytes} B", "network"),
     ]
     rows = seed_rows + cluster
@@ -299,9 +325,10 @@ def _tables(args: argparse.Namespace) -> tuple[list[str], list[Row]]:
         if args.collective not in COLLECTIVES:
             raise UsageError(f"unknown collective {args.collective!r} (one of "
                              f"{', '.join(COLLECTIVES)})")
-        per_alg = algorithm_rows(args.collective, topology, p, sizes)
+        per_alg = algorithm_rows(args.collective, topology, p, sizes, args.switching)
         texts.append(format_rows(per_alg, f"{args.collective} on {topology}, p = {p}: "
-                                 "closed form per algorithm", "network"))
+                                 f"closed form per algorithm ({args.switching} switching)",
+                                 "network"))
         rows += per_alg
     if args.loggp is not None:
         net = loggp_for(topology, p, parse_assignments([args.loggp], "--loggp"))
