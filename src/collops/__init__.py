@@ -23,6 +23,7 @@ from .errors import (
     RankFailed,
     RequestError,
     ScheduleError,
+    SettingError,
     TransportError,
     UnknownAlgorithm,
     UnsupportedOperation,
@@ -61,7 +62,7 @@ __all__ = [
     "PROD", "SUM", "Algorithm", "AlgorithmIneligible", "ArgumentError", "CollectiveMismatch",
     "CollectiveTimeout", "CollopsError", "Comm", "DeadlockError", "MessageSizeMismatch", "Op",
     "PeerFailed", "PerformanceWarning", "PersistentRequest", "RankFailed", "Request",
-    "RequestError", "ScheduleError", "TransportError", "UnknownAlgorithm", "UnsupportedOperation",
-    "algorithms", "init", "ops", "pair_dtype", "pairs", "reload_settings", "settings", "spawn",
-    "start_all", "test_all", "wait_all", "wait_any",
+    "RequestError", "ScheduleError", "SettingError", "TransportError", "UnknownAlgorithm",
+    "UnsupportedOperation", "algorithms", "init", "ops", "pair_dtype", "pairs",
+    "reload_settings", "settings", "spawn", "start_all", "test_all", "wait_all", "wait_any",
 ]
