@@ -1,5 +1,5 @@
-"""Over MPI a dead peer is `PeerFailed` naming it, never a hang, and an MPI error inside a
-call is a `CollopsError` naming the call, the rank and MPI's message."""
+"""Over MPI a dead peer is `PeerFailed` naming it, never a hang, an MPI error inside a call is
+a `CollopsError` naming the call, the rank and MPI's message, and a long wait is reported."""
 
 from __future__ import annotations
 
@@ -39,4 +39,16 @@ def test_an_mpi_error_inside_a_call_names_the_call_the_rank_and_mpis_message(alg
         message = report["message"]
         assert message.startswith(f"rank {rank}: allreduce[{algorithm}] call #1"), message
         assert "MPI error: Invalid communicator" in message, message
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_a_rank_waiting_past_the_threshold_reports_the_stall_once(algorithm):
+    proc = mpirun(2, "dead_peer.py", "late", algorithm, timeout=60)
+    for report in by_rank(proc, 2).values():
+        assert report["error"] is None, report  # and the result was checked against numpy
+    stalls = [line for line in proc.stderr.splitlines() if "collops: stall:" in line]
+    assert len(stalls) == 1, proc.stderr
+    assert "rank 0 has waited" in stalls[0] and f"allreduce[{algorithm}] #1" in stalls[0]
     assert proc.returncode == 0, proc.stderr[-3000:]
