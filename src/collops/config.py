@@ -6,6 +6,10 @@ setting                   environment variable                 meaning
 ``transport``             ``COLLOPS_TRANSPORT``                ``auto``, ``inproc``, ``shm``,
                                                                ``mpi``
 ``timeout``               ``COLLOPS_TIMEOUT``                  seconds per collective (none)
+``stall_report``          ``COLLOPS_STALL_REPORT``             seconds a rank waits in one
+                                                               call before it prints once
+                                                               what it waits for, 60; ``0``
+                                                               or ``off``: never
 ``tuning_file``           ``COLLOPS_TUNING_FILE``              TOML algorithm choices (unset:
                                                                `user_tuning_file` if it
                                                                exists; empty: none)
@@ -37,6 +41,10 @@ import os
 from dataclasses import dataclass, field
 
 from .algorithms.spec import COLLECTIVES
+from .errors import SettingError
+
+#: seconds a rank waits in one call before it reports the stall (`collops.transport.stall`)
+DEFAULT_STALL_REPORT = 60.0
 
 
 def user_tuning_file(env: dict[str, str] | None = None) -> str:
@@ -61,6 +69,8 @@ class Settings:
 
     transport: str = "auto"
     timeout: float | None = None
+    #: seconds a rank waits in one call before it prints a stall report (None: never)
+    stall_report: float | None = DEFAULT_STALL_REPORT
     tuning_file: str | None = None
     algorithms: dict[str, str] = field(default_factory=dict)
     compiled: bool = True
@@ -76,7 +86,6 @@ class Settings:
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
         """Read the settings from ``env`` (default: the process environment)."""
         env = dict(os.environ if env is None else env)
-        timeout = env.get("COLLOPS_TIMEOUT")
         single_copy = env.get("COLLOPS_SHM_SINGLE_COPY")
         single_copy_min = env.get("COLLOPS_SHM_SINGLE_COPY_MIN")
         overrides = {}
@@ -86,7 +95,9 @@ class Settings:
                 overrides[c] = name
         return cls(
             transport=env.get("COLLOPS_TRANSPORT", "auto") or "auto",
-            timeout=float(timeout) if timeout else None,
+            timeout=_positive(env, "COLLOPS_TIMEOUT", None, "a timeout"),
+            stall_report=_positive(env, "COLLOPS_STALL_REPORT", DEFAULT_STALL_REPORT,
+                                   "a stall report threshold", off=True),
             tuning_file=_tuning_file(env),
             algorithms=overrides,
             compiled=_flag(env.get("COLLOPS_COMPILED", "1")),
@@ -108,9 +119,38 @@ def _seconds(env: dict[str, str], name: str, default: float) -> float:
     text = env.get(name, "").strip()
     if not text:
         return default
-    value = float(text)
+    value = _number(name, text, "a duration in seconds")
     if value < 0:
-        raise ValueError(f"{name} must be a duration in seconds, not {text!r}")
+        raise SettingError(f"{name} must be a duration in seconds, not {text!r}")
+    return value
+
+
+def _positive(env: dict[str, str], name: str, default: float | None, what: str,
+              off: bool = False) -> float | None:
+    """A positive number of seconds from ``env[name]`` (``default`` when unset or empty;
+    with ``off``, None for ``0``, ``off``, ``no``, ``false``)."""
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    if off and text.lower() in ("off", "no", "false"):
+        return None
+    value = _number(name, text, f"{what} in seconds")
+    if off and value == 0:
+        return None
+    if not value > 0 or value == float("inf"):
+        raise SettingError(f"{name}={text!r}: {what} must be a positive number of seconds"
+                           + (" (0 or off: never)" if off else ""))
+    return value
+
+
+def _number(name: str, text: str, what: str) -> float:
+    """``text`` as a float, or a `SettingError` naming the variable ``name``."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise SettingError(f"{name}={text!r} is not {what}") from None
+    if value != value:
+        raise SettingError(f"{name}={text!r} is not {what}")
     return value
 
 

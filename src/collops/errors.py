@@ -32,6 +32,10 @@ class ArgumentError(CollopsError, ValueError):
         super().__init__(f"{call}: argument {argument}={shown}{where}: {reason}")
 
 
+class SettingError(CollopsError, ValueError):
+    """An environment variable holds a value collops cannot use; names the variable."""
+
+
 class UnsupportedOperation(ArgumentError):
     """A reduction operator is not defined for the given dtype."""
 

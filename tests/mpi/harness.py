@@ -28,13 +28,16 @@ def environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("COLLOPS_")}
 
 
-def mpirun(n: int, script: str, *args: str, timeout: float = 80) -> subprocess.CompletedProcess:
-    """Run ``scripts/script`` on ``n`` ranks; fail (not hang) past ``timeout`` seconds."""
+def mpirun(n: int, script: str, *args: str, timeout: float = 80,
+           options: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """Run ``scripts/script`` on ``n`` ranks (``options``: mpiexec's); fail (not hang) past
+    ``timeout`` seconds."""
     assert MPIEXEC is not None
     path = SCRIPTS / script
     before = shm_names("")
-    proc = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, str(path), *args],
-                          capture_output=True, text=True, timeout=timeout, env=environment())
+    proc = subprocess.run([MPIEXEC, *options, "-n", str(n), sys.executable, str(path), *args],
+                          capture_output=True, text=True, timeout=timeout, env=environment(),
+                          stdin=subprocess.DEVNULL)
     assert not still_running(str(path)), f"processes left behind: {still_running(str(path))}"
     assert not left_behind(before, ""), f"shared memory left behind: {left_behind(before, '')}"
     return proc

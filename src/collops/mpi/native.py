@@ -19,6 +19,9 @@ is undefined behaviour. So by default (parameter ``check=1``) a call first agree
 call's fingerprint with a 16-byte allreduce (the maximum of ``fp`` and of ``~fp``) and raises
 `CollectiveMismatch` if the ranks differ, before the data collective is posted; ``check=0``
 skips it. A timeout raises `CollectiveTimeout`; MPI does not say which ranks are missing.
+An error MPI returns while a call starts or runs is a `TransportError` naming the call, the
+MPI function, the rank and MPI's message; a rank of this node that died while the call waited
+is `PeerFailed` (the transport's `check_peers`).
 
 Ordering. MPI matches collectives on a communicator by the order they start on each rank, and
 a call's later operations start lazily (its data collective once the agreement is in, a
@@ -49,7 +52,7 @@ from ..errors import CollectiveMismatch, CollectiveTimeout, ScheduleError
 from ..ops import BUILTIN_OPS, Op
 from ..schedule import Schedule
 from ..transport.tags import CALL_BITS, CONTEXT_BITS, call_of_tag_base
-from .transport import COLLECTIVE_SLOTS, MpiTransport
+from .transport import COLLECTIVE_SLOTS, MpiTransport, mpi_error
 
 NAME = "mpi_native"
 #: how much cheaper than the best schedule estimate MPI's own collective is assumed to be
@@ -279,7 +282,20 @@ class NativeExecution:
         self.waiting_for: int | None = None
         self.failed = False
         self.request: Any = None
-        self._begin()
+        try:
+            self._begin()
+        except transport._MPI.Exception as exc:
+            raise self._mpi_error(exc) from exc
+
+    def _mpi_error(self, exc: Any) -> Exception:
+        """The collops error for MPI's error ``exc`` in this call (which then has failed)."""
+        self.failed = True
+        if self.request is not None:
+            self.transport.unwatch(self.request)
+        step = "agreeing on the call" if self.agreement is not None else \
+            mpi_function(self.spec.collective)
+        return mpi_error(self.rank, f"{self.spec.collective}[{NAME}] call #{self.seq} ({step})",
+                         exc)
 
     def _begin(self) -> bool:
         """Start the first MPI operation unless an earlier call still holds the slot."""
@@ -293,8 +309,11 @@ class NativeExecution:
             self.request = self.mc.Iallreduce(mine, self.agreement, self.transport._MPI.MAX)
         else:
             self.request = self._post()
-        self.transport.watch(self.request)
+        self._watch()
         return True
+
+    def _watch(self) -> None:
+        self.transport.watch(self.request, () if self.call is None else self.call.group)
 
     def _post(self) -> Any:
         MPI, spec = self.transport._MPI, self.spec
@@ -315,11 +334,13 @@ class NativeExecution:
                     self._agree(self.agreement)
                     self.agreement = None
                     self.request = self._post()
-                    self.transport.watch(self.request)
+                    self._watch()
             if self.deadline is not None and time.monotonic() > self.deadline:
                 if self.request is not None:
                     self.transport.unwatch(self.request)
                 raise self.timeout_error()
+        except self.transport._MPI.Exception as exc:
+            raise self._mpi_error(exc) from exc
         except BaseException:
             self.failed = True
             raise

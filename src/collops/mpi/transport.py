@@ -23,17 +23,25 @@ that is abandoned (a timeout, a mismatch) leaves no MPI request behind. A receiv
 size and fingerprint that arrived; a size that differs from the posted buffer is drained
 into scratch space and reported, for the engine to raise `MessageSizeMismatch`.
 
-MPI has no portable "wait for any activity", so `wait_for_activity` polls: it spins briefly
-(not at all when this node has more ranks than cores), then yields the core between polls,
-then sleeps with a growing delay (up to 1 ms; 0.1 ms while one of MPI's own non-blocking
-collectives is in flight, as those advance only inside MPI calls). It never burns a core for
-long, which matters when ranks outnumber cores. The transport also hands out communicators
-for MPI's own collectives (the ``mpi_native`` algorithms), a small pool per collops
-communicator, see `collective_comm`.
+MPI has no portable "wait for any activity", so `wait_for_activity` polls, in the stages of
+the shared-memory transport's wait (their durations from `collops.config.Settings`): it
+spins for ``spin_seconds`` (not at all when this node has more ranks than cores), then yields
+the core between polls for ``yield_seconds``, then sleeps with a growing delay (up to 1 ms;
+0.1 ms while one of MPI's own non-blocking collectives is in flight, as those advance only
+inside MPI calls), checking every ``sleep_slice`` that the ranks it waits for are alive. It
+never burns a core for long, which matters when ranks outnumber cores. The transport also
+hands out communicators for MPI's own collectives (the ``mpi_native`` algorithms), a small
+pool per collops communicator, see `collective_comm`.
 
-Failures: MPI itself ends the job when a process dies; `world()` installs an exception hook
-so that an uncaught exception on any rank prints that rank's traceback and aborts the whole
-job (``MPI_Abort``) instead of leaving the other ranks waiting forever.
+Failures. MPI errors return to collops (the error handler of its communicators is
+``MPI_ERRORS_RETURN``) and become `TransportError`s naming the rank, what failed and MPI's
+message. A dead rank never means a hang: most launchers end the job themselves; where one
+does not (``mpiexec -disable-auto-cleanup``), a wait that needs a rank of this node whose
+process is gone raises `PeerFailed` naming it (`liveness`: the pids of this node's ranks,
+checked every ``sleep_slice``), and a rank blocked inside a blocking MPI call (making a
+communicator) aborts the job naming the dead rank. `world()` installs an exception hook so
+that an uncaught exception on any rank prints that rank's traceback and aborts the whole job
+(``MPI_Abort``) instead of leaving the other ranks waiting forever.
 """
 
 from __future__ import annotations
@@ -49,8 +57,12 @@ import traceback
 from types import TracebackType
 from typing import Any
 
-from ..errors import TransportError
+from .. import config
+from ..algorithms.fingerprint import describe
+from ..errors import PeerFailed, TransportError
 from ..transport.base import Capabilities, Handle, Transport
+from ..transport.tags import call_of_tag_base
+from .liveness import BlockingGuard, NodePeers, pids_on_node
 
 #: the one MPI tag all collops point-to-point messages use
 WIRE_TAG = 0
@@ -62,14 +74,19 @@ HEADER_BYTES = _HEADER.size
 _LARGE = 1 << 63
 #: MPI communicators per collops communicator for MPI's own collectives (see `collective_comm`)
 COLLECTIVE_SLOTS = 8
-#: seconds of pure polling in `wait_for_activity` when this node has a core per rank
-SPIN_SECONDS = 50e-6
-#: seconds of polling with sched_yield between polls, before sleeping
-YIELD_SECONDS = 2e-3
 #: longest sleep between polls in `wait_for_activity`
 MAX_SLEEP = 1e-3
 #: longest sleep while one of MPI's own collectives is in flight (it needs MPI calls to move)
 MAX_SLEEP_COLLECTIVE = 1e-4
+
+
+def mpi_error(rank: int, what: str, exc: Any) -> TransportError:
+    """The collops error for MPI's error ``exc`` on ``rank`` while doing ``what``."""
+    try:
+        message = exc.Get_error_string()
+    except Exception:  # noqa: BLE001 - any description will do
+        message = str(exc)
+    return TransportError(f"rank {rank}: {what} failed: MPI error: {message}")
 
 
 def _mpi() -> Any:
@@ -100,7 +117,7 @@ class MpiTransport(Transport):
         MPI = _mpi()
         self._MPI = MPI
         base = MPI.COMM_WORLD if comm is None else comm
-        self.comm = base.Dup()
+        self.comm = _returning_errors(MPI, base.Dup())
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         self._status = MPI.Status()
@@ -114,17 +131,22 @@ class MpiTransport(Transport):
         self._pending: list[tuple[Any, Handle]] = []
         #: MPI requests nobody waits for (packed sends, drained payloads) and their buffers
         self._background: list[tuple[Any, object]] = []
-        #: requests of MPI collectives in flight, whose completion wakes `wait_for_activity`
-        self._watched: list[Any] = []
+        #: requests of MPI collectives in flight, whose completion wakes `wait_for_activity`,
+        #: with the ranks (of ``comm``) taking part
+        self._watched: list[tuple[Any, tuple[int, ...]]] = []
         self._closed = False
-        self._collective_base = base.Dup()
+        self._collective_base = _returning_errors(MPI, base.Dup())
         self._pools: dict[tuple[tuple[int, ...], int], list[Any]] = {
             (tuple(range(self.size)), 0):
                 [self._collective_base.Dup() for _ in range(COLLECTIVE_SLOTS)]}
+        self._peers = NodePeers({})
         nodes, cpus_here = self._nodes()
         self._capabilities = Capabilities("mpi", nodes, resources=frozenset({"mpi"}))
         ranks_here = nodes.count(nodes[self.rank])
-        self._spin_seconds = SPIN_SECONDS if ranks_here <= cpus_here else 0.0
+        s = config.settings
+        self._spin_seconds = s.spin_seconds if ranks_here <= cpus_here else 0.0
+        self._yield_seconds, self._check_every = s.yield_seconds, s.sleep_slice
+        self._next_check = 0.0
 
     @classmethod
     def world(cls) -> MpiTransport:
@@ -142,6 +164,7 @@ class MpiTransport(Transport):
         shared = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
         leader = shared.allreduce(self.rank, op=MPI.MIN)
         masks = shared.allgather(sorted(os.sched_getaffinity(0)))
+        self._peers = NodePeers(pids_on_node(self.comm, shared))
         shared.Free()
         leaders = self.comm.allgather(leader)
         number = {lead: i for i, lead in enumerate(sorted(set(leaders)))}
@@ -173,8 +196,9 @@ class MpiTransport(Transport):
             self._background.append((self.comm.Isend(header, peer, WIRE_TAG), header))
             self._pending.append((self.comm.Isend(data, peer, WIRE_TAG), h))
         except self._MPI.Exception as exc:
-            raise TransportError(f"rank {self.rank}: MPI send to rank {peer} failed: "
-                                 f"{exc}") from exc
+            call = describe(fingerprint).split(" ")[0] if fingerprint else "a message"
+            raise mpi_error(self.rank, f"{call} call #{call_of_tag_base(tag)[1]}: sending "
+                            f"{n} bytes to rank {peer}", exc) from exc
         return h
 
     # -- receiving ---------------------------------------------------------------------------
@@ -251,7 +275,11 @@ class MpiTransport(Transport):
             if self._background:
                 self._background = [(r, b) for r, b in self._background if not r.Test()]
         except self._MPI.Exception as exc:
-            raise TransportError(f"rank {self.rank}: MPI failed: {exc}") from exc
+            calls = sorted({call_of_tag_base(tag)[1] for _, tag in self._posted}
+                           | {call_of_tag_base(h.tag)[1] for _, h in self._pending})
+            numbers = ", ".join(f"#{c}" for c in calls) or "none"
+            raise mpi_error(self.rank, f"receiving or completing the messages of calls "
+                            f"({numbers})", exc) from exc
         return moved
 
     def progress(self) -> None:
@@ -259,7 +287,8 @@ class MpiTransport(Transport):
         self._advance()
 
     def wait_for_activity(self, timeout: float | None) -> None:
-        """Poll until something arrives or completes, or ``timeout``: spin, yield, then sleep."""
+        """Poll until something arrives or completes, or ``timeout``: spin, yield, then sleep,
+        checking in the sleep stage that the ranks awaited are alive (`PeerFailed`)."""
         start = time.monotonic()
         end = None if timeout is None else start + timeout
         # MPI's non-blocking collectives progress only inside MPI calls: keep calling often
@@ -268,7 +297,7 @@ class MpiTransport(Transport):
         while True:
             if self._advance():
                 return
-            if self._watched and any(r.Get_status() for r in self._watched):
+            if self._watched and self._watched_done():
                 return
             now = time.monotonic()
             if end is not None and now >= end:
@@ -276,11 +305,44 @@ class MpiTransport(Transport):
             waited = now - start
             if waited < self._spin_seconds:
                 continue
-            if waited < YIELD_SECONDS:
+            if waited < self._spin_seconds + self._yield_seconds:
                 os.sched_yield()
                 continue
+            if now >= self._next_check:
+                self._next_check = now + self._check_every
+                self.check_peers()
             time.sleep(delay if end is None else min(delay, end - now))
             delay = min(delay * 2, longest)
+
+    def _watched_done(self) -> bool:
+        try:
+            return any(r.Get_status() for r, _ in self._watched)
+        except self._MPI.Exception as exc:
+            raise mpi_error(self.rank, "testing MPI's collectives in flight", exc) from exc
+
+    def awaited(self) -> set[int]:
+        """The ranks this rank waits for: peers of its pending messages and the members of
+        MPI collectives in flight."""
+        ranks = {peer for peer, _ in self._posted} | set(self._payload_from)
+        ranks.update(h.peer for _, h in self._pending)
+        for _, group in self._watched:
+            ranks.update(group)
+        ranks.discard(self.rank)
+        return ranks
+
+    def check_peers(self) -> None:
+        """Raise `PeerFailed` if a rank this one waits for ran on this node and is gone."""
+        dead = self._peers.first_dead(self.awaited())
+        if dead is not None:
+            raise PeerFailed(dead, f"its process (pid {self._peers.pids[dead]}, on rank "
+                             f"{self.rank}'s node) is gone while rank {self.rank} waited for "
+                             "it over MPI")
+
+    def blocking(self, call: str) -> BlockingGuard:
+        """A guard for a blocking MPI call: the job is aborted if a rank of this node dies
+        meanwhile (a blocked call would never return)."""
+        return BlockingGuard(self._peers, self.rank, call,
+                             lambda: self._MPI.COMM_WORLD.Abort(1))
 
     # -- MPI's own collectives -----------------------------------------------------------------
     def collective_comm(self, group: tuple[int, ...], context: int, slot: int) -> Any:
@@ -299,19 +361,26 @@ class MpiTransport(Transport):
         if pool is None:
             base = self._collective_base
             members = base.Get_group().Incl(list(group))
-            first = base.Create_group(members, context & 0x7FFF)
-            members.Free()
-            pool = [first] + [first.Dup() for _ in range(COLLECTIVE_SLOTS - 1)]
+            try:
+                with self.blocking("MPI_Comm_create_group"):
+                    first = base.Create_group(members, context & 0x7FFF)
+                    pool = [first] + [first.Dup() for _ in range(COLLECTIVE_SLOTS - 1)]
+            except self._MPI.Exception as exc:
+                raise mpi_error(self.rank, f"making an MPI communicator over ranks "
+                                f"{list(group)}", exc) from exc
+            finally:
+                members.Free()
             self._pools[key] = pool
         return pool[slot % len(pool)]
 
-    def watch(self, request: Any) -> None:
-        """Let ``request``'s completion end a `wait_for_activity`."""
-        self._watched.append(request)
+    def watch(self, request: Any, group: tuple[int, ...] = ()) -> None:
+        """Let ``request``'s completion end a `wait_for_activity`; ``group``: the ranks whose
+        death it waits on (`check_peers`)."""
+        self._watched.append((request, group))
 
     def unwatch(self, request: Any) -> None:
         """Stop watching ``request``."""
-        for i, r in enumerate(self._watched):
+        for i, (r, _) in enumerate(self._watched):
             if r is request:
                 del self._watched[i]
                 return
@@ -326,6 +395,13 @@ class MpiTransport(Transport):
         if self._closed:
             return
         self._closed = True
+        dead = self._peers.first_dead()
+        if dead is not None:  # MPI_Finalize would wait for it for ever
+            sys.stderr.write(f"collops: MPI rank {dead} (pid {self._peers.pids[dead]}) is gone; "
+                             f"rank {self.rank} aborts the job instead of finalizing MPI\n")
+            sys.stderr.flush()
+            _unlink_mapped_shm()
+            self._MPI.COMM_WORLD.Abort(1)
         end = time.monotonic() + grace
         try:
             while (self._background or self._pending) and time.monotonic() < end:
@@ -333,6 +409,12 @@ class MpiTransport(Transport):
                     time.sleep(1e-3)
         except TransportError:
             pass
+
+
+def _returning_errors(MPI: Any, comm: Any) -> Any:
+    """``comm`` with MPI's errors returned to the caller (mpi4py raises them), not fatal."""
+    comm.Set_errhandler(MPI.ERRORS_RETURN)
+    return comm
 
 
 def _fill(h: Handle, out: memoryview, payload: memoryview, fingerprint: int) -> None:

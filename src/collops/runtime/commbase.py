@@ -108,7 +108,8 @@ class CommBase:
         self._contexts = contexts or _Contexts()
         #: the next call number, in a buffer this communicator owns and shares with the
         #: compiled runners it binds: they read it and advance it when they take a call
-        self._calls = np.zeros(1, np.int64)
+        #: (the transport's, so other ranks may see it: `collops.transport.stall`)
+        self._calls = transport.call_counter(context)
         self._call_number = self._calls.data
         self._overrides: dict[str, str] = {}
         self._params: dict[str, dict[str, Any]] = {}

@@ -29,6 +29,7 @@ from ..ops import Op
 from ..schedule.local import apply_reduce
 from ..schedule.table import Schedule, StepKind
 from ..transport.base import Handle, Transport
+from .stall import note_wait
 
 _BYTE = np.dtype(np.uint8)
 #: copies at least this large first check whether source and destination are the same bytes
@@ -332,6 +333,7 @@ class Progress:
                     return
                 spins += 1
                 if spins > 16:
+                    note_wait(self.transport, ex)  # a stall report, once past its threshold
                     timeout = 0.05
                     if ex.deadline is not None:
                         timeout = max(0.0, min(timeout, ex.deadline - time.monotonic()))

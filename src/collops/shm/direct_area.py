@@ -47,7 +47,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import config
 from ..errors import CollectiveMismatch, CollectiveTimeout, PeerFailed
+from ..transport.stall import report, watch_of
+from ..transport.tags import call_of_tag_base
 from . import segment as seg
 from .segment import DIRECT_SLOTS
 from .waiting import SPIN
@@ -267,3 +270,19 @@ class DirectArea:
         if deadline is not None and time.monotonic() > deadline:
             raise CollectiveTimeout(
                 f"{what} did not complete in time; not heard from ranks {awaited}")
+        if call is not None and config.settings.stall_report is not None:
+            self._note_stall(what, call, awaited)
+
+    def _note_stall(self, what: str, call: tuple[int, int], awaited: list[int]) -> None:
+        """Tell the transport's stall watch that this rank sleeps in ``call`` (see
+        `collops.transport.stall`)."""
+        context, seq = call_of_tag_base(call[0] << call[1])
+        threshold = config.settings.stall_report
+        t = self.transport
+
+        def describe(waited: float) -> str:
+            name = what.removeprefix(f"rank {self.index}: ")
+            return report(self.index, name, seq, f"waiting for ranks {awaited}", waited,
+                          t.calls_started(context, self.group), threshold or 0.0)
+
+        watch_of(t).waiting((context, seq), threshold, describe)

@@ -142,6 +142,8 @@ class ShmEndpoint(Transport):
         self._direct_areas: dict[tuple[int, tuple[int, ...]], DirectArea] = {}
         self._stream_areas: dict[int, StreamArea] = {}
         self._direct_watch: list[Callable[[], bool]] = []
+        #: the contexts whose call counter a communicator took (`call_counter`)
+        self._counted: set[int] = set()
         self._init_tables()
         self._attach()
 

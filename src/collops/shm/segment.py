@@ -28,6 +28,9 @@ Layout (all offsets are multiples of 64 bytes, so no two writers share a cache l
                       control lines — line 0 its filled counter, line 1 + r the drained
                       counter of reader r, then one header line per chunk slot — and a ring
                       of stream_chunks chunks of stream_chunk_bytes
+    call counters     per rank COUNTED_CONTEXTS words: its next call number on each of the
+                      first communicator contexts (written by the rank as it takes a call,
+                      read by the others only for stall reports)
 
 The header words of a slot are ``seq, tag, fingerprint, nbytes, kind, aux``; ``seq`` is
 written last and names the slot's message (message k of the pair carries seq k + 1), so a
@@ -86,6 +89,10 @@ DEFAULT_STREAM_CHUNKS = 8
 DEFAULT_STREAM_CHUNK_BYTES = 128 * 1024
 #: slots per rank in a direct area (successive calls use them in turn)
 DIRECT_SLOTS = 4
+#: communicator contexts whose next call numbers the segment holds (for stall reports)
+COUNTED_CONTEXTS = 64
+#: bytes of one rank's call counters (whole lines: no other rank writes near them)
+COUNTER_BYTES = COUNTED_CONTEXTS * 8
 #: above this many bytes a job's file is left sparse instead of allocated up front
 PREALLOCATE_LIMIT = 512 * 1024 * 1024
 
@@ -153,10 +160,19 @@ class Layout:
         return self.stream_control_bytes + self.stream_chunks * self.stream_chunk_bytes
 
     @property
+    def counters_offset(self) -> int:
+        """Offset of the first rank's call counters."""
+        return _round_up(self.stream_offset + self.stream_areas * self.size
+                         * self.stream_rank_bytes, LINE)
+
+    @property
     def total_bytes(self) -> int:
         """Size of the whole segment."""
-        return _round_up(self.stream_offset + self.stream_areas * self.size
-                         * self.stream_rank_bytes, 4096)
+        return _round_up(self.counters_offset + self.size * COUNTER_BYTES, 4096)
+
+    def counter_offset(self, rank: int, context: int) -> int:
+        """Byte offset of ``rank``'s next call number on ``context`` (< COUNTED_CONTEXTS)."""
+        return self.counters_offset + rank * COUNTER_BYTES + context * WORD
 
     @property
     def eager_limit(self) -> int:

@@ -51,6 +51,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..algorithms.fingerprint import describe
 from ..errors import CollectiveMismatch, PeerFailed, TransportError
 from ..transport.base import Capabilities, Handle
@@ -174,6 +176,23 @@ class ShmTransport(BulkTransfers):
                 return None
             area = self._stream_areas[context] = StreamArea(self, context)
         return area
+
+    def call_counter(self, context: int) -> np.ndarray:
+        """This rank's next call number on ``context``: a word of the job segment for the
+        first `COUNTED_CONTEXTS` contexts (the first communicator there to ask), so the other
+        ranks can tell whether it has arrived at a call (stall reports)."""
+        if context >= seg.COUNTED_CONTEXTS or context in self._counted:
+            return np.zeros(1, np.int64)
+        self._counted.add(context)
+        return np.frombuffer(self._segment.map, np.int64, 1,
+                             self._layout.counter_offset(self.rank, context))
+
+    def calls_started(self, context: int, group: Sequence[int]) -> list[int] | None:
+        """The next call number of each of ``group``'s ranks on ``context``, if counted."""
+        if context >= seg.COUNTED_CONTEXTS:
+            return None
+        words, layout = self._words, self._layout
+        return [int(words[layout.counter_offset(r, context) // seg.WORD]) for r in group]
 
     @property
     def segment_map(self) -> Any:

@@ -17,8 +17,11 @@ dead rank, `TransportError` for anything else. A transport never hangs silently.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 
 class Handle:
@@ -90,6 +93,17 @@ class Transport(ABC):
     def comm_resources(self, context: int, group: tuple[int, ...]) -> frozenset[str]:
         """The resources a communicator ``(context, group)`` has on this transport."""
         return self.capabilities().resources
+
+    def call_counter(self, context: int) -> np.ndarray:
+        """The int64 word holding the next call number of this rank's communicator
+        ``context``: where the transport can show it to the other ranks (for stall reports,
+        `collops.transport.stall`), else private to this process."""
+        return np.zeros(1, np.int64)
+
+    def calls_started(self, context: int, group: Sequence[int]) -> list[int] | None:
+        """The next call number of each of ``group``'s ranks (transport ranks) on
+        communicator ``context``, where this transport can see them (None: it cannot)."""
+        return None
 
     def protocol_settings(self) -> dict[str, tuple[Any, str]]:
         """The transport's protocol settings in force: name to value and where it came from

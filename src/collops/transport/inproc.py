@@ -10,6 +10,9 @@ then raise `PeerFailed`.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
+
+import numpy as np
 
 from ..errors import PeerFailed
 from .base import Capabilities, Handle, Transport
@@ -32,6 +35,8 @@ class Fabric:
         self.size = size
         self.mailboxes = [_Mailbox() for _ in range(size)]
         self.failed: dict[int, str] = {}
+        #: (context, rank) -> that rank's next call number there (`Transport.call_counter`)
+        self.counters: dict[tuple[int, int], np.ndarray] = {}
 
     def mark_failed(self, rank: int, why: str) -> None:
         """Record that ``rank`` died and wake every waiting rank."""
@@ -113,6 +118,19 @@ class InprocTransport(Transport):
             self._seen = box.events
         if self.fabric.failed:
             self._raise_failed()
+
+    def call_counter(self, context: int) -> np.ndarray:
+        """The next call number of this rank on ``context``, where every thread sees it."""
+        counter = np.zeros(1, np.int64)
+        if (context, self.rank) not in self.fabric.counters:  # else a second communicator
+            self.fabric.counters[(context, self.rank)] = counter  # on it: kept private
+        return counter
+
+    def calls_started(self, context: int, group: Sequence[int]) -> list[int] | None:
+        """Every member's next call number on ``context`` (0 for one that has none yet)."""
+        counters = self.fabric.counters
+        return [int(counters[(context, r)][0]) if (context, r) in counters else 0
+                for r in group]
 
     def capabilities(self) -> Capabilities:
         """Threads of one process: one node, single-copy."""

@@ -1,0 +1,100 @@
+"""Whether the MPI ranks on this node are still alive, told without MPI: by their pids.
+
+When a process of an MPI job dies, most launchers end the job. Where one does not (MPICH's
+``mpiexec -disable-auto-cleanup``, or a process manager that leaves it to the application),
+the survivors would wait for ever inside MPI, which has no portable way to say a peer is gone.
+The ranks of one node know each other's pids (`pids_on_node`, exchanged when the transport is
+made), so a waiting rank checks them (`NodePeers.first_dead`), as the ``shm`` transport does:
+the transport's waits raise `PeerFailed` naming the dead rank, and a rank blocked inside a
+blocking MPI call is freed by `BlockingGuard`, which aborts the job naming the dead rank.
+Ranks on other nodes cannot be checked this way.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from types import TracebackType
+from typing import Any
+
+#: seconds between two checks of the pids while a rank is blocked in an MPI call
+GUARD_INTERVAL = 0.2
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (dead, not yet reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc: kill's answer stands
+    return state not in (b"Z", b"X")
+
+
+def pids_on_node(world: Any, shared: Any) -> dict[int, int]:
+    """World rank -> pid of every rank of ``shared`` (this node's ranks of ``world``) but this
+    one (collective over ``shared``)."""
+    mine = world.Get_rank()
+    pairs = shared.allgather((mine, os.getpid()))
+    return {rank: pid for rank, pid in pairs if rank != mine}
+
+
+class NodePeers:
+    """The other ranks of this node and their pids."""
+
+    def __init__(self, pids: dict[int, int]) -> None:
+        self.pids = pids
+
+    def first_dead(self, ranks: Iterable[int] | None = None) -> int | None:
+        """The lowest of ``ranks`` (default: all of this node's others) whose process is gone;
+        None if all live (ranks on other nodes are not checked)."""
+        wanted = sorted(self.pids if ranks is None else set(ranks) & self.pids.keys())
+        for rank in wanted:
+            if not alive(self.pids[rank]):
+                return rank
+        return None
+
+
+class BlockingGuard:
+    """While the ``with`` block runs a blocking MPI call, a thread checks this node's pids and,
+    if one is gone, writes why to stderr and calls ``abort`` (``MPI_Abort``): a blocked call
+    never returns when a peer died, so ending the job is the only way out."""
+
+    def __init__(self, peers: NodePeers, rank: int, call: str, abort: Callable[[], None],
+                 interval: float = GUARD_INTERVAL) -> None:
+        self.peers, self.rank, self.call = peers, rank, call
+        self.abort, self.interval = abort, interval
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> BlockingGuard:
+        if self.peers.pids:
+            self._thread = threading.Thread(target=self._watch, daemon=True,
+                                            name=f"collops-guard-{self.call}")
+            self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _watch(self) -> None:
+        while not self._done.wait(self.interval):
+            dead = self.peers.first_dead()
+            if dead is not None:
+                sys.stderr.write(
+                    f"collops: MPI rank {dead} (pid {self.peers.pids[dead]}) died while rank "
+                    f"{self.rank} was blocked in {self.call}; aborting the job\n")
+                sys.stderr.flush()
+                self.abort()
+                return

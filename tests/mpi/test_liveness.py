@@ -1,0 +1,52 @@
+"""The pid checks behind the MPI transport's dead-rank detection (no MPI needed)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from collops.mpi.liveness import BlockingGuard, NodePeers, alive
+
+
+def _child() -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+
+
+@pytest.mark.timeout(30)
+def test_a_killed_process_is_dead_even_before_it_is_reaped():
+    child = _child()
+    try:
+        assert alive(child.pid) and alive(os.getpid())
+        peers = NodePeers({3: os.getpid(), 5: child.pid})
+        assert peers.first_dead() is None
+        child.kill()
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # a zombie now, not reaped
+        assert not alive(child.pid)
+        assert peers.first_dead() == 5 and peers.first_dead([3]) is None
+        assert peers.first_dead([5, 7]) == 5  # ranks of other nodes are not checked
+    finally:
+        child.kill()
+        child.wait()
+    assert not alive(child.pid)
+
+
+@pytest.mark.timeout(30)
+def test_the_guard_of_a_blocking_call_aborts_once_a_node_peer_dies(capfd):
+    child = _child()
+    aborted = threading.Event()
+    try:
+        with BlockingGuard(NodePeers({1: child.pid}), 0, "MPI_Comm_create_group",
+                           aborted.set, interval=0.01):
+            assert not aborted.wait(0.1)
+            child.kill()
+            assert aborted.wait(10)
+    finally:
+        child.kill()
+        child.wait()
+    err = capfd.readouterr().err
+    assert f"MPI rank 1 (pid {child.pid}) died while rank 0 was blocked in " \
+        "MPI_Comm_create_group; aborting the job" in err
