@@ -80,12 +80,14 @@ class Comm(FastPaths):
             tuning_file=_cfg.settings.tuning_file)
 
     def prepared_calls(self) -> list[tuple[str, str]]:
-        """``(kind, collective)`` of each call signature this communicator holds worked out
-        (at most `CACHE_LIMIT`): "prepared" (algorithm chosen, plan or runner made),
-        "template" (a blocking call's shapes), "envelope" (a bcast's or scatter's envelope),
-        "data" (a data phase's runner)."""
-        return [(key[0], key[1] if isinstance(key[1], str) else key[1].collective)
-                for key in self._cache]
+        """``(kind, collective)`` of each `PreparedCall` this communicator holds (at most
+        `CACHE_LIMIT`): "phase" (a phase of a call: algorithm chosen, plan made), "blocking"
+        (also a blocking call's, knowing its result's shape; its runner bound), "envelope" (a
+        blocking bcast's or scatter's envelope)."""
+        calls = {id(call): call for call in self._cache.values() if call is not None}
+        return [("envelope" if call.scratch is not None else
+                 "blocking" if call.blocking else "phase", call.spec.collective)
+                for call in calls.values()]
 
     def bound_calls(self) -> dict[str, str | None]:
         """collective -> algorithm of the compiled whole call bound to the signature this
