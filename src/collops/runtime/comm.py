@@ -109,9 +109,10 @@ class Comm(FastPaths):
     def bcast(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
               timeout: float | None = None, **params: Any) -> np.ndarray:
         """The root's array on every rank (non-roots may pass None: shape and dtype travel)."""
-        got = self._envelope_fast("bcast", x, root, out, algorithm, timeout, params)
-        if got is not _SLOW:
-            return got  # type: ignore[no-any-return]
+        if not params:
+            got = self._fast_rooted("bcast", x, root, out, algorithm, timeout)
+            if got is not _SLOW:
+                return got  # type: ignore[no-any-return]
         return self._start(self._bcast(x, root, out, algorithm, timeout, params), True)
 
 
@@ -119,9 +120,10 @@ class Comm(FastPaths):
     def scatter(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
                 timeout: float | None = None, **params: Any) -> np.ndarray:
         """This rank's block of the root's ``x`` split into ``size`` equal blocks along axis 0."""
-        got = self._envelope_fast("scatter", x, root, out, algorithm, timeout, params)
-        if got is not _SLOW:
-            return got  # type: ignore[no-any-return]
+        if not params:
+            got = self._fast_rooted("scatter", x, root, out, algorithm, timeout)
+            if got is not _SLOW:
+                return got  # type: ignore[no-any-return]
         return self._start(self._scatter(x, root, out, algorithm, timeout, params), True)
 
 

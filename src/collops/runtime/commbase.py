@@ -55,7 +55,7 @@ class _Contexts:
         self.next = 1
 
 
-_SLOW: Any = object()  # typed Any: it stands in for a template or a result
+_SLOW: Any = object()  # a fast path declines the call (typed Any: it stands in for a result)
 
 
 def _rows(arr: np.ndarray) -> int:
@@ -105,7 +105,7 @@ class CommBase:
         #: call bound to the signature this rank last ran through `_fast` or `_fast_rooted`
         #: (see `_bind_call`, `_bind_bcast`; bcast and scatter have no op)
         self._bound_calls: dict[str, BoundEntry] = {}
-        #: the settings generation the templates were made under (they are dropped when it
+        #: the settings generation the prepared calls were made under (dropped when it
         #: changes, so it need not be part of their keys)
         self._generation = _cfg.generation
         caps = transport.capabilities()

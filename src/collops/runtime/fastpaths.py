@@ -34,7 +34,7 @@ class FastPaths(PhaseGenerators):
 
     def _fast(self, collective: str, x: Any, op: Any, root: int, out: Any,
               algorithm: str | None, timeout: float | None) -> Any:
-        """Blocking single-phase calls on contiguous arrays, from a cached template.
+        """Blocking single-phase calls on contiguous arrays, from its `PreparedCall`.
 
         Returns `_SLOW` whenever anything is unusual (a first call, an odd buffer, overlap):
         the general path then handles the call and raises the proper errors. A signature run
@@ -52,28 +52,28 @@ class FastPaths(PhaseGenerators):
         if self._generation != _cfg.generation:
             self._new_generation()
         if type(root) is not int and not isinstance(root, np.integer):
-            return _SLOW  # 0.0 would find root 0's template: the general path rejects it
+            return _SLOW  # 0.0 would find root 0's call: the general path rejects it
         dt = x.dtype
         key = (collective, dt, x.shape, op, root, algorithm)
         try:
-            template = self._cache.get(key, _SLOW)
+            prepared = self._cache.get(key, _SLOW)
         except TypeError:  # an unhashable op or root: the general path says what is wrong
             return _SLOW
-        if template is _SLOW:
+        if prepared is _SLOW:
             self._cache.put(key, self._prepare_blocking(collective, x, op, root, algorithm))
             return _SLOW  # the first call goes the general way (and checks everything)
-        if template is None:
+        if prepared is None:
             return _SLOW
         xf = x.flags
         if not xf.c_contiguous:
             return _SLOW
-        if not template.receives:
+        if not prepared.receives:
             result = recv = None
         elif out is None:
-            result = recv = np.empty(template.shape, dt)
+            result = recv = np.empty(prepared.shape, dt)
             if recv.ndim != 1:
                 recv = recv.reshape(-1)
-        elif type(out) is np.ndarray and out.size == template.n_out and (
+        elif type(out) is np.ndarray and out.size == prepared.n_out and (
                 out.dtype is dt or out.dtype == dt):
             of = out.flags
             # arrays that each own their memory cannot overlap, unless they are one array
@@ -86,44 +86,44 @@ class FastPaths(PhaseGenerators):
         else:
             return _SLOW
         seq, timeout = self._next_call(timeout, collective)
-        template.run_blocking(self, x, recv, seq, timeout)
-        if template.compiled is not None and algorithm is None and (
-                template.hot is None or self._bound_calls.get(collective) is not template.hot):
-            self._bind_call(collective, template, x, op, root)
-        if result is None or template.none_on_this_rank:
+        prepared.run_blocking(self, x, recv, seq, timeout)
+        if prepared.compiled is not None and algorithm is None and (
+                prepared.hot is None or self._bound_calls.get(collective) is not prepared.hot):
+            self._bind_call(collective, prepared, x, op, root)
+        if result is None or prepared.none_on_this_rank:
             return None
-        return result if result.shape == template.shape else result.reshape(template.shape)
+        return result if result.shape == prepared.shape else result.reshape(prepared.shape)
 
-    def _bind_call(self, collective: str, template: PreparedCall, x: np.ndarray, op: Any,
+    def _bind_call(self, collective: str, prepared: PreparedCall, x: np.ndarray, op: Any,
                    root: int) -> None:
-        """Let ``template``'s compiled runner run whole calls of its signature: `_fast` then
+        """Let ``prepared``'s compiled runner run whole calls of its signature: `_fast` then
         calls it first for ``collective`` with this ``op`` and ``root``."""
-        hot = template.hot
+        hot = prepared.hot
         if hot is None:
-            if template.none_on_this_rank or x.ndim > 8 or len(template.shape) > 8:
+            if prepared.none_on_this_rank or x.ndim > 8 or len(prepared.shape) > 8:
                 return
-            template.compiled.bind_call(
+            prepared.compiled.bind_call(
                 self._calls, x.dtype, x.dtype.itemsize, x.shape,
-                template.shape if template.receives else None, _SLOW,
-                functools.partial(np.empty, template.shape, x.dtype))
-            hot = template.hot = (op, root, template.compiled.call, template.name, template)
+                prepared.shape if prepared.receives else None, _SLOW,
+                functools.partial(np.empty, prepared.shape, x.dtype))
+            hot = prepared.hot = (op, root, prepared.compiled.call, prepared.name, prepared)
         self._bound_calls[collective] = hot
 
-    def _received(self, call: str, template: PreparedCall, out: Any, root: int, seq: int,
+    def _received(self, call: str, envelope: PreparedCall, out: Any, root: int, seq: int,
                   algorithm: str | None, timeout: float | None) -> np.ndarray:
-        """A non-root's result of a bcast or scatter whose envelope ``template.recv`` holds:
+        """A non-root's result of a bcast or scatter whose envelope ``envelope.recv`` holds:
         the inline data, or else the data phase (phase 1) run as the general path runs it."""
-        assert template.header is not None and template.recv is not None
-        raw = template.header.tobytes()
-        views = template.views
+        assert envelope.header is not None and envelope.recv is not None
+        raw = envelope.header.tobytes()
+        views = envelope.views
         got: Any = views.get(raw)
         if got is None:  # (inline, dtype, shape, view of the inline data or None)
             inline, dtype, shape, _ = _parse_header(raw)
             got = views.put(raw, (inline, dtype, shape, _envelope_view(
-                template.recv, dtype, shape) if inline else None))
+                envelope.recv, dtype, shape) if inline else None))
         inline, dtype, shape, view = got
-        if inline and algorithm is None and template.compiled is not None:
-            self._bind_bcast(template, root, dtype, shape, view.nbytes, raw, call)
+        if inline and algorithm is None and envelope.compiled is not None:
+            self._bind_bcast(envelope, root, dtype, shape, view.nbytes, raw, call)
         if inline:
             if out is None:
                 return view.copy()  # type: ignore[no-any-return]
@@ -150,7 +150,7 @@ class FastPaths(PhaseGenerators):
             return result
         return self._data_phase(call, dtype, shape, out, root, seq, algorithm, {}, timeout)
 
-    def _fast_rooted(self, call: str, x: Any, root: Any, out: Any, algorithm: str | None,
+    def _through_envelope(self, call: str, x: Any, root: Any, out: Any, algorithm: str | None,
                      timeout: float | None) -> Any:
         """A blocking bcast or scatter through its prepared envelope call (`_envelope`).
 
@@ -200,28 +200,26 @@ class FastPaths(PhaseGenerators):
             envelope.send.reshape(-1, envelope.shape[0])[:, :_DATA_AT] = head
             envelope.head = head
 
-    def _bind_bcast(self, template: PreparedCall, root: int, dtype: np.dtype,
+    def _bind_bcast(self, envelope: PreparedCall, root: int, dtype: np.dtype,
                     shape: tuple[int, ...], nbytes: int, head: Any, call: str = "bcast",
                     x_shape: tuple[int, ...] | None = None) -> None:
-        """Let the compiled runner of ``template`` (a bcast's or scatter's envelope's) run
+        """Let the compiled runner of ``envelope`` (a bcast's or scatter's envelope's) run
         whole calls whose result has ``dtype`` and ``shape`` (``nbytes`` of data after the
         envelope header ``head``; a scatter root's ``x`` has ``x_shape``): `bcast` and
         `scatter` then call it first."""
         blocks = block = own = 0
         if call == "scatter" and x_shape is not None:  # the root writes every rank's block
-            blocks, block, own = self.size, template.shape[0], self.rank * nbytes
-        template.compiled.bind_bcast(self._calls, template.recv, dtype, x_shape or shape, nbytes,
+            blocks, block, own = self.size, envelope.shape[0], self.rank * nbytes
+        envelope.compiled.bind_bcast(self._calls, envelope.recv, dtype, x_shape or shape, nbytes,
                                      head, _SLOW, functools.partial(np.empty, shape, dtype),
                                      shape, max(blocks, 1), block, own)
-        self._bound_calls[call] = (None, root, template.compiled.bcast, template.name,
-                                   template)
+        self._bound_calls[call] = (None, root, envelope.compiled.bcast, envelope.name,
+                                   envelope)
 
-    def _envelope_fast(self, call: str, x: Any, root: Any, out: Any, algorithm: str | None,
-                       timeout: float | None, params: dict) -> Any:
-        """A blocking bcast or scatter by its bound compiled call, else by `_fast_rooted`;
-        `_SLOW` when neither can take it."""
-        if params:
-            return _SLOW
+    def _fast_rooted(self, call: str, x: Any, root: Any, out: Any, algorithm: str | None,
+                     timeout: float | None) -> Any:
+        """A blocking bcast or scatter by its bound compiled call, else through its prepared
+        envelope call (`_through_envelope`); `_SLOW` when neither can take it."""
         bound = self._bound(call, None, root, algorithm)
         if bound is not None:
             timeout = self._timeout(timeout, call)
@@ -233,11 +231,11 @@ class FastPaths(PhaseGenerators):
                                       None, timeout)
             if got is not _SLOW:
                 return got
-        return self._fast_rooted(call, x, root, out, algorithm, timeout)
+        return self._through_envelope(call, x, root, out, algorithm, timeout)
 
     def _bound(self, collective: str, op: Any, root: Any, algorithm: str | None
                ) -> BoundEntry | None:
-        """``(op, root, call, algorithm name, template)``: the compiled whole call bound to
+        """``(op, root, call, algorithm name, prepared call)``: the compiled whole call bound to
         ``collective`` with ``op`` and ``root`` (None: nothing bound, or an algorithm asked
         for, or the settings changed since)."""
         hot = self._bound_calls.get(collective)
@@ -246,7 +244,7 @@ class FastPaths(PhaseGenerators):
             return hot
         return None
 
-    def _root_data(self, call: str, template: PreparedCall, x: np.ndarray, out: Any,
+    def _root_data(self, call: str, envelope: PreparedCall, x: np.ndarray, out: Any,
                    head: np.ndarray, shape: tuple[int, ...], root: int, algorithm: str | None,
                    timeout: float | None) -> Any:
         """The root of a bcast or scatter whose data does not fit the envelope: the envelope
@@ -265,9 +263,9 @@ class FastPaths(PhaseGenerators):
             result = out
         else:
             return _SLOW
-        self._write_head(template, head)
+        self._write_head(envelope, head)
         seq, timeout = self._next_call(timeout, call)
-        template.run_blocking(self, template.send, template.recv, seq, timeout)
+        envelope.run_blocking(self, envelope.send, envelope.recv, seq, timeout)
         data.run_blocking(self, x.reshape(-1), result.reshape(-1), seq, timeout, 1)
         return result if result.shape == shape else result.reshape(shape)
 
