@@ -150,8 +150,8 @@ class FastPaths(PhaseGenerators):
             return result
         return self._data_phase(call, dtype, shape, out, root, seq, algorithm, {}, timeout)
 
-    def _through_envelope(self, call: str, x: Any, root: Any, out: Any, algorithm: str | None,
-                     timeout: float | None) -> Any:
+    def _through_envelope(self, call: str, x: Any, root: Any, out: Any,
+                          algorithm: str | None, timeout: float | None) -> Any:
         """A blocking bcast or scatter through its prepared envelope call (`_envelope`).
 
         Taken only when the envelope's algorithm has a bound blocking runner (``shm_direct``),
