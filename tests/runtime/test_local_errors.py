@@ -59,10 +59,13 @@ def _inputs(p):
     return [np.arange(2.0 * p) + 10 * r for r in range(p)]
 
 
-def _wrong_then_right(comm, collective):
+def _wrong_then_right(comm, collective, warm=0):
     """Rank 0 makes the call with a wrong ``out`` (which raises at once), then every rank
-    makes it right, twice."""
+    makes it right, twice; ``warm``: after as many right calls (a repeated signature runs its
+    prepared call, bound to a compiled runner on shared memory)."""
     x = _inputs(comm.size)[comm.rank]
+    for _ in range(warm):
+        _calls(comm, x, None)[collective]()
     error = None
     if comm.rank == 0:
         try:
@@ -79,8 +82,10 @@ COLLECTIVES = list(_calls(type("C", (), {"size": P})(), np.zeros(2 * P), None))
 @pytest.mark.timeout(40)
 @pytest.mark.parametrize("transport", ["inproc", "shm"])
 @pytest.mark.parametrize("collective", COLLECTIVES)
-def test_a_call_refused_locally_takes_no_call_number(collective, transport):
-    per_rank = collops.spawn(_wrong_then_right, P, collective, transport=transport, timeout=20)
+@pytest.mark.parametrize("warm", [0, 3])
+def test_a_call_refused_locally_takes_no_call_number(collective, transport, warm):
+    per_rank = collops.spawn(_wrong_then_right, P, collective, warm, transport=transport,
+                             timeout=20)
     xs = _inputs(P)
     assert per_rank[0][0] == "ArgumentError"
     for me, (_, got) in enumerate(per_rank):

@@ -1,4 +1,4 @@
-"""The blocking fast paths of small calls (`Comm._fast`, `_fast_bcast`, `_fast_scatter`),
+"""The blocking fast paths of small calls (`Comm._fast`, `_fast_rooted` for bcast and scatter),
 on real processes over shared memory and on threads, against numpy on the same inputs.
 
 bcast and scatter travel in one phase when the data fits the envelope (a direct slot's worth

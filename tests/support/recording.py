@@ -13,18 +13,18 @@ import numpy as np
 def schedule_send_areas() -> Iterator[list[np.ndarray]]:
     """Within the block, the send area of every schedule execution a `Comm` starts, in
     order (in this process: call it in a rank)."""
-    from collops.runtime import commbase as comm_module
+    from collops.runtime import prepared as prepared_module
 
     seen: list[np.ndarray] = []
-    original = comm_module.Execution
+    original = prepared_module.Execution
 
     class Recording(original):  # type: ignore[misc, valid-type]
         def __init__(self, plan: Any, areas: Any, *args: Any, **kwargs: Any) -> None:
             seen.append(areas[0])
             super().__init__(plan, areas, *args, **kwargs)
 
-    comm_module.Execution = Recording  # type: ignore[misc]
+    prepared_module.Execution = Recording  # type: ignore[misc]
     try:
         yield seen
     finally:
-        comm_module.Execution = original  # type: ignore[misc]
+        prepared_module.Execution = original  # type: ignore[misc]

@@ -1,8 +1,8 @@
 """The bounded cache of what the call path works out once per signature.
 
-A communicator keeps one (`CommBase._cache`): its calls' prepared algorithms, templates and
-data-phase runners, each key starting with its kind. What depends on no communicator —
-envelope headers and specs, dtype tokens, schedules' plans — is kept in `SHARED`.
+A communicator keeps one (`CommBase._cache`), mapping its call signatures to their
+`PreparedCall`s. What depends on no communicator — envelope headers and specs, dtype tokens,
+schedules' plans — is kept in `SHARED`.
 """
 
 from __future__ import annotations

@@ -85,12 +85,14 @@ class Comm(FastPaths):
             tuning_file=_cfg.settings.tuning_file)
 
     def prepared_calls(self) -> list[tuple[str, str]]:
-        """``(kind, collective)`` of each call signature this communicator holds worked out
-        (at most `CACHE_LIMIT`): "prepared" (algorithm chosen, plan or runner made),
-        "template" (a blocking call's shapes), "envelope" (a bcast's or scatter's envelope),
-        "data" (a data phase's runner)."""
-        return [(key[0], key[1] if isinstance(key[1], str) else key[1].collective)
-                for key in self._cache]
+        """``(kind, collective)`` of each `PreparedCall` this communicator holds (at most
+        `CACHE_LIMIT`): "phase" (a phase of a call: algorithm chosen, plan made), "blocking"
+        (also a blocking call's, knowing its result's shape; its runner bound), "envelope" (a
+        blocking bcast's or scatter's envelope)."""
+        calls = {id(call): call for call in self._cache.values() if call is not None}
+        return [("envelope" if call.scratch is not None else
+                 "blocking" if call.blocking else "phase", call.spec.collective)
+                for call in calls.values()]
 
     def bound_calls(self) -> dict[str, str | None]:
         """collective -> algorithm of the compiled whole call bound to the signature this
@@ -112,9 +114,10 @@ class Comm(FastPaths):
     def bcast(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
               timeout: float | None = None, **params: Any) -> np.ndarray:
         """The root's array on every rank (non-roots may pass None: shape and dtype travel)."""
-        got = self._envelope_fast("bcast", x, root, out, algorithm, timeout, params)
-        if got is not _SLOW:
-            return got  # type: ignore[no-any-return]
+        if not params:
+            got = self._fast_rooted("bcast", x, root, out, algorithm, timeout)
+            if got is not _SLOW:
+                return got  # type: ignore[no-any-return]
         return self._start(self._bcast(x, root, out, algorithm, timeout, params), True)
 
 
@@ -122,9 +125,10 @@ class Comm(FastPaths):
     def scatter(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
                 timeout: float | None = None, **params: Any) -> np.ndarray:
         """This rank's block of the root's ``x`` split into ``size`` equal blocks along axis 0."""
-        got = self._envelope_fast("scatter", x, root, out, algorithm, timeout, params)
-        if got is not _SLOW:
-            return got  # type: ignore[no-any-return]
+        if not params:
+            got = self._fast_rooted("scatter", x, root, out, algorithm, timeout)
+            if got is not _SLOW:
+                return got  # type: ignore[no-any-return]
         return self._start(self._scatter(x, root, out, algorithm, timeout, params), True)
 
 

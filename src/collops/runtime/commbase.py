@@ -12,29 +12,19 @@ import numpy as np
 from .. import config as _cfg
 from ..algorithms import fingerprint as fp
 from ..algorithms import selection
-from ..algorithms.native import Bind, NativeCall
+from ..algorithms.native import NativeCall
 from ..algorithms.registry import Algorithm
 from ..algorithms.spec import CallSpec
 from ..datatypes import address_of, as_array
 from ..errors import ArgumentError
 from ..ops import Op, as_op
 from ..transport.base import Transport
-from ..transport.tags import make_tag_base
-from .agreement import Agreed
 from .arguments import checked_int, checked_ints, checked_timeout
 from .cache import SHARED, BoundedCache
 from .engine import CallInfo, Execution, Plan, Progress
 from .envelope import ENVELOPE
-from .prepared import BoundEntry
+from .prepared import BoundEntry, PreparedCall
 from .request import Phases, Request
-
-
-def _empty(dtype: np.dtype) -> np.ndarray:
-    """A shared zero-length array of ``dtype``."""
-    arr = SHARED.get(("empty", dtype))
-    if arr is None:
-        arr = SHARED.put(("empty", dtype), np.empty(0, dtype))
-    return arr  # type: ignore[no-any-return]
 
 
 def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
@@ -47,15 +37,6 @@ def _own_rows(out: np.ndarray, row_counts: Sequence[int], rank: int) -> np.ndarr
     """The rows of ``out`` (a gather's output, rows in rank order) that are ``rank``'s."""
     start = sum(row_counts[:rank])
     return out.reshape(sum(row_counts), -1)[start:start + row_counts[rank]]
-
-
-def _settings_generation() -> int:
-    return _cfg.generation
-
-
-def _bind_of(alg: Algorithm) -> Bind | None:
-    """How to bind ``alg``'s blocking runner (None: a schedule, or a native without one)."""
-    return None if alg.native is None else alg.native.bind
 
 
 def _plan_for(alg: Algorithm, params: dict[str, Any], rank: int, spec: CallSpec) -> Plan:
@@ -74,7 +55,7 @@ class _Contexts:
         self.next = 1
 
 
-_SLOW: Any = object()  # typed Any: it stands in for a template or a result
+_SLOW: Any = object()  # a fast path declines the call (typed Any: it stands in for a result)
 
 
 def _rows(arr: np.ndarray) -> int:
@@ -116,18 +97,16 @@ class CommBase:
         self.timeout = checked_timeout("Comm", timeout, self.rank)
         self.name = name
         self.last_algorithm: str | None = None
-        #: what this communicator's calls worked out once per signature, keyed by kind:
-        #: ("prepared", spec, algorithm, params, counts signature, settings generation) ->
-        #: (algorithm, plan, call info, resolved params); ("template", collective, dtype,
-        #: shape, op, root, algorithm) and ("envelope", collective, root, algorithm) -> the
-        #: `_Template` of a blocking call or of a bcast's or scatter's envelope (None: none
-        #: fits); ("data", spec, algorithm) -> (runner, algorithm name) of a data phase
+        #: signature -> its `PreparedCall`: (spec, algorithm, params, counts signature) for a
+        #: phase of any call; (collective, dtype, shape, op, root, algorithm) for a blocking
+        #: call's arguments (None: they do not fit `FastPaths._fast`); (collective,
+        #: "envelope", root, algorithm) for a blocking bcast's or scatter's envelope
         self._cache = BoundedCache()
-        #: collective -> ``(op, root, call, algorithm name, template)``: the compiled whole
-        #: call bound to the signature this rank last ran through `_fast`, `_fast_bcast` or
-        #: `_fast_scatter` (see `_bind_call`, `_bind_bcast`; bcast and scatter have no op)
+        #: collective -> ``(op, root, call, algorithm name, prepared)``: the compiled whole
+        #: call bound to the signature this rank last ran through `_fast` or `_fast_rooted`
+        #: (see `_bind_call`, `_bind_bcast`; bcast and scatter have no op)
         self._bound_calls: dict[str, BoundEntry] = {}
-        #: the settings generation the templates were made under (they are dropped when it
+        #: the settings generation the prepared calls were made under (dropped when it
         #: changes, so it need not be part of their keys)
         self._generation = _cfg.generation
         caps = transport.capabilities()
@@ -177,49 +156,37 @@ class CommBase:
         in_place: bool = False,
         agree: bool = False,
     ) -> Execution:
-        """Start the chosen algorithm on ``send`` / ``recv``; ``in_place``: they are one array
-        (``x`` is ``out``), copied first unless the algorithm says it needs no copy;
-        ``agree``: the first rooted phase of a call, which starts once the members have
-        agreed on the call (`agreement`) unless the algorithm checks that itself."""
-        key = ("prepared", spec, algorithm, tuple(sorted(params.items())) if params else (),
-               counts_signature, _settings_generation())
-        prepared = self._cache.get(key)
-        if prepared is None:
-            prepared = self._cache.put(key, self._prepare(spec, algorithm, params,
-                                                          counts_signature))
-        alg, plan, info, resolved = prepared
-        self.last_algorithm = alg.name
-        timeout = self._timeout(timeout, spec.collective)
-        if in_place and not alg.in_place and send is not None:
-            send = send.copy()
-        # a native algorithm starts at once: its protocol orders the calls by when they start
-        if agree and not alg.agrees_on_root and alg.native is None and self.size > 1:
-            return Agreed(self, info, seq, phase, timeout,  # type: ignore[return-value]
-                               lambda: self._begin(prepared, spec, send, recv, seq, phase,
-                                                   timeout))
-        return self._begin(prepared, spec, send, recv, seq, phase, timeout)
+        """Start phase ``phase`` of call ``seq`` on ``send`` / ``recv`` from the prepared call
+        of its signature (`PreparedCall.start`: ``in_place`` and ``agree`` are its)."""
+        return self._prepared(spec, algorithm, params, counts_signature).start(
+            self, send, recv, seq, phase, self._timeout(timeout, spec.collective), in_place,
+            agree)
 
-    def _begin(self, prepared: tuple[Algorithm, Plan | None, CallInfo, dict], spec: CallSpec,
-               send: np.ndarray | None, recv: np.ndarray | None, seq: int, phase: int,
-               timeout: float | None) -> Execution:
-        """Start the prepared algorithm of ``spec`` on ``send`` / ``recv``."""
-        alg, plan, info, resolved = prepared
-        if alg.native is not None:
-            return alg.native.start(  # type: ignore[return-value]
-                self._native_call(spec, resolved), send, recv, seq, phase, timeout)
-        assert plan is not None
-        sched = plan.schedule
-        dt = spec.dtype
-        send_area = send.reshape(-1) if send is not None else _empty(dt)
-        recv_area = recv.reshape(-1) if recv is not None else _empty(dt)
-        if send_area.size < sched.send_count or recv_area.size < sched.recv_count:
-            raise ArgumentError(spec.collective, "buffer", (send_area.size, recv_area.size),
-                                f"too small for the schedule ({sched.send_count}, "
-                                f"{sched.recv_count})", self.rank)
-        tmp = np.empty(sched.tmp_count, dt) if sched.tmp_count else _empty(dt)
-        return Execution(plan, (send_area, recv_area, tmp), self.transport,
-                         make_tag_base(self.context, seq, phase), info, spec.op, timeout,
-                         self._group)
+    def _prepared(self, spec: CallSpec, algorithm: str | None, params: dict[str, Any],
+                  counts_signature: object = None) -> PreparedCall:
+        """The prepared call of a signature, prepared on first use (`_prepare`)."""
+        if self._generation != _cfg.generation:
+            self._new_generation()
+        key = (spec, algorithm, tuple(sorted(params.items())) if params else (),
+               counts_signature)
+        call = self._cache.get(key)
+        if call is None:
+            call = self._cache.put(key, self._prepare(spec, algorithm, params,
+                                                      counts_signature))
+        return call  # type: ignore[no-any-return]
+
+    def _known(self, spec: CallSpec, algorithm: str | None,
+               counts_signature: object = None) -> PreparedCall | None:
+        """The prepared call of a signature without parameters, if a call prepared it."""
+        if self._generation != _cfg.generation:
+            self._new_generation()
+        return self._cache.get((spec, algorithm, (), counts_signature))  # type: ignore[no-any-return]
+
+    def _new_generation(self) -> None:
+        """The settings changed: drop what was prepared under the old ones."""
+        self._cache.clear()
+        self._bound_calls.clear()
+        self._generation = _cfg.generation
 
     def _native_call(self, spec: CallSpec, params: dict[str, Any]) -> NativeCall:
         """What a native algorithm may know of a call of ``spec`` on this communicator."""
@@ -227,8 +194,8 @@ class CommBase:
                           params, self._progress)
 
     def _prepare(self, spec: CallSpec, algorithm: str | None, params: dict[str, Any],
-                 counts_signature: object) -> tuple[Algorithm, Plan | None, CallInfo, dict]:
-        """Choose the algorithm and compile its plan for a call signature (cached)."""
+                 counts_signature: object) -> PreparedCall:
+        """Choose the algorithm and compile its plan for a call signature."""
         choice = self._choose(spec, algorithm, params)
         alg = choice.algorithm
         resolved = dict(choice.params)
@@ -237,7 +204,7 @@ class CommBase:
             spec.count, spec.counts)
         fprint = fp.fingerprint(spec.collective, alg.name, spec.root, spec.dtype, signature)
         info = CallInfo(spec.collective, alg.name, self.rank, fprint, fp.describe)
-        return alg, plan, info, resolved
+        return PreparedCall(spec, counts_signature, alg, plan, info, resolved)
 
     def _timeout(self, timeout: float | None, call: str) -> float | None:
         """A call's timeout: its own (checked), else the communicator's, else the settings'."""

@@ -73,7 +73,7 @@ def _dtype_of(token: bytes) -> np.dtype:
 
 # -- broadcast envelopes and specs, cached by call signature (see `Comm._bcast`) --------------
 _ENVELOPE_DTYPE = np.dtype(np.uint8)
-#: the received headers a template keeps views of (`FastPaths._received`)
+#: the received headers an envelope's `PreparedCall` keeps views of (`FastPaths._received`)
 VIEWS_LIMIT = 256
 
 

@@ -14,7 +14,7 @@ from ..algorithms.spec import CallSpec, make_spec, prefix
 from ..datatypes import dtype_from_token, dtype_token
 from ..errors import ArgumentError
 from .agreement import Agreed
-from .commbase import CommBase, _own_rows, _row_size, _rows, _same_bytes, _settings_generation
+from .commbase import CommBase, _own_rows, _row_size, _rows, _same_bytes
 from .engine import Execution
 from .envelope import (
     _DATA_AT,
@@ -118,10 +118,9 @@ class PhaseGenerators(CommBase):
                               params, timeout, counts_signature="envelope", agree=True)
         # no data leaves before the members have agreed on the call (`agreement`)
         if early_spec is not None and not isinstance(first, Agreed):
-            prepared = self._cache.get(("prepared", early_spec, algorithm,
-                                        tuple(sorted(params.items())) if params else (), None,
-                                        _settings_generation()))
-            if prepared is not None and prepared[0].native is None:
+            prepared = self._cache.get((early_spec, algorithm,
+                                        tuple(sorted(params.items())) if params else (), None))
+            if prepared is not None and prepared.algorithm.native is None:
                 early = self._execute(early_spec, data, result, seq, 1, algorithm, params,
                                       timeout)
         data_algorithm = self.last_algorithm
