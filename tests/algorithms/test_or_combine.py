@@ -6,11 +6,9 @@ import numpy as np
 import pytest
 
 from collops.algorithms import get_algorithm, make_spec
-from collops.schedule import OP_BOR_BYTES, run_reference, validate
+from collops.schedule import OP_BOR_BYTES, OP_ZERO, run_reference, validate
 from collops.schedule.table import StepKind
 from tests.support.definedness import undefined_reads
-
-NOT_POWERS_OF_TWO = [3, 5, 6, 7, 11, 13]
 
 
 def or_combine(collective: str = "gather"):
@@ -32,21 +30,23 @@ def awkward_values(dtype: np.dtype, n: int, seed: int) -> np.ndarray:
     return values.astype(dtype)
 
 
-@pytest.mark.parametrize("p", NOT_POWERS_OF_TWO)
-def test_overlapping_windows_are_ored_bytewise(p):
-    schedules = or_combine().build_all(make_spec("gather", p, np.float64, count=2, root=p // 2))
-    reduces = [(r, i) for r, s in enumerate(schedules)
-               for i in np.nonzero(s.kind == StepKind.REDUCE)[0]]
-    assert reduces, "a size that is not a power of two must combine overlapping windows"
-    for r, i in reduces:
-        assert schedules[r].op[i] == OP_BOR_BYTES
-        assert schedules[r].count[i] > 0
-
-
-@pytest.mark.parametrize("p", [1, 2, 4, 8, 16])
-def test_power_of_two_windows_never_overlap(p):
-    schedules = or_combine().build_all(make_spec("gather", p, np.float64, count=3))
-    assert not any((s.kind == StepKind.REDUCE).any() for s in schedules)
+@pytest.mark.parametrize("p", [2, 3, 5, 8, 11])
+def test_every_contribution_is_the_zero_padded_whole_result_ored_up_a_tree(p):
+    root = p // 2
+    spec = make_spec("gather", p, np.float64, count=3, root=root)
+    schedules = or_combine().build_all(spec)
+    whole = 3 * p
+    for r, s in enumerate(schedules):
+        kinds = s.kind.tolist()
+        zeros = [i for i in range(len(s)) if kinds[i] == StepKind.REDUCE and s.op[i] == OP_ZERO]
+        assert len(zeros) == 1 and s.count[zeros[0]] == whole  # the p·m-element contribution
+        ors = [i for i in range(len(s)) if kinds[i] == StepKind.REDUCE and s.op[i] == OP_BOR_BYTES]
+        received = [i for i in range(len(s)) if kinds[i] == StepKind.RECV]
+        assert len(ors) == len(received) and all(s.count[i] == whole for i in ors + received)
+        sends = [i for i in range(len(s)) if kinds[i] == StepKind.SEND]
+        assert len(sends) == (0 if r == root else 1)  # one reduction: each rank sends once
+        assert all(s.count[i] == whole for i in sends)
+    assert sum(len(np.nonzero(s.kind == StepKind.SEND)[0]) for s in schedules) == p - 1
 
 
 @pytest.mark.parametrize("collective", ["gather", "gatherv"])
@@ -54,7 +54,8 @@ def test_registry_record_wants_in_network_reduction(collective):
     algorithm = or_combine(collective)
     assert "in_network_reduction" in algorithm.resources
     assert not algorithm.needs, "it must run on every transport"
-    assert "in-network" in algorithm.description
+    assert "combining network" in algorithm.description
+    assert "every transport and topology" in algorithm.description
     assert algorithm.estimate(make_spec(collective, 5, counts=[1] * 5)) > 0
 
 

@@ -231,8 +231,6 @@ def test_one_heat_map_per_variant(tmp_path: Path) -> None:
     (["--topology", "ring:4", "--algorithm", "linear", "-n", "9"], "usable compute nodes"),
     (["--topology", "ring:4", "--algorithm", "linear", "--placement", "/no/such"], "placement"),
     (["--topology", "/no/such.json", "--algorithm", "linear"], "does not exist"),
-    (["--topology", "torus:2x2x2", "--collective", "gather", "--algorithm", "or_combine"],
-     "in-network"),
     (["--topology", "ring:4", "--algorithm", "linear", "--plot", "x.png", "--plot-kind",
       "heatmap"], "grid"),
 ])

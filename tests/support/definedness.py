@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from collops.schedule import Schedule, StepKind
+from collops.schedule import OP_ZERO, Schedule, StepKind
 
 
 def undefined_reads(schedules: Sequence[Schedule]) -> tuple[list[str], list[np.ndarray]]:
@@ -69,6 +69,10 @@ def undefined_reads(schedules: Sequence[Schedule]) -> tuple[list[str], list[np.n
                 kind = s.kind[step]
                 if kind == StepKind.RECV:
                     pending[r].append(step)
+                    continue
+                if kind == StepKind.REDUCE and s.op[step] == OP_ZERO:  # defines, reads nothing
+                    region(r, s.dst_buf[step], s.dst_off[step], n)[...] = True
+                    finish(r, step)
                     continue
                 src = region(r, s.src_buf[step], s.src_off[step], n)
                 check(r, step, "reads", src)

@@ -5,24 +5,16 @@ blocks flowing up to the root (the scatters' are the same patterns flowing down)
 binomial tree each rank with children assembles its subtree's blocks in TMP (its own first,
 then each child's run, in virtual-rank order) and sends them up as one message.
 
-``or_combine`` is seed 002's gather through a combining network. The root's result has one
-position per rank; for each position every rank contributes its block if the position is its
-own and zeros otherwise, and the network ORs the contributions bitwise — a gather built from a
-reduction alone, exact for any dtype because OR with zero leaves every bit as it was.
-
-A schedule has no step that writes zeros, and scratch memory is not zeroed, so the schedule
-never materialises the zeros: a rank's partial result is a *window* of positions that hold
-real data (the positions outside it are the implicit zeros). Combining a window into one that
-does not overlap it is just receiving it next to the other; where two windows overlap, both
-hold the same bytes, and OR-ing equal bytes is exact (x | x = x). The windows come from the
-dissemination pattern: in round k rank v receives the window of rank v + 2**k, which is
-2**k positions long. When p is not a power of two the last window wraps past position p−1
-onto positions already held, and the overlap is ORed in with an ``OP_BOR_BYTES`` reduce
-rather than trimmed away — exactly what a combining network would do with whole
-contributions. Only the rounds that feed the root are kept (`dissemination_needed`), so on a
-power-of-two size it is a binomial-tree gather and on others a binomial tree plus the wrapped
-overlaps. It *wants* in-network reduction (its ORs map onto a combining tree's ALUs) but runs
-correctly on any transport.
+``or_combine`` is seed 002's gather through a combining network, as the patent describes
+it: every rank lays out the whole result — p positions, one per rank, in rank order — as
+zeros, places its own block at its position, and one bitwise-OR reduction of these
+zero-padded contributions assembles the result at the root: exact for any dtype, because
+OR with zero leaves every bit as it was (the ORs work on the raw bytes). On a combining
+network the switches do the ORs (the simulator's `collops.sim.innetwork`); elsewhere the
+reduction is a binomial tree of p·m-byte messages, each rank ORing its children's buffers into
+its own before it sends it up — p times the bytes of a binomial gather, the price of needing
+no knowledge of the layout in the network. The root then copies each position to its
+displacement (a gatherv's gaps stay as they were).
 """
 
 from __future__ import annotations
@@ -30,16 +22,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..schedule import OP_BOR_BYTES, RECV, SEND, TMP, Schedule, ScheduleBuilder
+from ..schedule import OP_BOR_BYTES, RECV, SEND, TMP, Schedule
 from .patterns import (
     absolute,
-    bruck_offsets,
     ceil_log2,
-    dissemination_needed,
     relative,
 )
 from .registry import CostModel, register
-from .rooted import VirtualLayout, register_rooted
+from .rooted import register_rooted
 from .spec import CallSpec, builder_for, prefix
 
 register_rooted(
@@ -53,63 +43,49 @@ def _or_combine_cost(spec: CallSpec, m: CostModel) -> float:
     p = spec.size
     if p == 1:
         return 0.0
-    block = spec.message_bytes()
+    whole = sum(spec.counts) * spec.itemsize  # the zero-padded contribution: every position
     rounds = ceil_log2(p)
-    moved = ((1 << rounds) - 1) * block
-    overlap = ((1 << rounds) - p) * block
-    return rounds * m.alpha + moved * m.beta + overlap * m.gamma
+    return rounds * (m.alpha + whole * (m.beta + m.gamma)) + whole * m.gamma
 
 
 @register(
     ("gather", "gatherv"), "or_combine",
-    "Seed 002: gather as a bitwise-OR reduction of zero-padded contributions; wants "
-    "in-network reduction (a combining tree's ALU) but runs correctly everywhere",
+    "Seed 002: gather as one bitwise-OR reduction of zero-padded p·m-byte contributions; "
+    "combined in the switches of a combining network, by a binomial OR-reduction elsewhere "
+    "(correct on every transport and topology)",
     cost=_or_combine_cost,
     resources=("in_network_reduction",),
 )
 def gather_or_combine(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
-    """OR-combine windows of positions along the dissemination rounds that feed the root."""
+    """Zero the whole result, place the own block, OR-reduce up a binomial tree to the root."""
     p, root = spec.size, spec.root
+    counts = spec.counts
+    at = prefix(tuple(counts))
+    total = sum(counts)
     v = relative(rank, root, p)
-    layout = VirtualLayout(spec)
-    # this rank's window, position i = virtual rank v+i; periodic so wrapped positions index past p
-    window_counts = [layout.counts[(v + i) % p] for i in range(p)]
-    starts = prefix(tuple(window_counts * 2)) + (2 * sum(window_counts),)
-    total = starts[p]
-    offsets = bruck_offsets(p)
-    needed = dissemination_needed(p)
-    receives = [v in needed[k] for k in range(len(offsets))]
-    sends = [(v - d) % p in needed[k] for k, d in enumerate(offsets)]
-    tmp = max((starts[2 * d] for k, d in enumerate(offsets) if receives[k]), default=0)
-    b = builder_for(rank, spec, tmp=tmp)
-    own = window_counts[0]
-    if own and any(receives):
-        b.copy(TMP(0, own), SEND(0, own))
-    for k, d in enumerate(offsets):
-        if sends[k] and starts[d]:  # my window: positions 0 … d−1
-            if k == 0:
-                b.send(absolute((v - d) % p, root, p), SEND(0, own))
-            else:
-                b.send(absolute((v - d) % p, root, p), TMP(0, starts[d]), b.all_steps())
-        if receives[k] and starts[2 * d] - starts[d]:  # their window: my positions d … 2d−1
-            got = b.recv(absolute((v + d) % p, root, p), TMP(starts[d], starts[2 * d] - starts[d]))
-            wrapped = max(0, starts[2 * d] - total)  # positions ≥ p are positions 0, 1, … again
-            if wrapped:
-                b.reduce(TMP(0, wrapped), TMP(total, wrapped), [*b.all_steps(), got],
-                         op=OP_BOR_BYTES)
-    if v == 0:
-        _unpack_window(b, layout, starts, has_window=any(receives))
+    children = []  # v + 2^k below v's lowest set bit (every k for the root)
+    for k in range(ceil_log2(p)):
+        if v >> k & 1:
+            break
+        if v + (1 << k) < p:
+            children.append(v + (1 << k))
+    b = builder_for(rank, spec, tmp=total * (1 + len(children)))
+    whole = TMP(0, total)
+    mine = counts[rank]
+    if total == 0:
+        return b.build()
+    done = [b.zero(whole)]
+    if mine:
+        done = [b.copy(whole.sub(at[rank], mine), SEND(0, mine), done)]
+    for i, child in enumerate(children):  # OR each child's contribution into mine
+        theirs = TMP(total * (i + 1), total)
+        got = b.recv(absolute(child, root, p), theirs)
+        done = [b.reduce(whole, theirs, [*done, got], op=OP_BOR_BYTES)]
+    if v:
+        lowest = v & -v  # my parent clears my lowest set bit
+        b.send(absolute(v - lowest, root, p), whole, done)
+        return b.build()
+    for r in range(p):
+        if counts[r]:
+            b.copy(RECV(spec.displs[r], counts[r]), whole.sub(at[r], counts[r]), done)
     return b.build()
-
-
-def _unpack_window(
-    b: ScheduleBuilder, layout: VirtualLayout, starts: tuple[int, ...], has_window: bool
-) -> None:
-    """The root copies each position of its window to its displacement in RECV."""
-    done = b.all_steps()
-    for u in range(layout.size):
-        count = layout.counts[u]
-        if not count:
-            continue
-        source = TMP(starts[u], count) if has_window else SEND(0, count)
-        b.copy(RECV(layout.displs[u], count), source, done)

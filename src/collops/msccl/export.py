@@ -7,7 +7,8 @@ out and their dependencies passed on to their dependents. A few attributes MSCCL
 and ignores travel along so a file comes back exactly: ``root`` on ``algo`` (the root the
 program was built for), ``ordered="1"`` on ``algo`` (written with ``--ordered``: its reductions
 combine in rank order, so it is right for non-commutative operators) and ``reverse``/``redop``
-on a ``re`` step (collops' operand order and its byte-wise OR for `gather.or_combine`)."""
+on a ``re`` step (collops' operand order, and the byte-wise OR and zero-fill of
+`gather.or_combine`)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from ..algorithms.spec import CallSpec, make_spec
 from ..errors import ArgumentError
 from ..ops import SUM, Op
 from ..schedule import Buffer, Schedule, StepKind
-from ..schedule.table import FLAG_REVERSE, OP_BOR_BYTES
+from ..schedule.table import FLAG_REVERSE, OP_BOR_BYTES, OP_ZERO
 
 BUFFER_LETTER = {int(Buffer.SEND): "i", int(Buffer.RECV): "o", int(Buffer.TMP): "s"}
 #: collops collectives MSCCL's runtime knows under another name
@@ -183,6 +184,8 @@ def _step_attrs(s: Schedule, i: int, n: int, partner: dict) -> dict[str, str]:
             attrs["reverse"] = "1"
         if int(s.op[i]) == OP_BOR_BYTES:
             attrs["redop"] = "bor_bytes"
+        elif int(s.op[i]) == OP_ZERO:
+            attrs["redop"] = "zero"
     return attrs
 
 

@@ -34,9 +34,11 @@ from ..algorithms.registry import (
 from ..algorithms.spec import COLLECTIVES, CallSpec
 from ..errors import ArgumentError, PluginError
 from ..schedule import RECV, SEND, TMP, Region, Schedule, ScheduleBuilder
-from ..schedule.table import OP_BOR_BYTES, OP_CALL
+from ..schedule.table import OP_BOR_BYTES, OP_CALL, OP_ZERO
 
 REDUCING = ("reduce", "allreduce", "reduce_scatter", "reduce_scatter_block", "scan", "exscan")
+#: the reductions collops writes as ``redop=`` on a ``re`` step (MSCCL's runtime sums)
+REDOPS = {"bor_bytes": OP_BOR_BYTES, "zero": OP_ZERO}
 #: MSCCL's collective names that collops spells differently
 COLLECTIVE_OF = {"reduce_scatter": "reduce_scatter_block"}
 SENDS = {"s", "rcs", "rrs", "rrcs"}
@@ -361,7 +363,7 @@ def _step(b: ScheduleBuilder, blk: Block, st: Step, after: list[int], region: An
         return [b.copy(dst, src, after)], []
     if t == "re":
         return [b.reduce(dst, src, after, reverse=st.reverse,
-                         op=OP_BOR_BYTES if st.redop == "bor_bytes" else OP_CALL)], []
+                         op=REDOPS.get(st.redop, OP_CALL))], []
     if t == "rcs":
         got = b.recv(blk.recv, dst, after)
         return [got], [(b.send(blk.send, dst, [got]), dst)]

@@ -4,6 +4,7 @@ from .reference import run_reference
 from .table import (
     OP_BOR_BYTES,
     OP_CALL,
+    OP_ZERO,
     RECV,
     SEND,
     TMP,
@@ -16,6 +17,6 @@ from .table import (
 from .validate import validate
 
 __all__ = [
-    "OP_BOR_BYTES", "OP_CALL", "RECV", "SEND", "TMP", "Buffer", "Region", "Schedule",
+    "OP_BOR_BYTES", "OP_CALL", "OP_ZERO", "RECV", "SEND", "TMP", "Buffer", "Region", "Schedule",
     "ScheduleBuilder", "StepKind", "run_reference", "validate",
 ]

@@ -46,6 +46,9 @@ class Buffer(IntEnum):
 OP_CALL = 0
 #: ``op`` column: bitwise OR of the raw bytes, whatever the dtype (seed 002's gather)
 OP_BOR_BYTES = 1
+#: ``op`` column: set the destination's bytes to zero (a reduce whose source is its
+#: destination; seed 002's zero-padded contributions)
+OP_ZERO = 2
 
 #: ``flags`` bit: a reduce computes ``dst = src ∘ dst`` (src holds lower ranks) instead of
 #: ``dst = dst ∘ src``
@@ -267,6 +270,10 @@ class ScheduleBuilder:
         return self._add(
             (StepKind.REDUCE, -1, src[0], src[1], dst[0], dst[1], src[2], op, flags), after
         )
+
+    def zero(self, dst: Region, after: Iterable[int] = ()) -> int:
+        """Set ``dst``'s bytes to zero; returns the step id."""
+        return self.reduce(dst, dst, after, op=OP_ZERO)
 
     def tmp(self, count: int) -> Region:
         """Reserve ``count`` more elements of scratch and return their region."""

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..algorithms import CallSpec, get_algorithm, make_spec
 from ..algorithms.spec import REDUCING
-from ..errors import AlgorithmIneligible, ArgumentError
+from ..errors import ArgumentError
 from ..ops import SUM
 from .congestion import CongestionOutcome, RoundStats, congestion_model
 from .fastpath import fast_generator
@@ -212,14 +212,12 @@ def simulate_schedules(schedules: Sequence[Any], topology: Any, *, itemsize: int
 
 
 def _use_in_network(collective: str, alg: Any, topo: Any, in_network: bool | None) -> bool:
-    """Whether the switches combine this call: for an algorithm whose metadata asks for it,
-    or when ``in_network`` is True (a reduce or allreduce); never by default otherwise."""
+    """Whether the switches combine this call: for an algorithm whose metadata asks for it
+    where the topology can combine (its schedule runs elsewhere), or when ``in_network`` is
+    True (a reduce or allreduce); never by default otherwise."""
     capable = bool(getattr(topo, "in_network_reduction", False))
-    if _needs_in_network(alg):
-        if not capable:
-            raise AlgorithmIneligible(collective, "algorithm", alg.name,
-                                      f"needs in-network reduction, which {topo.spec} lacks")
-        return True
+    if _needs_in_network(alg) and in_network is not False:
+        return capable  # elsewhere its own schedule runs (seed 002's binomial OR-reduction)
     if not in_network:
         return False
     if collective not in SWEEPING:
