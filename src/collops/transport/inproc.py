@@ -3,16 +3,28 @@
 Each rank owns a mailbox guarded by a condition variable: a send either fills a receive
 already posted there or parks a copy of its bytes as an unexpected message; a receive takes a
 parked message or registers itself. Sends complete at once (eager), so progress is implicit.
-When a rank's thread fails, the fabric marks it dead and wakes everyone: pending operations
-then raise `PeerFailed`.
+
+Threads behave like the processes of the `shm` transport. When a rank's function ends, the
+fabric records it and wakes everyone. A rank that *raised* ends the job: every rank with a
+receive pending raises `PeerFailed` naming it and its exception from `progress`. A rank that
+*returned* fails only the operations that still need it: a receive from it that nothing can
+fill any more, or a send to it that nothing will receive, completes with `PeerFailed` as its
+error ("it exited while an operation with it was pending", as on `shm`), so the call waiting
+for it raises and others do not (a receive kept posted in case a message comes, as the
+endpoints' header receives are, just completes with that error). `Fabric.stop` (a `spawn`
+that ran out of time) makes every pending and later operation raise `CollectiveTimeout`.
+Waiting ranks sleep on their condition variable; they use no CPU.
 """
 
 from __future__ import annotations
 
 import threading
 
-from ..errors import PeerFailed
+from ..errors import CollectiveTimeout, PeerFailed
 from .base import Capabilities, Handle, Transport
+
+#: why a peer that returned fails an operation that needs it (the `shm` transport's words)
+RETURNED = "it exited while an operation with it was pending"
 
 
 class _Mailbox:
@@ -26,24 +38,54 @@ class _Mailbox:
 
 
 class Fabric:
-    """The shared state of one in-process job: a mailbox per rank and the failure list."""
+    """The shared state of one in-process job: a mailbox per rank, the ranks whose function
+    has ended, and whether the job was stopped."""
 
     def __init__(self, size: int) -> None:
         self.size = size
         self.mailboxes = [_Mailbox() for _ in range(size)]
-        self.failed: dict[int, str] = {}
+        #: rank -> None if its function returned, else why it failed ("raised ValueError: …");
+        #: replaced, never changed in place, so readers need no lock
+        self.ended: dict[int, str | None] = {}
+        self._lock = threading.Lock()
+        #: why the job was stopped (`stop`), or None while it runs
+        self.stopped: str | None = None
+
+    def mark_returned(self, rank: int) -> None:
+        """Record that ``rank``'s function returned and wake every waiting rank."""
+        with self._lock:
+            if rank not in self.ended:
+                self.ended = {**self.ended, rank: None}
+        self._wake_all()
 
     def mark_failed(self, rank: int, why: str) -> None:
-        """Record that ``rank`` died and wake every waiting rank."""
-        self.failed.setdefault(rank, why)
-        for box in self.mailboxes:
-            with box.cond:
-                box.events += 1
-                box.cond.notify_all()
+        """Record that ``rank`` failed (``why``: what it raised) and wake every waiting rank."""
+        with self._lock:
+            if self.ended.get(rank) is None:
+                self.ended = {**self.ended, rank: why}
+        self._wake_all()
+
+    def stop(self, why: str) -> None:
+        """Make every pending and later operation of every rank raise `CollectiveTimeout`
+        with ``why``, and wake every waiting rank."""
+        self.stopped = why
+        self._wake_all()
+
+    def awaited_by(self, rank: int) -> list[int]:
+        """The ranks from which ``rank`` has a receive pending."""
+        box = self.mailboxes[rank]
+        with box.cond:
+            return sorted({peer for peer, _ in box.posted})
 
     def endpoint(self, rank: int) -> InprocTransport:
         """The transport object rank ``rank`` uses."""
         return InprocTransport(self, rank)
+
+    def _wake_all(self) -> None:
+        for box in self.mailboxes:
+            with box.cond:
+                box.events += 1
+                box.cond.notify_all()
 
 
 class InprocTransport(Transport):
@@ -57,33 +99,41 @@ class InprocTransport(Transport):
         self._seen = 0
 
     def isend(self, peer: int, tag: int, data: memoryview, fingerprint: int = 0) -> Handle:
-        """Deliver at once: into a posted receive, or parked as unexpected."""
+        """Deliver at once: into a posted receive, or parked as unexpected; a send to a rank
+        that has ended and posted no receive for it completes with `PeerFailed` as its error."""
+        self._raise_if_stopped()
         h = Handle(peer, tag, data.nbytes)
         box = self.fabric.mailboxes[peer]
         key = (self.rank, tag)
         with box.cond:
             posted = box.posted.pop(key, None)
-            if posted is None:
-                box.unexpected[key] = (bytes(data), fingerprint)
-            else:
+            if posted is not None:
                 rh, out = posted
                 _fill(rh, out, data, fingerprint)
+            elif peer in self.fabric.ended and peer != self.rank:
+                h.error = self._peer_failed(peer)
+            else:
+                box.unexpected[key] = (bytes(data), fingerprint)
             box.events += 1
             box.cond.notify_all()
         h.done = True
         return h
 
     def irecv(self, peer: int, tag: int, out: memoryview) -> Handle:
-        """Take a parked message or register the receive."""
+        """Take a parked message or register the receive (failed at once if ``peer`` ended)."""
+        self._raise_if_stopped()
         h = Handle(peer, tag)
         box = self._box
         key = (peer, tag)
         with box.cond:
             parked = box.unexpected.pop(key, None)
-            if parked is None:
-                box.posted[key] = (h, out)
-            else:
+            if parked is not None:
                 _fill(h, out, memoryview(parked[0]), parked[1])
+            elif peer in self.fabric.ended and peer != self.rank:
+                h.error = self._peer_failed(peer)
+                h.done = True
+            else:
+                box.posted[key] = (h, out)
         return h
 
     def unexpected_for_call(self, value: int, shift: int) -> tuple[int, int] | None:
@@ -95,28 +145,49 @@ class InprocTransport(Transport):
         return None
 
     def progress(self) -> None:
-        """Nothing to advance (delivery is synchronous); raise if a rank has failed."""
-        if self.fabric.failed:
-            self._raise_failed()
-
-    def _raise_failed(self) -> None:
-        rank, why = next(iter(self.fabric.failed.items()))
-        if rank != self.rank:
-            raise PeerFailed(rank, why)
+        """Nothing to advance (delivery is synchronous); raise if the job was stopped or a
+        pending receive can no longer complete."""
+        self._raise_if_stopped()
+        if self.fabric.ended:
+            self._raise_if_peer_ended()
 
     def wait_for_activity(self, timeout: float | None) -> None:
-        """Sleep until a message arrives for this rank (or ``timeout``)."""
+        """Sleep until a message arrives for this rank, a rank ends (or ``timeout``)."""
         box = self._box
         with box.cond:
             if box.events == self._seen:
                 box.cond.wait(timeout)
             self._seen = box.events
-        if self.fabric.failed:
-            self._raise_failed()
+        self.progress()
 
     def capabilities(self) -> Capabilities:
         """Threads of one process: one node, single-copy."""
         return Capabilities("inproc", (0,) * self.size, single_copy=True)
+
+    def _raise_if_stopped(self) -> None:
+        if self.fabric.stopped is not None:
+            raise CollectiveTimeout(f"rank {self.rank}: {self.fabric.stopped}")
+
+    def _raise_if_peer_ended(self) -> None:
+        """With a receive pending: `PeerFailed` if some rank failed; receives from a rank that
+        returned complete with it as their error (a message it sent would have filled them)."""
+        ended = self.fabric.ended
+        box = self._box
+        with box.cond:
+            if not box.posted:
+                return
+            failed = [r for r, why in ended.items() if why is not None and r != self.rank]
+            if not failed:
+                for key in [k for k in box.posted if k[0] in ended]:
+                    h, _ = box.posted.pop(key)
+                    h.error = self._peer_failed(key[0])
+                    h.done = True
+                return
+        raise self._peer_failed(failed[0])
+
+    def _peer_failed(self, peer: int) -> PeerFailed:
+        why = self.fabric.ended.get(peer)
+        return PeerFailed(peer, RETURNED if why is None else f"{why}; the job cannot continue")
 
 
 def _fill(h: Handle, out: memoryview, data: memoryview, fingerprint: int) -> None:
