@@ -11,8 +11,11 @@ receive pending raises `PeerFailed` naming it and its exception from `progress`.
 fill any more, or a send to it that nothing will receive, completes with `PeerFailed` as its
 error ("it exited while an operation with it was pending", as on `shm`), so the call waiting
 for it raises and others do not (a receive kept posted in case a message comes, as the
-endpoints' header receives are, just completes with that error). `Fabric.stop` (a `spawn`
-that ran out of time) makes every pending and later operation raise `CollectiveTimeout`.
+endpoints' header receives are, just completes with that error). A rank whose call failed
+so (`give_up`) will not send the rest of that call either: the receives of that call from
+it complete with the same `PeerFailed`, so a peer that needed only it does not wait forever.
+`Fabric.stop` (a `spawn` that ran out of time) makes every pending and later operation raise
+`CollectiveTimeout`.
 Waiting ranks sleep on their condition variable; they use no CPU.
 """
 
@@ -22,9 +25,12 @@ import threading
 
 from ..errors import CollectiveTimeout, PeerFailed
 from .base import Capabilities, Handle, Transport
+from .tags import PHASE_BITS, SEQ_BITS
 
 #: why a peer that returned fails an operation that needs it (the `shm` transport's words)
 RETURNED = "it exited while an operation with it was pending"
+#: ``tag >> CALL_SHIFT`` is a message's call: its communicator context and call number
+CALL_SHIFT = SEQ_BITS + PHASE_BITS
 
 
 class _Mailbox:
@@ -50,6 +56,9 @@ class Fabric:
         self._lock = threading.Lock()
         #: why the job was stopped (`stop`), or None while it runs
         self.stopped: str | None = None
+        #: (rank, call) -> (the failed rank, why): calls a rank gave up after a PeerFailed;
+        #: replaced like ``ended``
+        self.given_up: dict[tuple[int, int], tuple[int, str]] = {}
 
     def mark_returned(self, rank: int) -> None:
         """Record that ``rank``'s function returned and wake every waiting rank."""
@@ -63,6 +72,12 @@ class Fabric:
         with self._lock:
             if self.ended.get(rank) is None:
                 self.ended = {**self.ended, rank: why}
+        self._wake_all()
+
+    def give_up(self, rank: int, call: int, failed: int, why: str) -> None:
+        """Record that ``rank`` abandoned ``call`` because rank ``failed`` ended (``why``)."""
+        with self._lock:
+            self.given_up = {**self.given_up, (rank, call): (failed, why)}
         self._wake_all()
 
     def stop(self, why: str) -> None:
@@ -129,8 +144,8 @@ class InprocTransport(Transport):
             parked = box.unexpected.pop(key, None)
             if parked is not None:
                 _fill(h, out, memoryview(parked[0]), parked[1])
-            elif peer in self.fabric.ended and peer != self.rank:
-                h.error = self._peer_failed(peer)
+            elif (error := self._lost(peer, tag)) is not None:
+                h.error = error
                 h.done = True
             else:
                 box.posted[key] = (h, out)
@@ -143,6 +158,13 @@ class InprocTransport(Transport):
                 if tag >> shift == value:
                     return peer, fingerprint
         return None
+
+    def give_up(self, tag_base: int, error: BaseException) -> None:
+        """After a `PeerFailed`, fail the receives of this call from this rank at its peers."""
+        if isinstance(error, PeerFailed) and error.failed_rank != self.rank:
+            why = str(error).removeprefix(f"peer rank {error.failed_rank} failed: ")
+            self.fabric.give_up(self.rank, tag_base >> CALL_SHIFT, error.failed_rank,
+                                f"{why} (rank {self.rank} gave this call up)")
 
     def progress(self) -> None:
         """Nothing to advance (delivery is synchronous); raise if the job was stopped or a
@@ -178,12 +200,22 @@ class InprocTransport(Transport):
                 return
             failed = [r for r, why in ended.items() if why is not None and r != self.rank]
             if not failed:
-                for key in [k for k in box.posted if k[0] in ended]:
-                    h, _ = box.posted.pop(key)
-                    h.error = self._peer_failed(key[0])
-                    h.done = True
+                for (peer, tag), (h, _) in list(box.posted.items()):
+                    if (error := self._lost(peer, tag)) is not None:
+                        del box.posted[(peer, tag)]
+                        h.error = error
+                        h.done = True
                 return
         raise self._peer_failed(failed[0])
+
+    def _lost(self, peer: int, tag: int) -> PeerFailed | None:
+        """The error of a receive from ``peer`` that nothing will fill (None if it may be)."""
+        if peer == self.rank:
+            return None
+        if peer in self.fabric.ended:
+            return self._peer_failed(peer)
+        given_up = self.fabric.given_up.get((peer, tag >> CALL_SHIFT))
+        return None if given_up is None else PeerFailed(*given_up)
 
     def _peer_failed(self, peer: int) -> PeerFailed:
         why = self.fabric.ended.get(peer)
