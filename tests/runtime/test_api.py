@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -417,10 +418,16 @@ def test_mismatched_collectives_are_reported():
 
 
 def test_timeout_names_the_collective_and_silent_ranks():
+    done = threading.Event()  # rank 1 stays alive but silent (returning would be PeerFailed)
+
     def body(comm):
         if comm.rank == 1:
+            done.wait(30)
             return "idle"
-        comm.allreduce(np.ones(2), timeout=0.3, algorithm="recursive_doubling")
+        try:
+            comm.allreduce(np.ones(2), timeout=0.3, algorithm="recursive_doubling")
+        finally:
+            done.set()
     with pytest.raises(RankFailed) as info:
         run(body, 2)
     text = str(info.value)

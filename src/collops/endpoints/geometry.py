@@ -38,7 +38,7 @@ from ..algorithms.patterns import is_power_of_two
 from ..algorithms.registry import get_algorithm
 from ..algorithms.spec import REDUCING, CallSpec, make_spec
 from ..datatypes import dtype_from_token, dtype_token
-from ..errors import ArgumentError
+from ..errors import ArgumentError, PeerFailed
 from ..ops import as_op
 from ..runtime.comm import Comm, Request
 from ..runtime.engine import Execution
@@ -86,6 +86,8 @@ class _RootAM:
     request: Request
     waiting_for: int
     errors: list[str] = field(default_factory=list)
+    #: the peers whose status arrived
+    reported: set[int] = field(default_factory=set)
     finished_phase: bool = False
     value: Any = None
 
@@ -117,6 +119,8 @@ class Member:
         self.sent_headers = [0] * n
         self.received_headers = [0] * n
         self.posted: dict[int, tuple[Handle, np.ndarray]] = {}
+        #: peers whose task ended, so no header comes from them any more: peer -> PeerFailed
+        self.gone: dict[int, PeerFailed] = {}
         self.am_started = 0
         self.as_root: dict[int, _RootAM] = {}
         self.as_peer: list[_PeerAM] = []
@@ -148,6 +152,10 @@ class Member:
             self.headers.progress()
         for peer, (handle, buf) in list(self.posted.items()):
             if not handle.done:
+                continue
+            if isinstance(handle.error, PeerFailed):
+                del self.posted[peer]  # an AM still waiting for its status fails (poll_root)
+                self.gone[peer] = handle.error
                 continue
             if handle.error is not None:
                 raise handle.error
@@ -207,6 +215,11 @@ class Member:
     def poll_root(self, xfer: Xfer) -> bool:
         """Advance a started AM; True once the root's part is done and every peer reported."""
         state = self.as_root[xfer.args["_am_seq"]]
+        lost = [p for p in self.gone if p not in state.reported]
+        if state.waiting_for and lost:
+            del self.as_root[xfer.args["_am_seq"]]
+            _abandon(state.request, self.am_comm)
+            raise self.gone[lost[0]]
         if state.errors:
             seq = xfer.args["_am_seq"]
             del self.as_root[seq]
@@ -230,6 +243,7 @@ class Member:
         if state is None:
             return  # the transfer already failed
         state.waiting_for -= 1
+        state.reported.add(peer)
         if record.get("error"):
             state.errors.append(f"dispatch callback on endpoint {peer} "
                                 f"({self.geometry.endpoints[peer]!r}) raised {record['error']}")

@@ -32,14 +32,15 @@ _NOTHING = memoryview(bytearray())
 class Agreed:
     """A call's execution started only once its members have agreed on the call."""
 
-    __slots__ = ("comm", "info", "phase_tag", "sends", "receives", "start", "main", "left",
-                 "deadline", "timeout")
+    __slots__ = ("comm", "info", "tag_base", "phase_tag", "sends", "receives", "start", "main",
+                 "left", "deadline", "timeout")
 
     def __init__(self, comm: Any, info: CallInfo, seq: int, phase: int, timeout: float | None,
                  start: Callable[[], Any]) -> None:
         self.comm = comm
         self.info = info
         base = make_tag_base(comm.context, seq, phase)
+        self.tag_base = base
         #: ``tag >> SEQ_BITS`` of the messages of the phase agreed on
         self.phase_tag = base >> SEQ_BITS
         transport, group, me = comm.transport, comm._group, comm.rank

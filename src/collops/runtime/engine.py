@@ -127,7 +127,11 @@ class Execution:
         self.started = time.monotonic()
         self.deadline = None if timeout is None else self.started + timeout
         self.peer_map = peer_map
-        self._run(plan.roots)
+        try:
+            self._run(plan.roots)
+        except CollopsError as exc:
+            transport.give_up(tag_base, exc)
+            raise
 
     def _run(self, steps: list[int]) -> None:
         """Start ``steps`` and whatever they release: every ready send and receive is posted
@@ -277,11 +281,15 @@ class Progress:
         """Forget ``ex``'s owner (its request advanced it itself)."""
         self.owners.pop(id(ex), None)
 
-    def drop(self, ex: Any) -> None:
-        """Forget ``ex`` entirely: it failed, and must not be polled (or fail) again."""
+    def drop(self, ex: Any, error: BaseException | None = None) -> None:
+        """Forget ``ex`` entirely: it failed (with ``error``), and must not be polled (or fail)
+        again; the transport hears that this rank gave its call up."""
         if ex in self.active:
             self.active.remove(ex)
         self.owners.pop(id(ex), None)
+        tag_base = getattr(ex, "tag_base", None)
+        if error is not None and tag_base is not None:
+            self.transport.give_up(tag_base, error)
 
     def _poll_other(self, ex: Any) -> None:
         """Poll an execution nobody is waiting on here: its completion advances its owner, and
@@ -290,7 +298,7 @@ class Progress:
             done = ex.poll()
         except CollopsError as exc:
             owner = self.owners.get(id(ex))
-            self.drop(ex)
+            self.drop(ex, exc)
             if owner is None or owner[2] is None:
                 raise
             owner[2](exc)
@@ -338,6 +346,6 @@ class Progress:
                     if ex.deadline is not None:
                         timeout = max(0.0, min(timeout, ex.deadline - time.monotonic()))
                     self.transport.wait_for_activity(timeout)
-        except CollopsError:
-            self.drop(ex)
+        except CollopsError as exc:
+            self.drop(ex, exc)
             raise

@@ -55,8 +55,8 @@ class Request:
             if self._current is not None:
                 try:
                     done = self._current.poll()
-                except BaseException:
-                    progress.drop(self._current)  # failed: never polled again
+                except BaseException as exc:
+                    progress.drop(self._current, exc)  # failed: never polled again
                     self._current = None
                     self._done = True
                     raise

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import atexit
 import os
-import threading
-import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..errors import ArgumentError, PeerFailed, RankFailed
+from ..errors import ArgumentError
 from ..transport.base import Transport
 from ..transport.inproc import Fabric
 from ..transport.placement import check_policy
 from .comm import Comm
+from .threads import ThreadJob
 
 _world: Comm | None = None
 
@@ -102,7 +101,7 @@ def spawn(fn: Callable[..., Any], nprocs: int, *args: Any, transport: str = "inp
         raise ArgumentError("spawn", "nprocs", nprocs, "must be a positive integer")
     check_policy(bind_to, "spawn")
     if transport == "inproc":
-        return _spawn_threads(fn, nprocs, args, timeout)
+        return ThreadJob(fn, nprocs, args).run(timeout)
     if transport == "shm":
         from .launcher import launch_function
 
@@ -111,33 +110,3 @@ def spawn(fn: Callable[..., Any], nprocs: int, *args: Any, transport: str = "inp
 
         return launch_function(worker, nprocs, timeout=timeout, bind_to=bind_to)
     raise ArgumentError("spawn", "transport", transport, "one of inproc, shm")
-
-
-def _spawn_threads(fn: Callable[..., Any], nprocs: int, args: tuple[Any, ...],
-                   timeout: float | None) -> list[Any]:
-    fabric = Fabric(nprocs)
-    results: list[Any] = [None] * nprocs
-    failures: dict[int, tuple[BaseException, str]] = {}
-
-    def run(rank: int) -> None:
-        try:
-            results[rank] = fn(Comm(fabric.endpoint(rank)), *args)
-        except BaseException as exc:  # noqa: BLE001 - reported to the caller below
-            failures[rank] = (exc, traceback.format_exc())
-            fabric.mark_failed(rank, f"{type(exc).__name__}: {exc}")
-
-    threads = [threading.Thread(target=run, args=(r,), name=f"collops-rank-{r}", daemon=True)
-               for r in range(nprocs)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout)
-        if t.is_alive():
-            fabric.mark_failed(-1, "spawn timeout")
-            raise RankFailed(threads.index(t), f"did not finish within {timeout} s", "Timeout")
-    if failures:
-        primary = [r for r, (e, _) in failures.items() if not isinstance(e, PeerFailed)]
-        rank = min(primary) if primary else min(failures)
-        exc, text = failures[rank]
-        raise RankFailed(rank, text, type(exc).__name__) from exc
-    return results

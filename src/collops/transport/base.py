@@ -90,6 +90,11 @@ class Transport(ABC):
         value`` and a fingerprint, if the transport can tell (None: none, or it cannot)."""
         return None
 
+    def give_up(self, tag_base: int, error: BaseException) -> None:  # noqa: B027 - optional
+        """This rank abandoned the call whose phase has ``tag_base`` after ``error``: a
+        transport that can may fail its peers' receives of that call from this rank, which
+        would otherwise wait for messages it will never send (a no-op by default)."""
+
     def comm_resources(self, context: int, group: tuple[int, ...]) -> frozenset[str]:
         """The resources a communicator ``(context, group)`` has on this transport."""
         return self.capabilities().resources
