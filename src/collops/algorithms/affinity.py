@@ -23,8 +23,12 @@ the leader of each domain it belongs to.
 
 Builders stay pure: the machine and the mapping arrive as string parameters, so the same
 schedule can be built for a virtual machine on a 2-core laptop, the simulator or real runs.
-The default machine (``machine=""``) is a stand-in that exercises every level at any size:
-2 threads per core, 4 cores per module, as many modules as needed.
+On a communicator whose ranks are bound to CPUs (``collops run --bind-to core``, or where
+the launcher binds them), the runtime supplies ``machine`` and ``mapping`` from the real
+machine (`collops.topology.machine.detect_machine`: packages, cores, threads from sysfs) and
+each rank's CPU, as the endpoints do from their tasks' CPUs. Elsewhere the default machine
+(``machine=""``) is a stand-in that exercises every level at any size: 2 threads per core, 4
+cores per module, as many modules as needed.
 """
 
 from __future__ import annotations
@@ -236,9 +240,12 @@ def _ordered_tree(spec: CallSpec, params: Mapping[str, Any]) -> AffinityTree:
 #: what the algorithm is built for: every rank on the one machine its parameters describe
 RESOURCES = ("one_node",)
 PARAMS = (
-    Param("machine", "", "machine shape such as 2x4x2 (modules x cores x threads); "
-          "'' = modules of 4 cores x 2 threads"),
-    Param("mapping", "", "rank → hardware thread: fill, spread, or a list '0,2,1,…'"),
+    Param("machine", "", "machine shape such as 2x4x2 (modules x cores x threads); on a "
+          "communicator whose ranks are bound to CPUs, the real machine; else '' = modules of "
+          "4 cores x 2 threads", supplied="binding.machine"),
+    Param("mapping", "", "rank → hardware thread: fill, spread, or a list '0,2,1,…'; on a "
+          "communicator whose ranks are bound to CPUs, their CPUs' threads",
+          supplied="binding.mapping"),
     Param("arity", 2, "children per node in each domain's tree", minimum=1),
 )
 

@@ -60,6 +60,9 @@ class Param:
     default: Any
     description: str
     minimum: int | None = None
+    #: a fact the runtime supplies when the caller gives no value (e.g. ``binding.machine``:
+    #: the machine and CPUs the ranks are bound to); the default applies where it cannot
+    supplied: str | None = None
 
     def coerce(self, value: Any, algorithm: str, rank: int | None = None) -> Any:
         """Check and convert a given value, or raise naming the parameter."""

@@ -60,11 +60,13 @@ class Comm(FastPaths):
     def explain(self, collective: str, x: Any = None, **kwargs: Any) -> str:
         """The selection table for a call of ``collective`` on ``x`` (see `selection.explain`);
         ``op``, ``root``, ``counts``, ``sendcounts`` and ``recvcounts`` (rows, as in the call)
-        are those of the call."""
+        are those of the call; ``algorithm`` explains that one. The last line gives the chosen
+        algorithm's parameters, marking those supplied from the ranks' binding."""
         arr = np.zeros(1) if x is None else as_array(x, collective, "x", self.rank)
         count = arr.size
         per_row = _row_size(arr) if arr.ndim else 1
         op = kwargs.pop("op", None)
+        algorithm = kwargs.pop("algorithm", None)
         reducing = collective in ("reduce", "allreduce", "reduce_scatter",
                                   "reduce_scatter_block", "scan", "exscan")
         given = {name: [c * per_row for c in self._counts(collective, name, kwargs.pop(name))]
@@ -78,11 +80,19 @@ class Comm(FastPaths):
                          op=self._op(collective, op, arr.dtype) if reducing or op is not None
                          else None)
 
-        return selection.explain(
+        text = selection.explain(
             spec, self._resources, protocols=self.transport.protocol_settings(),
-            comm_override=self._overrides.get(collective),
+            requested=algorithm, comm_override=self._overrides.get(collective),
             env_override=_cfg.settings.algorithms.get(collective),
             tuning_file=_cfg.settings.tuning_file)
+        choice = self._choose(spec, algorithm, {})
+        if not choice.params:
+            return text
+        supplied = {p.name for p in choice.algorithm.params
+                    if p.supplied and p.supplied in self.supplied_facts()}
+        shown = ", ".join(f"{k}={v!r}" + (" (the ranks' binding)" if k in supplied else "")
+                          for k, v in choice.params.items())
+        return f"{text}\nparameters of {choice.algorithm.name}: {shown}"
 
     def prepared_calls(self) -> list[tuple[str, str]]:
         """``(kind, collective)`` of each `PreparedCall` this communicator holds (at most

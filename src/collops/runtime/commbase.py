@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,9 @@ from ..algorithms.spec import CallSpec
 from ..datatypes import address_of, as_array
 from ..errors import ArgumentError
 from ..ops import Op, as_op
+from ..topology.machine import detect_machine
 from ..transport.base import Transport
+from ..transport.placement import binding_of_job
 from .arguments import checked_int, checked_ints, checked_timeout
 from .cache import SHARED, BoundedCache
 from .engine import CallInfo, Execution, Plan, Progress
@@ -58,6 +61,18 @@ class _Contexts:
 _SLOW: Any = object()  # a fast path declines the call (typed Any: it stands in for a result)
 
 
+def binding_facts(cpus: Sequence[int | None]) -> dict[str, str]:
+    """``binding.machine``/``binding.mapping`` for ranks bound to ``cpus`` (empty when one is
+    not bound, or its CPU is not one the machine's description knows)."""
+    if not cpus or any(c is None for c in cpus):
+        return {}
+    machine, thread_of = detect_machine()
+    if any(c not in thread_of for c in cpus):
+        return {}
+    return {"binding.machine": "x".join(map(str, machine.shape)),
+            "binding.mapping": ",".join(str(thread_of[int(c)]) for c in cpus if c is not None)}
+
+
 def _rows(arr: np.ndarray) -> int:
     return arr.shape[0] if arr.ndim else 1
 
@@ -82,6 +97,9 @@ class CommBase:
     ) -> None:
         self.transport = transport
         self._group = list(range(transport.size)) if group is None else list(group)
+        #: every world rank's CPU as the launcher bound it (None: not bound, or not known)
+        self._job_binding = binding_of_job(transport.size)
+        self._facts: dict[str, str] | None = None
         self.size = len(self._group)
         self.rank = self._group.index(transport.rank)
         self.context = context
@@ -132,7 +150,8 @@ class CommBase:
         return seq
 
     def _choose(self, spec: CallSpec, algorithm: str | None, params: dict[str, Any]) -> Any:
-
+        """The algorithm for ``spec`` and its parameters: the caller's, the communicator's,
+        then what the runtime supplies (`supplied_facts`), then the defaults."""
         coll = spec.collective
         merged = {**self._params.get(coll, {}), **params} if not algorithm else params
         choice = selection.select(
@@ -140,7 +159,22 @@ class CommBase:
             env_override=_cfg.settings.algorithms.get(coll),
             tuning_file=_cfg.settings.tuning_file,
             resources=self._resources, params=merged, rank=self.rank)
+        wanted = {p.name: p.supplied for p in choice.algorithm.params
+                  if p.supplied and p.name not in merged}
+        facts = self.supplied_facts() if wanted else {}
+        supplied = {name: facts[fact] for name, fact in wanted.items() if fact in facts}
+        if supplied:
+            choice = replace(choice, params={**choice.params, **supplied})
         return choice
+
+    def supplied_facts(self) -> dict[str, str]:
+        """What the runtime knows of this communicator's ranks and supplies to algorithms that
+        ask (`Param.supplied`): ``binding.machine`` and ``binding.mapping`` — the real
+        machine's shape and each rank's hardware thread — when every rank is bound to a CPU
+        (empty otherwise)."""
+        if self._facts is None:
+            self._facts = binding_facts([self._job_binding[w] for w in self._group])
+        return dict(self._facts)
 
     def _execute(
         self,
