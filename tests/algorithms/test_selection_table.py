@@ -224,7 +224,7 @@ def user_table(tmp_path):
     ('[allreduce]\nalgorithm = "ring"\nalgorithm = "ring"\n', "line 3"),
     ('[[allreduce.rule]]\nalgorithm = "ring"\nmax_byte = 4\n',
      "[[allreduce.rule]] #1: unknown key 'max_byte'"),
-    ('[[allreduce.rule]]\nalgorithm = "ring"\n[[allreduce.rule]]\nalgorithm = "nope"\n',
+    ('[[allreduce.rule]]\nalgorithm = "ring"\n[[allreduce.rule]]\nexclude = ["nope"]\n',
      "[[allreduce.rule]] #2: allreduce has no algorithm 'nope'"),
     ('[[bcast.rule]]\nalgorithm = "linear"\nmin_ranks = -1\n',
      "[[bcast.rule]] #1: min_ranks must be a non-negative integer"),

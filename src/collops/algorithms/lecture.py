@@ -171,7 +171,7 @@ def _relay_alltoall(rank: int, spec: CallSpec, dims: Sequence[int]) -> Schedule:
         return b.build()
     h = _Holdings(b, m)
     for dst in range(p):
-        h.at[(rank, dst)] = (SEND(dst * m, m), [])
+        h.at[(rank, dst)] = (SEND(spec.sdispls[dst], m), [])
     done: set[int] = set()
     for k in reversed(range(len(dims))):
         length = dims[k]
@@ -198,7 +198,7 @@ def _relay_alltoall(rank: int, spec: CallSpec, dims: Sequence[int]) -> Schedule:
             if s < length - 1:  # keep the first item (ours), pass the rest on
                 b.send(right, area.sub(per_item * m, (len(blocks) - per_item) * m), [step])
         done.add(k)
-    h.unpack([(src, rank) for src in range(p)], lambda bl: RECV(bl[0] * m, m))
+    h.unpack([(src, rank) for src in range(p)], lambda bl: RECV(spec.rdispls[bl[0]], m))
     return b.build()
 
 
@@ -244,7 +244,7 @@ def alltoall_hypercube_exchange(rank: int, spec: CallSpec,
         return b.build()
     h = _Holdings(b, m)
     for dst in range(p):
-        h.at[(rank, dst)] = (SEND(dst * m, m), [])
+        h.at[(rank, dst)] = (SEND(spec.sdispls[dst], m), [])
     bits = (2,) * (p.bit_length() - 1)  # the hypercube as a 2×2×…×2 torus
     done: set[int] = set()
     for k in reversed(range(len(bits))):  # the last coordinate is bit 0
@@ -257,7 +257,7 @@ def alltoall_hypercube_exchange(rank: int, spec: CallSpec,
         h.receive(partner, sorted(bl for bl in _held(partner, bits, done)
                                   if (bl[1] >> bit) & 1 == mine))
         done.add(k)
-    h.unpack([(src, rank) for src in range(p)], lambda bl: RECV(bl[0] * m, m))
+    h.unpack([(src, rank) for src in range(p)], lambda bl: RECV(spec.rdispls[bl[0]], m))
     return b.build()
 
 
