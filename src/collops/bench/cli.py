@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
 import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
@@ -28,6 +26,7 @@ from .measure import (
     row_sizes,
     summarise,
 )
+from .peers import launcher, parse_peers
 
 if TYPE_CHECKING:
     from ..runtime import Comm
@@ -58,8 +57,10 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sizes", default="8,1K,64K,1M", help="bytes per rank, e.g. 8,1K,64K,1M,16M")
     p.add_argument("--algorithm", default=None, help="force one algorithm (default: automatic)")
     p.add_argument("--iterations", type=int, default=0, help="timed iterations per size")
-    p.add_argument("--compare", choices=["mpi"], default=None,
-                   help="also measure MPI (mpi4py) in the same invocation")
+    p.add_argument("--compare", default=None, metavar="mpi|mpich|openmpi[,…]",
+                   help="also measure these MPI libraries through mpi4py in the same "
+                        "invocation: mpi (= mpich, this environment's), openmpi (a managed "
+                        "environment, created on first use)")
     p.add_argument("--json", default=None, help="write the records to this file")
     p.add_argument("--bind-to", choices=BIND_POLICIES, default="auto",
                    help="pin collops's ranks to CPUs as collops run --bind-to does (MPI's "
@@ -69,26 +70,16 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
                    "shm); mpi needs mpiexec, and under mpiexec only mpi is possible")
 
 
-def _mpiexec() -> str | None:
-    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    return here if os.path.exists(here) else shutil.which("mpiexec")
-
-
 def measure_mpi(nprocs: int, collectives: list[str], sizes: list[int],
-                iterations: int) -> list[dict[str, Any]]:
-    """Run the MPI side under mpiexec; the per-rank mean latencies per row."""
-    mpiexec = _mpiexec()
-    if mpiexec is None:
-        raise RuntimeError("--compare mpi needs mpiexec: pip install 'collops[mpi]'")
-    cmd = [mpiexec, "-n", str(nprocs), sys.executable, "-m", "collops.bench.mpi_worker",
-           "--collectives", ",".join(collectives), "--sizes", ",".join(map(str, sizes)),
-           "--iterations", str(iterations)]
-    env = dict(os.environ)
-    for name in ("COLLOPS_JOB", "COLLOPS_RANK", "COLLOPS_SIZE", "COLLOPS_TRANSPORT"):
-        env.pop(name, None)
+                iterations: int, peer: str = "mpi") -> list[dict[str, Any]]:
+    """Run the MPI side under the peer's mpiexec; the per-rank mean latencies per row."""
+    prefix, env = launcher(peer, nprocs)
+    cmd = [*prefix, "-m", "collops.bench.mpi_worker", "--collectives", ",".join(collectives),
+           "--sizes", ",".join(map(str, sizes)), "--iterations", str(iterations)]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
     if out.returncode != 0:
-        raise RuntimeError(f"mpiexec failed ({out.returncode}): {out.stderr.strip()[-2000:]}")
+        raise RuntimeError(f"{peer}: mpiexec failed ({out.returncode}): "
+                           f"{out.stderr.strip()[-2000:]}")
     rows: list[dict[str, Any]] = json.loads(out.stdout.strip().splitlines()[-1])
     return rows
 
@@ -96,17 +87,18 @@ def measure_mpi(nprocs: int, collectives: list[str], sizes: list[int],
 def run_bench(nprocs: int, collectives: list[str], sizes: list[int], algorithm: str | None,
               iterations: int, compare: str | None, transport: str = "shm",
               bind_to: str = "auto") -> list[Record]:
-    """Measure collops (and MPI when ``compare == "mpi"``); one record per row."""
+    """Measure collops (and each MPI library ``compare`` names); one record per row."""
     from ..runtime import spawn
 
     rows = spawn(measure_collops, nprocs, collectives, sizes, algorithm, iterations or None,
                  transport=transport, timeout=3600, bind_to=bind_to)[0]
-    mpi_rows: dict[tuple[str, int], list[float]] = {}
-    if compare == "mpi":
-        for r in measure_mpi(nprocs, collectives, sizes, iterations):
-            mpi_rows[(r["collective"], r["size"])] = r["means"]
-    return [summarise(row, nprocs, mpi_rows.get((row["collective"], row["size"])), transport)
-            for row in rows]
+    peer_rows: dict[str, dict[tuple[str, int], list[float]]] = {}
+    for peer in parse_peers(compare):
+        peer_rows[peer] = {(r["collective"], r["size"]): r["means"]
+                           for r in measure_mpi(nprocs, collectives, sizes, iterations, peer)}
+    key = lambda row: (row["collective"], row["size"])  # noqa: E731
+    return [summarise(row, nprocs, peer_rows.get("mpi", {}).get(key(row)), transport,
+                      peer_rows.get("openmpi", {}).get(key(row))) for row in rows]
 
 
 def mpi_world() -> Comm | None:
@@ -178,18 +170,25 @@ def algorithm_problem(name: str, collectives: list[str], transport: str) -> str 
 
 def format_records(records: list[Record]) -> str:
     """The records as an aligned text table."""
-    head = (f"{'collective':<15}{'algorithm':<20}{'n':>3}{'size':>10}{'avg µs':>10}"
+    head = (f"{'collective':<18}{'algorithm':<20}{'n':>3}{'size':>10}{'avg µs':>10}"
             f"{'min µs':>10}{'max µs':>10}{'algbw GB/s':>12}{'busbw GB/s':>12}")
     compared = any(r.mpi_latency_us is not None for r in records)
+    with_ompi = any(r.openmpi_latency_us is not None for r in records)
     if compared:
         head += f"{'MPI µs':>10}{'ratio':>8}"
+    if with_ompi:
+        head += f"{'OMPI µs':>10}{'ratio':>8}"
     lines = [head]
     for r in records:
-        line = (f"{r.collective:<15}{r.algorithm:<20}{r.nprocs:>3}{r.size:>10}"
+        line = (f"{r.collective:<18}{r.algorithm:<20}{r.nprocs:>3}{r.size:>10}"
                 f"{r.latency_us:>10.2f}{r.min_us:>10.2f}{r.max_us:>10.2f}"
                 f"{r.algbw_GBps:>12.3f}{r.busbw_GBps:>12.3f}")
         if compared and r.mpi_latency_us is not None and r.ratio is not None:
             line += f"{r.mpi_latency_us:>10.2f}{r.ratio:>8.2f}"
+        elif compared:
+            line += " " * 18
+        if with_ompi and r.openmpi_latency_us is not None and r.openmpi_ratio is not None:
+            line += f"{r.openmpi_latency_us:>10.2f}{r.openmpi_ratio:>8.2f}"
         lines.append(line)
     return "\n".join(lines)
 
@@ -212,6 +211,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         sizes = [parse_size(s) for s in args.sizes.split(",") if s]
     except ValueError as exc:
         return fail(str(exc))
+    try:
+        peers = parse_peers(args.compare)
+    except ValueError as exc:
+        return fail(str(exc))
+    if world is not None and any(p != "mpi" for p in peers):
+        return fail("--compare openmpi: under mpiexec only the job's own MPI is measured; run "
+                    "collops bench without mpiexec to compare libraries")
     collectives = [c for c in args.collectives.split(",") if c]
     unknown = [c for c in collectives if c not in COLLECTIVES]
     if unknown:
@@ -230,7 +236,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             print(f"collops bench: -n {args.nprocs} ignored: measuring the {world.size} "
                   "ranks mpiexec started", file=sys.stderr)
         records = run_bench_in_place(world, collectives, sizes, args.algorithm,
-                                     args.iterations, args.compare)
+                                     args.iterations, "mpi" if peers else None)
     elif args.transport == "mpi":
         return fail("--transport mpi: start it with mpiexec, e.g. "
                     "mpiexec -n 2 collops bench ...")

@@ -25,8 +25,15 @@ from typing import Any
 
 import numpy as np
 
-COLLECTIVES = ("barrier", "bcast", "allreduce", "reduce", "allgather", "alltoall", "gather",
-               "scatter", "reduce_scatter", "scan")
+#: array collectives (each row one size), their v-forms with counts given, and the object
+#: forms (one row: a small object, as mpi4py's lowercase methods are mostly called with)
+ARRAYS = ("barrier", "bcast", "allreduce", "reduce", "allgather", "alltoall", "gather",
+          "scatter", "reduce_scatter", "scan", "exscan")
+VECTORS = ("allgatherv", "gatherv", "scatterv", "alltoallv")
+OBJECTS = ("allreduce_object", "reduce_object", "bcast_object", "gather_object",
+           "allgather_object", "scatter_object", "alltoall_object", "scan_object",
+           "exscan_object")
+COLLECTIVES = ARRAYS + VECTORS + OBJECTS
 
 #: the registry's name of a benchmarked collective, where the two differ
 REGISTRY_NAME = {"reduce_scatter": "reduce_scatter_block"}
@@ -47,7 +54,7 @@ def bus_bandwidth_factor(collective: str, n: int) -> float:
 
 def data_size(collective: str, size: int, n: int) -> int:
     """nccl-tests' ``S`` for a call where each rank contributes ``size`` bytes."""
-    return size * n if collective == "allgather" else size
+    return size * n if collective in ("allgather", "allgatherv") else size
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,9 @@ class Record:
     ratio: float | None = None
     #: what collops ran over: "shm", "inproc" or "mpi"
     transport: str | None = None
+    #: Open MPI's latency for the same row (``--compare openmpi``) and collops' time over it
+    openmpi_latency_us: float | None = None
+    openmpi_ratio: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The record as a JSON object (None fields kept as null)."""
@@ -80,7 +90,7 @@ def element_count(collective: str, size: int, n: int) -> int:
     an 8-byte row moves 8 bytes to each peer rather than nothing.
     """
     count = max(size // 8, 0)
-    if collective in ("alltoall", "reduce_scatter", "scatter"):
+    if collective in ("alltoall", "reduce_scatter", "scatter", "scatterv", "alltoallv"):
         count = max(count // n, 1 if size else 0) * n
     return count
 
@@ -89,11 +99,11 @@ def buffers(collective: str, size: int, n: int, rank: int) -> tuple[np.ndarray, 
     """Preallocated (send, receive) float64 buffers for one collective call."""
     count = element_count(collective, size, n)
     send = np.full(count, float(rank + 1))
-    if collective == "allgather":
+    if collective in ("allgather", "allgatherv"):
         recv = np.empty(count * n)
-    elif collective == "gather":
+    elif collective in ("gather", "gatherv"):
         recv = np.empty(count * n if rank == 0 else 0)
-    elif collective in ("scatter", "reduce_scatter"):
+    elif collective in ("scatter", "reduce_scatter", "scatterv"):
         recv = np.empty(count // n if n else 0)
     else:
         recv = np.empty(count)
@@ -124,8 +134,9 @@ def time_row(call: Callable[[], Any], barrier: Callable[[], Any], size: int,
 
 
 def row_sizes(collective: str, sizes: list[int]) -> list[int]:
-    """The sizes measured for ``collective`` (barrier moves no data: one row, size 0)."""
-    return [0] if collective == "barrier" else sizes
+    """The sizes measured for ``collective`` (barrier moves no data and an object form moves
+    one small object: one row, size 0)."""
+    return [0] if collective == "barrier" or collective in OBJECTS else sizes
 
 
 def iterations_for(size: int, requested: int | None) -> int:
@@ -160,7 +171,47 @@ def collops_call(comm: Any, collective: str, send: np.ndarray, recv: np.ndarray,
         return lambda: comm.reduce_scatter_block(send, "sum", out=recv, **kw)
     if c == "scan":
         return lambda: comm.scan(send, "sum", out=recv, **kw)
+    if c == "exscan":
+        return lambda: comm.exscan(send, "sum", out=recv, **kw)
+    if c in VECTORS:
+        return _vector_call(comm, c, send, recv, kw)
+    if c in OBJECTS:
+        return object_call(comm, c)
     raise ValueError(f"no benchmark for {collective!r}")
+
+
+def _vector_call(comm: Any, c: str, send: np.ndarray, recv: np.ndarray,
+                 kw: dict[str, Any]) -> Callable[[], Any]:
+    """A v-collective with its counts given (nothing exchanged first), as MPI's are."""
+    p = comm.size
+    if c == "allgatherv":
+        return lambda: comm.allgatherv(send, [len(send)] * p, out=recv, **kw)
+    if c == "gatherv":
+        return lambda: comm.gatherv(send, 0, [len(send)] * p,
+                                    out=recv if comm.rank == 0 else None, **kw)
+    if c == "scatterv":
+        return lambda: comm.scatterv(send if comm.rank == 0 else None, [len(recv)] * p, 0,
+                                     out=recv, **kw)
+    block = len(send) // p
+    return lambda: comm.alltoallv(send, [block] * p, recvcounts=[block] * p, out=recv, **kw)
+
+
+def object_call(comm: Any, c: str) -> Callable[[], Any]:
+    """A zero-argument closure calling an object collective with a small object (the same
+    objects as `mpi_worker.mpi_object_call` gives mpi4py)."""
+    rank, p = comm.rank, comm.size
+    return {
+        "allreduce_object": lambda: comm.allreduce_object(1),
+        "reduce_object": lambda: comm.reduce_object(1, root=0),
+        "bcast_object": lambda: comm.bcast_object({"a": 1} if rank == 0 else None, 0),
+        "gather_object": lambda: comm.gather_object(rank, 0),
+        "allgather_object": lambda: comm.allgather_object(rank),
+        "scatter_object": lambda: comm.scatter_object(list(range(p)) if rank == 0 else None,
+                                                      0),
+        "alltoall_object": lambda: comm.alltoall_object(list(range(p))),
+        "scan_object": lambda: comm.scan_object(1),
+        "exscan_object": lambda: comm.exscan_object(1),
+    }[c]
 
 
 def measure_collops(comm: Any, collectives: list[str], sizes: list[int],
@@ -183,7 +234,8 @@ def measure_collops(comm: Any, collectives: list[str], sizes: list[int],
 
 
 def summarise(row: dict[str, Any], nprocs: int, mpi_means: list[float] | None,
-              transport: str | None = None) -> Record:
+              transport: str | None = None,
+              openmpi_means: list[float] | None = None) -> Record:
     """A `Record` from per-rank mean latencies (and MPI's, when compared)."""
     means = row["means"]
     avg = float(np.mean(means))
@@ -191,7 +243,10 @@ def summarise(row: dict[str, Any], nprocs: int, mpi_means: list[float] | None,
     algbw = s / avg / 1e9 if avg > 0 and s else 0.0
     busbw = algbw * bus_bandwidth_factor(row["collective"], nprocs)
     mpi = float(np.mean(mpi_means)) if mpi_means else None
+    ompi = float(np.mean(openmpi_means)) if openmpi_means else None
     return Record(row["collective"], row["algorithm"], nprocs, row["size"], avg * 1e6,
                   min(means) * 1e6, max(means) * 1e6, algbw, busbw,
                   None if mpi is None else mpi * 1e6,
-                  None if mpi is None or mpi == 0 else avg / mpi, transport)
+                  None if mpi is None or mpi == 0 else avg / mpi, transport,
+                  None if ompi is None else ompi * 1e6,
+                  None if ompi is None or ompi == 0 else avg / ompi)

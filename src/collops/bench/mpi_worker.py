@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .measure import buffers, row_sizes, time_row
+from .measure import OBJECTS, VECTORS, buffers, row_sizes, time_row
 
 
 def mpi_call(comm: Any, mpi: Any, collective: str, send: np.ndarray,
@@ -43,7 +43,44 @@ def mpi_call(comm: Any, mpi: Any, collective: str, send: np.ndarray,
         return lambda: comm.Reduce_scatter_block(send, recv, mpi.SUM)
     if c == "scan":
         return lambda: comm.Scan(send, recv, mpi.SUM)
+    if c == "exscan":
+        return lambda: comm.Exscan(send, recv, mpi.SUM)
+    if c in VECTORS:
+        return _vector_call(comm, c, send, recv)
+    if c in OBJECTS:
+        return mpi_object_call(comm, c)
     raise ValueError(c)
+
+
+def _vector_call(comm: Any, c: str, send: np.ndarray, recv: np.ndarray) -> Callable[[], Any]:
+    p = comm.size
+    if c == "allgatherv":
+        return lambda: comm.Allgatherv(send, [recv, [len(send)] * p])
+    if c == "gatherv":
+        return lambda: comm.Gatherv(send, [recv, [len(send)] * p] if comm.rank == 0 else None,
+                                    0)
+    if c == "scatterv":
+        return lambda: comm.Scatterv([send, [len(recv)] * p] if comm.rank == 0 else None,
+                                     recv, 0)
+    block = len(send) // p
+    return lambda: comm.Alltoallv([send, [block] * p], [recv, [block] * p])
+
+
+def mpi_object_call(comm: Any, c: str) -> Callable[[], Any]:
+    """mpi4py's lowercase (pickling) method for an object form, with the same small objects
+    as `measure.object_call`."""
+    rank, p = comm.rank, comm.size
+    return {
+        "allreduce_object": lambda: comm.allreduce(1),
+        "reduce_object": lambda: comm.reduce(1, root=0),
+        "bcast_object": lambda: comm.bcast({"a": 1} if rank == 0 else None, 0),
+        "gather_object": lambda: comm.gather(rank, 0),
+        "allgather_object": lambda: comm.allgather(rank),
+        "scatter_object": lambda: comm.scatter(list(range(p)) if rank == 0 else None, 0),
+        "alltoall_object": lambda: comm.alltoall(list(range(p))),
+        "scan_object": lambda: comm.scan(1),
+        "exscan_object": lambda: comm.exscan(1),
+    }[c]
 
 
 def measure_mpi_collectives(comm: Any, mpi: Any, collectives: list[str], sizes: list[int],

@@ -15,7 +15,7 @@ derive from `CollopsError` and name the call, the argument and the rank.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -379,15 +379,26 @@ class Comm(FastPaths):
         from .objects import alltoall_object
         return alltoall_object(self, objs)
 
-    def reduce_object(self, obj: Any, fn: Callable[[Any, Any], Any], root: int = 0) -> Any:
-        """``fn`` folded over the ranks' objects in rank order, on the root; None elsewhere."""
+    def reduce_object(self, obj: Any, op: Any = None, root: int = 0) -> Any:
+        """``op`` (default ``operator.add``; a collops operator, its name or any callable)
+        folded over the ranks' objects in rank order, on ``root``; None elsewhere."""
         from .objects import reduce_object
-        return reduce_object(self, obj, fn, root)
+        return reduce_object(self, obj, op, root)
 
-    def allreduce_object(self, obj: Any, fn: Callable[[Any, Any], Any]) -> Any:
+    def allreduce_object(self, obj: Any, op: Any = None) -> Any:
         """`reduce_object` with the result on every rank."""
         from .objects import allreduce_object
-        return allreduce_object(self, obj, fn)
+        return allreduce_object(self, obj, op)
+
+    def scan_object(self, obj: Any, op: Any = None) -> Any:
+        """``op`` folded over the objects of ranks 0 … this rank (inclusive prefix)."""
+        from .objects import scan_object
+        return scan_object(self, obj, op)
+
+    def exscan_object(self, obj: Any, op: Any = None) -> Any:
+        """``op`` folded over the objects of ranks before this one (None on rank 0)."""
+        from .objects import exscan_object
+        return exscan_object(self, obj, op)
 
 
 __all__ = ["Comm", "Request", "wait_all", "CollopsError"]

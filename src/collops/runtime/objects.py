@@ -1,14 +1,31 @@
 """Collectives on arbitrary picklable Python objects.
 
-Objects are pickled with protocol 5: the pickle stream carries only the object's structure,
-while large buffers (numpy arrays and other PickleBuffer-aware data) travel out of band as
-separate frames, each moved by its own array collective straight from the object's memory.
-So an object holding a large array is not copied into one pickle, and no 2 GiB limit applies.
-Frame lengths are exchanged first; then one collective per frame index.
+Every object is pickled once, with protocol 5, and unpickled once where it arrives.
+
+**Small objects take one round.** A pickle of at most `SLOT` − `HEAD` bytes with no
+out-of-band buffer travels in a fixed-size slot — its length in the slot's header, the bytes
+after it — through the ordinary array collective of `SLOT` bytes per rank (allgather, bcast,
+scatter, alltoall), which takes the transports' fast paths: mpi4py's lowercase methods' one
+round, with no sizes exchanged first. Where ranks must agree whether anyone's object was too
+big and the collective does not tell them all (gather, reduce and the scans take the
+allgather; alltoall adds a one-word allreduce), the slot's header says so, and only then do
+the ranks take the general path below.
+
+**Large objects** go as frames: the pickle stream carries only the object's structure, while
+large buffers (numpy arrays and other PickleBuffer-aware data) travel out of band, each moved by
+its own array collective straight from the object's memory, so an object holding a large array
+is not copied into one pickle, and no 2 GiB limit applies. Frame lengths are exchanged first;
+then one collective per frame index.
+
+Reductions (`reduce_object`, `allreduce_object`, `scan_object`, `exscan_object`) fold the
+objects in rank order with ``op``: ``operator.add`` by default as in mpi4py, a collops
+operator or its name (``"max"``: Python's ``max``…, as mpi4py maps ``MPI.MAX``), or any
+callable.
 """
 
 from __future__ import annotations
 
+import operator
 import pickle
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -17,6 +34,75 @@ import numpy as np
 
 from ..algorithms.spec import make_spec
 from ..errors import ArgumentError
+from ..ops import Op
+
+#: bytes per rank of the one-round path, and of its header (payload length, or `TOO_BIG`)
+SLOT = 512
+HEAD = 8
+TOO_BIG = -1
+
+
+def _slot(frames: Sequence[np.ndarray]) -> np.ndarray:
+    """A slot holding a small single-frame pickle, else one saying it is too big."""
+    slot = np.zeros(SLOT, np.uint8)
+    header = slot[:HEAD].view(np.int64)
+    if len(frames) == 1 and len(frames[0]) <= SLOT - HEAD:
+        header[0] = len(frames[0])
+        slot[HEAD: HEAD + len(frames[0])] = frames[0]
+    else:
+        header[0] = TOO_BIG
+    return slot
+
+
+def _fits(slots: np.ndarray) -> bool:
+    """Whether every slot of ``slots`` (rows) holds its object."""
+    return bool((slots[:, :HEAD].copy().view(np.int64)[:, 0] != TOO_BIG).all())
+
+
+def _unslot(slot: np.ndarray) -> Any:
+    n = int(slot[:HEAD].copy().view(np.int64)[0])
+    return pickle.loads(slot[HEAD: HEAD + n].tobytes())
+
+
+def _python_op(op: Any) -> Callable[[Any, Any], Any]:
+    """``op`` as a function of two Python objects (mpi4py's mapping of MPI's operators)."""
+    if op is None:
+        return operator.add
+    if isinstance(op, str) or isinstance(op, Op):
+        name = (op if isinstance(op, str) else op.name).upper()
+        if name in PYTHON_OPS:
+            return PYTHON_OPS[name]
+        if isinstance(op, Op):
+            return lambda a, b: op.fn(a, b)
+        raise ArgumentError("reduce_object", "op", op, "not a built-in operator name "
+                            f"(one of {', '.join(sorted(PYTHON_OPS))}) nor a callable")
+    if callable(op):
+        return op  # type: ignore[no-any-return]
+    raise ArgumentError("reduce_object", "op", op, "must be a callable or a collops operator")
+
+
+def _loc(better: Callable[[Any, Any], bool]) -> Callable[[Any, Any], Any]:
+    def pick(a: Any, b: Any) -> Any:
+        if better(b[0], a[0]) or (b[0] == a[0] and b[1] < a[1]):
+            return b
+        return a
+    return pick
+
+
+PYTHON_OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "SUM": operator.add, "PROD": operator.mul, "MAX": lambda a, b: b if b > a else a,
+    "MIN": lambda a, b: b if b < a else a, "LAND": lambda a, b: a and b,
+    "LOR": lambda a, b: a or b, "LXOR": lambda a, b: bool(a) != bool(b),
+    "BAND": operator.and_, "BOR": operator.or_, "BXOR": operator.xor,
+    "MAXLOC": _loc(operator.gt), "MINLOC": _loc(operator.lt),
+}
+
+
+def _fold(values: Sequence[Any], fn: Callable[[Any, Any], Any]) -> Any:
+    acc = values[0]
+    for item in values[1:]:
+        acc = fn(acc, item)
+    return acc
 
 if TYPE_CHECKING:
     from .comm import Comm
@@ -47,7 +133,16 @@ def _lengths(frames: Sequence[np.ndarray]) -> np.ndarray:
 
 def bcast_object(comm: Comm, obj: Any, root: int = 0) -> Any:
     """Broadcast a picklable object from ``root``."""
+    comm._check_root("bcast_object", root)
     frames = dumps(obj) if comm.rank == root else []
+    slot = _slot(frames) if comm.rank == root else np.empty(SLOT, np.uint8)
+    comm.bcast(slot, root, out=slot)
+    if _fits(slot[None, :]):
+        return obj if comm.rank == root else _unslot(slot)
+    return _bcast_frames(comm, obj, frames, root)
+
+
+def _bcast_frames(comm: Comm, obj: Any, frames: list[np.ndarray], root: int) -> Any:
     lengths = comm.bcast(_lengths(frames) if comm.rank == root else None, root)
     out: list[np.ndarray] = []
     for k, n in enumerate(lengths.tolist()):
@@ -59,6 +154,13 @@ def bcast_object(comm: Comm, obj: Any, root: int = 0) -> Any:
             comm._run_phase(spec, None, buf, ("object", k))
         out.append(buf)
     return obj if comm.rank == root else loads(out)
+
+
+def _all_slots(comm: Comm, frames: list[np.ndarray]) -> np.ndarray | None:
+    """Every rank's slot (rows, in rank order), or None when some object did not fit."""
+    slots = comm.allgather(_slot(frames), out=np.empty(comm.size * SLOT, np.uint8))
+    rows = slots.reshape(comm.size, SLOT)
+    return rows if _fits(rows) else None
 
 
 def _gather_frames(comm: Comm, obj: Any, root: int | None) -> list[Any] | None:
@@ -98,11 +200,18 @@ def _exchange_lengths(comm: Comm, mine: np.ndarray) -> list[list[int]]:
 def gather_object(comm: Comm, obj: Any, root: int = 0) -> list[Any] | None:
     """Every rank's object, in rank order, on ``root``; None elsewhere."""
     comm._check_root("gather_object", root)
-    return _gather_frames(comm, obj, root)
+    frames = dumps(obj)
+    rows = _all_slots(comm, frames)
+    if rows is None:
+        return _gather_frames(comm, obj, root)
+    return [_unslot(row) for row in rows] if comm.rank == root else None
 
 
 def allgather_object(comm: Comm, obj: Any) -> list[Any]:
     """Every rank's object, in rank order, on every rank."""
+    rows = _all_slots(comm, dumps(obj))
+    if rows is not None:
+        return [_unslot(row) for row in rows]
     result = _gather_frames(comm, obj, None)
     assert result is not None
     return result
@@ -112,11 +221,26 @@ def scatter_object(comm: Comm, objs: Sequence[Any] | None, root: int = 0) -> Any
     """Object ``objs[rank]`` of the root's sequence, on each rank."""
     comm._check_root("scatter_object", root)
     per_rank: list[list[np.ndarray]] = []
+    slots = np.empty(comm.size * SLOT, np.uint8)
     if comm.rank == root:
         if objs is None or len(objs) != comm.size:
             raise ArgumentError("scatter_object", "objs", objs,
                                 f"the root needs a sequence of {comm.size} objects", comm.rank)
         per_rank = [dumps(o) for o in objs]
+        rows = slots.reshape(comm.size, SLOT)
+        for r, frames in enumerate(per_rank):
+            rows[r] = _slot(frames)
+        if not _fits(rows):  # one too big: every rank takes the frames' path
+            rows[:, :HEAD].view(np.int64)[:, 0] = TOO_BIG
+    mine_slot = comm.scatter(slots if comm.rank == root else None, root,
+                             out=np.empty(SLOT, np.uint8))
+    if _fits(mine_slot[None, :]):
+        return _unslot(mine_slot)
+    return _scatter_frames(comm, per_rank, root)
+
+
+def _scatter_frames(comm: Comm, per_rank: list[list[np.ndarray]], root: int) -> Any:
+    if comm.rank == root:
         depth = max(len(f) for f in per_rank)
         table = np.zeros((comm.size, depth), np.int64)
         for r, frames in enumerate(per_rank):
@@ -143,6 +267,15 @@ def alltoall_object(comm: Comm, objs: Sequence[Any]) -> list[Any]:
         raise ArgumentError("alltoall_object", "objs", objs,
                             f"needs one object per rank ({comm.size})", comm.rank)
     per_dest = [dumps(o) for o in objs]
+    rows = np.stack([_slot(frames) for frames in per_dest]).reshape(-1)
+    got = comm.alltoall(rows, out=np.empty(comm.size * SLOT, np.uint8)).reshape(comm.size, SLOT)
+    mine_fit = _fits(rows.reshape(comm.size, SLOT)) and _fits(got)
+    if comm.allreduce(np.array([mine_fit], np.int64), "min")[0]:
+        return [_unslot(row) for row in got]
+    return _alltoall_frames(comm, per_dest)
+
+
+def _alltoall_frames(comm: Comm, per_dest: list[list[np.ndarray]]) -> list[Any]:
     my_depth = max(len(f) for f in per_dest)
     depth = int(comm.allreduce(np.asarray([my_depth], np.int64), "MAX")[0])
     lengths = np.zeros((comm.size, depth), np.int64)
@@ -165,17 +298,35 @@ def alltoall_object(comm: Comm, objs: Sequence[Any]) -> list[Any]:
     return [loads(fr) for fr in received]
 
 
-def reduce_object(comm: Comm, obj: Any, fn: Callable[[Any, Any], Any], root: int = 0) -> Any:
-    """``fn`` folded over the ranks' objects in rank order, on ``root``; None elsewhere."""
+def reduce_object(comm: Comm, obj: Any, op: Any = None, root: int = 0) -> Any:
+    """``op`` (default ``operator.add``) folded over the ranks' objects in rank order, on
+    ``root``; None elsewhere."""
+    fn = _python_op(op)
     gathered = gather_object(comm, obj, root)
-    if gathered is None:
-        return None
-    acc = gathered[0]
-    for item in gathered[1:]:
-        acc = fn(acc, item)
-    return acc
+    return None if gathered is None else _fold(gathered, fn)
 
 
-def allreduce_object(comm: Comm, obj: Any, fn: Callable[[Any, Any], Any]) -> Any:
-    """`reduce_object` with the result broadcast to every rank."""
-    return bcast_object(comm, reduce_object(comm, obj, fn, 0), 0)
+def allreduce_object(comm: Comm, obj: Any, op: Any = None) -> Any:
+    """``op`` folded over the ranks' objects in rank order, on every rank: small objects are
+    gathered everywhere in one round and folded on each rank; large ones folded on rank 0
+    and broadcast."""
+    fn = _python_op(op)
+    frames = dumps(obj)
+    rows = _all_slots(comm, frames)
+    if rows is not None:
+        return _fold([_unslot(row) for row in rows], fn)
+    gathered = _gather_frames(comm, obj, 0)
+    return bcast_object(comm, None if gathered is None else _fold(gathered, fn), 0)
+
+
+def scan_object(comm: Comm, obj: Any, op: Any = None) -> Any:
+    """``op`` folded over the objects of ranks 0 … rank, on each rank."""
+    fn = _python_op(op)
+    return _fold(allgather_object(comm, obj)[: comm.rank + 1], fn)
+
+
+def exscan_object(comm: Comm, obj: Any, op: Any = None) -> Any:
+    """``op`` folded over the objects of ranks 0 … rank − 1 (None on rank 0, as in mpi4py)."""
+    fn = _python_op(op)
+    before = allgather_object(comm, obj)[: comm.rank]
+    return _fold(before, fn) if before else None

@@ -1,0 +1,64 @@
+"""`collops bench` measures what users call: object forms, v-variants with counts given,
+exscan; and compares with several MPI libraries in one invocation."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from collops.bench.measure import OBJECTS, VECTORS
+from collops.bench.peers import launcher, parse_peers
+
+FORMS = [*OBJECTS, *VECTORS, "exscan"]
+
+
+def _bench(*args: str, tmp: Path) -> list[dict]:
+    out = tmp / "bench.json"
+    done = subprocess.run([sys.executable, "-m", "collops", "bench", *args, "--json", str(out)],
+                          capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.timeout(420)
+def test_every_object_and_vector_form_is_measured(tmp_path: Path) -> None:
+    rows = _bench("-n", "3", "--transport", "inproc", "--collectives", ",".join(FORMS),
+                  "--sizes", "8,1K", "--iterations", "5", tmp=tmp_path)
+    by = {(r["collective"], r["size"]) for r in rows}
+    for form in OBJECTS:
+        assert (form, 0) in by  # one row: a small object
+    for form in [*VECTORS, "exscan"]:
+        assert {(form, 8), (form, 1024)} <= by
+    assert all(r["latency_us"] > 0 and r["algorithm"] for r in rows)
+
+
+@pytest.mark.timeout(420)
+def test_objects_compared_with_mpi4py_s_lowercase_methods(tmp_path: Path) -> None:
+    rows = _bench("-n", "2", "--collectives", "allreduce_object,gather_object,allgatherv",
+                  "--sizes", "8", "--iterations", "20", "--compare", "mpich", tmp=tmp_path)
+    assert len(rows) == 3
+    for r in rows:
+        assert r["mpi_latency_us"] > 0 and r["ratio"] > 0
+        assert r["openmpi_latency_us"] is None
+
+
+def test_peers_are_named_once_and_open_mpi_runs_from_its_own_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert parse_peers("mpich,mpi,openmpi") == ["mpi", "openmpi"]
+    with pytest.raises(ValueError, match="'lam'"):
+        parse_peers("lam")
+    home = tmp_path / "ompi"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "mpiexec").write_text("")
+    monkeypatch.setenv("COLLOPS_PEER_OPENMPI", str(home))
+    prefix, env = launcher("openmpi", 4)
+    assert prefix[0] == str(home / "bin" / "mpiexec") and prefix[-1] == str(home / "bin" /
+                                                                              "python")
+    assert "--oversubscribe" in prefix and prefix[prefix.index("-n") + 1] == "4"
+    import collops
+    assert str(Path(collops.__file__).parents[1]) in env["PYTHONPATH"].split(os.pathsep)
