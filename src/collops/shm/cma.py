@@ -41,7 +41,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import config
 from ..algorithms import fingerprint as fp
+from ..algorithms import tuning
 from ..algorithms.native import NativeAlgorithm, NativeCall
 from ..algorithms.registry import Algorithm, CostModel, add_algorithm
 from ..algorithms.spec import CallSpec
@@ -58,8 +60,6 @@ NAME = "shm_cma"
 RESOURCE = "shm_cma"
 SUPPORTED = ("bcast", "scatter", "gather", "allgather", "alltoall", "reduce", "allreduce",
              "reduce_scatter_block")
-#: bytes of the scratch a folding rank reads a peer's data into, a piece at a time
-SCRATCH_BYTES = 1 << 20
 #: descriptor words: send address, receive address
 _SEND, _RECV = range(2)
 
@@ -107,8 +107,15 @@ def _borrowers(spec: CallSpec, rank: int) -> tuple[int, ...]:
     return tuple(m for m in range(spec.size) if m != rank and rank in _awaits(spec, m))
 
 
+def scratch_bytes(spec: CallSpec) -> int:
+    """Bytes of the scratch a folding rank reads a peer's data into, a piece at a time: the
+    selection table's ``protocols.shm_cma.scratch_bytes``."""
+    return int(tuning.setting("shm_cma", "scratch_bytes", spec,
+                              config.settings.tuning_file).value)
+
+
 def _scratch(area: DirectArea, dtype: np.dtype, count: int) -> np.ndarray:
-    """A reusable scratch of at least ``count`` items (at most `SCRATCH_BYTES`)."""
+    """A reusable scratch of at least ``count`` items (at most `scratch_bytes`)."""
     key = (NAME, "scratch")
     raw = area.memo.get(key)
     need = count * dtype.itemsize
@@ -310,7 +317,7 @@ class CmaExecution:
         if count == 0:
             return
         size = dt.itemsize
-        step = max(1, min(count, SCRATCH_BYTES // size))
+        step = max(1, min(count, scratch_bytes(spec) // size))
         scratch = _scratch(self.area, dt, step)
         combine = spec.op.combine_into
         for lo in range(0, count, step):
