@@ -37,7 +37,7 @@ from ..algorithms.native import NativeAlgorithm, NativeCall
 from ..algorithms.registry import Algorithm, CostModel, Restriction, add_algorithm
 from ..algorithms.spec import CallSpec
 from ..errors import ScheduleError
-from ..ops import compiled_kernel
+from ..ops import compiled_kernel, use_compiled_kernels
 from ..schedule import Schedule
 from ..transport.tags import call_tag
 from .direct_area import (
@@ -55,6 +55,8 @@ try:
     from . import _direct
 except ImportError:  # built without a C compiler: `DirectExecution` does the same work
     _direct = None  # type: ignore[assignment]
+else:  # every fold in rank order, anywhere, takes the compiled kernels (`ops`)
+    use_compiled_kernels(_direct.combine_into, lambda: config.settings.compiled)
 
 NAME = "shm_direct"
 #: the reductions right with ``x`` as ``out`` (`Algorithm.in_place`): every rank's input is
@@ -150,11 +152,19 @@ def _publishes(spec: CallSpec, rank: int) -> bool:
 
 def _confirms(spec: CallSpec, rank: int) -> bool:
     """Whether ``rank`` is the root of a bcast or scatter, which completes only once every
-    reader has acknowledged its slot: ranks that disagree on the root then meet each other's
-    word (the call number with another fingerprint) and raise `CollectiveMismatch` naming both
-    roots, instead of returning different data. Readers publish nothing for it, so no slot is
-    taken out of call order (a reader's call may start after its later calls)."""
+    reader has found its call in its slot: ranks that disagree on the root then meet each
+    other's word (the call number with another fingerprint) and raise `CollectiveMismatch`
+    naming both roots, instead of returning different data. Readers publish nothing for it,
+    so no slot is taken out of call order (a reader's call may start after its later calls);
+    they say they found the call before they copy it (`_announces`), so the root does not
+    wait for their copies."""
     return spec.collective in ("bcast", "scatter") and rank == spec.root and spec.size > 1
+
+
+def _announces(spec: CallSpec, rank: int) -> bool:
+    """Whether ``rank`` reads the slot of a root that confirms (`_confirms`): it marks its
+    acknowledgement word `ARRIVED` once it finds the call, before it copies."""
+    return spec.collective in ("bcast", "scatter") and rank != spec.root
 
 
 def _slot_bytes(spec: CallSpec, rank: int) -> int:
@@ -218,7 +228,7 @@ class DirectExecution:
             return self._may_write()
         if not self.read:
             return not self.area.missing(self.slot, self.word, self.role.others)
-        return not self.area.unacknowledged(self.slot)
+        return not self.area.unconfirmed(self.slot)
 
     def poll(self) -> bool:
         """Advance without blocking; True once the call has completed on this rank."""
@@ -237,6 +247,8 @@ class DirectExecution:
         if not self.read:
             if area.missing(slot, self.word, role.others):
                 return self._not_yet(lambda: area.missing(slot, self.word, role.others))
+            if role.announces:
+                area.announce(slot, k, role.others)
             try:
                 _reader_for(area, self.spec, self.rank)(slot, self.send, self.recv)
             except BaseException:
@@ -244,8 +256,8 @@ class DirectExecution:
                 raise
             area.acknowledge(slot, k, role.others)
             self.read = True
-        if role.confirms and area.unacknowledged(slot):
-            return self._not_yet(lambda: area.unacknowledged(slot))
+        if role.confirms and area.unconfirmed(slot):
+            return self._not_yet(lambda: area.unconfirmed(slot))
         self._end()
         return True
 
@@ -281,8 +293,10 @@ class Role:
     others: tuple[int, ...]
     #: the other members that read its slot
     readers: tuple[int, ...]
-    #: whether the call completes only once every reader acknowledged (`_confirms`)
+    #: whether the call completes only once every reader found it (`_confirms`)
     confirms: bool
+    #: whether the rank says it found the call before it reads it (`_announces`)
+    announces: bool
     #: how errors name the call
     what: str
 
@@ -304,7 +318,8 @@ def _role(area: DirectArea, spec: CallSpec, rank: int) -> Role:
         awaits = tuple(_awaits(spec, rank))
         return Role(call_fingerprint(spec), _publishes(spec, rank), awaits,
                     tuple(_waits_for(spec, rank)), _readers(spec, rank),
-                    _confirms(spec, rank), f"rank {rank}: {spec.collective}[{NAME}]")
+                    _confirms(spec, rank), _announces(spec, rank),
+                    f"rank {rank}: {spec.collective}[{NAME}]")
     return kept(area.memo, ("role", spec, rank), make)  # type: ignore[no-any-return]
 
 
@@ -403,7 +418,7 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
             area.wait(lambda: not area.inflight and area.writable(slot),
                       lambda: area.unacknowledged(slot), None, "", None, fp.describe)
             return compiled.run(send, recv, seq, timeout, phase)
-        # status 2 (its peers' words) and 3 (a root's readers' acknowledgements): the runner
+        # status 2 (its peers' words) and 3 (a root's readers' arrivals): the runner
         # spun and yielded (`Ladder`'s first stages): sleep from here
         if status == 3:
             return _confirm_slowly(call, area, seq, timeout, fingerprint, phase, SLEEP)
@@ -414,7 +429,7 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
         occupant=area.occupant, own_pending=area.own_pending,
         readers=_readers(spec, rank), slow=slow, wake=transport.wake, publishes=publishes,
         nbytes=_slot_bytes(spec, rank), fingerprint=fingerprint,
-        is_root=_confirms(spec, rank),
+        is_root=_confirms(spec, rank), announces=_announces(spec, rank),
         mix=held_word(0, fingerprint), my_held=area.held[rank], my_fp=area.fps[rank],
         my_data=area.slot_offset[rank],
         held=[area.held[j][i] for i in slots for j in others],
@@ -450,6 +465,8 @@ def _finish_slowly(call: NativeCall, area: DirectArea, send: np.ndarray | None,
               lambda: area.missing(slot, word, others), deadline,
               f"rank {rank}: {spec.collective}[{NAME}]", call_tag(call.context, seq, phase),
               fp.describe, (slot, word, fingerprint), start)
+    if _announces(spec, rank):
+        area.announce(slot, k, others)
     _reader_for(area, spec, rank)(slot, send, recv)
     area.acknowledge(slot, k, others)
     if _confirms(spec, rank):
@@ -458,13 +475,13 @@ def _finish_slowly(call: NativeCall, area: DirectArea, send: np.ndarray | None,
 
 def _confirm_slowly(call: NativeCall, area: DirectArea, seq: int, timeout: float | None,
                     fingerprint: int | None = None, phase: int = 0, start: int = SPIN) -> None:
-    """A bcast's or scatter's root waits for every reader's acknowledgement (`_confirms`),
+    """A bcast's or scatter's root waits until every reader found its call (`_confirms`),
     raising `CollectiveMismatch` if a reader made another call at the same point."""
     spec, rank = call.spec, call.rank
     slot, word = slot_of(seq, phase), held_word(call_number(seq, phase),
                                                 fingerprint or call_fingerprint(spec))
     deadline = None if timeout is None else time.monotonic() + timeout
-    area.wait(lambda: not area.unacknowledged(slot), lambda: area.unacknowledged(slot),
+    area.wait(lambda: not area.unconfirmed(slot), lambda: area.unconfirmed(slot),
               deadline, f"rank {rank}: {spec.collective}[{NAME}]",
               call_tag(call.context, seq, phase), fp.describe,
               (slot, word, fingerprint or call_fingerprint(spec)), start)
@@ -526,18 +543,15 @@ def _reader(area: DirectArea, spec: CallSpec, rank: int) -> Reader:
         return _nothing
     if plan.kind == "reduce":
         assert spec.op is not None
-        ufunc = spec.op.ufunc
-        if ufunc is not None and len(plan.members) == 2:
-            def reduce_two(slot: int, send: Any, recv: Any) -> None:
-                a, b = views[slot]
-                ufunc(a, b, out=recv)
-            return reduce_two
         combine = spec.op.combine_into
 
         def reduce_all(slot: int, send: Any, recv: Any) -> None:
             vs = views[slot]
-            recv[...] = vs[0]
-            for v in vs[1:]:
+            if len(vs) == 1:
+                recv[...] = vs[0]
+                return
+            combine(recv, vs[0], vs[1])
+            for v in vs[2:]:
                 combine(recv, recv, v)
         return reduce_all
     if plan.kind == "copy":
