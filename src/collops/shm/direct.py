@@ -47,6 +47,7 @@ from .direct_area import (
     slot_capacity,
     slot_of,
 )
+from .execution import AreaExecution
 from .segment import DIRECT_SLOTS
 from .transport import ShmTransport
 from .waiting import SLEEP, SPIN
@@ -186,19 +187,16 @@ def call_fingerprint(spec: CallSpec, name: str = NAME) -> int:
                           (spec.count, spec.op.name if spec.op else None))
 
 
-class DirectExecution:
-    """A direct call in flight, polled like an `Execution` (``poll``, ``left``)."""
+class DirectExecution(AreaExecution):
+    """A direct call in flight (`AreaExecution`): write the contribution, read the peers'
+    slots, and at a bcast's or scatter's root wait until every reader found the call."""
 
-    __slots__ = ("area", "spec", "rank", "send", "recv", "k", "slot", "fingerprint", "word", "left",
-                 "deadline", "timeout", "written", "read", "role", "tag", "transport", "write_k")
-
-    tag: tuple[int, int]
+    __slots__ = ("spec", "rank", "send", "recv", "k", "slot", "word", "written", "read", "role",
+                 "write_k")
 
     def __init__(self, transport: ShmTransport, area: DirectArea, spec: CallSpec, rank: int,
                  send: np.ndarray | None, recv: np.ndarray | None, seq: int, phase: int,
                  context: int, timeout: float | None) -> None:
-        self.transport = transport
-        self.area = area
         self.spec = spec
         self.rank = rank
         self.send = None if send is None else send.reshape(-1)  # views of the caller's
@@ -207,16 +205,12 @@ class DirectExecution:
         self.slot = slot_of(seq, phase)
         self.role = role = _role(area, spec, rank)
         self.word = held_word(self.k, role.fingerprint)
-        self.left = 1
-        self.timeout = timeout
-        self.deadline = None if timeout is None else time.monotonic() + timeout
         self.written = not role.publishes
         self.read = False
-        self.tag = call_tag(context, seq, phase)
         area.inflight += 1
         if not self.written:
             area.queue_write(self, self.k)
-        transport.watch_direct(self._ready)
+        self._begin(transport, area, role.what, call_tag(context, seq, phase), timeout)
         self.poll()
 
     def _may_write(self) -> bool:
@@ -230,14 +224,22 @@ class DirectExecution:
             return not self.area.missing(self.slot, self.word, self.role.others)
         return not self.area.unconfirmed(self.slot)
 
-    def poll(self) -> bool:
-        """Advance without blocking; True once the call has completed on this rank."""
-        if self.left == 0:
-            return True
+    def _awaited(self) -> list[int]:
+        area, slot = self.area, self.slot
+        if not self.written:
+            return area.unacknowledged(slot)
+        if not self.read:
+            return area.missing(slot, self.word, self.role.others)
+        return area.unconfirmed(slot)
+
+    def _expect(self) -> tuple[int, int, int]:
+        return self.slot, self.word, self.role.fingerprint
+
+    def _advance(self, spin: float) -> bool:
         area, slot, k, role = self.area, self.slot, self.k, self.role
         if not self.written:
             if not self._may_write():
-                return self._not_yet(lambda: area.unacknowledged(slot))
+                return self._stuck()
             _write(area, self.spec, slot, self.send)
             area.publish(slot, k, role.fingerprint, role.readers)
             if self.rank in role.awaits:
@@ -246,38 +248,22 @@ class DirectExecution:
             self.written = True
         if not self.read:
             if area.missing(slot, self.word, role.others):
-                return self._not_yet(lambda: area.missing(slot, self.word, role.others))
+                return self._stuck()
             if role.announces:
                 area.announce(slot, k, role.others)
-            try:
-                _reader_for(area, self.spec, self.rank)(slot, self.send, self.recv)
-            except BaseException:
-                self._end()
-                raise
+            _reader_for(area, self.spec, self.rank)(slot, self.send, self.recv)
             area.acknowledge(slot, k, role.others)
             self.read = True
         if role.confirms and area.unconfirmed(slot):
-            return self._not_yet(lambda: area.unconfirmed(slot))
-        self._end()
+            return self._stuck()
         return True
 
-    def _end(self) -> None:
+    def _leave(self) -> None:
         if self.area.own_pending[self.slot] == self.k:
             self.area.own_pending[self.slot] = 0
-        self.left = 0
         self.area.inflight -= 1
         if not self.written:
             self.area.unwritten.remove(self)
-        self.transport.unwatch_direct(self._ready)
-
-    def _not_yet(self, awaited: Any) -> bool:
-        try:
-            self.area.check(awaited, self.deadline, self.role.what, self.tag, fp.describe,
-                            (self.slot, self.word, self.role.fingerprint))
-        except BaseException:
-            self._end()
-            raise
-        return False
 
 
 @dataclass(frozen=True)
