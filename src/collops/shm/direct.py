@@ -520,8 +520,8 @@ def read_plan(spec: CallSpec, rank: int) -> ReadPlan:
 
 
 def _reader(area: DirectArea, spec: CallSpec, rank: int) -> Reader:
-    """``read(slot, send, recv)``: `read_plan` carried out with numpy on views of the slots
-    (flat, typed ``recv``), every view prepared here."""
+    """``read(slot, send, recv)``: `read_plan` carried out on views of the slots (flat, typed
+    ``recv``; folds by `Op.combine_into`), every view prepared here."""
     plan, dt, slots = read_plan(spec, rank), spec.dtype, range(DIRECT_SLOTS)
     n = plan.count
     views = [[area.view(j, i, dt, n, plan.offset) for j in plan.members] for i in slots]
