@@ -147,8 +147,10 @@ static inline void store_word(Runner *r, Py_ssize_t index, uint64_t value) {
 /* The folds are vectorised (the build's -O2 leaves these loops scalar, several times slower
  * than numpy's own loops); their operands never overlap. `fold_T`: out = out op in;
  * `combine_T`: out = a op b. */
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 #define FOLD_FN __attribute__((optimize("O3"), target_clones("avx2", "default")))
+#elif defined(__GNUC__) && !defined(__clang__)
+#define FOLD_FN __attribute__((optimize("O3")))
 #else
 #define FOLD_FN
 #endif
