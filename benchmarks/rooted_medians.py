@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import time
 
 import numpy as np
+from common import timed_calls
 
 import collops
 
@@ -29,16 +29,8 @@ def _medians(comm, iterations: int) -> dict[str, float]:
             n = size // 8
             x = np.ones(n * (comm.size if collective == "scatter" else 1))
             call = functools.partial(getattr(comm, collective), x, 0)
-            for _ in range(30):
-                comm.barrier()
-                call()
-            times = []
-            for _ in range(iterations):
-                comm.barrier()
-                t = time.perf_counter()
-                call()
-                times.append(time.perf_counter() - t)
-            out[f"{collective} {size}"] = float(np.median(times) * 1e6)
+            marks = np.array(timed_calls(comm, call, iterations, warmup=30))
+            out[f"{collective} {size}"] = float(np.median(marks[:, 1] - marks[:, 0]) * 1e6)
     return out
 
 
