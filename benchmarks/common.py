@@ -3,13 +3,32 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 from collops.bench.cli import parse_size
 from collops.transport.base import Handle, Transport
 
-__all__ = ["environment", "parse_size", "wait"]
+__all__ = ["environment", "parse_size", "timed_calls", "wait"]
+
+
+def timed_calls(comm: Any, call: Callable[[], object], iterations: int,
+                warmup: int = 20) -> list[tuple[float, float]]:
+    """``call()`` run ``warmup`` times, then ``iterations`` times timed, each after an untimed
+    barrier (as `collops bench` does): the monotonic clock at entry and exit of each (the
+    same clock in every process)."""
+    for _ in range(warmup):
+        comm.barrier()
+        call()
+    marks = []
+    for _ in range(iterations):
+        comm.barrier()
+        start = time.monotonic()
+        call()
+        marks.append((start, time.monotonic()))
+    return marks
 
 
 def wait(t: Transport, handles: list[Handle]) -> None:

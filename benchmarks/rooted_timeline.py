@@ -12,9 +12,9 @@ published) the root left.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
+from common import timed_calls
 
 import collops
 
@@ -26,16 +26,7 @@ def _timeline(comm, iterations: int) -> list[tuple[float, float]]:
     def gather() -> None:
         comm.gather(x, 0, out=out if comm.rank == 0 else None)
 
-    for _ in range(20):
-        comm.barrier()
-        gather()
-    marks = []
-    for _ in range(iterations):
-        comm.barrier()
-        start = time.monotonic()
-        gather()
-        marks.append((start, time.monotonic()))
-    return marks
+    return timed_calls(comm, gather, iterations)
 
 
 def main() -> None:

@@ -5,6 +5,11 @@ contribution of the lower ranks. Non-commutative operators are applied in rank o
 specifies, so ``reduce`` with a non-commutative ``Op`` gives ``x0 ∘ x1 ∘ … ∘ x(p−1)``.
 Each built-in states the dtype kinds MPI defines it on; using it on another kind raises
 `UnsupportedOperation`.
+
+Every reduction folds through `Op.combine_into`: with the compiled kernels (numpy's arithmetic
+in C, vectorised) for the operators and dtypes `compiled_kernel` names, once the component
+that carries them offers them (`use_compiled_kernels`: ``collops.shm._direct``), else with
+the operator's numpy function — the one fallback.
 """
 
 from __future__ import annotations
@@ -51,7 +56,17 @@ class Op:
             )
 
     def combine_into(self, out: np.ndarray, left: np.ndarray, right: np.ndarray) -> None:
-        """Store ``left ∘ right`` into ``out`` (which may alias either operand)."""
+        """Store ``left ∘ right`` into ``out`` (which may alias either operand): the compiled
+        kernel where there is one, else the operator's numpy function."""
+        if _kernel is not None and out is not right and _kernel_on():
+            codes = compiled_kernel(self, out.dtype)
+            if codes is not None and left.dtype == out.dtype == right.dtype \
+                    and left.shape == out.shape == right.shape:
+                try:
+                    _kernel(out, left, right, codes[1], codes[0])
+                    return
+                except (ValueError, BufferError, TypeError):
+                    pass  # not contiguous, or overlapping: numpy copes
         if self.ufunc is not None:
             self.ufunc(left, right, out=out)
         else:
@@ -65,8 +80,23 @@ class Op:
         return f"Op({self.name})"
 
 
-#: the operators and dtypes the compiled fold implements (``fold`` in ``shm/_direct.c``, the
-#: arithmetic of numpy's ufuncs) and their codes there; the others fold with numpy
+#: the compiled kernel, ``kernel(out, left, right, dtype_code, op_code)``, once offered
+#: (`use_compiled_kernels`), and whether it is in use (the settings may turn it off)
+_kernel: Callable[[np.ndarray, np.ndarray, np.ndarray, int, int], None] | None = None
+_kernel_on: Callable[[], bool] = bool
+
+
+def use_compiled_kernels(kernel: Callable[[np.ndarray, np.ndarray, np.ndarray, int, int], None],
+                         enabled: Callable[[], bool]) -> None:
+    """Fold with ``kernel`` (``out = left ∘ right`` by the codes of `compiled_kernel`; ``out``
+    may be ``left``, nothing else may overlap) whenever ``enabled()`` says so."""
+    global _kernel, _kernel_on
+    _kernel, _kernel_on = kernel, enabled
+
+
+#: the operators and dtypes the compiled kernels implement (``fold``/``combine`` in
+#: ``shm/_direct.c``, the arithmetic of numpy's ufuncs) and their codes there; the others fold
+#: with numpy
 COMPILED_OPS = {"SUM": 0, "PROD": 1, "MIN": 2, "MAX": 3, "BAND": 4, "BOR": 5, "BXOR": 6}
 COMPILED_DTYPES = {np.dtype(t): i for i, t in enumerate(
     (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,

@@ -115,6 +115,37 @@ def test_the_builtin_table_parses_and_names_real_algorithms():
     assert {"single_copy", "single_copy_min", "split_min"} <= set(table.protocols["shm"])
 
 
+def test_the_shm_protocols_constants_are_table_settings():
+    from collops.shm import endpoint
+    table = tuning.builtin()
+    assert set(endpoint.TABLE_ONLY) <= set(table.protocols["shm"])
+    assert {"by_reference", "own_block"} <= set(table.protocols["shm_stream"])
+    assert "scratch_bytes" in table.protocols["shm_cma"]
+
+
+def test_a_user_table_chooses_an_allgathers_own_block_source_or_is_refused(
+        user_table, monkeypatch):
+    from collops.shm import stream_plan
+    from collops.shm.stream_protocol import IN_RECV, IN_SEND
+    spec = _spec("allgather", 2, 4 * MiB)
+    assert stream_plan.own_block(spec) == IN_SEND
+    for value, expected in (('"recv"', IN_RECV), ('"elsewhere"', None), ("1", None)):
+        path = user_table(f"[[protocols.shm_stream.own_block]]\nvalue = {value}\n")
+        tuning.forget_user_tables()
+        monkeypatch.setenv("COLLOPS_TUNING_FILE", path)
+        collops.reload_settings()
+        try:
+            if expected is None:
+                with pytest.raises(ArgumentError, match="own_block"):
+                    stream_plan.own_block(spec)
+            else:
+                assert stream_plan.own_block(spec) == expected
+        finally:
+            monkeypatch.delenv("COLLOPS_TUNING_FILE")
+            collops.reload_settings()
+            tuning.forget_user_tables()
+
+
 def test_every_rule_names_an_existing_record_or_finding():
     for where, _rule, source in _all_rules(tuning.builtin()):
         assert source, f"{where}: a rule without a source"

@@ -45,7 +45,7 @@ def _op_dtype_pairs():
 @given(data=st.data())
 def test_compiled_reductions_give_numpys_bits(name, dtype, data):
     assert shm_direct._direct is not None
-    n = data.draw(st.integers(1, 40))
+    n = data.draw(st.integers(1, 200))  # past the vector loops' widths, tails included
     if dtype.kind == "f":
         elements = st.sampled_from([0.0, -0.0, np.nan, np.inf, -np.inf, 1.5, -2.25]) | st.floats(
             width=dtype.itemsize * 8)
@@ -61,6 +61,43 @@ def test_compiled_reductions_give_numpys_bits(name, dtype, data):
     op_code, dtype_code = kernel
     shm_direct._direct.fold_into(out, b, dtype_code, op_code)
     assert _same_bits(out, expected), (name, dtype, a, b, out, expected)
+    fresh = np.empty_like(a)  # the three-operand kernel, and the one entry every fold takes
+    shm_direct._direct.combine_into(fresh, a, b, dtype_code, op_code)
+    assert _same_bits(fresh, expected), (name, dtype, a, b, fresh, expected)
+    fresh[...] = 0
+    ops.as_op(name).combine_into(fresh, a, b)
+    assert _same_bits(fresh, expected), (name, dtype, a, b, fresh, expected)
+
+
+def test_every_fold_takes_the_compiled_kernel_where_it_applies(monkeypatch):
+    calls = []
+    kernel = shm_direct._direct.combine_into
+
+    def counted(*args):
+        kernel(*args)
+        calls.append(args)  # only the folds it did
+
+    monkeypatch.setattr(ops, "_kernel", counted)
+    a, b = np.arange(1000.0), np.arange(1000.0)[::-1].copy()
+    out = np.empty(1000)
+    ops.SUM.combine_into(out, a, b)
+    ops.SUM.combine_into(out, out, b)  # in place: out is the left operand
+    assert len(calls) == 2 and np.array_equal(out, a + 2 * b)
+    # where the kernel cannot (strided, overlapping, no kernel for the operator or dtype):
+    # numpy, with the same result
+    for args, expected in (((out[::2], a[::2], b[::2]), a[::2] + b[::2]),
+                           ((out[1:], a[1:], out[:-1]), None)):
+        before = args[2].copy()
+        ops.SUM.combine_into(*args)
+        if expected is None:
+            expected = a[1:] + before
+        assert np.array_equal(args[0], expected)
+    ops.LAND.combine_into(out, a, b)
+    ops.SUM.combine_into(out.astype(np.complex128), a.astype(np.complex128), b + 0j)
+    assert len(calls) == 2
+    with compiled_runners(False):
+        ops.SUM.combine_into(out, a, b)
+    assert len(calls) == 2
 
 
 def _same_bits(got: np.ndarray, expected: np.ndarray) -> bool:

@@ -45,6 +45,40 @@ def test_large_vectors_fold_in_pieces_through_the_scratch(p):
         assert np.array_equal(got["allgather"][0], np.concatenate([x[:1000] for x in xs]))
 
 
+def _reduce_with_scratch(comm):
+    """A 2.4 MB reduce through shm_cma, and the scratch bytes the call's table rule gives."""
+    from collops.algorithms.spec import make_spec
+    n = 300_000
+    x = np.arange(n, dtype=np.float64) * (comm.rank + 1)
+    got = comm.reduce(x, "sum", 0, algorithm=NAME)
+    spec = make_spec("reduce", comm.size, np.dtype(np.float64), count=n, root=0,
+                     op=collops.ops.SUM)
+    return got, shm_cma.scratch_bytes(spec)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("scratch", [None, 4096, 65536 + 8])
+def test_the_scratch_is_the_selection_tables_and_a_user_table_overrides_it(
+        scratch, tmp_path, monkeypatch):
+    """``protocols.shm_cma.scratch_bytes``: the built-in 1 MiB, or a user's (any size, an
+    odd one too: the pieces are whole items), reaches the fold, whose result stays numpy's."""
+    if scratch is not None:
+        path = tmp_path / "tuning.toml"
+        path.write_text(f"[[protocols.shm_cma.scratch_bytes]]\nvalue = {scratch}\n"
+                        'source = "mine"\n')
+        monkeypatch.setenv("COLLOPS_TUNING_FILE", str(path))
+    collops.reload_settings()
+    try:
+        per_rank = collops.spawn(_reduce_with_scratch, 2, transport="shm", timeout=50)
+    finally:
+        monkeypatch.delenv("COLLOPS_TUNING_FILE", raising=False)
+        collops.reload_settings()
+    n = 300_000
+    expected = sum(np.arange(n, dtype=np.float64) * (r + 1) for r in range(2))
+    assert np.array_equal(per_rank[0][0], expected) and per_rank[1][0] is None
+    assert [used for _, used in per_rank] == [scratch or 1 << 20] * 2
+
+
 def _dies_before_a_read(comm, folder):
     import os
     x = np.arange(50_000.0)

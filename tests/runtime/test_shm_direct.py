@@ -216,3 +216,40 @@ def test_multi_phase_requests_complete_in_any_order(algorithm, p):
         for i in range(k):
             assert got[2 * i] == (x + i)[2 * r: 2 * r + 2].tolist()
             assert got[2 * i + 1] == (big[:1000] * i).tolist()
+
+
+def _root_returns_while_its_reader_copies(comm, folder):
+    """Rank 1's copy of the root's slot waits until rank 0 has returned from the bcast (a
+    file rank 0 writes then): the root must not wait for its readers' copies."""
+    import os
+    import time
+    returned = os.path.join(folder, "root returned")
+    if comm.rank == 1:
+        make_reader = shm_direct._reader_for
+
+        def slow_reader_for(area, spec, rank):
+            read = make_reader(area, spec, rank)
+
+            def read_after_the_root_returned(slot, send, recv):
+                deadline = time.monotonic() + 20
+                while not os.path.exists(returned) and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                read(slot, send, recv)
+            return read_after_the_root_returned
+
+        shm_direct._reader_for = slow_reader_for
+    x = np.arange(16.0) if comm.rank == 0 else None
+    got = comm.bcast(x, 0, algorithm="shm_direct", timeout=10)
+    if comm.rank == 0:
+        open(returned, "w").close()
+    comm.barrier(timeout=30)
+    return got.tolist()
+
+
+@pytest.mark.timeout(90)
+def test_a_bcast_root_waits_for_its_readers_arrival_not_their_copies(tmp_path):
+    from tests.support.runners import compiled_runners
+    with compiled_runners(False):  # the Python protocol, whose reader the test slows
+        got = collops.spawn(_root_returns_while_its_reader_copies, 2, str(tmp_path),
+                            transport="shm", timeout=60)
+    assert got == [list(np.arange(16.0))] * 2

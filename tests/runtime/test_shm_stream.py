@@ -187,7 +187,7 @@ def test_an_allgathers_own_block_is_read_from_send_unless_that_copy_would_be_ali
 
 
 def _own_source_chosen(comm):
-    """30 allgathers of 4 MiB blocks by reference, each checked; the source the plan chose."""
+    """30 allgathers of 4 MiB blocks by reference, each checked; the source the plans took."""
     n = 1 << 19
     wrong = []
     for i in range(30):
@@ -197,20 +197,34 @@ def _own_source_chosen(comm):
         if not np.array_equal(got, expected):
             wrong.append(i)
     area = next(iter(comm.transport._stream_areas.values()))
-    sources = {int(prepared.plan.own_source) for prepared in area.memo.values()}
+    sources = {int(prepared.plan.own_source) for prepared in area.memo.values()
+               if isinstance(prepared, stream_plan.Prepared)}
     return wrong, sources
 
 
 @pytest.mark.timeout(60)
-def test_the_compiled_loop_measures_where_to_publish_an_allgathers_own_block(monkeypatch):
-    # the first calls try the send and the receive buffer in turn (correct either way), and
-    # the plan keeps one once it has timed both
+@pytest.mark.parametrize("table", ["builtin", "recv", "send"])
+def test_an_allgathers_own_block_is_published_from_where_the_selection_table_says(
+        table, mode, monkeypatch, tmp_path):
+    # the built-in table says the send buffer; a user's table overrides it (correct either
+    # way); the plan, compiled or not, takes what the table says
     from collops.shm.stream_protocol import IN_RECV, IN_SEND
-    assert stream_plan._stream is not None, "collops.shm._stream was not built"
     monkeypatch.setattr(stream_plan, "by_reference", every_block_by_reference)
-    for wrong, sources in collops.spawn(_own_source_chosen, 2, transport="shm", timeout=50):
-        assert wrong == []
-        assert len(sources) == 1 and sources <= {IN_SEND, IN_RECV}
+    expected = IN_SEND
+    if table != "builtin":
+        path = tmp_path / "tuning.toml"
+        path.write_text(f'[[protocols.shm_stream.own_block]]\nvalue = "{table}"\n'
+                        'source = "mine"\n')
+        monkeypatch.setenv("COLLOPS_TUNING_FILE", str(path))
+        expected = IN_RECV if table == "recv" else IN_SEND
+    collops.reload_settings()
+    try:
+        for wrong, sources in collops.spawn(_own_source_chosen, 2, transport="shm", timeout=50):
+            assert wrong == []
+            assert sources == {expected}
+    finally:
+        monkeypatch.delenv("COLLOPS_TUNING_FILE", raising=False)
+        collops.reload_settings()
 
 
 @pytest.mark.timeout(60)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import collops
+from collops.algorithms import tuning
 from collops.errors import PeerFailed, RankFailed
 from collops.runtime.launcher import launch_function
 from collops.shm import bulk, endpoint
@@ -25,8 +26,46 @@ pytestmark = pytest.mark.timeout(60)
 
 SPLIT = endpoint.SPLIT_MIN
 #: sizes around the split boundary and the piece bounds, odd ones included
-SIZES = [SPLIT - 1, SPLIT, SPLIT + 1, 8 * endpoint.SPLIT_PIECE_MIN + 4097, (1 << 20) + 3,
+PIECES = (tuning.setting("shm", "split_piece_min").value,
+          tuning.setting("shm", "split_piece_max").value)
+SIZES = [SPLIT - 1, SPLIT, SPLIT + 1, 8 * PIECES[0] + 4097, (1 << 20) + 3,
          (9 << 20) + 5]
+
+
+def _user_table(folder: Path, settings: dict[str, float]) -> str:
+    """A user selection table setting ``protocols.shm.<name>`` for each of ``settings``."""
+    path = folder / "tuning.toml"
+    path.write_text("".join(f'[[protocols.shm.{name}]]\nvalue = {value}\nsource = "mine"\n'
+                            for name, value in settings.items()))
+    return str(path)
+
+
+def _protocol_settings(t: Transport) -> dict[str, tuple[float, str]]:
+    assert isinstance(t, ShmTransport)
+    return {name: value for name, value in t.protocol_settings().items()
+            if name.removeprefix("shm.") in endpoint.TABLE_ONLY}
+
+
+@pytest.mark.parametrize("user", [False, True])
+def test_the_pull_and_piece_settings_come_from_the_selection_tables(
+        user: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    builtin = {name: tuning.setting("shm", name).value for name in endpoint.TABLE_ONLY}
+    mine = {"pull_after": 0.0005, "pull_bytes": 65536, "pull_max": 1 << 20,
+            "split_piece_min": 4096, "split_piece_max": 8192}
+    assert all(mine[name] != builtin[name] for name in endpoint.TABLE_ONLY)
+    if user:
+        monkeypatch.setenv("COLLOPS_TUNING_FILE", _user_table(tmp_path, mine))
+    collops.reload_settings()
+    try:
+        seen = launch_function(_protocol_settings, 2)
+    finally:
+        monkeypatch.delenv("COLLOPS_TUNING_FILE", raising=False)
+        collops.reload_settings()
+    expected = mine if user else builtin
+    for settings in seen:
+        assert {name.removeprefix("shm."): value for name, (value, _) in settings.items()
+                } == expected
+        assert all(("tuning.toml" in where) == user for _, where in settings.values())
 
 
 def payload(src: int, dst: int, tag: int, nbytes: int) -> np.ndarray:
@@ -127,11 +166,23 @@ def sender_writes_while_receiver_naps(t: Transport) -> list[tuple[bool, int | No
     return seen
 
 
+@pytest.mark.parametrize("pieces", [None, (256 << 10, 256 << 10)])
 def test_the_sender_writes_from_the_back_while_the_receiver_is_away(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        pieces: tuple[int, int] | None, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    # the pieces are the selection table's, or a user table's (the receiver's choice reaches
+    # the sender: it writes whole pieces of that size down to the receiver's front)
     monkeypatch.setenv("COLLOPS_SHM_SINGLE_COPY_MIN", "0")
-    sender, receiver = launch_function(sender_writes_while_receiver_naps, 2)
-    piece = bulk._split_piece((4 << 20) + 11)
+    if pieces is not None:
+        monkeypatch.setenv("COLLOPS_TUNING_FILE", _user_table(tmp_path, {
+            "split_piece_min": pieces[0], "split_piece_max": pieces[1]}))
+    collops.reload_settings()
+    try:
+        sender, receiver = launch_function(sender_writes_while_receiver_naps, 2)
+    finally:
+        monkeypatch.delenv("COLLOPS_TUNING_FILE", raising=False)
+        collops.reload_settings()
+    piece = bulk.split_piece((4 << 20) + 11, *(pieces or PIECES))
     assert all(equal for equal, _, _ in receiver)
     observed = [(wrote, front) for (_, _, wrote), (_, front, _) in zip(sender, receiver,
                                                                        strict=True)

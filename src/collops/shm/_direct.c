@@ -28,6 +28,9 @@
 #include "_shm_wait.h"
 
 #define NSLOTS 4
+/* or-ed into an acknowledgement word by a reader that found the call and is still copying
+ * (`direct_area.ARRIVED`): enough for a root's confirmation, not for reusing the slot */
+#define ARRIVED (1ULL << 62)
 #define HOT_MAX_DIMS 8
 #define HOT_HEAD_MAX 256
 /* numpy's array flags the bound broadcast checks */
@@ -71,7 +74,9 @@ typedef struct {
     PyObject *inflight_name;
     int publishes;              /* stores its word each call (with data when nbytes) */
     int is_root;                /* the root of a bcast or scatter: it completes once every
-                                 * reader acknowledged (`shm.direct._confirms`) */
+                                 * reader found its call (`shm.direct._confirms`) */
+    int announces;              /* a reader of such a root: it says it found the call before
+                                 * it copies (`shm.direct._announces`) */
     int store_fingerprint;      /* 0 only to measure what the fingerprint costs */
     /* length prefix: a contribution (each copied piece) starts with a header of prefix_head
      * bytes whose little-endian u64 at prefix_at counts the bytes in use after it; only those
@@ -139,37 +144,64 @@ static inline void store_word(Runner *r, Py_ssize_t index, uint64_t value) {
 
 /* ---- reductions: numpy's arithmetic, element by element ------------------------------- */
 
-#define FOLD_INT(T, UT)                                                                   \
-    static void fold_##T(int op, T *out, const T *in, Py_ssize_t n) {                   \
-        Py_ssize_t i;                                                                     \
-        switch (op) {                                                                     \
-        case OP_SUM: for (i = 0; i < n; i++) out[i] = (T)((UT)out[i] + (UT)in[i]); break; \
-        case OP_PROD: for (i = 0; i < n; i++) out[i] = (T)((UT)out[i] * (UT)in[i]); break;\
-        case OP_MIN: for (i = 0; i < n; i++) out[i] = out[i] < in[i] ? out[i] : in[i]; break; \
-        case OP_MAX: for (i = 0; i < n; i++) out[i] = out[i] > in[i] ? out[i] : in[i]; break; \
-        case OP_BAND: for (i = 0; i < n; i++) out[i] &= in[i]; break;                     \
-        case OP_BOR: for (i = 0; i < n; i++) out[i] |= in[i]; break;                      \
-        case OP_BXOR: for (i = 0; i < n; i++) out[i] ^= in[i]; break;                     \
-        }                                                                                 \
+/* The folds are vectorised (the build's -O2 leaves these loops scalar, several times slower
+ * than numpy's own loops); their operands never overlap. `fold_T`: out = out op in;
+ * `combine_T`: out = a op b. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define FOLD_FN __attribute__((optimize("O3"), target_clones("avx2", "default")))
+#elif defined(__GNUC__) && !defined(__clang__)
+#define FOLD_FN __attribute__((optimize("O3")))
+#else
+#define FOLD_FN
+#endif
+
+#define LOOPS_INT(T, UT, A, B)                                                            \
+    Py_ssize_t i;                                                                         \
+    switch (op) {                                                                         \
+    case OP_SUM: for (i = 0; i < n; i++) out[i] = (T)((UT)A[i] + (UT)B[i]); break;        \
+    case OP_PROD: for (i = 0; i < n; i++) out[i] = (T)((UT)A[i] * (UT)B[i]); break;       \
+    case OP_MIN: for (i = 0; i < n; i++) out[i] = A[i] < B[i] ? A[i] : B[i]; break;       \
+    case OP_MAX: for (i = 0; i < n; i++) out[i] = A[i] > B[i] ? A[i] : B[i]; break;       \
+    case OP_BAND: for (i = 0; i < n; i++) out[i] = A[i] & B[i]; break;                    \
+    case OP_BOR: for (i = 0; i < n; i++) out[i] = A[i] | B[i]; break;                     \
+    case OP_BXOR: for (i = 0; i < n; i++) out[i] = A[i] ^ B[i]; break;                    \
     }
 
 /* numpy's minimum/maximum on floats: the left operand when it is strictly smaller (larger)
  * or NaN, else the right one (so of two equal zeros the right one's sign wins) */
+#define LOOPS_FLOAT(A, B)                                                                 \
+    Py_ssize_t i;                                                                         \
+    switch (op) {                                                                         \
+    case OP_SUM: for (i = 0; i < n; i++) out[i] = A[i] + B[i]; break;                     \
+    case OP_PROD: for (i = 0; i < n; i++) out[i] = A[i] * B[i]; break;                    \
+    case OP_MIN:                                                                          \
+        for (i = 0; i < n; i++)                                                           \
+            out[i] = (A[i] < B[i] || isnan(A[i])) ? A[i] : B[i];                          \
+        break;                                                                            \
+    case OP_MAX:                                                                          \
+        for (i = 0; i < n; i++)                                                           \
+            out[i] = (A[i] > B[i] || isnan(A[i])) ? A[i] : B[i];                          \
+        break;                                                                            \
+    }
+
+#define FOLD_INT(T, UT)                                                                   \
+    static FOLD_FN void fold_##T(int op, T *restrict out, const T *restrict in,           \
+                                 Py_ssize_t n) {                                          \
+        LOOPS_INT(T, UT, out, in)                                                         \
+    }                                                                                     \
+    static FOLD_FN void combine_##T(int op, T *restrict out, const T *restrict a,         \
+                                    const T *restrict b, Py_ssize_t n) {                  \
+        LOOPS_INT(T, UT, a, b)                                                            \
+    }
+
 #define FOLD_FLOAT(T)                                                                     \
-    static void fold_##T(int op, T *out, const T *in, Py_ssize_t n) {                   \
-        Py_ssize_t i;                                                                     \
-        switch (op) {                                                                     \
-        case OP_SUM: for (i = 0; i < n; i++) out[i] = out[i] + in[i]; break;              \
-        case OP_PROD: for (i = 0; i < n; i++) out[i] = out[i] * in[i]; break;             \
-        case OP_MIN:                                                                      \
-            for (i = 0; i < n; i++)                                                       \
-                out[i] = (out[i] < in[i] || isnan(out[i])) ? out[i] : in[i];              \
-            break;                                                                        \
-        case OP_MAX:                                                                      \
-            for (i = 0; i < n; i++)                                                       \
-                out[i] = (out[i] > in[i] || isnan(out[i])) ? out[i] : in[i];              \
-            break;                                                                        \
-        }                                                                                 \
+    static FOLD_FN void fold_##T(int op, T *restrict out, const T *restrict in,           \
+                                 Py_ssize_t n) {                                          \
+        LOOPS_FLOAT(out, in)                                                              \
+    }                                                                                     \
+    static FOLD_FN void combine_##T(int op, T *restrict out, const T *restrict a,         \
+                                    const T *restrict b, Py_ssize_t n) {                  \
+        LOOPS_FLOAT(a, b)                                                                 \
     }
 
 FOLD_INT(int8_t, uint8_t)
@@ -197,6 +229,26 @@ static void fold(int dtype, int op, void *out, const void *in, Py_ssize_t n) {
     case DT_U8: fold_uint64_t(op, out, in, n); break;
     case DT_F4: fold_float(op, out, in, n); break;
     case DT_F8: fold_double(op, out, in, n); break;
+    }
+}
+
+/* out = a op b (`a` may be `out`: then `fold`). */
+static void combine(int dtype, int op, void *out, const void *a, const void *b, Py_ssize_t n) {
+    if (out == a) {
+        fold(dtype, op, out, b, n);
+        return;
+    }
+    switch (dtype) {
+    case DT_I1: combine_int8_t(op, out, a, b, n); break;
+    case DT_I2: combine_int16_t(op, out, a, b, n); break;
+    case DT_I4: combine_int32_t(op, out, a, b, n); break;
+    case DT_I8: combine_int64_t(op, out, a, b, n); break;
+    case DT_U1: combine_uint8_t(op, out, a, b, n); break;
+    case DT_U2: combine_uint16_t(op, out, a, b, n); break;
+    case DT_U4: combine_uint32_t(op, out, a, b, n); break;
+    case DT_U8: combine_uint64_t(op, out, a, b, n); break;
+    case DT_F4: combine_float(op, out, a, b, n); break;
+    case DT_F8: combine_double(op, out, a, b, n); break;
     }
 }
 
@@ -277,7 +329,7 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
         "held", "ack", "ack_of_me", "sleeper_words", "sleeper_ranks", "read_kind",
         "src", "dst", "len", "self_copy", "count", "op", "dtype", "spin_seconds",
         "store_fingerprint", "prefix_at", "prefix_head", "write_prefix", "yield_seconds",
-        "hand_over_core", "local_words", "is_root", NULL};
+        "hand_over_core", "local_words", "is_root", "announces", NULL};
     PyObject *segment, *ndarray, *area, *occupant, *own_pending, *readers, *slow, *wake;
     PyObject *my_held, *my_fp, *my_data, *held, *ack, *ack_of_me, *sleeper_words;
     PyObject *sleeper_ranks, *src, *dst, *len, *self_copy, *local_words = NULL;
@@ -285,16 +337,16 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
     Py_ssize_t nbytes, count;
     unsigned long long fingerprint, mix;
     double spin, yield = 0.0;
-    int store_fingerprint = 1, write_prefix = 0, hand_over_core = 0, is_root = 0;
+    int store_fingerprint = 1, write_prefix = 0, hand_over_core = 0, is_root = 0, announces = 0;
     Py_ssize_t prefix_at = -1, prefix_head = 0;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|pnnpdpOp", names, &segment, &ndarray, &area,
+            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|pnnpdpOpp", names, &segment, &ndarray, &area,
             &PyList_Type, &occupant, &PyList_Type, &own_pending, &PyTuple_Type, &readers,
             &slow, &wake, &publishes, &nbytes, &fingerprint, &mix, &my_held, &my_fp,
             &my_data, &held, &ack, &ack_of_me, &sleeper_words, &sleeper_ranks, &read_kind,
             &src, &dst, &len, &self_copy, &count, &op, &dtype, &spin, &store_fingerprint,
             &prefix_at, &prefix_head, &write_prefix, &yield, &hand_over_core, &local_words,
-            &is_root))
+            &is_root, &announces))
         return -1;
     if (PyList_GET_SIZE(occupant) != NSLOTS || PyList_GET_SIZE(own_pending) != NSLOTS) {
         PyErr_SetString(PyExc_ValueError, "occupant and own_pending need one entry per slot");
@@ -318,6 +370,7 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
         return -1;
     r->publishes = publishes;
     r->is_root = is_root;
+    r->announces = announces;
     r->store_fingerprint = store_fingerprint;
     if (prefix_at >= 0 && (prefix_head < prefix_at + 8)) {
         PyErr_SetString(PyExc_ValueError, "the length prefix must lie inside the header");
@@ -467,49 +520,61 @@ static void read_slots(Runner *r, int slot, char *send, char *recv) {
     case READ_REDUCE:
         if (np == 0)
             break;
-        copy_bytes(recv, r->base + src[0], r->count * itemsize_of[r->dtype]);
-        for (Py_ssize_t i = 1; i < np; i++)
+        if (np == 1)
+            copy_bytes(recv, r->base + src[0], r->count * itemsize_of[r->dtype]);
+        else
+            combine(r->dtype, r->op, recv, r->base + src[0], r->base + src[1], r->count);
+        for (Py_ssize_t i = 2; i < np; i++)
             fold(r->dtype, r->op, recv, r->base + src[i], r->count);
         break;
     }
 }
 
-/* Whether one of the `n` words at `index` still short of `word` is written by a peer pinned
- * to this rank's core. */
-static int awaits_own_core(Runner *r, const Py_ssize_t *index, Py_ssize_t n, uint64_t word) {
+/* Whether one of the `n` words at `index` still short of `word` (the bits of `ignore` left
+ * out) is written by a peer pinned to this rank's core. */
+static int awaits_own_core(Runner *r, const Py_ssize_t *index, Py_ssize_t n, uint64_t word,
+                           uint64_t ignore) {
     for (Py_ssize_t i = 0; i < n; i++)
         for (Py_ssize_t j = 0; j < r->nlocal; j++)
-            if (index[i] == r->local_words[j] && load_word(r, index[i]) != word)
+            if (index[i] == r->local_words[j] && (load_word(r, index[i]) & ~ignore) != word)
                 return 1;
     return 0;
 }
 
-/* The words `index[i..n)` a runner waits for to hold `word` (`words_hold`). */
+/* The words `index[i..n)` a runner waits for to hold `word`, the bits of `ignore` left out
+ * (`words_hold`). */
 typedef struct {
     Runner *r;
     const Py_ssize_t *index;
     Py_ssize_t n, i;
-    uint64_t word;
+    uint64_t word, ignore;
 } awaited_words;
 
 /* Whether every awaited word holds its value (those seen to do are not looked at again). */
 static int words_hold(void *ctx) {
     awaited_words *w = ctx;
-    while (w->i < w->n && load_word(w->r, w->index[w->i]) == w->word)
+    while (w->i < w->n && (load_word(w->r, w->index[w->i]) & ~w->ignore) == w->word)
         w->i++;
     return w->i == w->n;
 }
 
-/* Wait until each of the `n` words at `index` holds `word`, with the compiled stages of the
- * one wait (`shm_wait_until`): no spin when a peer it waits for shares this rank's core.
- * 1: they all do; 0: not yet (Python then sleeps and checks for failures, timeouts and
- * mismatches). */
-static int await_words(Runner *r, const Py_ssize_t *index, Py_ssize_t n, uint64_t word) {
-    awaited_words w = {r, index, n, 0, word};
+/* Wait until each of the `n` words at `index` holds `word` (the bits of `ignore` left out),
+ * with the compiled stages of the one wait (`shm_wait_until`): no spin when a peer it waits
+ * for shares this rank's core. 1: they all do; 0: not yet (Python then sleeps and checks for
+ * failures, timeouts and mismatches). */
+static int await_masked(Runner *r, const Py_ssize_t *index, Py_ssize_t n, uint64_t word,
+                        uint64_t ignore) {
+    awaited_words w = {r, index, n, 0, word, ignore};
     if (words_hold(&w))
         return 1;
-    double spin = awaits_own_core(r, index + w.i, n - w.i, word) ? 0.0 : r->spin_seconds;
+    double spin = awaits_own_core(r, index + w.i, n - w.i, word, ignore) ? 0.0
+                                                                         : r->spin_seconds;
     return shm_wait_until(words_hold, &w, spin, r->yield_seconds);
+}
+
+/* `await_masked` of exactly `word`. */
+static int await_words(Runner *r, const Py_ssize_t *index, Py_ssize_t n, uint64_t word) {
+    return await_masked(r, index, n, word, 0);
 }
 
 /* Wait, as `await_words` does, until every reader of this rank's `slot` has acknowledged the
@@ -521,6 +586,14 @@ static int await_slot(Runner *r, int slot) {
     uint64_t k = 0;
     Py_ssize_t words[64], n = slot_readers(r, slot, &k, words);
     return n >= 0 && await_words(r, words, n, k);
+}
+
+/* A root's confirmation: wait, as `await_slot` does, until every reader of `slot` has found
+ * the call there (said so with `ARRIVED`, or acknowledged it already). */
+static int await_arrivals(Runner *r, int slot) {
+    uint64_t k = 0;
+    Py_ssize_t words[64], n = slot_readers(r, slot, &k, words);
+    return n >= 0 && await_masked(r, words, n, k, ARRIVED);
 }
 
 /* After publishing a contribution this rank awaits nobody for: with more ranks than cores,
@@ -559,6 +632,15 @@ static int publish(Runner *r, int slot, uint64_t k, uint64_t word, const char *s
     return 0;
 }
 
+/* Tell the members this rank waited for in `slot` that it found call `k` there (a reader of
+ * a root that confirms: the root may go on while this rank copies). No wake: a root asleep is
+ * woken by the acknowledgement that follows. */
+static void announce(Runner *r, int slot, uint64_t k) {
+    Py_ssize_t *ack = r->ack + slot * r->nothers;
+    for (Py_ssize_t i = 0; i < r->nothers; i++)
+        store_word(r, ack[i], k | ARRIVED);
+}
+
 /* Tell the members this rank waited for in `slot` that it is done with call `k`. */
 static void acknowledge(Runner *r, int slot, uint64_t k) {
     if (!r->nothers)
@@ -582,10 +664,12 @@ static PyObject *run_call(Runner *r, int slot, uint64_t k, uint64_t word, char *
     }
     if (!await_words(r, r->held + slot * r->nothers, r->nothers, word))
         return hand_over(r, 2, args, phase);
+    if (r->announces)
+        announce(r, slot, k);
     read_slots(r, slot, send, recv);
     acknowledge(r, slot, k);
-    if (r->is_root && !await_slot(r, slot))
-        return hand_over(r, 3, args, phase);  /* Python waits for the readers' acks */
+    if (r->is_root && !await_arrivals(r, slot))
+        return hand_over(r, 3, args, phase);  /* Python waits for the readers' arrivals */
     return Py_NewRef(Py_None);
 }
 
@@ -869,8 +953,8 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
         PyList_SetItem(r->occupant, slot, occ); /* steals occ */
         wake_sleepers(r);
         after_publishing(r);
-        /* every reader's acknowledgement: ranks that disagree on the root meet here */
-        if (!await_slot(r, slot)) {
+        /* every reader found the call: ranks that disagree on the root meet here */
+        if (!await_arrivals(r, slot)) {
             PyObject *hand[4] = {Py_None, Py_None, seqobj, timeout};
             PyObject *done_slowly = hand_over(r, 3, hand, 0);
             if (done_slowly == NULL) {
@@ -911,6 +995,8 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
         Py_DECREF(done_slowly);
         src = env;
     }
+    if (!late && r->announces)
+        announce(r, slot, k);
     int same = memcmp(src, r->hot_head, head) == 0;
     if (same)
         copy_bytes(((ArrayFields *)into)->data, src + head, n);
@@ -1069,8 +1155,44 @@ static PyObject *fold_into(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* combine_into(out, a, b, dtype, op): out = a op b element-wise, in numpy's arithmetic: the
+ * compiled kernel of `collops.ops.combine` (`out` may be `a`; no other overlap). */
+static PyObject *combine_into(PyObject *self, PyObject *args) {
+    Py_buffer out, a, b;
+    int dtype, op;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "w*y*y*ii", &out, &a, &b, &dtype, &op))
+        return NULL;
+    PyObject *result = NULL;
+    char *o = out.buf;
+    const char *x = a.buf, *y = b.buf;
+    if (dtype < DT_I1 || dtype > DT_F8 || op < OP_SUM || op > OP_BXOR)
+        PyErr_SetString(PyExc_ValueError, "unknown op or dtype code");
+    else if (out.len != a.len || out.len != b.len || out.len % itemsize_of[dtype])
+        PyErr_SetString(PyExc_ValueError, "out, a and b must hold the same whole items");
+    else if ((o != x && o < x + a.len && x < o + out.len) || (o < y + b.len && y < o + out.len))
+        PyErr_SetString(PyExc_ValueError, "out may be a, and overlap nothing else");
+    else {
+        Py_ssize_t n = out.len / itemsize_of[dtype];
+        if (out.len >= 65536) {
+            Py_BEGIN_ALLOW_THREADS
+            combine(dtype, op, o, x, y, n);
+            Py_END_ALLOW_THREADS
+        } else {
+            combine(dtype, op, o, x, y, n);
+        }
+        result = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&a);
+    PyBuffer_Release(&b);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"fold_into", fold_into, METH_VARARGS, "fold_into(out, in, dtype, op): out = out op in."},
+    {"combine_into", combine_into, METH_VARARGS,
+     "combine_into(out, a, b, dtype, op): out = a op b (out may be a)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {

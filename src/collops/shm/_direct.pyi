@@ -23,7 +23,8 @@ class Runner:
                  store_fingerprint: bool = True, prefix_at: int = -1, prefix_head: int = 0,
                  write_prefix: bool = False, yield_seconds: float = 0.0,
                  hand_over_core: bool = False,
-                 local_words: Sequence[int] | None = None, is_root: bool = False) -> None: ...
+                 local_words: Sequence[int] | None = None, is_root: bool = False,
+                 announces: bool = False) -> None: ...
     def run(self, send: Any, recv: Any, seq: int, timeout: float | None,
             phase: int = 0) -> None:
         """One blocking direct call."""
@@ -41,3 +42,6 @@ class Runner:
 
 def fold_into(out: Any, in_: Any, dtype: int, op: int, /) -> None:
     """out = out op in, element-wise."""
+
+def combine_into(out: Any, a: Any, b: Any, dtype: int, op: int, /) -> None:
+    """``out = a op b`` element-wise in numpy's arithmetic (``out`` may be ``a``)."""

@@ -60,18 +60,14 @@ enum { W_SRC = 0, W_NBYTES, W_MASK, W_OFFSET, W_REFERENCE, W_COLS };
  * buffer, or in the receive buffer once the rank's own block is copied there (an allgather's:
  * the readers' destinations then sit at the same page offsets as the source when the ranks
  * allocated alike, which keeps the kernel's copy out of its aliased slow case). IN_OWN: an
- * allgather's own block, from the send buffer (readable at once, and its lines are clean:
- * reading lines another core just wrote costs a transfer per line) unless the reader's
- * destination — where this rank's own copy goes, if the ranks allocated alike — would be
- * aliased with it; then from the receive buffer. W_SRC is then the send buffer's offset. */
+ * allgather's own block, from the buffer the selection table names (`own_from`, given by
+ * Python) unless the reader's destination — where this rank's own copy goes, if the ranks
+ * allocated alike — would be aliased with the send buffer; then from the receive buffer.
+ * W_SRC is then the send buffer's offset. */
 enum { IN_RING = 0, IN_SEND = 1, IN_RECV = 2, IN_OWN = 3 };
 /* R_PID: the segment word holding the writer's process id (read when needed: a peer may
  * publish it after this rank's first plan was made) */
 enum { R_RANK = 0, R_FILLED, R_HEADERS, R_RING, R_DRAINED, R_DST, R_EXPECT, R_PID, R_COLS };
-
-/* Calls a plan with IN_OWN rows runs before measuring, and calls it measures per source. */
-#define TUNE_WARMUP 4
-#define TUNE_SAMPLES 8
 
 typedef struct {
     PyObject_HEAD
@@ -90,16 +86,7 @@ typedef struct {
     int64_t self_src, self_dst, self_len, self_piece;
     int streaming;              /* copy into the receive buffer bypassing the cache */
     int by_reference;           /* some write rows are references: copy the own block whole */
-    /* the own block's source for IN_OWN rows, chosen by measurement (`choose_own_source`) */
-    int has_own;                /* some write rows are IN_OWN */
-    int own_from;               /* IN_SEND or IN_RECV once chosen, 0 while measuring */
-    int trial_from;             /* the source the current call tries */
-    int64_t calls;              /* calls started on this plan */
-    int trial_is_sample;        /* the current call counts (past the warm-up) */
-    int timing;                 /* the current call is being timed, since call_started */
-    double call_started;
-    int samples[2];
-    double sample[2][TUNE_SAMPLES];
+    int own_from;               /* IN_OWN rows' source unless aliased: IN_SEND or IN_RECV */
     Py_ssize_t nsleepers;
     Py_ssize_t *sleeper_word;
     long *sleeper_rank;
@@ -142,22 +129,26 @@ static int Plan_init(Plan *p, PyObject *args, PyObject *kw) {
     static char *names[] = {
         "segment", "cursors", "me", "nchunks", "chunk_bytes", "my_filled", "my_headers",
         "my_ring", "writes", "drained_of_me", "writers", "self_copy", "sleeper_words",
-        "sleeper_ranks", "wake", "streaming", NULL};
+        "sleeper_ranks", "wake", "streaming", "own_from", NULL};
     PyObject *segment, *cursors, *writes, *drained, *writers, *sleeper_words, *sleeper_ranks;
     PyObject *wake;
     long long me, nchunks, chunk_bytes, my_filled, my_headers, my_ring;
     long long self_src, self_dst, self_len;
-    int streaming = 0;
+    int streaming = 0, own_from = IN_SEND;
     if (p->held) {
         PyErr_SetString(PyExc_RuntimeError, "a Plan is initialised once");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOLLLLLLOOO(LLL)OOO|p", names, &segment,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOLLLLLLOOO(LLL)OOO|pi", names, &segment,
                                      &cursors, &me, &nchunks, &chunk_bytes, &my_filled,
                                      &my_headers, &my_ring, &writes, &drained, &writers,
                                      &self_src, &self_dst, &self_len, &sleeper_words,
-                                     &sleeper_ranks, &wake, &streaming))
+                                     &sleeper_ranks, &wake, &streaming, &own_from))
         return -1;
+    if (own_from != IN_SEND && own_from != IN_RECV) {
+        PyErr_SetString(PyExc_ValueError, "own_from must be IN_SEND (1) or IN_RECV (2)");
+        return -1;
+    }
     if (hold(p, segment, &p->segment, 1, "segment") < 0
         || hold(p, cursors, &p->cursors, 1, "cursors") < 0
         || hold(p, writes, &p->writes, 0, "writes") < 0
@@ -189,11 +180,10 @@ static int Plan_init(Plan *p, PyObject *args, PyObject *kw) {
     p->self_len = self_len;
     p->self_piece = chunk_bytes;
     p->streaming = streaming;
+    p->own_from = own_from;
     for (Py_ssize_t i = 0; i < p->nwrites; i++) {
         if (p->write[W_COLS * i + W_REFERENCE] != IN_RING)
             p->by_reference = 1;
-        if (p->write[W_COLS * i + W_REFERENCE] == IN_OWN)
-            p->has_own = 1;
     }
     PyObject *fw = PySequence_Fast(sleeper_words, "sleeper_words");
     if (fw == NULL)
@@ -273,47 +263,7 @@ static int64_t reference_of(const Plan *p, const int64_t *row, const char *send,
     uintptr_t to = (uintptr_t)(recv + p->self_dst + (row[W_SRC] - p->self_src));
     if (aliased(to, from, (size_t)row[W_NBYTES]))
         return IN_RECV;
-    return p->own_from ? p->own_from : p->trial_from;
-}
-
-/* Choosing where an allgather publishes its own block (IN_OWN), by measuring both: which is
- * faster depends on what the rank cannot see (whose cache holds the receive buffer's lines,
- * whether the arrays lie on huge pages; docs/performance.md, "Rings against blocks by
- * reference"). After a warm-up the calls try the two in the order S R R S S R R S ..., so a
- * trend in the times weighs on both alike, and the source whose calls took less in all (the
- * fastest and slowest of each left out) is kept. Both ranks count the plan's calls alike, so
- * they try the same source in the same call; either choice is correct whatever the peer does. */
-static void start_call(Plan *p) {
-    int64_t k = p->calls++;
-    if (k >= TUNE_WARMUP + 4 * TUNE_SAMPLES) {  /* calls too rarely done in one advance */
-        p->own_from = IN_SEND;
-        return;
-    }
-    p->trial_is_sample = k >= TUNE_WARMUP;
-    p->trial_from = k >= TUNE_WARMUP && ((k - TUNE_WARMUP + 1) >> 1) % 2 ? IN_RECV : IN_SEND;
-    p->timing = 1;
-    p->call_started = now();
-}
-
-static double kept_total(const double *t, int n) {
-    double total = 0.0, worst = t[0], best = t[0];
-    for (int i = 0; i < n; i++) {
-        total += t[i];
-        worst = t[i] > worst ? t[i] : worst;
-        best = t[i] < best ? t[i] : best;
-    }
-    return total - worst - best;
-}
-
-static void end_call(Plan *p, double seconds) {
-    int m = p->trial_from == IN_RECV;
-    p->timing = 0;
-    if (!p->trial_is_sample || p->samples[m] >= TUNE_SAMPLES)
-        return;
-    p->sample[m][p->samples[m]++] = seconds;
-    if (p->samples[0] == TUNE_SAMPLES && p->samples[1] == TUNE_SAMPLES)
-        p->own_from = kept_total(p->sample[1], TUNE_SAMPLES)
-                      < kept_total(p->sample[0], TUNE_SAMPLES) ? IN_RECV : IN_SEND;
+    return p->own_from;
 }
 
 /* Write this call's next chunk if its slot is free (and, for one published in the receive
@@ -578,9 +528,6 @@ static PyObject *Plan_advance(Plan *p, PyObject *const *args, Py_ssize_t nargs) 
     int status = STUCK, touched = 0, copied = 0;
     shm_spin idle = {0.0, 0};
     state[S_FOREIGN_WRITER] = -1;
-    if (p->has_own && !p->own_from && may_write && state[S_WRITTEN] == 0
-        && state[S_SELF] == 0)  /* a call's first advance, while choosing the source */
-        start_call(p);
     if (may_write && state[S_WRITTEN] < p->nwrites
         && reference_of(p, p->write + W_COLS * state[S_WRITTEN], send, recv) == IN_RECV)
         /* the own block first: the peers wait for the reference to it, not for this rank's
@@ -632,8 +579,6 @@ static PyObject *Plan_advance(Plan *p, PyObject *const *args, Py_ssize_t nargs) 
     }
     if (touched)
         wake_sleepers(p);
-    if (p->timing && status == DONE)
-        end_call(p, now() - p->call_started);
     PyBuffer_Release(&sbuf);
     return PyLong_FromLong(status | (touched || copied ? MOVED : 0));
 }
@@ -675,15 +620,15 @@ static PyMethodDef Plan_methods[] = {
      "ready(state, send, recv, word, fp, may_write) -> whether advance can move now."},
     {NULL, NULL, 0, NULL}};
 
-/* own_source: where an allgather's own block is published from once chosen (IN_SEND or
- * IN_RECV), 0 while the plan still measures (or has no such block) */
+/* own_source: where an allgather's own block is published from unless aliased (IN_SEND or
+ * IN_RECV: the selection table's `protocols.shm_stream.own_block`) */
 static PyObject *Plan_own_source(Plan *p, void *closure) {
     (void)closure;
     return PyLong_FromLong(p->own_from);
 }
 
 static PyGetSetDef Plan_getset[] = {
-    {"own_source", (getter)Plan_own_source, NULL, "the own block's chosen source", NULL},
+    {"own_source", (getter)Plan_own_source, NULL, "the own block's source unless aliased", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

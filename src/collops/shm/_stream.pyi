@@ -23,11 +23,11 @@ class Plan:
                  writes: Any, drained_of_me: Any, writers: Any,
                  self_copy: tuple[int, int, int], sleeper_words: Sequence[int],
                  sleeper_ranks: Sequence[int], wake: Callable[[int], None],
-                 streaming: bool = False) -> None: ...
+                 streaming: bool = False, own_from: int = 1) -> None: ...
     @property
     def own_source(self) -> int:
-        """Where an allgather's own block is published from once chosen by measuring
-        (IN_SEND 1 or IN_RECV 2), 0 while still measuring or without such a block."""
+        """Where an allgather's own block is published from unless that copy would be
+        aliased (IN_SEND 1 or IN_RECV 2: ``own_from``)."""
     def advance(self, state: Any, send: int, recv: int, word: int, fingerprint: int,
                 may_write: bool, spin: float, /) -> int:
         """Everything that can move now, spinning at most ``spin`` s: DONE, STUCK or FOREIGN,

@@ -19,11 +19,6 @@ from .endpoint import (
     _STOP,
     FAILURE_GRACE,
     PIECE_MIN,
-    PULL_AFTER,
-    PULL_BYTES,
-    PULL_MAX,
-    SPLIT_PIECE_MAX,
-    SPLIT_PIECE_MIN,
     ShmEndpoint,
     _address,
 )
@@ -49,7 +44,7 @@ class _Incoming:
                  "local", "complete", "stop", "pull", "due")
 
     def __init__(self, h: Handle, out: memoryview, n: int, tag: int, piece: int,
-                 remote: int) -> None:
+                 remote: int, pull: int) -> None:
         self.h, self.out, self.n, self.tag, self.piece = h, out, n, tag, piece
         self.remote = remote  # the sender's buffer address, 0 when it may not be read
         self.shared = remote != 0  # two-ended: FIN and STOP close it
@@ -58,7 +53,7 @@ class _Incoming:
         self.pid = self.local = 0
         self.complete = False
         self.stop: int | None = None  # (two-ended) the sender's chunk count at its STOP
-        self.pull = PULL_BYTES  # bytes of the next read from the back
+        self.pull = pull  # bytes of the next read from the back
         self.due = 0.0  # when to read from the back unless a chunk comes first
 
 
@@ -70,9 +65,9 @@ class _SplitIn:
                  "error", "failed_at")
 
     def __init__(self, h: Handle, n: int, tag: int, gen: int, pid: int, remote: int,
-                 local: int) -> None:
+                 local: int, piece: int) -> None:
         self.h, self.n, self.tag, self.gen = h, n, tag, gen
-        self.piece = _split_piece(n)
+        self.piece = piece
         self.pieces = -(-n // self.piece)
         self.pid, self.remote, self.local = pid, remote, local
         self.front = 0  # pieces [0, front) read by this rank
@@ -95,10 +90,11 @@ class _SplitOut:
         self.stopped = False  # met the receiver's front: nothing more to write
 
 
-def _split_piece(n: int) -> int:
-    """Bytes per piece of a split transfer of ``n`` bytes (both sides compute it alike)."""
+def split_piece(n: int, smallest: int, largest: int) -> int:
+    """Bytes per piece of a split transfer of ``n`` bytes: an eighth, in whole pages, within
+    ``smallest`` and ``largest`` (the receiver chooses; its SPLIT tells the sender)."""
     share = -(-n // (8 * 4096)) * 4096
-    return min(SPLIT_PIECE_MAX, max(SPLIT_PIECE_MIN, share))
+    return min(largest, max(smallest, share))
 
 
 class BulkTransfers(ShmEndpoint):
@@ -137,7 +133,8 @@ class BulkTransfers(ShmEndpoint):
         # the time anyway, and a reader at the back would only add a FIN to wait for
         shared = (readable and kind == seg.RTS_PIPE
                   and not (self._rendezvous_sends[src] or self._pipe_out[src]))
-        transfer = _Incoming(h, out, n, tag, self._piece(n), address if shared else 0)
+        transfer = _Incoming(h, out, n, tag, self._piece(n), address if shared else 0,
+                             self._pull_bytes)
         queue = self._pipe_in[src]
         queue.append(transfer)
         if len(queue) == 1:
@@ -149,7 +146,7 @@ class BulkTransfers(ShmEndpoint):
         publishing where a two-ended transfer's sender must stop (nowhere yet: at its end)."""
         if transfer.shared:
             self._words[self._in_back_word[src]] = transfer.n
-            transfer.due = time.perf_counter() + PULL_AFTER
+            transfer.due = time.perf_counter() + self._pull_after
             self._send_control(src, seg.CTS, transfer.tag, 0, 0, _GO_SHARED)
         else:
             self._send_control(src, seg.CTS, transfer.tag, 0, 0, _GO_PIPE)
@@ -211,7 +208,7 @@ class BulkTransfers(ShmEndpoint):
         gen = self._split_gen[src] = (self._split_gen[src] + 1) & _MASK32
         local = _address(out)
         transfer = _SplitIn(h, n, tag, gen, int(self._words[self._pid_word[src]]), address,
-                            local)
+                            local, split_piece(n, *self._split_pieces))
         self._words[self._split_in_claim[src]] = gen << 32  # claims nothing yet
         self._send_control(src, _SPLIT, tag, gen, transfer.piece, local)
         self._split_in[src] = transfer
@@ -414,7 +411,8 @@ class BulkTransfers(ShmEndpoint):
                 self._complete(src, transfer)
         if moved:
             if transfer.remote:
-                transfer.pull, transfer.due = PULL_BYTES, time.perf_counter() + PULL_AFTER
+                transfer.pull = self._pull_bytes
+                transfer.due = time.perf_counter() + self._pull_after
         elif (transfer.remote and not transfer.complete and time.perf_counter() >= transfer.due
               and not self._sending()):
             moved = self._pull(src, transfer)
@@ -451,7 +449,7 @@ class BulkTransfers(ShmEndpoint):
             transfer.remote = 0
             return False
         transfer.back = lower
-        transfer.pull = min(2 * transfer.pull, PULL_MAX)
+        transfer.pull = min(2 * transfer.pull, self._pull_max)
         self._words[self._in_back_word[src]] = lower
         if transfer.front >= lower:
             self._complete(src, transfer)

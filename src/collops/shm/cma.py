@@ -35,13 +35,13 @@ that fit its slots.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from ..algorithms import fingerprint as fp
+from .. import config
+from ..algorithms import tuning
 from ..algorithms.native import NativeAlgorithm, NativeCall
 from ..algorithms.registry import Algorithm, CostModel, add_algorithm
 from ..algorithms.spec import CallSpec
@@ -51,6 +51,7 @@ from ..schedule import Schedule
 from ..transport.tags import call_tag
 from . import direct as shm_direct
 from .direct_area import DirectArea, call_number, held_word, slot_of
+from .execution import AreaExecution
 from .transport import ShmTransport
 
 NAME = "shm_cma"
@@ -58,8 +59,6 @@ NAME = "shm_cma"
 RESOURCE = "shm_cma"
 SUPPORTED = ("bcast", "scatter", "gather", "allgather", "alltoall", "reduce", "allreduce",
              "reduce_scatter_block")
-#: bytes of the scratch a folding rank reads a peer's data into, a piece at a time
-SCRATCH_BYTES = 1 << 20
 #: descriptor words: send address, receive address
 _SEND, _RECV = range(2)
 
@@ -107,8 +106,15 @@ def _borrowers(spec: CallSpec, rank: int) -> tuple[int, ...]:
     return tuple(m for m in range(spec.size) if m != rank and rank in _awaits(spec, m))
 
 
+def scratch_bytes(spec: CallSpec) -> int:
+    """Bytes of the scratch a folding rank reads a peer's data into, a piece at a time: the
+    selection table's ``protocols.shm_cma.scratch_bytes``."""
+    return int(tuning.setting("shm_cma", "scratch_bytes", spec,
+                              config.settings.tuning_file).value)
+
+
 def _scratch(area: DirectArea, dtype: np.dtype, count: int) -> np.ndarray:
-    """A reusable scratch of at least ``count`` items (at most `SCRATCH_BYTES`)."""
+    """A reusable scratch of at least ``count`` items (at most `scratch_bytes`)."""
     key = (NAME, "scratch")
     raw = area.memo.get(key)
     need = count * dtype.itemsize
@@ -121,20 +127,19 @@ def _scratch(area: DirectArea, dtype: np.dtype, count: int) -> np.ndarray:
 _WRITE, _READ, _DRAIN, _DONE = range(4)
 
 
-class CmaExecution:
-    """An ``shm_cma`` call in flight, polled like an `Execution` (``poll``, ``left``)."""
+class CmaExecution(AreaExecution):
+    """An ``shm_cma`` call in flight (`AreaExecution`): publish the buffers' addresses, read
+    the peers' buffers, and wait until the readers of this rank's have read them."""
 
     def __init__(self, transport: ShmTransport, area: DirectArea, spec: CallSpec, rank: int,
                  send: np.ndarray | None, recv: np.ndarray | None, seq: int, phase: int,
                  context: int, timeout: float | None) -> None:
         c, p = spec.collective, spec.size
-        self.transport, self.area, self.spec, self.rank = transport, area, spec, rank
+        self.spec, self.rank = spec, rank
         self.send = None if send is None else send.reshape(-1)
         self.recv = None if recv is None else recv.reshape(-1)
         self.seq, self.context = seq, context
         self.fingerprint = shm_direct.call_fingerprint(spec, NAME)
-        self.deadline = None if timeout is None else time.monotonic() + timeout
-        self.what = f"rank {rank}: {c}[{NAME}]"
         #: the members whose descriptors it reads
         self.awaits = _awaits(spec, rank)
         #: the members that read its descriptor
@@ -150,11 +155,11 @@ class CmaExecution:
         # word: two ranks that each believe themselves the root then meet each other's
         self.state = _WRITE if self.readers or (
             c in ("gather", "reduce") and rank == spec.root and p > 1) else _READ
-        self.left = 1
         area.inflight += 1
         if self.state == _WRITE:
             area.queue_write(self, call_number(seq, phase))
-        transport.watch_direct(self._ready)
+        self._begin(transport, area, f"rank {rank}: {c}[{NAME}]", call_tag(context, seq, phase),
+                    timeout)
         self.poll()
 
     @property
@@ -182,17 +187,11 @@ class CmaExecution:
         return sorted({m for s, k in self.published if area.occupant[s][0] == k
                        for m in area.unacknowledged(s)})
 
-    def poll(self) -> bool:
-        """Advance without blocking; True once the call has completed on this rank."""
-        try:
-            while self.state != _DONE:
-                if not self._ready():
-                    return self._not_yet()
-                self._step()
-        except BaseException:
-            self._end()
-            raise
-        self._end()
+    def _advance(self, spin: float) -> bool:
+        while self.state != _DONE:
+            if not self._ready():
+                return self._stuck()
+            self._step()
         return True
 
     def _step(self) -> None:
@@ -216,6 +215,7 @@ class CmaExecution:
                 self._own_part()  # after the acknowledgement: the peers go on meanwhile
             if self.index + 1 < len(self.phases):
                 self.index += 1
+                self.tag = call_tag(self.context, self.seq, self.phase)
                 self.state = _WRITE
                 area.queue_write(self, call_number(self.seq, self.phase))
             else:
@@ -223,29 +223,28 @@ class CmaExecution:
             return
         self.state = _DONE  # drained: every reader has read this rank's buffers
 
-    def _not_yet(self) -> bool:
+    def _awaited(self) -> list[int]:
         area = self.area
         slot, _, word = self._slot_word()
         if self.state == _WRITE:
-            awaited: Callable[[], list[int]] = lambda: area.unacknowledged(slot)  # noqa: E731
-        elif self.state == _READ:
-            awaited = lambda: area.missing(slot, word, self.awaits)  # noqa: E731
-        else:  # a reader that made another call at the same point (ranks that disagree on
-            awaited = self._unread  # a bcast's root) has its word there: a mismatch
-        area.check(awaited, self.deadline, self.what,
-                   call_tag(self.context, self.seq, self.phase), fp.describe,
-                   (slot, word, self.fingerprint) if self.state == _READ or (
-                       self.state == _DRAIN and self.spec.collective in ("bcast", "scatter"))
-                   else None)
-        return False
+            return area.unacknowledged(slot)
+        if self.state == _READ:
+            return area.missing(slot, word, self.awaits)
+        # a reader that made another call at the same point (ranks that disagree on a
+        # bcast's root) has its word there: a mismatch
+        return self._unread()
 
-    def _end(self) -> None:
-        if self.left:
-            self.left = 0
-            self.area.inflight -= 1
-            if self in self.area.unwritten:
-                self.area.unwritten.remove(self)
-            self.transport.unwatch_direct(self._ready)
+    def _expect(self) -> tuple[int, int, int] | None:
+        slot, _, word = self._slot_word()
+        if self.state == _READ or (
+                self.state == _DRAIN and self.spec.collective in ("bcast", "scatter")):
+            return slot, word, self.fingerprint
+        return None
+
+    def _leave(self) -> None:
+        self.area.inflight -= 1
+        if self in self.area.unwritten:
+            self.area.unwritten.remove(self)
 
     # -- the copies -----------------------------------------------------------------------
     def _read(self, member: int, remote: int, local: int, nbytes: int) -> None:
@@ -310,7 +309,7 @@ class CmaExecution:
         if count == 0:
             return
         size = dt.itemsize
-        step = max(1, min(count, SCRATCH_BYTES // size))
+        step = max(1, min(count, scratch_bytes(spec) // size))
         scratch = _scratch(self.area, dt, step)
         combine = spec.op.combine_into
         for lo in range(0, count, step):

@@ -37,7 +37,7 @@ from ..algorithms.native import NativeAlgorithm, NativeCall
 from ..algorithms.registry import Algorithm, CostModel, Restriction, add_algorithm
 from ..algorithms.spec import CallSpec
 from ..errors import ScheduleError
-from ..ops import compiled_kernel
+from ..ops import compiled_kernel, use_compiled_kernels
 from ..schedule import Schedule
 from ..transport.tags import call_tag
 from .direct_area import (
@@ -47,6 +47,7 @@ from .direct_area import (
     slot_capacity,
     slot_of,
 )
+from .execution import AreaExecution
 from .segment import DIRECT_SLOTS
 from .transport import ShmTransport
 from .waiting import SLEEP, SPIN
@@ -55,6 +56,8 @@ try:
     from . import _direct
 except ImportError:  # built without a C compiler: `DirectExecution` does the same work
     _direct = None  # type: ignore[assignment]
+else:  # every fold in rank order, anywhere, takes the compiled kernels (`ops`)
+    use_compiled_kernels(_direct.combine_into, lambda: config.settings.compiled)
 
 NAME = "shm_direct"
 #: the reductions right with ``x`` as ``out`` (`Algorithm.in_place`): every rank's input is
@@ -150,11 +153,19 @@ def _publishes(spec: CallSpec, rank: int) -> bool:
 
 def _confirms(spec: CallSpec, rank: int) -> bool:
     """Whether ``rank`` is the root of a bcast or scatter, which completes only once every
-    reader has acknowledged its slot: ranks that disagree on the root then meet each other's
-    word (the call number with another fingerprint) and raise `CollectiveMismatch` naming both
-    roots, instead of returning different data. Readers publish nothing for it, so no slot is
-    taken out of call order (a reader's call may start after its later calls)."""
+    reader has found its call in its slot: ranks that disagree on the root then meet each
+    other's word (the call number with another fingerprint) and raise `CollectiveMismatch`
+    naming both roots, instead of returning different data. Readers publish nothing for it,
+    so no slot is taken out of call order (a reader's call may start after its later calls);
+    they say they found the call before they copy it (`_announces`), so the root does not
+    wait for their copies."""
     return spec.collective in ("bcast", "scatter") and rank == spec.root and spec.size > 1
+
+
+def _announces(spec: CallSpec, rank: int) -> bool:
+    """Whether ``rank`` reads the slot of a root that confirms (`_confirms`): it marks its
+    acknowledgement word `ARRIVED` once it finds the call, before it copies."""
+    return spec.collective in ("bcast", "scatter") and rank != spec.root
 
 
 def _slot_bytes(spec: CallSpec, rank: int) -> int:
@@ -176,19 +187,16 @@ def call_fingerprint(spec: CallSpec, name: str = NAME) -> int:
                           (spec.count, spec.op.name if spec.op else None))
 
 
-class DirectExecution:
-    """A direct call in flight, polled like an `Execution` (``poll``, ``left``)."""
+class DirectExecution(AreaExecution):
+    """A direct call in flight (`AreaExecution`): write the contribution, read the peers'
+    slots, and at a bcast's or scatter's root wait until every reader found the call."""
 
-    __slots__ = ("area", "spec", "rank", "send", "recv", "k", "slot", "fingerprint", "word", "left",
-                 "deadline", "timeout", "written", "read", "role", "tag", "transport", "write_k")
-
-    tag: tuple[int, int]
+    __slots__ = ("spec", "rank", "send", "recv", "k", "slot", "word", "written", "read", "role",
+                 "write_k")
 
     def __init__(self, transport: ShmTransport, area: DirectArea, spec: CallSpec, rank: int,
                  send: np.ndarray | None, recv: np.ndarray | None, seq: int, phase: int,
                  context: int, timeout: float | None) -> None:
-        self.transport = transport
-        self.area = area
         self.spec = spec
         self.rank = rank
         self.send = None if send is None else send.reshape(-1)  # views of the caller's
@@ -197,16 +205,12 @@ class DirectExecution:
         self.slot = slot_of(seq, phase)
         self.role = role = _role(area, spec, rank)
         self.word = held_word(self.k, role.fingerprint)
-        self.left = 1
-        self.timeout = timeout
-        self.deadline = None if timeout is None else time.monotonic() + timeout
         self.written = not role.publishes
         self.read = False
-        self.tag = call_tag(context, seq, phase)
         area.inflight += 1
         if not self.written:
             area.queue_write(self, self.k)
-        transport.watch_direct(self._ready)
+        self._begin(transport, area, role.what, call_tag(context, seq, phase), timeout)
         self.poll()
 
     def _may_write(self) -> bool:
@@ -218,16 +222,24 @@ class DirectExecution:
             return self._may_write()
         if not self.read:
             return not self.area.missing(self.slot, self.word, self.role.others)
-        return not self.area.unacknowledged(self.slot)
+        return not self.area.unconfirmed(self.slot)
 
-    def poll(self) -> bool:
-        """Advance without blocking; True once the call has completed on this rank."""
-        if self.left == 0:
-            return True
+    def _awaited(self) -> list[int]:
+        area, slot = self.area, self.slot
+        if not self.written:
+            return area.unacknowledged(slot)
+        if not self.read:
+            return area.missing(slot, self.word, self.role.others)
+        return area.unconfirmed(slot)
+
+    def _expect(self) -> tuple[int, int, int]:
+        return self.slot, self.word, self.role.fingerprint
+
+    def _advance(self, spin: float) -> bool:
         area, slot, k, role = self.area, self.slot, self.k, self.role
         if not self.written:
             if not self._may_write():
-                return self._not_yet(lambda: area.unacknowledged(slot))
+                return self._stuck()
             _write(area, self.spec, slot, self.send)
             area.publish(slot, k, role.fingerprint, role.readers)
             if self.rank in role.awaits:
@@ -236,36 +248,22 @@ class DirectExecution:
             self.written = True
         if not self.read:
             if area.missing(slot, self.word, role.others):
-                return self._not_yet(lambda: area.missing(slot, self.word, role.others))
-            try:
-                _reader_for(area, self.spec, self.rank)(slot, self.send, self.recv)
-            except BaseException:
-                self._end()
-                raise
+                return self._stuck()
+            if role.announces:
+                area.announce(slot, k, role.others)
+            _reader_for(area, self.spec, self.rank)(slot, self.send, self.recv)
             area.acknowledge(slot, k, role.others)
             self.read = True
-        if role.confirms and area.unacknowledged(slot):
-            return self._not_yet(lambda: area.unacknowledged(slot))
-        self._end()
+        if role.confirms and area.unconfirmed(slot):
+            return self._stuck()
         return True
 
-    def _end(self) -> None:
+    def _leave(self) -> None:
         if self.area.own_pending[self.slot] == self.k:
             self.area.own_pending[self.slot] = 0
-        self.left = 0
         self.area.inflight -= 1
         if not self.written:
             self.area.unwritten.remove(self)
-        self.transport.unwatch_direct(self._ready)
-
-    def _not_yet(self, awaited: Any) -> bool:
-        try:
-            self.area.check(awaited, self.deadline, self.role.what, self.tag, fp.describe,
-                            (self.slot, self.word, self.role.fingerprint))
-        except BaseException:
-            self._end()
-            raise
-        return False
 
 
 @dataclass(frozen=True)
@@ -281,8 +279,10 @@ class Role:
     others: tuple[int, ...]
     #: the other members that read its slot
     readers: tuple[int, ...]
-    #: whether the call completes only once every reader acknowledged (`_confirms`)
+    #: whether the call completes only once every reader found it (`_confirms`)
     confirms: bool
+    #: whether the rank says it found the call before it reads it (`_announces`)
+    announces: bool
     #: how errors name the call
     what: str
 
@@ -304,7 +304,8 @@ def _role(area: DirectArea, spec: CallSpec, rank: int) -> Role:
         awaits = tuple(_awaits(spec, rank))
         return Role(call_fingerprint(spec), _publishes(spec, rank), awaits,
                     tuple(_waits_for(spec, rank)), _readers(spec, rank),
-                    _confirms(spec, rank), f"rank {rank}: {spec.collective}[{NAME}]")
+                    _confirms(spec, rank), _announces(spec, rank),
+                    f"rank {rank}: {spec.collective}[{NAME}]")
     return kept(area.memo, ("role", spec, rank), make)  # type: ignore[no-any-return]
 
 
@@ -403,7 +404,7 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
             area.wait(lambda: not area.inflight and area.writable(slot),
                       lambda: area.unacknowledged(slot), None, "", None, fp.describe)
             return compiled.run(send, recv, seq, timeout, phase)
-        # status 2 (its peers' words) and 3 (a root's readers' acknowledgements): the runner
+        # status 2 (its peers' words) and 3 (a root's readers' arrivals): the runner
         # spun and yielded (`Ladder`'s first stages): sleep from here
         if status == 3:
             return _confirm_slowly(call, area, seq, timeout, fingerprint, phase, SLEEP)
@@ -414,7 +415,7 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
         occupant=area.occupant, own_pending=area.own_pending,
         readers=_readers(spec, rank), slow=slow, wake=transport.wake, publishes=publishes,
         nbytes=_slot_bytes(spec, rank), fingerprint=fingerprint,
-        is_root=_confirms(spec, rank),
+        is_root=_confirms(spec, rank), announces=_announces(spec, rank),
         mix=held_word(0, fingerprint), my_held=area.held[rank], my_fp=area.fps[rank],
         my_data=area.slot_offset[rank],
         held=[area.held[j][i] for i in slots for j in others],
@@ -450,6 +451,8 @@ def _finish_slowly(call: NativeCall, area: DirectArea, send: np.ndarray | None,
               lambda: area.missing(slot, word, others), deadline,
               f"rank {rank}: {spec.collective}[{NAME}]", call_tag(call.context, seq, phase),
               fp.describe, (slot, word, fingerprint), start)
+    if _announces(spec, rank):
+        area.announce(slot, k, others)
     _reader_for(area, spec, rank)(slot, send, recv)
     area.acknowledge(slot, k, others)
     if _confirms(spec, rank):
@@ -458,13 +461,13 @@ def _finish_slowly(call: NativeCall, area: DirectArea, send: np.ndarray | None,
 
 def _confirm_slowly(call: NativeCall, area: DirectArea, seq: int, timeout: float | None,
                     fingerprint: int | None = None, phase: int = 0, start: int = SPIN) -> None:
-    """A bcast's or scatter's root waits for every reader's acknowledgement (`_confirms`),
+    """A bcast's or scatter's root waits until every reader found its call (`_confirms`),
     raising `CollectiveMismatch` if a reader made another call at the same point."""
     spec, rank = call.spec, call.rank
     slot, word = slot_of(seq, phase), held_word(call_number(seq, phase),
                                                 fingerprint or call_fingerprint(spec))
     deadline = None if timeout is None else time.monotonic() + timeout
-    area.wait(lambda: not area.unacknowledged(slot), lambda: area.unacknowledged(slot),
+    area.wait(lambda: not area.unconfirmed(slot), lambda: area.unconfirmed(slot),
               deadline, f"rank {rank}: {spec.collective}[{NAME}]",
               call_tag(call.context, seq, phase), fp.describe,
               (slot, word, fingerprint or call_fingerprint(spec)), start)
@@ -517,8 +520,8 @@ def read_plan(spec: CallSpec, rank: int) -> ReadPlan:
 
 
 def _reader(area: DirectArea, spec: CallSpec, rank: int) -> Reader:
-    """``read(slot, send, recv)``: `read_plan` carried out with numpy on views of the slots
-    (flat, typed ``recv``), every view prepared here."""
+    """``read(slot, send, recv)``: `read_plan` carried out on views of the slots (flat, typed
+    ``recv``; folds by `Op.combine_into`), every view prepared here."""
     plan, dt, slots = read_plan(spec, rank), spec.dtype, range(DIRECT_SLOTS)
     n = plan.count
     views = [[area.view(j, i, dt, n, plan.offset) for j in plan.members] for i in slots]
@@ -526,18 +529,15 @@ def _reader(area: DirectArea, spec: CallSpec, rank: int) -> Reader:
         return _nothing
     if plan.kind == "reduce":
         assert spec.op is not None
-        ufunc = spec.op.ufunc
-        if ufunc is not None and len(plan.members) == 2:
-            def reduce_two(slot: int, send: Any, recv: Any) -> None:
-                a, b = views[slot]
-                ufunc(a, b, out=recv)
-            return reduce_two
         combine = spec.op.combine_into
 
         def reduce_all(slot: int, send: Any, recv: Any) -> None:
             vs = views[slot]
-            recv[...] = vs[0]
-            for v in vs[1:]:
+            if len(vs) == 1:
+                recv[...] = vs[0]
+                return
+            combine(recv, vs[0], vs[1])
+            for v in vs[2:]:
                 combine(recv, recv, v)
         return reduce_all
     if plan.kind == "copy":

@@ -58,6 +58,9 @@ from .waiting import SPIN
 if TYPE_CHECKING:
     from .transport import ShmTransport
 
+#: or-ed into an acknowledgement word by a reader that found its call and still copies it:
+#: enough for a root's confirmation (`DirectArea.unconfirmed`), not for reusing the slot
+ARRIVED = 1 << 62
 #: bytes of each rank's slot in the direct areas of the job this process attached to last
 #: (what ``shm_direct``'s restriction checks a call against; the layout's default before)
 _slot_capacity = seg.DEFAULT_DIRECT_BYTES
@@ -179,6 +182,13 @@ class DirectArea:
         words, me = self.words, self.index
         return [r for r in readers if words[self.ack[r][me][slot]] != k]
 
+    def unconfirmed(self, slot: int) -> list[int]:
+        """The readers that have not yet found the call in this rank's ``slot`` (said so with
+        `ARRIVED`, or read it)."""
+        k, readers = self.occupant[slot]
+        words, me = self.words, self.index
+        return [r for r in readers if words[self.ack[r][me][slot]] & ~ARRIVED != k]
+
     def publish(self, slot: int, k: int, fingerprint: int, readers: tuple[int, ...]) -> None:
         """Announce that this rank's ``slot`` holds its contribution to call ``k``."""
         words, me = self.words, self.index
@@ -194,6 +204,13 @@ class DirectArea:
         me, k = self.index, word >> 24
         if self.words[self.held[me][slot]] >> 24 != k and self.writable(slot):
             self.publish(slot, k, fingerprint, ())
+
+    def announce(self, slot: int, k: int, writers: Sequence[int]) -> None:
+        """Say that this rank found call ``k`` in the ``writers``' ``slot`` and is reading it
+        (no wake: the acknowledgement that follows wakes a writer asleep)."""
+        words, row = self.words, self.ack[self.index]
+        for w in writers:
+            words[row[w][slot]] = k | ARRIVED
 
     def acknowledge(self, slot: int, k: int, writers: Sequence[int]) -> None:
         """Say that this rank has read call ``k`` from the ``writers``' ``slot``."""

@@ -34,11 +34,6 @@ _SLOT_FIELDS = struct.Struct("=5Q")
 _MASK32 = 0xFFFFFFFF
 #: smallest chunk of a pipelined transfer (see `ShmTransport._piece`)
 PIECE_MIN = tuning.setting("shm", "piece_min").value
-#: seconds a two-ended transfer's receiver waits for a chunk before it reads from the back
-#: itself (reading while the sender streams slows both down: they copy the same bytes)
-PULL_AFTER = 100e-6
-#: bytes it then reads at a time: at first; doubled (up to the most) while no chunk comes
-PULL_BYTES, PULL_MAX = 128 << 10, 2 << 20
 #: STOP: a two-ended transfer's sender wrote its last chunk (aux: its pair's chunk count)
 _STOP = 6
 #: SPLIT: the receiver of a single-copy message reads it from the front and invites the
@@ -51,10 +46,15 @@ _SPLIT = 7
 SPLIT_MIN = tuning.setting("shm", "split_min").value
 #: seconds a rank whose single-copy read failed waits for the sender's death to be marked
 FAILURE_GRACE = 5.0
-#: a split transfer's pieces: an eighth of the message, within these bounds
-SPLIT_PIECE_MIN, SPLIT_PIECE_MAX = 128 << 10, 1 << 20
 #: the ``go`` of a clear-to-send: refused (message too large), pipelined, two-ended
 _GO_REFUSED, _GO_PIPE, _GO_SHARED = 0, 1, 2
+
+
+#: shm protocol settings read from the selection tables alone (``protocols.shm.<name>``):
+#: seconds a two-ended transfer's receiver waits for a chunk before it reads from the back
+#: itself, the bytes it then reads at first and at most (doubled while no chunk comes); the
+#: bounds of a split transfer's pieces (an eighth of the message within them)
+TABLE_ONLY = ("pull_after", "pull_bytes", "pull_max", "split_piece_min", "split_piece_max")
 
 
 def _protocols(oversubscribed: bool, single_copy: bool | None,
@@ -69,7 +69,8 @@ def _protocols(oversubscribed: bool, single_copy: bool | None,
         rule = tuning.setting("shm", name, None, prefs.tuning_file)
         return rule.value, f"{rule.where}, source {rule.source or '-'}"
 
-    found = {name: table(name) for name in ("single_copy", "single_copy_max", "split_min")}
+    found = {name: table(name) for name in ("single_copy", "single_copy_max", "split_min",
+                                            *TABLE_ONLY)}
     found["single_copy_min"] = table("single_copy_min_oversubscribed" if oversubscribed
                                      else "single_copy_min")
     for name, given, env, variable in (
@@ -133,6 +134,11 @@ class ShmEndpoint(Transport):
                                     int(self._protocols["single_copy_min"][0]))
         self._single_copy_max = int(self._protocols["single_copy_max"][0])
         self._split_min = int(self._protocols["split_min"][0])
+        self._pull_after = float(self._protocols["pull_after"][0])
+        self._pull_bytes = int(self._protocols["pull_bytes"][0])
+        self._pull_max = int(self._protocols["pull_max"][0])
+        self._split_pieces = (int(self._protocols["split_piece_min"][0]),
+                              int(self._protocols["split_piece_max"][0]))
         if layout.direct_areas and layout.direct_bytes:
             set_slot_capacity(layout.direct_bytes)
         self._reader = seg.RemoteReader()

@@ -15,10 +15,11 @@ _stream`) where it was built, else with the same protocol in Python (`PyPlan`):
   each reader is fed at the same rate, and each chunk has one reader;
 * ``scatter``/``gather``: the root writes one block per rank / reads one from each;
 * ``reduce``: a gather of the contributions into a scratch buffer of the root's (kept
-  between calls), which the root then folds into its result in rank order with the
-  operator's numpy function, ``x0 ∘ x1 ∘ … ∘ x(p−1)`` as MPI specifies for any operator
-  (`FoldingExecution`). The root folds alone, but with more ranks than cores the copies
-  into the rings run on the other core meanwhile, and no rank waits for a peer per step;
+  between calls), which the root then folds into its result in rank order with
+  `Op.combine_into` (the compiled kernels where they apply, else the operator's numpy
+  function), ``x0 ∘ x1 ∘ … ∘ x(p−1)`` as MPI specifies for any operator (`FoldingExecution`).
+  The root folds alone, but with more ranks than cores the copies into the rings run on the
+  other core meanwhile, and no rank waits for a peer per step;
 * ``reduce_scatter_block``: an alltoall into every rank's scratch, each rank then folding
   its block in rank order;
 * ``allreduce``: that reduce-scatter into the rank's block of the result, then an allgather

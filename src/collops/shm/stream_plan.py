@@ -13,6 +13,7 @@ from .. import config
 from ..algorithms import tuning
 from ..algorithms.spec import CallSpec
 from ..datatypes import address_of
+from ..errors import ArgumentError
 from . import direct as shm_direct
 from .stream_area import StreamArea
 from .stream_protocol import (
@@ -20,6 +21,7 @@ from .stream_protocol import (
     IN_RING,
     IN_SEND,
     NAME,
+    OWN_BLOCK_SOURCES,
     R_EXPECT,
     S_BLOCKED_ON,
     S_FAILED_WRITER,
@@ -54,6 +56,18 @@ def streaming_from(spec: CallSpec, case: str) -> float:
                                 config.settings.tuning_file).value)
 
 
+def own_block(spec: CallSpec) -> int:
+    """Where an allgather whose blocks go by reference publishes its own block unless that
+    copy would be aliased (IN_SEND or IN_RECV): the selection table's
+    ``protocols.shm_stream.own_block`` ("send" or "recv")."""
+    rule = tuning.setting("shm_stream", "own_block", spec, config.settings.tuning_file)
+    try:
+        return OWN_BLOCK_SOURCES[rule.value]
+    except (KeyError, TypeError):
+        raise ArgumentError("allgather", "protocols.shm_stream.own_block", rule.value,
+                            f"{rule.where}: one of {', '.join(OWN_BLOCK_SOURCES)}") from None
+
+
 #: a rank that also writes its ring; one that only reads; a call whose blocks go by
 #: reference (only the own block's copy is the loop's); a call whose own block is copied in
 #: the same pass as its ring chunks (`copy_twice`)
@@ -81,9 +95,9 @@ def _make_plan(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: 
     rows = [(group[w], area.filled[group[w]], area.headers[group[w]], area.rings[group[w]],
              area.drained[group[w]][me], dst, expect, t.pid_word(group[w]))
             for w, dst, expect in readers]
-    own_block = IN_OWN if spec.collective == "allgather" and own[2] > 0 else IN_SEND
+    own_block_row = IN_OWN if spec.collective == "allgather" and own[2] > 0 else IN_SEND
     write_rows = [(src, n, sum(1 << group[r] for r in mask), offset,
-                   own_block if whole else IN_RING) for src, n, mask, offset in writes]
+                   own_block_row if whole else IN_RING) for src, n, mask, offset in writes]
     sleepers = [r for r in group if r != me]
     fields: dict[str, Any] = dict(
         segment=t.segment_map, cursors=area.cursors, me=me, nchunks=area.nchunks,
@@ -93,7 +107,7 @@ def _make_plan(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: 
         drained_of_me=np.array(area.drained[me], np.int64),
         writers=np.array(rows, np.int64).reshape(-1, 8), self_copy=own,
         sleeper_words=[t.sleeping_word(r) for r in sleepers], sleeper_ranks=sleepers,
-        wake=t.wake)
+        wake=t.wake, own_from=own_block(spec) if own_block_row == IN_OWN and whole else IN_SEND)
     received = own[2] + sum(r[R_EXPECT] for r in rows)
     # the own block's copy starts where the ring chunks do: the compiled loop writes both in
     # one pass (`copy_twice`) — an allgather's, a bcast root's with an ``out`` of its own

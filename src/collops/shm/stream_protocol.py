@@ -36,19 +36,22 @@ W_SRC, W_NBYTES, W_MASK, W_OFFSET, W_REFERENCE = range(5)
 #: where a write row's bytes go (W_REFERENCE): into the ring, or published by reference where
 #: they are, in the send buffer or — once the own block is copied — in the receive buffer.
 #: IN_OWN, an allgather's own block: from the receive buffer when the reader's destination
-#: would be 4 KiB-aliased with the send buffer, else from whichever of the two the compiled
-#: loop measured faster over the plan's first calls (`Plan.own_source`; the Python loop takes
-#: the send buffer); docs/performance.md, "Rings against blocks by reference", has the
-#: figures. W_SRC is the send buffer's offset (`own_block_source`, `reference_of` say where).
+#: would be 4 KiB-aliased with the send buffer, else from the buffer the selection table's
+#: ``protocols.shm_stream.own_block`` names (the plan's ``own_from``). W_SRC is the send
+#: buffer's offset (`own_block_source`, `reference_of` say where).
 IN_RING, IN_SEND, IN_RECV, IN_OWN = range(4)
+#: the values of ``protocols.shm_stream.own_block``
+OWN_BLOCK_SOURCES = {"send": IN_SEND, "recv": IN_RECV}
 R_RANK, R_FILLED, R_HEADERS, R_RING, R_DRAINED, R_DST, R_EXPECT, R_PID = range(8)
+
+
 def own_block_source(own: tuple[int, int, int], src: int, nbytes: int, send: int,
-                     recv: int) -> int:
+                     recv: int, own_from: int = IN_SEND) -> int:
     """Where an allgather publishes the ``nbytes`` at ``src`` of its own block (IN_OWN):
-    IN_SEND, or IN_RECV when a reader whose buffers sit as this rank's would copy them
-    aliased."""
+    ``own_from`` (IN_SEND or IN_RECV), or IN_RECV when a reader whose buffers sit as this
+    rank's would copy them aliased."""
     to = recv + own[1] + src - own[0]
-    return IN_RECV if seg.aliased(to, send + src, nbytes) else IN_SEND
+    return IN_RECV if seg.aliased(to, send + src, nbytes) else own_from
 
 
 # -- the protocol in Python (when the extension is missing or COLLOPS_COMPILED=0) ---------------
@@ -60,7 +63,7 @@ class PyPlan:
                  my_ring: int, writes: np.ndarray, drained_of_me: np.ndarray,
                  writers: np.ndarray, self_copy: tuple[int, int, int],
                  sleeper_words: Sequence[int], sleeper_ranks: Sequence[int],
-                 wake: Callable[[int], None]) -> None:
+                 wake: Callable[[int], None], own_from: int = IN_SEND) -> None:
         self.words, self.cursor, self.me = area.words, cursors, me
         self.size = len(cursors) - 1
         self.nchunks, self.chunk_bytes = nchunks, chunk_bytes
@@ -68,11 +71,17 @@ class PyPlan:
         self.write = writes.tolist()
         self.drained = drained_of_me.tolist()
         self.writer = writers.tolist()
-        self.own = self_copy
+        self.own, self.own_from = self_copy, own_from
         self.base = area.transport.segment_address
         self.transport, self.group = area.transport, list(sleeper_ranks) + [me]
         #: where in a state array the words of the references to drain begin
         self.must_drain = S_RECEIVED + len(self.writer)
+
+    @property
+    def own_source(self) -> int:
+        """Where an allgather's own block is published from unless that copy would be
+        aliased (IN_SEND or IN_RECV: ``own_from``)."""
+        return self.own_from
 
     def _slot_free(self, c: int, state: np.ndarray) -> bool:
         if c < self.nchunks:
@@ -91,7 +100,8 @@ class PyPlan:
         kind = int(row[W_REFERENCE])
         if kind != IN_OWN:
             return kind
-        return own_block_source(self.own, int(row[W_SRC]), int(row[W_NBYTES]), send, recv)
+        return own_block_source(self.own, int(row[W_SRC]), int(row[W_NBYTES]), send, recv,
+                                self.own_from)
 
     def _write_one(self, state: np.ndarray, send: int, recv: int, word: int,
                    fingerprint: int) -> int:
@@ -204,10 +214,10 @@ class PyPlan:
 
     def advance(self, state: np.ndarray, send: int, recv: int, word: int, fingerprint: int,
                 may_write: bool, spin: float) -> int:
-        """Everything that can move now (spinning at most ``spin`` s): DONE, STUCK or FOREIGN,
+        """Everything that can move now (waiting at most ``spin`` s): DONE, STUCK or FOREIGN,
         with MOVED or-ed in when anything moved."""
         state[S_FOREIGN_WRITER] = -1
-        status, touched, copied, stop = STUCK, False, False, 0.0
+        status, touched, copied = STUCK, False, False
         written = int(state[S_WRITTEN])
         if may_write and written < len(self.write) and \
                 self._reference_of(self.write[written], send, recv) == IN_RECV:
@@ -235,19 +245,29 @@ class PyPlan:
                 status = DONE
                 break
             if moved:
-                stop = 0.0
                 continue
             if foreign:
                 status = FOREIGN
                 break
-            t = time.perf_counter()
-            if not stop:
-                stop = t + spin
-            if t >= stop:
+            if not self._wait(state, send, recv, word, fingerprint, may_write, spin):
                 break
         if touched:
             self.transport.wake_sleepers(self.group)
         return status | (MOVED if touched or copied else 0)
+
+    def _wait(self, state: np.ndarray, send: int, recv: int, word: int, fingerprint: int,
+              may_write: bool, spin: float) -> bool:
+        """Wait at most ``spin`` s, through the one wait (`waiting.Ladder`), until `advance`
+        can move: whether it can."""
+        if spin <= 0:
+            return False
+        t = self.transport
+
+        def ready() -> bool:
+            return self.ready(state, send, recv, word, fingerprint, may_write)
+
+        return t.ladder.wait(ready, lambda timeout: t.sleep_until(ready, timeout),
+                             deadline=time.monotonic() + spin)
 
     def ready(self, state: np.ndarray, send: int, recv: int, word: int, fingerprint: int,
               may_write: bool) -> bool:

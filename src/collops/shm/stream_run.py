@@ -18,6 +18,7 @@ from ..errors import CollectiveMismatch, PeerFailed, ScheduleError, TransportErr
 from ..transport.tags import call_tag
 from . import direct as shm_direct
 from .direct_area import DirectArea, call_number, held_word, slot_of
+from .execution import AreaExecution
 from .roll_call import RollCall
 from .stream_area import StreamArea
 from .stream_plan import Prepared, _addresses, plan_for
@@ -41,20 +42,21 @@ from .waiting import SPIN, YIELD
 
 
 # -- the call ----------------------------------------------------------------------------------
-class StreamExecution:
-    """An ``shm_stream`` call in flight, polled like an `Execution` (``poll``, ``left``)."""
+class StreamExecution(AreaExecution):
+    """An ``shm_stream`` call in flight (`AreaExecution` over the communicator's direct area
+    ``area``; its stream area is ``stream``): write and read the chunks, then, at a rooted
+    call, finish the roll call."""
 
-    __slots__ = ("transport", "direct", "area", "spec", "prepared", "rank", "plan", "nwrites",
-                 "state", "send", "recv", "send_address", "recv_address", "fingerprint",
-                 "word", "expect", "tag", "deadline", "spin", "left", "moved", "roll",
-                 "streamed", "__weakref__")
+    __slots__ = ("stream", "spec", "prepared", "rank", "plan", "nwrites", "state", "send",
+                 "recv", "send_address", "recv_address", "fingerprint", "word", "expect",
+                 "spin", "moved", "roll", "streamed", "__weakref__")
 
     def __init__(self, transport: ShmTransport, direct: DirectArea, area: StreamArea,
                  spec: CallSpec, prepared: Prepared, rank: int, send: np.ndarray | None,
                  recv: np.ndarray | None, seq: int, phase: int, context: int,
                  timeout: float | None, state: np.ndarray | None = None,
                  roll: RollCall | None = None) -> None:
-        self.transport, self.direct, self.area, self.spec = transport, direct, area, spec
+        self.stream, self.spec = area, spec
         #: a rooted call's roll call (`roll_call`), done once the root heard every member
         self.roll = roll
         #: whether the stream part is done (the roll call may still wait)
@@ -69,32 +71,25 @@ class StreamExecution:
         k = call_number(seq, phase)
         self.word = word = held_word(k, fingerprint)
         self.expect = (slot_of(seq, phase), word, fingerprint)
-        self.tag = call_tag(context, seq, phase)
-        self.deadline = None if timeout is None else time.monotonic() + timeout
         self.spin = _spin(transport)
-        self.left = 1
         self.moved = False
         area.active.append(self)
         if self.state[S_WRITTEN] < self.nwrites:
             area.unwritten.append(self)
-        transport.watch_direct(self._ready)
-
-    @property
-    def what(self) -> str:
-        """Who runs what, for error messages."""
-        return f"rank {self.rank}: {self.prepared.collective}[{NAME}]"
+        self._begin(transport, direct, f"rank {rank}: {prepared.collective}[{NAME}]",
+                    call_tag(context, seq, phase), timeout)
 
     def _may_write(self) -> bool:
-        unwritten = self.area.unwritten
+        unwritten = self.stream.unwritten
         return bool(unwritten) and unwritten[0] is self
 
-    def _advance(self, spin: float) -> int:
+    def _step(self, spin: float) -> int:
         """`Plan.advance` for this call: its status; ``self.moved`` says whether it moved."""
         may_write = self._may_write()
         status = self.plan.advance(self.state, self.send_address, self.recv_address,
                                    self.word, self.fingerprint, may_write, spin)
         if may_write and self.state[S_WRITTEN] >= self.nwrites:
-            self.area.unwritten.popleft()
+            self.stream.unwritten.popleft()
         self.moved = bool(status & MOVED)
         return int(status & ~MOVED)
 
@@ -104,48 +99,39 @@ class StreamExecution:
         return bool(self.plan.ready(self.state, self.send_address, self.recv_address,
                                     self.word, self.fingerprint, self._may_write()))
 
-    def poll(self, spin: float = 0.0) -> bool:
-        """Advance without waiting (beyond ``spin`` s); True once the call is done here."""
-        if not self.left:
-            return True
-        try:
-            if self.streamed:
-                return self._roll_called()
-            status = self._advance(spin)
-            moved = self.moved
-            if status == FOREIGN:
-                # a chunk of another call this rank has begun: give it to that call
-                for other in list(self.area.active):
-                    if other is not self and other.left:
-                        other._advance(0.0)
-                status = self._advance(0.0)
-                moved |= self.moved
-            if status == DONE:
-                self.streamed = True
-                return self._roll_called()
-            if status == FAILED:
-                self._failed()
-            if status == FOREIGN or not moved:
-                self._check()  # only when stuck: the checks cost more than a chunk
-        except BaseException:
-            self._end()
-            raise
+    def _advance(self, spin: float) -> bool:
+        if self.streamed:
+            return self._roll_called()
+        status = self._step(spin)
+        moved = self.moved
+        if status == FOREIGN:
+            # a chunk of another call this rank has begun: give it to that call
+            for other in list(self.stream.active):
+                if other is not self and other.left:
+                    other._step(0.0)
+            status = self._step(0.0)
+            moved |= self.moved
+        if status == DONE:
+            self.streamed = True
+            return self._roll_called()
+        if status == FAILED:
+            self._failed()
+        if status == FOREIGN or not moved:
+            self._check()  # only when stuck: the checks cost more than a chunk
         return False
 
     def _roll_called(self) -> bool:
-        """End the streamed call once its roll call is done (else check why not)."""
+        """Whether the streamed call's roll call is done (else check why not)."""
         if self.roll is None or self.roll.poll():
-            self._end()
             return True
-        self._check()
-        return False
+        return self._stuck()
 
     def _awaited(self) -> list[int]:
         """The group ranks this call waits for: writers not fully read, a reader to drain,
         members the roll call has not heard."""
         if self.streamed:
             return [] if self.roll is None else self.roll.awaited()
-        state, prepared, group = self.state, self.prepared, self.direct.group
+        state, prepared, group = self.state, self.prepared, self.area.group
         out = [m for k, (m, expect) in enumerate(zip(prepared.writers, prepared.expects,
                                                      strict=True))
                if state[S_RECEIVED + k] < expect]
@@ -156,13 +142,16 @@ class StreamExecution:
             out += self.roll.awaited()
         return sorted(set(out))
 
+    def _expect(self) -> tuple[int, int, int]:
+        return self.expect
+
     def _failed(self) -> None:
         """Raise for the reference chunk `advance` could not copy: `PeerFailed` naming the
         writer when its process is gone, else a `TransportError`."""
         writer, err = int(self.state[S_FAILED_WRITER]), int(self.state[S_ERRNO])
         error = self.transport.single_copy_error(
             writer, err, os.strerror(err) if err else "process_vm_readv failed")
-        member = self.direct.group.index(writer)
+        member = self.area.group.index(writer)
         if isinstance(error, PeerFailed):
             raise PeerFailed(member, f"{self.what}: reading its buffer: {error}")
         raise TransportError(f"{self.what}: reading rank {member}'s buffer: {error}")
@@ -174,31 +163,27 @@ class StreamExecution:
             call = int(state[S_FOREIGN_CALL]) & (2**64 - 1)
             if call >> 24 == self.word >> 24 and call != self.word:
                 theirs = int(state[S_FOREIGN_FP]) & (2**64 - 1)
-                member = self.direct.group.index(writer)
+                member = self.area.group.index(writer)
                 raise CollectiveMismatch(
                     f"{self.what}: called {fp.describe(self.fingerprint)} but rank {member} "
                     f"called {fp.describe(theirs)} at the same point")
-        self.direct.check(self._awaited, self.deadline, self.what, self.tag, fp.describe,
-                          self.expect)
+        super()._check()
 
-    def wait(self) -> None:
-        """Block until done (nothing else in flight to progress meanwhile)."""
-        while not self.poll(self.spin):
-            # the compiled loop spun for the stream, not for the roll call's words
-            self.direct.wait(self._ready, self._awaited, self.deadline, self.what, self.tag,
-                             fp.describe, self.expect, SPIN if self.streamed else YIELD)
+    def _spin(self) -> float:
+        return self.spin
 
-    def _end(self) -> None:
-        if self.left:
-            self.left = 0
-            area = self.area
-            area.active.remove(self)
-            if self in area.unwritten:
-                area.unwritten.remove(self)
-            if self.roll is not None:
-                self.roll.end()
-            self.transport.unwatch_direct(self._ready)
-            self.send = self.recv = None
+    def _wait_from(self) -> int:
+        # the compiled loop spun for the stream, not for the roll call's words
+        return SPIN if self.streamed else YIELD
+
+    def _leave(self) -> None:
+        stream = self.stream
+        stream.active.remove(self)
+        if self in stream.unwritten:
+            stream.unwritten.remove(self)
+        if self.roll is not None:
+            self.roll.end()
+        self.send = self.recv = None
 
 
 def _areas_of(call: NativeCall) -> tuple[ShmTransport, DirectArea, StreamArea]:

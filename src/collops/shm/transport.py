@@ -22,7 +22,8 @@ the job's segment (see `segment` for the layout). Three protocols move a message
   chunks out, each side publishing a cumulative chunk counter. The receiver grants the bulk
   area to one message at a time, so out-of-order receives can never deadlock it.
   **Two-ended** when the request carries the sender's address and the receiver does not
-  send to that peer itself: should no chunk come for `PULL_AFTER`, the receiver reads
+  send to that peer itself: should no chunk come for ``pull_after`` (the selection table's
+  ``protocols.shm``, as ``pull_bytes``/``pull_max`` and the split pieces), the receiver reads
   pieces from the back of the sender's buffer, publishing its lower boundary in the word
   after its drained counter; the sender stops at that boundary (bytes copied twice near the
   meeting point are the same bytes, so races cost only time), sends STOP with its chunk
