@@ -126,6 +126,8 @@ def run_all(args: argparse.Namespace) -> tuple[list[Run], Topology]:
         raise UsageError(f"--gamma must be >= 0, not {args.gamma}")
     if args.model not in MODELS:
         raise UsageError(f"unknown model {args.model!r} (one of {', '.join(MODELS)})")
+    if args.window is not None and args.window < 0:
+        raise UsageError(f"--window must be >= 0, not {args.window}")
     if args.switching not in SWITCHING:
         raise UsageError(f"unknown switching {args.switching!r} (one of {', '.join(SWITCHING)})")
     topology = topology_from_arg(args.topology, network_overrides(args.net))
@@ -142,7 +144,7 @@ def run_all(args: argparse.Namespace) -> tuple[list[Run], Topology]:
                               model=args.model, params=own, excluded=excluded,
                               placement=args.placement, seed=args.seed,
                               switching=args.switching, gamma=args.gamma, in_network=False,
-                              progress=PROGRESS[args.progress])
+                              window=args.window, progress=PROGRESS[args.progress])
             form = closed_form_for(result, topology, variant.algorithm)
             runs.append(Run(dataclasses.replace(result, algorithm=variant.label), form))
     if args.in_network:  # one more run per size: the reduction combined in the switches
@@ -188,10 +190,13 @@ def hotspot_table(runs: Sequence[Run]) -> str:
     return "\n".join(lines)
 
 
-def describe(runs: Sequence[Run], topology: Topology, excluded: str | None) -> str:
+def describe(runs: Sequence[Run], topology: Topology, excluded: str | None,
+             window: int | None = None) -> str:
     """The heading above the table."""
     r = runs[0].result
     out = f"{r.collective} on {topology} ({r.nprocs} ranks), {r.model} model"
+    if window is not None:
+        out += f", window {window}" if window else ", window 0 (as issued)"
     if excluded:
         out += f", nodes {excluded} excluded"
     return out
@@ -272,7 +277,17 @@ def _sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size", default="1K", help="bytes per rank contribution (per pair for "
                    "alltoall), e.g. 4096, 64K, 1M (default 1K)")
     p.add_argument("--sizes", default=None, help="several sizes, e.g. 1K,4K,16K (overrides --size)")
-    p.add_argument("--model", default="congestion", help="congestion (default) or packet")
+    p.add_argument("--model", default="congestion",
+                   help="congestion (default): lockstep rounds, each as slow as its busiest "
+                        "link — exact for send-receive rounds and for everything posted at "
+                        "once, not for free-running windowed sends; flow: event-driven, every "
+                        "message a flow whose rate is max-min fair, re-shared as flows start "
+                        "and end; packet: every packet through FIFO link queues")
+    p.add_argument("--window", type=int, default=None, metavar="W",
+                   help="at most W of a rank's sends in flight (flow: until the last byte "
+                        "arrived; congestion: W per injection slot); 0: as the schedule "
+                        "issues them; default: flow 0, congestion the node's links. An "
+                        "algorithm's throttle=W is the same window")
     p.add_argument("--switching", default="packet",
                    help="packet model: packet (default) or message (store-and-forward)")
     p.add_argument("--in-network", action="store_true",
@@ -313,7 +328,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
     """Predict a collective's time and link loads on a modelled network."""
     try:
         runs, topology = run_all(args)
-        print(describe(runs, topology, args.exclude))
+        print(describe(runs, topology, args.exclude, args.window))
         print(results_table(runs))
         if args.hotspots:
             print()
