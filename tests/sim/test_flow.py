@@ -258,3 +258,16 @@ def test_unknown_order_is_an_error() -> None:
     with pytest.raises(ArgumentError, match="rank_order"):
         simulate("alltoall", "linear", "ring:4", size_bytes=64,
                  params={"order": "random", "rank_order": 1})
+
+
+def test_command_line_flow_model_with_a_window(capsys) -> None:
+    from collops.cli import main
+    argv = ["sim", "--collective", "alltoall", "--topology", "switch:3", "--size", "64K",
+            "--algorithm", "linear:order=plain", "--model", "flow", "--gamma", "0",
+            "--net", "overhead=0,hop_latency=0"]
+    assert main([*argv, "--window", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "flow model, window 1" in out
+    assert "98.304 us" in out  # 3T, T = 65536 B / 2 GB/s (test_window_one_differs_…)
+    assert main(argv) == 0
+    assert "65.536 us" in capsys.readouterr().out  # all posted: 2T
