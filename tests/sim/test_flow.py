@@ -19,7 +19,7 @@ from collops.schedule import RECV as RECV_AREA
 from collops.schedule import SEND, ScheduleBuilder, StepKind
 from collops.sim import simulate, simulate_schedules
 from collops.sim.api import call_specs
-from collops.sim.maxmin import max_min_rates
+from collops.sim.maxmin import max_min_rates, max_min_rates_of_routes
 from collops.topology import NetworkParams, parse_topology
 
 B = 2e9
@@ -66,6 +66,24 @@ def test_compiled_and_numpy_agree_on_random_instances() -> None:
         capacity = rng.uniform(1.0, 5.0, nlinks)
         np.testing.assert_allclose(max_min_rates(flow, link, nflows, capacity, True),
                                    max_min_rates(flow, link, nflows, capacity, False))
+
+
+def test_compiled_heap_order_agrees_with_numpy_rounds_over_routes() -> None:
+    """The compiled filling over routes (links in heap order) and the numpy rounds give the
+    same rates on random routes, flows without links included."""
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        nmsgs, nlinks = 60, 15
+        hops = rng.integers(0, 5, nmsgs)
+        offsets = np.r_[0, np.cumsum(hops)]
+        links = rng.integers(0, nlinks, int(offsets[-1]))
+        capacity = rng.uniform(1.0, 5.0, nlinks)
+        messages = rng.choice(nmsgs, 40, replace=False)
+        heap = max_min_rates_of_routes(messages, offsets, links, capacity, 9.0, compiled=True)
+        rounds = max_min_rates_of_routes(messages, offsets, links, capacity, 9.0,
+                                         compiled=False)
+        np.testing.assert_allclose(heap, rounds, rtol=1e-9)
+        assert np.all(heap[hops[messages] == 0] == 9.0)
 
 
 # -- flows that start and end ----------------------------------------------------------------
@@ -271,3 +289,14 @@ def test_command_line_flow_model_with_a_window(capsys) -> None:
     assert "98.304 us" in out  # 3T, T = 65536 B / 2 GB/s (test_window_one_differs_…)
     assert main(argv) == 0
     assert "65.536 us" in capsys.readouterr().out  # all posted: 2T
+
+
+def test_flow_model_without_the_compiled_filling(monkeypatch) -> None:
+    """The numpy fallback runs the whole model to the same times."""
+    import collops.sim.maxmin as maxmin
+    topo = parse_topology("torus:3x3", WITH_OVERHEAD)
+    args = dict(size_bytes=4096, model="flow", params={"order": "random"}, window=2)
+    compiled = simulate("alltoall", "linear", topo, **args).time_s
+    monkeypatch.setattr(maxmin, "_compiled", None)
+    assert simulate("alltoall", "linear", topo, **args).time_s == pytest.approx(compiled,
+                                                                                rel=1e-9)

@@ -42,8 +42,8 @@ import numpy as np
 
 from ..schedule import StepKind
 from .congestion import wire_bytes
-from .maxmin import max_min_rates
-from .program import Program, _gather_ranges
+from .maxmin import max_min_rates_of_routes
+from .program import Program
 
 SEND, RECV = int(StepKind.SEND), int(StepKind.RECV)
 #: a flow within this fraction of its bytes from the end has drained
@@ -117,9 +117,11 @@ class FlowSimulation:
         self.now = 0.0
         self.events: list[tuple[float, int, int, int]] = []
         self.sequence = 0
-        self.flows = np.zeros(0, dtype=np.int64)  # message ids of the flows in the network
-        self.remaining = np.zeros(0)
-        self.rates = np.zeros(0)
+        # the flows in the network: the first `active` entries (message id, bytes left, rate)
+        self.active = 0
+        self.flow_msg = np.zeros(program.num_messages, dtype=np.int64)
+        self.flow_left = np.zeros(program.num_messages)
+        self.flow_rate = np.zeros(program.num_messages)
         self.rates_stale = False
         self.rate_updates = 0
         self.steps_done = 0
@@ -131,12 +133,13 @@ class FlowSimulation:
         for step in np.flatnonzero(np.asarray(self.waiting) == 0).tolist():
             self._at(0.0, _READY, step)
         total = len(self.kind)
-        while self.events or len(self.flows):
+        while self.events or self.active:
             if self.rates_stale:
                 self._update_rates()
             next_event = self.events[0][0] if self.events else np.inf
-            drain = self.remaining / self.rates if len(self.flows) else np.zeros(0)
-            soonest = max(0.0, float(drain.min())) if len(drain) else np.inf
+            n = self.active
+            drain = self.flow_left[:n] / self.flow_rate[:n]
+            soonest = max(0.0, float(drain.min())) if n else np.inf
             if self.now + soonest <= next_event:
                 done = drain <= soonest * (1 + DRAINED)  # the first to drain is always in
                 self._advance(self.now + soonest)
@@ -158,27 +161,30 @@ class FlowSimulation:
 
     def _advance(self, time: float) -> None:
         """Move the clock to ``time``; flows in the network drain at their rates meanwhile."""
-        if len(self.flows) and time > self.now:
-            self.remaining = self.remaining - self.rates * (time - self.now)
+        n = self.active
+        if n and time > self.now:
+            self.flow_left[:n] -= self.flow_rate[:n] * (time - self.now)
         self.now = time
 
     def _update_rates(self) -> None:
-        flows = self.flows
-        pairs = _gather_ranges(self.route_offsets, flows)
-        hops = self.route_offsets[flows + 1] - self.route_offsets[flows]
-        pair_flow = np.repeat(np.arange(len(flows)), hops)
-        rates = max_min_rates(pair_flow, self.route_links[pairs], len(flows), self.capacity)
-        self.rates = np.where(np.isinf(rates), self.bandwidth, rates)
+        n = self.active
+        self.flow_rate[:n] = max_min_rates_of_routes(
+            self.flow_msg[:n], self.route_offsets, self.route_links, self.capacity,
+            self.bandwidth)
         self.rates_stale = False
         self.rate_updates += 1
 
     def _drain(self, done: np.ndarray) -> None:
         """The flows marked ``done`` left their source: their last byte is on its way."""
-        for msg in self.flows[done].tolist():
+        n = self.active
+        for msg in self.flow_msg[:n][done].tolist():
             self._at(self.now + self.route_latency[msg], _ARRIVED, msg)
-        keep = ~done
-        self.flows, self.remaining = self.flows[keep], self.remaining[keep]
-        self.rates = self.rates[keep]
+        keep = np.flatnonzero(~done)
+        kept = len(keep)
+        self.flow_msg[:kept] = self.flow_msg[keep]
+        self.flow_left[:kept] = self.flow_left[keep]
+        self.flow_rate[:kept] = self.flow_rate[keep]
+        self.active = kept
         self.rates_stale = True
 
     # -- steps -------------------------------------------------------------------------
@@ -215,9 +221,9 @@ class FlowSimulation:
 
     def _start_flow(self, step: int) -> None:
         msg = self.msg_of_send[step]
-        self.flows = np.r_[self.flows, msg]
-        self.remaining = np.r_[self.remaining, self.wire[msg]]
-        self.rates = np.r_[self.rates, 0.0]
+        n = self.active
+        self.flow_msg[n], self.flow_left[n], self.flow_rate[n] = msg, self.wire[msg], 0.0
+        self.active = n + 1
         self.rates_stale = True
         self._complete(step)  # a send's successors wait for its issue only
 

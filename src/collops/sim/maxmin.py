@@ -57,3 +57,26 @@ def max_min_rates(pair_flow: np.ndarray, pair_link: np.ndarray, nflows: int,
         keep = ~closing
         flow_of_pair, link_of_pair = flow_of_pair[keep], link_of_pair[keep]
     return rate
+
+
+def max_min_rates_of_routes(messages: np.ndarray, route_offsets: np.ndarray,
+                            route_links: np.ndarray, capacity: np.ndarray,
+                            unbounded: float, compiled: bool = True) -> np.ndarray:
+    """`max_min_rates` of flows carrying ``messages``, message m crossing
+    ``route_links[route_offsets[m]:route_offsets[m+1]]``; a flow crossing no link gets
+    ``unbounded``. Compiled: links taken from a heap in order of their share, about
+    O(pairs log links); else (or with ``compiled=False``) the numpy rounds."""
+    messages = np.ascontiguousarray(messages, dtype=np.int64)
+    if compiled and _compiled is not None:
+        rate = np.empty(len(messages), dtype=np.float64)
+        _compiled.fill_routes(messages, np.ascontiguousarray(route_offsets, dtype=np.int64),
+                              np.ascontiguousarray(route_links, dtype=np.int64),
+                              np.ascontiguousarray(capacity, dtype=np.float64), rate,
+                              float(unbounded))
+        return rate
+    starts, ends = route_offsets[messages], route_offsets[messages + 1]
+    hops = ends - starts
+    pairs = np.repeat(starts - np.cumsum(hops) + hops, hops) + np.arange(int(hops.sum()))
+    rate = max_min_rates(np.repeat(np.arange(len(messages)), hops), route_links[pairs],
+                         len(messages), capacity, compiled=False)
+    return np.where(np.isinf(rate), unbounded, rate)
