@@ -300,3 +300,26 @@ def test_flow_model_without_the_compiled_filling(monkeypatch) -> None:
     monkeypatch.setattr(maxmin, "_compiled", None)
     assert simulate("alltoall", "linear", topo, **args).time_s == pytest.approx(compiled,
                                                                                 rel=1e-9)
+
+
+def _schedule_algorithms(p: int) -> list[tuple[str, str]]:
+    """Every registered schedule (not native, not combined in switches) that takes p ranks."""
+    from collops.algorithms import all_algorithms
+    return [(a.collective, a.name) for a in all_algorithms()
+            if a.native is None and "in_network_reduction" not in a.resources | a.needs
+            and a.eligible(call_specs(a.collective, p, 1024)[0])]
+
+
+@pytest.mark.parametrize("collective,algorithm", _schedule_algorithms(8))
+def test_every_schedule_algorithm_runs_and_respects_the_link_bound(
+        collective: str, algorithm: str) -> None:
+    """Every registered schedule completes in the flow model (no step left waiting), moves
+    the bytes the congestion model routes, and takes at least as long as its busiest link
+    needs at full bandwidth (no link carries more than B)."""
+    topo = parse_topology("torus:2x4", WITH_OVERHEAD)
+    flow = simulate(collective, algorithm, topo, size_bytes=1024, model="flow", gamma=0.0,
+                    window=1)
+    rounds = simulate(collective, algorithm, topo, size_bytes=1024, model="congestion",
+                      gamma=0.0, fast=False)
+    np.testing.assert_allclose(flow.link_loads, rounds.link_loads)
+    assert flow.time_s >= flow.max_link_load_bytes / B * (1 - 1e-12)
