@@ -33,7 +33,7 @@ from ..model.cli import UsageError, network_overrides, parse_assignments, topolo
 from ..topology import Topology
 from .api import DEFAULT_GAMMA, MODELS, SimResult, parse_nodes, parse_size, parse_sizes, simulate
 
-PLOT_KINDS = ("auto", "time", "heatmap", "hotspots")
+PLOT_KINDS = ("auto", "time", "ratio", "heatmap", "hotspots")
 #: ``--progress`` -> `simulate`'s ``progress`` (None: when stderr is a terminal)
 PROGRESS = {"auto": None, "on": True, "off": False}
 #: the label of the run ``--in-network`` adds (a reduction combined in the switches)
@@ -210,14 +210,16 @@ def _with_suffix(path: Path, suffix: str) -> Path:
 
 def plot_hotspots_overlay(results: Sequence[SimResult]) -> Any:
     """The hottest link's load in every round (phase, injection slot), one line per run."""
-    from .plots import _pyplot
+    from .plots import _pyplot, round_axis
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    label = "round (phase, injection slot)"
     for r in results:
         peaks = r.phase_hotspots.hot_load_bytes
-        ax.plot(np.arange(len(peaks)), peaks, drawstyle="steps-mid", label=r.algorithm)
+        x, label = round_axis(r.phase_hotspots.time_s, "round (phase, injection slot)")
+        ax.plot(x, peaks, drawstyle="steps-post", label=r.algorithm)
     ax.set_yscale("log")
-    ax.set_xlabel("round (phase, injection slot)")
+    ax.set_xlabel(label)
     ax.set_ylabel("hottest link load in the round (bytes)")
     r0 = results[0]
     ax.set_title(f"{r0.collective} on {r0.topology}, {r0.size} B: hot spot per round")
@@ -244,6 +246,11 @@ def draw_plots(path_text: str, kind: str, runs: Sequence[Run], topology: Topolog
                                               else "hotspots")
     if kind == "time":
         plots.save(plots.plot_time_vs_size(results), str(path))
+        return [path]
+    if kind == "ratio":
+        if len({r.algorithm for r in results}) < 2:
+            raise UsageError("--plot-kind ratio compares variants: give --compare")
+        plots.save(plots.plot_ratios(results), str(path))
         return [path]
     if kind == "hotspots":
         written = []
@@ -318,8 +325,9 @@ def _sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", default=None, metavar="FILE", help="write the JSON records here")
     p.add_argument("--plot", default=None, metavar="FILE.png", help="draw a figure")
     p.add_argument("--plot-kind", default="auto", choices=PLOT_KINDS,
-                   help="time (vs size), heatmap (per torus plane), hotspots (per round); "
-                        "auto picks one")
+                   help="time (vs size), ratio (each variant's time over the first's, per "
+                        "size), heatmap (per torus plane), hotspots (per round, against "
+                        "time where rounds are timed); auto picks one")
     p.add_argument("--plane-axis", type=int, default=0,
                    help="heat map: the dimension fixed in each panel (default 0)")
 
