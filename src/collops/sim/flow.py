@@ -43,7 +43,7 @@ import numpy as np
 from ..schedule import StepKind
 from .congestion import wire_bytes
 from .maxmin import max_min_rates_of_routes
-from .program import Program
+from .program import Program, step_lists
 
 SEND, RECV = int(StepKind.SEND), int(StepKind.RECV)
 #: a flow within this fraction of its bytes from the end has drained
@@ -68,8 +68,6 @@ class FlowSimulation:
     def __init__(self, program: Program, topology: object, placement: np.ndarray, *,
                  excluded: Iterable[int] = frozenset(), gamma: float = 0.0, window: int = 0,
                  progress: Callable[[int, int], None] | None = None) -> None:
-        if program.step_kind is None:
-            raise ValueError("the flow model needs a program built from schedules")
         if window < 0:
             raise ValueError(f"window must be >= 0, not {window}")
         params = topology.params  # type: ignore[attr-defined]
@@ -95,19 +93,11 @@ class FlowSimulation:
         hops = np.diff(self.route_offsets)
         self.link_loads = np.bincount(self.route_links, weights=np.repeat(self.wire, hops),
                                       minlength=len(self.capacity))
-        # steps
-        self.kind = program.step_kind.tolist()
-        self.step_bytes = program.step_bytes.tolist()  # type: ignore[union-attr]
-        self.step_rank = program.step_rank.tolist()  # type: ignore[union-attr]
-        self.succ_ptr = program.succ_ptr.tolist()  # type: ignore[union-attr]
-        self.succ_idx = program.succ_idx.tolist()  # type: ignore[union-attr]
-        waiting = program.local_preds.copy()  # type: ignore[union-attr]
-        waiting[program.msg_recv_step] += 1  # a receive also waits for its message
-        self.waiting = waiting.tolist()
-        self.msg_of_send = dict(zip(program.msg_send_step.tolist(),  # type: ignore[union-attr]
-                                    range(program.num_messages), strict=True))
-        self.send_of_msg = program.msg_send_step.tolist()  # type: ignore[union-attr]
-        self.recv_of_msg = program.msg_recv_step.tolist()  # type: ignore[union-attr]
+        steps = step_lists(program)
+        self.kind, self.step_bytes, self.step_rank = steps.kind, steps.nbytes, steps.rank
+        self.succ_ptr, self.succ_idx, self.waiting = steps.succ_ptr, steps.succ_idx, steps.waiting
+        self.msg_of_send, self.send_of_msg = steps.msg_of_send, steps.send_of_msg
+        self.recv_of_msg = steps.recv_of_msg
         self.msg_done = np.zeros(program.num_messages)
         # ranks
         self.cpu_free = [0.0] * program.nranks
