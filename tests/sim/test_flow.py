@@ -323,3 +323,10 @@ def test_every_schedule_algorithm_runs_and_respects_the_link_bound(
                       gamma=0.0, fast=False)
     np.testing.assert_allclose(flow.link_loads, rounds.link_loads)
     assert flow.time_s >= flow.max_link_load_bytes / B * (1 - 1e-12)
+
+
+def test_empty_messages_arrive_after_their_latency() -> None:
+    params = NetworkParams(bandwidth=B, hop_latency=1e-7, overhead=0.0)
+    r = simulate_schedules(_messages(4, [(0, 2, 0), (1, 3, 0)]), parse_topology("ring:4", params),
+                           model="flow")
+    assert r.time_s == pytest.approx(2e-7, rel=1e-9)

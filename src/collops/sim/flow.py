@@ -128,7 +128,9 @@ class FlowSimulation:
                 self._update_rates()
             next_event = self.events[0][0] if self.events else np.inf
             n = self.active
-            drain = self.flow_left[:n] / self.flow_rate[:n]
+            with np.errstate(divide="ignore", invalid="ignore"):  # an empty flow drains now
+                drain = np.where(self.flow_left[:n] > 0, self.flow_left[:n] / self.flow_rate[:n],
+                                 0.0)
             soonest = max(0.0, float(drain.min())) if n else np.inf
             if self.now + soonest <= next_event:
                 done = drain <= soonest * (1 + DRAINED)  # the first to drain is always in
