@@ -124,6 +124,9 @@ class FlowSimulation:
             self._at(0.0, _READY, step)
         total = len(self.kind)
         while self.events or self.active:
+            if self.events and self.events[0][0] <= self.now:  # everything due now, before
+                self._handle_due()                              # the rates are recomputed
+                continue
             if self.rates_stale:
                 self._update_rates()
             next_event = self.events[0][0] if self.events else np.inf
@@ -138,9 +141,7 @@ class FlowSimulation:
                 self._drain(done)
             else:
                 self._advance(next_event)
-                while self.events and self.events[0][0] <= self.now:
-                    _, _, what, item = heapq.heappop(self.events)
-                    self._handle(what, item)
+                self._handle_due()
             if self.progress is not None:
                 self.progress(self.steps_done, total)
         if self.steps_done != total:
@@ -180,6 +181,12 @@ class FlowSimulation:
         self.rates_stale = True
 
     # -- steps -------------------------------------------------------------------------
+    def _handle_due(self) -> None:
+        """Handle every timed event due by now (those they schedule for now included)."""
+        while self.events and self.events[0][0] <= self.now:
+            _, _, what, item = heapq.heappop(self.events)
+            self._handle(what, item)
+
     def _handle(self, what: int, item: int) -> None:
         if what == _READY:
             self._ready(item)
