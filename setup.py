@@ -1,9 +1,10 @@
 """Build the optional C accelerators; everything else is in pyproject.toml.
 
 ``collops.shm._direct`` (the blocking fast path of the ``shm_direct`` collectives) and
-``collops.shm._stream`` (the inner loop of the ``shm_stream`` collectives) are
-optional: where no C compiler is at hand the build goes on without them, says so with the
-reason, and collops runs in pure Python (``collops info`` shows what was built, and the
+``collops.shm._stream`` (the inner loop of the ``shm_stream`` collectives) and
+``collops.sim._maxmin`` (the flow model's max-min rates) are optional: where no C compiler
+is at hand the build goes on without them, says so with the reason, and collops runs in
+pure Python (``collops info`` shows what was built, and the
 first shared-memory communicator warns).
 """
 
@@ -52,4 +53,6 @@ setup(cmdclass={"build_ext": OptionalBuildExt},
                              extra_compile_args=["-O2", "-std=gnu11"]),
                    Extension("collops.shm._stream", ["src/collops/shm/_stream.c"],
                              depends=SHARED, optional=True,
-                             extra_compile_args=["-O2", "-std=gnu11"])])
+                             extra_compile_args=["-O2", "-std=gnu11"]),
+                   Extension("collops.sim._maxmin", ["src/collops/sim/_maxmin.c"],
+                             optional=True, extra_compile_args=["-O2", "-std=gnu11"])])

@@ -191,12 +191,13 @@ def test_hotspots_table(capsys) -> None:
     assert r.phase_hotspots.hot_load_bytes.max() == 7 * 1024
 
 
-@pytest.mark.parametrize("kind", ["time", "hotspots", "heatmap", "auto"])
+@pytest.mark.parametrize("kind", ["time", "ratio", "hotspots", "heatmap", "auto"])
 def test_plots_are_written(tmp_path: Path, capsys, kind: str) -> None:
     pytest.importorskip("matplotlib")
     png = tmp_path / "fig.png"
     args = ["sim", "--topology", "torus:2x2x2", "--algorithm", "pairwise", "--plot", str(png),
-            "--plot-kind", kind, "--sizes", "1K,2K" if kind == "time" else "1K"]
+            "--plot-kind", kind, "--sizes", "1K,2K" if kind in ("time", "ratio") else "1K",
+            *(["--compare", "linear"] if kind == "ratio" else [])]
     assert main(args) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"wrote {png}" in capsys.readouterr().out
@@ -226,6 +227,13 @@ def test_one_heat_map_per_variant(tmp_path: Path) -> None:
     (["--topology", "ring:4", "--algorithm", "linear", "--exclude", "4"], "does not exist"),
     (["--topology", "ring:4", "--algorithm", "linear", "--exclude", "a-b"], "node ids"),
     (["--topology", "ring:4", "--algorithm", "linear", "--model", "fluid"], "unknown model"),
+    (["--topology", "ring:4", "--algorithm", "linear", "--window", "-1"], "--window"),
+    (["--topology", "ring:4", "--algorithm", "linear", "--plot", "x.png", "--plot-kind",
+      "ratio"], "--compare"),
+    (["--topology", "ring:4", "--algorithm", "linear", "--model", "packet", "--window", "2"],
+     "end-to-end"),
+    (["--topology", "ring:4", "--algorithm", "linear:throttle=2", "--window", "3"], "throttle"),
+    (["--topology", "ring:4", "--algorithm", "linear:order=sideways"], "shift"),
     (["--topology", "ring:4", "--algorithm", "linear", "--net", "speed=1"], "network parameter"),
     (["--topology", "ring:4", "--algorithm", "linear", "--net", "bandwidth=fast"], "number"),
     (["--topology", "ring:4", "--algorithm", "linear", "-n", "9"], "usable compute nodes"),

@@ -34,6 +34,17 @@ def test_generator_matches_registry(collective: str, algorithm: str, p: int) -> 
     np.testing.assert_array_equal(_canonical(fast), _canonical(built))
 
 
+@pytest.mark.parametrize("params", [{"order": "plain"}, {"order": "random", "seed": 3},
+                                    {"rank_order": 1}])
+@pytest.mark.parametrize("p", [2, 5, 8])
+def test_linear_generator_follows_the_order(params: dict, p: int) -> None:
+    specs = call_specs("alltoall", p, 24)
+    alg = get_algorithm("alltoall", "linear")
+    fast = fast_generator("alltoall", "linear", specs[0])(specs[0], alg.resolve(params))
+    built = program_from_schedules(alg.build_all(specs, params), specs[0].itemsize)
+    np.testing.assert_array_equal(_canonical(fast), _canonical(built))
+
+
 def test_no_generator_for_empty_blocks() -> None:
     assert fast_generator("alltoall", "linear", call_specs("alltoall", 4, 0)[0]) is None
     assert fast_generator("alltoall", "bruck", call_specs("alltoall", 4, 8)[0]) is None

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ArgumentError
 from ..schedule import RECV, SEND, Buffer, Region, Schedule, ScheduleBuilder, StepKind
 from .patterns import bruck_offsets, ceil_log2, is_power_of_two
 from .registry import CostModel, Param, Restriction, register
@@ -73,25 +74,55 @@ def _exchange_cost(spec: CallSpec, m: CostModel) -> float:
 
 
 # -- linear ---------------------------------------------------------------------------------
-def linear_destinations(rank: int, size: int, rank_order: bool = False) -> list[int]:
-    """The other ranks in send order: rank+1, rank+2, … (mod size), or 0, 1, 2, … (rank order)."""
-    if rank_order:
+#: destination orders of ``linear``: shift r+1, r+2, …; plain 0, 1, 2, …; random per rank
+LINEAR_ORDERS = ("shift", "plain", "random")
+
+
+def linear_destinations(rank: int, size: int, order: str | bool = "shift",
+                        seed: int = 0) -> list[int]:
+    """The other ranks in ``linear``'s send order: ``shift`` rank+1, rank+2, … (mod size),
+    ``plain`` 0, 1, 2, … (True means plain too), ``random`` a per-rank permutation from
+    ``(seed, rank)``."""
+    order = "plain" if order is True else "shift" if order is False else order
+    if order == "plain":
         return [d for d in range(size) if d != rank]
-    return [(rank + k) % size for k in range(1, size)]
+    if order == "random":
+        return [int(d) for d in destination_order(rank, size, seed)]
+    if order == "shift":
+        return [(rank + k) % size for k in range(1, size)]
+    raise ArgumentError("alltoall.linear", "order", order, f"one of {', '.join(LINEAR_ORDERS)}",
+                        rank)
+
+
+def linear_order(params: Mapping[str, Any], rank: int | None = None) -> str:
+    """The order ``linear``'s parameters ask for (``rank_order=1`` is ``order=plain``)."""
+    order = str(params.get("order", "shift"))
+    if order not in LINEAR_ORDERS:
+        raise ArgumentError("alltoall.linear", "order", order,
+                            f"one of {', '.join(LINEAR_ORDERS)}", rank)
+    if int(params.get("rank_order", 0)):
+        if order not in ("shift", "plain"):
+            raise ArgumentError("alltoall.linear", "rank_order", params["rank_order"],
+                                f"rank_order=1 is order=plain, not order={order}", rank)
+        return "plain"
+    return order
 
 
 @register(
-    BOTH, "linear", "Post every receive and send at once (optionally throttled)",
-    params=[Param("throttle", 0, "most sends outstanding at once (0: unlimited)", minimum=0),
-            Param("rank_order", 0, "1: send to ranks 0, 1, 2, … as naive codes do "
-                  "(seed 000's hot spot); 0: to rank+1, rank+2, …", minimum=0)],
+    BOTH, "linear", "Post every receive and send at once (optionally at most W sends in flight)",
+    params=[Param("throttle", 0, "most sends in flight at once (0: unlimited); the simulators "
+                  "take it as their window", minimum=0),
+            Param("order", "shift", "send order: shift (rank+1, rank+2, …), plain (0, 1, 2, …, "
+                  "seed 000's hot spot) or random (a per-rank permutation from seed)"),
+            Param("seed", 0, "seed of order=random", minimum=0),
+            Param("rank_order", 0, "1: the same as order=plain", minimum=0)],
     cost=_exchange_cost,
 )
 def alltoall_linear(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
-    """All receives posted upfront; sends to rank+1, rank+2, … (or 0, 1, …); send i waits for
-    send i−throttle."""
+    """All receives posted upfront; sends issued in the chosen order; with ``throttle`` W
+    send i waits for send i−W."""
     p, throttle = spec.size, int(params["throttle"])
-    in_rank_order = bool(int(params.get("rank_order", 0)))
+    order = linear_order(params, rank)
     b = builder_for(rank, spec)
     _self_copy(b, rank, spec)
     for k in range(1, p):
@@ -99,7 +130,7 @@ def alltoall_linear(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Sch
         if spec.recvcounts[src]:
             b.recv(src, _incoming(spec, src))
     sends: list[int] = []
-    for dst in linear_destinations(rank, p, in_rank_order):
+    for dst in linear_destinations(rank, p, order, int(params.get("seed", 0))):
         if spec.sendcounts[dst]:
             after = [sends[-throttle]] if throttle and len(sends) >= throttle else []
             sends.append(b.send(dst, _outgoing(spec, dst), after))

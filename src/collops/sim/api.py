@@ -36,12 +36,13 @@ from ..errors import ArgumentError
 from ..ops import SUM
 from .congestion import CongestionOutcome, RoundStats, congestion_model
 from .fastpath import fast_generator
+from .flow import FlowSimulation
 from .innetwork import IN_NETWORK_RESOURCE, SWEEPING, in_network_reduction
 from .packet import PacketSimulation
 from .program import Program, program_from_schedules
 from .progress import progress_bar
 
-MODELS = ("congestion", "packet")
+MODELS = ("congestion", "flow", "packet")
 #: default seconds per byte of a local copy or reduce step (the registry's CostModel γ)
 DEFAULT_GAMMA = 2e-10
 #: the congestion model uses a vectorised generator from this many messages on
@@ -130,6 +131,7 @@ def simulate(
     in_network: bool | None = None,
     fast: bool | None = None,
     progress: bool | None = None,
+    window: int | None = None,
 ) -> SimResult:
     """Simulate one call of ``collective`` with ``algorithm`` on ``topology``.
 
@@ -137,7 +139,9 @@ def simulate(
     derived from ``size_bytes``; ``in_network=True`` combines a reduce or allreduce in the
     switches of a combining tree instead of running the algorithm's schedule (None or False:
     only an algorithm that asks for in-network reduction gets it); ``fast`` (None:
-    automatic) allows the vectorised generators.
+    automatic) allows the vectorised generators; ``window`` is how many of a rank's sends
+    may be in flight (None: the model's default; see `run_program`). An algorithm's own
+    ``throttle`` parameter is that window.
     """
     wall = time.monotonic()
     if model not in MODELS:
@@ -153,6 +157,7 @@ def simulate(
     if len(rank_specs) != nranks:
         raise ArgumentError("simulate", "specs", len(rank_specs), f"need one per rank ({nranks})")
     alg.check(rank_specs[0])
+    window = window_for(algorithm, alg.resolve(params or {}), window)
     common = dict(collective=collective, algorithm=algorithm, topology=str(topo.spec),
                   nprocs=int(nranks), size=int(size_bytes), model=model)
 
@@ -168,7 +173,7 @@ def simulate(
                            update)
         outcome = run_program(program, topo, nodes, model, excluded=excluded, gamma=gamma,
                               ordering=ordering, switching=switching, seed=seed,
-                              progress=update)
+                              window=window, progress=update)
     return _result(common, outcome, program.total_bytes, program.num_messages, program.source,
                    nodes, wall)
 
@@ -176,15 +181,31 @@ def simulate(
 def run_program(program: Program, topology: Any, placement: np.ndarray,
                 model: str = "congestion", *, excluded: Iterable[int] = frozenset(),
                 gamma: float = DEFAULT_GAMMA, ordering: str = "issue",
-                switching: str = "packet", seed: int = 0, progress: Any = None
-                ) -> CongestionOutcome:
-    """Run one model on a ready program (placement: node of every rank)."""
+                switching: str = "packet", seed: int = 0, window: int | None = None,
+                progress: Any = None) -> CongestionOutcome:
+    """Run one model on a ready program (placement: node of every rank).
+
+    ``window``: at most that many of a rank's sends in flight. The flow model counts a send
+    in flight until its last byte has arrived (None or 0: no limit); the congestion model
+    slots a rank's messages ``window`` at a time (None: the node's injection links; 0: a
+    whole phase at once); the packet model has no end-to-end completion and refuses one.
+    """
     excluded = frozenset(int(x) for x in excluded)
+    if window is not None and int(window) < 0:
+        raise ArgumentError("simulate", "window", window, "must be >= 0")
     if model == "congestion":
         return congestion_model(program, topology, placement, excluded=excluded, gamma=gamma,
-                                ordering=ordering, progress=progress)
+                                ordering=ordering, window=window, progress=progress)
+    if model == "flow":
+        flows = FlowSimulation(program, topology, placement, excluded=excluded, gamma=gamma,
+                               window=int(window or 0), progress=progress).run()
+        return CongestionOutcome(flows.time_s, flows.link_loads,
+                                 _phase_loads(program, topology, placement, excluded))
     if model != "packet":
         raise ArgumentError("simulate", "model", model, f"one of {', '.join(MODELS)}")
+    if window is not None:
+        raise ArgumentError("simulate", "window", window, "the packet model has no end-to-end "
+                            "completion of sends yet; use --model flow or congestion")
     sim = PacketSimulation(program, topology, placement, excluded=excluded, gamma=gamma,
                            switching=switching, seed=seed, progress=progress)
     packets = sim.run()
@@ -209,6 +230,18 @@ def simulate_schedules(schedules: Sequence[Any], topology: Any, *, itemsize: int
                   nprocs=len(schedules), size=0, model=model)
     return _result(common, outcome, program.total_bytes, program.num_messages, program.source,
                    nodes, wall)
+
+
+def window_for(algorithm: str, params: Mapping[str, Any], window: int | None) -> int | None:
+    """The window of a run: ``window`` as given, else the algorithm's ``throttle`` (if set);
+    both given and different is an error."""
+    throttle = int(params.get("throttle", 0) or 0)
+    if not throttle:
+        return window
+    if window is not None and int(window) != throttle:
+        raise ArgumentError("simulate", "window", window,
+                            f"{algorithm}'s throttle={throttle} is a window of {throttle}")
+    return throttle
 
 
 def _use_in_network(collective: str, alg: Any, topo: Any, in_network: bool | None) -> bool:

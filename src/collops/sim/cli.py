@@ -33,7 +33,7 @@ from ..model.cli import UsageError, network_overrides, parse_assignments, topolo
 from ..topology import Topology
 from .api import DEFAULT_GAMMA, MODELS, SimResult, parse_nodes, parse_size, parse_sizes, simulate
 
-PLOT_KINDS = ("auto", "time", "heatmap", "hotspots")
+PLOT_KINDS = ("auto", "time", "ratio", "heatmap", "hotspots")
 #: ``--progress`` -> `simulate`'s ``progress`` (None: when stderr is a terminal)
 PROGRESS = {"auto": None, "on": True, "off": False}
 #: the label of the run ``--in-network`` adds (a reduction combined in the switches)
@@ -126,6 +126,8 @@ def run_all(args: argparse.Namespace) -> tuple[list[Run], Topology]:
         raise UsageError(f"--gamma must be >= 0, not {args.gamma}")
     if args.model not in MODELS:
         raise UsageError(f"unknown model {args.model!r} (one of {', '.join(MODELS)})")
+    if args.window is not None and args.window < 0:
+        raise UsageError(f"--window must be >= 0, not {args.window}")
     if args.switching not in SWITCHING:
         raise UsageError(f"unknown switching {args.switching!r} (one of {', '.join(SWITCHING)})")
     topology = topology_from_arg(args.topology, network_overrides(args.net))
@@ -142,7 +144,7 @@ def run_all(args: argparse.Namespace) -> tuple[list[Run], Topology]:
                               model=args.model, params=own, excluded=excluded,
                               placement=args.placement, seed=args.seed,
                               switching=args.switching, gamma=args.gamma, in_network=False,
-                              progress=PROGRESS[args.progress])
+                              window=args.window, progress=PROGRESS[args.progress])
             form = closed_form_for(result, topology, variant.algorithm)
             runs.append(Run(dataclasses.replace(result, algorithm=variant.label), form))
     if args.in_network:  # one more run per size: the reduction combined in the switches
@@ -188,10 +190,13 @@ def hotspot_table(runs: Sequence[Run]) -> str:
     return "\n".join(lines)
 
 
-def describe(runs: Sequence[Run], topology: Topology, excluded: str | None) -> str:
+def describe(runs: Sequence[Run], topology: Topology, excluded: str | None,
+             window: int | None = None) -> str:
     """The heading above the table."""
     r = runs[0].result
     out = f"{r.collective} on {topology} ({r.nprocs} ranks), {r.model} model"
+    if window is not None:
+        out += f", window {window}" if window else ", window 0 (as issued)"
     if excluded:
         out += f", nodes {excluded} excluded"
     return out
@@ -205,14 +210,16 @@ def _with_suffix(path: Path, suffix: str) -> Path:
 
 def plot_hotspots_overlay(results: Sequence[SimResult]) -> Any:
     """The hottest link's load in every round (phase, injection slot), one line per run."""
-    from .plots import _pyplot
+    from .plots import _pyplot, round_axis
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    label = "round (phase, injection slot)"
     for r in results:
         peaks = r.phase_hotspots.hot_load_bytes
-        ax.plot(np.arange(len(peaks)), peaks, drawstyle="steps-mid", label=r.algorithm)
+        x, label = round_axis(r.phase_hotspots.time_s, "round (phase, injection slot)")
+        ax.plot(x, peaks, drawstyle="steps-post", label=r.algorithm)
     ax.set_yscale("log")
-    ax.set_xlabel("round (phase, injection slot)")
+    ax.set_xlabel(label)
     ax.set_ylabel("hottest link load in the round (bytes)")
     r0 = results[0]
     ax.set_title(f"{r0.collective} on {r0.topology}, {r0.size} B: hot spot per round")
@@ -239,6 +246,11 @@ def draw_plots(path_text: str, kind: str, runs: Sequence[Run], topology: Topolog
                                               else "hotspots")
     if kind == "time":
         plots.save(plots.plot_time_vs_size(results), str(path))
+        return [path]
+    if kind == "ratio":
+        if len({r.algorithm for r in results}) < 2:
+            raise UsageError("--plot-kind ratio compares variants: give --compare")
+        plots.save(plots.plot_ratios(results), str(path))
         return [path]
     if kind == "hotspots":
         written = []
@@ -272,7 +284,17 @@ def _sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size", default="1K", help="bytes per rank contribution (per pair for "
                    "alltoall), e.g. 4096, 64K, 1M (default 1K)")
     p.add_argument("--sizes", default=None, help="several sizes, e.g. 1K,4K,16K (overrides --size)")
-    p.add_argument("--model", default="congestion", help="congestion (default) or packet")
+    p.add_argument("--model", default="congestion",
+                   help="congestion (default): lockstep rounds, each as slow as its busiest "
+                        "link — exact for send-receive rounds and for everything posted at "
+                        "once, not for free-running windowed sends; flow: event-driven, every "
+                        "message a flow whose rate is max-min fair, re-shared as flows start "
+                        "and end; packet: every packet through FIFO link queues")
+    p.add_argument("--window", type=int, default=None, metavar="W",
+                   help="at most W of a rank's sends in flight (flow: until the last byte "
+                        "arrived; congestion: W per injection slot); 0: as the schedule "
+                        "issues them; default: flow 0, congestion the node's links. An "
+                        "algorithm's throttle=W is the same window")
     p.add_argument("--switching", default="packet",
                    help="packet model: packet (default) or message (store-and-forward)")
     p.add_argument("--in-network", action="store_true",
@@ -303,8 +325,9 @@ def _sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", default=None, metavar="FILE", help="write the JSON records here")
     p.add_argument("--plot", default=None, metavar="FILE.png", help="draw a figure")
     p.add_argument("--plot-kind", default="auto", choices=PLOT_KINDS,
-                   help="time (vs size), heatmap (per torus plane), hotspots (per round); "
-                        "auto picks one")
+                   help="time (vs size), ratio (each variant's time over the first's, per "
+                        "size), heatmap (per torus plane), hotspots (per round, against "
+                        "time where rounds are timed); auto picks one")
     p.add_argument("--plane-axis", type=int, default=0,
                    help="heat map: the dimension fixed in each panel (default 0)")
 
@@ -313,7 +336,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
     """Predict a collective's time and link loads on a modelled network."""
     try:
         runs, topology = run_all(args)
-        print(describe(runs, topology, args.exclude))
+        print(describe(runs, topology, args.exclude, args.window))
         print(results_table(runs))
         if args.hotspots:
             print()

@@ -32,6 +32,19 @@ Rounds run one after another; local copy and reduce steps add
 ``bytes · gamma`` for the busiest rank of their level. Without contention this is the α-β
 cost of the schedule, which is why ring allgather on ``ring:P`` gives (p−1)(α + mβ).
 
+``window`` W replaces ``injection_links`` as the slot width (a rank's i-th message of a phase
+goes in slot i // W); window 0 puts a whole phase in one round.
+
+**What it is exact for, and what not.** Rounds run in lockstep: every rank's slot k starts
+when the slowest message of slot k−1 anywhere has finished. That is exact for schedules made
+of send-receive rounds (ring, recursive doubling, pairwise: nobody can start round k+1 before
+its partner finished round k) and for everything posted at once (window 0: one round, as
+long as its busiest link needs). It is *not* a model of free-running windowed sends, where a
+rank issues its next send as soon as its own previous one has arrived and bandwidth is
+re-shared as flows start and end: there it makes every slot pay the worst link of the slot,
+which penalises orders that scatter traffic (random order) — use the flow model
+(`collops.sim.flow`).
+
 Rounds are evaluated in batches: one ``routes`` call per batch of about a million messages,
 then one ``bincount`` over (round, link) gives every round's link loads at once.
 """
@@ -151,14 +164,21 @@ def congestion_model(
     excluded: Iterable[int] = frozenset(),
     gamma: float = 0.0,
     ordering: str = "issue",
+    window: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> CongestionOutcome:
-    """Predict time, link loads and per-round hot spots of ``program`` on ``topology``."""
+    """Predict time, link loads and per-round hot spots of ``program`` on ``topology``.
+
+    ``window`` sets how many of a rank's messages share an injection slot (None: the node's
+    ``injection_links``; 0: a whole phase is one round, like ``ordering="phase"``).
+    """
     params = topology.params  # type: ignore[attr-defined]
     inj = max(1, int(topology.injection_links))  # type: ignore[attr-defined]
     num_links = int(topology.num_links)  # type: ignore[attr-defined]
     excluded = frozenset(int(x) for x in excluded)
-    perm, round_id, round_slot = assign_rounds(program, inj, ordering)
+    if window == 0:
+        ordering = "phase"
+    perm, round_id, round_slot = assign_rounds(program, window or inj, ordering)
     n = len(perm)
     nrounds = int(round_id[-1]) + 1 if n else 0
     placement = np.asarray(placement, dtype=np.int64)

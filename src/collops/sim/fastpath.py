@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..algorithms.alltoall import destination_order, linear_order
 from ..algorithms.patterns import is_power_of_two
 from ..algorithms.spec import CallSpec
 from .program import Program, program_from_messages
@@ -32,21 +33,25 @@ def _uniform_block_bytes(spec: CallSpec) -> int | None:
 
 
 def alltoall_linear_messages(spec: CallSpec, params: Mapping[str, Any]) -> Program:
-    """``alltoall.linear``: rank r sends to r+1, r+2, … (mod p), or with ``rank_order`` to
-    0, 1, 2, … skipping r, all in phase 0."""
+    """``alltoall.linear``: rank r sends to r+1, r+2, … (mod p), to 0, 1, 2, … skipping r
+    (``order=plain``) or in its own random permutation (``order=random``), all in phase 0."""
     p = spec.size
     block = _uniform_block_bytes(spec) or 0
     ranks = np.arange(p, dtype=np.int64)
     k = np.arange(1, p, dtype=np.int64)
     src = np.repeat(ranks, p - 1)
     dst = (src + np.tile(k, p)) % p
-    if int(params.get("rank_order", 0)):
+    order = linear_order(params)
+    if order == "plain":
         dst = np.tile(k - 1, p)
         dst += dst >= src  # the k-th destination of rank r in 0, 1, …, p−1 without r
-    order = src * p + np.tile(k, p)
+    elif order == "random":
+        seed = int(params.get("seed", 0))
+        dst = np.concatenate([destination_order(r, p, seed) for r in range(p)]).astype(np.int64)
+    issue = src * p + np.tile(k, p)
     n = len(src)
     return program_from_messages(p, src, dst, np.full(n, block, np.int64),
-                                 np.zeros(n, np.int64), order)
+                                 np.zeros(n, np.int64), issue)
 
 
 def alltoall_pairwise_messages(spec: CallSpec, params: Mapping[str, Any]) -> Program:

@@ -39,7 +39,7 @@ import numpy as np
 
 from ..schedule import StepKind
 from .des import Environment
-from .program import Program
+from .program import Program, step_lists
 
 SEND, RECV = int(StepKind.SEND), int(StepKind.RECV)
 
@@ -95,19 +95,10 @@ class PacketSimulation:
         inj = max(1, int(topology.injection_links))  # type: ignore[attr-defined]
         self.engines: list[list[float]] = [[0.0] * inj for _ in range(program.nranks)]
         self.cpu_free = [0.0] * program.nranks
-        # steps
-        self.kind = program.step_kind.tolist()
-        self.step_bytes = program.step_bytes.tolist()  # type: ignore[union-attr]
-        self.step_rank = program.step_rank.tolist()  # type: ignore[union-attr]
-        self.succ_ptr = program.succ_ptr.tolist()  # type: ignore[union-attr]
-        self.succ_idx = program.succ_idx.tolist()  # type: ignore[union-attr]
-        waiting = program.local_preds.copy()  # type: ignore[union-attr]
-        recv_steps = program.msg_recv_step
-        waiting[recv_steps] += 1  # a receive also waits for its message
-        self.waiting = waiting.tolist()
-        self.msg_of_send = dict(zip(program.msg_send_step.tolist(),  # type: ignore[union-attr]
-                                    range(program.num_messages), strict=True))
-        self.recv_of_msg = recv_steps.tolist()  # type: ignore[union-attr]
+        steps = step_lists(program)
+        self.kind, self.step_bytes, self.step_rank = steps.kind, steps.nbytes, steps.rank
+        self.succ_ptr, self.succ_idx, self.waiting = steps.succ_ptr, steps.succ_idx, steps.waiting
+        self.msg_of_send, self.recv_of_msg = steps.msg_of_send, steps.recv_of_msg
         self.msg_bytes = program.msg_bytes.tolist()
         self.msg_packets_left = [0] * program.num_messages
         self.msg_done = [0.0] * program.num_messages

@@ -78,6 +78,39 @@ class Program:
         return int(self.msg_bytes.sum())
 
 
+@dataclass(frozen=True, eq=False)
+class StepLists:
+    """A program's steps as Python lists, for the event-driven models' per-step hot paths."""
+
+    kind: list[int]
+    nbytes: list[int]
+    rank: list[int]
+    succ_ptr: list[int]  # CSR of local successors
+    succ_idx: list[int]
+    waiting: list[int]  # local predecessors, plus one for a receive's message
+    msg_of_send: dict[int, int]
+    send_of_msg: list[int]
+    recv_of_msg: list[int]
+
+
+def step_lists(program: Program) -> StepLists:
+    """`StepLists` of a program built from schedules (ValueError for a message-only one)."""
+    if (program.step_kind is None or program.step_bytes is None or program.step_rank is None
+            or program.succ_ptr is None or program.succ_idx is None
+            or program.local_preds is None or program.msg_send_step is None
+            or program.msg_recv_step is None):
+        raise ValueError("the event-driven models need a program built from schedules")
+    waiting = program.local_preds.copy()
+    waiting[program.msg_recv_step] += 1  # a receive also waits for its message
+    sends = program.msg_send_step.tolist()
+    return StepLists(
+        kind=program.step_kind.tolist(), nbytes=program.step_bytes.tolist(),
+        rank=program.step_rank.tolist(), succ_ptr=program.succ_ptr.tolist(),
+        succ_idx=program.succ_idx.tolist(), waiting=waiting.tolist(),
+        msg_of_send=dict(zip(sends, range(len(sends)), strict=True)), send_of_msg=sends,
+        recv_of_msg=program.msg_recv_step.tolist())
+
+
 def program_from_schedules(schedules: Sequence[Schedule], itemsize: int) -> Program:
     """Concatenate, match and level the schedules of every rank."""
     p = len(schedules)

@@ -1,0 +1,252 @@
+"""The flow model: every message a flow over its route, rates max-min fair, event by event.
+
+It executes the schedules themselves (like the packet model) in continuous time:
+
+* **Ranks.** A step becomes ready when its local dependencies have completed. Each rank has
+  one CPU: issuing a send costs ``overhead`` of CPU time, a copy or reduce step
+  ``bytes × gamma``, served in the order steps become ready. A receive completes when its
+  local dependencies have completed *and* its message has arrived.
+* **Window.** A rank keeps at most ``window`` of its sends in flight (0: no limit, every send
+  is issued as soon as the schedule makes it ready). A send is in flight from its issue until
+  its last byte has arrived at the receiver (end-to-end); then the rank issues its next
+  ready send in schedule order. A local edge out of a send is satisfied once the send is
+  *issued* (as in `collops.sim.program`): chains of sends (``random_chunked``, a ``linear``
+  exchange) express issue order, and the window alone limits what is in flight.
+* **Flows.** After its overhead a message becomes a flow of its wire bytes over its route
+  (`Topology.routes`). At every instant the rates of the flows in the network are the
+  max-min fair allocation of the links' bandwidths (progressive filling,
+  `collops.sim.maxmin`), recomputed whenever a flow starts or ends. A flow's last byte
+  arrives at its destination the route's latency (the sum of its links' latencies) after it
+  left its source. A message between ranks on one node crosses no link and moves at
+  ``bandwidth``.
+
+Between two events every rate is constant, so the next event is either the earliest timed
+event (an overhead or a copy ending, a last byte arriving) or the earliest flow to drain.
+Flows that drain at the same instant (within a relative 1e-9) end together, which keeps
+symmetric patterns to one rate computation per wave.
+
+What it models: bandwidth sharing among concurrent messages as it evolves (a rank moves on
+when its own sends finish, not when a round ends), windows, per-message overhead and per-hop
+latency. What it does not: packets, buffers and back-pressure (a flow holds its whole route
+at once and never waits for buffer space), head-of-line blocking, protocol effects (eager or
+rendezvous hand-shakes), and the CPU time of receiving.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..schedule import StepKind
+from .congestion import wire_bytes
+from .maxmin import max_min_rates_of_routes
+from .program import Program, step_lists
+
+SEND, RECV = int(StepKind.SEND), int(StepKind.RECV)
+#: a flow within this fraction of its bytes from the end has drained
+DRAINED = 1e-9
+# timed events
+_READY, _ISSUED, _ARRIVED, _LOCAL_DONE = range(4)
+
+
+@dataclass(frozen=True, eq=False)
+class FlowOutcome:
+    """What the flow model measured for one program."""
+
+    time_s: float
+    link_loads: np.ndarray  # wire bytes carried by every link
+    message_done_s: np.ndarray  # arrival time of every message's last byte
+    rate_updates: int  # how often the max-min rates were recomputed
+
+
+class FlowSimulation:
+    """One flow-level run of a program (build, then `run`)."""
+
+    def __init__(self, program: Program, topology: object, placement: np.ndarray, *,
+                 excluded: Iterable[int] = frozenset(), gamma: float = 0.0, window: int = 0,
+                 progress: Callable[[int, int], None] | None = None) -> None:
+        if window < 0:
+            raise ValueError(f"window must be >= 0, not {window}")
+        params = topology.params  # type: ignore[attr-defined]
+        self.program = program
+        self.window = int(window)
+        self.overhead = float(params.overhead)
+        self.bandwidth = float(params.bandwidth)
+        self.gamma = float(gamma)
+        self.progress = progress
+        nodes = np.asarray(placement, dtype=np.int64)
+        offsets, links = topology.routes(  # type: ignore[attr-defined]
+            nodes[program.msg_src], nodes[program.msg_dst],
+            frozenset(int(x) for x in excluded))
+        self.route_offsets = np.asarray(offsets, dtype=np.int64)
+        self.route_links = np.asarray(links, dtype=np.int64)
+        self.capacity = np.asarray(topology.link_bandwidth,  # type: ignore[attr-defined]
+                                   dtype=np.float64)
+        latency = np.asarray(topology.link_latency, dtype=np.float64)  # type: ignore[attr-defined]
+        along = np.r_[0.0, np.cumsum(latency[self.route_links])]
+        self.route_latency = (along[self.route_offsets[1:]]
+                              - along[self.route_offsets[:-1]]).tolist()
+        self.wire = wire_bytes(program.msg_bytes, params.packet_size, params.header_bytes)
+        hops = np.diff(self.route_offsets)
+        self.link_loads = np.bincount(self.route_links, weights=np.repeat(self.wire, hops),
+                                      minlength=len(self.capacity))
+        steps = step_lists(program)
+        self.kind, self.step_bytes, self.step_rank = steps.kind, steps.nbytes, steps.rank
+        self.succ_ptr, self.succ_idx, self.waiting = steps.succ_ptr, steps.succ_idx, steps.waiting
+        self.msg_of_send, self.send_of_msg = steps.msg_of_send, steps.send_of_msg
+        self.recv_of_msg = steps.recv_of_msg
+        self.msg_done = np.zeros(program.num_messages)
+        # ranks
+        self.cpu_free = [0.0] * program.nranks
+        self.in_flight = [0] * program.nranks
+        self.pending: list[list[int]] = [[] for _ in range(program.nranks)]
+        # timed events and flows in the network
+        self.now = 0.0
+        self.events: list[tuple[float, int, int, int]] = []
+        self.sequence = 0
+        # the flows in the network: the first `active` entries (message id, bytes left, rate)
+        self.active = 0
+        self.flow_msg = np.zeros(program.num_messages, dtype=np.int64)
+        self.flow_left = np.zeros(program.num_messages)
+        self.flow_rate = np.zeros(program.num_messages)
+        self.rates_stale = False
+        self.rate_updates = 0
+        self.steps_done = 0
+        self.finished = 0.0
+
+    # -- the run loop ------------------------------------------------------------------
+    def run(self) -> FlowOutcome:
+        """Run to completion and return the measurements."""
+        for step in np.flatnonzero(np.asarray(self.waiting) == 0).tolist():
+            self._at(0.0, _READY, step)
+        total = len(self.kind)
+        while self.events or self.active:
+            if self.events and self.events[0][0] <= self.now:  # everything due now, before
+                self._handle_due()                              # the rates are recomputed
+                continue
+            if self.rates_stale:
+                self._update_rates()
+            next_event = self.events[0][0] if self.events else np.inf
+            n = self.active
+            with np.errstate(divide="ignore", invalid="ignore"):  # an empty flow drains now
+                drain = np.where(self.flow_left[:n] > 0, self.flow_left[:n] / self.flow_rate[:n],
+                                 0.0)
+            soonest = max(0.0, float(drain.min())) if n else np.inf
+            if self.now + soonest <= next_event:
+                done = drain <= soonest * (1 + DRAINED)  # the first to drain is always in
+                self._advance(self.now + soonest)
+                self._drain(done)
+            else:
+                self._advance(next_event)
+                self._handle_due()
+            if self.progress is not None:
+                self.progress(self.steps_done, total)
+        if self.steps_done != total:
+            raise RuntimeError(f"flow model stalled: {total - self.steps_done} steps never ran")
+        return FlowOutcome(self.finished, self.link_loads, self.msg_done, self.rate_updates)
+
+    def _at(self, time: float, what: int, item: int) -> None:
+        self.sequence += 1
+        heapq.heappush(self.events, (time, self.sequence, what, item))
+
+    def _advance(self, time: float) -> None:
+        """Move the clock to ``time``; flows in the network drain at their rates meanwhile."""
+        n = self.active
+        if n and time > self.now:
+            self.flow_left[:n] -= self.flow_rate[:n] * (time - self.now)
+        self.now = time
+
+    def _update_rates(self) -> None:
+        n = self.active
+        self.flow_rate[:n] = max_min_rates_of_routes(
+            self.flow_msg[:n], self.route_offsets, self.route_links, self.capacity,
+            self.bandwidth)
+        self.rates_stale = False
+        self.rate_updates += 1
+
+    def _drain(self, done: np.ndarray) -> None:
+        """The flows marked ``done`` left their source: their last byte is on its way."""
+        n = self.active
+        for msg in self.flow_msg[:n][done].tolist():
+            self._at(self.now + self.route_latency[msg], _ARRIVED, msg)
+        keep = np.flatnonzero(~done)
+        kept = len(keep)
+        self.flow_msg[:kept] = self.flow_msg[keep]
+        self.flow_left[:kept] = self.flow_left[keep]
+        self.flow_rate[:kept] = self.flow_rate[keep]
+        self.active = kept
+        self.rates_stale = True
+
+    # -- steps -------------------------------------------------------------------------
+    def _handle_due(self) -> None:
+        """Handle every timed event due by now (those they schedule for now included)."""
+        while self.events and self.events[0][0] <= self.now:
+            _, _, what, item = heapq.heappop(self.events)
+            self._handle(what, item)
+
+    def _handle(self, what: int, item: int) -> None:
+        if what == _READY:
+            self._ready(item)
+        elif what == _ISSUED:
+            self._start_flow(item)
+        elif what == _ARRIVED:
+            self._arrived(item)
+        else:
+            self._complete(item)
+
+    def _ready(self, step: int) -> None:
+        kind, rank = self.kind[step], self.step_rank[step]
+        if kind == SEND:
+            heapq.heappush(self.pending[rank], step)
+            self._issue(rank)
+        elif kind == RECV:
+            self._complete(step)  # its message is in (one of its waits)
+        else:
+            start = max(self.now, self.cpu_free[rank])
+            self.cpu_free[rank] = start + self.step_bytes[step] * self.gamma
+            self._at(self.cpu_free[rank], _LOCAL_DONE, step)
+
+    def _issue(self, rank: int) -> None:
+        """Issue the rank's ready sends, in schedule order, while its window has room."""
+        pending = self.pending[rank]
+        while pending and (self.window == 0 or self.in_flight[rank] < self.window):
+            step = heapq.heappop(pending)
+            self.in_flight[rank] += 1
+            self.cpu_free[rank] = max(self.now, self.cpu_free[rank]) + self.overhead
+            self._at(self.cpu_free[rank], _ISSUED, step)
+
+    def _start_flow(self, step: int) -> None:
+        msg = self.msg_of_send[step]
+        n = self.active
+        self.flow_msg[n], self.flow_left[n], self.flow_rate[n] = msg, self.wire[msg], 0.0
+        self.active = n + 1
+        self.rates_stale = True
+        self._complete(step)  # a send's successors wait for its issue only
+
+    def _arrived(self, msg: int) -> None:
+        self.msg_done[msg] = self.now
+        rank = self.step_rank[self.send_of_msg[msg]]
+        self.in_flight[rank] -= 1
+        self._issue(rank)
+        recv = self.recv_of_msg[msg]
+        self.waiting[recv] -= 1
+        if self.waiting[recv] == 0:
+            self._ready(recv)
+
+    def _complete(self, step: int) -> None:
+        self.steps_done += 1
+        self.finished = max(self.finished, self.now)
+        for i in range(self.succ_ptr[step], self.succ_ptr[step + 1]):
+            nxt = self.succ_idx[i]
+            self.waiting[nxt] -= 1
+            if self.waiting[nxt] == 0:
+                self._ready(nxt)
+
+
+def flow_model(program: Program, topology: object, placement: np.ndarray,
+               **options: object) -> FlowOutcome:
+    """Run the flow model (options: excluded, gamma, window, progress)."""
+    return FlowSimulation(program, topology, placement, **options).run()  # type: ignore[arg-type]
