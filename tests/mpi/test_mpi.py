@@ -103,7 +103,8 @@ def collops_under_mpiexec(n: int, *args: str, marker: str,
 
 
 BENCH_FIELDS = {"collective", "algorithm", "nprocs", "size", "latency_us", "min_us", "max_us",
-                "algbw_GBps", "busbw_GBps", "mpi_latency_us", "ratio", "transport"}
+                "algbw_GBps", "busbw_GBps", "mpi_latency_us", "ratio", "transport",
+                "openmpi_latency_us", "openmpi_ratio"}
 
 
 @pytest.mark.timeout(120)
@@ -139,6 +140,7 @@ def test_collops_bench_under_mpiexec_measures_in_place(tmp_path, algorithm, coll
             assert r["ratio"] == pytest.approx(r["latency_us"] / r["mpi_latency_us"]), r
         else:
             assert r["mpi_latency_us"] is None and r["ratio"] is None, r
+        assert r["openmpi_latency_us"] is None and r["openmpi_ratio"] is None, r
     # rank 0 alone prints: one header, one line per record
     lines = proc.stdout.strip().splitlines()
     assert lines[0].startswith("collective") and len(lines) == 1 + len(records), proc.stdout
