@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..algorithms.fingerprint import mismatch
 from ..datatypes import address_of
 from ..errors import CollectiveMismatch, CollectiveTimeout, CollopsError, MessageSizeMismatch
 from ..ops import Op
@@ -197,10 +198,9 @@ class Execution:
             return
         expected = plan.nbytes[i]
         if h.fingerprint != self.info.fingerprint and h.fingerprint != 0:
-            describe = self.info.describe_fingerprint or (lambda f: f"call {f:#x}")
             raise CollectiveMismatch(
-                f"rank {self.info.rank}: called {describe(self.info.fingerprint)} but rank "
-                f"{plan.peer[i]} called {describe(h.fingerprint)} at the same point "
+                f"rank {self.info.rank}: "
+                f"{mismatch(self.info.fingerprint, h.fingerprint, f'rank {plan.peer[i]}')} "
                 f"(step {i} of {self.info.collective}[{self.info.algorithm}])")
         if h.nbytes != expected:
             raise MessageSizeMismatch(

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..algorithms.fingerprint import mismatch
 from ..errors import CollectiveMismatch, CollectiveTimeout, PeerFailed
 from . import segment as seg
 from .segment import DIRECT_SLOTS
@@ -246,8 +247,7 @@ class DirectArea:
             for m in self.mismatched(slot, word, awaited):
                 self.declare(slot, word, mine)
                 raise CollectiveMismatch(
-                    f"{what}: called {describe(mine)} but rank {m} called "
-                    f"{describe(self.fingerprint_of(m, slot))} at the same point")
+                    f"{what}: {mismatch(mine, self.fingerprint_of(m, slot), f'rank {m}')}")
         failed = int(words[seg.H_FAILED])
         if failed:
             raise PeerFailed(failed - 1, f"the process died during {what}")
@@ -260,10 +260,9 @@ class DirectArea:
             if crossed is not None:
                 peer, fingerprint = crossed
                 member = self.group.index(peer) if peer in self.group else peer
-                called = f"called {describe(expect[2])} but " if expect is not None else ""
-                raise CollectiveMismatch(
-                    f"{what}: {called}rank {member} called {describe(fingerprint)} at the same "
-                    "point, through messages")
+                called = (mismatch(expect[2], fingerprint, f"rank {member}") if expect
+                          is not None else f"rank {member} called {describe(fingerprint)}")
+                raise CollectiveMismatch(f"{what}: {called}, through messages")
         if deadline is not None and time.monotonic() > deadline:
             raise CollectiveTimeout(
                 f"{what} did not complete in time; not heard from ranks {awaited}")

@@ -176,8 +176,7 @@ class StreamExecution:
                 theirs = int(state[S_FOREIGN_FP]) & (2**64 - 1)
                 member = self.direct.group.index(writer)
                 raise CollectiveMismatch(
-                    f"{self.what}: called {fp.describe(self.fingerprint)} but rank {member} "
-                    f"called {fp.describe(theirs)} at the same point")
+                    f"{self.what}: {fp.mismatch(self.fingerprint, theirs, f'rank {member}')}")
         self.direct.check(self._awaited, self.deadline, self.what, self.tag, fp.describe,
                           self.expect)
 
