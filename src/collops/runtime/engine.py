@@ -30,6 +30,7 @@ from ..ops import Op
 from ..schedule.local import apply_reduce
 from ..schedule.table import Schedule, StepKind
 from ..transport.base import Handle, Transport
+from .failure_site import locate_failure
 
 _BYTE = np.dtype(np.uint8)
 #: copies at least this large first check whether source and destination are the same bytes
@@ -288,6 +289,7 @@ class Progress:
         try:
             done = ex.poll()
         except CollopsError as exc:
+            locate_failure(exc, ex)
             owner = self.owners.get(id(ex))
             self.drop(ex)
             if owner is None or owner[2] is None:
@@ -336,6 +338,7 @@ class Progress:
                     if ex.deadline is not None:
                         timeout = max(0.0, min(timeout, ex.deadline - time.monotonic()))
                     self.transport.wait_for_activity(timeout)
-        except CollopsError:
+        except CollopsError as exc:
+            locate_failure(exc, ex)
             self.drop(ex)
             raise

@@ -49,6 +49,7 @@ import numpy as np
 
 from ..algorithms.fingerprint import mismatch
 from ..errors import CollectiveMismatch, CollectiveTimeout, PeerFailed
+from ..transport.tags import call_of_tag_base
 from . import segment as seg
 from .segment import DIRECT_SLOTS
 from .waiting import SPIN
@@ -249,11 +250,16 @@ class DirectArea:
                 raise CollectiveMismatch(
                     f"{what}: {mismatch(mine, self.fingerprint_of(m, slot), f'rank {m}')}")
         failed = int(words[seg.H_FAILED])
+        dead = None
         if failed:
-            raise PeerFailed(failed - 1, f"the process died during {what}")
+            dead = PeerFailed(failed - 1, "its process ended")
         for m in awaited:
-            if words[t._state_word[self.group[m]]] == seg.EXITED:
-                raise PeerFailed(self.group[m], f"it exited while {what} waited for it")
+            if dead is None and words[t._state_word[self.group[m]]] == seg.EXITED:
+                dead = PeerFailed(self.group[m], "it exited while this rank waited for it")
+        if dead is not None:
+            dead.locate_native(what, None if call is None else call_of_tag_base(
+                call[0] << call[1])[1])
+            raise dead
         if call is not None:
             t.progress()
             crossed = t.unexpected_for_call(*call)
@@ -264,5 +270,8 @@ class DirectArea:
                           is not None else f"rank {member} called {describe(fingerprint)}")
                 raise CollectiveMismatch(f"{what}: {called}, through messages")
         if deadline is not None and time.monotonic() > deadline:
+            number = "" if call is None else f"call {call_of_tag_base(call[0] << call[1])[1]}"
+            step = "" if expect is None else f", step: direct slot {expect[0]}"
             raise CollectiveTimeout(
-                f"{what} did not complete in time; not heard from ranks {awaited}")
+                f"{what} did not complete in time; waiting at {number or 'its call'}{step}; "
+                f"not heard from ranks {awaited}")

@@ -164,7 +164,9 @@ class StreamExecution:
             writer, err, os.strerror(err) if err else "process_vm_readv failed")
         member = self.direct.group.index(writer)
         if isinstance(error, PeerFailed):
-            raise PeerFailed(member, f"{self.what}: reading its buffer: {error}")
+            dead = PeerFailed(member, f"reading its buffer: {error.detail}")
+            dead.locate_native(self.what)
+            raise dead
         raise TransportError(f"{self.what}: reading rank {member}'s buffer: {error}")
 
     def _check(self) -> None:
