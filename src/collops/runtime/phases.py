@@ -108,6 +108,8 @@ class PhaseGenerators(CommBase):
                     _bcast_spec(self.size, _ENVELOPE_DTYPE, size, root), env, env,
                     self._reserve(), 0, algorithm, params, timeout,
                     counts_signature="envelope", agree=True)))
+            if not inline:
+                assert result is not None
                 if _same_bytes(data, result):
                     data = result  # in place, as MPI's root buffer: nothing to copy
                 elif np.shares_memory(data, result):
