@@ -75,11 +75,37 @@ class MessageSizeMismatch(TransportError):
 
 
 class PeerFailed(TransportError):
-    """A peer rank died while a collective needed it."""
+    """A peer rank died while a collective needed it: "rank 1 died in allgather (call 17, step
+    3 of ring): detail" once the call it failed in is known (`locate`)."""
 
-    def __init__(self, rank: int, detail: str = "") -> None:
+    def __init__(self, rank: int, detail: str = "", call: str | None = None,
+                 number: int | None = None, step: str | None = None) -> None:
         self.failed_rank = rank
-        super().__init__(f"peer rank {rank} failed" + (f": {detail}" if detail else ""))
+        self.detail = detail
+        self.call, self.number, self.step = call, number, step
+        super().__init__(self._text())
+
+    def locate(self, call: str, number: int | None = None, step: str | None = None) -> None:
+        """Name the collective (its call number and step) it failed in, unless already named."""
+        if self.call is None:
+            self.call, self.number, self.step = call, number, step
+            self.args = (self._text(),)
+
+    def locate_native(self, what: str, number: int | None = None) -> None:
+        """`locate` from a native call's ``what`` (``"rank 0: allgather[shm_direct]"``)."""
+        collective, _, algorithm = what.split(": ", 1)[-1].partition("[")
+        if algorithm:
+            self.locate(collective, number, f"through {algorithm.rstrip(']')}")
+
+    def _text(self) -> str:
+        where = [f"call {self.number}"] if self.number is not None else []
+        where += [self.step] if self.step else []
+        return (f"rank {self.failed_rank} died" + (f" in {self.call}" if self.call else "")
+                + (f" ({', '.join(where)})" if where else "")
+                + (f": {self.detail}" if self.detail else ""))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.failed_rank, self.detail, self.call, self.number, self.step)
 
 
 class CollectiveMismatch(CollopsError):

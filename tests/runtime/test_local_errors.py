@@ -1,5 +1,9 @@
 """A call whose arguments fail a check this rank can make alone raises before anything leaves
-the rank and takes no call number: the communicator then goes on matching its peers' calls."""
+the rank and takes no call number: the communicator then goes on matching its peers' calls.
+The exception is a mistake at the root of a bcast or scatter, whose peers would wait for its
+data: the root tells them (`collops.runtime.abandon`), so the call ends on every rank — the
+root's `ArgumentError`, the others' `CollectiveMismatch` quoting it — and the next calls
+match."""
 
 from __future__ import annotations
 
@@ -77,11 +81,42 @@ def _wrong_then_right(comm, collective, warm=0):
 
 
 COLLECTIVES = list(_calls(type("C", (), {"size": P})(), np.zeros(2 * P), None))
+#: the calls whose root tells its peers it gave up
+TOLD = ("bcast", "scatter", "scatterv")
+
+
+def _wrong_at_the_root_then_right(comm, collective):
+    """Every rank makes the call, the root (0) with a wrong ``out``; then right, twice."""
+    x = _inputs(comm.size)[comm.rank]
+    try:
+        _calls(comm, x, WRONG if comm.rank == 0 else None)[collective]()
+        error = "no error"
+    except collops.CollopsError as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    got = [_calls(comm, x, None)[collective]() for _ in range(2)]
+    return error, [g.tolist() for g in got]
 
 
 @pytest.mark.timeout(40)
 @pytest.mark.parametrize("transport", ["inproc", "shm"])
-@pytest.mark.parametrize("collective", COLLECTIVES)
+@pytest.mark.parametrize("collective", TOLD)
+def test_a_mistake_at_the_root_ends_the_call_on_every_rank(collective, transport):
+    per_rank = collops.spawn(_wrong_at_the_root_then_right, P, collective,
+                             transport=transport, timeout=20)
+    root_error = per_rank[0][0]
+    assert root_error.startswith(f"ArgumentError: {collective}: argument out=(7,) on rank 0")
+    quoted = root_error.removeprefix("ArgumentError: ")[:60]
+    xs = _inputs(P)
+    for me, (error, got) in enumerate(per_rank):
+        if me:
+            assert error.startswith("CollectiveMismatch: the root gave up the call, raising: ")
+            assert quoted in error, (error, quoted)
+        assert got == [_want(collective, xs, me).tolist()] * 2, (collective, me)
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("transport", ["inproc", "shm"])
+@pytest.mark.parametrize("collective", [c for c in COLLECTIVES if c not in TOLD])
 @pytest.mark.parametrize("warm", [0, 3])
 def test_a_call_refused_locally_takes_no_call_number(collective, transport, warm):
     per_rank = collops.spawn(_wrong_then_right, P, collective, warm, transport=transport,

@@ -252,11 +252,13 @@ def _wrong_out(comm):
         for data in (whole, big):
             rows = len(data) // p
             comm.scatter(data if me == 0 else None, 0)
-            if me == 0:  # raised before anything is sent: the others are not called
-                try:
-                    comm.scatter(data, 0, out=np.empty(rows + 1))
-                except ArgumentError as exc:
-                    raised.append(("root scatter", exc.argument, exc.rank))
+            try:  # raised at the root, which tells the others (`abandon`): nothing else sent
+                comm.scatter(data if me == 0 else None, 0,
+                             out=np.empty(rows + 1) if me == 0 else None)
+            except ArgumentError as exc:
+                raised.append(("root scatter", exc.argument, exc.rank))
+            except CollectiveMismatch as exc:
+                raised.append(("told", "out=(" in str(exc), me))
             try:  # a non-root learns the shape from the envelope, then raises
                 comm.scatter(data if me == 0 else None, 0,
                              out=np.empty(rows + 1) if me == 1 else None)
@@ -285,9 +287,10 @@ def _wrong_out(comm):
 def test_a_wrong_out_raises_argument_error_naming_it_and_the_calls_still_match():
     per_rank = collops.spawn(_wrong_out, 3, transport="shm", timeout=50)
     assert per_rank[0] == [("root scatter", "out", 0)] * 6 + [("allreduce", "out", 0)] * 3
-    assert per_rank[1] == [("scatter", "out", 1), ("bcast", "out", 1), ("scatter", "out", 1)
-                           ] * 3 + [("allreduce", "out", 1)] * 3
-    assert per_rank[2] == [("allreduce", "out", 2)] * 3
+    assert per_rank[1] == [("told", True, 1), ("scatter", "out", 1), ("bcast", "out", 1),
+                           ("told", True, 1), ("scatter", "out", 1)] * 3 + [
+                               ("allreduce", "out", 1)] * 3
+    assert per_rank[2] == [("told", True, 2)] * 6 + [("allreduce", "out", 2)] * 3
 
 
 def _bad_arguments(comm):
@@ -304,17 +307,19 @@ def _bad_arguments(comm):
             raised.append(exc.argument)
     for x in (np.arange(p * 1.0 + 1), np.float64(3.0), np.zeros((p,) + (1,) * 8)):
         for _ in range(2):
-            try:
-                comm.scatter(x, me)  # every rank its own root: nothing is sent
+            try:  # the root's mistake: it tells the others (`abandon`), who raise a mismatch
+                comm.scatter(x if me == 0 else None, 0)
             except ArgumentError as exc:
                 raised.append(exc.argument)
+            except CollectiveMismatch as exc:
+                raised.append("told" if "on rank 0" in str(exc) else str(exc))
     return raised
 
 
 @pytest.mark.timeout(60)
 def test_bad_roots_and_arrays_raise_argument_errors():
-    for raised in collops.spawn(_bad_arguments, 2, transport="shm", timeout=50):
-        assert raised == ["root"] * 6 + ["x"] * 6
+    for rank, raised in enumerate(collops.spawn(_bad_arguments, 2, transport="shm", timeout=50)):
+        assert raised == ["root"] * 6 + ["x" if rank == 0 else "told"] * 6
 
 
 def _mismatch(comm, warm):

@@ -86,7 +86,7 @@ def test_an_exception_ends_the_job_promptly_with_its_traceback(
     err = capfd.readouterr().err
     assert "[1] RuntimeError: rank one gives up" in err
     assert "rank 1 exited with status 1" in err
-    assert "PeerFailed: peer rank 1 failed" in err
+    assert "rank 0: PeerFailed — rank 1 died" in err  # a follow-on: one line
 
 
 def test_a_rank_killed_by_a_signal_gives_128_plus_signal(tmp_path: Path) -> None:

@@ -245,7 +245,7 @@ def call_fingerprint(spec: CallSpec) -> int:
     """The fingerprint of a native call, from what every rank agrees on."""
     agreed = rank_independent(spec)
     signature = (agreed.count, agreed.counts, spec.op.name if spec.op else None)
-    return fp.fingerprint(spec.collective, NAME, spec.root, spec.dtype, signature)
+    return fp.fingerprint(spec.collective, NAME, spec.root, spec.dtype, signature, spec.op)
 
 
 class NativeExecution:
@@ -352,8 +352,8 @@ class NativeExecution:
             return
         other = highest if highest != self.fingerprint else lowest
         raise CollectiveMismatch(
-            f"rank {self.rank}: called {fp.describe(self.fingerprint)} but another rank called "
-            f"{fp.describe(other)} at the same point ({self.spec.collective}[{NAME}], checked "
+            f"rank {self.rank}: {fp.mismatch(self.fingerprint, other, 'another rank')} "
+            f"({self.spec.collective}[{NAME}], checked "
             f"before {mpi_function(self.spec.collective)})")
 
     def timeout_error(self) -> CollectiveTimeout:

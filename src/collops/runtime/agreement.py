@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..algorithms.fingerprint import mismatch
 from ..errors import CollectiveMismatch, CollectiveTimeout
 from ..transport.base import Handle
 from ..transport.tags import SEQ_BITS, make_tag_base
@@ -97,11 +98,9 @@ class Agreed:
 
     def _mismatch(self, who: str, theirs: int) -> CollectiveMismatch:
         info = self.info
-        describe = info.describe_fingerprint or (lambda f: f"call {f:#x}")
         return CollectiveMismatch(
-            f"rank {info.rank}: called {describe(info.fingerprint)} but {who} called "
-            f"{describe(theirs)} at the same point ({info.collective}[{info.algorithm}], "
-            "before any data moved)")
+            f"rank {info.rank}: {mismatch(info.fingerprint, theirs, who)} "
+            f"({info.collective}[{info.algorithm}], before any data moved)")
 
     def timeout_error(self) -> CollectiveTimeout:
         """The error describing where the call stopped."""

@@ -236,7 +236,8 @@ class CommBase:
         plan = None if alg.native is not None else _plan_for(alg, resolved, self.rank, spec)
         signature = counts_signature if counts_signature is not None else (
             spec.count, spec.counts)
-        fprint = fp.fingerprint(spec.collective, alg.name, spec.root, spec.dtype, signature)
+        fprint = fp.fingerprint(spec.collective, alg.name, spec.root, spec.dtype, signature,
+                                spec.op)
         info = CallInfo(spec.collective, alg.name, self.rank, fprint, fp.describe)
         return PreparedCall(spec, counts_signature, alg, plan, info, resolved)
 

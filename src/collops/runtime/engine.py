@@ -23,12 +23,14 @@ from typing import Any
 
 import numpy as np
 
+from ..algorithms.fingerprint import mismatch
 from ..datatypes import address_of
 from ..errors import CollectiveMismatch, CollectiveTimeout, CollopsError, MessageSizeMismatch
 from ..ops import Op
 from ..schedule.local import apply_reduce
 from ..schedule.table import Schedule, StepKind
 from ..transport.base import Handle, Transport
+from .failure_site import locate_failure
 from .stall import note_wait
 
 _BYTE = np.dtype(np.uint8)
@@ -202,10 +204,9 @@ class Execution:
             return
         expected = plan.nbytes[i]
         if h.fingerprint != self.info.fingerprint and h.fingerprint != 0:
-            describe = self.info.describe_fingerprint or (lambda f: f"call {f:#x}")
             raise CollectiveMismatch(
-                f"rank {self.info.rank}: called {describe(self.info.fingerprint)} but rank "
-                f"{plan.peer[i]} called {describe(h.fingerprint)} at the same point "
+                f"rank {self.info.rank}: "
+                f"{mismatch(self.info.fingerprint, h.fingerprint, f'rank {plan.peer[i]}')} "
                 f"(step {i} of {self.info.collective}[{self.info.algorithm}])")
         if h.nbytes != expected:
             raise MessageSizeMismatch(
@@ -297,6 +298,7 @@ class Progress:
         try:
             done = ex.poll()
         except CollopsError as exc:
+            locate_failure(exc, ex)
             owner = self.owners.get(id(ex))
             self.drop(ex, exc)
             if owner is None or owner[2] is None:
@@ -347,5 +349,6 @@ class Progress:
                         timeout = max(0.0, min(timeout, ex.deadline - time.monotonic()))
                     self.transport.wait_for_activity(timeout)
         except CollopsError as exc:
+            locate_failure(exc, ex)
             self.drop(ex, exc)
             raise

@@ -12,6 +12,7 @@ import numpy as np
 from ..algorithms.spec import CallSpec, make_spec
 from ..datatypes import dtype_from_token, dtype_token
 from ..errors import ArgumentError, CollopsError
+from .abandon import raise_if_abandoned_header
 from .cache import SHARED
 
 # -- envelopes: dtype, shape and (when they fit) the data, for calls whose non-roots do not
@@ -143,6 +144,7 @@ def _parse_header(key: bytes) -> tuple[bool, np.dtype, tuple[int, ...], int]:
     """``(inline, dtype, shape, nbytes)`` of the `_DATA_AT` header bytes ``key`` (cached)."""
     known = SHARED.get(("header", key))
     if known is None:
+        raise_if_abandoned_header(key)
         inline, ndim, tlen, nbytes, *dims = _HEADER.unpack_from(key, 0)
         if ndim > 8 or tlen > _TOKEN_MAX:
             raise CollopsError(f"a corrupt envelope header: {key[:16]!r}")

@@ -168,7 +168,7 @@ def launch_program(nprocs: int, argv: list[str], timeout: float | None = None,
     binding = placement.plan_binding(nprocs, bind_to, cpus, "run")
     job = _Job(nprocs)
     procs: list[subprocess.Popen[bytes]] = []
-    output = OutputForwarder(tag_output)
+    output = OutputForwarder(tag_output, report_failures=True)
     with _SignalGuard():
         try:
             for rank in range(nprocs):

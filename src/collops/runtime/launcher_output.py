@@ -12,6 +12,11 @@ closes, so output up to a killed rank's death is kept. A line longer than `LINE_
 written in pieces as it arrives, and the stream holds its sink until the line ends (or it
 goes quiet, or `HOLD_MAX` passes): the other ranks' lines wait in memory, so the long line
 stays whole and nobody's writes ever block on another rank.
+
+With ``report_failures``, a traceback on a rank's stderr is held until the rank exits and then
+written in full or as one line (`TracebackReport`); held text still growing after the rank
+has been quiet for `TRACEBACK_QUIET` seconds (a program that printed a traceback and went on)
+is written as it is.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import sys
 import threading
 import time
 
+from .launcher_report import TracebackReport, traceback_start
+
 #: seconds a rank must be quiet before its unfinished line is written as it is
 IDLE = 0.25
 #: bytes of one unfinished line held back before it is written in pieces
@@ -31,6 +38,8 @@ LINE_LIMIT = 1 << 16
 HOLD_MAX = 2.0
 #: seconds of silence after which `OutputForwarder.close` stops waiting for pipes to close
 DRAIN_GRACE = 1.0
+#: seconds a rank whose traceback is held may stay quiet, still running, before it is written
+TRACEBACK_QUIET = 2.0
 _READ_SIZE = 1 << 16
 _LINE_ENDS = (ord("\n"), ord("\r"))
 
@@ -62,10 +71,16 @@ class _Sink:
 class _Stream:
     """A rank's stdout or stderr pipe: the bytes read but not yet written."""
 
-    def __init__(self, fd: int, sink: _Sink, prefix: bytes) -> None:
+    def __init__(self, fd: int, sink: _Sink, prefix: bytes, rank: int,
+                 report: bool = False) -> None:
         self.fd = fd
         self.sink = sink
         self.prefix = prefix
+        self.rank = rank
+        #: whether a traceback on this stream is held (`TracebackReport`)
+        self.report = report
+        #: the traceback being held, from its first line on
+        self.held: bytearray | None = None
         self.pending = bytearray()
         self.open = True
         self.last_read = time.monotonic()
@@ -78,8 +93,10 @@ def _after_last_line_end(data: bytearray) -> int:
 class OutputForwarder:
     """Read every rank's stdout and stderr pipe in one thread; write whole lines to ours."""
 
-    def __init__(self, tag: bool, stdout_fd: int = 1, stderr_fd: int = 2) -> None:
+    def __init__(self, tag: bool, stdout_fd: int = 1, stderr_fd: int = 2,
+                 report_failures: bool = False) -> None:
         self._tag = tag
+        self._report = TracebackReport() if report_failures else None
         self._sinks = (_Sink(stdout_fd), _Sink(stderr_fd))
         self._streams: list[_Stream] = []
         self._thread: threading.Thread | None = None
@@ -92,7 +109,8 @@ class OutputForwarder:
         ends = []
         for sink in self._sinks:
             read_fd, write_fd = os.pipe()
-            stream = _Stream(read_fd, sink, prefix)
+            stream = _Stream(read_fd, sink, prefix, rank,
+                             self._report is not None and sink is self._sinks[1])
             sink.streams.append(stream)
             self._streams.append(stream)
             ends.append(write_fd)
@@ -169,6 +187,8 @@ class OutputForwarder:
                 due += [sink.holder.last_read + IDLE, sink.held_since + HOLD_MAX]
             else:
                 due += [stream.last_read + IDLE for stream in sink.streams if stream.pending]
+            due += [stream.last_read + TRACEBACK_QUIET for stream in sink.streams
+                    if stream.held is not None]
         return max(0.0, min(due) - now) + 0.001 if due else None
 
     def _forward_all(self, now: float) -> None:
@@ -187,6 +207,8 @@ class OutputForwarder:
     def _forward(self, stream: _Stream, now: float) -> bool:
         """Write the stream's bytes that may go now (its sink is free or its own); True if
         the stream gave up a hold."""
+        if stream.report:
+            self._hold_traceback(stream, now)
         sink, data = stream.sink, stream.pending
         quiet = not stream.open or now - stream.last_read >= IDLE
         holding = sink.holder is stream
@@ -206,6 +228,34 @@ class OutputForwarder:
         if end and not holding:
             sink.holder, sink.held_since = stream, now
         return False
+
+    def _hold_traceback(self, stream: _Stream, now: float) -> None:
+        """Move a traceback from the stream's pending bytes to its held ones; once the rank
+        has exited, write it in full or as one line (quiet but running: in full)."""
+        data = stream.pending
+        if stream.held is None:
+            at = traceback_start(data)
+            if at < 0:
+                return
+            if at:
+                self._write(stream, bytes(data[:at]))  # whole lines: ``at`` starts one
+            stream.held = bytearray(data[at:])
+        else:
+            stream.held += data
+        data.clear()
+        if stream.open and now - stream.last_read < TRACEBACK_QUIET:
+            return
+        held, stream.held = bytes(stream.held), None
+        assert self._report is not None
+        line = None if stream.open else self._report.one_line(stream.rank, held)
+        if line is None:
+            self._write(stream, held)
+            return
+        sink = stream.sink
+        if not sink.at_line_start:
+            sink.write(b"\n")
+        sink.write(line)
+        sink.last, sink.at_line_start = None, True
 
     def _write(self, stream: _Stream, data: bytes) -> None:
         sink = stream.sink

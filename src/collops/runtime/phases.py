@@ -13,6 +13,7 @@ from .. import config as _cfg
 from ..algorithms.spec import CallSpec, make_spec, prefix
 from ..datatypes import dtype_from_token, dtype_token
 from ..errors import ArgumentError
+from .abandon import abandoned_header, abandoned_meta, give_up, raise_if_abandoned_meta
 from .agreement import Agreed
 from .commbase import CommBase, _own_rows, _row_size, _rows, _same_bytes
 from .engine import Execution
@@ -92,14 +93,23 @@ class PhaseGenerators(CommBase):
         early_spec: CallSpec | None = None
         result: np.ndarray | None = None
         if self.rank == root:
-            data = self._array(call, x)
-            env, inline = _bcast_envelope(data, self.rank, size)
-            if inline:  # a wrong ``out`` raises before the data leaves in the envelope
-                result = self._out(call, out, data.shape, data.dtype)
-            else:
-                result = _bcast_out(out, data.shape, data.dtype)
-                if result is None:
+            try:  # a mistake only the root sees: its peers are told (`abandon`)
+                data = self._array(call, x)
+                env, inline = _bcast_envelope(data, self.rank, size)
+                if inline:  # a wrong ``out`` raises before the data leaves in the envelope
                     result = self._out(call, out, data.shape, data.dtype)
+                else:
+                    result = _bcast_out(out, data.shape, data.dtype)
+                    if result is None:
+                        result = self._out(call, out, data.shape, data.dtype)
+            except ArgumentError as exc:
+                env = abandoned_header(str(exc), size)
+                return (yield from give_up(exc, lambda: self._execute(
+                    _bcast_spec(self.size, _ENVELOPE_DTYPE, size, root), env, env,
+                    self._reserve(), 0, algorithm, params, timeout,
+                    counts_signature="envelope", agree=True)))
+            if not inline:
+                assert result is not None
                 if _same_bytes(data, result):
                     data = result  # in place, as MPI's root buffer: nothing to copy
                 elif np.shares_memory(data, result):
@@ -170,6 +180,7 @@ class PhaseGenerators(CommBase):
         yield self._execute(spec, meta if self.rank == root else None, meta, seq, phase,
                             None, {}, timeout, counts_signature=(call, "meta", n_extra),
                             agree=True)
+        raise_if_abandoned_meta(meta)
         token_bytes = meta[:2].view(np.uint8).tobytes().rstrip(b"\0")
         got_dtype = dtype_from_token(token_bytes.decode())
         got_trailing = tuple(int(v) for v in meta[3: 3 + int(meta[2])])
@@ -182,9 +193,17 @@ class PhaseGenerators(CommBase):
         data = None
         row_counts: list[int] = [0] * self.size
         if self.rank == root:
-            data = self._array(call, x)
-            row_counts = self._split_rows(call, data, counts)
-            self._out(call, out, (row_counts[self.rank], *data.shape[1:]), data.dtype)
+            try:  # a mistake only the root sees: its peers are told (`abandon`)
+                data = self._array(call, x)
+                row_counts = self._split_rows(call, data, counts)
+                self._out(call, out, (row_counts[self.rank], *data.shape[1:]), data.dtype)
+            except ArgumentError as exc:
+                n_extra = self.size if counts is not None else 1
+                meta = abandoned_meta(str(exc), 11 + n_extra)
+                return (yield from give_up(exc, lambda: self._execute(
+                    make_spec("bcast", self.size, np.int64, count=len(meta), root=root), meta,
+                    meta, self._reserve(), 0, None, {}, timeout,
+                    counts_signature=(call, "meta", n_extra), agree=True)))
         seq = self._reserve()  # after the local checks: a call that raised took no number
         dtype, trailing, got = yield from self._meta_bcast(
             call, seq, 0, root, None if data is None else data.dtype,
@@ -228,18 +247,24 @@ class PhaseGenerators(CommBase):
             result = self._out(call, out, shape, dtype)
             result.reshape(-1).view(np.uint8)[...] = env[_DATA_AT: _DATA_AT + nbytes]
             return result.reshape(shape)
-        data = self._array(call, x)
-        if data.ndim == 0:
-            raise ArgumentError(call, "x", data.shape, "needs at least one dimension", me)
-        if data.shape[0] % p:
-            raise ArgumentError(call, "x", data.shape, f"axis 0 ({data.shape[0]}) is not "
-                                f"divisible by the {p} ranks", me)
-        shape = (data.shape[0] // p, *data.shape[1:])
-        inline = data.nbytes // p <= block - _DATA_AT
-        head = _bcast_head(data.dtype, shape, inline)
-        if head is None:
-            raise ArgumentError(call, "x", data.shape, "at most 8 dimensions", me)
-        result = self._out(call, out, shape, data.dtype)
+        try:  # a mistake only the root sees: its peers are told (`abandon`)
+            data = self._array(call, x)
+            if data.ndim == 0:
+                raise ArgumentError(call, "x", data.shape, "needs at least one dimension", me)
+            if data.shape[0] % p:
+                raise ArgumentError(call, "x", data.shape, f"axis 0 ({data.shape[0]}) is not "
+                                    f"divisible by the {p} ranks", me)
+            shape = (data.shape[0] // p, *data.shape[1:])
+            inline = data.nbytes // p <= block - _DATA_AT
+            head = _bcast_head(data.dtype, shape, inline)
+            if head is None:
+                raise ArgumentError(call, "x", data.shape, "at most 8 dimensions", me)
+            result = self._out(call, out, shape, data.dtype)
+        except ArgumentError as exc:
+            env = np.tile(abandoned_header(str(exc), block), p + 1)  # every rank's block
+            return (yield from give_up(exc, lambda: self._execute(
+                spec0, env[: p * block], env[p * block:], self._reserve(), 0, algorithm, params,
+                timeout, counts_signature="envelope", agree=True)))
         seq = self._reserve()
         env = np.empty((p + 1) * block, np.uint8)
         env[: p * block].reshape(p, block)[:, :_DATA_AT] = head

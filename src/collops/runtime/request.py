@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ArgumentError
 from .engine import Execution
+from .failure_site import locate_failure
 
 if TYPE_CHECKING:
     from .commbase import CommBase
@@ -56,6 +57,7 @@ class Request:
                 try:
                     done = self._current.poll()
                 except BaseException as exc:
+                    locate_failure(exc, self._current)
                     progress.drop(self._current, exc)  # failed: never polled again
                     self._current = None
                     self._done = True

@@ -184,7 +184,7 @@ def call_fingerprint(spec: CallSpec, name: str = NAME) -> int:
     """The fingerprint of a call through the direct areas by algorithm ``name``, from what
     every rank agrees on."""
     return fp.fingerprint(spec.collective, name, spec.root, spec.dtype,
-                          (spec.count, spec.op.name if spec.op else None))
+                          (spec.count, spec.op.name if spec.op else None), spec.op)
 
 
 class DirectExecution(AreaExecution):

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import config
+from ..algorithms.fingerprint import mismatch
 from ..errors import CollectiveMismatch, CollectiveTimeout, PeerFailed
 from ..transport.stall import report, watch_of
 from ..transport.tags import call_of_tag_base
@@ -266,27 +267,33 @@ class DirectArea:
             for m in self.mismatched(slot, word, awaited):
                 self.declare(slot, word, mine)
                 raise CollectiveMismatch(
-                    f"{what}: called {describe(mine)} but rank {m} called "
-                    f"{describe(self.fingerprint_of(m, slot))} at the same point")
+                    f"{what}: {mismatch(mine, self.fingerprint_of(m, slot), f'rank {m}')}")
         failed = int(words[seg.H_FAILED])
+        dead = None
         if failed:
-            raise PeerFailed(failed - 1, f"the process died during {what}")
+            dead = PeerFailed(failed - 1, "its process ended")
         for m in awaited:
-            if words[t._state_word[self.group[m]]] == seg.EXITED:
-                raise PeerFailed(self.group[m], f"it exited while {what} waited for it")
+            if dead is None and words[t._state_word[self.group[m]]] == seg.EXITED:
+                dead = PeerFailed(self.group[m], "it exited while this rank waited for it")
+        if dead is not None:
+            dead.locate_native(what, None if call is None else call_of_tag_base(
+                call[0] << call[1])[1])
+            raise dead
         if call is not None:
             t.progress()
             crossed = t.unexpected_for_call(*call)
             if crossed is not None:
                 peer, fingerprint = crossed
                 member = self.group.index(peer) if peer in self.group else peer
-                called = f"called {describe(expect[2])} but " if expect is not None else ""
-                raise CollectiveMismatch(
-                    f"{what}: {called}rank {member} called {describe(fingerprint)} at the same "
-                    "point, through messages")
+                called = (mismatch(expect[2], fingerprint, f"rank {member}") if expect
+                          is not None else f"rank {member} called {describe(fingerprint)}")
+                raise CollectiveMismatch(f"{what}: {called}, through messages")
         if deadline is not None and time.monotonic() > deadline:
+            number = "" if call is None else f"call {call_of_tag_base(call[0] << call[1])[1]}"
+            step = "" if expect is None else f", step: direct slot {expect[0]}"
             raise CollectiveTimeout(
-                f"{what} did not complete in time; not heard from ranks {awaited}")
+                f"{what} did not complete in time; waiting at {number or 'its call'}{step}; "
+                f"not heard from ranks {awaited}")
         if call is not None and config.settings.stall_report is not None:
             self._note_stall(what, call, awaited)
 

@@ -153,7 +153,9 @@ class StreamExecution(AreaExecution):
             writer, err, os.strerror(err) if err else "process_vm_readv failed")
         member = self.area.group.index(writer)
         if isinstance(error, PeerFailed):
-            raise PeerFailed(member, f"{self.what}: reading its buffer: {error}")
+            dead = PeerFailed(member, f"reading its buffer: {error.detail}")
+            dead.locate_native(self.what)
+            raise dead
         raise TransportError(f"{self.what}: reading rank {member}'s buffer: {error}")
 
     def _check(self) -> None:
@@ -165,8 +167,7 @@ class StreamExecution(AreaExecution):
                 theirs = int(state[S_FOREIGN_FP]) & (2**64 - 1)
                 member = self.area.group.index(writer)
                 raise CollectiveMismatch(
-                    f"{self.what}: called {fp.describe(self.fingerprint)} but rank {member} "
-                    f"called {fp.describe(theirs)} at the same point")
+                    f"{self.what}: {fp.mismatch(self.fingerprint, theirs, f'rank {member}')}")
         super()._check()
 
     def _spin(self) -> float:
