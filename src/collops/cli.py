@@ -1,5 +1,5 @@
 """The ``collops`` command: ``algorithms``, ``demo``, ``run``, ``bench``, ``sim``, ``model``,
-``info``."""
+``info``, ``faults``."""
 
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ def _load_optional_commands() -> None:
     """Add the subcommands of the packages' front ends (each module's ``COMMAND``)."""
     import importlib
     for module in ("collops.runtime.launcher_cli", "collops.bench.cli", "collops.sim.cli",
-                   "collops.model.cli", "collops.info"):
+                   "collops.model.cli", "collops.info", "collops.faults.cli"):
         try:
             front_end = importlib.import_module(module)
         except ModuleNotFoundError as exc:
