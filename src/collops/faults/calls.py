@@ -152,12 +152,15 @@ def expected(call: Call, rank: int, size: int) -> np.ndarray | None:
 
 
 def invoke(comm: Any, call: Call, deviation: Deviation | None = None,
-           timeout: float | None = None) -> Any:
-    """Make ``call`` on ``comm`` (as changed by ``deviation``); return what collops returns."""
+           timeout: float | None = None, **changes: Any) -> Any:
+    """Make ``call`` on ``comm`` (as changed by ``deviation``); return what collops returns.
+    ``changes`` replace arguments as passed (``x``, ``root``, ``op``, ``counts``) or add
+    keywords (``timeout``, ``algorithm``): how a caller passes an invalid one."""
     size = comm.size
     made = deviation.applied(call, size) if deviation else call
-    x = rank_input(made, comm.rank, size)
-    c, kw = made.collective, {"timeout": timeout}
+    x = changes.pop("x") if "x" in changes else rank_input(made, comm.rank, size)
+    made = replace(made, **{k: changes.pop(k) for k in ("root", "op", "counts") if k in changes})
+    c, kw = made.collective, {"timeout": timeout, **changes}
     if c == "barrier":
         return comm.barrier(**kw)
     if c in ROOTED and c not in REDUCTIONS:

@@ -125,7 +125,7 @@ def run_trial(trial: Trial, rng: np.random.Generator) -> Outcome:
         start = time.monotonic()
         job = subprocess.Popen(_command(trial), env=_environment(trial, marker),
                                stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
-                               start_new_session=True)
+                               start_new_session=True, preexec_fn=_default_sigint)
         fault_time = None
         if trial.kind.startswith("sigint"):
             fault_time = _interrupt(job, trial, folder, rng, start)
@@ -153,6 +153,13 @@ def run_trial(trial: Trial, rng: np.random.Generator) -> Outcome:
                    trial.plan.at, None if hung else _shell_status(job.returncode), hung,
                    end - start, fault_time, end, records, len(left), leaked,
                    int(abort[1]) if (abort := MPI_ABORT.search(stderr)) else None, stderr[-2000:])
+
+
+def _default_sigint() -> None:
+    """In the job, before exec: SIGINT's default action, even if the campaign itself was
+    started with SIGINT ignored (as a shell's background job is), so Python in the job
+    turns it into KeyboardInterrupt as it would for a user's Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _interrupt(job: subprocess.Popen[bytes], trial: Trial, folder: Path,
@@ -238,6 +245,8 @@ def shm_left(candidates: set[str]) -> dict[str, int]:
     each holds (checked twice, a moment apart: a file may be in the midst of removal)."""
     left: dict[str, int] = {}
     for attempt in range(2):
+        if not any(os.path.exists(f"{SHM}/{name}") for name in candidates):
+            return {}
         used = _mapped_or_open()
         left = {}
         for name in candidates:
