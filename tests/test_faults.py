@@ -83,10 +83,13 @@ def test_the_judge_passes_a_clean_trial_and_names_every_kind_of_failure():
 
 
 @pytest.mark.timeout(60)
-def test_the_command_prints_the_table_and_says_whether_the_must_holds_hold(capsys):
+def test_the_command_prints_the_table_and_says_whether_the_must_holds_hold(capsys, tmp_path):
+    saved = tmp_path / "trials.json"
     assert main(["faults", "--transports", "threads", "--kinds", "raise", "--trials", "1",
-                 "--calls", "12"]) == 0
+                 "--calls", "12", "--json", str(saved)]) == 0
     out = capsys.readouterr().out
     assert "threads" in out and "raise" in out and "yes" in out
+    assert main(["faults", "--report", str(saved)]) == 0
+    assert capsys.readouterr().out == out
     with pytest.raises(SystemExit):
         main(["faults", "--kinds", "meteor"])

@@ -36,6 +36,8 @@ def _faults_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the trials (default 0)")
     p.add_argument("--json", metavar="FILE", help="write the summary and every trial here")
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    p.add_argument("--report", metavar="FILE", help="run nothing: judge and tabulate the "
+                   "trials of a --json FILE written before")
 
 
 def _progress(o: Outcome) -> None:
@@ -48,13 +50,17 @@ def _progress(o: Outcome) -> None:
 def cmd_faults(args: argparse.Namespace) -> int:
     """Inject random faults into fresh jobs and report, per kind, what every rank saw."""
     from .campaign import run_campaign
-    from .report import as_json, holds, summarise, table
+    from .report import as_json, from_json, holds, summarise, table
     if args.ranks < 2:
         print("collops faults: -n must be at least 2")
         return 2
-    outcomes = run_campaign(args.transports, args.kinds, args.trials, ranks=args.ranks,
-                            calls=args.calls, call_timeout=args.call_timeout,
-                            limit=args.limit, seed=args.seed, progress=_progress)
+    if args.report:
+        with open(args.report) as f:
+            outcomes = from_json(json.load(f))
+    else:
+        outcomes = run_campaign(args.transports, args.kinds, args.trials, ranks=args.ranks,
+                                calls=args.calls, call_timeout=args.call_timeout,
+                                limit=args.limit, seed=args.seed, progress=_progress)
     rows = summarise(outcomes)
     print(table(rows, markdown=args.markdown))
     if args.json:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import Any
 
 from .campaign import Outcome
@@ -64,8 +64,8 @@ def describe(o: Outcome, rank: int) -> str:
 
 
 def error_seconds(o: Outcome) -> list[float]:
-    """Seconds from the fault to each survivor's error (to the launcher's end for SIGINT);
-    timeouts are left out."""
+    """Seconds from the fault to each survivor's error (to the job's end for SIGINT, and for
+    the ranks of an aborted MPI job); timeouts are left out."""
     if o.fault_time is None:
         return []
     if o.kind.startswith("sigint"):
@@ -75,6 +75,8 @@ def error_seconds(o: Outcome) -> list[float]:
         rec = o.records.get(r)
         if rec and rec.get("status") == "error" and rec["error"] != "CollectiveTimeout":
             found.append(max(0.0, rec["t"] - o.fault_time))
+        elif rec is None and o.aborted_by is not None:  # ended with the aborted MPI job
+            found.append(o.end_time - o.fault_time)
     return found
 
 
@@ -170,3 +172,14 @@ def as_json(outcomes: list[Outcome]) -> dict[str, Any]:
     """The summary and every trial (with its problems), for ``--json``."""
     return {"summary": summarise(outcomes),
             "trials": [{**asdict(o), "problems": problems(o)} for o in outcomes]}
+
+
+def from_json(saved: dict[str, Any]) -> list[Outcome]:
+    """The trials of an `as_json` record, to judge and summarise again."""
+    names = {f.name for f in fields(Outcome)}
+    outcomes = []
+    for trial in saved["trials"]:
+        o = Outcome(**{k: v for k, v in trial.items() if k in names})
+        o.records = {int(r): rec for r, rec in o.records.items()}
+        outcomes.append(o)
+    return outcomes
