@@ -179,25 +179,33 @@ def test_an_invalid_argument_on_one_rank(transport, example):
     _run(example, transport)
 
 
-def _gather_to_the_other(comm: collops.Comm, collective: str) -> dict[str, Any]:
+def _rooted_call_without_a_root(comm: collops.Comm, collective: str) -> list[dict[str, Any]]:
+    """Rank 0 names rank 1 as root, every other rank names rank 0: nobody is the root in its
+    own view. Then three allgathers on the same communicator."""
     x = np.arange(3.0) + comm.rank
-    root = 1 - comm.rank
+    root = 1 if comm.rank == 0 else 0
     if collective == "gather":
-        return _outcome(lambda: comm.gather(x, root, timeout=CALL_TIMEOUT))
-    return _outcome(lambda: comm.reduce(x, "sum", root, timeout=CALL_TIMEOUT))
+        first = _outcome(lambda: comm.gather(x, root, timeout=CALL_TIMEOUT))
+    else:
+        first = _outcome(lambda: comm.reduce(x, "sum", root, timeout=CALL_TIMEOUT))
+    return [first] + [_outcome(lambda: comm.allgather(x, timeout=FOLLOW_UP_TIMEOUT))
+                      for _ in range(3)]
 
 
-#: found by these tests: over shm_direct only a root reads the others' words, so when every
-#: rank names another as the root, nobody reads and the mismatch passes unnoticed
+#: found by these tests: over shm_direct only a root reads the others' words, so when no
+#: rank names itself the root, nobody reads, the mismatch passes unnoticed, and the slot it
+#: used stalls the second call after it on every rank
 NO_ROOT_ON_SHM = pytest.mark.xfail(strict=True, reason="shm_direct: a gather or reduce in "
-                                   "which every rank names another rank as its root returns "
-                                   "None everywhere instead of raising CollectiveMismatch")
+                                   "which no rank names itself root returns None everywhere "
+                                   "instead of raising CollectiveMismatch, and the second call "
+                                   "after it waits on every rank until its timeout")
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(90)
 @pytest.mark.parametrize("collective", ["gather", "reduce"])
 @pytest.mark.parametrize("transport", ["inproc", pytest.param("shm", marks=NO_ROOT_ON_SHM)])
 def test_a_rooted_call_without_a_root_is_a_mismatch(transport, collective):
-    got = collops.spawn(_gather_to_the_other, 2, collective, transport=transport,
+    got = collops.spawn(_rooted_call_without_a_root, 3, collective, transport=transport,
                         timeout=SPAWN_TIMEOUT)
-    assert all(g.get("collops") for g in got), got
+    assert all(calls[0].get("collops") for calls in got), got
+    assert all("result" in after for calls in got for after in calls[1:]), got
