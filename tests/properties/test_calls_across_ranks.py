@@ -179,33 +179,41 @@ def test_an_invalid_argument_on_one_rank(transport, example):
     _run(example, transport)
 
 
-def _rooted_call_without_a_root(comm: collops.Comm, collective: str) -> list[dict[str, Any]]:
-    """Rank 0 names rank 1 as root, every other rank names rank 0: nobody is the root in its
-    own view. Then three allgathers on the same communicator."""
-    x = np.arange(3.0) + comm.rank
-    root = 1 if comm.rank == 0 else 0
-    if collective == "gather":
-        first = _outcome(lambda: comm.gather(x, root, timeout=CALL_TIMEOUT))
-    else:
+#: roots each rank names, by scenario, on 3 ranks: nobody names itself (rank 0 names 1, the
+#: others 0), or rank 2 is the root for all but rank 1, which names rank 0
+ROOTS = {"no root": (1, 0, 0), "a third rank": (2, 0, 2)}
+
+
+def _disagreeing_roots(comm: collops.Comm, collective: str,
+                       scenario: str) -> list[dict[str, Any]]:
+    """The rooted call with this rank's root of ``scenario``, then three allgathers."""
+    x = np.arange(6.0) + comm.rank
+    root = ROOTS[scenario][comm.rank]
+    if collective == "reduce":
         first = _outcome(lambda: comm.reduce(x, "sum", root, timeout=CALL_TIMEOUT))
+    else:
+        first = _outcome(lambda: getattr(comm, collective)(x, root, timeout=CALL_TIMEOUT))
     return [first] + [_outcome(lambda: comm.allgather(x, timeout=FOLLOW_UP_TIMEOUT))
                       for _ in range(3)]
 
 
-#: found by these tests: over shm_direct only a root reads the others' words, so when no
-#: rank names itself the root, nobody reads, the mismatch passes unnoticed, and the slot it
-#: used stalls the second call after it on every rank
-NO_ROOT_ON_SHM = pytest.mark.xfail(strict=True, reason="shm_direct: a gather or reduce in "
-                                   "which no rank names itself root returns None everywhere "
-                                   "instead of raising CollectiveMismatch, and the second call "
-                                   "after it waits on every rank until its timeout")
+#: found by the campaign and these tests: over shm_direct a rooted call whose ranks disagree
+#: on the root in these ways is not seen as a mismatch
+SHM_ROOTS = pytest.mark.xfail(strict=True, reason="shm_direct: ranks disagreeing on the root "
+                              "of a bcast or scatter wait until their timeout (forever "
+                              "without one); in a gather or reduce where no rank names itself "
+                              "root every rank returns None and the second call after it "
+                              "stalls; no CollectiveMismatch")
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("collective", ["gather", "reduce"])
-@pytest.mark.parametrize("transport", ["inproc", pytest.param("shm", marks=NO_ROOT_ON_SHM)])
-def test_a_rooted_call_without_a_root_is_a_mismatch(transport, collective):
-    got = collops.spawn(_rooted_call_without_a_root, 3, collective, transport=transport,
+@pytest.mark.parametrize("scenario,collective", [
+    ("no root", "bcast"), ("no root", "scatter"), ("no root", "gather"), ("no root", "reduce"),
+    ("a third rank", "bcast"), ("a third rank", "scatter")])
+@pytest.mark.parametrize("transport", ["inproc", pytest.param("shm", marks=SHM_ROOTS)])
+def test_ranks_disagreeing_on_the_root_raise_collective_mismatch(transport, scenario,
+                                                                  collective):
+    got = collops.spawn(_disagreeing_roots, 3, collective, scenario, transport=transport,
                         timeout=SPAWN_TIMEOUT)
-    assert all(calls[0].get("collops") for calls in got), got
+    assert all(calls[0].get("error") == "CollectiveMismatch" for calls in got), got
     assert all("result" in after for calls in got for after in calls[1:]), got
