@@ -1,5 +1,6 @@
 """The ``collops`` command: ``algorithms``, ``demo``, ``run``, ``bench``, ``sim``, ``model``,
-``info``, ``check``, ``show``, ``msccl``, ``tune``; ``--plugin`` on each loads users' algorithms."""
+``info``, ``check``, ``show``, ``msccl``, ``tune``, ``faults``; ``--plugin`` on each loads
+users' algorithms."""
 
 from __future__ import annotations
 
@@ -182,7 +183,7 @@ def _load_optional_commands() -> None:
     for module in ("collops.runtime.launcher_cli", "collops.bench.cli", "collops.sim.cli",
                    "collops.model.cli", "collops.info", "collops.check.cli",
                    "collops.show.cli", "collops.msccl.cli",
-                   "collops.tune.cli"):
+                   "collops.tune.cli", "collops.faults.cli"):
         try:
             front_end = importlib.import_module(module)
         except ModuleNotFoundError as exc:
