@@ -35,8 +35,6 @@ def test_fixed_fault_kinds_meet_the_must_holds(transport, kind, trials):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(strict=True, reason="threads early return: a rank that returns without "
-                   "calling leaves its peers waiting until their timeout (issue 15 item 2)")
 def test_threads_a_rank_returning_early_is_named_by_its_peers():
     _assert_hold(_trials("threads", "return", 1, calls=24, call_timeout=2.0))
 
