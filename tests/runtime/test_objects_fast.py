@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import pickle
 
 import numpy as np
 import pytest
@@ -86,8 +87,13 @@ def test_every_object_collective_small_and_large(transport: str, p: int, big_ran
 @pytest.mark.timeout(120)
 def test_a_small_object_is_pickled_once_per_rank_and_call(monkeypatch):
     calls = []
-    real = objects.dumps
-    monkeypatch.setattr(objects, "dumps", lambda obj: calls.append(obj) or real(obj))
+    real = pickle.dumps
+
+    def counting(obj, *args, **kwargs):
+        calls.append(obj)
+        return real(obj, *args, **kwargs)
+
+    monkeypatch.setattr(objects.pickle, "dumps", counting)
 
     def body(comm):
         comm.barrier()

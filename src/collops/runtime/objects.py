@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import operator
 import pickle
+import struct
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -42,26 +43,55 @@ HEAD = 8
 TOO_BIG = -1
 
 
-def _slot(frames: Sequence[np.ndarray]) -> np.ndarray:
-    """A slot holding a small single-frame pickle, else one saying it is too big."""
-    slot = np.zeros(SLOT, np.uint8)
-    header = slot[:HEAD].view(np.int64)
-    if len(frames) == 1 and len(frames[0]) <= SLOT - HEAD:
-        header[0] = len(frames[0])
-        slot[HEAD: HEAD + len(frames[0])] = frames[0]
+_HEADER = struct.Struct("<q")
+
+
+def _slot(frames: Sequence[np.ndarray] | bytes) -> np.ndarray:
+    """A slot holding a small single-frame pickle (its frames, or its bytes), else one saying
+    it is too big."""
+    slot = np.empty(SLOT, np.uint8)
+    view = slot.data
+    small = frames if isinstance(frames, bytes) else (
+        frames[0].data if len(frames) == 1 else None)
+    if small is not None and len(small) <= SLOT - HEAD:
+        _HEADER.pack_into(view, 0, len(small))
+        view[HEAD: HEAD + len(small)] = small
     else:
-        header[0] = TOO_BIG
+        _HEADER.pack_into(view, 0, TOO_BIG)
     return slot
+
+
+def _pickled(obj: Any) -> tuple[bytes | None, list[np.ndarray]]:
+    """``obj`` pickled once: its bytes when small with no out-of-band buffer (no frames),
+    else its frames."""
+    buffers: list[pickle.PickleBuffer] = []
+    main = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+    if not buffers and len(main) <= SLOT - HEAD:
+        return main, []
+    return None, _frames(main, buffers)
 
 
 def _fits(slots: np.ndarray) -> bool:
     """Whether every slot of ``slots`` (rows) holds its object."""
-    return bool((slots[:, :HEAD].copy().view(np.int64)[:, 0] != TOO_BIG).all())
+    view = slots.reshape(-1).data
+    return all(_HEADER.unpack_from(view, r * SLOT)[0] != TOO_BIG for r in range(len(slots)))
 
 
 def _unslot(slot: np.ndarray) -> Any:
-    n = int(slot[:HEAD].copy().view(np.int64)[0])
-    return pickle.loads(slot[HEAD: HEAD + n].tobytes())
+    view = slot.data
+    n = _HEADER.unpack_from(view, 0)[0]
+    return pickle.loads(view[HEAD: HEAD + n])
+
+
+def _unslot_all(rows: np.ndarray) -> list[Any]:
+    """The object of every slot of ``rows``."""
+    view = rows.reshape(-1).data
+    out = []
+    for r in range(len(rows)):
+        at = r * SLOT
+        n = _HEADER.unpack_from(view, at)[0]
+        out.append(pickle.loads(view[at + HEAD: at + HEAD + n]))
+    return out
 
 
 def _python_op(op: Any) -> Callable[[Any, Any], Any]:
@@ -112,6 +142,10 @@ def dumps(obj: Any) -> list[np.ndarray]:
     """Frames of ``obj``: the pickle stream, then each out-of-band buffer (as uint8 views)."""
     buffers: list[pickle.PickleBuffer] = []
     main = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+    return _frames(main, buffers)
+
+
+def _frames(main: bytes, buffers: list[pickle.PickleBuffer]) -> list[np.ndarray]:
     frames = [np.frombuffer(main, np.uint8)]
     for b in buffers:
         try:
@@ -134,8 +168,8 @@ def _lengths(frames: Sequence[np.ndarray]) -> np.ndarray:
 def bcast_object(comm: Comm, obj: Any, root: int = 0) -> Any:
     """Broadcast a picklable object from ``root``."""
     comm._check_root("bcast_object", root)
-    frames = dumps(obj) if comm.rank == root else []
-    slot = _slot(frames) if comm.rank == root else np.empty(SLOT, np.uint8)
+    small, frames = _pickled(obj) if comm.rank == root else (None, [])
+    slot = _slot(small or frames) if comm.rank == root else np.empty(SLOT, np.uint8)
     comm.bcast(slot, root, out=slot)
     if _fits(slot[None, :]):
         return obj if comm.rank == root else _unslot(slot)
@@ -156,15 +190,15 @@ def _bcast_frames(comm: Comm, obj: Any, frames: list[np.ndarray], root: int) -> 
     return obj if comm.rank == root else loads(out)
 
 
-def _all_slots(comm: Comm, frames: list[np.ndarray]) -> np.ndarray | None:
+def _all_slots(comm: Comm, mine: bytes | list[np.ndarray]) -> np.ndarray | None:
     """Every rank's slot (rows, in rank order), or None when some object did not fit."""
-    slots = comm.allgather(_slot(frames), out=np.empty(comm.size * SLOT, np.uint8))
+    slots = comm.allgather(_slot(mine), out=np.empty(comm.size * SLOT, np.uint8))
     rows = slots.reshape(comm.size, SLOT)
     return rows if _fits(rows) else None
 
 
-def _gather_frames(comm: Comm, obj: Any, root: int | None) -> list[Any] | None:
-    frames = dumps(obj)
+def _gather_frames(comm: Comm, frames: list[np.ndarray], root: int | None
+                   ) -> list[Any] | None:
     mine = _lengths(frames)
     table = _exchange_lengths(comm, mine)
     depth = max(len(row) for row in table)
@@ -200,19 +234,25 @@ def _exchange_lengths(comm: Comm, mine: np.ndarray) -> list[list[int]]:
 def gather_object(comm: Comm, obj: Any, root: int = 0) -> list[Any] | None:
     """Every rank's object, in rank order, on ``root``; None elsewhere."""
     comm._check_root("gather_object", root)
-    frames = dumps(obj)
-    rows = _all_slots(comm, frames)
+    small, frames = _pickled(obj)
+    rows = _all_slots(comm, small or frames)
     if rows is None:
-        return _gather_frames(comm, obj, root)
-    return [_unslot(row) for row in rows] if comm.rank == root else None
+        return _gather_frames(comm, _as_frames(small, frames), root)
+    return _unslot_all(rows) if comm.rank == root else None
+
+
+def _as_frames(small: bytes | None, frames: list[np.ndarray]) -> list[np.ndarray]:
+    """The frames of a pickle `_pickled` returned as bytes or as frames."""
+    return [np.frombuffer(small, np.uint8)] if small is not None else frames
 
 
 def allgather_object(comm: Comm, obj: Any) -> list[Any]:
     """Every rank's object, in rank order, on every rank."""
-    rows = _all_slots(comm, dumps(obj))
+    small, frames = _pickled(obj)
+    rows = _all_slots(comm, small or frames)
     if rows is not None:
-        return [_unslot(row) for row in rows]
-    result = _gather_frames(comm, obj, None)
+        return _unslot_all(rows)
+    result = _gather_frames(comm, _as_frames(small, frames), None)
     assert result is not None
     return result
 
@@ -231,7 +271,8 @@ def scatter_object(comm: Comm, objs: Sequence[Any] | None, root: int = 0) -> Any
         for r, frames in enumerate(per_rank):
             rows[r] = _slot(frames)
         if not _fits(rows):  # one too big: every rank takes the frames' path
-            rows[:, :HEAD].view(np.int64)[:, 0] = TOO_BIG
+            for r in range(comm.size):
+                _HEADER.pack_into(memoryview(rows[r]), 0, TOO_BIG)
     mine_slot = comm.scatter(slots if comm.rank == root else None, root,
                              out=np.empty(SLOT, np.uint8))
     if _fits(mine_slot[None, :]):
@@ -271,7 +312,7 @@ def alltoall_object(comm: Comm, objs: Sequence[Any]) -> list[Any]:
     got = comm.alltoall(rows, out=np.empty(comm.size * SLOT, np.uint8)).reshape(comm.size, SLOT)
     mine_fit = _fits(rows.reshape(comm.size, SLOT)) and _fits(got)
     if comm.allreduce(np.array([mine_fit], np.int64), "min")[0]:
-        return [_unslot(row) for row in got]
+        return _unslot_all(got)
     return _alltoall_frames(comm, per_dest)
 
 
@@ -311,11 +352,11 @@ def allreduce_object(comm: Comm, obj: Any, op: Any = None) -> Any:
     gathered everywhere in one round and folded on each rank; large ones folded on rank 0
     and broadcast."""
     fn = _python_op(op)
-    frames = dumps(obj)
-    rows = _all_slots(comm, frames)
+    small, frames = _pickled(obj)
+    rows = _all_slots(comm, small or frames)
     if rows is not None:
-        return _fold([_unslot(row) for row in rows], fn)
-    gathered = _gather_frames(comm, obj, 0)
+        return _fold(_unslot_all(rows), fn)
+    gathered = _gather_frames(comm, _as_frames(small, frames), 0)
     return bcast_object(comm, None if gathered is None else _fold(gathered, fn), 0)
 
 

@@ -249,7 +249,7 @@ def _use_in_network(collective: str, alg: Any, topo: Any, in_network: bool | Non
     where the topology can combine (its schedule runs elsewhere), or when ``in_network`` is
     True (a reduce or allreduce); never by default otherwise."""
     capable = bool(getattr(topo, "in_network_reduction", False))
-    if _needs_in_network(alg) and in_network is not False:
+    if _needs_in_network(alg):
         return capable  # elsewhere its own schedule runs (seed 002's binomial OR-reduction)
     if not in_network:
         return False

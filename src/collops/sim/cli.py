@@ -97,8 +97,11 @@ def check_excluded(nodes: frozenset[int], topology: Topology) -> frozenset[int]:
 
 # -- running ---------------------------------------------------------------------------------
 def closed_form_for(result: SimResult, topology: Topology, algorithm: str) -> float | None:
-    """The closed-form time of the result's call (seed 004 where exact, else α-β), or None."""
+    """The closed-form time of the result's call (seed 004 where exact, else α-β; a call the
+    switches combine is its in-network formula, `collops.sim.innetwork`), or None."""
     from ..model import closed_form
+    if result.source == "in-network":
+        return result.time_s
     switching = "packet" if result.model == "packet" else "cut-through"
     try:
         return closed_form(result.collective, algorithm, topology, result.nprocs, result.size,
