@@ -84,7 +84,8 @@ def measure_mpi(nprocs: int, collectives: list[str], sizes: list[int],
            "--collectives", ",".join(collectives), "--sizes", ",".join(map(str, sizes)),
            "--iterations", str(iterations)]
     env = dict(os.environ)
-    for name in ("COLLOPS_JOB", "COLLOPS_RANK", "COLLOPS_SIZE", "COLLOPS_TRANSPORT"):
+    for name in ("COLLOPS_JOB", "COLLOPS_SHM_FD", "COLLOPS_RANK", "COLLOPS_SIZE",
+                 "COLLOPS_TRANSPORT"):
         env.pop(name, None)
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
     if out.returncode != 0:

@@ -101,10 +101,10 @@ def _address(view: memoryview) -> int:
 
 
 class ShmEndpoint(Transport):
-    """Rank ``rank`` of ``size`` ranks attached to the job segment ``job``: the state the
-    transport's parts share, and sending."""
+    """Rank ``rank`` of ``size`` ranks attached to the job segment ``job`` (a descriptor or a
+    name, `segment.Job`): the state the transport's parts share, and sending."""
 
-    def __init__(self, job: str, rank: int, size: int, *, single_copy: bool | None = None,
+    def __init__(self, job: seg.Job, rank: int, size: int, *, single_copy: bool | None = None,
                  single_copy_min: int | None = None) -> None:
         self._segment = seg.Segment(job)
         layout = self._segment.layout

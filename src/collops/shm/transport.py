@@ -69,18 +69,22 @@ from .stream_area import StreamArea
 
 
 class ShmTransport(BulkTransfers):
-    """Rank ``rank`` of ``size`` ranks sharing the job segment ``job`` under /dev/shm."""
+    """Rank ``rank`` of ``size`` ranks sharing the job segment ``job`` (an inherited
+    descriptor, or a name under /dev/shm: `segment.create_job`)."""
 
     @classmethod
     def from_env(cls) -> ShmTransport:
-        """Attach as described by COLLOPS_JOB, COLLOPS_RANK and COLLOPS_SIZE."""
+        """Attach as described by COLLOPS_SHM_FD (the segment's inherited descriptor),
+        COLLOPS_RANK and COLLOPS_SIZE."""
         try:
-            job = os.environ["COLLOPS_JOB"]
+            fd = int(os.environ["COLLOPS_SHM_FD"])
             rank = int(os.environ["COLLOPS_RANK"])
             size = int(os.environ["COLLOPS_SIZE"])
         except (KeyError, ValueError) as exc:
             raise TransportError(f"shm transport: environment incomplete ({exc})") from None
-        return cls(job, rank, size)
+        transport = cls(fd, rank, size)
+        os.set_inheritable(fd, False)  # mapped: the rank's own children need not hold it
+        return transport
 
     # ---- the interface ----------------------------------------------------------------
 
@@ -147,7 +151,7 @@ class ShmTransport(BulkTransfers):
         lay = self._layout
         resources = frozenset({"shm_direct"}) if lay.direct_areas and lay.direct_bytes \
             else frozenset()
-        if resources and lay.stream_rank_bytes and self.size <= 64:
+        if resources and lay.stream_rank_bytes and self.size <= seg.STREAM_MAX_RANKS:
             resources |= {"shm_stream"}
         if resources and self._single_copy:
             resources |= {"shm_cma"}
