@@ -12,8 +12,8 @@ every rank has mapped it.
 Its size is linear in the ranks (`Layout.for_ranks`): at most `PAIR_RESERVE` plus
 ``COLLOPS_SHM_PER_RANK`` (`DEFAULT_PER_RANK`) per rank. The per-rank areas (direct and
 stream) come first out of a rank's share; the pair areas share the rest, so their rings and
-bulk areas shrink as the ranks grow (64 slots and 2 × 1 MiB up to 4 ranks, 4 slots and
-2 × 12 KiB at 64).
+bulk areas shrink as the ranks grow (64 slots and 2 × 1 MiB up to 3 ranks, 16 slots and
+2 × 92 KiB at 16, 4 slots and 2 × 12 KiB at 63).
 
 Layout (all offsets are multiples of 64 bytes, so no two writers share a cache line)::
 
@@ -95,8 +95,9 @@ DEFAULT_DIRECT_BYTES = 65536
 DEFAULT_STREAM_AREAS = 4
 DEFAULT_STREAM_CHUNKS = 8
 DEFAULT_STREAM_CHUNK_BYTES = 128 * 1024
-#: the most ranks the stream areas serve (a job of more has none)
-STREAM_MAX_RANKS = 64
+#: the most ranks the stream areas serve (a job of more has none): a chunk's mask of readers
+#: is a signed 64-bit word in the stream's plans, so rank 63's bit does not fit
+STREAM_MAX_RANKS = 63
 #: slots per rank in a direct area (successive calls use them in turn)
 DIRECT_SLOTS = 4
 #: bytes per rank a job's segment takes at most (``COLLOPS_SHM_PER_RANK``), besides
@@ -142,8 +143,8 @@ class Layout:
         geometry = _pair_geometry(budget, base.slot_bytes)
         if geometry is None:
             smallest = PAIR_CONTROL + MIN_SLOTS * base.slot_bytes + 2 * MIN_CHUNK_BYTES
-            least = base.rank_area_bytes + max(0, -(-(smallest * size * size - PAIR_RESERVE)
-                                                    // size))
+            least = max(1, base.rank_area_bytes
+                        - (PAIR_RESERVE - smallest * size * size) // size)
             raise TransportError(
                 f"shared memory for {size} ranks: COLLOPS_SHM_PER_RANK={per_rank} bytes a rank "
                 f"is too small; a job of {size} ranks needs at least {least} bytes "
