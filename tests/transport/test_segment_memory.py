@@ -212,3 +212,47 @@ def test_the_smallest_pair_areas_carry_every_protocol(single_copy: bool) -> None
     finally:
         seg.release_job(job)
     assert results == [[True] * len(sizes)] * 2
+
+
+def test_small_bulk_chunks_send_large_messages_single_copy() -> None:
+    """Where single copy is permitted, a job whose bulk chunks are small (many ranks) does not
+    pipeline through them; a job of few ranks keeps the selection table's thresholds."""
+    for layout, pipelined in ((seg.Layout.for_ranks(2), True),
+                              (seg.Layout.for_ranks(32), False)):
+        job, _ = seg.create_job(2, replace(layout, size=2), single_copy=True)
+        try:
+            t = ShmTransport(job, 0, 2, single_copy=True)
+            upto, origin = t.protocol_settings()["shm.single_copy_max"]
+            low, _ = t.protocol_settings()["shm.single_copy_min"]
+            t.close()
+        finally:
+            seg.release_job(job)
+        assert (upto < low) == pipelined
+        assert ("bulk chunks" in origin) != pipelined
+
+
+def _owes_a_fin_when_it_returns(t: Transport) -> bool:
+    """Rank 1 fills its ring to rank 0 with eager messages, then receives rank 0's large
+    message, whose FIN must wait for room in that ring; rank 1 returns at once."""
+    n_eager = seg.Layout.for_ranks(2).nslots + 2
+    if t.rank == 1:
+        for k in range(n_eager):
+            t.isend(0, 1000 + k, memoryview(np.full(8, k, np.uint8)))
+        out = np.zeros(100_000, np.uint8)
+        h = t.irecv(0, 1, memoryview(out))
+        while not h.done:
+            t.wait_for_activity(1.0)
+        return bool((out == 7).all())
+    send = t.isend(1, 1, memoryview(np.full(100_000, 7, np.uint8)))
+    time.sleep(1.0)  # rank 1 receives, queues its FIN and returns meanwhile
+    got = [np.zeros(8, np.uint8) for _ in range(n_eager)]
+    handles = [t.irecv(1, 1000 + k, memoryview(g)) for k, g in enumerate(got)] + [send]
+    while not all(h.done for h in handles):
+        t.wait_for_activity(1.0)
+    return all((g == k).all() for k, g in enumerate(got))
+
+
+def test_a_rank_that_returns_delivers_what_waits_for_room_in_a_full_ring() -> None:
+    """`close` (at a rank's end) flushes the messages queued behind a full ring: without it
+    rank 0's send never learns that rank 1 read it."""
+    assert launch_function(_owes_a_fin_when_it_returns, 2, timeout=60) == [True, True]

@@ -34,6 +34,11 @@ _SLOT_FIELDS = struct.Struct("=5Q")
 _MASK32 = 0xFFFFFFFF
 #: smallest chunk of a pipelined transfer (see `ShmTransport._piece`)
 PIECE_MIN = tuning.setting("shm", "piece_min").value
+#: bulk chunks below this many bytes (the pair areas of a job of many ranks) pipeline a
+#: message several times slower than one single copy (benchmarks/shm_transfer.py: 1 MiB in
+#: 12 KiB chunks 7.8×, in 92 KiB chunks 1.7× the single copy's time; in 760 KiB chunks 1.0×),
+#: so where single copy is permitted such a job sends every large message that way
+PIPELINE_CHUNK_MIN = 256 << 10
 #: seconds a two-ended transfer's receiver waits for a chunk before it reads from the back
 #: itself (reading while the sender streams slows both down: they copy the same bytes)
 PULL_AFTER = 100e-6
@@ -132,6 +137,12 @@ class ShmEndpoint(Transport):
         self._single_copy_min = max(layout.eager_limit + 1,
                                     int(self._protocols["single_copy_min"][0]))
         self._single_copy_max = int(self._protocols["single_copy_max"][0])
+        if layout.chunk_bytes < PIPELINE_CHUNK_MIN and self._single_copy_max < \
+                self._single_copy_min:  # a many-rank job's small bulk chunks: no pipeline
+            self._single_copy_max = self._single_copy_min
+            self._protocols["single_copy_max"] = (
+                self._single_copy_max, f"the job's bulk chunks of {layout.chunk_bytes} bytes "
+                f"(below {PIPELINE_CHUNK_MIN}: single copy throughout)")
         self._split_min = int(self._protocols["split_min"][0])
         if layout.direct_areas and layout.direct_bytes:
             set_slot_capacity(layout.direct_bytes)

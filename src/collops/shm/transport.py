@@ -52,7 +52,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..algorithms.fingerprint import describe
-from ..errors import CollectiveMismatch, PeerFailed, TransportError
+from ..errors import CollectiveMismatch, CollopsError, PeerFailed, TransportError
 from ..transport.base import Capabilities, Handle
 from ..transport.tags import CALL_BITS, PHASE_BITS, SEQ_BITS
 from . import segment as seg
@@ -66,6 +66,9 @@ from .endpoint import (
     _byte_view,
 )
 from .stream_area import StreamArea
+
+#: how long `ShmTransport.close` tries to deliver what the rank still owes, and how often
+CLOSE_FLUSH_SECONDS, CLOSE_POLL_SECONDS = 5.0, 100e-6
 
 
 class ShmTransport(BulkTransfers):
@@ -143,6 +146,28 @@ class ShmTransport(BulkTransfers):
                 deadline = queue[0].due if deadline is None else min(deadline, queue[0].due)
         self.ladder.wait(self._advance, self._sleep_for_activity, self._check_waited_peers,
                          deadline)
+
+    def close(self) -> None:
+        """Deliver what this rank still owes its peers before it stops: messages queued
+        for room in a full ring (a receive's FIN, an eager message) would otherwise never
+        leave, and a peer would wait for them forever. Gives up on a failed or exited peer
+        and after `CLOSE_FLUSH_SECONDS`; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        deadline = time.monotonic() + CLOSE_FLUSH_SECONDS
+        words, queues = self._words, self._send_queue
+        while time.monotonic() < deadline and not words[seg.H_FAILED]:
+            owed = [p for p in self._ranks if queues[p]
+                    and words[self._state_word[p]] not in (seg.EXITED, seg.FAILED)]
+            if not owed:
+                return
+            try:
+                moved = self._advance()  # drains this rank's rings too: the peer may wait
+            except CollopsError:
+                return
+            if not moved:
+                time.sleep(CLOSE_POLL_SECONDS)
 
     def capabilities(self) -> Capabilities:
         """What this transport offers ("shm_direct": direct areas for small collectives;
