@@ -38,7 +38,7 @@ PIECE_MIN = tuning.setting("shm", "piece_min").value
 #: message several times slower than one single copy (benchmarks/shm_transfer.py: 1 MiB in
 #: 12 KiB chunks 7.8×, in 92 KiB chunks 1.7× the single copy's time; in 760 KiB chunks 1.0×),
 #: so where single copy is permitted such a job sends every large message that way
-PIPELINE_CHUNK_MIN = 256 << 10
+PIPELINE_CHUNK_MIN = 128 << 10
 #: seconds a two-ended transfer's receiver waits for a chunk before it reads from the back
 #: itself (reading while the sender streams slows both down: they copy the same bytes)
 PULL_AFTER = 100e-6
