@@ -28,7 +28,7 @@ def _timed(call: Any, barrier: Any, iterations: int) -> float:
     return time_iterations(call, barrier, iterations, 0)
 
 
-def _comm(job: str, rank: int, size: int, env: dict[str, str]) -> Any:
+def _comm(job: int | str, rank: int, size: int, env: dict[str, str]) -> Any:
     from collops.runtime.comm import Comm
     from collops.shm.transport import ShmTransport
 
@@ -62,7 +62,8 @@ def main() -> None:
         name, _, rest = text.partition("=")
         env = dict(item.split("=", 1) for item in rest.split(",") if item)
         variants.append((name, env))
-    jobs = [seg.create_job(size, single_copy=cma)[0] if rank == 0 else "" for _ in variants]
+    jobs = [seg.create_job(size, single_copy=cma, named=True)[0] if rank == 0 else ""
+            for _ in variants]
     jobs = world.bcast(jobs, 0)
     comms: list[Any] = []
     try:
@@ -71,7 +72,7 @@ def main() -> None:
     finally:
         if rank == 0:
             for job in jobs:
-                seg.unlink_job(job)
+                seg.release_job(job)
     header = f"{'collective':<10} {'size':>9} {'MPI µs':>9}"
     for name, _ in variants:
         header += f" {name + ' µs':>14} {'ratio':>6} {'algorithm':<18}"

@@ -107,7 +107,7 @@ def main() -> None:
         result = launch_function(worker, 2)[0]
     finally:
         for job in jobs:
-            seg.unlink_job(job)
+            seg.release_job(job)
     print(f"{'mode':<9} {'size':>9} " + " ".join(f"{n:>11}" for n in names))
     for mode in args.mode.split(","):
         for n in sizes:

@@ -16,6 +16,7 @@ the per-round mean µs (averaged over ranks), and the best round.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import time
 from typing import Any
@@ -31,7 +32,7 @@ from collops.shm.transport import ShmTransport
 from collops.transport.base import Transport
 
 
-def _transport(job: str, rank: int, size: int, settings: dict[str, str]) -> ShmTransport:
+def _transport(job: int | str, rank: int, size: int, settings: dict[str, str]) -> ShmTransport:
     env = {k: v for k, v in settings.items() if not k.startswith("_") and k not in _LAYOUT}
     with environment(env):
         t = ShmTransport(job, rank, size)
@@ -47,7 +48,7 @@ _LAYOUT = ("nchunks", "chunk_bytes", "nslots", "slot_bytes")
 
 def _layout(n: int, settings: dict[str, str]) -> seg.Layout:
     fields = {k: parse_size(v) for k, v in settings.items() if k in _LAYOUT}
-    return seg.Layout(n, **fields)  # type: ignore[arg-type]
+    return dataclasses.replace(seg.Layout.for_ranks(n), **fields)
 
 
 def _timed(call: Any, barrier: Any, iterations: int) -> float:
@@ -102,7 +103,7 @@ def main() -> None:
         rows = launch_function(worker, args.n)[0]
     finally:
         for job in jobs:
-            seg.unlink_job(job)
+            seg.release_job(job)
     header = f"{'collective':<10} {'size':>9}"
     for name, _ in variants:
         header += f" | {name:>12} {'best':>8} {'algorithm':<14}"

@@ -21,6 +21,10 @@ setting                   environment variable                 meaning
 ``shm_single_copy_min``   ``COLLOPS_SHM_SINGLE_COPY_MIN``      bytes from which large messages
                                                                go single-copy (default: the
                                                                selection table's)
+``shm_per_rank``          ``COLLOPS_SHM_PER_RANK``             bytes of shared memory a job
+                                                               takes per rank at most, besides
+                                                               16 MiB (``64M``, ``8M``;
+                                                               default 16M)
 ``spin_seconds``          ``COLLOPS_SPIN_SECONDS``             shared-memory waits poll this
                                                                long first (none when ranks
                                                                outnumber cores), 20e-6
@@ -76,6 +80,8 @@ class Settings:
     compiled: bool = True
     shm_single_copy: bool | None = None
     shm_single_copy_min: int | None = None
+    #: bytes of shared memory per rank (`collops.shm.segment.Layout.for_ranks`; None: 16 MiB)
+    shm_per_rank: int | None = None
     #: the shared-memory wait (`collops.shm.waiting`): seconds of polling, of polling with
     #: sched_yield, and the longest single sleep
     spin_seconds: float = 20e-6
@@ -103,6 +109,7 @@ class Settings:
             compiled=_flag(env.get("COLLOPS_COMPILED", "1")),
             shm_single_copy=_flag(single_copy) if single_copy else None,
             shm_single_copy_min=int(single_copy_min) if single_copy_min else None,
+            shm_per_rank=_bytes(env, "COLLOPS_SHM_PER_RANK"),
             spin_seconds=_seconds(env, "COLLOPS_SPIN_SECONDS", cls.spin_seconds),
             yield_seconds=_seconds(env, "COLLOPS_YIELD_SECONDS", cls.yield_seconds),
             sleep_slice=_seconds(env, "COLLOPS_SLEEP_SLICE", cls.sleep_slice),
@@ -112,6 +119,22 @@ class Settings:
 def _flag(value: str) -> bool:
     """An on/off variable's value: off for 0, no, false, off."""
     return value.strip().lower() not in ("0", "no", "false", "off")
+
+
+def _bytes(env: dict[str, str], name: str) -> int | None:
+    """A positive byte count from ``env[name]`` such as ``4096``, ``64K`` or ``16M`` (None
+    when unset or empty)."""
+    text = env.get(name, "").strip()
+    if not text:
+        return None
+    from .sim.api import parse_size  # the one parser of sizes with units
+    try:
+        value = parse_size(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ValueError(f"{name} must be a positive byte count such as 16M, not {text!r}")
+    return value
 
 
 def _seconds(env: dict[str, str], name: str, default: float) -> float:

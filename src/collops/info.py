@@ -3,9 +3,9 @@
 Version; Python and numpy; the compiled runners (and why one is missing); the transports
 (threads, shared memory, MPI with its library and thread level — mpi4py is imported only
 here); the CPUs usable and the binding ``collops run -n N`` would use; the shared memory
-``-n N`` needs and whether ``/dev/shm`` has it; the tuning file and the ``COLLOPS_*``
-variables in force; the algorithms each transport component adds. ``--json`` prints the
-same as one JSON object.
+``-n N`` takes (anonymous memory, not ``/dev/shm``) and whether the machine has it free;
+the tuning file and the ``COLLOPS_*`` variables in force; the algorithms each transport
+component adds. ``--json`` prints the same as one JSON object.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ import collops
 from . import config
 from .algorithms import COLLECTIVES, algorithms
 from .compiled import runner_status
-from .shm.segment import PREALLOCATE_LIMIT, SHM_DIR, Layout, cross_memory_attach_works
+from .errors import TransportError
+from .shm.segment import DEFAULT_PER_RANK, PAIR_RESERVE, Layout, cross_memory_attach_works
 from .transport.placement import BIND_POLICIES, plan_binding, usable_cpus
 
 #: ranks the shared-memory figures are given for besides ``--nprocs``
@@ -75,9 +76,12 @@ def collect(nprocs: int, bind_to: str = "auto") -> dict[str, Any]:
 
 
 def shm_transport() -> dict[str, Any]:
-    """Whether the shared-memory transport can run here, and with single copy."""
-    usable = os.path.isdir(SHM_DIR) and os.access(SHM_DIR, os.W_OK | os.X_OK)
-    return {"available": usable, "directory": SHM_DIR,
+    """Whether the shared-memory transport can run here, and with single copy; the memory
+    its jobs take (``COLLOPS_SHM_PER_RANK``)."""
+    usable = hasattr(os, "memfd_create")
+    return {"available": usable, "memory": "anonymous memory",
+            "reserve_bytes": PAIR_RESERVE,
+            "per_rank_bytes": config.settings.shm_per_rank or DEFAULT_PER_RANK,
             "single_copy": usable and cross_memory_attach_works()}
 
 
@@ -96,16 +100,29 @@ def mpi() -> dict[str, Any]:
 
 
 def shared_memory(nprocs: int) -> dict[str, Any]:
-    """The bytes a job of ``nprocs`` ranks maps, and whether ``/dev/shm`` has them free."""
-    needed = Layout(nprocs).total_bytes
+    """The bytes a job of ``nprocs`` ranks takes, and whether the machine has them free (or
+    why the per-rank budget cannot hold them)."""
     try:
-        stat = os.statvfs(SHM_DIR)
-        free: int | None = stat.f_bavail * stat.f_frsize
-    except OSError:
-        free = None
-    preallocated = needed <= PREALLOCATE_LIMIT
-    return {"needed_bytes": needed, "free_bytes": free, "preallocated": preallocated,
-            "fits": free is not None and needed <= free}
+        needed: int | None = Layout.for_ranks(nprocs).total_bytes
+        error = None
+    except TransportError as exc:
+        needed, error = None, str(exc)
+    free = memory_available()
+    return {"needed_bytes": needed, "available_bytes": free, "error": error,
+            "fits": needed is not None and free is not None and needed <= free}
+
+
+def memory_available() -> int | None:
+    """The memory the kernel says is available for new allocations (MemAvailable), or
+    None when it does not say."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def transport_algorithms() -> dict[str, dict[str, list[str]]]:
@@ -134,7 +151,7 @@ def render(report: dict[str, Any]) -> str:
                                               else f"MISSING ({r['error']})"))
     shm, mpi_info = report["transports"]["shm"], report["transports"]["mpi"]
     lines += ["", "transports", "  threads: available",
-              f"  shm: {'available' if shm['available'] else 'unavailable'} ({shm['directory']}"
+              f"  shm: {'available' if shm['available'] else 'unavailable'} ({shm['memory']}"
               f", single copy {'yes' if shm['single_copy'] else 'no'})"]
     if mpi_info["available"]:
         library = " ".join(mpi_info["library_version"].splitlines()[0].split())
@@ -146,12 +163,16 @@ def render(report: dict[str, Any]) -> str:
     plan = ", ".join("-" if c is None else str(c) for c in binding["cpus"])
     lines += ["", f"cpus usable: {report['cpus']['count']} ({report['cpus']['usable']})",
               f"binding of `collops run -n {binding['nprocs']} --bind-to {binding['policy']}`"
-              f": {plan}  (- = left to the kernel)", "", "shared memory per job"]
+              f": {plan}  (- = left to the kernel)", "",
+              f"shared memory per job (at most {_mib(shm['reserve_bytes'])} + "
+              f"{_mib(shm['per_rank_bytes'])} a rank: COLLOPS_SHM_PER_RANK)"]
     for n, s in report["shared_memory"].items():
+        if s["error"]:
+            lines.append(f"  -n {n}: {s['error']}")
+            continue
         verdict = "fits" if s["fits"] else "does NOT fit"
-        sparse = "" if s["preallocated"] else ", left sparse"
-        lines.append(f"  -n {n}: {_mib(s['needed_bytes'])}{sparse}; {SHM_DIR} has "
-                     f"{_mib(s['free_bytes'])} free: {verdict}")
+        lines.append(f"  -n {n}: {_mib(s['needed_bytes'])}; {_mib(s['available_bytes'])} of "
+                     f"memory available: {verdict}")
     env = report["settings"]["environment"]
     lines += ["", f"tuning file: {report['settings']['tuning_file'] or 'none'}",
               "COLLOPS_* variables: " + (", ".join(f"{k}={v}" for k, v in env.items())

@@ -172,9 +172,10 @@ def test_a_rank_killed_mid_receive_fails_its_peer_within_two_seconds(tmp_path: P
     assert seen["at"] - float(record.with_suffix(".killed").read_text()) < 2.0
 
 
-def test_segment_is_private_unguessable_and_removed() -> None:
-    job, layout = seg.create_job(2)
-    job2, _ = seg.create_job(2)
+def test_a_named_segment_is_private_unguessable_and_removed() -> None:
+    job, layout = seg.create_job(2, named=True)
+    job2, _ = seg.create_job(2, named=True)
+    assert isinstance(job, str) and isinstance(job2, str)
     try:
         path = seg.segment_path(job)
         info = os.stat(path)
@@ -183,9 +184,23 @@ def test_segment_is_private_unguessable_and_removed() -> None:
         assert len(job) == 32 and job != job2
         assert info.st_size == layout.total_bytes
     finally:
-        seg.unlink_job(job)
-        seg.unlink_job(job2)
+        seg.release_job(job)
+        seg.release_job(job2)
     assert not os.path.exists(path)
+
+
+def test_an_anonymous_segment_has_no_name_and_cannot_be_resized() -> None:
+    before = set(os.listdir("/dev/shm"))
+    job, layout = seg.create_job(2)
+    try:
+        assert isinstance(job, int)
+        assert os.readlink(f"/proc/self/fd/{job}").startswith("/memfd:collops")
+        assert os.fstat(job).st_size == layout.total_bytes
+        assert not {n for n in set(os.listdir("/dev/shm")) - before if "collops" in n}
+        with pytest.raises(PermissionError):  # sealed: no rank can shrink it under the others
+            os.ftruncate(job, 4096)
+    finally:
+        seg.release_job(job)
 
 
 def test_transport_attaches_and_reports_capabilities() -> None:
@@ -197,7 +212,7 @@ def test_transport_attaches_and_reports_capabilities() -> None:
         t.close()
         t.close()
     finally:
-        seg.unlink_job(job)
+        seg.release_job(job)
 
 
 def sleepy_receive(t: Transport) -> float:

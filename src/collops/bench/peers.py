@@ -50,7 +50,8 @@ def launcher(name: str, nprocs: int) -> tuple[list[str], dict[str, str]]:
     """The command prefix that starts ``nprocs`` ranks of peer ``name`` (ending in the Python
     that runs the worker) and the environment to start them in."""
     env = dict(os.environ)
-    for key in ("COLLOPS_JOB", "COLLOPS_RANK", "COLLOPS_SIZE", "COLLOPS_TRANSPORT"):
+    for key in ("COLLOPS_JOB", "COLLOPS_SHM_FD", "COLLOPS_RANK", "COLLOPS_SIZE",
+                "COLLOPS_TRANSPORT"):
         env.pop(key, None)
     if name == "mpi":
         here = os.path.join(os.path.dirname(sys.executable), "mpiexec")

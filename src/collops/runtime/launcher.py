@@ -1,10 +1,9 @@
 """Starting the processes of a shared-memory job, watching them, and cleaning up after them.
 
-The launcher owns the job: it creates the job's segment under /dev/shm (mode 0600, random
-name), starts the ranks, and removes the segment as soon as every rank has attached — and
-again on every way out (success, an exception in a rank, a rank killed by a signal, a
-timeout, Ctrl-C). Ranks never unlink anything, so Python's resource tracker is never
-involved, and a rank that dies cannot leak the segment.
+The launcher owns the job: it creates the job's segment as anonymous shared memory
+(`collops.shm.segment`) and starts the ranks, which inherit its descriptor
+(``COLLOPS_SHM_FD``). The segment has no name, so nothing is left behind whoever is killed
+and whenever: the kernel frees it when the last process holding it ends.
 
 It also is the job's failure detector: it reaps the ranks, and when one ends badly it
 writes the rank into the segment's header and wakes every sleeping rank, whose pending
@@ -22,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import os
 import pickle
+import secrets
 import selectors
 import signal
 import struct
@@ -33,7 +33,7 @@ import traceback
 from collections.abc import Callable, Iterable
 from typing import IO, Any
 
-from ..errors import RankFailed
+from ..errors import RankFailed, TransportError
 from ..shm import segment as seg
 from ..transport import placement
 from ..transport.base import Transport
@@ -50,16 +50,18 @@ _PR_SET_PDEATHSIG = 1
 
 
 class _Job:
-    """A job's segment as seen by its launcher: rank states, failure marks, removal."""
+    """A job's segment as seen by its launcher: rank states, failure marks, release."""
 
     def __init__(self, nprocs: int) -> None:
         self.nprocs = nprocs
-        self.name, layout = seg.create_job(nprocs)
-        self.linked = True
+        self.id = secrets.token_hex(8)  # names the job to its ranks (``COLLOPS_JOB``)
+        job, layout = seg.create_job(nprocs)
+        assert isinstance(job, int), "the launcher's segments are anonymous"
+        self.fd = job
         try:
-            self.segment = seg.Segment(self.name)
+            self.segment = seg.Segment(self.fd)
         except BaseException:
-            self.unlink()
+            seg.release_job(self.fd)
             raise
         self.layout = layout
         self.words = self.segment.words
@@ -67,11 +69,6 @@ class _Job:
     def state(self, rank: int) -> int:
         """The rank's state word."""
         return int(self.words[self.layout.rank_word(rank, seg.R_STATE)])
-
-    def unlink_if_all_attached(self) -> None:
-        """Remove the segment's name once every rank has mapped it."""
-        if self.linked and all(self.state(r) != seg.NOT_STARTED for r in range(self.nprocs)):
-            self.unlink()
 
     def mark_exit(self, rank: int, failed: bool) -> None:
         """Record a rank's end; a failure is announced to every other rank."""
@@ -91,17 +88,12 @@ class _Job:
             self.words[w] = (self.words[w] + 1) & 0xFFFFFFFF
             seg.futex_wake(self.segment.address + w * 8)
 
-    def unlink(self) -> None:
-        """Remove the segment's name (idempotent)."""
-        if self.linked:
-            seg.unlink_job(self.name)
-            self.linked = False
-
     def close(self) -> None:
-        """Remove and unmap the segment."""
-        self.unlink()
+        """Unmap the segment and close the launcher's descriptor (the ranks' mappings keep
+        it until they end)."""
         self.words = None  # type: ignore[assignment]
         self.segment.close()
+        seg.release_job(self.fd)
 
 
 def _die_with_parent() -> None:
@@ -166,7 +158,11 @@ def launch_program(nprocs: int, argv: list[str], timeout: float | None = None,
     """Run ``python *argv`` as ranks 0..nprocs-1 of one shm job; the job's exit status."""
     cpus = placement.usable_cpus()
     binding = placement.plan_binding(nprocs, bind_to, cpus, "run")
-    job = _Job(nprocs)
+    try:
+        job = _Job(nprocs)
+    except TransportError as exc:  # the memory cannot be had: say what to change
+        _message(str(exc))
+        return 1
     procs: list[subprocess.Popen[bytes]] = []
     output = OutputForwarder(tag_output, report_failures=True)
     with _SignalGuard():
@@ -190,8 +186,8 @@ def launch_program(nprocs: int, argv: list[str], timeout: float | None = None,
 
 def _start_rank(job: _Job, rank: int, argv: list[str], output: OutputForwarder,
                 binding: list[int | None], job_cpus: int) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, COLLOPS_TRANSPORT="shm", COLLOPS_JOB=job.name,
-               COLLOPS_RANK=str(rank), COLLOPS_SIZE=str(job.nprocs))
+    env = dict(os.environ, COLLOPS_TRANSPORT="shm", COLLOPS_JOB=job.id,
+               COLLOPS_SHM_FD=str(job.fd), COLLOPS_RANK=str(rank), COLLOPS_SIZE=str(job.nprocs))
     # a line reaches the launcher when printed, so a killed rank's output is not lost
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.update(placement.rank_environment(binding, job_cpus))
@@ -205,7 +201,7 @@ def _start_rank(job: _Job, rank: int, argv: list[str], output: OutputForwarder,
     try:  # stdin goes to rank 0 alone, as with mpiexec
         return subprocess.Popen([sys.executable, *argv], env=env, preexec_fn=start,
                                 stdin=None if rank == 0 else subprocess.DEVNULL,
-                                stdout=out, stderr=err)
+                                stdout=out, stderr=err, pass_fds=(job.fd,))
     finally:
         os.close(out)
         os.close(err)
@@ -227,7 +223,6 @@ def _watch_programs(job: _Job, procs: list[subprocess.Popen[bytes]],
             if code != 0 and first_failure is None:
                 first_failure, failed_at = (rank, code), time.monotonic()
                 _message(f"rank {rank} {_describe_end(code)}; ending the job")
-        job.unlink_if_all_attached()
         now = time.monotonic()
         if first_failure is not None and running and now - failed_at > FAILURE_GRACE:
             _kill_all(procs[r].pid for r in running)
@@ -317,7 +312,7 @@ def _fork_rank(job: _Job, rank: int, worker: Callable[[Transport], Any],
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             placement.enter_rank(rank, binding, job_cpus)
-            code = _run_rank(job.name, rank, job.nprocs, worker, write_fd)
+            code = _run_rank(job.fd, rank, job.nprocs, worker, write_fd)
         finally:
             os._exit(code)
     for fd in (write_fd, out, err):
@@ -342,7 +337,7 @@ def _line_writer(fd: int, like: Any) -> IO[str]:
                 errors=getattr(like, "errors", None) or "backslashreplace")
 
 
-def _run_rank(job: str, rank: int, size: int, worker: Callable[[Transport], Any],
+def _run_rank(job: int, rank: int, size: int, worker: Callable[[Transport], Any],
               write_fd: int) -> int:
     from ..config import reload_settings
     from ..shm.transport import ShmTransport
@@ -389,7 +384,6 @@ def _collect(job: _Job, pids: dict[int, int], readers: dict[int, int],
                     if not failures:
                         failed_at = time.monotonic()
                     failures.append(report)
-            job.unlink_if_all_attached()
             now = time.monotonic()
             if failures and open_ranks and now - failed_at > FAILURE_GRACE:
                 _kill_all(pids[r] for r in open_ranks.values())

@@ -34,6 +34,10 @@ _SLOT_FIELDS = struct.Struct("=5Q")
 _MASK32 = 0xFFFFFFFF
 #: smallest chunk of a pipelined transfer (see `ShmTransport._piece`)
 PIECE_MIN = tuning.setting("shm", "piece_min").value
+#: bulk chunks below this many bytes (the pair areas of a job of many ranks) pipeline a
+#: message several times slower than one single copy (docs/bench/segment-small-chunks.json),
+#: so where single copy is permitted such a job sends every large message that way
+PIPELINE_CHUNK_MIN = 128 << 10
 #: STOP: a two-ended transfer's sender wrote its last chunk (aux: its pair's chunk count)
 _STOP = 6
 #: SPLIT: the receiver of a single-copy message reads it from the front and invites the
@@ -102,10 +106,10 @@ def _address(view: memoryview) -> int:
 
 
 class ShmEndpoint(Transport):
-    """Rank ``rank`` of ``size`` ranks attached to the job segment ``job``: the state the
-    transport's parts share, and sending."""
+    """Rank ``rank`` of ``size`` ranks attached to the job segment ``job`` (a descriptor or a
+    name, `segment.Job`): the state the transport's parts share, and sending."""
 
-    def __init__(self, job: str, rank: int, size: int, *, single_copy: bool | None = None,
+    def __init__(self, job: seg.Job, rank: int, size: int, *, single_copy: bool | None = None,
                  single_copy_min: int | None = None) -> None:
         self._segment = seg.Segment(job)
         layout = self._segment.layout
@@ -133,6 +137,12 @@ class ShmEndpoint(Transport):
         self._single_copy_min = max(layout.eager_limit + 1,
                                     int(self._protocols["single_copy_min"][0]))
         self._single_copy_max = int(self._protocols["single_copy_max"][0])
+        if layout.chunk_bytes < PIPELINE_CHUNK_MIN and self._single_copy_max < \
+                self._single_copy_min:  # a many-rank job's small bulk chunks: no pipeline
+            self._single_copy_max = self._single_copy_min
+            self._protocols["single_copy_max"] = (
+                self._single_copy_max, f"the job's bulk chunks of {layout.chunk_bytes} bytes "
+                f"(below {PIPELINE_CHUNK_MIN}: single copy throughout)")
         self._split_min = int(self._protocols["split_min"][0])
         self._pull_after = float(self._protocols["pull_after"][0])
         self._pull_bytes = int(self._protocols["pull_bytes"][0])

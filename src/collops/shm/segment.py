@@ -1,10 +1,19 @@
-"""The shared-memory segment of one job: its layout, its creation and removal, and the
-few Linux primitives (futex, process_vm_readv) the transport needs, reached through ctypes.
+"""The shared-memory segment of one job: its layout, its creation, and the few Linux
+primitives (futex, process_vm_readv) the transport needs, reached through ctypes.
 
-One file under /dev/shm holds a whole job. It is created by the launcher with mode 0600
-under ``collops-<32 random hex digits>``; ranks open it by that name (raw ``os.open`` +
-``mmap``, so Python's multiprocessing resource tracker never hears of it), and the launcher
-unlinks it as soon as every rank has attached — and again, idempotently, on every exit path.
+A job's segment is anonymous shared memory (``memfd_create``): the launcher creates it,
+and the ranks inherit its descriptor (``COLLOPS_SHM_FD``) and map it. It has no name, so
+nothing can be left behind: the kernel frees it once the last process holding it ends,
+whoever is killed and whenever, and ``/dev/shm``'s size does not matter. Only a job whose
+ranks are not the creator's children (`create_job` with ``named=True``: an MPI benchmark)
+gets a file under /dev/shm (mode 0600, unguessable name), unlinked by its creator once
+every rank has mapped it.
+
+Its size is linear in the ranks (`Layout.for_ranks`): at most `PAIR_RESERVE` plus
+``COLLOPS_SHM_PER_RANK`` (`DEFAULT_PER_RANK`) per rank. The per-rank areas (direct and
+stream) come first out of a rank's share; the pair areas share the rest, so their rings and
+bulk areas shrink as the ranks grow (64 slots and 2 × 1 MiB up to 3 ranks, 16 slots and
+2 × 92 KiB at 16, 4 slots and 2 × 12 KiB at 63).
 
 Layout (all offsets are multiples of 64 bytes, so no two writers share a cache line)::
 
@@ -40,13 +49,15 @@ reader that sees the seq it expects sees the whole message (x86 stores are order
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import mmap
 import os
 import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from .. import config
 from ..errors import TransportError
 
 SHM_DIR = "/dev/shm"
@@ -87,14 +98,26 @@ DEFAULT_DIRECT_BYTES = 65536
 DEFAULT_STREAM_AREAS = 4
 DEFAULT_STREAM_CHUNKS = 8
 DEFAULT_STREAM_CHUNK_BYTES = 128 * 1024
+#: the most ranks the stream areas serve (a job of more has none): a chunk's mask of readers
+#: is a signed 64-bit word in the stream's plans, so rank 63's bit does not fit
+STREAM_MAX_RANKS = 63
 #: slots per rank in a direct area (successive calls use them in turn)
 DIRECT_SLOTS = 4
 #: communicator contexts whose next call numbers the segment holds (for stall reports)
 COUNTED_CONTEXTS = 64
 #: bytes of one rank's call counters (whole lines: no other rank writes near them)
 COUNTER_BYTES = COUNTED_CONTEXTS * 8
-#: above this many bytes a job's file is left sparse instead of allocated up front
-PREALLOCATE_LIMIT = 512 * 1024 * 1024
+#: bytes per rank a job's segment takes at most (``COLLOPS_SHM_PER_RANK``), besides
+#: `PAIR_RESERVE`: the rank's direct and stream areas, then its share of the pair areas
+DEFAULT_PER_RANK = 16 << 20
+#: bytes the pair areas get besides the ranks' shares, so that 2 to 4 ranks keep full rings
+#: and bulk areas
+PAIR_RESERVE = 16 << 20
+#: the fewest ring slots and the smallest bulk chunk of a pair area
+MIN_SLOTS = 4
+MIN_CHUNK_BYTES = 4096
+#: the control page that starts every pair area
+PAIR_CONTROL = 4096
 
 _JOB_NAME = re.compile(r"^[0-9a-f]{16,64}$")
 
@@ -114,6 +137,35 @@ class Layout:
     stream_chunks: int = DEFAULT_STREAM_CHUNKS
     stream_chunk_bytes: int = DEFAULT_STREAM_CHUNK_BYTES
 
+    @classmethod
+    def for_ranks(cls, size: int, per_rank: int | None = None) -> Layout:
+        """The layout of a job of ``size`` ranks within ``per_rank`` bytes a rank (default:
+        ``COLLOPS_SHM_PER_RANK``) plus `PAIR_RESERVE`: the per-rank areas as they are, the
+        pair areas as large as the rest allows (at most the defaults); `TransportError` naming
+        the least that would do when the rest cannot hold the smallest pair areas."""
+        if per_rank is None:
+            per_rank = config.settings.shm_per_rank or DEFAULT_PER_RANK
+        base = cls(size, stream_areas=DEFAULT_STREAM_AREAS if size <= STREAM_MAX_RANKS else 0)
+        budget = (PAIR_RESERVE + size * (per_rank - base.rank_area_bytes)) // (size * size)
+        geometry = _pair_geometry(budget, base.slot_bytes)
+        if geometry is None:
+            smallest = PAIR_CONTROL + MIN_SLOTS * base.slot_bytes + 2 * MIN_CHUNK_BYTES
+            least = max(1, base.rank_area_bytes
+                        - (PAIR_RESERVE - smallest * size * size) // size)
+            raise TransportError(
+                f"shared memory for {size} ranks: COLLOPS_SHM_PER_RANK={per_rank} bytes a rank "
+                f"is too small; a job of {size} ranks needs at least {least} bytes "
+                f"({least / (1 << 20):.1f} MiB) a rank: raise COLLOPS_SHM_PER_RANK")
+        nslots, nchunks, chunk_bytes = geometry
+        return replace(base, nslots=nslots, nchunks=nchunks, chunk_bytes=chunk_bytes)
+
+    @property
+    def rank_area_bytes(self) -> int:
+        """Bytes of one rank's block, direct areas, stream areas and call counters (its part of
+        the segment besides the pair areas)."""
+        return (LINE + self.direct_areas * self.direct_rank_bytes
+                + self.stream_areas * self.stream_rank_bytes + COUNTER_BYTES)
+
     @property
     def ring_offset(self) -> int:
         """Offset of the first pair area."""
@@ -122,8 +174,8 @@ class Layout:
     @property
     def pair_bytes(self) -> int:
         """Bytes of one pair area (control lines, ring, bulk), page aligned."""
-        return _round_up(4096 + self.nslots * self.slot_bytes + self.nchunks * self.chunk_bytes,
-                         4096)
+        return _round_up(PAIR_CONTROL + self.nslots * self.slot_bytes
+                         + self.nchunks * self.chunk_bytes, 4096)
 
     @property
     def direct_offset(self) -> int:
@@ -219,11 +271,11 @@ class Layout:
 
     def slot_offset(self, src: int, dst: int, slot: int) -> int:
         """Byte offset of a ring slot's header."""
-        return self.pair_offset(src, dst) + 4096 + slot * self.slot_bytes
+        return self.pair_offset(src, dst) + PAIR_CONTROL + slot * self.slot_bytes
 
     def chunk_offset(self, src: int, dst: int, chunk: int) -> int:
         """Byte offset of a bulk chunk."""
-        return (self.pair_offset(src, dst) + 4096 + self.nslots * self.slot_bytes
+        return (self.pair_offset(src, dst) + PAIR_CONTROL + self.nslots * self.slot_bytes
                 + chunk * self.chunk_bytes)
 
 
@@ -231,30 +283,59 @@ def _round_up(n: int, multiple: int) -> int:
     return (n + multiple - 1) // multiple * multiple
 
 
+def _pair_geometry(budget: int, slot_bytes: int) -> tuple[int, int, int] | None:
+    """Ring slots, bulk chunks and chunk bytes of a pair area of at most ``budget`` bytes:
+    the ring takes up to half of what follows the control page (halving its slots, down to
+    `MIN_SLOTS`), the bulk area's two chunks the rest (at most the defaults); None when even
+    the smallest does not fit."""
+    room = budget - PAIR_CONTROL
+    nslots = DEFAULT_NSLOTS
+    while nslots > MIN_SLOTS and nslots * slot_bytes > room // 2:
+        nslots //= 2
+    chunk = min(DEFAULT_CHUNK_BYTES,
+                (room - nslots * slot_bytes) // DEFAULT_NCHUNKS // 4096 * 4096)
+    if chunk < MIN_CHUNK_BYTES:
+        return None
+    return nslots, DEFAULT_NCHUNKS, chunk
+
+
+#: a job's segment: the descriptor of an anonymous one, or the name of a named one
+Job = int | str
+
+
 def segment_path(job: str) -> str:
-    """The /dev/shm path of a job's segment."""
+    """The /dev/shm path of a named job's segment."""
     if not _JOB_NAME.match(job):
         raise TransportError(f"invalid collops job name {job!r}")
     return os.path.join(SHM_DIR, PREFIX + job)
 
 
-def create_job(size: int, layout: Layout | None = None,
-               single_copy: bool | None = None) -> tuple[str, Layout]:
-    """Create a new job segment (mode 0600, unguessable name); return (job, layout).
+def create_job(size: int, layout: Layout | None = None, single_copy: bool | None = None,
+               named: bool = False) -> tuple[Job, Layout]:
+    """Create a new job segment; return (job, layout): ``job`` is the descriptor of an
+    anonymous segment (close it with `release_job` once the ranks hold it), or with
+    ``named`` the name of a file under /dev/shm (mode 0600, unguessable; `release_job`
+    unlinks it). `TransportError` naming the bytes, the ranks and the setting to change when
+    the memory cannot be had.
 
     ``single_copy`` says whether ranks may use process_vm_readv (None: probe the kernel).
     """
-    layout = layout or Layout(size)
+    layout = layout or Layout.for_ranks(size)
     if single_copy is None:
         single_copy = cross_memory_attach_works()
-    job = secrets.token_hex(16)
-    path = segment_path(job)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
+    job: Job
+    if named:
+        job = secrets.token_hex(16)
+        fd = os.open(segment_path(job), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                     0o600)
         os.fchmod(fd, 0o600)  # whatever the umask
-        os.ftruncate(fd, layout.total_bytes)
-        if layout.total_bytes <= PREALLOCATE_LIMIT:
-            os.posix_fallocate(fd, 0, layout.total_bytes)
+    else:
+        fd = job = os.memfd_create(PREFIX + "job", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        _allocate(fd, size, layout.total_bytes)
+        if not named:  # no rank can shrink it under the others' feet
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
+                        fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
         with mmap.mmap(fd, HEADER_BYTES) as header:
             words = memoryview(header).cast("Q")
             words[H_SIZE] = size
@@ -272,14 +353,39 @@ def create_job(size: int, layout: Layout | None = None,
             words.release()
     except BaseException:
         os.close(fd)
-        unlink_job(job)
+        if named:
+            release_job(job)
         raise
-    os.close(fd)
+    if named:
+        os.close(fd)
     return job, layout
 
 
-def unlink_job(job: str) -> None:
-    """Remove a job's segment if it still exists (idempotent)."""
+def _allocate(fd: int, size: int, nbytes: int) -> None:
+    """Give the segment its ``nbytes`` now (so a shortage is an error here, not a SIGBUS in
+    a rank later); `TransportError` saying what to change when they cannot be had."""
+    try:
+        os.ftruncate(fd, nbytes)
+        os.posix_fallocate(fd, 0, nbytes)
+    except OSError as exc:
+        per_rank = config.settings.shm_per_rank or DEFAULT_PER_RANK
+        raise TransportError(
+            f"shared memory for {size} ranks: cannot get the job's {nbytes} bytes "
+            f"({nbytes / (1 << 20):.1f} MiB, at most {PAIR_RESERVE >> 20} MiB + "
+            f"COLLOPS_SHM_PER_RANK={per_rank} bytes a rank): {exc.strerror or exc}; run "
+            f"fewer ranks, lower COLLOPS_SHM_PER_RANK, or raise the memory limit "
+            f"(ulimit -f / -v, the container's memory)") from None
+
+
+def release_job(job: Job) -> None:
+    """Drop the creator's hold on a job's segment: close an anonymous segment's descriptor,
+    unlink a named one (idempotent)."""
+    if isinstance(job, int):
+        try:
+            os.close(job)
+        except OSError:
+            pass
+        return
     try:
         os.unlink(segment_path(job))
     except FileNotFoundError:
@@ -289,23 +395,31 @@ def unlink_job(job: str) -> None:
 class Segment:
     """A job's segment mapped into this process."""
 
-    def __init__(self, job: str) -> None:
-        path = segment_path(job)
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-        except FileNotFoundError:
-            raise TransportError(f"collops job segment {path} does not exist") from None
-        try:
-            total = os.fstat(fd).st_size
-            self.map = mmap.mmap(fd, total)
-        finally:
-            os.close(fd)
+    def __init__(self, job: Job) -> None:
+        if isinstance(job, int):  # an inherited descriptor: it stays open, not ours to close
+            where = f"descriptor {job}"
+            try:
+                total = os.fstat(job).st_size
+                self.map = mmap.mmap(job, total)
+            except (OSError, ValueError) as exc:
+                raise TransportError(f"collops job segment: {where} cannot be mapped "
+                                     f"({exc})") from None
+        else:
+            where = segment_path(job)
+            try:
+                fd = os.open(where, os.O_RDWR | os.O_CLOEXEC)
+            except FileNotFoundError:
+                raise TransportError(f"collops job segment {where} does not exist") from None
+            try:
+                self.map = mmap.mmap(fd, os.fstat(fd).st_size)
+            finally:
+                os.close(fd)
         self.buf = memoryview(self.map)
         self.words = self.buf.cast("Q")
         w = self.words
         if w[H_MAGIC] != MAGIC:
             self.close()
-            raise TransportError(f"{path} is not a collops job segment")
+            raise TransportError(f"{where} is not a collops job segment")
         self.layout = Layout(int(w[H_SIZE]), int(w[H_NSLOTS]), int(w[H_SLOT_BYTES]),
                              int(w[H_NCHUNKS]), int(w[H_CHUNK_BYTES]),
                              int(w[H_DIRECT_AREAS]), int(w[H_DIRECT_BYTES]),

@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 
 from ..algorithms.fingerprint import describe
-from ..errors import CollectiveMismatch, PeerFailed, TransportError
+from ..errors import CollectiveMismatch, CollopsError, PeerFailed, TransportError
 from ..transport.base import Capabilities, Handle
 from ..transport.tags import CALL_BITS, PHASE_BITS, SEQ_BITS
 from . import segment as seg
@@ -70,20 +70,27 @@ from .endpoint import (
 )
 from .stream_area import StreamArea
 
+#: how long `ShmTransport.close` tries to deliver what the rank still owes, and how often
+CLOSE_FLUSH_SECONDS, CLOSE_POLL_SECONDS = 5.0, 100e-6
+
 
 class ShmTransport(BulkTransfers):
-    """Rank ``rank`` of ``size`` ranks sharing the job segment ``job`` under /dev/shm."""
+    """Rank ``rank`` of ``size`` ranks sharing the job segment ``job`` (an inherited
+    descriptor, or a name under /dev/shm: `segment.create_job`)."""
 
     @classmethod
     def from_env(cls) -> ShmTransport:
-        """Attach as described by COLLOPS_JOB, COLLOPS_RANK and COLLOPS_SIZE."""
+        """Attach as described by COLLOPS_SHM_FD (the segment's inherited descriptor),
+        COLLOPS_RANK and COLLOPS_SIZE."""
         try:
-            job = os.environ["COLLOPS_JOB"]
+            fd = int(os.environ["COLLOPS_SHM_FD"])
             rank = int(os.environ["COLLOPS_RANK"])
             size = int(os.environ["COLLOPS_SIZE"])
         except (KeyError, ValueError) as exc:
             raise TransportError(f"shm transport: environment incomplete ({exc})") from None
-        return cls(job, rank, size)
+        transport = cls(fd, rank, size)
+        os.set_inheritable(fd, False)  # mapped: the rank's own children need not hold it
+        return transport
 
     # ---- the interface ----------------------------------------------------------------
 
@@ -143,6 +150,28 @@ class ShmTransport(BulkTransfers):
         self.ladder.wait(self._advance, self._sleep_for_activity, self._check_waited_peers,
                          deadline)
 
+    def close(self) -> None:
+        """Deliver what this rank still owes its peers before it stops: messages queued
+        for room in a full ring (a receive's FIN, an eager message) would otherwise never
+        leave, and a peer would wait for them forever. Gives up on a failed or exited peer
+        and after `CLOSE_FLUSH_SECONDS`; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        deadline = time.monotonic() + CLOSE_FLUSH_SECONDS
+        words, queues = self._words, self._send_queue
+        while time.monotonic() < deadline and not words[seg.H_FAILED]:
+            owed = [p for p in self._ranks if queues[p]
+                    and words[self._state_word[p]] not in (seg.EXITED, seg.FAILED)]
+            if not owed:
+                return
+            try:
+                moved = self._advance()  # drains this rank's rings too: the peer may wait
+            except CollopsError:
+                return
+            if not moved:
+                time.sleep(CLOSE_POLL_SECONDS)
+
     def capabilities(self) -> Capabilities:
         """What this transport offers ("shm_direct": direct areas for small collectives;
         "shm_stream": stream areas for large ones, on top of them; "shm_cma": single copies
@@ -150,7 +179,7 @@ class ShmTransport(BulkTransfers):
         lay = self._layout
         resources = frozenset({"shm_direct"}) if lay.direct_areas and lay.direct_bytes \
             else frozenset()
-        if resources and lay.stream_rank_bytes and self.size <= 64:
+        if resources and lay.stream_rank_bytes and self.size <= seg.STREAM_MAX_RANKS:
             resources |= {"shm_stream"}
         if resources and self._single_copy:
             resources |= {"shm_cma"}
