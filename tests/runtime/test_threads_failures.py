@@ -224,3 +224,14 @@ def test_spawn_timeout_stops_ranks_deadlocked_inside_collops():
     assert "rank 0 in Comm.allreduce" in text and "rank 1 in Comm.allreduce" in text, text
     assert rank_threads() == []
     assert sorted(ended) == [0, 1] and all("stopped the job" in t for t in ended.values())
+
+
+def test_a_rank_that_died_of_a_follow_on_error_is_reported_as_its_cause():
+    from collops.transport.inproc import Fabric
+
+    fabric = Fabric(3)
+    fabric.mark_failed(2, "it raised ValueError: boom")
+    fabric.mark_failed(1, "it raised PeerFailed: rank 2 died", cause=2)
+    error = fabric.endpoint(0)._peer_failed(1)
+    assert error.failed_rank == 2
+    assert "ValueError: boom" in str(error) and "rank 1 ended after it" in str(error)

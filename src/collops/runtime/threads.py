@@ -51,7 +51,8 @@ class ThreadJob:
             self.results[rank] = self.fn(Comm(self.fabric.endpoint(rank)), *self.args)
         except BaseException as exc:  # noqa: BLE001 - reported by `run`
             self.failures[rank] = (exc, traceback.format_exc())
-            self.fabric.mark_failed(rank, f"it raised {type(exc).__name__}: {exc}")
+            self.fabric.mark_failed(rank, f"it raised {type(exc).__name__}: {exc}",
+                                    exc.failed_rank if isinstance(exc, PeerFailed) else None)
         else:
             self.fabric.mark_returned(rank)
 

@@ -56,6 +56,8 @@ class Fabric:
         #: rank -> None if its function returned, else why it failed ("raised ValueError: …");
         #: replaced, never changed in place, so readers need no lock
         self.ended: dict[int, str | None] = {}
+        #: rank -> the rank whose failure its own followed from (a `PeerFailed` it raised)
+        self.causes: dict[int, int] = {}
         self._lock = threading.Lock()
         #: why the job was stopped (`stop`), or None while it runs
         self.stopped: str | None = None
@@ -72,12 +74,23 @@ class Fabric:
                 self.ended = {**self.ended, rank: None}
         self._wake_all()
 
-    def mark_failed(self, rank: int, why: str) -> None:
-        """Record that ``rank`` failed (``why``: what it raised) and wake every waiting rank."""
+    def mark_failed(self, rank: int, why: str, cause: int | None = None) -> None:
+        """Record that ``rank`` failed (``why``: what it raised; ``cause``: the rank whose
+        failure it raised, for a follow-on `PeerFailed`) and wake every waiting rank."""
         with self._lock:
             if self.ended.get(rank) is None:
                 self.ended = {**self.ended, rank: why}
+            if cause is not None and cause != rank:
+                self.causes = {**self.causes, rank: cause}
         self._wake_all()
+
+    def first_cause(self, rank: int) -> int:
+        """The rank whose failure ``rank``'s failure followed from (itself if none)."""
+        seen = {rank}
+        while rank in self.causes and self.causes[rank] not in seen:
+            rank = self.causes[rank]
+            seen.add(rank)
+        return rank
 
     def give_up(self, rank: int, call: int, failed: int, why: str) -> None:
         """Record that ``rank`` abandoned ``call`` because rank ``failed`` ended (``why``)."""
@@ -236,8 +249,14 @@ class InprocTransport(Transport):
         return None if given_up is None else PeerFailed(*given_up)
 
     def _peer_failed(self, peer: int) -> PeerFailed:
-        why = self.fabric.ended.get(peer)
-        return PeerFailed(peer, RETURNED if why is None else f"{why}; the job cannot continue")
+        """`PeerFailed` naming the rank whose failure ended ``peer`` (``peer`` itself unless it
+        died of a follow-on error), as a process job's survivors name the first to die."""
+        cause = self.fabric.first_cause(peer)
+        why = self.fabric.ended.get(cause)
+        detail = RETURNED if why is None else f"{why}; the job cannot continue"
+        if cause != peer:
+            detail += f" (rank {peer} ended after it)"
+        return PeerFailed(cause, detail)
 
 
 def _fill(h: Handle, out: memoryview, data: memoryview, fingerprint: int) -> None:
