@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..errors import ArgumentError
@@ -87,6 +87,19 @@ def _varying(rank: int, dims: Sequence[int], free: set[int]) -> list[int]:
     base = _coords(rank, dims)
     axes = [range(dims[k]) if k in free else (base[k],) for k in range(len(dims))]
     return sorted(_rank(c, dims) for c in itertools.product(*axes))
+
+
+def _lines(rank: int, dims: Sequence[int]) -> Iterator[tuple[int, int, int, int, int, set[int]]]:
+    """The dimensions a rank exchanges along, last first (those of length 1 skipped): the
+    dimension, its length, the rank's coordinate, its right and left neighbours on that ring,
+    and the dimensions done before it."""
+    done: set[int] = set()
+    for k in reversed(range(len(dims))):
+        if dims[k] > 1:
+            x = _coords(rank, dims)[k]
+            yield (k, dims[k], x, _along(rank, dims, k, x + 1), _along(rank, dims, k, x - 1),
+                   set(done))
+        done.add(k)
 
 
 class _Holdings:
@@ -172,16 +185,10 @@ def _relay_alltoall(rank: int, spec: CallSpec, dims: Sequence[int]) -> Schedule:
     h = _Holdings(b, m)
     for dst in range(p):
         h.at[(rank, dst)] = (SEND(spec.sdispls[dst], m), [])
-    done: set[int] = set()
-    for k in reversed(range(len(dims))):
-        length = dims[k]
-        if length == 1:
-            done.add(k)
-            continue
-        x = _coords(rank, dims)[k]
-        right, left = _along(rank, dims, k, x + 1), _along(rank, dims, k, x - 1)
+    for k, length, x, right, left, done in _lines(rank, dims):
 
-        def bundle(holder: int, first: int, k: int = k, length: int = length) -> list[Block]:
+        def bundle(holder: int, first: int, k: int = k, length: int = length,
+                   done: set[int] = done) -> list[Block]:
             """What ``holder`` sends at relay step ``first``: its blocks bound ``first`` or
             more steps along dimension k, nearest first."""
             hk = _coords(holder, dims)[k]
@@ -197,7 +204,6 @@ def _relay_alltoall(rank: int, spec: CallSpec, dims: Sequence[int]) -> Schedule:
             area, step = h.receive(left, blocks)
             if s < length - 1:  # keep the first item (ours), pass the rest on
                 b.send(right, area.sub(per_item * m, (len(blocks) - per_item) * m), [step])
-        done.add(k)
     h.unpack([(src, rank) for src in range(p)], lambda bl: RECV(spec.rdispls[bl[0]], m))
     return b.build()
 
@@ -285,14 +291,7 @@ def allgather_torus_dimensions(rank: int, spec: CallSpec,
     h = _Holdings(b, m)
     h.at[(rank, -1)] = (SEND(0, m), [])
     b.copy(RECV(rank * m, m), SEND(0, m))
-    done: set[int] = set()
-    for k in reversed(range(len(dims))):
-        length = dims[k]
-        if length == 1:
-            done.add(k)
-            continue
-        x = _coords(rank, dims)[k]
-        right, left = _along(rank, dims, k, x + 1), _along(rank, dims, k, x - 1)
+    for k, length, x, right, left, done in _lines(rank, dims):
         area, deps = h.pack([(s, -1) for s in _varying(rank, dims, done)])
         b.send(right, area, deps)
         for s in range(1, length):
@@ -300,7 +299,6 @@ def allgather_torus_dimensions(rank: int, spec: CallSpec,
             area, step = h.receive(left, [(o, -1) for o in _varying(origin, dims, done)])
             if s < length - 1:
                 b.send(right, area, [step])
-        done.add(k)
     others = [(s, -1) for s in range(p) if s != rank]
     h.unpack(others, lambda bl: RECV(bl[0] * m, m))
     return b.build()
