@@ -18,6 +18,7 @@ allocation inside the timed region.
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -32,7 +33,7 @@ ARRAYS = ("barrier", "bcast", "allreduce", "reduce", "allgather", "alltoall", "g
 VECTORS = ("allgatherv", "gatherv", "scatterv", "alltoallv")
 OBJECTS = ("allreduce_object", "reduce_object", "bcast_object", "gather_object",
            "allgather_object", "scatter_object", "alltoall_object", "scan_object",
-           "exscan_object")
+           "exscan_object")  # their arguments: `OBJECT_CALLS`
 COLLECTIVES = ARRAYS + VECTORS + OBJECTS
 
 #: the registry's name of a benchmarked collective, where the two differ
@@ -196,22 +197,27 @@ def _vector_call(comm: Any, c: str, send: np.ndarray, recv: np.ndarray,
     return lambda: comm.alltoallv(send, [block] * p, recvcounts=[block] * p, out=recv, **kw)
 
 
-def object_call(comm: Any, c: str) -> Callable[[], Any]:
-    """A zero-argument closure calling an object collective with a small object (the same
-    objects as `mpi_worker.mpi_object_call` gives mpi4py)."""
-    rank, p = comm.rank, comm.size
-    return {
-        "allreduce_object": lambda: comm.allreduce_object(1),
-        "reduce_object": lambda: comm.reduce_object(1, root=0),
-        "bcast_object": lambda: comm.bcast_object({"a": 1} if rank == 0 else None, 0),
-        "gather_object": lambda: comm.gather_object(rank, 0),
-        "allgather_object": lambda: comm.allgather_object(rank),
-        "scatter_object": lambda: comm.scatter_object(list(range(p)) if rank == 0 else None,
-                                                      0),
-        "alltoall_object": lambda: comm.alltoall_object(list(range(p))),
-        "scan_object": lambda: comm.scan_object(1),
-        "exscan_object": lambda: comm.exscan_object(1),
-    }[c]
+#: each object form: mpi4py's lowercase method doing the same, and the arguments both take on
+#: rank ``r`` of ``p`` (small objects, as such calls mostly carry)
+OBJECT_CALLS: dict[str, tuple[str, Callable[[int, int], tuple[Any, ...]]]] = {
+    "allreduce_object": ("allreduce", lambda r, p: (1,)),
+    "reduce_object": ("reduce", lambda r, p: (1, operator.add, 0)),
+    "bcast_object": ("bcast", lambda r, p: ({"a": 1} if r == 0 else None, 0)),
+    "gather_object": ("gather", lambda r, p: (r, 0)),
+    "allgather_object": ("allgather", lambda r, p: (r,)),
+    "scatter_object": ("scatter", lambda r, p: (list(range(p)) if r == 0 else None, 0)),
+    "alltoall_object": ("alltoall", lambda r, p: (list(range(p)),)),
+    "scan_object": ("scan", lambda r, p: (1,)),
+    "exscan_object": ("exscan", lambda r, p: (1,)),
+}
+
+
+def object_call(comm: Any, c: str, method: str | None = None) -> Callable[[], Any]:
+    """A zero-argument closure calling object form ``c`` (or, given, the communicator's
+    ``method`` — mpi4py's counterpart) with `OBJECT_CALLS`' arguments."""
+    call = getattr(comm, method or c)
+    args = OBJECT_CALLS[c][1](comm.rank, comm.size)
+    return lambda: call(*args)
 
 
 def measure_collops(comm: Any, collectives: list[str], sizes: list[int],

@@ -15,7 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from .measure import OBJECTS, VECTORS, buffers, row_sizes, time_row
+from .measure import (
+    OBJECT_CALLS,
+    OBJECTS,
+    VECTORS,
+    buffers,
+    object_call,
+    row_sizes,
+    time_row,
+)
 
 
 def mpi_call(comm: Any, mpi: Any, collective: str, send: np.ndarray,
@@ -67,20 +75,8 @@ def _vector_call(comm: Any, c: str, send: np.ndarray, recv: np.ndarray) -> Calla
 
 
 def mpi_object_call(comm: Any, c: str) -> Callable[[], Any]:
-    """mpi4py's lowercase (pickling) method for an object form, with the same small objects
-    as `measure.object_call`."""
-    rank, p = comm.rank, comm.size
-    return {
-        "allreduce_object": lambda: comm.allreduce(1),
-        "reduce_object": lambda: comm.reduce(1, root=0),
-        "bcast_object": lambda: comm.bcast({"a": 1} if rank == 0 else None, 0),
-        "gather_object": lambda: comm.gather(rank, 0),
-        "allgather_object": lambda: comm.allgather(rank),
-        "scatter_object": lambda: comm.scatter(list(range(p)) if rank == 0 else None, 0),
-        "alltoall_object": lambda: comm.alltoall(list(range(p))),
-        "scan_object": lambda: comm.scan(1),
-        "exscan_object": lambda: comm.exscan(1),
-    }[c]
+    """mpi4py's lowercase (pickling) method for an object form, with the same objects."""
+    return object_call(comm, c, OBJECT_CALLS[c][0])
 
 
 def measure_mpi_collectives(comm: Any, mpi: Any, collectives: list[str], sizes: list[int],
