@@ -1,10 +1,14 @@
 """From timings to rules: the winner per size, kept only where it clearly beats the default.
 
 A candidate's timing is a few repetitions, each the mean time of a batch of calls on the
-slowest rank. The winner at a size is the candidate with the lowest median; it replaces the
-default only if it is faster by more than the noise: its median at least `MIN_GAIN` below the
-default's, and its slowest repetition faster than the default's fastest (the two ranges do not
-overlap). Neighbouring sizes with the same decision form one rule; a rule's bounds are the
+slowest rank; the repetitions are interleaved (repetition i of every candidate is taken back to
+back), so repetition i of two candidates saw the machine in the same state. The winner at a
+size is the candidate with the lowest median; it replaces the default only if it is faster by
+more than the noise: at least `MIN_GAIN` faster than the default in *every* repetition, each
+compared with the default's of the same round — a machine whose speed drifts or jumps between
+rounds (as a shared VM's does) moves both sides of a pair together.
+
+Neighbouring sizes with the same decision form one rule; a rule's bounds are the
 geometric means between its measured sizes and their neighbours'.
 """
 
@@ -49,10 +53,14 @@ class Decision:
 
     @property
     def changed(self) -> bool:
-        """Whether the winner replaces the default (it is clearly faster)."""
-        return (self.best.algorithm != self.default.algorithm
-                and self.best.median < self.default.median * (1 - MIN_GAIN)
-                and max(self.best.samples) < min(self.default.samples))
+        """Whether the winner replaces the default: faster by `MIN_GAIN` in every round."""
+        if self.best.algorithm == self.default.algorithm:
+            return False
+        pairs = list(zip(self.best.samples, self.default.samples, strict=False))
+        if len(self.best.samples) != len(self.default.samples):  # not interleaved: ranges
+            return (self.best.median < self.default.median * (1 - MIN_GAIN)
+                    and max(self.best.samples) < min(self.default.samples))
+        return bool(pairs) and all(b < d * (1 - MIN_GAIN) for b, d in pairs)
 
     @property
     def speedup(self) -> float:

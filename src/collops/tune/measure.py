@@ -47,7 +47,7 @@ class Effort:
     warmup: int = 3
 
 
-QUICK = Effort(repetitions=3, batch_seconds=0.01, refinements=1, warmup=2)
+QUICK = Effort(repetitions=5, batch_seconds=0.01, refinements=1, warmup=2)
 FULL = Effort()
 
 
