@@ -39,13 +39,27 @@ def test_threads_a_rank_returning_early_is_named_by_its_peers():
     _assert_hold(_trials("threads", "return", 1, calls=24, call_timeout=2.0))
 
 
-@pytest.mark.timeout(90)
+#: killed by ``mpiexec`` (SIGKILL): the launcher ended the job itself, which issue 15 item 6
+#: accepts ("where the launcher does not end the job itself …, collops notices")
+KILLED_BY_LAUNCHER = 9
+
+
+def _collops_problems(o: Outcome) -> list[str]:
+    """`problems` of an MPI trial that are collops': a survivor with no record of its own is
+    fine when ``mpiexec`` killed the job, and MPICH's own ``mpich_shm_*`` file, which MPICH
+    leaves when one of its ranks is SIGKILLed, is MPICH's (docs/reliability.md)."""
+    return [p for p in problems(o)
+            if not ("no record" in p and o.exit_code == KILLED_BY_LAUNCHER)
+            and "mpich_shm_" not in p]
+
+
+@pytest.mark.timeout(150)
 @pytest.mark.skipif(mpiexec() is None, reason="no mpiexec (pip install 'collops[mpi]')")
-@pytest.mark.xfail(strict=True, reason="MPI dead peers: the survivors of a killed rank time "
-                   "out or end without a collops error naming it (issue 15 item 6)")
-def test_mpi_a_killed_rank_is_named_by_the_survivors():
+def test_mpi_a_killed_rank_is_named_by_the_survivors_or_ends_the_job():
     pytest.importorskip("mpi4py")
-    _assert_hold(_trials("mpi", "kill", 1, calls=24, call_timeout=3.0, limit=20.0))
+    outcomes = _trials("mpi", "kill", 2, calls=24, call_timeout=3.0, limit=20.0)
+    found = {f"seed={o.seed} victim={o.victim}": _collops_problems(o) for o in outcomes}
+    assert not any(found.values()), found
 
 
 def _outcome(**changes) -> Outcome:
