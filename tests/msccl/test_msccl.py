@@ -130,3 +130,13 @@ def test_a_program_that_deadlocks_is_refused_with_the_checker_s_words(tmp_path: 
     assert done.returncode == 2
     assert "fails collops check" in done.stderr
     assert "schedules can deadlock: a cycle of waits through rank 0 step" in done.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_program_named_like_a_built_in_is_refused_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "ring.xml"
+    path.write_text(RING.read_text().replace('name="ring_fused"', 'name="ring"'))
+    done = _collops("msccl", "import", str(path))
+    assert done.returncode == 2
+    assert "argument name='ring': allreduce already has an algorithm of this name (built in)" \
+        in done.stderr

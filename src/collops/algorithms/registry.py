@@ -185,24 +185,32 @@ def register(
 
     def decorate(builder: Builder) -> Builder:
         for c in names:
-            if c not in _REGISTRY:
-                raise ValueError(f"unknown collective {c!r}")
-            if name in _REGISTRY[c]:
-                raise ValueError(f"algorithm {c}.{name} registered twice")
-            _REGISTRY[c][name] = Algorithm(
+            add_algorithm(Algorithm(
                 c, name, description, builder, tuple(restrictions), tuple(params), cost,
-                frozenset(resources), frozenset(needs))
+                frozenset(resources), frozenset(needs)))
         return builder
 
     return decorate
 
 
-def add_algorithm(algorithm: Algorithm) -> None:
-    """Register a ready-made `Algorithm` record (a transport component's native ones)."""
-    table = _REGISTRY[algorithm.collective]
-    if algorithm.name in table:
-        raise ValueError(f"algorithm {algorithm.collective}.{algorithm.name} registered twice")
-    table[algorithm.name] = algorithm
+def check_name_free(collective: str, name: str, call: str = "register") -> None:
+    """`ArgumentError` naming ``call`` unless ``collective`` is one and has no algorithm
+    ``name`` yet (the message says where the one of that name comes from)."""
+    table = _REGISTRY.get(collective)
+    if table is None:
+        raise ArgumentError(call, "collectives", collective,
+                            f"not a collective (one of {', '.join(COLLECTIVES)})")
+    if name in table:
+        raise ArgumentError(call, "name", name,
+                            f"{collective} already has an algorithm of this name "
+                            f"({table[name].origin or 'built in'}); choose another")
+
+
+def add_algorithm(algorithm: Algorithm, call: str = "register") -> None:
+    """Register a ready-made `Algorithm` record (a transport component's native ones, a
+    user's); its name must be free for its collective (`check_name_free`)."""
+    check_name_free(algorithm.collective, algorithm.name, call)
+    _REGISTRY[algorithm.collective][algorithm.name] = algorithm
 
 
 def algorithms(collective: str) -> list[Algorithm]:

@@ -14,7 +14,15 @@ import inspect
 from collections.abc import Callable, Iterable
 
 from ..errors import ArgumentError
-from .registry import Algorithm, Builder, CostFn, Param, Restriction, add_algorithm, algorithms
+from .registry import (
+    Algorithm,
+    Builder,
+    CostFn,
+    Param,
+    Restriction,
+    add_algorithm,
+    check_name_free,
+)
 from .spec import COLLECTIVES
 
 CALL = "collops.algorithm"
@@ -60,16 +68,11 @@ def algorithm(
             raise ArgumentError(CALL, "builder", builder, "must be a function")
         _check_signature(builder)
         origin = inspect.getsourcefile(builder) or getattr(builder, "__module__", "?")
-        for c in names:
-            taken = {a.name: a for a in algorithms(c)}
-            if name in taken:
-                where = taken[name].origin or "built in"
-                raise ArgumentError(CALL, "name", name,
-                                    f"{c} already has an algorithm of this name ({where}); "
-                                    "choose another")
+        for c in names:  # all free before any is added
+            check_name_free(c, name, CALL)
         for c in names:
             add_algorithm(Algorithm(c, name, description.strip(), builder, restrictions, params,
-                                    cost, in_place=in_place, origin=origin))
+                                    cost, in_place=in_place, origin=origin), CALL)
         return builder
 
     return decorate

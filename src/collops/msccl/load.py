@@ -29,10 +29,9 @@ from ..algorithms.registry import (
     Algorithm,
     Restriction,
     add_algorithm,
-    algorithms,
 )
 from ..algorithms.spec import COLLECTIVES, CallSpec
-from ..errors import ArgumentError, PluginError
+from ..errors import PluginError
 from ..schedule import RECV, SEND, TMP, Region, Schedule, ScheduleBuilder
 from ..schedule.table import OP_BOR_BYTES, OP_CALL, OP_ZERO
 
@@ -232,12 +231,7 @@ def to_algorithm(program: MscclProgram, name: str | None = None) -> Algorithm:
 def register(program: MscclProgram, name: str | None = None) -> Algorithm:
     """Add ``program`` to the registry (refused if its name is taken for its collective)."""
     alg = to_algorithm(program, name)
-    taken = {a.name: a for a in algorithms(alg.collective)}
-    if alg.name in taken:
-        raise ArgumentError("collops msccl import", "name", alg.name,
-                            f"{alg.collective} already has an algorithm of this name "
-                            f"({taken[alg.name].origin or 'built in'}); rename the <algo>")
-    add_algorithm(alg)
+    add_algorithm(alg, "collops msccl import")
     return alg
 
 
