@@ -25,6 +25,8 @@ from .errors import (
     CollectiveMismatch,
     CollectiveTimeout,
     CollopsError,
+    CommunicatorFreed,
+    CommunicatorLimit,
     DeadlockError,
     MessageSizeMismatch,
     PeerFailed,
@@ -65,14 +67,25 @@ from .runtime import (
     wait_all,
     wait_any,
 )
+from .runtime.groups import (
+    CONGRUENT,
+    GROUP_EMPTY,
+    IDENT,
+    SIMILAR,
+    UNDEFINED,
+    UNEQUAL,
+    Group,
+)
 from .schedule import RECV, SEND, TMP, Region, Schedule, ScheduleBuilder
 from .version import __version__
 
 __all__ = [
+    "CONGRUENT", "GROUP_EMPTY", "IDENT", "SIMILAR", "UNDEFINED", "UNEQUAL", "Group",
     "BAND", "BOR", "BXOR", "COLLECTIVES", "COMMUTATIVE", "EQUAL_COUNTS", "LAND", "LOR", "LXOR",
     "MAX", "MAXLOC", "MIN", "MINLOC", "POWER_OF_TWO", "PROD", "RECV", "SEND", "SUM", "TMP",
     "Algorithm", "AlgorithmIneligible", "ArgumentError", "CallSpec", "CollectiveMismatch",
-    "CollectiveTimeout", "CollopsError", "Comm", "CostModel", "DeadlockError",
+    "CollectiveTimeout", "CollopsError", "Comm", "CommunicatorFreed", "CommunicatorLimit",
+    "CostModel", "DeadlockError",
     "MessageSizeMismatch", "Op", "Param", "PeerFailed", "PerformanceWarning",
     "PersistentRequest", "PluginError", "RankFailed", "Region", "Request", "RequestError",
     "Restriction", "Schedule", "ScheduleBuilder", "ScheduleError", "SettingError", "TransportError",
