@@ -130,6 +130,7 @@ def reuse_across_groups(comm: Any) -> list[int]:
         s = comm.split(comm.rank % 2, key=-comm.rank)
         for k in range(5):
             _check_allreduce(s, 10 * round_ + k + 5, 2)
+        _check_allreduce(s, round_, 1 << 19)  # 4 MiB: the stream area, where it has one
         used.append(s.context)
         s.free()
     return used
