@@ -99,11 +99,14 @@ class Communicators(FastPaths):
                     f"{call} (whole id masks)", to_words(held, MASK_WORDS), seq, phase + 1, timeout)
                 context = _common_id([(0, from_words(r)) for r in masks])
             if context is None:
+                others = (ids.locked & ~held).bit_count()
                 raise CommunicatorLimit(
                     f"{call} on {self.name}, rank {self.rank}: no communicator id is free on "
                     f"every rank (a rank holds at most {CONTEXT_LIMIT - 2} communicators at "
                     f"once: free() the ones no longer used; this rank holds "
-                    f"{ids.in_use - 2})")
+                    f"{ids.in_use - 2}" + (f", and {others} are offered to communicators "
+                                           "being made at the same time" if others else "")
+                    + ")")
         finally:
             ids.unlock(held)
         return table[:, :n], context, start
