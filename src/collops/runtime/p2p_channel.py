@@ -249,7 +249,9 @@ class SendOp(_Operation):
                     raise h.error
             self.done = True
             return True
-        channel.drain(())  # progress, and a self-send's acknowledgement comes from a receive
+        # progress, and the receives posted here take their envelopes: a large message's
+        # sender waits for its receiver, which may be waiting for this rank (`sendrecv`)
+        channel.drain(channel.matcher.wanted_sources())
         for handle in (*self.handles, self.ack):
             if handle is not None and handle.error is not None:
                 raise handle.error
