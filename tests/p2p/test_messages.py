@@ -3,6 +3,7 @@ truncation, probes, synchronous sends, rings, cancel, objects and PROC_NULL."""
 
 from __future__ import annotations
 
+import pickle
 import time
 
 import numpy as np
@@ -319,3 +320,6 @@ def test_status_get_count():
     assert status.count == 3 and status.get_count(np.int32) == 6 and status.get_count() == 3
     with pytest.raises(collops.ArgumentError):
         status.get_count(np.dtype("V5"))
+    assert pickle.loads(pickle.dumps(status)) == status
+    with pytest.raises(AttributeError):
+        status.tag = 2

@@ -114,15 +114,19 @@ class _Done:
 class P2P(CommBase):
     """The point-to-point methods of `Comm`."""
 
+    _p2p: Channel
+
     # -- helpers -----------------------------------------------------------------------------
     def _channel(self) -> Channel:
-        channel: Channel | None = self.__dict__.get("_p2p")
-        if channel is None:
-            channel = self.__dict__["_p2p"] = Channel(self.transport, self._group, self.rank,
-                                                      self.context)
-        return channel
+        try:
+            return self._p2p
+        except AttributeError:
+            self._p2p = Channel(self.transport, self._group, self.rank, self.context)
+            return self._p2p
 
     def _peer(self, call: str, name: str, value: Any, wildcard: bool = False) -> int:
+        if type(value) is int and 0 <= value < self.size:
+            return value
         peer = checked_int(call, name, value, self.rank)
         if 0 <= peer < self.size or peer == PROC_NULL or (wildcard and peer == ANY_SOURCE):
             return peer
@@ -131,6 +135,8 @@ class P2P(CommBase):
                             f"PROC_NULL{allowed}", self.rank)
 
     def _tag(self, call: str, name: str, value: Any, wildcard: bool = False) -> int:
+        if type(value) is int and 0 <= value <= TAG_UB:
+            return value
         tag = checked_int(call, name, value, self.rank)
         if 0 <= tag <= TAG_UB or (wildcard and tag == ANY_TAG):
             return tag

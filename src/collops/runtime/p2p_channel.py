@@ -214,10 +214,14 @@ class _Operation:
     def __init__(self, channel: Channel, call: str, timeout: float | None) -> None:
         self.channel = channel
         self.call = call
-        self.info = CallInfo(call, "p2p", channel.rank, 0)
         self.timeout = timeout
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.done = False
+
+    @property
+    def info(self) -> CallInfo:
+        """The call, as the progress engine's stall reports and failures name it."""
+        return CallInfo(self.call, "p2p", self.channel.rank, 0)
 
     def _check_deadline(self, what: str) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
