@@ -18,7 +18,7 @@ import numpy as np
 
 from ..datatypes import as_array, dtype_token
 from ..errors import ArgumentError
-from .arguments import checked_int
+from .arguments import checked_int, writeable_buffer
 from .commbase import CommBase
 from .matching import ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB
 from .p2p_channel import Channel, ProbeOp, RecvOp, SendOp
@@ -156,12 +156,7 @@ class P2P(CommBase):
     def _recv_buffer(self, call: str, out: Any) -> np.ndarray | None:
         if out is None:
             return None
-        if not isinstance(out, np.ndarray):
-            try:
-                out = np.asarray(memoryview(out))
-            except TypeError:
-                raise ArgumentError(call, "out", type(out).__name__, "must be an array or "
-                                    "another writeable buffer", self.rank) from None
+        out = writeable_buffer(call, out, self.rank)
         if not out.flags.c_contiguous or not out.flags.writeable:
             raise ArgumentError(call, "out", out.shape, "must be a writeable C-contiguous "
                                 "array", self.rank)
@@ -193,12 +188,16 @@ class P2P(CommBase):
         self._channel().send(arr, token, dest, tag, sync, is_object, op)
         return op
 
+    def _source_and_tag(self, call: str, source: Any, tag: Any,
+                        timeout: float | None) -> tuple[int, int, float | None]:
+        """A receive's or probe's checked source, tag and timeout."""
+        return (self._peer(call, "source", source, wildcard=True),
+                self._tag(call, "tag", tag, wildcard=True), self._timeout(timeout, call))
+
     def _start_recv(self, call: str, out: Any, source: Any, tag: Any,
                     timeout: float | None) -> RecvOp | _Done:
-        source = self._peer(call, "source", source, wildcard=True)
-        tag = self._tag(call, "tag", tag, wildcard=True)
+        source, tag, timeout = self._source_and_tag(call, source, tag, timeout)
         buffer = self._recv_buffer(call, out)
-        timeout = self._timeout(timeout, call)
         if source == PROC_NULL:
             return _Done((buffer, _NULL_STATUS))
         op = RecvOp(self._channel(), call, source, tag, buffer, timeout)
@@ -207,9 +206,7 @@ class P2P(CommBase):
 
     def _start_probe(self, call: str, source: Any, tag: Any, take: bool,
                      timeout: float | None) -> ProbeOp | None:
-        source = self._peer(call, "source", source, wildcard=True)
-        tag = self._tag(call, "tag", tag, wildcard=True)
-        timeout = self._timeout(timeout, call)
+        source, tag, timeout = self._source_and_tag(call, source, tag, timeout)
         if source == PROC_NULL:
             return None
         return ProbeOp(self._channel(), call, source, tag, take, timeout)
