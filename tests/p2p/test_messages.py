@@ -294,6 +294,8 @@ def test_object_forms_and_proc_null(run):
             return comm.recv(source=PROC_NULL)
         big, status = comm.recv_object(source=0, tag=4)
         small, _ = comm.irecv_object(other).wait()
+        null_message = comm.mprobe(PROC_NULL)
+        assert null_message.irecv().wait()[1].source == PROC_NULL
         return int(big["big"][-1]), status.tag, small, comm.iprobe(PROC_NULL)
 
     null_result, second = run(body, 2)

@@ -89,8 +89,7 @@ class Message:
     def irecv(self, out: Any = None) -> Request:
         """Start receiving this message; the request's wait gives ``(data, Status)``."""
         op = self._start(out, "Message.irecv")
-        comm = self._comm
-        return P2PRequest(comm, comm._null_op() if op is None else op)
+        return P2PRequest(self._comm, _Done((out, _NULL_STATUS)) if op is None else op)
 
 
 class _Done:
@@ -161,9 +160,6 @@ class P2P(CommBase):
             raise ArgumentError(call, "out", out.shape, "must be a writeable C-contiguous "
                                 "array", self.rank)
         return out
-
-    def _null_op(self, value: Any = None) -> _Done:
-        return _Done(value)
 
     def _complete(self, op: Any) -> Any:
         """Run ``op`` to completion (other operations advancing meanwhile); its value."""
