@@ -37,6 +37,7 @@ from .errors import (
     ScheduleError,
     SettingError,
     TransportError,
+    TruncationError,
     UnknownAlgorithm,
     UnsupportedOperation,
 )
@@ -76,11 +77,15 @@ from .runtime.groups import (
     UNEQUAL,
     Group,
 )
+from .runtime.matching import ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB
+from .runtime.p2p import Message
+from .runtime.status import Status
 from .schedule import RECV, SEND, TMP, Region, Schedule, ScheduleBuilder
 from .version import __version__
 
 __all__ = [
     "CONGRUENT", "GROUP_EMPTY", "IDENT", "SIMILAR", "UNDEFINED", "UNEQUAL", "Group",
+    "ANY_SOURCE", "ANY_TAG", "Message", "PROC_NULL", "Status", "TAG_UB", "TruncationError",
     "BAND", "BOR", "BXOR", "COLLECTIVES", "COMMUTATIVE", "EQUAL_COUNTS", "LAND", "LOR", "LXOR",
     "MAX", "MAXLOC", "MIN", "MINLOC", "POWER_OF_TWO", "PROD", "RECV", "SEND", "SUM", "TMP",
     "Algorithm", "AlgorithmIneligible", "ArgumentError", "CallSpec", "CollectiveMismatch",

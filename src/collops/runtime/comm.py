@@ -28,13 +28,14 @@ from ..datatypes import as_array
 from ..errors import ArgumentError, CollopsError
 from .commbase import _SLOW, _row_size
 from .communicators import Communicators
+from .p2p import P2P
 from .request import Phases, Request, wait_all
 from .variants import nonblocking, persistent
 
 _BARRIER_TOKEN = np.empty(0, np.uint8)
 
 
-class Comm(Communicators):
+class Comm(Communicators, P2P):
     """A group of ranks with its own message space; collectives are its methods."""
 
     # -- settings -------------------------------------------------------------------------
