@@ -266,6 +266,8 @@ class DirectArea:
             slot, word, mine = expect
             for m in self.mismatched(slot, word, awaited):
                 self.declare(slot, word, mine)
+                if slot % 2 == 0:  # a first phase: a peer may be in the call's next one
+                    self.declare(slot + 1, word + (1 << 24), mine)
                 raise CollectiveMismatch(
                     f"{what}: {mismatch(mine, self.fingerprint_of(m, slot), f'rank {m}')}")
         failed = int(words[seg.H_FAILED])

@@ -1,0 +1,84 @@
+"""A large bcast's or scatter's root over shared memory: its envelope goes through a direct slot
+and its data follows in a phase whose algorithm checks the root itself (``shm_stream``'s roll
+call), so the envelope's root does not also wait for its readers to find the envelope — and
+ranks that disagree on the root still raise `CollectiveMismatch` naming both roots, whether
+each one's data is inline in the envelope or follows it, on the fast path as on the first call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import collops
+from collops import CollectiveMismatch
+from collops.shm.direct_area import DirectArea
+
+LARGE = 1 << 17  # float64 items: 1 MiB, beyond the envelope
+SMALL = 1  # inline in the envelope
+
+
+def _call(comm, collective, n, root):
+    if collective == "bcast":
+        return comm.bcast(np.full(n, float(comm.rank + 1)), root=root, timeout=30)
+    return comm.scatter(np.full(n * comm.size, float(comm.rank + 1)), root=root, timeout=30)
+
+
+def _root_confirmations(comm, collective, calls):
+    """How often the root of ``calls`` repeated large calls (after two that prepare the
+    fast path) asks whether its envelope's readers found it, and the algorithm of the data."""
+    asked = [0]
+    unconfirmed = DirectArea.unconfirmed
+
+    def counting(area, slot):
+        asked[0] += 1
+        return unconfirmed(area, slot)
+
+    for _ in range(2):
+        _call(comm, collective, LARGE, 0)
+    DirectArea.unconfirmed = counting
+    try:
+        for _ in range(calls):
+            got = _call(comm, collective, LARGE, 0)
+            assert np.array_equal(got, np.full(LARGE, 1.0))
+    finally:
+        DirectArea.unconfirmed = unconfirmed
+    return asked[0], comm.last_algorithm
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("collective", ["bcast", "scatter"])
+def test_a_large_root_does_not_wait_for_its_envelope_to_be_found(collective, monkeypatch):
+    # the Python protocol (the compiled runner's twin) shows the root's waits
+    monkeypatch.setenv("COLLOPS_COMPILED", "0")
+    got = collops.spawn(_root_confirmations, 2, collective, 5, transport="shm", timeout=90)
+    asked, algorithm = got[0]
+    assert algorithm == "shm_stream", got  # the data phase checks the root itself
+    assert asked == 0, got
+
+
+def _roots_after_good_calls(comm, collective, sizes):
+    """Two agreeing calls of this rank's size (the fast path prepared), then each rank its own
+    root with its own size: the error's text, then whether the communicator still works."""
+    n = sizes[comm.rank]
+    for _ in range(3):
+        _call(comm, collective, n, 0)
+    try:
+        _call(comm, collective, n, comm.rank)
+        text = "no error"
+    except CollectiveMismatch as exc:
+        text = str(exc)
+    total = comm.allreduce(np.ones(3), timeout=20)
+    return text, bool(np.array_equal(total, np.full(3, float(comm.size))))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("sizes", [(LARGE, LARGE), (LARGE, SMALL), (SMALL, LARGE)],
+                         ids=["both-large", "root0-large", "root1-large"])
+@pytest.mark.parametrize("collective", ["bcast", "scatter"])
+def test_roots_disagreeing_on_the_fast_path_raise_naming_both(collective, sizes):
+    got = collops.spawn(_roots_after_good_calls, 2, collective, sizes, transport="shm",
+                        timeout=90)
+    for text, usable in got:
+        assert "root=0" in text and "root=1" in text, got
+        assert usable, got
