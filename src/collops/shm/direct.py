@@ -237,6 +237,9 @@ class DirectExecution(AreaExecution):
     def _expect(self) -> tuple[int, int, int]:
         return self.slot, self.word, self.role.fingerprint
 
+    def _declares(self) -> bool:
+        return not self.role.publishes
+
     def _advance(self, spin: float) -> bool:
         area, slot, k, role = self.area, self.slot, self.k, self.role
         if not self.written:
@@ -460,7 +463,7 @@ def _finish_slowly(call: NativeCall, area: DirectArea, send: np.ndarray | None,
     area.wait(lambda: not area.missing(slot, word, others),
               lambda: area.missing(slot, word, others), deadline,
               f"rank {rank}: {spec.collective}[{NAME}]", call_tag(call.context, seq, phase),
-              fp.describe, (slot, word, fingerprint), start)
+              fp.describe, (slot, word, fingerprint), start, not _publishes(spec, rank))
     if _announces(spec, rank):
         area.announce(slot, k, others)
     _reader_for(area, spec, rank)(slot, send, recv)
