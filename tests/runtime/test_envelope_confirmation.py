@@ -3,6 +3,7 @@ and its data follows in a phase whose algorithm checks the root itself (``shm_st
 call), so the envelope's root does not also wait for its readers to find the envelope — and
 ranks that disagree on the root still raise `CollectiveMismatch` naming both roots, whether
 each one's data is inline in the envelope or follows it, on the fast path as on the first call.
+An ``shm_cma`` reader, like a direct one, says it found the call (``ARRIVED``) before it copies.
 """
 
 from __future__ import annotations
@@ -82,3 +83,40 @@ def test_roots_disagreeing_on_the_fast_path_raise_naming_both(collective, sizes)
     for text, usable in got:
         assert "root=0" in text and "root=1" in text, got
         assert usable, got
+
+
+def _ack_words_while_reading(comm, collective):
+    """The acknowledgement words an ``shm_cma`` reader shows its writers while it copies."""
+    from collops.shm.cma import CmaExecution
+
+    seen = []
+    read = CmaExecution._read
+
+    def reading(ex, member, remote, local, nbytes):
+        slot, k, _ = ex._slot_word()
+        area = ex.area
+        seen.append((int(area.words[area.ack[area.index][member][slot]]), k))
+        return read(ex, member, remote, local, nbytes)
+
+    CmaExecution._read = reading
+    try:
+        n = 1 << 14
+        x = np.full(n * (comm.size if collective == "scatter" else 1), 1.0)
+        if collective == "bcast":
+            got = comm.bcast(x, root=0, algorithm="shm_cma", timeout=30)
+        else:
+            got = comm.scatter(x, root=0, algorithm="shm_cma", timeout=30)
+        assert np.array_equal(got, np.full(n, 1.0))
+    finally:
+        CmaExecution._read = read
+    return seen
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("collective", ["bcast", "scatter"])
+def test_an_shm_cma_reader_says_it_found_the_call_before_it_copies(collective):
+    from collops.shm.direct_area import ARRIVED
+
+    got = collops.spawn(_ack_words_while_reading, 2, collective, transport="shm", timeout=90)
+    assert got[1], got  # the reader copied
+    assert all(word == k | ARRIVED for word, k in got[1]), got
