@@ -15,7 +15,8 @@ import collops
 from collops import CollectiveMismatch
 from collops.shm.direct_area import DirectArea
 
-LARGE = 1 << 17  # float64 items: 1 MiB, beyond the envelope
+LARGE = 1 << 17  # float64 items: 1 MiB, beyond the envelope, streamed
+MID = 1 << 13  # 64 KiB: beyond the envelope, the data in a direct slot of its own
 SMALL = 1  # inline in the envelope
 
 
@@ -25,36 +26,39 @@ def _call(comm, collective, n, root):
     return comm.scatter(np.full(n * comm.size, float(comm.rank + 1)), root=root, timeout=30)
 
 
-def _root_confirmations(comm, collective, calls):
-    """How often the root of ``calls`` repeated large calls (after two that prepare the
-    fast path) asks whether its envelope's readers found it, and the algorithm of the data."""
+def _root_confirmations(comm, collective, calls, n):
+    """How often the root of ``calls`` repeated calls of ``n`` items (after two that prepare
+    the fast path) asks whether its envelope's readers found it (a first phase's slot, an
+    even one), and the algorithm of the data."""
     asked = [0]
     unconfirmed = DirectArea.unconfirmed
 
     def counting(area, slot):
-        asked[0] += 1
+        asked[0] += slot % 2 == 0
         return unconfirmed(area, slot)
 
     for _ in range(2):
-        _call(comm, collective, LARGE, 0)
+        _call(comm, collective, n, 0)
     DirectArea.unconfirmed = counting
     try:
         for _ in range(calls):
-            got = _call(comm, collective, LARGE, 0)
-            assert np.array_equal(got, np.full(LARGE, 1.0))
+            got = _call(comm, collective, n, 0)
+            assert np.array_equal(got, np.full(n, 1.0))
     finally:
         DirectArea.unconfirmed = unconfirmed
     return asked[0], comm.last_algorithm
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("n", [LARGE, MID])
 @pytest.mark.parametrize("collective", ["bcast", "scatter"])
-def test_a_large_root_does_not_wait_for_its_envelope_to_be_found(collective, monkeypatch):
+def test_a_large_root_does_not_wait_for_its_envelope_to_be_found(collective, n, monkeypatch):
     # the Python protocol (the compiled runner's twin) shows the root's waits
     monkeypatch.setenv("COLLOPS_COMPILED", "0")
-    got = collops.spawn(_root_confirmations, 2, collective, 5, transport="shm", timeout=90)
+    got = collops.spawn(_root_confirmations, 2, collective, 5, n, transport="shm", timeout=90)
     asked, algorithm = got[0]
-    assert algorithm == "shm_stream", got  # the data phase checks the root itself
+    # the data phase's algorithm checks the root itself
+    assert algorithm in ("shm_stream", "shm_direct"), got
     assert asked == 0, got
 
 
@@ -74,8 +78,10 @@ def _roots_after_good_calls(comm, collective, sizes):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("sizes", [(LARGE, LARGE), (LARGE, SMALL), (SMALL, LARGE)],
-                         ids=["both-large", "root0-large", "root1-large"])
+@pytest.mark.parametrize("sizes", [(LARGE, LARGE), (LARGE, SMALL), (SMALL, LARGE),
+                                   (MID, SMALL), (SMALL, MID), (MID, LARGE)],
+                         ids=["both-large", "root0-large", "root1-large", "root0-mid",
+                              "root1-mid", "mid-large"])
 @pytest.mark.parametrize("collective", ["bcast", "scatter"])
 def test_roots_disagreeing_on_the_fast_path_raise_naming_both(collective, sizes):
     got = collops.spawn(_roots_after_good_calls, 2, collective, sizes, transport="shm",
