@@ -15,6 +15,8 @@ SMALL = [
     "torus:3x4x2", "torus:2x3", "torus:5", "torus:4x4x4", "hypercube:0", "hypercube:1",
     "hypercube:3", "hypercube:4", "tree:2:8", "tree:3:10", "tree:2:5", "tree:4:1",
     "combining-tree:2:7", "fattree:2", "fattree:4", "switch:1", "switch:5",
+    "fattree:2;4,4;1,4;1,1", "fattree:3;2,2,2;1,2,2;1,1,1", "fattree:2;4,2;2,2;1,1",
+    "fattree:1;5;1;1",
 ]
 GRIDS = ["ring:7", "ring:6", "mesh:4x4", "mesh:3x2x3", "torus:4x4", "torus:5x4", "torus:3x3x3",
          "hypercube:4"]

@@ -4,7 +4,8 @@ The call is described as a user would make it — collective, algorithm, size in
 rank contribution (per pair for alltoall) — and the registry's builders make every rank's
 schedule, exactly the schedules the engine runs. Ranks are placed on compute nodes
 (``placement``); ``excluded`` nodes are taken out of the group (fewer ranks) while their
-links stay in the network, and routes detour around them.
+links stay in the network, and routes detour around them; ``idle`` nodes are out of the group
+too, but their routers still forward, so routes cross them unchanged.
 
 Which path produced the messages is recorded in ``SimResult.source``:
 
@@ -132,6 +133,7 @@ def simulate(
     fast: bool | None = None,
     progress: bool | None = None,
     window: int | None = None,
+    idle: Iterable[int] = frozenset(),
 ) -> SimResult:
     """Simulate one call of ``collective`` with ``algorithm`` on ``topology``.
 
@@ -149,9 +151,10 @@ def simulate(
     from ..topology import place
     topo = _topology(topology)
     excluded = frozenset(int(x) for x in excluded)
+    outside = excluded | frozenset(int(x) for x in idle)
     if nranks is None:
-        nranks = len([n for n in topo.compute_nodes.tolist() if n not in excluded])
-    nodes = place(topo, int(nranks), placement, seed, excluded)
+        nranks = len([n for n in topo.compute_nodes.tolist() if n not in outside])
+    nodes = place(topo, int(nranks), placement, seed, outside)
     alg = get_algorithm(collective, algorithm)
     rank_specs = list(specs) if specs is not None else call_specs(collective, nranks, size_bytes)
     if len(rank_specs) != nranks:

@@ -213,16 +213,21 @@ def congestion_model(
     while first < nrounds:
         last = _batch_end(round_start, round_len, first, num_links)
         lo, hi = int(round_start[first]), int(round_start[last - 1] + round_len[last - 1])
-        offsets, links = topology.routes(  # type: ignore[attr-defined]
-            placement[src[lo:hi]], placement[dst[lo:hi]], excluded)
-        hops = np.diff(offsets)
-        local_round = np.repeat(round_id[lo:hi] - first, hops)
-        bins = local_round * num_links + links
-        batch = np.bincount(bins, weights=np.repeat(wire[lo:hi], hops),
-                            minlength=(last - first) * num_links).reshape(last - first, num_links)
-        loads += batch.sum(axis=0)
         rows = np.arange(last - first)
         starts = round_start[first:last] - lo
+        pair = placement[src[lo:hi]], placement[dst[lo:hi]]
+        if per_link:
+            offsets, links = topology.routes(*pair, excluded)  # type: ignore[attr-defined]
+            hops = np.diff(offsets)
+            bins = np.repeat(round_id[lo:hi] - first, hops) * num_links + links
+            batch = np.bincount(bins, weights=np.repeat(wire[lo:hi], hops),
+                                minlength=(last - first) * num_links
+                                ).reshape(last - first, num_links)
+        else:  # loads without materialising routes where the topology can (grids)
+            hops = topology.hops(*pair, excluded)  # type: ignore[attr-defined]
+            batch = topology.grouped_link_loads(  # type: ignore[attr-defined]
+                *pair, wire[lo:hi], round_id[lo:hi] - first, last - first, excluded)
+        loads += batch.sum(axis=0)
         if per_link:
             times = batch * link_byte_time
             hot_link[first:last] = np.argmax(times, axis=1)
