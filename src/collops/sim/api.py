@@ -36,6 +36,7 @@ from ..algorithms.spec import REDUCING
 from ..errors import ArgumentError
 from ..ops import SUM
 from .congestion import CongestionOutcome, RoundStats, congestion_model
+from .credit import CreditPacketSimulation
 from .fastpath import fast_generator
 from .flow import FlowSimulation
 from .innetwork import IN_NETWORK_RESOURCE, SWEEPING, in_network_reduction
@@ -191,7 +192,10 @@ def run_program(program: Program, topology: Any, placement: np.ndarray,
     ``window``: at most that many of a rank's sends in flight. The flow model counts a send
     in flight until its last byte has arrived (None or 0: no limit); the congestion model
     slots a rank's messages ``window`` at a time (None: the node's injection links; 0: a
-    whole phase at once); the packet model has no end-to-end completion and refuses one.
+    whole phase at once). The packet model with a window, or with finite buffers
+    (``buffer_packets`` of the network), is the buffered one (`collops.sim.credit`: input
+    queues, credits, a send in flight until its last packet arrived); without either it
+    queues packets at the links without bound (`collops.sim.packet`).
     """
     excluded = frozenset(int(x) for x in excluded)
     if window is not None and int(window) < 0:
@@ -206,9 +210,12 @@ def run_program(program: Program, topology: Any, placement: np.ndarray,
                                  _phase_loads(program, topology, placement, excluded))
     if model != "packet":
         raise ArgumentError("simulate", "model", model, f"one of {', '.join(MODELS)}")
-    if window is not None:
-        raise ArgumentError("simulate", "window", window, "the packet model has no end-to-end "
-                            "completion of sends yet; use --model flow or congestion")
+    if window is not None or topology.params.buffer_packets > 0:
+        buffered = CreditPacketSimulation(program, topology, placement, excluded=excluded,
+                                          gamma=gamma, window=int(window or 0), seed=seed,
+                                          progress=progress).run()
+        return CongestionOutcome(buffered.time_s, buffered.link_loads,
+                                 _phase_loads(program, topology, placement, excluded))
     sim = PacketSimulation(program, topology, placement, excluded=excluded, gamma=gamma,
                            switching=switching, seed=seed, progress=progress)
     packets = sim.run()

@@ -63,6 +63,8 @@ class NetworkParams:
     carries ``packet_size - header_bytes`` payload bytes. ``tie_break`` is the way a torus
     route goes at distance exactly L/2 on a ring of even length L: ``plus`` always +,
     ``simgrid`` as SimGrid's ``TorusZone`` (+, except from coordinate L/2, whence −).
+    ``buffer_packets`` is the packets a router buffers per incoming link in the packet model
+    (0: unbounded).
     """
 
     bandwidth: float = 2e9
@@ -71,6 +73,7 @@ class NetworkParams:
     header_bytes: int = 0
     overhead: float = 1e-6
     tie_break: str = "plus"
+    buffer_packets: int = 0
 
     def __post_init__(self) -> None:
         if not self.bandwidth > 0:
@@ -83,6 +86,10 @@ class NetworkParams:
         if not 0 <= int(self.header_bytes) < int(self.packet_size):
             raise ArgumentError("NetworkParams", "header_bytes", self.header_bytes,
                                 "must be >= 0 and smaller than packet_size")
+        if int(self.buffer_packets) < 0:
+            raise ArgumentError("NetworkParams", "buffer_packets", self.buffer_packets,
+                                "must be >= 0 (0: unbounded)")
+        object.__setattr__(self, "buffer_packets", int(self.buffer_packets))
         if self.tie_break not in TIE_BREAKS:
             raise ArgumentError("NetworkParams", "tie_break", self.tie_break,
                                 f"one of {', '.join(TIE_BREAKS)}")
