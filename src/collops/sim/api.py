@@ -40,9 +40,10 @@ from .credit import CreditPacketSimulation
 from .fastpath import fast_generator
 from .flow import FlowSimulation
 from .innetwork import IN_NETWORK_RESOURCE, SWEEPING, in_network_reduction
-from .packet import PacketSimulation
+from .packet import PacketOutcome, PacketSimulation
 from .program import Program, program_from_schedules
 from .progress import progress_bar
+from .timeline import hops_to_windows
 
 MODELS = ("congestion", "flow", "packet")
 #: default seconds per byte of a local copy or reduce step (the registry's CostModel γ)
@@ -206,21 +207,19 @@ def run_program(program: Program, topology: Any, placement: np.ndarray,
     if model == "flow":
         flows = FlowSimulation(program, topology, placement, excluded=excluded, gamma=gamma,
                                window=int(window or 0), progress=progress).run()
-        return CongestionOutcome(flows.time_s, flows.link_loads,
-                                 _phase_loads(program, topology, placement, excluded))
+        return CongestionOutcome(flows.time_s, flows.link_loads, flows.hotspots)
     if model != "packet":
         raise ArgumentError("simulate", "model", model, f"one of {', '.join(MODELS)}")
     if window is not None or topology.params.buffer_packets > 0:
         buffered = CreditPacketSimulation(program, topology, placement, excluded=excluded,
                                           gamma=gamma, window=int(window or 0), seed=seed,
                                           progress=progress).run()
-        return CongestionOutcome(buffered.time_s, buffered.link_loads,
-                                 _phase_loads(program, topology, placement, excluded))
+        return CongestionOutcome(buffered.time_s, buffered.link_loads, _windows(buffered,
+                                                                               topology))
     sim = PacketSimulation(program, topology, placement, excluded=excluded, gamma=gamma,
                            switching=switching, seed=seed, progress=progress)
     packets = sim.run()
-    return CongestionOutcome(packets.time_s, packets.link_loads,
-                             _phase_loads(program, topology, placement, excluded))
+    return CongestionOutcome(packets.time_s, packets.link_loads, _windows(packets, topology))
 
 
 def simulate_schedules(schedules: Sequence[Any], topology: Any, *, itemsize: int = 1,
@@ -287,13 +286,9 @@ def _program(collective: str, name: str, alg: Any, specs: list[CallSpec],
     return program_from_schedules(schedules, specs[0].itemsize)
 
 
-def _phase_loads(program: Program, topo: Any, nodes: np.ndarray,
-                 excluded: frozenset[int]) -> RoundStats:
-    """Per-phase hot spots of the packet model (loads by phase, no times)."""
-    outcome = congestion_model(program, topo, nodes, excluded=excluded, ordering="phase")
-    rounds = outcome.rounds
-    return RoundStats(rounds.phase, rounds.slot, rounds.messages, rounds.hot_link,
-                      rounds.hot_load_bytes, np.full(len(rounds.phase), np.nan))
+def _windows(outcome: PacketOutcome, topo: Any) -> RoundStats:
+    """Hot spots per time window of a packet model's run (`collops.sim.timeline`)."""
+    return hops_to_windows(outcome.hop_log or [], int(topo.num_links), outcome.time_s)
 
 
 def _result(common: dict[str, Any], outcome: CongestionOutcome, total_bytes: int,

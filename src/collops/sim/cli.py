@@ -216,7 +216,8 @@ def _with_suffix(path: Path, suffix: str) -> Path:
 
 
 def plot_hotspots_overlay(results: Sequence[SimResult]) -> Any:
-    """The hottest link's load in every round (phase, injection slot), one line per run."""
+    """The hottest link's load in every round (phase, injection slot) of the congestion
+    model, or in every time window of the flow and packet models, one line per run."""
     from .plots import _pyplot, round_axis
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
@@ -225,11 +226,13 @@ def plot_hotspots_overlay(results: Sequence[SimResult]) -> Any:
         peaks = r.phase_hotspots.hot_load_bytes
         x, label = round_axis(r.phase_hotspots.time_s, "round (phase, injection slot)")
         ax.plot(x, peaks, drawstyle="steps-post", label=r.algorithm)
+    timed = results[0].model != "congestion"  # windows of equal width in simulated time
     ax.set_yscale("log")
-    ax.set_xlabel(label)
-    ax.set_ylabel("hottest link load in the round (bytes)")
+    ax.set_xlabel("simulated time at the window's start (s)" if timed else label)
+    ax.set_ylabel("hottest link's bytes in the " + ("time window" if timed else "round"))
     r0 = results[0]
-    ax.set_title(f"{r0.collective} on {r0.topology}, {r0.size} B: hot spot per round")
+    ax.set_title(f"{r0.collective} on {r0.topology}, {r0.size} B, {r0.model} model: hot spot "
+                 + ("over time" if timed else "per round"))
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()

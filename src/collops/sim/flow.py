@@ -41,9 +41,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..schedule import StepKind
-from .congestion import wire_bytes
+from ..topology.base import csr_gather
+from .congestion import RoundStats, wire_bytes
 from .maxmin import max_min_rates_of_routes
 from .program import Program, step_lists
+from .timeline import LinkTimeline
 
 SEND, RECV = int(StepKind.SEND), int(StepKind.RECV)
 #: a flow within this fraction of its bytes from the end has drained
@@ -60,6 +62,7 @@ class FlowOutcome:
     link_loads: np.ndarray  # wire bytes carried by every link
     message_done_s: np.ndarray  # arrival time of every message's last byte
     rate_updates: int  # how often the max-min rates were recomputed
+    hotspots: RoundStats  # per time window: the link that carried the most bytes
 
 
 class FlowSimulation:
@@ -114,6 +117,8 @@ class FlowSimulation:
         self.flow_rate = np.zeros(program.num_messages)
         self.rates_stale = False
         self.rate_updates = 0
+        self.timeline = LinkTimeline(len(self.capacity))
+        self.link_rate: np.ndarray = np.zeros(len(self.capacity))
         self.steps_done = 0
         self.finished = 0.0
 
@@ -146,7 +151,8 @@ class FlowSimulation:
                 self.progress(self.steps_done, total)
         if self.steps_done != total:
             raise RuntimeError(f"flow model stalled: {total - self.steps_done} steps never ran")
-        return FlowOutcome(self.finished, self.link_loads, self.msg_done, self.rate_updates)
+        return FlowOutcome(self.finished, self.link_loads, self.msg_done, self.rate_updates,
+                           self.timeline.stats(self.finished))
 
     def _at(self, time: float, what: int, item: int) -> None:
         self.sequence += 1
@@ -157,6 +163,7 @@ class FlowSimulation:
         n = self.active
         if n and time > self.now:
             self.flow_left[:n] -= self.flow_rate[:n] * (time - self.now)
+            self.timeline.add(self.now, time, self.link_rate)
         self.now = time
 
     def _update_rates(self) -> None:
@@ -164,6 +171,12 @@ class FlowSimulation:
         self.flow_rate[:n] = max_min_rates_of_routes(
             self.flow_msg[:n], self.route_offsets, self.route_links, self.capacity,
             self.bandwidth)
+        flows = self.flow_msg[:n]
+        hops = self.route_offsets[flows + 1] - self.route_offsets[flows]
+        self.link_rate = np.bincount(
+            self.route_links[csr_gather(self.route_offsets, flows)],
+            weights=np.repeat(np.minimum(self.flow_rate[:n], self.bandwidth), hops),
+            minlength=len(self.capacity))
         self.rates_stale = False
         self.rate_updates += 1
 
@@ -224,6 +237,7 @@ class FlowSimulation:
         self.flow_msg[n], self.flow_left[n], self.flow_rate[n] = msg, self.wire[msg], 0.0
         self.active = n + 1
         self.rates_stale = True
+        self.timeline.started(self.now)
         self._complete(step)  # a send's successors wait for its issue only
 
     def _arrived(self, msg: int) -> None:
