@@ -104,7 +104,7 @@ def run_collops(topology: Any, placement: list[int], order: str, window: int, si
                 model: str, seed: int) -> tuple[float, float, float]:
     """(simulated seconds, wall seconds, busiest link's bytes) of one collops run."""
     wall = time.monotonic()
-    result = simulate("alltoall", "linear", topology, size_bytes=size, model=model,
+    result = simulate("alltoall", "linear", topology, len(placement), size_bytes=size, model=model,
                       params={"order": order, "seed": seed}, window=window, gamma=0.0,
                       placement=placement)
     return result.time_s, time.monotonic() - wall, result.max_link_load_bytes

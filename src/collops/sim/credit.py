@@ -35,25 +35,23 @@ adaptive routing, credit latency, and the CPU time of receiving.
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from ..schedule import StepKind
 from .des import Environment
 from .packet import PacketOutcome, packet_units
-from .program import Program, step_lists
+from .program import Program
+from .ranks import WindowedRanks
 
-SEND, RECV = int(StepKind.SEND), int(StepKind.RECV)
 UNBOUNDED = 1 << 62
 
 # a packet: [message, hop index of the link it last crossed (-1: at its source), wire bytes]
 Packet = tuple[int, int, int]
 
 
-class CreditPacketSimulation:
+class CreditPacketSimulation(WindowedRanks):
     """One run of the buffered packet model (build, then `run`)."""
 
     def __init__(self, program: Program, topology: object, placement: np.ndarray, *,
@@ -93,19 +91,10 @@ class CreditPacketSimulation:
         self.credits = [slots if slots > 0 else UNBOUNDED] * num_links
         self.busy = [False] * num_links
         self.asking: list[deque[int]] = [deque() for _ in range(num_links)]
-        steps = step_lists(program)
-        self.kind, self.step_bytes, self.step_rank = steps.kind, steps.nbytes, steps.rank
-        self.succ_ptr, self.succ_idx, self.waiting = steps.succ_ptr, steps.succ_idx, steps.waiting
-        self.msg_of_send, self.send_of_msg = steps.msg_of_send, steps.send_of_msg
-        self.recv_of_msg = steps.recv_of_msg
+        self._init_ranks(program)
         self.msg_bytes = program.msg_bytes.tolist()
         self.packets_left = [0] * program.num_messages
         self.msg_done = [0.0] * program.num_messages
-        self.cpu_free = [0.0] * program.nranks
-        self.in_flight = [0] * program.nranks
-        self.pending: list[list[int]] = [[] for _ in range(program.nranks)]
-        self.finished = 0.0
-        self.steps_done = 0
         self.packets = 0
 
     # -- the run -----------------------------------------------------------------------
@@ -127,26 +116,14 @@ class CreditPacketSimulation:
                              hop_log=self.hop_log)
 
     # -- ranks -------------------------------------------------------------------------
-    def _ready(self, step: int) -> None:
-        kind, rank = self.kind[step], self.step_rank[step]
-        if kind == SEND:
-            heapq.heappush(self.pending[rank], step)
-            self._issue(rank)
-        elif kind == RECV:
-            self._complete(step)  # its message is in (one of its waits)
-        else:
-            start = max(self.env.now, self.cpu_free[rank])
-            self.cpu_free[rank] = start + self.step_bytes[step] * self.gamma
-            self.env.call_at(self.cpu_free[rank], self._complete, step)
+    def _clock(self) -> float:
+        return self.env.now
 
-    def _issue(self, rank: int) -> None:
-        """Issue the rank's ready sends, in schedule order, while its window has room."""
-        pending = self.pending[rank]
-        while pending and (self.window == 0 or self.in_flight[rank] < self.window):
-            step = heapq.heappop(pending)
-            self.in_flight[rank] += 1
-            self.cpu_free[rank] = max(self.env.now, self.cpu_free[rank]) + self.overhead
-            self.env.call_at(self.cpu_free[rank], self._inject, step)
+    def _issue_at(self, time: float, step: int) -> None:
+        self.env.call_at(time, self._inject, step)
+
+    def _local_done_at(self, time: float, step: int) -> None:
+        self.env.call_at(time, self._complete, step)
 
     def _inject(self, step: int) -> None:
         msg, rank = self.msg_of_send[step], self.step_rank[step]
@@ -168,29 +145,12 @@ class CreditPacketSimulation:
         self.packets_left[msg] = 1
         self._delivered(msg)
 
-    def _complete(self, step: int) -> None:
-        self.steps_done += 1
-        self.finished = max(self.finished, self.env.now)
-        for i in range(self.succ_ptr[step], self.succ_ptr[step + 1]):
-            nxt = self.succ_idx[i]
-            self.waiting[nxt] -= 1
-            if self.waiting[nxt] == 0:
-                self._ready(nxt)
-
     def _delivered(self, msg: int) -> None:
         """One more packet of ``msg`` reached its destination."""
         self.packets_left[msg] -= 1
-        if self.packets_left[msg]:
-            return
-        self.msg_done[msg] = self.env.now
-        self.finished = max(self.finished, self.env.now)
-        rank = self.step_rank[self.send_of_msg[msg]]
-        self.in_flight[rank] -= 1
-        self._issue(rank)
-        recv = self.recv_of_msg[msg]
-        self.waiting[recv] -= 1
-        if self.waiting[recv] == 0:
-            self._ready(recv)
+        if self.packets_left[msg] == 0:
+            self.msg_done[msg] = self.env.now
+            self._message_arrived(msg)
 
     # -- the network -------------------------------------------------------------------
     def _head_moved(self, queue: int) -> None:
