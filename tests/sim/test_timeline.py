@@ -44,6 +44,8 @@ def test_one_message_fills_its_link_over_time(model: str) -> None:
     assert len(spots) > 1  # non-empty, and cut in time rather than in rounds
     assert spots.time_s.sum() == pytest.approx(r.time_s)
     assert spots.hot_load_bytes.sum() == pytest.approx(m, rel=1e-6)
+    assert spots.mean_load_bytes is not None
+    assert spots.mean_load_bytes.sum() * topo.num_links == pytest.approx(m, rel=1e-6)
     # the one link is busy at full bandwidth in every full window (the packet model puts a
     # packet's bytes in the window where it starts: within a packet of it)
     slack = 1e-6 + (0 if model == "flow" else PARAMS.packet_size)

@@ -222,14 +222,22 @@ def plot_hotspots_overlay(results: Sequence[SimResult]) -> Any:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     label = "round (phase, injection slot)"
-    for r in results:
-        peaks = r.phase_hotspots.hot_load_bytes
-        x, label = round_axis(r.phase_hotspots.time_s, "round (phase, injection slot)")
-        ax.plot(x, peaks, drawstyle="steps-post", label=r.algorithm)
     timed = results[0].model != "congestion"  # windows of equal width in simulated time
+    for r in results:
+        spots = r.phase_hotspots
+        x, label = round_axis(spots.time_s, "round (phase, injection slot)")
+        if timed and spots.mean_load_bytes is not None:  # rates: windows differ between runs
+            width = np.where(spots.time_s > 0, spots.time_s, np.inf)
+            line, = ax.plot(x, spots.hot_load_bytes / width, drawstyle="steps-post",
+                            label=f"{r.algorithm}: hottest link")
+            ax.plot(x, spots.mean_load_bytes / width, drawstyle="steps-post", linestyle="--",
+                    color=line.get_color(), label=f"{r.algorithm}: mean over links")
+        else:
+            ax.plot(x, spots.hot_load_bytes, drawstyle="steps-post", label=r.algorithm)
     ax.set_yscale("log")
     ax.set_xlabel("simulated time at the window's start (s)" if timed else label)
-    ax.set_ylabel("hottest link's bytes in the " + ("time window" if timed else "round"))
+    ax.set_ylabel("link throughput in the time window (B/s)" if timed
+                  else "hottest link load in the round (bytes)")
     r0 = results[0]
     ax.set_title(f"{r0.collective} on {r0.topology}, {r0.size} B, {r0.model} model: hot spot "
                  + ("over time" if timed else "per round"))

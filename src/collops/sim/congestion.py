@@ -66,7 +66,9 @@ BATCH_BINS = 1 << 25
 
 @dataclass(frozen=True, eq=False)
 class RoundStats:
-    """Per round (phase, injection slot): its hottest link, that link's load and its time."""
+    """Per round (phase, injection slot): its hottest link, that link's load and its time.
+    The flow and packet models' rows are time windows (`collops.sim.timeline`), which also
+    give every link's mean load in the window (``mean_load_bytes``)."""
 
     phase: np.ndarray
     slot: np.ndarray
@@ -74,6 +76,7 @@ class RoundStats:
     hot_link: np.ndarray
     hot_load_bytes: np.ndarray
     time_s: np.ndarray
+    mean_load_bytes: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.phase)

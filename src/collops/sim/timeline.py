@@ -35,7 +35,8 @@ def window_stats(rows: np.ndarray, counts: np.ndarray, width: float, end: float)
     load = rows[index, hot] if rows.shape[1] else np.zeros(used)
     return RoundStats(phase=index, slot=np.zeros(used, dtype=np.int64),
                       messages=counts.astype(np.int64), hot_link=hot.astype(np.int64),
-                      hot_load_bytes=load, time_s=durations)
+                      hot_load_bytes=load, time_s=durations,
+                      mean_load_bytes=rows.mean(axis=1) if rows.shape[1] else np.zeros(used))
 
 
 def hops_to_windows(hop_log: list[tuple[float, int, int]], num_links: int, end: float,
