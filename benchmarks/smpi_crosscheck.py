@@ -26,7 +26,8 @@ Usage (needs ``smpicc``/``smpirun``: ``apt-get install libsimgrid-dev``; not par
         [--congestion] [--json docs/bench/smpi_crosscheck.json]
 
 It prints one line per (order, window): both times, the ratios random/shift and plain/shift
-of each simulator, and the wall time of each run; ``--json`` records all of it.
+of each simulator, and the wall time of each run; ``--json`` records all of it, with the CPU
+seconds of each run (a fairer speed comparison than wall time on a shared machine).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -86,28 +88,36 @@ def simgrid_nodes(topology: Any) -> list[int]:
 
 
 def run_smpi(workdir: Path, binary: Path, p: int, order_file: Path, window: int,
-             size: int) -> tuple[float, float]:
-    """(simulated seconds, wall seconds) of one SMPI run."""
+             size: int) -> tuple[float, float, float]:
+    """(simulated seconds, wall seconds, CPU seconds) of one SMPI run."""
     cmd = ["smpirun", "-np", str(p), "-platform", str(workdir / "platform.xml"),
            "-hostfile", str(workdir / "hosts.txt"), *SMPI_CONFIG, str(binary),
            str(order_file), str(window), str(size)]
-    wall = time.monotonic()
+    wall, cpu = time.monotonic(), _children_cpu()
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=workdir)
-    wall = time.monotonic() - wall
+    wall, cpu = time.monotonic() - wall, _children_cpu() - cpu
     match = re.search(r"time_s (\S+)", out.stdout)
     if not match:
         raise RuntimeError(f"no time in SMPI's output:\n{out.stdout}\n{out.stderr}")
-    return float(match.group(1)), wall
+    return float(match.group(1)), wall, cpu
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of the finished child processes so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run_collops(topology: Any, placement: list[int], order: str, window: int, size: int,
-                model: str, seed: int) -> tuple[float, float, float]:
-    """(simulated seconds, wall seconds, busiest link's bytes) of one collops run."""
-    wall = time.monotonic()
+                model: str, seed: int) -> tuple[float, float, float, float]:
+    """(simulated seconds, wall seconds, busiest link's bytes, CPU seconds) of one collops
+    run."""
+    wall, cpu = time.monotonic(), time.process_time()
     result = simulate("alltoall", "linear", topology, len(placement), size_bytes=size, model=model,
                       params={"order": order, "seed": seed}, window=window, gamma=0.0,
                       placement=placement)
-    return result.time_s, time.monotonic() - wall, result.max_link_load_bytes
+    return (result.time_s, time.monotonic() - wall, result.max_link_load_bytes,
+            time.process_time() - cpu)
 
 
 def main() -> int:
@@ -161,15 +171,17 @@ def main() -> int:
                 " ".join(map(str, linear_destinations(r, p, order, args.seed))) + "\n"
                 for r in range(p)))
             for window in windows:
-                smpi_s, smpi_wall = run_smpi(work, binary, p, order_file, window, args.size)
+                smpi_s, smpi_wall, smpi_cpu = run_smpi(work, binary, p, order_file, window,
+                                                       args.size)
                 row: dict[str, Any] = {"order": order, "window": window, "smpi_s": smpi_s,
-                                       "smpi_wall_s": smpi_wall}
+                                       "smpi_wall_s": smpi_wall, "smpi_cpu_s": smpi_cpu}
                 line = f"{order:>7} W={window:<2} smpi {smpi_s * 1e3:8.3f} ms ({smpi_wall:5.1f} s)"
                 for name, network in networks.items():
-                    flow_s, flow_wall, max_load = run_collops(network, placement, order, window,
-                                                              args.size, "flow", args.seed)
+                    flow_s, flow_wall, max_load, flow_cpu = run_collops(
+                        network, placement, order, window, args.size, "flow", args.seed)
                     row[f"flow_{name}_s"] = flow_s
                     row[f"flow_{name}_wall_s"] = flow_wall
+                    row[f"flow_{name}_cpu_s"] = flow_cpu
                     row[f"closed_form_{name}_s"] = max_load / args.bandwidth
                     line += (f"  flow[{name}] {flow_s * 1e3:8.3f} ms ({flow_wall:5.1f} s,"
                              f" {flow_s / smpi_s:5.3f}×)")
