@@ -52,7 +52,9 @@ HERE = Path(__file__).resolve().parent
 PROGRAM = HERE / "smpi_alltoall_window.c"
 SMPI_CONFIG = ["--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
                "--cfg=network/TCP-gamma:0", "--cfg=smpi/send-is-detached-thresh:0",
-               "--cfg=smpi/simulate-computation:0", "--log=root.thres:error"]
+               "--cfg=smpi/simulate-computation:0", "--log=root.thres:error",
+               # one physical copy of every large buffer: 512 ranks would need 32 GiB
+               "--cfg=smpi/auto-shared-malloc-thresh:65536"]
 
 
 def is_fat_tree(spec: str) -> bool:
