@@ -227,8 +227,7 @@ def congestion_model(
                                 minlength=(last - first) * num_links
                                 ).reshape(last - first, num_links)
         else:  # loads without materialising routes where the topology can (grids)
-            hops = topology.hops(*pair, excluded)  # type: ignore[attr-defined]
-            batch = topology.grouped_link_loads(  # type: ignore[attr-defined]
+            batch, hops = topology.grouped_link_loads(  # type: ignore[attr-defined]
                 *pair, wire[lo:hi], round_id[lo:hi] - first, last - first, excluded)
         loads += batch.sum(axis=0)
         if per_link:

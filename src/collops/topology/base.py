@@ -393,22 +393,23 @@ class Topology:
 
     def grouped_link_loads(self, src_nodes: np.ndarray, dst_nodes: np.ndarray,
                            nbytes: np.ndarray, group: np.ndarray, ngroups: int,
-                           excluded: Iterable[int] = frozenset()) -> np.ndarray:
-        """`link_loads` per group of messages: (ngroups, num_links), message i in
-        ``group[i]`` (the congestion model's rounds)."""
+                           excluded: Iterable[int] = frozenset()
+                           ) -> tuple[np.ndarray, np.ndarray]:
+        """`link_loads` per group of messages, (ngroups, num_links), message i in
+        ``group[i]`` (the congestion model's rounds), and every message's hops."""
         src, dst = self._check_pairs(src_nodes, dst_nodes)
         excluded = frozenset(int(x) for x in excluded)
         if not excluded:
             fast = self._clean_grouped_loads(src, dst, np.asarray(nbytes, np.float64),
                                              np.asarray(group, np.int64), int(ngroups))
             if fast is not None:
-                return fast
+                return fast, self._clean_hops(src, dst)
         offsets, links = self.routes(src, dst, excluded)
         hops = np.diff(offsets)
         bins = np.repeat(np.asarray(group, np.int64), hops) * self.num_links + links
-        return np.bincount(bins, weights=np.repeat(np.asarray(nbytes, np.float64), hops),
-                           minlength=int(ngroups) * self.num_links
-                           ).reshape(int(ngroups), self.num_links)
+        loads = np.bincount(bins, weights=np.repeat(np.asarray(nbytes, np.float64), hops),
+                            minlength=int(ngroups) * self.num_links)
+        return loads.reshape(int(ngroups), self.num_links), hops
 
     def _clean_grouped_loads(self, src: np.ndarray, dst: np.ndarray, weights: np.ndarray,
                              group: np.ndarray, ngroups: int) -> np.ndarray | None:
