@@ -98,6 +98,11 @@ FIGURES: dict[str, list[str]] = {
     "exclude-heatmap.png": GOLDEN["exclude_21"] + ["--plot-kind", "heatmap",
                                                    "--plane-axis", "0"],
     "gather-combining-tree.png": GOLDEN["gather_combining_tree"],
+    "alltoall-flow-hotspots.png": [
+        "sim", "--collective", "alltoall", "--model", "flow", "--topology", "torus:4x4x4",
+        "--net", "tie_break=simgrid", "--placement", "column-major", "--window", "1",
+        "--size", "64K", "--gamma", "0", "--algorithm", "linear:order=shift",
+        "--compare", "linear:order=random,linear:order=plain", "--plot-kind", "hotspots"],
 }
 
 

@@ -115,3 +115,20 @@ def test_cli_helpers() -> None:
     assert parse_nodes("3,10-12") == {3, 10, 11, 12}
     with pytest.raises(ValueError):
         parse_size("lots")
+
+
+@pytest.mark.parametrize("model", ["congestion", "flow"])
+def test_idle_node_hosts_no_rank_but_forwards(model: str) -> None:
+    topo = parse_topology("torus:4x4")
+    idle = simulate("alltoall", "linear", topo, size_bytes=512, model=model, idle={5})
+    assert idle.nprocs == 15 and 5 not in idle.placement.tolist()
+    nodes = idle.placement
+    src, dst = np.repeat(nodes, 15), np.tile(nodes, 15)
+    keep = src != dst
+    # routes cross node 5 unchanged: the loads are those of the clean routes
+    expected = topo.link_loads(src[keep], dst[keep], 512.0)
+    np.testing.assert_allclose(idle.link_loads, expected)
+    through = (topo.link_src == 5) | (topo.link_dst == 5)
+    assert idle.link_loads[through].sum() > 0
+    excluded = simulate("alltoall", "linear", topo, size_bytes=512, model=model, excluded={5})
+    assert excluded.link_loads[through].sum() == 0

@@ -9,6 +9,7 @@ terms, which `test_single_message_switching` checks separately.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -20,24 +21,33 @@ from collops.topology import NetworkParams, parse_topology
 
 PARAMS = NetworkParams(bandwidth=2e9, hop_latency=0.0, packet_size=256, overhead=1e-6)
 ALPHA, BETA = PARAMS.overhead, 1.0 / PARAMS.bandwidth
+#: the models, the packet model also with finite buffers (credits, input queues)
+MODELS = ["congestion", "flow", "packet", "packet:buffer_packets=4"]
 
 
-@pytest.mark.parametrize("model", ["congestion", "packet"])
+def _network(spec: str, model: str) -> tuple[object, str]:
+    """The topology and model name of a ``MODELS`` entry."""
+    name, _, buffers = model.partition(":buffer_packets=")
+    params = replace(PARAMS, buffer_packets=int(buffers or 0))
+    return parse_topology(spec, params), name
+
+
+@pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("p", [4, 8, 13])
 def test_ring_allgather_on_ring(model: str, p: int) -> None:
     m = 32768
-    topo = parse_topology(f"ring:{p}", PARAMS)
+    topo, model = _network(f"ring:{p}", model)
     result = simulate("allgather", "ring", topo, size_bytes=m, model=model, gamma=0.0)
     expected = (p - 1) * (ALPHA + m * BETA)
     assert result.time_s == pytest.approx(expected, rel=0.01)
     assert result.messages == p * (p - 1)
 
 
-@pytest.mark.parametrize("model", ["congestion", "packet"])
+@pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("dim", [2, 3, 5])
 def test_recursive_doubling_allgather_on_hypercube(model: str, dim: int) -> None:
     p, m = 2 ** dim, 8192
-    topo = parse_topology(f"hypercube:{dim}", PARAMS)
+    topo, model = _network(f"hypercube:{dim}", model)
     result = simulate("allgather", "recursive_doubling", topo, size_bytes=m, model=model,
                       gamma=0.0)
     expected = math.log2(p) * ALPHA + (p - 1) * m * BETA

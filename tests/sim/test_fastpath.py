@@ -48,3 +48,20 @@ def test_linear_generator_follows_the_order(params: dict, p: int) -> None:
 def test_no_generator_for_empty_blocks() -> None:
     assert fast_generator("alltoall", "linear", call_specs("alltoall", 4, 0)[0]) is None
     assert fast_generator("alltoall", "bruck", call_specs("alltoall", 4, 8)[0]) is None
+
+
+@pytest.mark.parametrize(("collective", "algorithm"), [
+    ("alltoall", "random_chunked"), ("alltoallv", "random_chunked"), ("allgather", "alltoallv")])
+@pytest.mark.parametrize("params", [{}, {"chunk": 8, "seed": 5}, {"chunk": 7}, {"chunk": 100}])
+@pytest.mark.parametrize("p", [2, 5, 8])
+def test_random_chunked_generator_matches_registry(collective: str, algorithm: str,
+                                                   params: dict, p: int) -> None:
+    specs = call_specs(collective, p, 24)
+    gen = fast_generator(collective, algorithm, specs[0])
+    assert gen is not None
+    alg = get_algorithm(collective, algorithm)
+    fast = gen(specs[0], alg.resolve(params))
+    built = program_from_schedules(alg.build_all(specs, params), specs[0].itemsize)
+    np.testing.assert_array_equal(_canonical(fast), _canonical(built))
+    for column in ("local_rank", "local_level", "local_bytes", "local_is_reduce"):
+        np.testing.assert_array_equal(getattr(fast, column), getattr(built, column))

@@ -217,11 +217,6 @@ def test_throttle_and_a_different_window_are_rejected() -> None:
                  params={"throttle": 2}, window=3)
 
 
-def test_packet_model_refuses_a_window() -> None:
-    with pytest.raises(ArgumentError, match="window"):
-        simulate("alltoall", "linear", "ring:4", size_bytes=64, model="packet", window=2)
-
-
 def test_congestion_window_sets_the_slot_width() -> None:
     """Plain order on switch:4 (T = m/B, no overhead). Window 1: slot k holds every rank's
     k-th message, each slot as long as its busiest down-link. Slot 0: 1→0, 2→0, 3→0 (and

@@ -52,8 +52,9 @@ def test_hot_spots_are_drawn_against_time_where_rounds_are_timed() -> None:
     assert "time" in fig.axes[0].get_xlabel()
     flow = simulate("alltoall", "pairwise", parse_topology("torus:2x3x4"), size_bytes=1024,
                     model="flow")
-    fig = plots.plot_phase_hotspots(flow)  # untimed phases: by index, non-empty
+    fig = plots.plot_phase_hotspots(flow)  # time windows: non-empty, against time too
     assert len(fig.axes[0].lines[0].get_xdata()) == len(flow.phase_hotspots) > 0
+    assert "time" in fig.axes[0].get_xlabel()
 
 
 def test_every_heat_map_panel_has_axis_labels() -> None:

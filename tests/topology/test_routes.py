@@ -15,6 +15,8 @@ SMALL = [
     "torus:3x4x2", "torus:2x3", "torus:5", "torus:4x4x4", "hypercube:0", "hypercube:1",
     "hypercube:3", "hypercube:4", "tree:2:8", "tree:3:10", "tree:2:5", "tree:4:1",
     "combining-tree:2:7", "fattree:2", "fattree:4", "switch:1", "switch:5",
+    "fattree:2;4,4;1,4;1,1", "fattree:3;2,2,2;1,2,2;1,1,1", "fattree:2;4,2;2,2;1,1",
+    "fattree:1;5;1;1",
 ]
 GRIDS = ["ring:7", "ring:6", "mesh:4x4", "mesh:3x2x3", "torus:4x4", "torus:5x4", "torus:3x3x3",
          "hypercube:4"]
@@ -240,3 +242,19 @@ def test_excluded_endpoint_is_an_argument_error() -> None:
         parse_topology("torus:3x3").routes([0], [4], {4})
     with pytest.raises(ArgumentError):
         parse_topology("torus:3x3").routes([0], [4], {99})
+
+
+@pytest.mark.parametrize("spec", [*GRIDS, "tree:2:8", "fattree:2;4,4;1,4;1,1"])
+def test_grouped_link_loads_equal_per_group_sums_over_routes(spec: str) -> None:
+    topology = parse_topology(spec)
+    src, dst = all_pairs(topology)
+    rng = np.random.default_rng(1)
+    group = rng.integers(0, 5, len(src))
+    weights = rng.random(len(src))
+    offsets, links = topology.routes(src, dst)
+    hops = np.diff(offsets)
+    expected = np.zeros((5, topology.num_links))
+    np.add.at(expected, (np.repeat(group, hops), links), np.repeat(weights, hops))
+    loads, got_hops = topology.grouped_link_loads(src, dst, weights, group, 5)
+    np.testing.assert_allclose(loads, expected, atol=1e-9)
+    np.testing.assert_array_equal(got_hops, hops)

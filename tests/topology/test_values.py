@@ -20,7 +20,8 @@ from collops.topology import (
 )
 
 SPECS = ["ring:8", "mesh:3x4", "torus:8x8x8", "torus:2x3x4x5", "hypercube:4", "tree:2:16",
-         "combining-tree:2:16", "tree:3:10", "fattree:4", "switch:12"]
+         "combining-tree:2:16", "tree:3:10", "fattree:4", "switch:12",
+         "fattree:2;8,8;1,8;1,1", "fattree:3;4,4,4;1,4,4;1,1,1"]
 
 
 @pytest.mark.parametrize("spec", SPECS)
@@ -49,6 +50,10 @@ def test_params_are_part_of_the_value() -> None:
     nested = {"spec": "torus:4x4", "params": {"bandwidth": 1e10}}
     assert Topology.from_dict(nested) == fast
     assert {fast, same} == {fast}
+    simgrid = parse_topology("torus:4x4", tie_break="simgrid", buffer_packets=4)
+    assert simgrid != parse_topology("torus:4x4")
+    assert Topology.from_dict(json.loads(json.dumps(simgrid.to_dict()))) == simgrid
+    assert pickle.loads(pickle.dumps(simgrid)) == simgrid
 
 
 def test_topology_is_immutable() -> None:

@@ -100,16 +100,18 @@ def parse_assignments(items: Sequence[str], what: str) -> dict[str, str]:
     return out
 
 
-def network_overrides(items: Sequence[str]) -> dict[str, float | int]:
+def network_overrides(items: Sequence[str]) -> dict[str, float | int | str]:
     """``--net bandwidth=1e9,packet_size=1500`` → typed `NetworkParams` overrides."""
     types = {f.name: f.type for f in dataclasses.fields(NetworkParams)}
-    out: dict[str, float | int] = {}
+    out: dict[str, float | int | str] = {}
     for name, value in parse_assignments(items, "network parameter").items():
         if name not in types:
             raise UsageError(f"unknown network parameter {name!r} (one of "
                              f"{', '.join(NetworkParams.names())})")
         try:
-            if types[name] in (int, "int"):
+            if types[name] in (str, "str"):
+                out[name] = value
+            elif types[name] in (int, "int"):
                 out[name] = parse_byte_sizes(value)[0]
             else:
                 out[name] = float(value)
@@ -118,7 +120,8 @@ def network_overrides(items: Sequence[str]) -> dict[str, float | int]:
     return out
 
 
-def topology_from_arg(text: str, net: Mapping[str, float | int] | None = None) -> Topology:
+def topology_from_arg(text: str, net: Mapping[str, float | int | str] | None = None
+                      ) -> Topology:
     """A topology from a spec string or a JSON/TOML file, with ``--net`` overrides applied."""
     path = Path(text)
     if text.lower().endswith((".json", ".toml")) or path.is_file():

@@ -4,7 +4,8 @@ The call is described as a user would make it — collective, algorithm, size in
 rank contribution (per pair for alltoall) — and the registry's builders make every rank's
 schedule, exactly the schedules the engine runs. Ranks are placed on compute nodes
 (``placement``); ``excluded`` nodes are taken out of the group (fewer ranks) while their
-links stay in the network, and routes detour around them.
+links stay in the network, and routes detour around them; ``idle`` nodes are out of the group
+too, but their routers still forward, so routes cross them unchanged.
 
 Which path produced the messages is recorded in ``SimResult.source``:
 
@@ -35,12 +36,14 @@ from ..algorithms.spec import REDUCING
 from ..errors import ArgumentError
 from ..ops import SUM
 from .congestion import CongestionOutcome, RoundStats, congestion_model
+from .credit import CreditPacketSimulation
 from .fastpath import fast_generator
 from .flow import FlowSimulation
 from .innetwork import IN_NETWORK_RESOURCE, SWEEPING, in_network_reduction
-from .packet import PacketSimulation
+from .packet import PacketOutcome, PacketSimulation
 from .program import Program, program_from_schedules
 from .progress import progress_bar
+from .timeline import hops_to_windows
 
 MODELS = ("congestion", "flow", "packet")
 #: default seconds per byte of a local copy or reduce step (the registry's CostModel γ)
@@ -132,6 +135,7 @@ def simulate(
     fast: bool | None = None,
     progress: bool | None = None,
     window: int | None = None,
+    idle: Iterable[int] = frozenset(),
 ) -> SimResult:
     """Simulate one call of ``collective`` with ``algorithm`` on ``topology``.
 
@@ -149,9 +153,10 @@ def simulate(
     from ..topology import place
     topo = _topology(topology)
     excluded = frozenset(int(x) for x in excluded)
+    outside = excluded | frozenset(int(x) for x in idle)
     if nranks is None:
-        nranks = len([n for n in topo.compute_nodes.tolist() if n not in excluded])
-    nodes = place(topo, int(nranks), placement, seed, excluded)
+        nranks = len([n for n in topo.compute_nodes.tolist() if n not in outside])
+    nodes = place(topo, int(nranks), placement, seed, outside)
     alg = get_algorithm(collective, algorithm)
     rank_specs = list(specs) if specs is not None else call_specs(collective, nranks, size_bytes)
     if len(rank_specs) != nranks:
@@ -188,7 +193,10 @@ def run_program(program: Program, topology: Any, placement: np.ndarray,
     ``window``: at most that many of a rank's sends in flight. The flow model counts a send
     in flight until its last byte has arrived (None or 0: no limit); the congestion model
     slots a rank's messages ``window`` at a time (None: the node's injection links; 0: a
-    whole phase at once); the packet model has no end-to-end completion and refuses one.
+    whole phase at once). The packet model with a window, or with finite buffers
+    (``buffer_packets`` of the network), is the buffered one (`collops.sim.credit`: input
+    queues, credits, a send in flight until its last packet arrived); without either it
+    queues packets at the links without bound (`collops.sim.packet`).
     """
     excluded = frozenset(int(x) for x in excluded)
     if window is not None and int(window) < 0:
@@ -199,18 +207,19 @@ def run_program(program: Program, topology: Any, placement: np.ndarray,
     if model == "flow":
         flows = FlowSimulation(program, topology, placement, excluded=excluded, gamma=gamma,
                                window=int(window or 0), progress=progress).run()
-        return CongestionOutcome(flows.time_s, flows.link_loads,
-                                 _phase_loads(program, topology, placement, excluded))
+        return CongestionOutcome(flows.time_s, flows.link_loads, flows.hotspots)
     if model != "packet":
         raise ArgumentError("simulate", "model", model, f"one of {', '.join(MODELS)}")
-    if window is not None:
-        raise ArgumentError("simulate", "window", window, "the packet model has no end-to-end "
-                            "completion of sends yet; use --model flow or congestion")
+    if window is not None or topology.params.buffer_packets > 0:
+        buffered = CreditPacketSimulation(program, topology, placement, excluded=excluded,
+                                          gamma=gamma, window=int(window or 0), seed=seed,
+                                          progress=progress).run()
+        return CongestionOutcome(buffered.time_s, buffered.link_loads, _windows(buffered,
+                                                                               topology))
     sim = PacketSimulation(program, topology, placement, excluded=excluded, gamma=gamma,
                            switching=switching, seed=seed, progress=progress)
     packets = sim.run()
-    return CongestionOutcome(packets.time_s, packets.link_loads,
-                             _phase_loads(program, topology, placement, excluded))
+    return CongestionOutcome(packets.time_s, packets.link_loads, _windows(packets, topology))
 
 
 def simulate_schedules(schedules: Sequence[Any], topology: Any, *, itemsize: int = 1,
@@ -277,13 +286,9 @@ def _program(collective: str, name: str, alg: Any, specs: list[CallSpec],
     return program_from_schedules(schedules, specs[0].itemsize)
 
 
-def _phase_loads(program: Program, topo: Any, nodes: np.ndarray,
-                 excluded: frozenset[int]) -> RoundStats:
-    """Per-phase hot spots of the packet model (loads by phase, no times)."""
-    outcome = congestion_model(program, topo, nodes, excluded=excluded, ordering="phase")
-    rounds = outcome.rounds
-    return RoundStats(rounds.phase, rounds.slot, rounds.messages, rounds.hot_link,
-                      rounds.hot_load_bytes, np.full(len(rounds.phase), np.nan))
+def _windows(outcome: PacketOutcome, topo: Any) -> RoundStats:
+    """Hot spots per time window of a packet model's run (`collops.sim.timeline`)."""
+    return hops_to_windows(outcome.hop_log or [], int(topo.num_links), outcome.time_s)
 
 
 def _result(common: dict[str, Any], outcome: CongestionOutcome, total_bytes: int,

@@ -86,11 +86,12 @@ def resolve_params(collective: str, chosen: Sequence[Variant],
             for v, d in zip(chosen, declared, strict=True)]
 
 
-def check_excluded(nodes: frozenset[int], topology: Topology) -> frozenset[int]:
-    """The excluded node ids, each checked to exist in ``topology``."""
+def check_excluded(nodes: frozenset[int], topology: Topology,
+                   option: str = "--exclude") -> frozenset[int]:
+    """The excluded (or idle) node ids, each checked to exist in ``topology``."""
     bad = sorted(n for n in nodes if not 0 <= n < topology.num_nodes)
     if bad:
-        raise UsageError(f"--exclude: node {bad[0]} does not exist in {topology} "
+        raise UsageError(f"{option}: node {bad[0]} does not exist in {topology} "
                          f"(nodes 0..{topology.num_nodes - 1})")
     return nodes
 
@@ -138,6 +139,7 @@ def run_all(args: argparse.Namespace) -> tuple[list[Run], Topology]:
     if not sizes:
         raise UsageError("--sizes lists no size")
     excluded = check_excluded(parse_nodes(args.exclude or ""), topology)
+    idle = check_excluded(parse_nodes(args.idle or ""), topology, "--idle")
     chosen = variants(args.algorithm, args.compare)
     params = resolve_params(collective, chosen, parse_assignments(args.param, "--param"))
     runs = []
@@ -147,7 +149,7 @@ def run_all(args: argparse.Namespace) -> tuple[list[Run], Topology]:
                               model=args.model, params=own, excluded=excluded,
                               placement=args.placement, seed=args.seed,
                               switching=args.switching, gamma=args.gamma, in_network=False,
-                              window=args.window, progress=PROGRESS[args.progress])
+                              window=args.window, progress=PROGRESS[args.progress], idle=idle)
             form = closed_form_for(result, topology, variant.algorithm)
             runs.append(Run(dataclasses.replace(result, algorithm=variant.label), form))
     if args.in_network:  # one more run per size: the reduction combined in the switches
@@ -156,7 +158,7 @@ def run_all(args: argparse.Namespace) -> tuple[list[Run], Topology]:
                               model=args.model, params=params[0], excluded=excluded,
                               placement=args.placement, seed=args.seed,
                               switching=args.switching, gamma=args.gamma, in_network=True,
-                              progress=PROGRESS[args.progress])
+                              progress=PROGRESS[args.progress], idle=idle)
             runs.append(Run(dataclasses.replace(result, algorithm=IN_NETWORK_LABEL), None))
     return runs, topology
 
@@ -194,7 +196,7 @@ def hotspot_table(runs: Sequence[Run]) -> str:
 
 
 def describe(runs: Sequence[Run], topology: Topology, excluded: str | None,
-             window: int | None = None) -> str:
+             window: int | None = None, idle: str | None = None) -> str:
     """The heading above the table."""
     r = runs[0].result
     out = f"{r.collective} on {topology} ({r.nprocs} ranks), {r.model} model"
@@ -202,6 +204,8 @@ def describe(runs: Sequence[Run], topology: Topology, excluded: str | None,
         out += f", window {window}" if window else ", window 0 (as issued)"
     if excluded:
         out += f", nodes {excluded} excluded"
+    if idle:
+        out += f", nodes {idle} idle"
     return out
 
 
@@ -212,20 +216,31 @@ def _with_suffix(path: Path, suffix: str) -> Path:
 
 
 def plot_hotspots_overlay(results: Sequence[SimResult]) -> Any:
-    """The hottest link's load in every round (phase, injection slot), one line per run."""
+    """The hottest link's load in every round (phase, injection slot) of the congestion
+    model, or in every time window of the flow and packet models, one line per run."""
     from .plots import _pyplot, round_axis
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     label = "round (phase, injection slot)"
+    timed = results[0].model != "congestion"  # windows of equal width in simulated time
     for r in results:
-        peaks = r.phase_hotspots.hot_load_bytes
-        x, label = round_axis(r.phase_hotspots.time_s, "round (phase, injection slot)")
-        ax.plot(x, peaks, drawstyle="steps-post", label=r.algorithm)
+        spots = r.phase_hotspots
+        x, label = round_axis(spots.time_s, "round (phase, injection slot)")
+        if timed and spots.mean_load_bytes is not None:  # rates: windows differ between runs
+            width = np.where(spots.time_s > 0, spots.time_s, np.inf)
+            line, = ax.plot(x, spots.hot_load_bytes / width, drawstyle="steps-post",
+                            label=f"{r.algorithm}: hottest link")
+            ax.plot(x, spots.mean_load_bytes / width, drawstyle="steps-post", linestyle="--",
+                    color=line.get_color(), label=f"{r.algorithm}: mean over links")
+        else:
+            ax.plot(x, spots.hot_load_bytes, drawstyle="steps-post", label=r.algorithm)
     ax.set_yscale("log")
-    ax.set_xlabel(label)
-    ax.set_ylabel("hottest link load in the round (bytes)")
+    ax.set_xlabel("simulated time at the window's start (s)" if timed else label)
+    ax.set_ylabel("link throughput in the time window (B/s)" if timed
+                  else "hottest link load in the round (bytes)")
     r0 = results[0]
-    ax.set_title(f"{r0.collective} on {r0.topology}, {r0.size} B: hot spot per round")
+    ax.set_title(f"{r0.collective} on {r0.topology}, {r0.size} B, {r0.model} model: hot spot "
+                 + ("over time" if timed else "per round"))
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -305,16 +320,21 @@ def _sim_args(p: argparse.ArgumentParser) -> None:
                         "in the switches (labelled in-network); the named algorithms always run "
                         "as their own schedules")
     p.add_argument("--exclude", default=None,
-                   help="node ids out of the group, e.g. 3,10-12 (their links stay)")
+                   help="node ids out of the group, e.g. 3,10-12 (their links stay; routes "
+                        "detour around them)")
+    p.add_argument("--idle", default=None,
+                   help="node ids out of the group whose routers still forward (routes "
+                        "cross them unchanged)")
     p.add_argument("--param", action="append", default=[], metavar="K=V",
                    help="algorithm parameter for every variant that takes it (repeatable)")
     p.add_argument("--net", action="append", default=[], metavar="K=V",
                    help="network parameter: bandwidth, hop_latency, packet_size, header_bytes, "
-                        "overhead (repeatable)")
+                        "overhead, tie_break=plus|simgrid (repeatable)")
     p.add_argument("-n", "--nprocs", type=int, default=None,
                    help="ranks (default: every compute node not excluded)")
     p.add_argument("--placement", default="row-major",
-                   help="row-major (default), random, or a file of node ids")
+                   help="row-major (default), column-major (a grid with dimension 0 fastest, "
+                        "SimGrid's numbering), random, or a file of node ids")
     p.add_argument("--seed", type=int, default=0, help="seed of random placement and the packet "
                    "model (the algorithm's own seed is --param seed=N)")
     p.add_argument("--gamma", type=float, default=DEFAULT_GAMMA,
@@ -339,7 +359,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
     """Predict a collective's time and link loads on a modelled network."""
     try:
         runs, topology = run_all(args)
-        print(describe(runs, topology, args.exclude, args.window))
+        print(describe(runs, topology, args.exclude, args.window, args.idle))
         print(results_table(runs))
         if args.hotspots:
             print()

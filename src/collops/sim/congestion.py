@@ -66,7 +66,9 @@ BATCH_BINS = 1 << 25
 
 @dataclass(frozen=True, eq=False)
 class RoundStats:
-    """Per round (phase, injection slot): its hottest link, that link's load and its time."""
+    """Per round (phase, injection slot): its hottest link, that link's load and its time.
+    The flow and packet models' rows are time windows (`collops.sim.timeline`), which also
+    give every link's mean load in the window (``mean_load_bytes``)."""
 
     phase: np.ndarray
     slot: np.ndarray
@@ -74,6 +76,7 @@ class RoundStats:
     hot_link: np.ndarray
     hot_load_bytes: np.ndarray
     time_s: np.ndarray
+    mean_load_bytes: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.phase)
@@ -213,16 +216,20 @@ def congestion_model(
     while first < nrounds:
         last = _batch_end(round_start, round_len, first, num_links)
         lo, hi = int(round_start[first]), int(round_start[last - 1] + round_len[last - 1])
-        offsets, links = topology.routes(  # type: ignore[attr-defined]
-            placement[src[lo:hi]], placement[dst[lo:hi]], excluded)
-        hops = np.diff(offsets)
-        local_round = np.repeat(round_id[lo:hi] - first, hops)
-        bins = local_round * num_links + links
-        batch = np.bincount(bins, weights=np.repeat(wire[lo:hi], hops),
-                            minlength=(last - first) * num_links).reshape(last - first, num_links)
-        loads += batch.sum(axis=0)
         rows = np.arange(last - first)
         starts = round_start[first:last] - lo
+        pair = placement[src[lo:hi]], placement[dst[lo:hi]]
+        if per_link:
+            offsets, links = topology.routes(*pair, excluded)  # type: ignore[attr-defined]
+            hops = np.diff(offsets)
+            bins = np.repeat(round_id[lo:hi] - first, hops) * num_links + links
+            batch = np.bincount(bins, weights=np.repeat(wire[lo:hi], hops),
+                                minlength=(last - first) * num_links
+                                ).reshape(last - first, num_links)
+        else:  # loads without materialising routes where the topology can (grids)
+            batch, hops = topology.grouped_link_loads(  # type: ignore[attr-defined]
+                *pair, wire[lo:hi], round_id[lo:hi] - first, last - first, excluded)
+        loads += batch.sum(axis=0)
         if per_link:
             times = batch * link_byte_time
             hot_link[first:last] = np.argmax(times, axis=1)

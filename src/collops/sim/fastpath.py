@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..algorithms.alltoall import destination_order, linear_order
+from ..algorithms.alltoall import chunk_elements, destination_order, linear_order
 from ..algorithms.patterns import is_power_of_two
 from ..algorithms.spec import CallSpec
 from .program import Program, program_from_messages
@@ -25,11 +25,26 @@ from .program import Program, program_from_messages
 Generator = Callable[[CallSpec, Mapping[str, Any]], Program]
 
 
-def _uniform_block_bytes(spec: CallSpec) -> int | None:
-    counts = set(spec.sendcounts) | set(spec.recvcounts)
+def _uniform_elements(spec: CallSpec) -> int | None:
+    """Elements every rank sends to every other rank, or None when they differ."""
+    counts = (set(spec.counts) if spec.collective == "allgather"
+              else set(spec.sendcounts) | set(spec.recvcounts))
     if len(counts) != 1:
         return None
-    return int(next(iter(counts))) * spec.itemsize
+    return int(next(iter(counts)))
+
+
+def _uniform_block_bytes(spec: CallSpec) -> int | None:
+    elements = _uniform_elements(spec)
+    return None if elements is None else elements * spec.itemsize
+
+
+def random_orders(p: int, seed: int) -> np.ndarray:
+    """Every rank's destination order of ``random_chunked`` / ``linear:order=random``, (p, p−1)."""
+    out = np.empty((p, max(p - 1, 0)), dtype=np.int32)
+    for r in range(p):
+        out[r] = destination_order(r, p, seed)
+    return out
 
 
 def alltoall_linear_messages(spec: CallSpec, params: Mapping[str, Any]) -> Program:
@@ -46,8 +61,7 @@ def alltoall_linear_messages(spec: CallSpec, params: Mapping[str, Any]) -> Progr
         dst = np.tile(k - 1, p)
         dst += dst >= src  # the k-th destination of rank r in 0, 1, …, p−1 without r
     elif order == "random":
-        seed = int(params.get("seed", 0))
-        dst = np.concatenate([destination_order(r, p, seed) for r in range(p)]).astype(np.int64)
+        dst = random_orders(p, int(params.get("seed", 0))).reshape(-1).astype(np.int64)
     issue = src * p + np.tile(k, p)
     n = len(src)
     return program_from_messages(p, src, dst, np.full(n, block, np.int64),
@@ -65,11 +79,34 @@ def alltoall_pairwise_messages(spec: CallSpec, params: Mapping[str, Any]) -> Pro
     return program_from_messages(p, src, dst, np.full(n, block, np.int64), k - 1, src * p + k)
 
 
+def random_chunked_messages(spec: CallSpec, params: Mapping[str, Any]) -> Program:
+    """``random_chunked`` with equal blocks (and the allgather built on it): cycle t of rank r
+    sends the t-th chunk of every block, to its destinations in r's random order, all in
+    phase 0 and issued in that order (pruning removes nothing when every block is as long);
+    every rank also copies its own block."""
+    p = spec.size
+    elements = _uniform_elements(spec) or 0
+    per_chunk = chunk_elements(spec, int(params["chunk"]))
+    cycles = -(-elements // per_chunk)
+    orders = random_orders(p, int(params["seed"]))
+    per_rank = cycles * (p - 1)
+    cycle = np.repeat(np.arange(cycles, dtype=np.int64), p - 1)
+    count = np.minimum(per_chunk, elements - cycle * per_chunk) * spec.itemsize
+    src = np.repeat(np.arange(p, dtype=np.int32), per_rank)
+    dst = np.tile(orders, (1, cycles)).reshape(-1)
+    issue = np.arange(p * per_rank, dtype=np.int64)  # rank by rank, in issue order
+    return program_from_messages(p, src, dst, np.tile(count, p), np.zeros(p * per_rank, np.int64),
+                                 issue, self_copy_bytes=elements * spec.itemsize)
+
+
 GENERATORS: dict[tuple[str, str], Generator] = {
     ("alltoall", "linear"): alltoall_linear_messages,
     ("alltoallv", "linear"): alltoall_linear_messages,
     ("alltoall", "pairwise"): alltoall_pairwise_messages,
     ("alltoallv", "pairwise"): alltoall_pairwise_messages,
+    ("alltoall", "random_chunked"): random_chunked_messages,
+    ("alltoallv", "random_chunked"): random_chunked_messages,
+    ("allgather", "alltoallv"): random_chunked_messages,
 }
 
 

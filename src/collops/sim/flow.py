@@ -40,12 +40,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..schedule import StepKind
-from .congestion import wire_bytes
+from ..topology.base import csr_gather
+from .congestion import RoundStats, wire_bytes
 from .maxmin import max_min_rates_of_routes
-from .program import Program, step_lists
+from .program import Program
+from .ranks import WindowedRanks
+from .timeline import LinkTimeline
 
-SEND, RECV = int(StepKind.SEND), int(StepKind.RECV)
 #: a flow within this fraction of its bytes from the end has drained
 DRAINED = 1e-9
 # timed events
@@ -60,9 +61,10 @@ class FlowOutcome:
     link_loads: np.ndarray  # wire bytes carried by every link
     message_done_s: np.ndarray  # arrival time of every message's last byte
     rate_updates: int  # how often the max-min rates were recomputed
+    hotspots: RoundStats  # per time window: the link that carried the most bytes
 
 
-class FlowSimulation:
+class FlowSimulation(WindowedRanks):
     """One flow-level run of a program (build, then `run`)."""
 
     def __init__(self, program: Program, topology: object, placement: np.ndarray, *,
@@ -93,16 +95,8 @@ class FlowSimulation:
         hops = np.diff(self.route_offsets)
         self.link_loads = np.bincount(self.route_links, weights=np.repeat(self.wire, hops),
                                       minlength=len(self.capacity))
-        steps = step_lists(program)
-        self.kind, self.step_bytes, self.step_rank = steps.kind, steps.nbytes, steps.rank
-        self.succ_ptr, self.succ_idx, self.waiting = steps.succ_ptr, steps.succ_idx, steps.waiting
-        self.msg_of_send, self.send_of_msg = steps.msg_of_send, steps.send_of_msg
-        self.recv_of_msg = steps.recv_of_msg
+        self._init_ranks(program)
         self.msg_done = np.zeros(program.num_messages)
-        # ranks
-        self.cpu_free = [0.0] * program.nranks
-        self.in_flight = [0] * program.nranks
-        self.pending: list[list[int]] = [[] for _ in range(program.nranks)]
         # timed events and flows in the network
         self.now = 0.0
         self.events: list[tuple[float, int, int, int]] = []
@@ -114,8 +108,8 @@ class FlowSimulation:
         self.flow_rate = np.zeros(program.num_messages)
         self.rates_stale = False
         self.rate_updates = 0
-        self.steps_done = 0
-        self.finished = 0.0
+        self.timeline = LinkTimeline(len(self.capacity))
+        self.link_rate: np.ndarray = np.zeros(len(self.capacity))
 
     # -- the run loop ------------------------------------------------------------------
     def run(self) -> FlowOutcome:
@@ -146,7 +140,8 @@ class FlowSimulation:
                 self.progress(self.steps_done, total)
         if self.steps_done != total:
             raise RuntimeError(f"flow model stalled: {total - self.steps_done} steps never ran")
-        return FlowOutcome(self.finished, self.link_loads, self.msg_done, self.rate_updates)
+        return FlowOutcome(self.finished, self.link_loads, self.msg_done, self.rate_updates,
+                           self.timeline.stats(self.finished))
 
     def _at(self, time: float, what: int, item: int) -> None:
         self.sequence += 1
@@ -157,6 +152,7 @@ class FlowSimulation:
         n = self.active
         if n and time > self.now:
             self.flow_left[:n] -= self.flow_rate[:n] * (time - self.now)
+            self.timeline.add(self.now, time, self.link_rate)
         self.now = time
 
     def _update_rates(self) -> None:
@@ -164,6 +160,12 @@ class FlowSimulation:
         self.flow_rate[:n] = max_min_rates_of_routes(
             self.flow_msg[:n], self.route_offsets, self.route_links, self.capacity,
             self.bandwidth)
+        flows = self.flow_msg[:n]
+        hops = self.route_offsets[flows + 1] - self.route_offsets[flows]
+        self.link_rate = np.bincount(
+            self.route_links[csr_gather(self.route_offsets, flows)],
+            weights=np.repeat(np.minimum(self.flow_rate[:n], self.bandwidth), hops),
+            minlength=len(self.capacity))
         self.rates_stale = False
         self.rate_updates += 1
 
@@ -197,26 +199,14 @@ class FlowSimulation:
         else:
             self._complete(item)
 
-    def _ready(self, step: int) -> None:
-        kind, rank = self.kind[step], self.step_rank[step]
-        if kind == SEND:
-            heapq.heappush(self.pending[rank], step)
-            self._issue(rank)
-        elif kind == RECV:
-            self._complete(step)  # its message is in (one of its waits)
-        else:
-            start = max(self.now, self.cpu_free[rank])
-            self.cpu_free[rank] = start + self.step_bytes[step] * self.gamma
-            self._at(self.cpu_free[rank], _LOCAL_DONE, step)
+    def _clock(self) -> float:
+        return self.now
 
-    def _issue(self, rank: int) -> None:
-        """Issue the rank's ready sends, in schedule order, while its window has room."""
-        pending = self.pending[rank]
-        while pending and (self.window == 0 or self.in_flight[rank] < self.window):
-            step = heapq.heappop(pending)
-            self.in_flight[rank] += 1
-            self.cpu_free[rank] = max(self.now, self.cpu_free[rank]) + self.overhead
-            self._at(self.cpu_free[rank], _ISSUED, step)
+    def _issue_at(self, time: float, step: int) -> None:
+        self._at(time, _ISSUED, step)
+
+    def _local_done_at(self, time: float, step: int) -> None:
+        self._at(time, _LOCAL_DONE, step)
 
     def _start_flow(self, step: int) -> None:
         msg = self.msg_of_send[step]
@@ -224,26 +214,12 @@ class FlowSimulation:
         self.flow_msg[n], self.flow_left[n], self.flow_rate[n] = msg, self.wire[msg], 0.0
         self.active = n + 1
         self.rates_stale = True
+        self.timeline.started(self.now)
         self._complete(step)  # a send's successors wait for its issue only
 
     def _arrived(self, msg: int) -> None:
         self.msg_done[msg] = self.now
-        rank = self.step_rank[self.send_of_msg[msg]]
-        self.in_flight[rank] -= 1
-        self._issue(rank)
-        recv = self.recv_of_msg[msg]
-        self.waiting[recv] -= 1
-        if self.waiting[recv] == 0:
-            self._ready(recv)
-
-    def _complete(self, step: int) -> None:
-        self.steps_done += 1
-        self.finished = max(self.finished, self.now)
-        for i in range(self.succ_ptr[step], self.succ_ptr[step + 1]):
-            nxt = self.succ_idx[i]
-            self.waiting[nxt] -= 1
-            if self.waiting[nxt] == 0:
-                self._ready(nxt)
+        self._message_arrived(msg)
 
 
 def flow_model(program: Program, topology: object, placement: np.ndarray,

@@ -53,6 +53,20 @@ class PacketOutcome:
     packets: int
     events: int
     message_done_s: np.ndarray  # arrival time of every message's last packet
+    hop_log: list[tuple[float, int, int]] | None = None  # (start, link, bytes) of every hop
+
+
+def packet_units(nbytes: int, payload: int, header: int, switching: str) -> list[int]:
+    """Wire sizes of the units a message of ``nbytes`` travels as: packets of ``payload``
+    bytes plus ``header`` each, or (``switching="message"``) one unit of them all."""
+    if switching == "message":
+        packets = max(1, -(-nbytes // payload)) if header else 1
+        return [nbytes + packets * header]
+    full, rest = divmod(nbytes, payload)
+    units = [payload + header] * full
+    if rest or not units:
+        units.append(rest + header)
+    return units
 
 
 class PacketSimulation:
@@ -92,6 +106,7 @@ class PacketSimulation:
             topology.link_latency, dtype=np.float64).tolist()  # type: ignore[attr-defined]
         self.link_free = [0.0] * self.num_links
         self.link_bytes = [0.0] * self.num_links
+        self.hop_log: list[tuple[float, int, int]] = []  # (start, link, bytes) of every hop
         inj = max(1, int(topology.injection_links))  # type: ignore[attr-defined]
         self.engines: list[list[float]] = [[0.0] * inj for _ in range(program.nranks)]
         self.cpu_free = [0.0] * program.nranks
@@ -124,7 +139,7 @@ class PacketSimulation:
         if self.progress is not None and total >= report_every:
             self.progress(total, total)
         return PacketOutcome(self.finished, np.asarray(self.link_bytes), self.packets,
-                             env.processed_events, np.asarray(self.msg_done))
+                             env.processed_events, np.asarray(self.msg_done), self.hop_log)
 
     def _ready(self, step: int) -> None:
         now = self.env.now
@@ -154,23 +169,13 @@ class PacketSimulation:
                 self._ready(nxt)
 
     # -- the network -------------------------------------------------------------------
-    def _units(self, nbytes: int) -> list[int]:
-        """Wire sizes of the units a message travels as."""
-        if self.switching == "message":
-            packets = max(1, -(-nbytes // self.packet_payload)) if self.header else 1
-            return [nbytes + packets * self.header]
-        full, rest = divmod(nbytes, self.packet_payload)
-        units = [self.packet_payload + self.header] * full
-        if rest or not units:
-            units.append(rest + self.header)
-        return units
-
     def _inject(self, step: int, rank: int, start: float) -> None:
         msg = self.msg_of_send[step]
         engines = self.engines[rank]
         engine = min(range(len(engines)), key=engines.__getitem__)
         t = max(start, engines[engine])
-        units = self._units(self.msg_bytes[msg])
+        units = packet_units(self.msg_bytes[msg], self.packet_payload, self.header,
+                             self.switching)
         self.msg_packets_left[msg] = len(units)
         self.packets += len(units)
         first = self.route_offsets[msg]
@@ -194,6 +199,7 @@ class PacketSimulation:
         end = start + size / self.link_bandwidth[link]
         self.link_free[link] = end
         self.link_bytes[link] += size
+        self.hop_log.append((start, link, size))
         arrive = end + self.link_latency[link]
         if hop + 1 < self.route_offsets[msg + 1] - self.route_offsets[msg]:
             self.env.call_at(arrive, self._hop, (msg, hop + 1, size))

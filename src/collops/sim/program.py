@@ -237,14 +237,17 @@ def program_from_messages(
     phase: np.ndarray,
     order: np.ndarray,
     source: str = "vectorised",
+    self_copy_bytes: int = 0,
 ) -> Program:
-    """A message-only program (no steps): for vectorised generators of regular patterns."""
-    empty = np.zeros(0, dtype=np.int64)
+    """A message-only program (no steps): for vectorised generators of regular patterns.
+    ``self_copy_bytes`` > 0 adds every rank's copy of its own block (level 0)."""
+    copies = nranks if self_copy_bytes > 0 else 0
     return Program(
         nranks=nranks, itemsize=1, source=source,
         msg_src=np.asarray(src, dtype=np.int32), msg_dst=np.asarray(dst, dtype=np.int32),
         msg_bytes=np.asarray(nbytes, dtype=np.int64), msg_phase=np.asarray(phase, np.int64),
         msg_order=np.asarray(order, dtype=np.int64),
-        local_rank=empty, local_level=empty, local_bytes=empty,
-        local_is_reduce=np.zeros(0, dtype=bool),
+        local_rank=np.arange(copies, dtype=np.int64), local_level=np.zeros(copies, np.int64),
+        local_bytes=np.full(copies, self_copy_bytes, dtype=np.int64),
+        local_is_reduce=np.zeros(copies, dtype=bool),
     )

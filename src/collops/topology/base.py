@@ -47,6 +47,10 @@ Routes = tuple[np.ndarray, np.ndarray]
 CHUNK_LINKS = 1 << 23
 
 
+#: how a torus route breaks the tie at distance L/2 (see `NetworkParams`)
+TIE_BREAKS = ("plus", "simgrid")
+
+
 class DisconnectedError(CollopsError):
     """Excluding nodes left some source unable to reach its destination."""
 
@@ -56,7 +60,11 @@ class NetworkParams:
     """Link and timing parameters of a network (one value per topology).
 
     ``packet_size`` is a whole packet (V_max), ``header_bytes`` (V_0) of it header, so a packet
-    carries ``packet_size - header_bytes`` payload bytes.
+    carries ``packet_size - header_bytes`` payload bytes. ``tie_break`` is the way a torus
+    route goes at distance exactly L/2 on a ring of even length L: ``plus`` always +,
+    ``simgrid`` as SimGrid's ``TorusZone`` (+, except from coordinate L/2, whence −).
+    ``buffer_packets`` is the packets a router buffers per incoming link in the packet model
+    (0: unbounded).
     """
 
     bandwidth: float = 2e9
@@ -64,6 +72,8 @@ class NetworkParams:
     packet_size: int = 256
     header_bytes: int = 0
     overhead: float = 1e-6
+    tie_break: str = "plus"
+    buffer_packets: int = 0
 
     def __post_init__(self) -> None:
         if not self.bandwidth > 0:
@@ -76,6 +86,13 @@ class NetworkParams:
         if not 0 <= int(self.header_bytes) < int(self.packet_size):
             raise ArgumentError("NetworkParams", "header_bytes", self.header_bytes,
                                 "must be >= 0 and smaller than packet_size")
+        if int(self.buffer_packets) < 0:
+            raise ArgumentError("NetworkParams", "buffer_packets", self.buffer_packets,
+                                "must be >= 0 (0: unbounded)")
+        object.__setattr__(self, "buffer_packets", int(self.buffer_packets))
+        if self.tie_break not in TIE_BREAKS:
+            raise ArgumentError("NetworkParams", "tie_break", self.tie_break,
+                                f"one of {', '.join(TIE_BREAKS)}")
         object.__setattr__(self, "bandwidth", float(self.bandwidth))
         object.__setattr__(self, "hop_latency", float(self.hop_latency))
         object.__setattr__(self, "overhead", float(self.overhead))
@@ -373,6 +390,31 @@ class Topology:
             per_link = np.repeat(weights[dirty], np.diff(offsets))
             loads += np.bincount(links, weights=per_link, minlength=self.num_links)
         return loads
+
+    def grouped_link_loads(self, src_nodes: np.ndarray, dst_nodes: np.ndarray,
+                           nbytes: np.ndarray, group: np.ndarray, ngroups: int,
+                           excluded: Iterable[int] = frozenset()
+                           ) -> tuple[np.ndarray, np.ndarray]:
+        """`link_loads` per group of messages, (ngroups, num_links), message i in
+        ``group[i]`` (the congestion model's rounds), and every message's hops."""
+        src, dst = self._check_pairs(src_nodes, dst_nodes)
+        excluded = frozenset(int(x) for x in excluded)
+        if not excluded:
+            fast = self._clean_grouped_loads(src, dst, np.asarray(nbytes, np.float64),
+                                             np.asarray(group, np.int64), int(ngroups))
+            if fast is not None:
+                return fast, self._clean_hops(src, dst)
+        offsets, links = self.routes(src, dst, excluded)
+        hops = np.diff(offsets)
+        bins = np.repeat(np.asarray(group, np.int64), hops) * self.num_links + links
+        loads = np.bincount(bins, weights=np.repeat(np.asarray(nbytes, np.float64), hops),
+                            minlength=int(ngroups) * self.num_links)
+        return loads.reshape(int(ngroups), self.num_links), hops
+
+    def _clean_grouped_loads(self, src: np.ndarray, dst: np.ndarray, weights: np.ndarray,
+                             group: np.ndarray, ngroups: int) -> np.ndarray | None:
+        """Kinds that can add up grouped loads without routes do it here (None: they can't)."""
+        return None
 
     def _pair_chunk(self, max_links: int = CHUNK_LINKS) -> int:
         """How many routes to materialise at once."""

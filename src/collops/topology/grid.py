@@ -4,16 +4,20 @@ Node ids are row-major: for ``torus:AxBxC`` node ``(a, b, c)`` is ``(a*B + b)*C 
 first dimension of the spec varies slowest. Every node is a compute node.
 
 Routing is dimension order: the first dimension is corrected first, then the second, and so on.
-On a wrap-around dimension of length L the message takes the shorter way round; when both ways
-are equally long (distance exactly L/2) it goes the + way. A ring is a 1-D torus and a
-hypercube of dimension D is the torus 2x2x…x2 (node id bits, most significant first, are its
-coordinates), whose + and − neighbours coincide, so it has one link per direction per dimension.
+On a wrap-around dimension of length L the message takes the shorter way round; when both
+ways are equally long (distance exactly L/2) it goes the + way, or with ``tie_break="simgrid"``
+(a network parameter) as SimGrid's ``TorusZone`` does: + except from coordinate L/2, whence −.
+A ring is a 1-D torus and a hypercube of dimension D is the torus 2x2x…x2 (node id bits, most
+significant first, are its coordinates), whose + and − neighbours coincide, so it has one link
+per direction per dimension.
 
 Link loads are computed without materialising routes: in dimension j a message runs along one
 ring (the *line* whose other coordinates are the destination's before j and the source's after
 j) over a contiguous arc of positions. Adding +w at the arc's first position and −w one past its
 last on an array of length 2L, then taking a cumulative sum and folding the second half onto the
 first, gives every link's load on every ring with a handful of numpy operations per dimension.
+With one more axis for a group of messages, the congestion model gets every round's loads the
+same way (`Topology.grouped_link_loads`).
 """
 
 from __future__ import annotations
@@ -80,13 +84,17 @@ class Grid(Topology):
 
     # ------------------------------------------------------------------ routing kernels
     def _steps(self, src: np.ndarray, dst: np.ndarray, j: int) -> np.ndarray:
-        """Signed hop count along dimension j (shorter way; ties go +)."""
+        """Signed hop count along dimension j (shorter way; ties as ``tie_break`` says)."""
         length, stride = self.dims[j], self.strides[j]
-        diff = (dst // stride) % length - (src // stride) % length
+        start = (src // stride) % length
+        diff = (dst // stride) % length - start
         if not self.wrap:
             return diff
         d = diff % length
-        return np.where(2 * d > length, d - length, d)
+        minus = 2 * d > length
+        if self.params.tie_break == "simgrid" and length % 2 == 0:
+            minus |= (2 * d == length) & (2 * start == length)
+        return np.where(minus, d - length, d)
 
     def _line_base(self, src: np.ndarray, dst: np.ndarray, j: int) -> np.ndarray:
         """Node with coordinate j = 0 on the dimension-j line a route runs along."""
@@ -123,22 +131,26 @@ class Grid(Topology):
 
     def _clean_link_loads(self, src: np.ndarray, dst: np.ndarray,
                           weights: np.ndarray) -> np.ndarray:
-        ndim = len(self.dims)
-        lines = [self.num_nodes // d for d in self.dims]
-        # per dimension: difference arrays over (direction, line, unrolled position 0..2L-1)
-        diffs = [np.zeros(2 * lines[j] * 2 * self.dims[j]) for j in range(ndim)]
-        for lo in range(0, len(src), PAIR_CHUNK):
-            s, t = src[lo:lo + PAIR_CHUNK], dst[lo:lo + PAIR_CHUNK]
-            w = weights[lo:lo + PAIR_CHUNK]
-            for j in range(ndim):
-                self._accumulate_dimension(s, t, w, j, diffs[j])
-        loads = np.zeros(self.num_links, dtype=np.float64)
-        for j in range(ndim):
-            loads += self._fold_dimension(diffs[j], j)
+        group = np.zeros(len(src), dtype=np.int64)
+        return self._clean_grouped_loads(src, dst, weights, group, 1)[0]
+
+    def _clean_grouped_loads(self, src: np.ndarray, dst: np.ndarray, weights: np.ndarray,
+                             group: np.ndarray, ngroups: int) -> np.ndarray:
+        """Loads per group: one difference array per dimension over (group, direction, line,
+        unrolled position 0..2L-1), dimension by dimension to bound memory."""
+        loads = np.zeros((ngroups, self.num_links), dtype=np.float64)
+        for j in range(len(self.dims)):
+            lines = self.num_nodes // self.dims[j]
+            diff = np.zeros(ngroups * 2 * lines * 2 * self.dims[j])
+            for lo in range(0, len(src), PAIR_CHUNK):
+                hi = lo + PAIR_CHUNK
+                self._accumulate_dimension(src[lo:hi], dst[lo:hi], weights[lo:hi], j, diff,
+                                           group[lo:hi])
+            self._fold_dimension(diff, j, loads)
         return loads
 
     def _accumulate_dimension(self, src: np.ndarray, dst: np.ndarray, w: np.ndarray,
-                              j: int, diff: np.ndarray) -> None:
+                              j: int, diff: np.ndarray, group: np.ndarray) -> None:
         """Add the arcs of dimension j to its difference array (in place)."""
         length, stride = self.dims[j], self.strides[j]
         step = self._steps(src, dst, j)
@@ -146,6 +158,7 @@ class Grid(Topology):
         if not moving.any():
             return
         src, dst, w, step = src[moving], dst[moving], w[moving], step[moving]
+        group = group[moving]
         count = np.abs(step)
         position = (src // stride) % length
         negative = step < 0
@@ -153,28 +166,26 @@ class Grid(Topology):
         first = np.where(negative, (position - count + 1) % length, position)
         line = (dst // (stride * length)) * stride + src % stride
         lines = self.num_nodes // length
-        row = (negative.astype(np.int64) * lines + line) * (2 * length)
+        row = ((group * 2 + negative) * lines + line) * (2 * length)
         size = len(diff)
         diff += np.bincount(row + first, weights=w, minlength=size)
         diff -= np.bincount(row + first + count, weights=w, minlength=size)
 
-    def _fold_dimension(self, diff: np.ndarray, j: int) -> np.ndarray:
-        """Turn dimension j's difference array into per-link loads."""
+    def _fold_dimension(self, diff: np.ndarray, j: int, loads: np.ndarray) -> None:
+        """Add dimension j's difference array, turned into per-link loads, to ``loads``
+        (shape (groups, num_links))."""
         length, stride = self.dims[j], self.strides[j]
         lines = self.num_nodes // length
-        unrolled = np.cumsum(diff.reshape(2, lines, 2 * length), axis=2)
-        per_position = unrolled[:, :, :length] + unrolled[:, :, length:]
+        unrolled = np.cumsum(diff.reshape(len(loads), 2, lines, 2 * length), axis=3)
+        per_position = unrolled[..., :length] + unrolled[..., length:]
         line = np.arange(lines)
         base = (line // stride) * (stride * length) + line % stride
         nodes = base[:, None] + np.arange(length)[None, :] * stride  # [line, position]
-        loads = np.zeros(self.num_links, dtype=np.float64)
         for direction in (0, 1):
             ids = self._grid_link[j, direction][nodes]
-            values = per_position[direction]
             present = ids >= 0
-            loads += np.bincount(ids[present], weights=values[present],
-                                 minlength=self.num_links)
-        return loads
+            # one link per (line, position) in a direction: the ids are distinct
+            loads[:, ids[present]] += per_position[:, direction][:, present]
 
     def _dirty_mask(self, src: np.ndarray, dst: np.ndarray, allowed: np.ndarray) -> np.ndarray:
         bad_nodes = np.flatnonzero(~allowed)

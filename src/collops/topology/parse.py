@@ -9,6 +9,7 @@ A spec is ``kind:arguments``::
     tree:K:N               k-ary tree of switches over N compute leaves
     combining-tree:K:N     the same tree, whose switches reduce in the network
     fattree:K              k-ary fat-tree (k pods, k³/4 hosts; K even)
+    fattree:L;D,..;U,..;C,..  SimGrid's fat tree: L levels, children, parents, cables per level
     switch:N               N hosts on one switch (a star)
 
 A file (JSON, or TOML when its name ends in ``.toml``) holds ``spec`` and any `NetworkParams`
@@ -18,6 +19,7 @@ field, flat or under a ``params`` table.
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -27,6 +29,7 @@ from typing import Any
 from ..errors import ArgumentError
 from .base import NetworkParams, Topology
 from .grid import Hypercube, Mesh, Ring, Torus
+from .pgft import GeneralFatTree
 from .tree import CombiningTree, FatTree, KaryTree, Switch
 
 _CALL = "parse_topology"
@@ -83,7 +86,23 @@ def _tree(cls: type[KaryTree]) -> Callable[[str, str, NetworkParams], Topology]:
     return make
 
 
+def _numbers(spec: str, text: str, what: str) -> tuple[int, ...]:
+    return tuple(_integer(spec, part, what, 1) for part in text.split(","))
+
+
 def _fattree(spec: str, text: str, params: NetworkParams) -> Topology:
+    if ";" in text:
+        parts = text.split(";")
+        if len(parts) != 4:
+            raise ArgumentError(_CALL, "spec", spec, "expected fattree:LEVELS;DOWN;UP;LINKS")
+        levels = _integer(spec, parts[0], "LEVELS", 1)
+        down, up, links = (_numbers(spec, part, name)
+                           for part, name in zip(parts[1:], ("DOWN", "UP", "LINKS"),
+                                                 strict=True))
+        if not len(down) == len(up) == len(links) == levels:
+            raise ArgumentError(_CALL, "spec", spec,
+                                f"DOWN, UP and LINKS need {levels} numbers each (LEVELS)")
+        return GeneralFatTree(down, up, links, params)
     (k,) = _args(spec, text, 1, "fattree:K")
     value = _integer(spec, k, "K", 2)
     if value % 2:
@@ -118,6 +137,9 @@ def _estimated_nodes(kind: str, text: str) -> int:
             return total
         if kind == "hypercube":
             return 1 << min(64, int(text))
+        if kind == "fattree" and ";" in text:
+            down = [int(x) for x in text.split(";")[1].split(",")]
+            return math.prod(down) * (len(down) + 1)
         if kind == "fattree":
             k = int(text)
             return k ** 3 // 4 + 5 * k * k // 4

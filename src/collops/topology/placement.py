@@ -1,4 +1,4 @@
-"""Placing ranks on compute nodes: row-major (default), seeded random, or from a file."""
+"""Placing ranks on compute nodes: row-major (default), column-major, seeded random, or a file."""
 
 from __future__ import annotations
 
@@ -18,9 +18,11 @@ def place(topology: Topology, nranks: int, mode: str | Path | Sequence[int] = "r
           seed: int = 0, excluded: Iterable[int] = frozenset()) -> np.ndarray:
     """Node id of every rank (int64 array of length ``nranks``), never on an excluded node.
 
-    ``row-major`` fills the compute nodes in canonical order; ``random`` takes a seeded random
-    sample of them; any other string is a file of node ids (JSON list or whitespace/commas);
-    a sequence of ints gives the node of every rank outright.
+    ``row-major`` fills the compute nodes in canonical order (on a grid the last dimension
+    varies fastest); ``column-major`` fills a grid with dimension 0 fastest, as SimGrid numbers
+    a torus's hosts; ``random`` takes a seeded random sample of them; any other string is a
+    file of node ids (JSON list or whitespace/commas); a sequence of ints gives the node of
+    every rank outright.
     """
     nranks = int(nranks)
     banned = {int(x) for x in excluded}
@@ -31,6 +33,8 @@ def place(topology: Topology, nranks: int, mode: str | Path | Sequence[int] = "r
                             f"{topology} has {len(available)} usable compute nodes")
     if mode == "row-major":
         return available[:nranks].copy()
+    if mode == "column-major":
+        return column_major(topology, available)[:nranks]
     if mode == "random":
         rng = np.random.default_rng(seed)
         return rng.permutation(available)[:nranks]
@@ -47,6 +51,17 @@ def place(topology: Topology, nranks: int, mode: str | Path | Sequence[int] = "r
         raise ArgumentError(_CALL, "mode", str(mode),
                             f"node {bad[0]} is not a usable compute node of {topology}")
     return nodes
+
+
+def column_major(topology: Topology, nodes: np.ndarray) -> np.ndarray:
+    """``nodes`` of a grid ordered with dimension 0 varying fastest (SimGrid's numbering)."""
+    dims = getattr(topology, "dims", None)
+    if dims is None:
+        raise ArgumentError(_CALL, "mode", "column-major",
+                            f"{topology} is not a grid (torus, mesh, ring, hypercube)")
+    coords = topology.coordinates(nodes)  # type: ignore[attr-defined]
+    order = np.lexsort(coords.T) if len(nodes) else np.zeros(0, dtype=np.int64)  # dim 0 minor
+    return nodes[order]
 
 
 def _read_nodes(path: Path) -> np.ndarray:
