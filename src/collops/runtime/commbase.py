@@ -15,6 +15,7 @@ from ..algorithms import fingerprint as fp
 from ..algorithms import selection
 from ..algorithms.native import NativeCall
 from ..algorithms.registry import Algorithm
+from ..algorithms.selection import NetworkTerm
 from ..algorithms.spec import CallSpec
 from ..datatypes import address_of, as_array
 from ..errors import ArgumentError
@@ -26,6 +27,7 @@ from .arguments import checked_int, checked_ints, checked_timeout
 from .cache import SHARED, BoundedCache
 from .engine import CallInfo, Execution, Plan, Progress
 from .envelope import ENVELOPE
+from .network import declared_network
 from .prepared import BoundEntry, PreparedCall
 from .request import Phases, Request
 
@@ -158,7 +160,8 @@ class CommBase:
             spec, requested=algorithm, comm_override=self._overrides.get(coll),
             env_override=_cfg.settings.algorithms.get(coll),
             tuning_file=_cfg.settings.tuning_file,
-            resources=self._resources, params=merged, rank=self.rank)
+            resources=self._resources, params=merged, rank=self.rank,
+            network=self.declared_network())
         wanted = {p.name: p.supplied for p in choice.algorithm.params
                   if p.supplied and p.name not in merged}
         facts = self.supplied_facts() if wanted else {}
@@ -166,6 +169,13 @@ class CommBase:
         if supplied:
             choice = replace(choice, params={**choice.params, **supplied})
         return choice
+
+    def declared_network(self) -> NetworkTerm | None:
+        """This communicator's network as its user declared it (``COLLOPS_TOPOLOGY``; None:
+        not declared), the cost term of selection (`collops.runtime.network`)."""
+        settings = _cfg.settings
+        return declared_network(settings.topology, settings.placement, self.transport.size,
+                                self._group)
 
     def supplied_facts(self) -> dict[str, str]:
         """What the runtime knows of this communicator's ranks and supplies to algorithms that
