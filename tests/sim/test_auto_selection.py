@@ -165,3 +165,30 @@ def test_in_network_beside_auto_alone_is_a_one_line_error(capsys):
                  "--algorithm", "auto", "--in-network", "--progress", "off"]) == 2
     err = capsys.readouterr().err
     assert "--in-network needs a named algorithm" in err and err.count("\n") == 1
+
+
+def test_a_torus_the_ranks_fill_supplies_its_shape_to_the_dimension_wise_schemes():
+    torus = parse_topology("torus:4x4x4")
+    cost = NetworkCost(torus, range(64))
+    assert cost.facts() == {"network.shape": "4x4x4"}
+    assert cost.params_for(get_algorithm("allgather", "torus_dimensions")) == {"shape": "4x4x4"}
+    assert cost.params_for(get_algorithm("allgather", "ring")) == {}
+    assert NetworkCost(torus, range(32)).facts() == {}  # half the torus: not its shape
+    assert NetworkCost(parse_topology("fattree:4"), range(16)).facts() == {}
+
+
+def _facts_and_choice(comm):
+    x = np.arange(8.0)
+    return comm.supplied_facts(), comm.explain("allgather", x, algorithm="torus_dimensions")
+
+
+@pytest.mark.timeout(60)
+def test_a_declared_torus_reaches_the_algorithms_parameters_on_real_ranks(monkeypatch):
+    _declared(monkeypatch, "torus:2x2x2")
+    try:
+        per_rank = collops.spawn(_facts_and_choice, 8, transport="inproc", timeout=50)
+    finally:
+        _declared(monkeypatch, None)
+    for facts, text in per_rank:
+        assert facts["network.shape"] == "2x2x2"
+        assert "shape='2x2x2'" in text

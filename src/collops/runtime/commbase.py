@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,7 +15,6 @@ from ..algorithms import fingerprint as fp
 from ..algorithms import selection
 from ..algorithms.native import NativeCall
 from ..algorithms.registry import Algorithm
-from ..algorithms.selection import NetworkTerm
 from ..algorithms.spec import CallSpec
 from ..datatypes import address_of, as_array
 from ..errors import ArgumentError
@@ -30,6 +29,9 @@ from .envelope import ENVELOPE
 from .network import declared_network
 from .prepared import BoundEntry, PreparedCall
 from .request import Phases, Request
+
+if TYPE_CHECKING:
+    from ..sim.network_cost import NetworkCost
 
 
 def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
@@ -170,7 +172,7 @@ class CommBase:
             choice = replace(choice, params={**choice.params, **supplied})
         return choice
 
-    def declared_network(self) -> NetworkTerm | None:
+    def declared_network(self) -> NetworkCost | None:
         """This communicator's network as its user declared it (``COLLOPS_TOPOLOGY``; None:
         not declared), the cost term of selection (`collops.runtime.network`)."""
         settings = _cfg.settings
@@ -180,10 +182,12 @@ class CommBase:
     def supplied_facts(self) -> dict[str, str]:
         """What the runtime knows of this communicator's ranks and supplies to algorithms that
         ask (`Param.supplied`): ``binding.machine`` and ``binding.mapping`` — the real
-        machine's shape and each rank's hardware thread — when every rank is bound to a CPU
-        (empty otherwise)."""
+        machine's shape and each rank's hardware thread — when every rank is bound to a CPU;
+        ``network.shape`` when the ranks fill a declared torus (`declared_network`)."""
         if self._facts is None:
-            self._facts = binding_facts([self._job_binding[w] for w in self._group])
+            network = self.declared_network()
+            self._facts = {**binding_facts([self._job_binding[w] for w in self._group]),
+                           **(network.facts() if network is not None else {})}
         return dict(self._facts)
 
     def _execute(

@@ -12,7 +12,8 @@ declared it (``COLLOPS_TOPOLOGY``, ``COLLOPS_PLACEMENT``; see `collops.runtime.n
   whose choice must be the best in the model it simulates), else
 * a simulation of the algorithm's own schedule on the network with the ranks on their nodes,
   in a model (the flow model by default: every message a flow over its route, bandwidth
-  shared max-min as flows start and end), with the algorithm's default parameters.
+  shared max-min as flows start and end), with the algorithm's default parameters but those
+  the network supplies (`facts`: a torus's shape to the lecture's dimension-wise schemes).
 
 Answers are cached per (algorithm, call signature) for the object's life, so each signature
 is simulated once per process; with ``size_classes`` (real runs) a regular call's count is
@@ -34,6 +35,7 @@ from ..algorithms.registry import Algorithm
 from ..algorithms.spec import CallSpec
 from ..model.closed_form import exact_time
 from ..topology.base import Topology
+from ..topology.grid import Grid
 from .api import MODELS, SimResult, simulate
 from .innetwork import IN_NETWORK_RESOURCE
 
@@ -75,6 +77,20 @@ class NetworkCost:
             ", ranks placed on chosen nodes"
         return f"{self.topology.spec} ({self.model} model{placed})"
 
+    def facts(self) -> dict[str, str]:
+        """What the network tells algorithms that ask (`Param.supplied`): ``network.shape``,
+        the torus's dimensions, when the ranks fill a torus in its own order."""
+        if isinstance(self.topology, Grid) and self.topology.wrap \
+                and np.array_equal(self.nodes, np.arange(self.topology.num_nodes)):
+            return {"network.shape": "x".join(str(d) for d in self.topology.dims)}
+        return {}
+
+    def params_for(self, algorithm: Algorithm) -> dict[str, str]:
+        """The parameters the network supplies to ``algorithm`` (see `facts`)."""
+        facts = self.facts()
+        return {p.name: facts[p.supplied] for p in algorithm.params
+                if p.supplied is not None and p.supplied in facts}
+
     def runs(self, algorithm: Algorithm) -> bool:
         """Whether ``algorithm`` can run on this network at all."""
         if algorithm.native is not None:
@@ -105,7 +121,8 @@ class NetworkCost:
     def _simulate(self, algorithm: Algorithm, spec: CallSpec) -> SimResult:
         return simulate(spec.collective, algorithm.name, self.topology, spec.size,
                         _bytes_per_rank(spec), model=self.model, placement=self.nodes.tolist(),
-                        specs=[spec] * spec.size, **{"progress": False, **self.options})
+                        params=self.params_for(algorithm), specs=[spec] * spec.size,
+                        **{"progress": False, **self.options})
 
     def _compute(self, key: tuple[str, Any], algorithm: Algorithm, spec: CallSpec
                  ) -> float | None:
