@@ -30,7 +30,10 @@ ALLOWED: dict[str, set[str]] = {
     # collectives (registered with the algorithms), below the runtime that builds them
     "shm": BASE | {"config", "compiled", "schedule", "algorithms", "transport"},
     "mpi": BASE | {"config", "schedule", "algorithms", "transport"},
-    "runtime": BASE | {"schedule", "algorithms", "transport", "config", "topology", "shm", "mpi"},
+    # runtime reads sim only for a network its user declared (COLLOPS_TOPOLOGY): the
+    # simulated time of each eligible schedule there is selection's cost term
+    "runtime": BASE | {"schedule", "algorithms", "transport", "config", "topology", "shm", "mpi",
+                       "sim"},
     "compiled": {"errors", "config"},
     # users' algorithms: loading them, and checking any algorithm against numpy
     "plugins": {"errors", "msccl"},

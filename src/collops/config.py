@@ -33,6 +33,15 @@ setting                   environment variable                 meaning
 ``sleep_slice``           ``COLLOPS_SLEEP_SLICE``              then sleep on a futex at most
                                                                this long between checks for
                                                                failures and timeouts, 0.05
+``topology``              ``COLLOPS_TOPOLOGY``                 the network the job's ranks
+                                                               run on (``torus:8x8x8``, a
+                                                               JSON/TOML file): selection
+                                                               then counts contention on it
+                                                               (unset: not known)
+``placement``             ``COLLOPS_PLACEMENT``                the world ranks' nodes on that
+                                                               network: ``row-major``
+                                                               (default), ``random``, or a
+                                                               file of node ids
 algorithm overrides       ``COLLOPS_<COLLECTIVE>_ALGORITHM``   e.g. ``ring`` for ALLREDUCE
 ========================  ===================================  =============================
 
@@ -87,6 +96,9 @@ class Settings:
     spin_seconds: float = 20e-6
     yield_seconds: float = 1e-3
     sleep_slice: float = 0.05
+    #: the declared network and the ranks' placement on it (`collops.runtime.network`)
+    topology: str | None = None
+    placement: str = "row-major"
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -113,6 +125,8 @@ class Settings:
             spin_seconds=_seconds(env, "COLLOPS_SPIN_SECONDS", cls.spin_seconds),
             yield_seconds=_seconds(env, "COLLOPS_YIELD_SECONDS", cls.yield_seconds),
             sleep_slice=_seconds(env, "COLLOPS_SLEEP_SLICE", cls.sleep_slice),
+            topology=env.get("COLLOPS_TOPOLOGY", "").strip() or None,
+            placement=env.get("COLLOPS_PLACEMENT", "").strip() or "row-major",
         )
 
 

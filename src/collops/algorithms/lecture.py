@@ -39,7 +39,8 @@ from .spec import CallSpec, builder_for
 #: a block: (source rank, destination rank) for alltoall, (source rank, -1) for allgather
 Block = tuple[int, int]
 
-SHAPE = Param("shape", "", "torus dimensions, e.g. 4x4x4 (default: the squarest 2-D one)")
+SHAPE = Param("shape", "", "torus dimensions, e.g. 4x4x4 (default: the declared torus the "
+              "ranks fill, else the squarest 2-D one)", supplied="network.shape")
 UNIFORM = Restriction(
     "equal_counts", "every rank sends and receives the same count to and from every rank",
     lambda s: len(set(s.sendcounts) | set(s.recvcounts)) <= 1)

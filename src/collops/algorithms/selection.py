@@ -8,8 +8,12 @@ Order of precedence (first that applies wins):
 4. the user's selection table (TOML, ``COLLOPS_TUNING_FILE`` or `load_tuning`);
 5. the built-in selection table, ``collops/algorithms/defaults.toml``;
 6. automatic: among eligible algorithms the transport offers, and that no table rule
-   covering the call excludes, the one with the lowest α-β-γ cost estimate (ties go to the
-   earlier registered).
+   covering the call excludes, the one with the lowest cost estimate (ties go to the
+   earlier registered): α-β-γ, or — where the network is known (`collops sim`, or a real
+   run whose network the user declared with ``COLLOPS_TOPOLOGY``) — the time on that
+   network, contention included, from a `NetworkTerm` (`collops.sim.network_cost`). On a
+   network only the algorithms it can time compete (a transport's native collectives,
+   which it cannot, are chosen there by the table's rules alone).
 
 An explicit choice (1–3) that cannot take the call is an error naming the restriction; a
 table rule that cannot is skipped (the next rule, then the cost model, decides), as UCC
@@ -23,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import ArgumentError
 from .registry import Algorithm, CostModel, algorithms, get_algorithm
@@ -31,8 +35,9 @@ from .spec import CallSpec
 from .tuning import Rule, Tuning, builtin, forget_user_tables, load_tuning, setting
 
 #: the table's types and reader, where users of this module found them before
-__all__ = ["Choice", "Rule", "Tuning", "call_settings", "clear_cache", "explain", "load_tuning",
-           "offered", "rank_independent", "rules_for", "select"]
+__all__ = ["Choice", "NetworkTerm", "Rule", "Tuning", "call_settings", "clear_cache",
+           "explain", "load_tuning", "offered", "rank_independent",
+           "rules_for", "select"]
 
 
 @lru_cache(maxsize=8)
@@ -50,6 +55,17 @@ def rules_for(collective: str, tuning_file: str | None = None) -> tuple[Rule, ..
     """The rules tried for ``collective``: the user's file's first, then the built-in ones."""
     user = _cached_tuning(tuning_file).rules.get(collective, ()) if tuning_file else ()
     return tuple(user) + builtin().rules.get(collective, ())
+
+
+class NetworkTerm(Protocol):
+    """The time of a call on a known network, contention included (`collops.sim.network_cost`
+    implements it; selection only asks)."""
+
+    def time(self, algorithm: Algorithm, spec: CallSpec) -> float | None:
+        """Seconds ``algorithm`` takes for ``spec`` on the network (None: it cannot run there)."""
+
+    def describe(self) -> str:
+        """The network and model in a few words, for `explain`."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +97,7 @@ def select(
     model: CostModel | None = None,
     params: Mapping[str, Any] | None = None,
     rank: int | None = None,
+    network: NetworkTerm | None = None,
 ) -> Choice:
     """Choose the algorithm for ``spec`` (see the module docstring for the precedence)."""
     params = dict(params or {})
@@ -109,9 +126,10 @@ def select(
             return Choice(alg, alg.resolve({**dict(rule.params), **params}),
                           f"rule {rule.describe()}", rule)
     best = _cheapest(spec, agreed, resources, model or CostModel(),
-                     {name for rule in excluded for name in rule.exclude})
-    return Choice(best, best.resolve(_known(best, params)), "lowest α-β cost estimate",
-                  excluded=tuple(excluded))
+                     {name for rule in excluded for name in rule.exclude}, network)
+    reason = ("lowest α-β cost estimate" if network is None
+              else f"lowest time on the network, {network.describe()}")
+    return Choice(best, best.resolve(_known(best, params)), reason, excluded=tuple(excluded))
 
 
 def _known(alg: Algorithm, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -132,11 +150,16 @@ def rank_independent(spec: CallSpec) -> CallSpec:
 
 
 def _cheapest(spec: CallSpec, agreed: CallSpec, resources: frozenset[str],
-              model: CostModel, excluded: set[str] | frozenset[str] = frozenset()) -> Algorithm:
+              model: CostModel, excluded: set[str] | frozenset[str] = frozenset(),
+              network: NetworkTerm | None = None) -> Algorithm:
     eligible = [a for a in offered(spec.collective, resources) if a.eligible(spec)]
     if not eligible:
         raise ArgumentError(spec.collective, "spec", spec, "no registered algorithm can take it")
     candidates = [a for a in eligible if a.name not in excluded] or eligible
+    if network is not None:  # times on the network and α-β guesses are not comparable
+        timed = {a.name: t for a in candidates if (t := network.time(a, agreed)) is not None}
+        if timed:
+            return min((a for a in candidates if a.name in timed), key=lambda a: timed[a.name])
     return min(candidates, key=lambda a: a.estimate(agreed, model))
 
 
@@ -145,17 +168,22 @@ def explain(
     resources: frozenset[str] = frozenset(),
     model: CostModel | None = None,
     protocols: Mapping[str, tuple[Any, str]] | None = None,
+    network: NetworkTerm | None = None,
     **overrides: Any,
 ) -> str:
     """The table behind a choice: each algorithm, its eligibility, cost estimate and the pick,
     then the rule or costs that decided and the protocol settings in force (``protocols``:
-    the transport's, name to value and where it comes from)."""
+    the transport's, name to value and where it comes from). With a ``network``, a column
+    gives each eligible algorithm's time on it, contention included."""
     model = model or CostModel()
-    choice = select(spec, resources=resources, model=model, **overrides)
+    choice = select(spec, resources=resources, model=model, network=network, **overrides)
     excluded = {name for rule in choice.excluded for name in rule.exclude}
     lines = [f"{spec.collective}: p={spec.size}, {spec.message_bytes()} bytes, dtype {spec.dtype}"
              + (f", op {spec.op.name}" if spec.op else ""),
-             f"{'algorithm':<22} {'eligible':<40} {'est. time':>12}  chosen"]
+             f"{'algorithm':<22} {'eligible':<40} {'est. time':>12}"
+             + (f" {'on network':>12}" if network else "") + "  chosen"]
+    if network is not None:
+        lines.insert(1, f"network: {network.describe()}")
     for alg in algorithms(spec.collective):
         why = alg.reasons_ineligible(spec)
         if not alg.needs <= resources:
@@ -165,7 +193,12 @@ def explain(
         cost = alg.estimate(spec, model)
         mark = "  <-- chosen" if alg is choice.algorithm else ""
         elig = "yes" if not why else "no: " + "; ".join(why)
-        lines.append(f"{alg.name:<22} {elig[:40]:<40} {cost * 1e6:>10.2f}µs{mark}")
+        column = ""
+        if network is not None:
+            on_network = network.time(alg, rank_independent(spec)) if not why else None
+            column = " " + (f"{on_network * 1e6:>10.2f}µs" if on_network is not None
+                            else f"{'-':>12}")
+        lines.append(f"{alg.name:<22} {elig[:40]:<40} {cost * 1e6:>10.2f}µs{column}{mark}")
     lines.append(f"decided by: {choice.reason}")
     if overrides.get("tuning_file"):
         lines.append(provenance(overrides["tuning_file"], spec.size))

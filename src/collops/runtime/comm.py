@@ -84,7 +84,7 @@ class Comm(Communicators, P2P):
             spec, self._resources, protocols=self.transport.protocol_settings(),
             requested=algorithm, comm_override=self._overrides.get(collective),
             env_override=_cfg.settings.algorithms.get(collective),
-            tuning_file=_cfg.settings.tuning_file)
+            tuning_file=_cfg.settings.tuning_file, network=self.declared_network())
         choice = self._choose(spec, algorithm, {})
         if not choice.params:
             return text

@@ -7,7 +7,7 @@ import math
 import weakref
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,8 +28,12 @@ from .cache import SHARED, BoundedCache
 from .context_ids import ContextIds
 from .engine import CallInfo, Execution, Plan, Progress
 from .envelope import ENVELOPE
+from .network import declared_network
 from .prepared import BoundEntry, PreparedCall
 from .request import Phases, Request
+
+if TYPE_CHECKING:
+    from ..sim.network_cost import NetworkCost
 
 
 def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
@@ -159,7 +163,8 @@ class CommBase:
             spec, requested=algorithm, comm_override=self._overrides.get(coll),
             env_override=_cfg.settings.algorithms.get(coll),
             tuning_file=_cfg.settings.tuning_file,
-            resources=self._resources, params=merged, rank=self.rank)
+            resources=self._resources, params=merged, rank=self.rank,
+            network=self.declared_network())
         wanted = {p.name: p.supplied for p in choice.algorithm.params
                   if p.supplied and p.name not in merged}
         facts = self.supplied_facts() if wanted else {}
@@ -168,13 +173,22 @@ class CommBase:
             choice = replace(choice, params={**choice.params, **supplied})
         return choice
 
+    def declared_network(self) -> NetworkCost | None:
+        """This communicator's network as its user declared it (``COLLOPS_TOPOLOGY``; None:
+        not declared), the cost term of selection (`collops.runtime.network`)."""
+        settings = _cfg.settings
+        return declared_network(settings.topology, settings.placement, self.transport.size,
+                                self._group)
+
     def supplied_facts(self) -> dict[str, str]:
         """What the runtime knows of this communicator's ranks and supplies to algorithms that
         ask (`Param.supplied`): ``binding.machine`` and ``binding.mapping`` — the real
-        machine's shape and each rank's hardware thread — when every rank is bound to a CPU
-        (empty otherwise)."""
+        machine's shape and each rank's hardware thread — when every rank is bound to a CPU;
+        ``network.shape`` when the ranks fill a declared torus (`declared_network`)."""
         if self._facts is None:
-            self._facts = binding_facts([self._job_binding[w] for w in self._group])
+            network = self.declared_network()
+            self._facts = {**binding_facts([self._job_binding[w] for w in self._group]),
+                           **(network.facts() if network is not None else {})}
         return dict(self._facts)
 
     def _execute(

@@ -32,6 +32,7 @@ from ..errors import CollopsError
 from ..model.cli import UsageError, network_overrides, parse_assignments, topology_from_arg
 from ..topology import Topology
 from .api import DEFAULT_GAMMA, MODELS, SimResult, parse_nodes, parse_size, parse_sizes, simulate
+from .auto import AUTO, choose, network_for
 
 PLOT_KINDS = ("auto", "time", "ratio", "heatmap", "hotspots")
 #: ``--progress`` -> `simulate`'s ``progress`` (None: when stderr is a terminal)
@@ -117,6 +118,8 @@ class Run:
 
     result: SimResult
     closed_form_s: float | None
+    #: for ``--algorithm auto``: the selection table behind the choice
+    explanation: str = ""
 
     def record(self) -> dict[str, Any]:
         """The documented JSON record of this run."""
@@ -141,9 +144,17 @@ def run_all(args: argparse.Namespace) -> tuple[list[Run], Topology]:
     excluded = check_excluded(parse_nodes(args.exclude or ""), topology)
     idle = check_excluded(parse_nodes(args.idle or ""), topology, "--idle")
     chosen = variants(args.algorithm, args.compare)
-    params = resolve_params(collective, chosen, parse_assignments(args.param, "--param"))
+    named = [v for v in chosen if v.algorithm != AUTO]
+    params = resolve_params(collective, named, parse_assignments(args.param, "--param"))
+    if args.in_network and not named:
+        raise UsageError("--in-network needs a named algorithm beside --algorithm auto")
+    own_params = iter(params)
     runs = []
-    for variant, own in zip(chosen, params, strict=True):
+    for variant in chosen:
+        if variant.algorithm == AUTO:
+            runs += auto_runs(args, collective, topology, sizes, excluded, idle)
+            continue
+        own = next(own_params)
         for size in sizes:
             result = simulate(collective, variant.algorithm, topology, args.nprocs, size,
                               model=args.model, params=own, excluded=excluded,
@@ -154,13 +165,35 @@ def run_all(args: argparse.Namespace) -> tuple[list[Run], Topology]:
             runs.append(Run(dataclasses.replace(result, algorithm=variant.label), form))
     if args.in_network:  # one more run per size: the reduction combined in the switches
         for size in sizes:
-            result = simulate(collective, chosen[0].algorithm, topology, args.nprocs, size,
+            result = simulate(collective, named[0].algorithm, topology, args.nprocs, size,
                               model=args.model, params=params[0], excluded=excluded,
                               placement=args.placement, seed=args.seed,
                               switching=args.switching, gamma=args.gamma, in_network=True,
                               progress=PROGRESS[args.progress], idle=idle)
             runs.append(Run(dataclasses.replace(result, algorithm=IN_NETWORK_LABEL), None))
     return runs, topology
+
+
+def auto_runs(args: argparse.Namespace, collective: str, topology: Topology,
+              sizes: Sequence[int], excluded: frozenset[int], idle: frozenset[int]
+              ) -> list[Run]:
+    """``--algorithm auto``: at each size the algorithm selection picks on this network, in
+    this model (`collops.sim.auto`), labelled ``auto=NAME``."""
+    nranks = args.nprocs if args.nprocs is not None else len(
+        [n for n in topology.compute_nodes.tolist() if n not in excluded | idle])
+    network = network_for(topology, nranks, args.model, placement=args.placement,
+                          seed=args.seed, options=dict(
+                              excluded=excluded, idle=idle, seed=args.seed,
+                              switching=args.switching,
+                              gamma=args.gamma, window=args.window,
+                              progress=PROGRESS[args.progress]))
+    runs = []
+    for size in sizes:
+        picked = choose(collective, size, network)
+        form = closed_form_for(picked.result, topology, picked.algorithm)
+        runs.append(Run(dataclasses.replace(picked.result, algorithm=f"auto={picked.algorithm}"),
+                        form, picked.explanation))
+    return runs
 
 
 def results_table(runs: Sequence[Run]) -> str:
@@ -295,7 +328,9 @@ def draw_plots(path_text: str, kind: str, runs: Sequence[Run], topology: Topolog
 # -- the command -----------------------------------------------------------------------------
 def _sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--collective", default="alltoallv", help="the collective (default alltoallv)")
-    p.add_argument("--algorithm", default=None, help="ALGO[:k=v[:k=v…]] to simulate")
+    p.add_argument("--algorithm", default=None,
+                   help="ALGO[:k=v[:k=v…]] to simulate, or auto: the algorithm selection "
+                        "picks on this network in this model (its table is printed)")
     p.add_argument("--compare", default=None, help="more variants: ALGO[:k=v…],ALGO[:k=v…],…")
     p.add_argument("--topology", required=True,
                    help="network spec (torus:8x8x8, tree:2:64, …) or a JSON/TOML file")
@@ -360,6 +395,9 @@ def cmd_sim(args: argparse.Namespace) -> int:
     try:
         runs, topology = run_all(args)
         print(describe(runs, topology, args.exclude, args.window, args.idle))
+        for run in runs:
+            if run.explanation:
+                print(f"{run.result.algorithm} at {run.result.size} bytes:\n{run.explanation}\n")
         print(results_table(runs))
         if args.hotspots:
             print()
