@@ -1,0 +1,500 @@
+"""mpi4py's uppercase collectives (buffers) over collops' own, blocking, ``I…`` and ``…_init``.
+
+Each collective is planned once per call (`_Call`: the collops method, its arguments, a
+``before`` step packing displaced blocks into a contiguous buffer, a ``finish`` step
+unpacking them) and run in one of three modes by `Collectives._run`. The commonest forms
+(plain numpy arrays) skip the planning: their fast paths call collops directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..errors import CollopsError
+from .buffers import integers, is_contiguous_blocks, message, pack, unpack, vector
+from .constants import IN_PLACE
+from .exceptions import mpi_error, not_implemented
+from .operators import SUM, Op, as_op
+from .requests import Prequest, Request
+
+_ndarray = np.ndarray
+BLOCKING, NONBLOCKING, PERSISTENT = 0, 1, 2
+
+
+class _Call(NamedTuple):
+    """A planned collective: ``comm.<name>(*args, **kwargs)`` with its pack/unpack steps."""
+
+    name: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    before: Callable[[], None] | None = None
+    finish: Callable[[Any], Any] | None = None
+
+
+def _copier(dst: np.ndarray, src: np.ndarray) -> Callable[[], None]:
+    def copy() -> None:
+        dst[...] = src
+    return copy
+
+
+def _unpacker(packed: np.ndarray, arr: np.ndarray, counts: list[int],
+              displs: list[int]) -> Callable[[Any], Any]:
+    def finish(value: Any) -> None:
+        unpack(packed, arr, counts, displs)
+    return finish
+
+
+class Collectives:
+    """The buffer collectives of `Comm` (``self._comm`` is the collops communicator)."""
+
+    _comm: Any
+
+    def _run(self, call: _Call, mode: int) -> Any:
+        comm = self._comm
+        try:
+            if mode == BLOCKING:
+                if call.before is not None:
+                    call.before()
+                value = getattr(comm, call.name)(*call.args, **call.kwargs)
+                if call.finish is not None:
+                    call.finish(value)
+                return None
+            if mode == NONBLOCKING:
+                if call.before is not None:
+                    call.before()
+                return Request(getattr(comm, "i" + call.name)(*call.args, **call.kwargs),
+                               call.finish)
+            persistent = getattr(comm, call.name + "_init")(*call.args, **call.kwargs)
+
+            def start() -> Any:
+                if call.before is not None:
+                    call.before()
+                persistent.start()
+                return persistent
+            return Prequest(start, call.finish)
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
+
+    def _recv(self, buf: Any, call: str) -> np.ndarray:
+        return message(buf, call, "recvbuf", self._comm.rank, True)[0]
+
+    def _send(self, buf: Any, call: str) -> np.ndarray:
+        return message(buf, call, "sendbuf", self._comm.rank, False)[0]
+
+    # -- barrier and broadcast -------------------------------------------------------------
+    def Barrier(self) -> None:
+        """Block until every rank has called Barrier."""
+        try:
+            self._comm.barrier()
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
+
+    def Ibarrier(self) -> Request:
+        """Non-blocking Barrier."""
+        return self._run(_Call("barrier", (), {}), NONBLOCKING)  # type: ignore[no-any-return]
+
+    def Barrier_init(self) -> Prequest:
+        """Persistent Barrier."""
+        return self._run(_Call("barrier", (), {}), PERSISTENT)  # type: ignore[no-any-return]
+
+    def _bcast(self, buf: Any, root: int, call: str) -> _Call:
+        arr = message(buf, call, "buf", self._comm.rank, self._comm.rank != root)[0]
+        return _Call("bcast", (arr, root), {"out": arr})
+
+    def Bcast(self, buf: Any, root: int = 0) -> None:
+        """The root's ``buf`` into every rank's ``buf``."""
+        if type(buf) is _ndarray:
+            try:
+                self._comm.bcast(buf, root, out=buf)
+                return
+            except CollopsError as exc:
+                raise mpi_error(exc) from None
+        self._run(self._bcast(buf, root, "Bcast"), BLOCKING)
+
+    def Ibcast(self, buf: Any, root: int = 0) -> Request:
+        """Non-blocking Bcast."""
+        return self._run(self._bcast(buf, root, "Ibcast"), NONBLOCKING)  # type: ignore
+
+    def Bcast_init(self, buf: Any, root: int = 0) -> Prequest:
+        """Persistent Bcast."""
+        return self._run(self._bcast(buf, root, "Bcast_init"), PERSISTENT)  # type: ignore
+
+    # -- reductions --------------------------------------------------------------------------
+    def _reduction(self, name: str, sendbuf: Any, recvbuf: Any, op: Any, call: str,
+                   root: int | None = None) -> _Call:
+        out = self._recv(recvbuf, call)
+        x = out if sendbuf is IN_PLACE else self._send(sendbuf, call)
+        args = (x, as_op(op, call)) if root is None else (x, as_op(op, call), root)
+        return _Call(name, args, {"out": out})
+
+    def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
+        """The reduction of every rank's ``sendbuf`` into every ``recvbuf``."""
+        if type(recvbuf) is _ndarray and type(sendbuf) is _ndarray and type(op) is Op:
+            try:
+                self._comm.allreduce(sendbuf, op.op, out=recvbuf)
+                return
+            except CollopsError as exc:
+                raise mpi_error(exc) from None
+        self._run(self._reduction("allreduce", sendbuf, recvbuf, op, "Allreduce"), BLOCKING)
+
+    def Iallreduce(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> Request:
+        """Non-blocking Allreduce."""
+        return self._run(self._reduction("allreduce", sendbuf, recvbuf, op, "Iallreduce"),
+                         NONBLOCKING)  # type: ignore[no-any-return]
+
+    def Allreduce_init(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> Prequest:
+        """Persistent Allreduce."""
+        return self._run(self._reduction("allreduce", sendbuf, recvbuf, op,
+                                         "Allreduce_init"), PERSISTENT)  # type: ignore
+
+    def _reduce(self, sendbuf: Any, recvbuf: Any, op: Any, root: int, call: str) -> _Call:
+        if self._comm.rank == root:
+            return self._reduction("reduce", sendbuf, recvbuf, op, call, root)
+        return _Call("reduce", (self._send(sendbuf, call), as_op(op, call), root), {})
+
+    def Reduce(self, sendbuf: Any, recvbuf: Any, op: Op = SUM, root: int = 0) -> None:
+        """The reduction of every rank's ``sendbuf`` into the root's ``recvbuf``."""
+        if type(sendbuf) is _ndarray and type(op) is Op and (
+                type(recvbuf) is _ndarray or recvbuf is None):
+            try:
+                self._comm.reduce(sendbuf, op.op, root,
+                                  out=recvbuf if self._comm.rank == root else None)
+                return
+            except CollopsError as exc:
+                raise mpi_error(exc) from None
+        self._run(self._reduce(sendbuf, recvbuf, op, root, "Reduce"), BLOCKING)
+
+    def Ireduce(self, sendbuf: Any, recvbuf: Any, op: Op = SUM, root: int = 0) -> Request:
+        """Non-blocking Reduce."""
+        return self._run(self._reduce(sendbuf, recvbuf, op, root, "Ireduce"),
+                         NONBLOCKING)  # type: ignore[no-any-return]
+
+    def Reduce_init(self, sendbuf: Any, recvbuf: Any, op: Op = SUM, root: int = 0) -> Prequest:
+        """Persistent Reduce."""
+        return self._run(self._reduce(sendbuf, recvbuf, op, root, "Reduce_init"),
+                         PERSISTENT)  # type: ignore[no-any-return]
+
+    def _scan(self, name: str, sendbuf: Any, recvbuf: Any, op: Any, call: str) -> _Call:
+        out = self._recv(recvbuf, call)
+        x = out.copy() if sendbuf is IN_PLACE else self._send(sendbuf, call)
+        before = _copier(x, out) if sendbuf is IN_PLACE else None
+        return _Call(name, (x, as_op(op, call)), {"out": out}, before)
+
+    def Scan(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
+        """Inclusive prefix reduction into ``recvbuf``."""
+        self._run(self._scan("scan", sendbuf, recvbuf, op, "Scan"), BLOCKING)
+
+    def Iscan(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> Request:
+        """Non-blocking Scan."""
+        return self._run(self._scan("scan", sendbuf, recvbuf, op, "Iscan"),
+                         NONBLOCKING)  # type: ignore[no-any-return]
+
+    def Scan_init(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> Prequest:
+        """Persistent Scan."""
+        return self._run(self._scan("scan", sendbuf, recvbuf, op, "Scan_init"),
+                         PERSISTENT)  # type: ignore[no-any-return]
+
+    def Exscan(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
+        """Exclusive prefix reduction into ``recvbuf`` (rank 0's is left as it is)."""
+        self._run(self._scan("exscan", sendbuf, recvbuf, op, "Exscan"), BLOCKING)
+
+    def Iexscan(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> Request:
+        """Non-blocking Exscan."""
+        return self._run(self._scan("exscan", sendbuf, recvbuf, op, "Iexscan"),
+                         NONBLOCKING)  # type: ignore[no-any-return]
+
+    def Exscan_init(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> Prequest:
+        """Persistent Exscan."""
+        return self._run(self._scan("exscan", sendbuf, recvbuf, op, "Exscan_init"),
+                         PERSISTENT)  # type: ignore[no-any-return]
+
+    def _reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any, call: str) -> _Call:
+        size = self._comm.size
+        full = self._recv(recvbuf, call)
+        if sendbuf is IN_PLACE:
+            x = full.copy()
+            out = full[:full.size // size]
+            return _Call("reduce_scatter_block", (x, as_op(op, call)), {"out": out},
+                         _copier(x, full))
+        x = self._send(sendbuf, call)
+        return _Call("reduce_scatter_block", (x, as_op(op, call)),
+                     {"out": full[:x.size // size]})
+
+    def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
+        """Block ``rank`` of the reduction of every rank's ``sendbuf``, into ``recvbuf``."""
+        self._run(self._reduce_scatter_block(sendbuf, recvbuf, op, "Reduce_scatter_block"),
+                  BLOCKING)
+
+    def Ireduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> Request:
+        """Non-blocking Reduce_scatter_block."""
+        return self._run(self._reduce_scatter_block(sendbuf, recvbuf, op,  # type: ignore
+                                                    "Ireduce_scatter_block"), NONBLOCKING)
+
+    def Reduce_scatter_block_init(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> Prequest:
+        """Persistent Reduce_scatter_block."""
+        return self._run(self._reduce_scatter_block(sendbuf, recvbuf, op,  # type: ignore
+                                                    "Reduce_scatter_block_init"), PERSISTENT)
+
+    def _reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any,
+                        call: str) -> _Call:
+        comm = self._comm
+        full, datatype = message(recvbuf, call, "recvbuf", comm.rank, True)
+        if recvcounts is None:
+            counts = [full.size] * comm.size
+        else:
+            counts = [c * datatype.multiplier
+                      for c in integers(recvcounts, comm.size, call, "recvcounts", comm.rank)]
+        if sendbuf is IN_PLACE:
+            x = full[:sum(counts)].copy()
+            before: Callable[[], None] | None = _copier(x, full[:sum(counts)])
+        else:
+            x, before = self._send(sendbuf, call), None
+        return _Call("reduce_scatter", (x, as_op(op, call), counts),
+                     {"out": full[:counts[comm.rank]]}, before)
+
+    def Reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None,
+                       op: Op = SUM) -> None:
+        """Block ``rank`` (``recvcounts`` elements each) of the reduction, into ``recvbuf``."""
+        self._run(self._reduce_scatter(sendbuf, recvbuf, recvcounts, op, "Reduce_scatter"),
+                  BLOCKING)
+
+    def Ireduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None,
+                        op: Op = SUM) -> Request:
+        """Non-blocking Reduce_scatter."""
+        return self._run(self._reduce_scatter(sendbuf, recvbuf, recvcounts, op,  # type: ignore
+                                              "Ireduce_scatter"), NONBLOCKING)
+
+    def Reduce_scatter_init(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None,
+                            op: Op = SUM) -> Prequest:
+        """Persistent Reduce_scatter."""
+        return self._run(self._reduce_scatter(sendbuf, recvbuf, recvcounts, op,  # type: ignore
+                                              "Reduce_scatter_init"), PERSISTENT)
+
+    # -- gather, scatter, allgather, alltoall -------------------------------------------------
+    def _gather(self, sendbuf: Any, recvbuf: Any, root: int, call: str) -> _Call:
+        comm = self._comm
+        if comm.rank != root:
+            return _Call("gather", (self._send(sendbuf, call), root), {})
+        full = self._recv(recvbuf, call)
+        n = full.size // comm.size if sendbuf is IN_PLACE else self._send(sendbuf, call).size
+        x = full[comm.rank * n:(comm.rank + 1) * n] if sendbuf is IN_PLACE else \
+            self._send(sendbuf, call)
+        return _Call("gather", (x, root), {"out": full[:n * comm.size]})
+
+    def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        """Every rank's ``sendbuf``, in rank order, into the root's ``recvbuf``."""
+        self._run(self._gather(sendbuf, recvbuf, root, "Gather"), BLOCKING)
+
+    def Igather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Request:
+        """Non-blocking Gather."""
+        return self._run(self._gather(sendbuf, recvbuf, root, "Igather"),
+                         NONBLOCKING)  # type: ignore[no-any-return]
+
+    def Gather_init(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Prequest:
+        """Persistent Gather."""
+        return self._run(self._gather(sendbuf, recvbuf, root, "Gather_init"),
+                         PERSISTENT)  # type: ignore[no-any-return]
+
+    def _gatherv(self, sendbuf: Any, recvbuf: Any, root: int, call: str) -> _Call:
+        comm = self._comm
+        if comm.rank != root:
+            return _Call("gatherv", (self._send(sendbuf, call), root, None), {})
+        arr, counts, displs, _ = vector(recvbuf, comm.size, call, "recvbuf", comm.rank, True)
+        me = comm.rank
+        x = arr[displs[me]:displs[me] + counts[me]] if sendbuf is IN_PLACE else \
+            self._send(sendbuf, call)
+        if is_contiguous_blocks(counts, displs):
+            return _Call("gatherv", (x, root, None), {"out": arr[:sum(counts)]})
+        if sendbuf is IN_PLACE:
+            x = x.copy()
+        packed = np.empty(sum(counts), arr.dtype)
+        return _Call("gatherv", (x, root, None), {"out": packed}, None,
+                     _unpacker(packed, arr, counts, displs))
+
+    def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        """Gather with per-rank counts and displacements at the root."""
+        self._run(self._gatherv(sendbuf, recvbuf, root, "Gatherv"), BLOCKING)
+
+    def Igatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Request:
+        """Non-blocking Gatherv."""
+        return self._run(self._gatherv(sendbuf, recvbuf, root, "Igatherv"),
+                         NONBLOCKING)  # type: ignore[no-any-return]
+
+    def Gatherv_init(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Prequest:
+        """Persistent Gatherv."""
+        return self._run(self._gatherv(sendbuf, recvbuf, root, "Gatherv_init"),
+                         PERSISTENT)  # type: ignore[no-any-return]
+
+    def _scatter(self, sendbuf: Any, recvbuf: Any, root: int, call: str) -> _Call:
+        comm = self._comm
+        if comm.rank != root:
+            return _Call("scatter", (None, root), {"out": self._recv(recvbuf, call)})
+        x = self._send(sendbuf, call)
+        n = x.size // comm.size
+        out = np.empty(n, x.dtype) if recvbuf is IN_PLACE else self._recv(recvbuf, call)[:n]
+        return _Call("scatter", (x[:n * comm.size], root), {"out": out})
+
+    def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        """Block ``rank`` of the root's ``sendbuf`` into each rank's ``recvbuf``."""
+        self._run(self._scatter(sendbuf, recvbuf, root, "Scatter"), BLOCKING)
+
+    def Iscatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Request:
+        """Non-blocking Scatter."""
+        return self._run(self._scatter(sendbuf, recvbuf, root, "Iscatter"),
+                         NONBLOCKING)  # type: ignore[no-any-return]
+
+    def Scatter_init(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Prequest:
+        """Persistent Scatter."""
+        return self._run(self._scatter(sendbuf, recvbuf, root, "Scatter_init"),
+                         PERSISTENT)  # type: ignore[no-any-return]
+
+    def _scatterv(self, sendbuf: Any, recvbuf: Any, root: int, call: str) -> _Call:
+        comm = self._comm
+        if comm.rank != root:
+            return _Call("scatterv", (None, None, root), {"out": self._recv(recvbuf, call)})
+        arr, counts, displs, _ = vector(sendbuf, comm.size, call, "sendbuf", comm.rank, False)
+        me = comm.rank
+        out = np.empty(counts[me], arr.dtype) if recvbuf is IN_PLACE else \
+            self._recv(recvbuf, call)[:counts[me]]
+        if is_contiguous_blocks(counts, displs):
+            return _Call("scatterv", (arr[:sum(counts)], counts, root), {"out": out})
+        packed = pack(arr, counts, displs)
+        return _Call("scatterv", (packed, counts, root), {"out": out},
+                     lambda: packed.__setitem__(Ellipsis, pack(arr, counts, displs)))
+
+    def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        """Scatter with per-rank counts and displacements at the root."""
+        self._run(self._scatterv(sendbuf, recvbuf, root, "Scatterv"), BLOCKING)
+
+    def Iscatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Request:
+        """Non-blocking Scatterv."""
+        return self._run(self._scatterv(sendbuf, recvbuf, root, "Iscatterv"),
+                         NONBLOCKING)  # type: ignore[no-any-return]
+
+    def Scatterv_init(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Prequest:
+        """Persistent Scatterv."""
+        return self._run(self._scatterv(sendbuf, recvbuf, root, "Scatterv_init"),
+                         PERSISTENT)  # type: ignore[no-any-return]
+
+    def _allgather(self, sendbuf: Any, recvbuf: Any, call: str) -> _Call:
+        comm = self._comm
+        full = self._recv(recvbuf, call)
+        if sendbuf is IN_PLACE:
+            n = full.size // comm.size
+            x = full[comm.rank * n:(comm.rank + 1) * n]
+        else:
+            x = self._send(sendbuf, call)
+            n = x.size
+        return _Call("allgather", (x,), {"out": full[:n * comm.size]})
+
+    def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:
+        """Every rank's ``sendbuf``, in rank order, into every ``recvbuf``."""
+        if type(sendbuf) is _ndarray and type(recvbuf) is _ndarray:
+            try:
+                self._comm.allgather(sendbuf, out=recvbuf)
+                return
+            except CollopsError as exc:
+                raise mpi_error(exc) from None
+        self._run(self._allgather(sendbuf, recvbuf, "Allgather"), BLOCKING)
+
+    def Iallgather(self, sendbuf: Any, recvbuf: Any) -> Request:
+        """Non-blocking Allgather."""
+        return self._run(self._allgather(sendbuf, recvbuf, "Iallgather"),
+                         NONBLOCKING)  # type: ignore[no-any-return]
+
+    def Allgather_init(self, sendbuf: Any, recvbuf: Any) -> Prequest:
+        """Persistent Allgather."""
+        return self._run(self._allgather(sendbuf, recvbuf, "Allgather_init"),
+                         PERSISTENT)  # type: ignore[no-any-return]
+
+    def _allgatherv(self, sendbuf: Any, recvbuf: Any, call: str) -> _Call:
+        comm = self._comm
+        arr, counts, displs, _ = vector(recvbuf, comm.size, call, "recvbuf", comm.rank, True)
+        me = comm.rank
+        x = arr[displs[me]:displs[me] + counts[me]] if sendbuf is IN_PLACE else \
+            self._send(sendbuf, call)
+        if is_contiguous_blocks(counts, displs):
+            return _Call("allgatherv", (x, counts), {"out": arr[:sum(counts)]})
+        if sendbuf is IN_PLACE:
+            x = x.copy()
+        packed = np.empty(sum(counts), arr.dtype)
+        return _Call("allgatherv", (x, counts), {"out": packed}, None,
+                     _unpacker(packed, arr, counts, displs))
+
+    def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:
+        """Allgather with per-rank counts and displacements."""
+        self._run(self._allgatherv(sendbuf, recvbuf, "Allgatherv"), BLOCKING)
+
+    def Iallgatherv(self, sendbuf: Any, recvbuf: Any) -> Request:
+        """Non-blocking Allgatherv."""
+        return self._run(self._allgatherv(sendbuf, recvbuf, "Iallgatherv"),
+                         NONBLOCKING)  # type: ignore[no-any-return]
+
+    def Allgatherv_init(self, sendbuf: Any, recvbuf: Any) -> Prequest:
+        """Persistent Allgatherv."""
+        return self._run(self._allgatherv(sendbuf, recvbuf, "Allgatherv_init"),
+                         PERSISTENT)  # type: ignore[no-any-return]
+
+    def _alltoall(self, sendbuf: Any, recvbuf: Any, call: str) -> _Call:
+        out = self._recv(recvbuf, call)
+        if sendbuf is IN_PLACE:
+            x = out.copy()
+            return _Call("alltoall", (x,), {"out": out}, _copier(x, out))
+        x = self._send(sendbuf, call)
+        return _Call("alltoall", (x,), {"out": out[:x.size]})
+
+    def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
+        """Block j of every rank's ``sendbuf`` to rank j's ``recvbuf``, in rank order."""
+        self._run(self._alltoall(sendbuf, recvbuf, "Alltoall"), BLOCKING)
+
+    def Ialltoall(self, sendbuf: Any, recvbuf: Any) -> Request:
+        """Non-blocking Alltoall."""
+        return self._run(self._alltoall(sendbuf, recvbuf, "Ialltoall"),
+                         NONBLOCKING)  # type: ignore[no-any-return]
+
+    def Alltoall_init(self, sendbuf: Any, recvbuf: Any) -> Prequest:
+        """Persistent Alltoall."""
+        return self._run(self._alltoall(sendbuf, recvbuf, "Alltoall_init"),
+                         PERSISTENT)  # type: ignore[no-any-return]
+
+    def _alltoallv(self, sendbuf: Any, recvbuf: Any, call: str) -> _Call:
+        comm = self._comm
+        rarr, rcounts, rdispls, _ = vector(recvbuf, comm.size, call, "recvbuf", comm.rank,
+                                           True)
+        before: Callable[[], None] | None = None
+        if sendbuf is IN_PLACE:
+            sarr, scounts, sdispls = rarr.copy(), rcounts, rdispls
+            before = _copier(sarr, rarr)
+        else:
+            sarr, scounts, sdispls, _ = vector(sendbuf, comm.size, call, "sendbuf", comm.rank,
+                                               False)
+        if is_contiguous_blocks(rcounts, rdispls):
+            out, finish = rarr[:sum(rcounts)], None
+        else:
+            out = np.empty(sum(rcounts), rarr.dtype)
+            finish = _unpacker(out, rarr, rcounts, rdispls)
+        return _Call("alltoallv", (sarr, scounts, sdispls, rcounts), {"out": out}, before,
+                     finish)
+
+    def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:
+        """Alltoall with per-rank counts and displacements on both sides."""
+        self._run(self._alltoallv(sendbuf, recvbuf, "Alltoallv"), BLOCKING)
+
+    def Ialltoallv(self, sendbuf: Any, recvbuf: Any) -> Request:
+        """Non-blocking Alltoallv."""
+        return self._run(self._alltoallv(sendbuf, recvbuf, "Ialltoallv"),
+                         NONBLOCKING)  # type: ignore[no-any-return]
+
+    def Alltoallv_init(self, sendbuf: Any, recvbuf: Any) -> Prequest:
+        """Persistent Alltoallv."""
+        return self._run(self._alltoallv(sendbuf, recvbuf, "Alltoallv_init"),
+                         PERSISTENT)  # type: ignore[no-any-return]
+
+    def Alltoallw(self, sendbuf: Any, recvbuf: Any) -> None:
+        """Not implemented: a datatype per peer."""
+        raise not_implemented("Alltoallw (a datatype per peer)", "Alltoallw")
+
+    Ialltoallw = Alltoallw_init = Alltoallw

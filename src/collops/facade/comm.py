@@ -1,0 +1,325 @@
+"""mpi4py's ``Comm`` and ``Intracomm`` over a collops communicator.
+
+A facade communicator is a thin handle: ``_comm`` is the collops `~collops.Comm` it runs on.
+`COMM_WORLD` finds its communicator on first use (`collops.init`: the ``collops run`` job, or
+a world of one); `wrap` makes a handle of any collops communicator (a thread of
+`collops.spawn`, say). What collops cannot do raises `NotImplementedError` naming it, on the
+rank that calls it, before anything is sent — so every rank making the same call gets the
+same error at once and none is left waiting.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from ..errors import CollopsError
+from .collectives import Collectives
+from .constants import CONGRUENT, IDENT, SIMILAR, TAG_UB, UNDEFINED, UNEQUAL
+from .exceptions import ERR_COMM, ERR_GROUP, mpi_error, mpi_exception, not_implemented
+from .group import Group
+from .objects import ObjectCollectives
+from .pointtopoint import PointToPoint
+from .requests import Request
+
+_COMMS = "collops' communicator management (Comm.free/create_group/idup)"
+
+
+class _Freed:
+    """Stands in for the collops communicator of a freed (or null) handle."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __getattr__(self, name: str) -> Any:
+        raise mpi_exception(ERR_COMM, f"{name}: the communicator is {self.what}")
+
+
+class Comm(Collectives, ObjectCollectives, PointToPoint):
+    """A communicator handle: collectives, point-to-point and management."""
+
+    def __init__(self, comm: Any = None) -> None:
+        """A handle of a collops communicator, or a copy of another handle (COMM_NULL's
+        when None)."""
+        if isinstance(comm, Comm):
+            comm = comm._comm
+        self._comm = _Freed("null") if comm is None else comm
+        self._name = ""
+
+    def __bool__(self) -> bool:
+        return not isinstance(self._comm, _Freed)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Comm):
+            return NotImplemented
+        return self._comm is other._comm
+
+    def __hash__(self) -> int:
+        return id(self._comm)
+
+    def __repr__(self) -> str:
+        return f"<collops.MPI.{type(self).__name__} {self._name or self._comm!r}>"
+
+    @property
+    def collops_comm(self) -> Any:
+        """The collops communicator under this handle."""
+        return self._comm
+
+    # -- who is here -----------------------------------------------------------------------
+    def Get_rank(self) -> int:
+        """This process's rank."""
+        return self._comm.rank  # type: ignore[no-any-return]
+
+    def Get_size(self) -> int:
+        """Number of ranks."""
+        return self._comm.size  # type: ignore[no-any-return]
+
+    @property
+    def rank(self) -> int:
+        """`Get_rank`."""
+        return self._comm.rank  # type: ignore[no-any-return]
+
+    @property
+    def size(self) -> int:
+        """`Get_size`."""
+        return self._comm.size  # type: ignore[no-any-return]
+
+    def Get_group(self) -> Group:
+        """The group of this communicator's ranks."""
+        comm = self._comm
+        members = list(comm._group)
+        return Group(members=members, me=members[comm.rank])
+
+    @property
+    def group(self) -> Group:
+        """`Get_group`."""
+        return self.Get_group()
+
+    def Get_name(self) -> str:
+        """The communicator's name."""
+        return self._name or str(getattr(self._comm, "name", ""))
+
+    def Set_name(self, name: str) -> None:
+        """Name the communicator."""
+        self._name = str(name)
+
+    @property
+    def name(self) -> str:
+        """`Get_name`."""
+        return self.Get_name()
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self.Set_name(value)
+
+    def Is_inter(self) -> bool:
+        """False: collops has intracommunicators only."""
+        return False
+
+    def Is_intra(self) -> bool:
+        """True."""
+        return True
+
+    @property
+    def is_inter(self) -> bool:
+        """`Is_inter`."""
+        return False
+
+    @property
+    def is_intra(self) -> bool:
+        """`Is_intra`."""
+        return True
+
+    def Get_topology(self) -> int:
+        """UNDEFINED: no process topology."""
+        return UNDEFINED
+
+    @property
+    def topology(self) -> int:
+        """`Get_topology`."""
+        return UNDEFINED
+
+    def Get_attr(self, keyval: int) -> Any:
+        """TAG_UB's value for TAG_UB; None for others."""
+        return TAG_UB if keyval == TAG_UB_KEY else None
+
+    def Get_errhandler(self) -> Any:
+        """The error handler: errors are raised as exceptions (ERRORS_RETURN)."""
+        from .environment import ERRORS_RETURN
+        return ERRORS_RETURN
+
+    def Set_errhandler(self, errhandler: Any) -> None:
+        """Accepted; errors are always raised as `MPI.Exception` subclasses."""
+
+    def Compare(self, comm: Comm) -> int:
+        """IDENT (same handle), CONGRUENT (same ranks in order), SIMILAR or UNEQUAL."""
+        if self._comm is comm._comm:
+            return IDENT
+        mine, theirs = list(self._comm._group), list(comm._comm._group)
+        if mine == theirs:
+            return CONGRUENT
+        return SIMILAR if set(mine) == set(theirs) else UNEQUAL
+
+    # -- new communicators -----------------------------------------------------------------
+    def _wrapped(self, comm: Any) -> Intracomm:
+        return COMM_NULL if comm is None else Intracomm(comm)
+
+    def Dup(self, info: Any = None) -> Intracomm:
+        """The same ranks with a new message space."""
+        try:
+            return self._wrapped(self._comm.dup())
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
+
+    Clone = Dup
+
+    def Dup_with_info(self, info: Any) -> Intracomm:
+        """`Dup` (hints are ignored)."""
+        return self.Dup()
+
+    def Idup(self, info: Any = None) -> tuple[Intracomm, Request]:
+        """Non-blocking Dup: the new handle (usable once the request completes) and the
+        request."""
+        idup = getattr(self._comm, "idup", None)
+        if idup is None:
+            raise not_implemented(_COMMS, "Idup")
+        new = Intracomm()
+
+        def finish(value: Any) -> Any:
+            new._comm = value
+            return value
+        try:
+            return new, Request(idup(), finish)
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
+
+    def Split(self, color: int = 0, key: int = 0) -> Intracomm:
+        """Ranks of equal ``color`` form a communicator ordered by ``key`` (COMM_NULL for
+        ``color=UNDEFINED``)."""
+        try:
+            return self._wrapped(self._comm.split(None if color == UNDEFINED else color, key))
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
+
+    def Split_type(self, split_type: int, key: int = 0, info: Any = None) -> Intracomm:
+        """Ranks sharing memory together (all of a collops job do: one host)."""
+        from .constants import COMM_TYPE_SHARED
+        if split_type == UNDEFINED:
+            return self.Split(UNDEFINED, key)
+        if split_type != COMM_TYPE_SHARED:
+            return self.Split(0, key)  # hardware levels below the host: the host here
+        split = getattr(self._comm, "split_type", None)
+        try:
+            if split is not None:
+                return self._wrapped(split("shared", key))
+            return self._wrapped(self._comm.split(0, key))
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
+
+    def Create(self, group: Group) -> Intracomm:
+        """A communicator of ``group``'s members (collective over this communicator; COMM_NULL
+        on the others)."""
+        members = list(group.members)
+        me = self._comm._group[self._comm.rank]
+        if any(m not in self._comm._group for m in members):
+            raise mpi_exception(ERR_GROUP, "Create: the group has processes outside the "
+                                "communicator")
+        color = 0 if me in members else UNDEFINED
+        key = members.index(me) if me in members else 0
+        return self.Split(color, key)
+
+    def Create_group(self, group: Group, tag: int = 0) -> Intracomm:
+        """A communicator of ``group``'s members (collective over the group only)."""
+        create_group = getattr(self._comm, "create_group", None)
+        if create_group is None:
+            raise not_implemented(_COMMS, "Create_group")
+        theirs = self._comm.group.incl([list(self._comm._group).index(m)
+                                        for m in group.members])
+        try:
+            return self._wrapped(create_group(theirs, tag))
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
+
+    def Free(self) -> None:
+        """Free the communicator (collective); the handle becomes null."""
+        if self is COMM_WORLD or self is COMM_SELF:
+            raise mpi_exception(ERR_COMM, "Free: cannot free a predefined communicator")
+        free = getattr(self._comm, "free", None)
+        if free is not None:
+            try:
+                free()
+            except CollopsError as exc:
+                raise mpi_error(exc) from None
+        self._comm = _Freed("freed")
+
+    def Disconnect(self) -> None:
+        """`Free`."""
+        self.Free()
+
+    def Abort(self, errorcode: int = 0) -> None:
+        """End the whole job at once with ``errorcode`` (collops run ends every rank)."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(errorcode) or 1)
+
+    # -- what collops does not do ------------------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        for prefixes, what in _UNSUPPORTED:
+            if name.startswith(prefixes):
+                raise not_implemented(what, f"Comm.{name}")
+        raise AttributeError(f"collops.MPI.{type(self).__name__} has no attribute {name!r}")
+
+
+#: method name prefixes of the parts of MPI collops does not implement
+_UNSUPPORTED: list[tuple[tuple[str, ...], str]] = [
+    (("Create_intercomm", "Accept", "Connect", "Spawn", "Join", "Merge"),
+     "intercommunicators and dynamic processes"),
+    (("Create_cart", "Create_graph", "Create_dist_graph", "Neighbor", "Ineighbor",
+      "neighbor", "Cart_", "Graph_"), "process topologies"),
+    (("Create_keyval", "Set_attr", "Delete_attr", "Free_keyval"), "attribute caching"),
+    (("Win", "File"), "RMA windows and I/O"),
+]
+
+#: the attribute key of the upper bound of tags
+TAG_UB_KEY = 0
+
+
+class Intracomm(Comm):
+    """An intracommunicator (every communicator collops has)."""
+
+
+def wrap(comm: Any) -> Intracomm:
+    """A facade handle of a collops communicator (e.g. the ``comm`` a `collops.spawn`
+    function receives)."""
+    return Intracomm(comm)
+
+
+class _WorldComm(Intracomm):
+    """COMM_WORLD: `collops.init`'s communicator, found at first use."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_comm":
+            from ..runtime.world import init
+            self._comm = init()
+            return self._comm
+        return super().__getattr__(name)
+
+
+class _SelfComm(Intracomm):
+    """COMM_SELF: a world of one, made at first use."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_comm":
+            from ..runtime.comm import Comm as CollopsComm
+            from ..transport.inproc import Fabric
+            self._comm = CollopsComm(Fabric(1).endpoint(0), name="self")
+            return self._comm
+        return super().__getattr__(name)
+
+
+COMM_NULL = Intracomm()
+COMM_WORLD = _WorldComm.__new__(_WorldComm)
+COMM_WORLD._name = "MPI_COMM_WORLD"
+COMM_SELF = _SelfComm.__new__(_SelfComm)
+COMM_SELF._name = "MPI_COMM_SELF"
