@@ -121,6 +121,18 @@ def _integer(value: Any, call: str, argument: str, rank: int | None) -> int:
     raise _error(call, argument, value, "expected an integer count or displacement", rank)
 
 
+def fast_array(spec: Any) -> np.ndarray | None:
+    """The array of the commonest specs — an ndarray, ``[ndarray, its own predefined
+    type]`` — or None (then `message` parses the spec in full)."""
+    if type(spec) is list and len(spec) == 2:
+        arr, datatype = spec
+        if type(arr) is np.ndarray and type(datatype) is Datatype and \
+                datatype.multiplier == 1 and datatype.base == arr.dtype:
+            return arr
+        return None
+    return spec if type(spec) is np.ndarray else None
+
+
 def message(spec: Any, call: str, argument: str, rank: int | None,
             writable: bool) -> tuple[np.ndarray, Datatype]:
     """A spec's data as a 1-D array of base elements (its count of them), and its type."""

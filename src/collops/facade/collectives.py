@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import CollopsError
-from .buffers import integers, is_contiguous_blocks, message, pack, unpack, vector
+from .buffers import fast_array, integers, is_contiguous_blocks, message, pack, unpack, vector
 from .constants import IN_PLACE
 from .exceptions import mpi_error, not_implemented
 from .operators import SUM, Op, as_op
@@ -106,9 +106,10 @@ class Collectives:
 
     def Bcast(self, buf: Any, root: int = 0) -> None:
         """The root's ``buf`` into every rank's ``buf``."""
-        if type(buf) is _ndarray:
+        arr = buf if type(buf) is _ndarray else fast_array(buf)
+        if arr is not None:
             try:
-                self._comm.bcast(buf, root, out=buf)
+                self._comm.bcast(arr, root, out=arr)
                 return
             except CollopsError as exc:
                 raise mpi_error(exc) from None
@@ -132,9 +133,11 @@ class Collectives:
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
         """The reduction of every rank's ``sendbuf`` into every ``recvbuf``."""
-        if type(recvbuf) is _ndarray and type(sendbuf) is _ndarray and type(op) is Op:
+        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
+        out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
+        if x is not None and out is not None and type(op) is Op:
             try:
-                self._comm.allreduce(sendbuf, op.op, out=recvbuf)
+                self._comm.allreduce(x, op.op, out=out)
                 return
             except CollopsError as exc:
                 raise mpi_error(exc) from None
@@ -157,11 +160,11 @@ class Collectives:
 
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: Op = SUM, root: int = 0) -> None:
         """The reduction of every rank's ``sendbuf`` into the root's ``recvbuf``."""
-        if type(sendbuf) is _ndarray and type(op) is Op and (
-                type(recvbuf) is _ndarray or recvbuf is None):
+        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
+        out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
+        if x is not None and (out is not None or recvbuf is None) and type(op) is Op:
             try:
-                self._comm.reduce(sendbuf, op.op, root,
-                                  out=recvbuf if self._comm.rank == root else None)
+                self._comm.reduce(x, op.op, root, out=out if self._comm.rank == root else None)
                 return
             except CollopsError as exc:
                 raise mpi_error(exc) from None
@@ -392,9 +395,11 @@ class Collectives:
 
     def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:
         """Every rank's ``sendbuf``, in rank order, into every ``recvbuf``."""
-        if type(sendbuf) is _ndarray and type(recvbuf) is _ndarray:
+        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
+        out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
+        if x is not None and out is not None:
             try:
-                self._comm.allgather(sendbuf, out=recvbuf)
+                self._comm.allgather(x, out=out)
                 return
             except CollopsError as exc:
                 raise mpi_error(exc) from None
