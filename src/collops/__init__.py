@@ -35,6 +35,7 @@ from .errors import (
     ScheduleError,
     SettingError,
     TransportError,
+    TruncationError,
     UnknownAlgorithm,
     UnsupportedOperation,
 )
@@ -65,10 +66,14 @@ from .runtime import (
     wait_all,
     wait_any,
 )
+from .runtime.matching import ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB
+from .runtime.p2p import Message
+from .runtime.status import Status
 from .schedule import RECV, SEND, TMP, Region, Schedule, ScheduleBuilder
 from .version import __version__
 
 __all__ = [
+    "ANY_SOURCE", "ANY_TAG", "Message", "PROC_NULL", "Status", "TAG_UB", "TruncationError",
     "BAND", "BOR", "BXOR", "COLLECTIVES", "COMMUTATIVE", "EQUAL_COUNTS", "LAND", "LOR", "LXOR",
     "MAX", "MAXLOC", "MIN", "MINLOC", "POWER_OF_TWO", "PROD", "RECV", "SEND", "SUM", "TMP",
     "Algorithm", "AlgorithmIneligible", "ArgumentError", "CallSpec", "CollectiveMismatch",

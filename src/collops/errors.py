@@ -74,6 +74,17 @@ class MessageSizeMismatch(TransportError):
     """A message arrived with a size other than the receive expected."""
 
 
+class TruncationError(MessageSizeMismatch):
+    """A point-to-point message is larger than the buffer that received it (MPI_ERR_TRUNCATE);
+    names both sizes."""
+
+    def __init__(self, call: str, rank: int, source: int, tag: int, nbytes: int,
+                 capacity: int) -> None:
+        self.nbytes, self.capacity = nbytes, capacity
+        super().__init__(f"{call} on rank {rank}: the message from rank {source} (tag {tag}) "
+                         f"has {nbytes} bytes, more than the {capacity} bytes of out")
+
+
 class PeerFailed(TransportError):
     """A peer rank died while a collective needed it: "rank 1 died in allgather (call 17, step
     3 of ring): detail" once the call it failed in is known (`locate`)."""

@@ -34,7 +34,9 @@ VECTORS = ("allgatherv", "gatherv", "scatterv", "alltoallv")
 OBJECTS = ("allreduce_object", "reduce_object", "bcast_object", "gather_object",
            "allgather_object", "scatter_object", "alltoall_object", "scan_object",
            "exscan_object")  # their arguments: `OBJECT_CALLS`
-COLLECTIVES = ARRAYS + VECTORS + OBJECTS
+#: point-to-point rows: ``pingpong`` between ranks 0 and 1 (latency = half a round trip)
+POINT_TO_POINT = ("pingpong",)
+COLLECTIVES = ARRAYS + VECTORS + OBJECTS + POINT_TO_POINT
 
 #: the registry's name of a benchmarked collective, where the two differ
 REGISTRY_NAME = {"reduce_scatter": "reduce_scatter_block"}
@@ -82,6 +84,36 @@ class Record:
     def to_json(self) -> dict[str, Any]:
         """The record as a JSON object (None fields kept as null)."""
         return asdict(self)
+
+
+def pingpong_rounds(size: int) -> int:
+    """Round trips one timed ping-pong iteration makes (OSU's latency test times a loop of
+    them, so a barrier's skew does not weigh on a few microseconds)."""
+    return 50 if size <= 8192 else (5 if size <= 1 << 20 else 2)
+
+
+def time_scale(collective: str, size: int) -> float:
+    """What one timed call is of the reported latency: a ping-pong iteration makes
+    `pingpong_rounds` round trips, each two one-way latencies."""
+    return 1.0 / (2 * pingpong_rounds(size)) if collective == "pingpong" else 1.0
+
+
+def pingpong(rank: int, rounds: int, send: Callable[[], Any],
+             recv: Callable[[], Any]) -> Callable[[], Any]:
+    """One timed ping-pong iteration between ranks 0 and 1 (other ranks do nothing)."""
+    if rank == 0:
+        def ping() -> None:
+            for _ in range(rounds):
+                send()
+                recv()
+        return ping
+    if rank == 1:
+        def pong() -> None:
+            for _ in range(rounds):
+                recv()
+                send()
+        return pong
+    return lambda: None
 
 
 def element_count(collective: str, size: int, n: int) -> int:
@@ -178,6 +210,10 @@ def collops_call(comm: Any, collective: str, send: np.ndarray, recv: np.ndarray,
         return _vector_call(comm, c, send, recv, kw)
     if c in OBJECTS:
         return object_call(comm, c)
+    if c == "pingpong":
+        peer = 1 - comm.rank if comm.rank < 2 else 0
+        return pingpong(comm.rank, pingpong_rounds(send.nbytes),
+                        lambda: comm.send(send, peer), lambda: comm.recv(recv, source=peer))
     raise ValueError(f"no benchmark for {collective!r}")
 
 
@@ -228,8 +264,11 @@ def measure_collops(comm: Any, collectives: list[str], sizes: list[int],
         for size in row_sizes(collective, sizes):
             send, recv = buffers(collective, size, comm.size, comm.rank)
             call = collops_call(comm, collective, send, recv, algorithm)
-            mean = time_row(call, comm.barrier, size, iterations)
+            mean = (time_row(call, comm.barrier, size, iterations)
+                    * time_scale(collective, send.nbytes))
             used = comm.last_algorithm if collective != "barrier" else (algorithm or "auto")
+            if collective in POINT_TO_POINT:
+                used = "p2p"
             if collective == "barrier":
                 comm.barrier(**({"algorithm": algorithm} if algorithm else {}))
                 used = comm.last_algorithm

@@ -21,8 +21,11 @@ from .measure import (
     VECTORS,
     buffers,
     object_call,
+    pingpong,
+    pingpong_rounds,
     row_sizes,
     time_row,
+    time_scale,
 )
 
 
@@ -57,6 +60,10 @@ def mpi_call(comm: Any, mpi: Any, collective: str, send: np.ndarray,
         return _vector_call(comm, c, send, recv)
     if c in OBJECTS:
         return mpi_object_call(comm, c)
+    if c == "pingpong":
+        peer = 1 - comm.rank if comm.rank < 2 else 0
+        return pingpong(comm.rank, pingpong_rounds(send.nbytes),
+                        lambda: comm.Send(send, peer, 0), lambda: comm.Recv(recv, peer, 0))
     raise ValueError(c)
 
 
@@ -87,7 +94,8 @@ def measure_mpi_collectives(comm: Any, mpi: Any, collectives: list[str], sizes: 
         for size in row_sizes(collective, sizes):
             send, recv = buffers(collective, size, comm.size, comm.rank)
             call = mpi_call(comm, mpi, collective, send, recv)
-            mean = time_row(call, comm.Barrier, size, iterations)
+            mean = (time_row(call, comm.Barrier, size, iterations)
+                    * time_scale(collective, send.nbytes))
             means = comm.gather(mean, 0)
             rows.append({"collective": collective, "size": size, "means": means})
     return rows

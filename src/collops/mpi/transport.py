@@ -179,6 +179,22 @@ class MpiTransport(Transport):
                               else arrived[1])
         return None
 
+    def arrived(self, peer: int, tag: int) -> int | None:
+        """The size of the unmatched message ``(peer, tag)`` this rank has taken off MPI's
+        queue, if any."""
+        arrived = self._unexpected.get((peer, tag))
+        if arrived is None:
+            return None
+        return arrived.nbytes if isinstance(arrived, _LargeArrival) else len(arrived[0])
+
+    def lost(self, peer: int) -> tuple[PeerFailed, bool] | None:
+        """``(PeerFailed, True)`` if ``peer`` ran on this node and its process is gone (MPI
+        tells nothing of other nodes; their launcher ends the job), else None."""
+        if peer != self.rank and self._peers.first_dead({peer}) is not None:
+            return PeerFailed(peer, f"its process (pid {self._peers.pids[peer]}) is gone while "
+                              f"rank {self.rank} waited for it over MPI"), True
+        return None
+
     def isend(self, peer: int, tag: int, data: memoryview, fingerprint: int = 0) -> Handle:
         """Send ``data``: packed with its header when small (done at once), else in two."""
         n = data.nbytes

@@ -29,13 +29,14 @@ from ..errors import ArgumentError, CollopsError
 from .arguments import checked_int
 from .commbase import _SLOW, _row_size
 from .fastpaths import FastPaths
+from .p2p import P2P
 from .request import Phases, Request, wait_all
 from .variants import nonblocking, persistent
 
 _BARRIER_TOKEN = np.empty(0, np.uint8)
 
 
-class Comm(FastPaths):
+class Comm(FastPaths, P2P):
     """A group of ranks with its own message space; collectives are its methods."""
 
     # -- settings -------------------------------------------------------------------------

@@ -357,6 +357,23 @@ class ShmTransport(BulkTransfers):
                     return peer, entry[1]
         return None
 
+    def arrived(self, peer: int, tag: int) -> int | None:
+        """The size of the unmatched message ``(peer, tag)`` (eager or announced), if any."""
+        entry = self._unexpected[peer].get(tag)
+        return None if entry is None else int(entry[2])
+
+    def lost(self, peer: int) -> tuple[PeerFailed, bool] | None:
+        """``(PeerFailed, True)`` once a rank's process died, ``(PeerFailed, False)`` once
+        ``peer`` exited (after taking what it sent), else None."""
+        failed = int(self._words[seg.H_FAILED])
+        if failed:
+            return PeerFailed(failed - 1, "the process died; the job cannot continue"), True
+        if peer != self.rank and self._words[self._state_word[peer]] in (seg.EXITED,
+                                                                         seg.FAILED):
+            self._advance()  # drain what it sent before leaving
+            return PeerFailed(peer, "it exited while an operation with it was pending"), False
+        return None
+
     def _direct_call_of_waited_peer(self) -> None:
         """Raise if a peer this rank awaits a message from made that call directly."""
         # where a message's call number sits in its tag (`collops.transport.tags`)

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import PeerFailed
+
 
 class Handle:
     """A pending send or receive; the transport sets ``done`` (and, for receives, sizes)."""
@@ -88,6 +90,20 @@ class Transport(ABC):
     def unexpected_for_call(self, value: int, shift: int) -> tuple[int, int] | None:
         """``(peer, fingerprint)`` of a message that arrived unmatched with ``tag >> shift ==
         value`` and a fingerprint, if the transport can tell (None: none, or it cannot)."""
+        return None
+
+    def arrived(self, peer: int, tag: int) -> int | None:
+        """The size of the message ``(peer, tag)`` if it has arrived and waits unmatched (a
+        receive posted now would take it at once), else None. Point-to-point wildcards use it
+        to take envelopes as they come (`collops.runtime.p2p_channel`); call `progress` first.
+        A transport that cannot tell returns None and supports no wildcard receives."""
+        return None
+
+    def lost(self, peer: int) -> tuple[PeerFailed, bool] | None:
+        """Why no further message from ``peer`` can come, for a wait posted on no receive:
+        ``(error naming the rank, whether the job failed)`` — True when some rank died or
+        raised, False when ``peer`` just ended; None while messages may still come (and
+        when the transport cannot tell)."""
         return None
 
     def give_up(self, tag_base: int, error: BaseException) -> None:  # noqa: B027 - optional

@@ -177,6 +177,22 @@ class InprocTransport(Transport):
                     return peer, fingerprint
         return None
 
+    def arrived(self, peer: int, tag: int) -> int | None:
+        """The size of the parked message ``(peer, tag)``, if there is one."""
+        parked = self._box.unexpected.get((peer, tag))  # one dict read: no lock needed
+        return None if parked is None else len(parked[0])
+
+    def lost(self, peer: int) -> tuple[PeerFailed, bool] | None:
+        """``(PeerFailed, True)`` once any rank raised (the job ends), ``(PeerFailed, False)``
+        once ``peer`` returned, else None."""
+        ended = self.fabric.ended
+        if not ended:
+            return None
+        for rank, why in ended.items():
+            if why is not None and rank != self.rank:
+                return self._peer_failed(rank), True
+        return (self._peer_failed(peer), False) if peer in ended else None
+
     def give_up(self, tag_base: int, error: BaseException) -> None:
         """After a `PeerFailed`, fail the receives of this call from this rank at its peers."""
         if isinstance(error, PeerFailed) and error.failed_rank != self.rank:
