@@ -25,6 +25,8 @@ from .errors import (
     CollectiveMismatch,
     CollectiveTimeout,
     CollopsError,
+    CommunicatorFreed,
+    CommunicatorLimit,
     DeadlockError,
     MessageSizeMismatch,
     PeerFailed,
@@ -66,6 +68,15 @@ from .runtime import (
     wait_all,
     wait_any,
 )
+from .runtime.groups import (
+    CONGRUENT,
+    GROUP_EMPTY,
+    IDENT,
+    SIMILAR,
+    UNDEFINED,
+    UNEQUAL,
+    Group,
+)
 from .runtime.matching import ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB
 from .runtime.p2p import Message
 from .runtime.status import Status
@@ -74,10 +85,12 @@ from .version import __version__
 
 __all__ = [
     "ANY_SOURCE", "ANY_TAG", "Message", "PROC_NULL", "Status", "TAG_UB", "TruncationError",
+    "CONGRUENT", "GROUP_EMPTY", "IDENT", "SIMILAR", "UNDEFINED", "UNEQUAL", "Group",
     "BAND", "BOR", "BXOR", "COLLECTIVES", "COMMUTATIVE", "EQUAL_COUNTS", "LAND", "LOR", "LXOR",
     "MAX", "MAXLOC", "MIN", "MINLOC", "POWER_OF_TWO", "PROD", "RECV", "SEND", "SUM", "TMP",
     "Algorithm", "AlgorithmIneligible", "ArgumentError", "CallSpec", "CollectiveMismatch",
-    "CollectiveTimeout", "CollopsError", "Comm", "CostModel", "DeadlockError",
+    "CollectiveTimeout", "CollopsError", "Comm", "CommunicatorFreed", "CommunicatorLimit",
+    "CostModel", "DeadlockError",
     "MessageSizeMismatch", "Op", "Param", "PeerFailed", "PerformanceWarning",
     "PersistentRequest", "PluginError", "RankFailed", "Region", "Request", "RequestError",
     "Restriction", "Schedule", "ScheduleBuilder", "ScheduleError", "SettingError", "TransportError",

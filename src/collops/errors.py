@@ -32,6 +32,17 @@ class ArgumentError(CollopsError, ValueError):
         super().__init__(f"{call}: argument {argument}={shown}{where}: {reason}")
 
 
+class CommunicatorFreed(ArgumentError):
+    """A call on a communicator after its `free`; names the call and the communicator."""
+
+    def __init__(self, call: str, comm: str, rank: int | None = None) -> None:
+        super().__init__(call, "comm", comm, "the communicator was freed", rank)
+
+
+class CommunicatorLimit(CollopsError):
+    """No communicator id is free on every member (the limit of live communicators)."""
+
+
 class SettingError(CollopsError, ValueError):
     """An environment variable holds a value collops cannot use; names the variable."""
 

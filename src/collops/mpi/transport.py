@@ -389,6 +389,17 @@ class MpiTransport(Transport):
             self._pools[key] = pool
         return pool[slot % len(pool)]
 
+    def release_comm(self, context: int, group: tuple[int, ...],
+                     timeout: float | None) -> None:
+        """Free the MPI communicators a freed collops communicator had for MPI's own
+        collectives (every member frees the same pool: MPI_Comm_free is collective)."""
+        pool = self._pools.pop((tuple(group), context), None)
+        for mc in pool or ():
+            try:
+                mc.Free()
+            except self._MPI.Exception as exc:
+                raise mpi_error(self.rank, "freeing an MPI communicator", exc) from exc
+
     def watch(self, request: Any, group: tuple[int, ...] = ()) -> None:
         """Let ``request``'s completion end a `wait_for_activity`; ``group``: the ranks whose
         death it waits on (`check_peers`)."""

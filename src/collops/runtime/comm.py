@@ -26,9 +26,8 @@ from ..algorithms.registry import get_algorithm
 from ..algorithms.spec import CallSpec, make_spec
 from ..datatypes import as_array
 from ..errors import ArgumentError, CollopsError
-from .arguments import checked_int
 from .commbase import _SLOW, _row_size
-from .fastpaths import FastPaths
+from .communicators import Communicators
 from .p2p import P2P
 from .request import Phases, Request, wait_all
 from .variants import nonblocking, persistent
@@ -36,7 +35,7 @@ from .variants import nonblocking, persistent
 _BARRIER_TOKEN = np.empty(0, np.uint8)
 
 
-class Comm(FastPaths, P2P):
+class Comm(Communicators, P2P):
     """A group of ranks with its own message space; collectives are its methods."""
 
     # -- settings -------------------------------------------------------------------------
@@ -311,37 +310,6 @@ class Comm(FastPaths, P2P):
     scan_init = persistent(scan)
     iexscan = nonblocking(exscan)
     exscan_init = persistent(exscan)
-
-    # -- communicators ---------------------------------------------------------------------
-    def split(self, color: int | None, key: int = 0) -> Comm | None:
-        """Ranks with equal ``color`` form a new communicator, ordered by ``(key, rank)``.
-
-        A rank passing ``color=None`` takes part but gets None back (MPI_UNDEFINED).
-        """
-        flag = 0 if color is None else 1
-        colour = 0 if color is None else checked_int("split", "color", color, self.rank)
-        mine = [flag, colour, checked_int("split", "key", key, self.rank), self._contexts.next]
-        seq = self._reserve()
-        table = Request(self, self._allgather_ints("split", mine, seq, 0, None)).wait()
-        context = int(table[:, 3].max())
-        self._contexts.next = context + 1
-        if color is None:
-            return None
-        members = [r for r in range(self.size) if table[r, 0] and table[r, 1] == color]
-        members.sort(key=lambda r: (int(table[r, 2]), r))
-        group = [self._group[r] for r in members]
-        return Comm(self.transport, group, context, progress=self._progress,
-                    contexts=self._contexts, timeout=self.timeout,
-                    name=f"{self.name}.split({color})")
-
-    def dup(self) -> Comm:
-        """The same group with its own message space."""
-        new = self.split(0, self.rank)
-        assert new is not None
-        new.name = f"{self.name}.dup"
-        new._overrides = dict(self._overrides)
-        new._params = {k: dict(v) for k, v in self._params.items()}
-        return new
 
     def _run_phase(self, spec: CallSpec, send: np.ndarray | None, recv: np.ndarray | None,
                    signature: object) -> None:

@@ -4,6 +4,7 @@ algorithm (prepared once per signature) on concrete buffers."""
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -24,6 +25,7 @@ from ..transport.base import Transport
 from ..transport.placement import binding_of_job
 from .arguments import checked_int, checked_ints, checked_timeout
 from .cache import SHARED, BoundedCache
+from .context_ids import ContextIds
 from .engine import CallInfo, Execution, Plan, Progress
 from .envelope import ENVELOPE
 from .prepared import BoundEntry, PreparedCall
@@ -49,13 +51,6 @@ def _plan_for(alg: Algorithm, params: dict[str, Any], rank: int, spec: CallSpec)
     if plan is None:
         plan = SHARED.put(key, Plan(alg.builder(rank, spec, params), spec.itemsize))
     return plan  # type: ignore[no-any-return]
-
-
-class _Contexts:
-    """Per-transport counter of communicator contexts (each comm has its own message space)."""
-
-    def __init__(self) -> None:
-        self.next = 1
 
 
 _SLOW: Any = object()  # a fast path declines the call (typed Any: it stands in for a result)
@@ -91,7 +86,7 @@ class CommBase:
         context: int = 0,
         *,
         progress: Progress | None = None,
-        contexts: _Contexts | None = None,
+        contexts: ContextIds | None = None,
         timeout: float | None = None,
         name: str = "world",
     ) -> None:
@@ -104,7 +99,10 @@ class CommBase:
         self.rank = self._group.index(transport.rank)
         self.context = context
         self._progress = progress or Progress(transport)
-        self._contexts = contexts or _Contexts()
+        #: the communicator ids free on this rank (shared by the communicators it makes)
+        self._contexts = contexts or ContextIds()
+        #: this communicator's requests (what `free` lets complete first)
+        self._pending: weakref.WeakSet[Request] = weakref.WeakSet()
         #: the next call number, in a buffer this communicator owns and shares with the
         #: compiled runners it binds: they read it and advance it when they take a call
         #: (the transport's, so other ranks may see it: `collops.transport.stall`)

@@ -48,6 +48,9 @@ class Request:
         self._value: Any = None
         #: an error raised while another request's wait advanced this one
         self._error: BaseException | None = None
+        pending = getattr(comm, "_pending", None)
+        if pending is not None:  # what `free` lets complete first
+            pending.add(self)
         self._advance()
 
     def _advance(self) -> None:
@@ -113,6 +116,16 @@ class Request:
             self._advance()
         self._raise_kept()
         return self._value
+
+    def settle(self) -> None:
+        """Drive to completion without raising (an error is kept for `test` or `wait`)."""
+        try:
+            while not self._done:
+                assert self._current is not None
+                self._comm._progress.wait(self._current)
+                self._advance()
+        except BaseException as exc:
+            self._fail(exc)
 
     def idle(self, timeout: float) -> None:
         """Sleep in the transport until a message arrives or ``timeout`` seconds pass."""

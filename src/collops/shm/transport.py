@@ -217,6 +217,27 @@ class ShmTransport(BulkTransfers):
         return np.frombuffer(self._segment.map, np.int64, 1,
                              self._layout.counter_offset(self.rank, context))
 
+    def release_comm(self, context: int, group: tuple[int, ...],
+                     timeout: float | None) -> None:
+        """A freed communicator gives its context back: once every reader of this rank's
+        direct slots has read them, the area's slots are free for the next communicator on
+        the context (whatever its group), and its call counter shows again."""
+        self._counted.discard(context)
+        area = self._direct_areas.get((context, tuple(group)))
+        if area is None:
+            return
+        slots = range(seg.DIRECT_SLOTS)
+
+        def read() -> bool:
+            return all(area.writable(s) for s in slots)
+
+        if not read():
+            deadline = None if timeout is None else time.monotonic() + timeout
+            area.wait(read, lambda: sorted({r for s in slots for r in area.unacknowledged(s)}),
+                      deadline, f"rank {area.index}: free", None, describe)
+        area.occupant[:] = [(0, ())] * seg.DIRECT_SLOTS
+        area.own_pending[:] = [0] * seg.DIRECT_SLOTS
+
     def calls_started(self, context: int, group: Sequence[int]) -> list[int] | None:
         """The next call number of each of ``group``'s ranks on ``context``, if counted."""
         if context >= seg.COUNTED_CONTEXTS:

@@ -121,6 +121,13 @@ class Transport(ABC):
         `collops.transport.stall`), else private to this process."""
         return np.zeros(1, np.int64)
 
+    def release_comm(self, context: int, group: tuple[int, ...],  # noqa: B027 - optional
+                     timeout: float | None) -> None:
+        """The communicator ``(context, group)`` was freed on this rank (its calls all
+        complete): give back what it held, so the id can serve another communicator —
+        waiting, at most ``timeout`` seconds, for what the peers still read (a no-op by
+        default)."""
+
     def calls_started(self, context: int, group: Sequence[int]) -> list[int] | None:
         """The next call number of each of ``group``'s ranks (transport ranks) on
         communicator ``context``, where this transport can see them (None: it cannot)."""

@@ -223,6 +223,11 @@ class InprocTransport(Transport):
             self.fabric.counters[(context, self.rank)] = counter  # on it: kept private
         return counter
 
+    def release_comm(self, context: int, group: tuple[int, ...],
+                     timeout: float | None) -> None:
+        """The freed communicator's counter no longer shows (the next on ``context`` will)."""
+        self.fabric.counters.pop((context, self.rank), None)
+
     def calls_started(self, context: int, group: Sequence[int]) -> list[int] | None:
         """Every member's next call number on ``context`` (0 for one that has none yet)."""
         counters = self.fabric.counters

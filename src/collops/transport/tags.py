@@ -4,19 +4,27 @@ Every collective call on a communicator has a private tag space: the communicato
 the call's number and the phase of the call sit above the sequence number of a message in
 the schedule. The engine makes tags from it, and the transports' own collectives read a
 call's number back out of a tag (to tell which call an unmatched message belongs to).
+
+A context is never masked away: `collops.runtime.context_ids` hands out ids below
+`CONTEXT_LIMIT` only (reusing freed ones), so two live communicators that share a rank never
+share tags. The call field wraps (it only has to tell apart the calls of one communicator in
+flight at once); the tag fits 63 bits, which every transport carries (shm and MPI headers
+hold 64-bit tags).
 """
 
 from __future__ import annotations
 
 SEQ_BITS = 24
 PHASE_BITS = 3
-CALL_BITS = 24
-CONTEXT_BITS = 12
+CALL_BITS = 20
+CONTEXT_BITS = 16
+#: communicator contexts a job can hold at once (ids 0 … CONTEXT_LIMIT - 1)
+CONTEXT_LIMIT = 1 << CONTEXT_BITS
 
 
 def make_tag_base(context: int, call_seq: int, phase: int) -> int:
     """The tag of message 0 of a phase of a call on a communicator context."""
-    ctx = context & ((1 << CONTEXT_BITS) - 1)
+    ctx = context & (CONTEXT_LIMIT - 1)  # the allocator keeps it below the limit
     call = call_seq & ((1 << CALL_BITS) - 1)
     return ((((ctx << CALL_BITS) | call) << PHASE_BITS) | phase) << SEQ_BITS
 

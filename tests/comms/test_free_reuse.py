@@ -1,0 +1,87 @@
+"""Communicators that come and go: ids reused after `free`, never a tag shared, the direct
+areas handed on, on threads and ``shm`` (the MPI job: ``test_comms_mpi.py``).
+
+Results are checked against numpy; the fast path is checked by the runner a repeated call is
+bound to (`bound_calls`), never by a timing.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import collops
+
+from . import scenarios
+
+TRANSPORTS = ["inproc", "shm"]
+
+
+def _run(fn, nprocs, transport, *args, timeout=240):
+    return collops.spawn(fn, nprocs, *args, transport=transport, timeout=timeout)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_ten_thousand_dup_free_cycles_keep_results_ids_and_the_bound_fast_path(transport):
+    got = _run(scenarios.dup_free_cycles, 2, transport, 10_000, 1000, timeout=580)
+    for report in got:
+        assert report["contexts"] == [1], report["contexts"]  # the one id, reused
+        assert len(report["bound"]) == 11
+        if transport == "shm":  # the direct area comes back with the id, bound each time
+            assert set(report["bound"]) == {("shm_direct", "shm_direct")}, report["bound"]
+        else:
+            assert len(set(report["bound"])) == 1, report["bound"]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_non_blocking_calls_on_the_world_and_a_reused_dup_in_opposite_orders(transport):
+    # the 4,096th dup once shared the world's tags: this many reuses of one id must not
+    for used, world in _run(scenarios.opposite_orders, 2, transport, 4100):
+        assert used != world
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("nprocs", [1, 2, 3])
+def test_free_completes_pending_calls_then_refuses_every_call_by_name(transport, nprocs):
+    for errors in _run(scenarios.free_semantics, nprocs, transport):
+        assert "world" in errors
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_more_live_communicators_than_direct_areas_then_all_freed(transport):
+    for report in _run(scenarios.many_live, 2, transport, 40):
+        assert report["contexts"] == list(range(1, 41))
+        assert report["again"] == 1
+        if transport == "shm":
+            direct = sum("shm_direct" in r for r in report["resources"])
+            assert 0 < direct < 40  # the segment's areas run out, the calls still come right
+            assert "shm_direct" in report["again_resources"]
+            assert report["again_bound"] == "shm_direct"
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("nprocs", [2, 3, 4])
+def test_one_id_passes_between_groups(transport, nprocs):
+    got = _run(scenarios.reuse_across_groups, nprocs, transport)
+    assert all(used == [1] * 12 for used in got), got
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_ids_agreed_through_whole_masks_and_running_out_is_named(transport):
+    got = _run(scenarios.ids_exhausted, 2, transport)
+    assert [r["far"] for r in got] == [5000, 5000]
+    assert all("CommunicatorLimit" not in r["message"] and "free()" in r["message"]
+               for r in got)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
+def test_create_create_group_split_type_idup_compare(transport, nprocs):
+    got = _run(scenarios.making_communicators, nprocs, transport)
+    assert len(got) == nprocs
