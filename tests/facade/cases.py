@@ -351,3 +351,6 @@ def run_cases(comm: Any) -> dict[str, list[tuple[str, Any, Any]]]:
             import traceback
             out[name] = f"rank {comm.rank}: {exc!r}\n{traceback.format_exc()}"
     return out
+
+
+from . import cases_p2p  # noqa: E402, F401  (registers the point-to-point cases)

@@ -25,10 +25,15 @@ def _job(transport: str, size: int) -> list[Any]:
 
 
 def _same(got: Any, expected: Any) -> bool:
+    """Equal values, arrays compared element-wise (inside tuples, lists and dicts too)."""
     if got is None or expected is None:
         return got is expected
     if isinstance(got, np.ndarray) or isinstance(expected, np.ndarray):
         return np.array_equal(np.asarray(got), np.asarray(expected))
+    if isinstance(got, (tuple, list)) and isinstance(expected, (tuple, list)):
+        return len(got) == len(expected) and all(map(_same, got, expected))
+    if isinstance(got, dict) and isinstance(expected, dict):
+        return got.keys() == expected.keys() and all(_same(got[k], expected[k]) for k in got)
     return bool(got == expected)
 
 

@@ -7,6 +7,7 @@ Without collops' point-to-point (an older collops), every method raises
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import numpy as np
@@ -54,7 +55,7 @@ class Message:
     def recv(self, status: Status | None = None) -> Any:
         """Receive the matched message as an object."""
         try:
-            data, got = self._take("Message.recv").recv_object()
+            data, got = _unpickled(self._take("Message.recv").recv())
         except CollopsError as exc:
             raise mpi_error(exc) from None
         fill(status, got)
@@ -62,7 +63,13 @@ class Message:
 
     def irecv(self) -> Request:
         """Non-blocking `recv`."""
-        return Request(self._take("Message.irecv").irecv_object())
+        return Request(self._take("Message.irecv").irecv(), _unpickled)
+
+
+def _unpickled(value: tuple[Any, Any]) -> tuple[Any, Any]:
+    """A received ``(payload, status)`` with the payload unpickled (None stays None)."""
+    data, status = value
+    return (None if data is None else pickle.loads(data)), status
 
 
 def _null_message(call: str) -> CollopsError:
@@ -212,17 +219,24 @@ class PointToPoint:
 
     def ssend(self, obj: Any, dest: int, tag: int = 0) -> None:
         """Send an object, completing once matched."""
-        fn = getattr(self._comm, "ssend_object", None)
-        if fn is None:  # a synchronous send of the pickle (MPI's ssend of bytes)
-            self._do("send_object", "ssend", obj, dest, tag)
-            return
-        self._do("ssend_object", "ssend", obj, dest, tag)
+        self.issend(obj, dest, tag).wait()
 
     def isend(self, obj: Any, dest: int, tag: int = 0) -> Request:
         """Non-blocking send of an object."""
         return Request(self._do("isend_object", "isend", obj, dest, tag))
 
-    ibsend = issend = isend
+    ibsend = isend
+
+    def issend(self, obj: Any, dest: int, tag: int = 0) -> Request:
+        """Non-blocking synchronous send of an object (complete once matched): the object
+        send of collops' point-to-point, made synchronous."""
+        from ..runtime.p2p import P2PRequest
+        start = self._p2p("_start_send", "issend")
+        try:
+            return Request(P2PRequest(self._comm, start("issend", obj, dest, tag, True, None,
+                                                        True)))
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
 
     def recv(self, buf: Any = None, source: int = ANY_SOURCE, tag: int = ANY_TAG,
              status: Status | None = None) -> Any:
