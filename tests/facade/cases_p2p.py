@@ -145,3 +145,37 @@ def case_errors(comm: Any) -> list[tuple[str, Any, Any]]:
             results.append((repr(exc), exc.Get_error_class(), expected_class))
     comm.Barrier()
     return results
+
+
+@case
+def case_groups_and_new_comms(comm: Any) -> list[tuple[str, Any, Any]]:
+    p, r = comm.size, comm.rank
+    world = comm.Get_group()
+    evens = world.Range_incl([(0, p - 1, 2)])
+    odds = world.Excl(list(range(0, p, 2)))
+    results = [
+        ("Union", MPI.Group.Union(odds, evens).Get_size(), p),
+        ("Intersection", MPI.Group.Intersection(evens, odds).Get_size(), 0),
+        ("Difference", MPI.Group.Difference(world, odds).Get_size(), len(range(0, p, 2))),
+        ("Translate_ranks", MPI.Group.Translate_ranks(evens, list(range(evens.Get_size())),
+                                                      world), list(range(0, p, 2))),
+        ("Group rank", evens.Get_rank(), r // 2 if r % 2 == 0 else MPI.UNDEFINED),
+    ]
+    if r % 2 == 0:  # collective over the even ranks only
+        sub = comm.Create_group(evens, tag=3)
+        results.append(("Create_group", (sub.Get_size(), sub.allreduce(r)),
+                        (len(range(0, p, 2)), sum(range(0, p, 2)))))
+        sub.Free()
+    new, request = comm.Idup()
+    request.Wait()
+    results.append(("Idup", (new.Get_size(), new.allreduce(1), comm.Compare(new)),
+                    (p, p, MPI.CONGRUENT)))
+    new.Free()
+    for _ in range(50):  # communicators come and go
+        comm.Dup().Free()
+    try:
+        comm.Create_intercomm(0, comm, 0)
+        results.append(("Create_intercomm", "no error", "NotImplementedError"))
+    except NotImplementedError as exc:
+        results.append(("Create_intercomm", "intercommunicators" in str(exc), True))
+    return results

@@ -16,14 +16,12 @@ from typing import Any
 
 from ..errors import CollopsError
 from .collectives import Collectives
-from .constants import CONGRUENT, IDENT, SIMILAR, TAG_UB, UNDEFINED, UNEQUAL
-from .exceptions import ERR_COMM, ERR_GROUP, mpi_error, mpi_exception, not_implemented
+from .constants import TAG_UB, UNDEFINED
+from .exceptions import ERR_COMM, mpi_error, mpi_exception, not_implemented
 from .group import Group
 from .objects import ObjectCollectives
 from .pointtopoint import PointToPoint
 from .requests import Request
-
-_COMMS = "collops' communicator management (Comm.free/create_group/idup)"
 
 
 class _Freed:
@@ -87,9 +85,7 @@ class Comm(Collectives, ObjectCollectives, PointToPoint):
 
     def Get_group(self) -> Group:
         """The group of this communicator's ranks."""
-        comm = self._comm
-        members = list(comm._group)
-        return Group(members=members, me=members[comm.rank])
+        return Group(self._comm.group)
 
     @property
     def group(self) -> Group:
@@ -153,13 +149,8 @@ class Comm(Collectives, ObjectCollectives, PointToPoint):
         """Accepted; errors are always raised as `MPI.Exception` subclasses."""
 
     def Compare(self, comm: Comm) -> int:
-        """IDENT (same handle), CONGRUENT (same ranks in order), SIMILAR or UNEQUAL."""
-        if self._comm is comm._comm:
-            return IDENT
-        mine, theirs = list(self._comm._group), list(comm._comm._group)
-        if mine == theirs:
-            return CONGRUENT
-        return SIMILAR if set(mine) == set(theirs) else UNEQUAL
+        """IDENT (same communicator), CONGRUENT (same ranks in order), SIMILAR or UNEQUAL."""
+        return self._do("compare", "Compare", comm._comm)  # type: ignore[no-any-return]
 
     # -- new communicators -----------------------------------------------------------------
     def _wrapped(self, comm: Any) -> Intracomm:
@@ -181,18 +172,12 @@ class Comm(Collectives, ObjectCollectives, PointToPoint):
     def Idup(self, info: Any = None) -> tuple[Intracomm, Request]:
         """Non-blocking Dup: the new handle (usable once the request completes) and the
         request."""
-        idup = getattr(self._comm, "idup", None)
-        if idup is None:
-            raise not_implemented(_COMMS, "Idup")
         new = Intracomm()
 
         def finish(value: Any) -> Any:
             new._comm = value
             return value
-        try:
-            return new, Request(idup(), finish)
-        except CollopsError as exc:
-            raise mpi_error(exc) from None
+        return new, Request(self._do("idup", "Idup"), finish)
 
     def Split(self, color: int = 0, key: int = 0) -> Intracomm:
         """Ranks of equal ``color`` form a communicator ordered by ``key`` (COMM_NULL for
@@ -203,54 +188,24 @@ class Comm(Collectives, ObjectCollectives, PointToPoint):
             raise mpi_error(exc) from None
 
     def Split_type(self, split_type: int, key: int = 0, info: Any = None) -> Intracomm:
-        """Ranks sharing memory together (all of a collops job do: one host)."""
-        from .constants import COMM_TYPE_SHARED
-        if split_type == UNDEFINED:
-            return self.Split(UNDEFINED, key)
-        if split_type != COMM_TYPE_SHARED:
-            return self.Split(0, key)  # hardware levels below the host: the host here
-        split = getattr(self._comm, "split_type", None)
-        try:
-            if split is not None:
-                return self._wrapped(split("shared", key))
-            return self._wrapped(self._comm.split(0, key))
-        except CollopsError as exc:
-            raise mpi_error(exc) from None
+        """Ranks that share memory together (COMM_NULL for ``split_type=UNDEFINED``)."""
+        kind = None if split_type == UNDEFINED else "shared"  # every hardware level: the node
+        return self._wrapped(self._do("split_type", "Split_type", kind, key))
 
     def Create(self, group: Group) -> Intracomm:
         """A communicator of ``group``'s members (collective over this communicator; COMM_NULL
         on the others)."""
-        members = list(group.members)
-        me = self._comm._group[self._comm.rank]
-        if any(m not in self._comm._group for m in members):
-            raise mpi_exception(ERR_GROUP, "Create: the group has processes outside the "
-                                "communicator")
-        color = 0 if me in members else UNDEFINED
-        key = members.index(me) if me in members else 0
-        return self.Split(color, key)
+        return self._wrapped(self._do("create", "Create", group.group))
 
     def Create_group(self, group: Group, tag: int = 0) -> Intracomm:
         """A communicator of ``group``'s members (collective over the group only)."""
-        create_group = getattr(self._comm, "create_group", None)
-        if create_group is None:
-            raise not_implemented(_COMMS, "Create_group")
-        theirs = self._comm.group.incl([list(self._comm._group).index(m)
-                                        for m in group.members])
-        try:
-            return self._wrapped(create_group(theirs, tag))
-        except CollopsError as exc:
-            raise mpi_error(exc) from None
+        return self._wrapped(self._do("create_group", "Create_group", group.group, tag))
 
     def Free(self) -> None:
         """Free the communicator (collective); the handle becomes null."""
         if self is COMM_WORLD or self is COMM_SELF:
             raise mpi_exception(ERR_COMM, "Free: cannot free a predefined communicator")
-        free = getattr(self._comm, "free", None)
-        if free is not None:
-            try:
-                free()
-            except CollopsError as exc:
-                raise mpi_error(exc) from None
+        self._do("free", "Free")
         self._comm = _Freed("freed")
 
     def Disconnect(self) -> None:

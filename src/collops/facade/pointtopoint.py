@@ -1,8 +1,8 @@
 """mpi4py's point-to-point methods over collops' own (``comm.send``/``recv``/…, the
 contract shared with the point-to-point branch).
 
-Without collops' point-to-point (an older collops), every method raises
-`NotImplementedError` naming it, locally on the rank that calls it: nothing is sent.
+A method whose collops counterpart is missing raises `NotImplementedError` naming it, locally
+on the rank that calls it: nothing is sent.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from .buffers import message
 from .constants import ANY_SOURCE, ANY_TAG
 from .exceptions import mpi_error, not_implemented
 from .requests import Prequest, Request, Status, fill
-
-_P2P = "collops' point-to-point (Comm.send/recv/probe)"
 
 
 class Message:
@@ -88,7 +86,7 @@ class PointToPoint:
     def _p2p(self, method: str, call: str) -> Any:
         found = getattr(self._comm, method, None)
         if found is None:
-            raise not_implemented(_P2P, call)
+            raise not_implemented(f"collops' Comm.{method}", call)
         return found
 
     def _do(self, method: str, call: str, *args: Any, **kwargs: Any) -> Any:
