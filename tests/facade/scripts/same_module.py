@@ -2,9 +2,9 @@
 
 import json
 
+import collops.MPI
 import mpi4py.MPI
 
-import collops.MPI
 from collops import MPI
 
 comm = MPI.COMM_WORLD
