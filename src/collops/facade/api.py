@@ -14,14 +14,19 @@ from .comm import COMM_NULL, COMM_SELF, COMM_WORLD, TAG_UB_KEY, Comm, Intracomm,
 from .constants import (
     ANY_SOURCE,
     ANY_TAG,
+    APPNUM,
     BOTTOM,
     BUFFER_AUTOMATIC,
     COMM_TYPE_HW_GUIDED,
     COMM_TYPE_HW_UNGUIDED,
     COMM_TYPE_SHARED,
     CONGRUENT,
+    HOST,
     IDENT,
     IN_PLACE,
+    IO,
+    KEYVAL_INVALID,
+    LASTUSEDCODE,
     MAX_ERROR_STRING,
     MAX_LIBRARY_VERSION_STRING,
     MAX_OBJECT_NAME,
@@ -36,7 +41,9 @@ from .constants import (
     THREAD_SINGLE,
     UNDEFINED,
     UNEQUAL,
+    UNIVERSE_SIZE,
     VERSION,
+    WTIME_IS_GLOBAL,
 )
 from .datatypes import DATATYPE_NULL, PREDEFINED, Datatype
 from .environment import (
@@ -80,6 +87,7 @@ from .environment import (
     Win,
     Wtick,
     Wtime,
+    get_vendor,
 )
 from .exceptions import (
     ERR_ARG,

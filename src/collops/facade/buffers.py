@@ -11,6 +11,7 @@ in elements of the datatype; the parsed forms give them in elements of its numpy
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,6 +51,11 @@ def _array(buf: Any, call: str, argument: str, rank: int | None, writable: bool)
         raise _error(call, argument, buf, "MPI.IN_PLACE is not allowed here", rank)
     if type(buf) is np.ndarray:
         arr = buf
+    elif hasattr(buf, "__dlpack__") and not isinstance(buf, np.ndarray):
+        arr = _from_dlpack(buf, call, argument, rank)
+    elif hasattr(buf, "__cuda_array_interface__"):
+        raise _error(call, argument, type(buf).__name__, "device (GPU) buffers are not "
+                     "supported by collops.MPI", rank)
     else:
         try:
             arr = np.asarray(memoryview(buf))
@@ -63,6 +69,52 @@ def _array(buf: Any, call: str, argument: str, rank: int | None, writable: bool)
         raise _error(call, argument, type(buf).__name__, "a receive buffer must be writeable",
                      rank)
     return arr.ravel(order="K")
+
+
+class _DLTensor(ctypes.Structure):
+    """DLPack's ``DLTensor`` (dlpack.h), the head of ``DLManagedTensor``."""
+
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32),
+                ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32),
+                ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16),
+                ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+#: DLPack type codes -> numpy kinds (int, uint, float, complex, bool)
+_DL_KINDS = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}
+_KDL_CPU = 1
+
+
+def _from_dlpack(buf: Any, call: str, argument: str, rank: int | None) -> np.ndarray:
+    """A host DLPack tensor's memory as an array (read from the capsule, as mpi4py does: the
+    memory is the caller's, writeable, and stays alive while the array holds the capsule)."""
+    capsule = buf.__dlpack__()
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    try:
+        address = get(capsule, b"dltensor")
+    except ValueError:
+        raise _error(call, argument, type(buf).__name__, "not an unversioned DLPack tensor",
+                     rank) from None
+    tensor = _DLTensor.from_address(address)
+    kind, bits = _DL_KINDS.get(tensor.code), tensor.bits
+    if kind == "f" and tensor.lanes == 2:  # a complex as two lanes of its float
+        kind, bits = "c", 2 * bits
+    shape = [tensor.shape[i] for i in range(tensor.ndim)]
+    count = int(np.prod(shape)) if shape else 1
+    if tensor.device_type != _KDL_CPU or kind is None or tensor.lanes not in (1, 2):
+        raise _error(call, argument, type(buf).__name__, "only host (CPU) DLPack tensors of "
+                     "numbers are supported", rank)
+    if tensor.strides and count > 1:
+        expected = np.cumprod([1, *shape[:0:-1]])[::-1].tolist()
+        if [tensor.strides[i] for i in range(tensor.ndim)] != expected:
+            raise _error(call, argument, shape, "the buffer is not contiguous", rank)
+    dtype = np.dtype("?" if kind == "b" else f"{kind}{bits // 8}")
+    memory = (ctypes.c_char * (count * dtype.itemsize)).from_address(
+        (tensor.data or 0) + tensor.byte_offset)
+    memory._keep = capsule  # type: ignore[attr-defined]  # the capsule owns the memory
+    return np.frombuffer(memory, dtype)  # type: ignore[call-overload, no-any-return]
 
 
 def _typed(arr: np.ndarray, given: Datatype | None, call: str, argument: str,
@@ -81,9 +133,10 @@ def _typed(arr: np.ndarray, given: Datatype | None, call: str, argument: str,
     return arr, datatype
 
 
-def _parts(spec: Any, call: str, argument: str, rank: int | None
+def _parts(spec: Any, call: str, argument: str, rank: int | None, vector: bool = False
            ) -> tuple[Any, Any, Any, Datatype | None]:
-    """``(buf, count, displ, datatype)`` of a spec (None where it does not say)."""
+    """``(buf, count, displ, datatype)`` of a spec (None where it does not say); in a
+    v-collective's spec a list of counts is not a ``(count, displ)`` pair."""
     if not isinstance(spec, (list, tuple)):
         return spec, None, None, None
     n = len(spec)
@@ -91,12 +144,14 @@ def _parts(spec: Any, call: str, argument: str, rank: int | None
         second = spec[1]
         if isinstance(second, (Datatype, str)):
             return spec[0], None, None, _datatype(second, call, argument, rank)
-        if isinstance(second, (tuple, list)) and len(second) == 2 and not _is_counts(second):
+        if isinstance(second, (tuple, list)) and len(second) == 2 and not (
+                vector and _is_counts(second)):
             return spec[0], second[0], second[1], None
         return spec[0], second, None, None
     if n == 3:
         middle = spec[1]
-        if isinstance(middle, (tuple, list)) and len(middle) == 2 and not _is_counts(middle):
+        if isinstance(middle, (tuple, list)) and len(middle) == 2 and not (
+                vector and _is_counts(middle)):
             return spec[0], middle[0], middle[1], _datatype(spec[2], call, argument, rank)
         return spec[0], middle, None, _datatype(spec[2], call, argument, rank)
     if n == 4:
@@ -134,19 +189,28 @@ def fast_array(spec: Any) -> np.ndarray | None:
 
 
 def message(spec: Any, call: str, argument: str, rank: int | None,
-            writable: bool) -> tuple[np.ndarray, Datatype]:
-    """A spec's data as a 1-D array of base elements (its count of them), and its type."""
+            writable: bool, blocks: int = 1) -> tuple[np.ndarray, Datatype]:
+    """A spec's data as a 1-D array of base elements, and its type. For a collective's buffer
+    of ``blocks`` blocks (one per rank: gather's receive, scatter's send, …) a spec's count is
+    per block, as in mpi4py; without one the buffer must split into ``blocks`` equal blocks."""
     if type(spec) is np.ndarray and spec.ndim == 1 and spec.flags.c_contiguous and (
             spec.flags.writeable or not writable):
         return spec, datatype_of(spec.dtype, call)
     buf, count, displ, given = _parts(spec, call, argument, rank)
     arr, datatype = _typed(_array(buf, call, argument, rank, writable), given, call,
                            argument, rank)
-    if count is None and displ is None and datatype.multiplier == 1:
+    if count is None and displ is None and datatype.multiplier == 1 and blocks == 1:
         return arr, datatype
     step = datatype.multiplier
     start = 0 if displ is None else _integer(displ, call, argument, rank) * step
-    n = (arr.size - start) // step if count is None else _integer(count, call, argument, rank)
+    if count is None:
+        entries = (arr.size - start) // step
+        if blocks > 1 and entries % blocks:
+            raise _error(call, argument, entries, f"cannot infer the count: {entries} entries "
+                         f"do not split into {blocks} blocks", rank)
+        n = entries // blocks * blocks
+    else:
+        n = _integer(count, call, argument, rank) * blocks
     stop = start + n * step
     if stop > arr.size:
         raise _error(call, argument, (n, displ), f"count {n} from displacement {displ or 0} "
@@ -159,7 +223,7 @@ def vector(spec: Any, size: int, call: str, argument: str, rank: int | None,
     """A v-collective's spec: the whole buffer (base elements), each rank's count and
     displacement in base elements, and the type. Counts default to equal blocks, displacements
     to the counts' prefix sums."""
-    buf, counts, displs, given = _parts(spec, call, argument, rank)
+    buf, counts, displs, given = _parts(spec, call, argument, rank, vector=True)
     arr, datatype = _typed(_array(buf, call, argument, rank, writable), given, call,
                            argument, rank)
     step = datatype.multiplier

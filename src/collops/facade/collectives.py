@@ -34,6 +34,11 @@ class _Call(NamedTuple):
     finish: Callable[[Any], Any] | None = None
 
 
+def _in_place(buf: Any) -> bool:
+    """Whether a buffer argument means MPI_IN_PLACE (``IN_PLACE`` or None, as in mpi4py)."""
+    return buf is IN_PLACE or buf is None
+
+
 def _copier(dst: np.ndarray, src: np.ndarray) -> Callable[[], None]:
     def copy() -> None:
         dst[...] = src
@@ -78,11 +83,11 @@ class Collectives:
         except CollopsError as exc:
             raise mpi_error(exc) from None
 
-    def _recv(self, buf: Any, call: str) -> np.ndarray:
-        return message(buf, call, "recvbuf", self._comm.rank, True)[0]
+    def _recv(self, buf: Any, call: str, blocks: int = 1) -> np.ndarray:
+        return message(buf, call, "recvbuf", self._comm.rank, True, blocks)[0]
 
-    def _send(self, buf: Any, call: str) -> np.ndarray:
-        return message(buf, call, "sendbuf", self._comm.rank, False)[0]
+    def _send(self, buf: Any, call: str, blocks: int = 1) -> np.ndarray:
+        return message(buf, call, "sendbuf", self._comm.rank, False, blocks)[0]
 
     # -- barrier and broadcast -------------------------------------------------------------
     def Barrier(self) -> None:
@@ -127,7 +132,7 @@ class Collectives:
     def _reduction(self, name: str, sendbuf: Any, recvbuf: Any, op: Any, call: str,
                    root: int | None = None) -> _Call:
         out = self._recv(recvbuf, call)
-        x = out if sendbuf is IN_PLACE else self._send(sendbuf, call)
+        x = out if _in_place(sendbuf) else self._send(sendbuf, call)
         args = (x, as_op(op, call)) if root is None else (x, as_op(op, call), root)
         return _Call(name, args, {"out": out})
 
@@ -182,8 +187,8 @@ class Collectives:
 
     def _scan(self, name: str, sendbuf: Any, recvbuf: Any, op: Any, call: str) -> _Call:
         out = self._recv(recvbuf, call)
-        x = out.copy() if sendbuf is IN_PLACE else self._send(sendbuf, call)
-        before = _copier(x, out) if sendbuf is IN_PLACE else None
+        x = out.copy() if _in_place(sendbuf) else self._send(sendbuf, call)
+        before = _copier(x, out) if _in_place(sendbuf) else None
         return _Call(name, (x, as_op(op, call)), {"out": out}, before)
 
     def Scan(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
@@ -216,15 +221,13 @@ class Collectives:
 
     def _reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any, call: str) -> _Call:
         size = self._comm.size
-        full = self._recv(recvbuf, call)
-        if sendbuf is IN_PLACE:
+        if _in_place(sendbuf):
+            full = self._recv(recvbuf, call, size)
             x = full.copy()
-            out = full[:full.size // size]
-            return _Call("reduce_scatter_block", (x, as_op(op, call)), {"out": out},
-                         _copier(x, full))
-        x = self._send(sendbuf, call)
-        return _Call("reduce_scatter_block", (x, as_op(op, call)),
-                     {"out": full[:x.size // size]})
+            return _Call("reduce_scatter_block", (x, as_op(op, call)),
+                         {"out": full[:full.size // size]}, _copier(x, full))
+        return _Call("reduce_scatter_block", (self._send(sendbuf, call, size), as_op(op, call)),
+                     {"out": self._recv(recvbuf, call)})
 
     def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
         """Block ``rank`` of the reduction of every rank's ``sendbuf``, into ``recvbuf``."""
@@ -245,12 +248,12 @@ class Collectives:
                         call: str) -> _Call:
         comm = self._comm
         full, datatype = message(recvbuf, call, "recvbuf", comm.rank, True)
-        if recvcounts is None:
-            counts = [full.size] * comm.size
+        if recvcounts is None:  # every rank's receive count, as mpi4py gathers them
+            counts = [int(c) for c in comm.allgather_object(full.size)]
         else:
             counts = [c * datatype.multiplier
                       for c in integers(recvcounts, comm.size, call, "recvcounts", comm.rank)]
-        if sendbuf is IN_PLACE:
+        if _in_place(sendbuf):
             x = full[:sum(counts)].copy()
             before: Callable[[], None] | None = _copier(x, full[:sum(counts)])
         else:
@@ -281,11 +284,11 @@ class Collectives:
         comm = self._comm
         if comm.rank != root:
             return _Call("gather", (self._send(sendbuf, call), root), {})
-        full = self._recv(recvbuf, call)
-        n = full.size // comm.size if sendbuf is IN_PLACE else self._send(sendbuf, call).size
-        x = full[comm.rank * n:(comm.rank + 1) * n] if sendbuf is IN_PLACE else \
+        full = self._recv(recvbuf, call, comm.size)
+        n = full.size // comm.size
+        x = full[comm.rank * n:(comm.rank + 1) * n] if _in_place(sendbuf) else \
             self._send(sendbuf, call)
-        return _Call("gather", (x, root), {"out": full[:n * comm.size]})
+        return _Call("gather", (x, root), {"out": full})
 
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Every rank's ``sendbuf``, in rank order, into the root's ``recvbuf``."""
@@ -307,11 +310,11 @@ class Collectives:
             return _Call("gatherv", (self._send(sendbuf, call), root, None), {})
         arr, counts, displs, _ = vector(recvbuf, comm.size, call, "recvbuf", comm.rank, True)
         me = comm.rank
-        x = arr[displs[me]:displs[me] + counts[me]] if sendbuf is IN_PLACE else \
+        x = arr[displs[me]:displs[me] + counts[me]] if _in_place(sendbuf) else \
             self._send(sendbuf, call)
         if is_contiguous_blocks(counts, displs):
             return _Call("gatherv", (x, root, None), {"out": arr[:sum(counts)]})
-        if sendbuf is IN_PLACE:
+        if _in_place(sendbuf):
             x = x.copy()
         packed = np.empty(sum(counts), arr.dtype)
         return _Call("gatherv", (x, root, None), {"out": packed}, None,
@@ -335,10 +338,10 @@ class Collectives:
         comm = self._comm
         if comm.rank != root:
             return _Call("scatter", (None, root), {"out": self._recv(recvbuf, call)})
-        x = self._send(sendbuf, call)
-        n = x.size // comm.size
-        out = np.empty(n, x.dtype) if recvbuf is IN_PLACE else self._recv(recvbuf, call)[:n]
-        return _Call("scatter", (x[:n * comm.size], root), {"out": out})
+        x = self._send(sendbuf, call, comm.size)
+        out = np.empty(x.size // comm.size, x.dtype) if _in_place(recvbuf) else \
+            self._recv(recvbuf, call)
+        return _Call("scatter", (x, root), {"out": out})
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Block ``rank`` of the root's ``sendbuf`` into each rank's ``recvbuf``."""
@@ -360,7 +363,7 @@ class Collectives:
             return _Call("scatterv", (None, None, root), {"out": self._recv(recvbuf, call)})
         arr, counts, displs, _ = vector(sendbuf, comm.size, call, "sendbuf", comm.rank, False)
         me = comm.rank
-        out = np.empty(counts[me], arr.dtype) if recvbuf is IN_PLACE else \
+        out = np.empty(counts[me], arr.dtype) if _in_place(recvbuf) else \
             self._recv(recvbuf, call)[:counts[me]]
         if is_contiguous_blocks(counts, displs):
             return _Call("scatterv", (arr[:sum(counts)], counts, root), {"out": out})
@@ -384,14 +387,11 @@ class Collectives:
 
     def _allgather(self, sendbuf: Any, recvbuf: Any, call: str) -> _Call:
         comm = self._comm
-        full = self._recv(recvbuf, call)
-        if sendbuf is IN_PLACE:
-            n = full.size // comm.size
-            x = full[comm.rank * n:(comm.rank + 1) * n]
-        else:
-            x = self._send(sendbuf, call)
-            n = x.size
-        return _Call("allgather", (x,), {"out": full[:n * comm.size]})
+        full = self._recv(recvbuf, call, comm.size)
+        n = full.size // comm.size
+        x = full[comm.rank * n:(comm.rank + 1) * n] if _in_place(sendbuf) else \
+            self._send(sendbuf, call)
+        return _Call("allgather", (x,), {"out": full})
 
     def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:
         """Every rank's ``sendbuf``, in rank order, into every ``recvbuf``."""
@@ -419,11 +419,11 @@ class Collectives:
         comm = self._comm
         arr, counts, displs, _ = vector(recvbuf, comm.size, call, "recvbuf", comm.rank, True)
         me = comm.rank
-        x = arr[displs[me]:displs[me] + counts[me]] if sendbuf is IN_PLACE else \
+        x = arr[displs[me]:displs[me] + counts[me]] if _in_place(sendbuf) else \
             self._send(sendbuf, call)
         if is_contiguous_blocks(counts, displs):
             return _Call("allgatherv", (x, counts), {"out": arr[:sum(counts)]})
-        if sendbuf is IN_PLACE:
+        if _in_place(sendbuf):
             x = x.copy()
         packed = np.empty(sum(counts), arr.dtype)
         return _Call("allgatherv", (x, counts), {"out": packed}, None,
@@ -444,12 +444,11 @@ class Collectives:
                          PERSISTENT)  # type: ignore[no-any-return]
 
     def _alltoall(self, sendbuf: Any, recvbuf: Any, call: str) -> _Call:
-        out = self._recv(recvbuf, call)
-        if sendbuf is IN_PLACE:
+        out = self._recv(recvbuf, call, self._comm.size)
+        if _in_place(sendbuf):
             x = out.copy()
             return _Call("alltoall", (x,), {"out": out}, _copier(x, out))
-        x = self._send(sendbuf, call)
-        return _Call("alltoall", (x,), {"out": out[:x.size]})
+        return _Call("alltoall", (self._send(sendbuf, call, self._comm.size),), {"out": out})
 
     def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
         """Block j of every rank's ``sendbuf`` to rank j's ``recvbuf``, in rank order."""
@@ -470,7 +469,7 @@ class Collectives:
         rarr, rcounts, rdispls, _ = vector(recvbuf, comm.size, call, "recvbuf", comm.rank,
                                            True)
         before: Callable[[], None] | None = None
-        if sendbuf is IN_PLACE:
+        if _in_place(sendbuf):
             sarr, scounts, sdispls = rarr.copy(), rcounts, rdispls
             before = _copier(sarr, rarr)
         else:

@@ -195,6 +195,11 @@ _TABLE: list[tuple[str, Any]] = [
     ("LONG_DOUBLE_INT", pair_dtype(np.longdouble, np.intc)),
     ("DATATYPE_NULL", None),
 ]
+#: predefined names collops has no numpy dtype for: handles whose use raises ERR_TYPE
+_WITHOUT_DTYPE = ("LOGICAL1", "LOGICAL2", "LOGICAL4", "LOGICAL8", "LOGICAL16", "INTEGER16",
+                  "REAL2", "REAL16", "COMPLEX4", "COMPLEX32", "BFLOAT16_T", "C_FLOAT16",
+                  "F_FLOAT16", "UB", "LB")
+_TABLE += [(name, None) for name in _WITHOUT_DTYPE]
 for _name, _dtype in _TABLE:
     _define(_name, _dtype)
 PREDEFINED["TWOINT"] = PREDEFINED["INT_INT"]

@@ -124,6 +124,12 @@ def Get_library_version() -> str:
     return LIBRARY_VERSION
 
 
+def get_vendor() -> tuple[str, tuple[int, ...]]:
+    """The MPI implementation's name and version: collops'."""
+    from .. import version
+    return "collops", tuple(int(part) for part in version.__version__.split(".")[:3])
+
+
 def Pcontrol(level: int) -> None:
     """Profiling control: nothing to do."""
 

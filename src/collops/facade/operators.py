@@ -102,8 +102,10 @@ class Op:
         left = message(inbuf, "Reduce_local", "inbuf", None, False)[0]
         right = message(inoutbuf, "Reduce_local", "inoutbuf", None, True)[0]
         if left.size != right.size:
-            raise mpi_exception(ERR_OP, f"Reduce_local: inbuf has {left.size} elements, "
-                                f"inoutbuf {right.size}")
+            from ..errors import ArgumentError
+            from .exceptions import mpi_error
+            raise mpi_error(ArgumentError("Reduce_local", "inoutbuf", right.size, f"has "
+                                          f"{right.size} elements, inbuf {left.size}"))
         op = self.for_buffers("Reduce_local")
         op.check(right.dtype, "Reduce_local")
         op.combine_into(right, left, right.copy())
