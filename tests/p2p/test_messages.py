@@ -3,6 +3,7 @@ truncation, probes, synchronous sends, rings, cancel, objects and PROC_NULL."""
 
 from __future__ import annotations
 
+import pickle
 import time
 
 import numpy as np
@@ -293,6 +294,8 @@ def test_object_forms_and_proc_null(run):
             return comm.recv(source=PROC_NULL)
         big, status = comm.recv_object(source=0, tag=4)
         small, _ = comm.irecv_object(other).wait()
+        null_message = comm.mprobe(PROC_NULL)
+        assert null_message.irecv().wait()[1].source == PROC_NULL
         return int(big["big"][-1]), status.tag, small, comm.iprobe(PROC_NULL)
 
     null_result, second = run(body, 2)
@@ -319,3 +322,6 @@ def test_status_get_count():
     assert status.count == 3 and status.get_count(np.int32) == 6 and status.get_count() == 3
     with pytest.raises(collops.ArgumentError):
         status.get_count(np.dtype("V5"))
+    assert pickle.loads(pickle.dumps(status)) == status
+    with pytest.raises(AttributeError):
+        status.tag = 2

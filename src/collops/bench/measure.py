@@ -101,19 +101,15 @@ def time_scale(collective: str, size: int) -> float:
 def pingpong(rank: int, rounds: int, send: Callable[[], Any],
              recv: Callable[[], Any]) -> Callable[[], Any]:
     """One timed ping-pong iteration between ranks 0 and 1 (other ranks do nothing)."""
-    if rank == 0:
-        def ping() -> None:
-            for _ in range(rounds):
-                send()
-                recv()
-        return ping
-    if rank == 1:
-        def pong() -> None:
-            for _ in range(rounds):
-                recv()
-                send()
-        return pong
-    return lambda: None
+    if rank > 1:
+        return lambda: None
+    first, then = (send, recv) if rank == 0 else (recv, send)
+
+    def rounds_of_two() -> None:
+        for _ in range(rounds):
+            first()
+            then()
+    return rounds_of_two
 
 
 def element_count(collective: str, size: int, n: int) -> int:

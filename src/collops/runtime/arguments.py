@@ -10,6 +10,8 @@ import operator
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from ..errors import ArgumentError
 
 _TIMEOUT_RULE = "must be a positive number of seconds or None"
@@ -47,3 +49,15 @@ def checked_ints(call: str, name: str, values: Any, rank: int | None) -> list[in
         raise ArgumentError(call, name, values, "must be a sequence of integers",
                             rank) from None
 
+
+
+def writeable_buffer(call: str, out: Any, rank: int | None) -> Any:
+    """``out`` as a numpy array if it is one or another buffer-protocol object (an
+    `ArgumentError` otherwise); its dtype, shape and flags are the caller's to check."""
+    if isinstance(out, np.ndarray):
+        return out
+    try:
+        return np.asarray(memoryview(out))
+    except TypeError:
+        raise ArgumentError(call, "out", type(out).__name__, "must be an array or another "
+                            "writeable buffer", rank) from None

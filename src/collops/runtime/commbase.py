@@ -23,7 +23,7 @@ from ..ops import Op, as_op
 from ..topology.machine import detect_machine
 from ..transport.base import Transport
 from ..transport.placement import binding_of_job
-from .arguments import checked_int, checked_ints, checked_timeout
+from .arguments import checked_int, checked_ints, checked_timeout, writeable_buffer
 from .cache import SHARED, BoundedCache
 from .context_ids import ContextIds
 from .engine import CallInfo, Execution, Plan, Progress
@@ -275,12 +275,7 @@ class CommBase:
              source: np.ndarray | None = None) -> np.ndarray:
         if out is None:
             return np.empty(shape, dtype)
-        if not isinstance(out, np.ndarray):
-            try:
-                out = np.asarray(memoryview(out))
-            except TypeError:
-                raise ArgumentError(call, "out", type(out).__name__, "must be an array or "
-                                    "another writeable buffer", self.rank) from None
+        out = writeable_buffer(call, out, self.rank)
         if out.dtype != dtype:
             raise ArgumentError(call, "out", out.dtype, f"dtype differs from the data's {dtype} "
                                 "(send/receive dtype mismatch)", self.rank)

@@ -13,7 +13,6 @@ a property test can check it against a plain reference.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 #: wildcard source and tag, and the null peer (MPICH's values)
@@ -24,37 +23,32 @@ PROC_NULL = -1
 TAG_UB = 2**31 - 1
 
 
-@dataclass(eq=False)
 class Envelope:
-    """What a message says of itself: who sent it, its tag, what it holds and how big it is."""
+    """What a message says of itself: who sent it, its tag, what it holds and how big it is
+    (``dtype``: the sender's dtype token, `datatypes.dtype_token`; ``payload``: the bytes when
+    they travelled inside the envelope, else None; ``sync``: the sender waits to hear of the
+    match; ``on_match``: a self-send's sending operation, told of the match)."""
 
-    source: int
-    tag: int
-    #: the sender's sequence number of this message towards this rank
-    seq: int
-    nbytes: int
-    #: the sender's dtype token (`datatypes.dtype_token`) and shape
-    dtype: str = "|u1"
-    shape: tuple[int, ...] = ()
-    #: a pickled object (`send_object`) rather than an array
-    is_object: bool = False
-    #: a synchronous send: the sender waits to hear that it matched
-    sync: bool = False
-    #: the payload when it travelled inside the envelope (None: it follows separately)
-    payload: Any = None
-    #: what the layer needs to hear of the match (a self-send's sending operation)
-    on_match: Any = None
+    __slots__ = ("source", "tag", "seq", "nbytes", "dtype", "shape", "is_object", "sync",
+                 "payload", "on_match")
+
+    def __init__(self, source: int, tag: int, seq: int, nbytes: int, dtype: str = "|u1",
+                 shape: tuple[int, ...] = (), is_object: bool = False, sync: bool = False,
+                 payload: Any = None, on_match: Any = None) -> None:
+        self.source, self.tag, self.seq, self.nbytes = source, tag, seq, nbytes
+        self.dtype, self.shape, self.is_object, self.sync = dtype, shape, is_object, sync
+        self.payload, self.on_match = payload, on_match
 
 
-@dataclass(eq=False)
 class Posted:
-    """A receive waiting for a message: its source and tag (wildcards allowed)."""
+    """A receive waiting for a message: its source and tag (wildcards allowed), its owner
+    (the receive operation) and, once matched, the envelope."""
 
-    source: int
-    tag: int
-    #: the owner's state (the receive operation)
-    owner: Any = None
-    matched: Envelope | None = field(default=None)
+    __slots__ = ("source", "tag", "owner", "matched")
+
+    def __init__(self, source: int, tag: int, owner: Any = None) -> None:
+        self.source, self.tag, self.owner = source, tag, owner
+        self.matched: Envelope | None = None
 
 
 def fits(source: int, tag: int, envelope: Envelope) -> bool:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..datatypes import as_array, dtype_token
 from ..errors import ArgumentError
-from .arguments import checked_int
+from .arguments import checked_int, writeable_buffer
 from .commbase import CommBase
 from .matching import ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB
 from .p2p_channel import Channel, ProbeOp, RecvOp, SendOp
@@ -89,8 +89,7 @@ class Message:
     def irecv(self, out: Any = None) -> Request:
         """Start receiving this message; the request's wait gives ``(data, Status)``."""
         op = self._start(out, "Message.irecv")
-        comm = self._comm
-        return P2PRequest(comm, comm._null_op() if op is None else op)
+        return P2PRequest(self._comm, _Done((out, _NULL_STATUS)) if op is None else op)
 
 
 class _Done:
@@ -114,15 +113,19 @@ class _Done:
 class P2P(CommBase):
     """The point-to-point methods of `Comm`."""
 
+    _p2p: Channel
+
     # -- helpers -----------------------------------------------------------------------------
     def _channel(self) -> Channel:
-        channel: Channel | None = self.__dict__.get("_p2p")
-        if channel is None:
-            channel = self.__dict__["_p2p"] = Channel(self.transport, self._group, self.rank,
-                                                      self.context)
-        return channel
+        try:
+            return self._p2p
+        except AttributeError:
+            self._p2p = Channel(self.transport, self._group, self.rank, self.context)
+            return self._p2p
 
     def _peer(self, call: str, name: str, value: Any, wildcard: bool = False) -> int:
+        if type(value) is int and 0 <= value < self.size:
+            return value
         peer = checked_int(call, name, value, self.rank)
         if 0 <= peer < self.size or peer == PROC_NULL or (wildcard and peer == ANY_SOURCE):
             return peer
@@ -131,6 +134,8 @@ class P2P(CommBase):
                             f"PROC_NULL{allowed}", self.rank)
 
     def _tag(self, call: str, name: str, value: Any, wildcard: bool = False) -> int:
+        if type(value) is int and 0 <= value <= TAG_UB:
+            return value
         tag = checked_int(call, name, value, self.rank)
         if 0 <= tag <= TAG_UB or (wildcard and tag == ANY_TAG):
             return tag
@@ -150,19 +155,11 @@ class P2P(CommBase):
     def _recv_buffer(self, call: str, out: Any) -> np.ndarray | None:
         if out is None:
             return None
-        if not isinstance(out, np.ndarray):
-            try:
-                out = np.asarray(memoryview(out))
-            except TypeError:
-                raise ArgumentError(call, "out", type(out).__name__, "must be an array or "
-                                    "another writeable buffer", self.rank) from None
+        out = writeable_buffer(call, out, self.rank)
         if not out.flags.c_contiguous or not out.flags.writeable:
             raise ArgumentError(call, "out", out.shape, "must be a writeable C-contiguous "
                                 "array", self.rank)
         return out
-
-    def _null_op(self, value: Any = None) -> _Done:
-        return _Done(value)
 
     def _complete(self, op: Any) -> Any:
         """Run ``op`` to completion (other operations advancing meanwhile); its value."""
@@ -187,12 +184,16 @@ class P2P(CommBase):
         self._channel().send(arr, token, dest, tag, sync, is_object, op)
         return op
 
+    def _source_and_tag(self, call: str, source: Any, tag: Any,
+                        timeout: float | None) -> tuple[int, int, float | None]:
+        """A receive's or probe's checked source, tag and timeout."""
+        return (self._peer(call, "source", source, wildcard=True),
+                self._tag(call, "tag", tag, wildcard=True), self._timeout(timeout, call))
+
     def _start_recv(self, call: str, out: Any, source: Any, tag: Any,
                     timeout: float | None) -> RecvOp | _Done:
-        source = self._peer(call, "source", source, wildcard=True)
-        tag = self._tag(call, "tag", tag, wildcard=True)
+        source, tag, timeout = self._source_and_tag(call, source, tag, timeout)
         buffer = self._recv_buffer(call, out)
-        timeout = self._timeout(timeout, call)
         if source == PROC_NULL:
             return _Done((buffer, _NULL_STATUS))
         op = RecvOp(self._channel(), call, source, tag, buffer, timeout)
@@ -201,9 +202,7 @@ class P2P(CommBase):
 
     def _start_probe(self, call: str, source: Any, tag: Any, take: bool,
                      timeout: float | None) -> ProbeOp | None:
-        source = self._peer(call, "source", source, wildcard=True)
-        tag = self._tag(call, "tag", tag, wildcard=True)
-        timeout = self._timeout(timeout, call)
+        source, tag, timeout = self._source_and_tag(call, source, tag, timeout)
         if source == PROC_NULL:
             return None
         return ProbeOp(self._channel(), call, source, tag, take, timeout)

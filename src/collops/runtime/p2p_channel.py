@@ -214,10 +214,14 @@ class _Operation:
     def __init__(self, channel: Channel, call: str, timeout: float | None) -> None:
         self.channel = channel
         self.call = call
-        self.info = CallInfo(call, "p2p", channel.rank, 0)
         self.timeout = timeout
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.done = False
+
+    @property
+    def info(self) -> CallInfo:
+        """The call, as the progress engine's stall reports and failures name it."""
+        return CallInfo(self.call, "p2p", self.channel.rank, 0)
 
     def _check_deadline(self, what: str) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:
@@ -249,7 +253,9 @@ class SendOp(_Operation):
                     raise h.error
             self.done = True
             return True
-        channel.drain(())  # progress, and a self-send's acknowledgement comes from a receive
+        # progress, and the receives posted here take their envelopes: a large message's
+        # sender waits for its receiver, which may be waiting for this rank (`sendrecv`)
+        channel.drain(channel.matcher.wanted_sources())
         for handle in (*self.handles, self.ack):
             if handle is not None and handle.error is not None:
                 raise handle.error

@@ -2,26 +2,47 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..errors import ArgumentError
 
+_BYTE = np.dtype(np.uint8)
 
-@dataclass(frozen=True)
+
 class Status:
-    """The matched message's source, tag and size (MPI_Status)."""
+    """The matched message's source, tag and size (MPI_Status): ``source``, ``tag``,
+    ``nbytes``, ``dtype`` (the sender's; uint8 for an object form), ``cancelled`` (the
+    receive was cancelled, nothing arrived) and ``count`` (elements of ``dtype``)."""
 
-    source: int
-    tag: int
-    #: bytes of the message
-    nbytes: int
-    #: the sender's dtype (uint8 for an object form)
-    dtype: np.dtype = np.dtype(np.uint8)
-    #: whether the receive was cancelled (then nothing arrived)
-    cancelled: bool = False
+    __slots__ = ("source", "tag", "nbytes", "dtype", "cancelled")
+
+    def __init__(self, source: int, tag: int, nbytes: int, dtype: np.dtype = _BYTE,
+                 cancelled: bool = False) -> None:
+        self.source, self.tag, self.nbytes = source, tag, nbytes
+        self.dtype, self.cancelled = dtype, cancelled
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if hasattr(self, "cancelled"):  # set once, by __init__
+            raise AttributeError(f"Status is read-only ({name})")
+        object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        return (f"Status(source={self.source}, tag={self.tag}, nbytes={self.nbytes}, "
+                f"dtype={self.dtype}, cancelled={self.cancelled})")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Status) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Status, self._fields()
+
+    def _fields(self) -> tuple[Any, ...]:
+        return self.source, self.tag, self.nbytes, self.dtype, self.cancelled
 
     @property
     def count(self) -> int:
