@@ -45,12 +45,20 @@ def dup_free_cycles(comm: Any, cycles: int, every: int) -> dict[str, Any]:
     return {"contexts": sorted(contexts), "bound": bound}
 
 
-def opposite_orders(comm: Any, reuses: int) -> list[int]:
-    """A dup whose id was reused ``reuses`` times, and non-blocking allreduces on it and on
-    ``comm`` begun in opposite orders on even and odd ranks (legal MPI: must not mix up)."""
+def opposite_orders(comm: Any, reuses: int, live: bool = False) -> list[int]:
+    """A dup whose id was reused ``reuses`` times (``live``: made after ``reuses`` dups still
+    alive), and non-blocking allreduces on it and on ``comm`` begun in opposite orders on even
+    and odd ranks (legal MPI: must not mix up)."""
+    alive = []
     for _ in range(reuses):
-        comm.dup().free()
+        c = comm.dup()
+        if live:
+            alive.append(c)
+        else:
+            c.free()
     d = comm.dup()
+    while int(d._call_number[0]) < int(comm._call_number[0]):
+        d.barrier()  # the two calls get the same call number: only the context tells them apart
     a, b = _x(comm.rank, 1, 3), _x(comm.rank, 2, 3)
     if comm.rank % 2 == 0:
         on_world, on_dup = comm.iallreduce(a), d.iallreduce(b)
@@ -63,6 +71,8 @@ def opposite_orders(comm: Any, reuses: int) -> list[int]:
     np.testing.assert_array_equal(on_dup.wait(), _sum(range(comm.size), 2, 3))
     used = d.context
     d.free()
+    for c in alive:
+        c.free()
     return [used, comm.context]
 
 
@@ -130,6 +140,7 @@ def reuse_across_groups(comm: Any) -> list[int]:
         s = comm.split(comm.rank % 2, key=-comm.rank)
         for k in range(5):
             _check_allreduce(s, 10 * round_ + k + 5, 2)
+        _check_allreduce(s, round_, 1 << 19)  # 4 MiB: the stream area, where it has one
         used.append(s.context)
         s.free()
     return used

@@ -9,15 +9,8 @@ from hypothesis import strategies as st
 
 import collops
 from collops.errors import ArgumentError
-from collops.runtime.groups import (
-    CONGRUENT,
-    GROUP_EMPTY,
-    IDENT,
-    SIMILAR,
-    UNDEFINED,
-    UNEQUAL,
-    Group,
-)
+from collops.runtime import groups
+from collops.runtime.groups import Group
 
 ranks = st.lists(st.integers(0, 40), unique=True, max_size=12)
 
@@ -32,7 +25,7 @@ def test_set_operations_match_the_reference(a, b):
     assert list(ga.union(gb).ranks) == a + [r for r in b if r not in set(a)]
     assert list(ga.intersection(gb).ranks) == [r for r in a if r in set(b)]
     assert list(ga.difference(gb).ranks) == [r for r in a if r not in set(b)]
-    expected = (IDENT if a == b else SIMILAR if set(a) == set(b) else UNEQUAL)
+    expected = (groups.IDENT if a == b else groups.SIMILAR if set(a) == set(b) else groups.UNEQUAL)
     assert ga.compare(gb) == expected
 
 
@@ -44,7 +37,7 @@ def test_incl_excl_translate(a, data):
     assert list(g.incl(picked).ranks) == [a[i] for i in picked]
     assert list(g.excl(picked).ranks) == [r for i, r in enumerate(a) if i not in set(picked)]
     other = _group(data.draw(ranks))
-    want = [other.ranks.index(a[i]) if a[i] in other.ranks else UNDEFINED for i in picked]
+    want = [other.ranks.index(a[i]) if a[i] in other.ranks else groups.UNDEFINED for i in picked]
     assert g.translate_ranks(picked, other) == want
 
 
@@ -63,11 +56,12 @@ def test_range_incl_and_excl_follow_the_triples(n, data):
 def test_rank_size_empty_and_constants():
     g = Group([7, 3, 5], me=3)
     assert (g.size, g.rank, len(g)) == (3, 1, 3)
-    assert Group([7], me=3).rank == UNDEFINED
-    assert GROUP_EMPTY.size == 0 and GROUP_EMPTY.rank == UNDEFINED
-    assert g.difference(g) == GROUP_EMPTY
-    assert (IDENT, CONGRUENT, SIMILAR, UNEQUAL) == (0, 1, 2, 3)
-    assert collops.Group is Group and collops.IDENT == IDENT and collops.UNDEFINED == UNDEFINED
+    assert Group([7], me=3).rank == groups.UNDEFINED
+    assert groups.GROUP_EMPTY.size == 0 and groups.GROUP_EMPTY.rank == groups.UNDEFINED
+    assert g.difference(g) == groups.GROUP_EMPTY
+    assert (groups.IDENT, groups.CONGRUENT, groups.SIMILAR, groups.UNEQUAL) == (0, 1, 2, 3)
+    assert collops.Group is Group and collops.IDENT == groups.IDENT
+    assert collops.UNDEFINED == groups.UNDEFINED
 
 
 @pytest.mark.parametrize("call, argument", [

@@ -190,7 +190,8 @@ class Communicators(FastPaths):
             return None
         # the agreement runs among the members alone, on the id no communicator gets: its
         # call number names the parent and the tag (concurrent calls differ in one of them),
-        # its phases the how-many-th call of these on the parent (consecutive ones differ)
+        # its phases the how-many-th call of these on the parent (consecutive ones differ;
+        # the last phase is point-to-point's)
         if self._group_calls is None:
             self._group_calls = {}
         made = self._group_calls.get((tag, tuple(ranks)), 0)
@@ -202,7 +203,7 @@ class Communicators(FastPaths):
         try:
             new = Request(among, among._split("create_group", 0, among.rank, among._reserve(),
                                               f"{self.name}.create_group",
-                                              2 * (made % 4))).wait()
+                                              2 * (made % 3))).wait()
         finally:
             self.transport.release_comm(BOOTSTRAP, tuple(ranks), self._timeout(None, "free"))
         return new  # type: ignore[no-any-return]

@@ -25,9 +25,10 @@ none either, `CommunicatorLimit` names the limit: an id is never wrapped or shar
 **Concurrent agreements** on one rank (an `idup` in flight while another communicator is
 made) must not take the same id. An agreement *locks* what it contributed until it is done;
 the others contribute only unlocked ids; the winner keeps its id and unlocks the rest. A
-window locks at most 256 ids, so concurrent windows leave each other room; a whole mask locks
-everything, which can only leave a concurrent agreement with no common id — the limit error,
-never a shared id. Blocking calls on one rank never overlap.
+window locks at most 256 ids, so concurrent windows leave each other room (the later one then
+takes an id past the earlier window: past the ids with a direct area, on ``shm``); a whole
+mask locks everything, which can only leave a concurrent agreement with no common id — the
+limit error, never a shared id. Blocking calls on one rank never overlap.
 
 **Reuse is safe.** `free` lets the communicator's pending calls complete, then the transport
 takes back what the id held (`Transport.release_comm`: waiting until the readers of this

@@ -229,6 +229,7 @@ class ShmTransport(BulkTransfers):
         slots = range(seg.DIRECT_SLOTS)
 
         def read() -> bool:
+            self.progress()  # a reader may wait for a message still queued here
             return all(area.writable(s) for s in slots)
 
         if not read():
