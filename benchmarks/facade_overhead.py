@@ -9,6 +9,12 @@ Runs a shared-memory job (`collops.spawn`, ``transport="shm"``). Each round time
 facade, against ``c.allreduce(x, out=r)`` and ``c.bcast(x, out=x)`` — alternating which side
 goes first, so a burst of load on the machine lands on both. It prints the medians over rounds
 of the per-call time (rank 0) and of the per-round difference facade − own API.
+
+On a loaded machine those medians swing by far more than the facade costs, so it also measures
+the facade's own dispatch alone (``--dispatch``): the same calls in one process on a
+communicator stand-in whose methods return at once, against calling the stand-in directly;
+the minimum over ``--rounds`` repeats of ``--iterations`` calls each (the minimum filters out
+the time the process was not running). The difference is what the facade adds to every call.
 """
 
 from __future__ import annotations
@@ -67,6 +73,46 @@ def _rank(comm: Any, rounds: int, iterations: int, nbytes: int) -> dict[str, Any
     return out
 
 
+class _StandIn:
+    """A communicator whose collectives return at once (what is left is the caller's cost)."""
+
+    rank, size = 0, 2
+
+    def allreduce(self, x: Any, op: Any = None, *, out: Any = None) -> Any:
+        return out
+
+    def bcast(self, x: Any, root: int = 0, *, out: Any = None) -> Any:
+        return out
+
+
+def dispatch(rounds: int, iterations: int, nbytes: int) -> dict[str, Any]:
+    """The facade's dispatch cost per call, from the minimum over rounds (see the docstring)."""
+    import timeit
+
+    from collops import MPI
+    from collops.facade.comm import wrap
+
+    comm = _StandIn()
+    facade = wrap(comm)
+    x = np.ones(max(1, nbytes // 8))
+    r = np.empty_like(x)
+    sx, sr = [x, MPI.DOUBLE], [r, MPI.DOUBLE]  # the specs, made once as a program may
+    pairs = {
+        "Allreduce(ndarray)": (lambda: facade.Allreduce(x, r, op=MPI.SUM),
+                               lambda: comm.allreduce(x, MPI.SUM.op, out=r)),
+        "Allreduce([buf, DOUBLE])": (
+            lambda: facade.Allreduce(sx, sr, MPI.SUM),
+            lambda: comm.allreduce(x, MPI.SUM.op, out=r)),
+        "Bcast(ndarray)": (lambda: facade.Bcast(x, 0), lambda: comm.bcast(x, 0, out=x)),
+    }
+    out = {}
+    for name, (through_facade, own) in pairs.items():
+        f = min(timeit.repeat(through_facade, number=iterations, repeat=rounds)) / iterations
+        o = min(timeit.repeat(own, number=iterations, repeat=rounds)) / iterations
+        out[name] = {"facade_us": f * 1e6, "direct_us": o * 1e6, "added_us": (f - o) * 1e6}
+    return out
+
+
 def main() -> None:
     """Print the medians, and write them as JSON if asked."""
     import collops
@@ -77,7 +123,21 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=2000)
     parser.add_argument("--bytes", type=int, default=8)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--dispatch", action="store_true",
+                        help="measure only the facade's dispatch, in this process")
     args = parser.parse_args()
+    added = dispatch(max(args.rounds, 5) * 20, args.iterations, args.bytes)
+    for name, row in added.items():
+        print(f"{name:28s} dispatch: facade {row['facade_us']:6.3f} us, direct "
+              f"{row['direct_us']:6.3f} us, added {row['added_us']:+6.3f} us")
+    if args.dispatch:
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"command": "benchmarks/facade_overhead.py --dispatch --rounds "
+                           f"{args.rounds} --iterations {args.iterations}", "dispatch": added},
+                          f, indent=2)
+                f.write("\n")
+        return
     results = collops.spawn(_rank, args.nprocs, args.rounds, args.iterations, args.bytes,
                             transport="shm", timeout=600)
     rank0 = results[0]
@@ -89,7 +149,7 @@ def main() -> None:
                       f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
                       if k != "json" and v is not None),
                   "nprocs": args.nprocs, "bytes": args.bytes, "rounds": args.rounds,
-                  "iterations": args.iterations, "rank0": rank0}
+                  "iterations": args.iterations, "rank0": rank0, "dispatch": added}
         with open(args.json, "w") as f:
             json.dump(record, f, indent=2)
             f.write("\n")

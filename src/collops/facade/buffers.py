@@ -181,8 +181,8 @@ def fast_array(spec: Any) -> np.ndarray | None:
     type]`` — or None (then `message` parses the spec in full)."""
     if type(spec) is list and len(spec) == 2:
         arr, datatype = spec
-        if type(arr) is np.ndarray and type(datatype) is Datatype and \
-                datatype.multiplier == 1 and datatype.base == arr.dtype:
+        if type(arr) is np.ndarray and type(datatype) is Datatype and (
+                datatype.exact is arr.dtype):
             return arr
         return None
     return spec if type(spec) is np.ndarray else None
@@ -238,8 +238,8 @@ def vector(spec: Any, size: int, call: str, argument: str, rank: int | None,
     counts = integers(counts, size, call, argument, rank)
     if displs is None:
         displs = [sum(counts[:r]) for r in range(size)]
-    elif isinstance(displs, (int, np.integer)):
-        displs = [int(displs) + sum(counts[:r]) for r in range(size)]
+    elif isinstance(displs, (int, np.integer)):  # a stride: block r at r * displs
+        displs = [int(displs) * r for r in range(size)]
     displs = integers(displs, size, call, argument, rank)
     for r in range(size):
         if (displs[r] + counts[r]) * step > arr.size:

@@ -18,8 +18,11 @@ from .exceptions import ERR_TYPE, mpi_exception, not_implemented
 class Datatype:
     """An MPI datatype: ``base`` numpy dtype times ``multiplier`` elements."""
 
-    __slots__ = ("base", "multiplier", "_name", "predefined", "committed", "freed")
+    __slots__ = ("base", "multiplier", "_name", "predefined", "committed", "freed", "exact")
     base: np.dtype | None
+    #: ``base`` when one element is one base element (and the type is usable), else None:
+    #: the one comparison the fast path of ``[array, datatype]`` makes
+    exact: np.dtype | None
     multiplier: int
     _name: str
     predefined: bool
@@ -32,12 +35,14 @@ class Datatype:
         self.predefined = False if datatype is None else datatype.predefined
         self.committed = True
         self.freed = False
+        self.exact = self.base if self.multiplier == 1 else None
 
     @classmethod
     def _make(cls, base: np.dtype | None, multiplier: int, name: str,
               predefined: bool) -> Datatype:
         new = cls()
         new.base, new.multiplier, new._name, new.predefined = base, multiplier, name, predefined
+        new.exact = base if multiplier == 1 else None
         return new
 
     def __repr__(self) -> str:
@@ -134,6 +139,7 @@ class Datatype:
         if self.predefined:
             raise mpi_exception(ERR_TYPE, f"Free: cannot free predefined {self._name}")
         self.freed = True
+        self.exact = None
 
     def Dup(self) -> Datatype:
         """A new handle of the same type."""
