@@ -109,3 +109,60 @@ def test_fast_path_takes_only_the_commonest_forms():
     assert fast_array(a) is a and fast_array([a, MPI.DOUBLE]) is a
     assert fast_array([a, MPI.FLOAT]) is None and fast_array([a, 3, MPI.DOUBLE]) is None
     assert fast_array((a, MPI.DOUBLE)) is None and fast_array(bytearray(8)) is None
+
+
+def test_a_scalar_displacement_in_a_vector_spec_is_a_stride():
+    a = np.arange(12.0)
+    _, counts, displs, _ = vector([a, (2, 4), MPI.DOUBLE], 3, "Gatherv", "recvbuf", 0, True)
+    assert (counts, displs) == ([2, 2, 2], [0, 4, 8])
+
+
+def test_a_collectives_count_is_per_block():
+    a = np.arange(12.0)
+    got, _ = message([a, 2, MPI.DOUBLE], "Alltoall", "recvbuf", 0, True, blocks=3)
+    assert got.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    got, _ = message([a, MPI.DOUBLE], "Alltoall", "recvbuf", 0, True, blocks=4)
+    assert got.size == 12
+    with pytest.raises(BufferSpecError, match="do not split into 5 blocks"):
+        message([a, MPI.DOUBLE], "Alltoall", "recvbuf", 0, True, blocks=5)
+
+
+class _HostTensor:
+    """A DLPack producer over a numpy array (the unversioned protocol)."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+
+    def __dlpack__(self, stream=None):
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def test_host_dlpack_tensors_are_read_and_written_in_place():
+    backing = np.arange(4.0)
+    got, datatype = message(_HostTensor(backing), "Recv", "buf", 0, True)
+    assert datatype == MPI.DOUBLE and got.tolist() == [0.0, 1.0, 2.0, 3.0]
+    got[2] = 9.0
+    assert backing[2] == 9.0
+    complex_backing = np.zeros(2, np.complex128)
+    got, _ = message(_HostTensor(complex_backing), "Recv", "buf", 0, True)
+    assert got.dtype == np.complex128 and got.size == 2
+
+
+def test_device_buffers_and_none_in_place():
+    class Device:
+        __cuda_array_interface__ = {"shape": (1,), "typestr": "<f8", "data": (0, False),
+                                    "version": 3}
+    with pytest.raises(BufferSpecError, match="device"):
+        message(Device(), "Recv", "buf", 0, True)
+    comm = MPI.COMM_SELF
+    buf = np.array([1.0, 2.0])
+    comm.Allreduce(None, buf, op=MPI.SUM)  # None is IN_PLACE, as in mpi4py
+    assert buf.tolist() == [1.0, 2.0]
+
+
+def test_reduce_local_counts_must_match():
+    with pytest.raises(ValueError, match="inoutbuf"):
+        MPI.SUM.Reduce_local(np.zeros(2), np.zeros(3))
