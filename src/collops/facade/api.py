@@ -16,6 +16,7 @@ from .constants import (
     ANY_TAG,
     APPNUM,
     BOTTOM,
+    BSEND_OVERHEAD,
     BUFFER_AUTOMATIC,
     COMM_TYPE_HW_GUIDED,
     COMM_TYPE_HW_UNGUIDED,

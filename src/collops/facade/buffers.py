@@ -51,6 +51,8 @@ def _array(buf: Any, call: str, argument: str, rank: int | None, writable: bool)
         raise _error(call, argument, buf, "MPI.IN_PLACE is not allowed here", rank)
     if type(buf) is np.ndarray:
         arr = buf
+    elif buf is None:  # an empty message, as in mpi4py
+        arr = np.empty(0, np.uint8)
     elif hasattr(buf, "__dlpack__") and not isinstance(buf, np.ndarray):
         arr = _from_dlpack(buf, call, argument, rank)
     elif hasattr(buf, "__cuda_array_interface__"):

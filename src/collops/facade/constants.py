@@ -42,6 +42,10 @@ WTIME_IS_GLOBAL = KEYVAL_INVALID
 IO = KEYVAL_INVALID
 HOST = KEYVAL_INVALID
 
+#: bytes a buffered send adds to an attached buffer (MPICH's figure; sends are not buffered
+#: here, so any attached size works)
+BSEND_OVERHEAD = 96
+
 MAX_PROCESSOR_NAME = 128
 MAX_ERROR_STRING = 512
 MAX_OBJECT_NAME = 128

@@ -166,6 +166,15 @@ def Compute_dims(nnodes: int, dims: int | Sequence[int]) -> list[int]:
     return given
 
 
+def Alloc_mem(size: int, info: Any = None) -> bytearray:
+    """``size`` bytes of memory (ordinary memory: collops needs none of its own)."""
+    return bytearray(int(size))
+
+
+def Free_mem(mem: Any) -> None:
+    """Release memory from `Alloc_mem` (the garbage collector does)."""
+
+
 def Attach_buffer(buf: Any) -> None:
     """Accepted: buffered sends are ordinary sends here."""
 
@@ -240,6 +249,4 @@ Close_port = _unsupported("dynamic processes", "Close_port")
 Publish_name = _unsupported("dynamic processes", "Publish_name")
 Unpublish_name = _unsupported("dynamic processes", "Unpublish_name")
 Lookup_name = _unsupported("dynamic processes", "Lookup_name")
-Alloc_mem = _unsupported("MPI-allocated memory", "Alloc_mem")
-Free_mem = _unsupported("MPI-allocated memory", "Free_mem")
 Register_datarep = _unsupported("MPI I/O", "Register_datarep")

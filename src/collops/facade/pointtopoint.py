@@ -78,6 +78,23 @@ def _null_message(call: str) -> CollopsError:
 MESSAGE_NULL = Message()
 
 
+class _Both:
+    """A send and a receive completing together; the receive's value is the value."""
+
+    def __init__(self, send: Any, receive: Any) -> None:
+        self.send, self.receive = send, receive
+
+    def test(self) -> bool:
+        """Advance both; True once both completed."""
+        sent = self.send.test()
+        return bool(self.receive.test() and sent)
+
+    def wait(self) -> Any:
+        """Wait for both; the receive's ``(data, Status)``."""
+        self.send.wait()
+        return self.receive.wait()
+
+
 class PointToPoint:
     """The point-to-point methods of `Comm` (``self._comm`` is the collops communicator)."""
 
@@ -139,6 +156,22 @@ class PointToPoint:
         out = None if recvbuf is None else self._out(recvbuf, "Sendrecv")
         fill(status, self._do("sendrecv", "Sendrecv", self._in(sendbuf, "Sendrecv"), dest,
                               sendtag, out, source, recvtag))
+
+    def Isendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None,
+                  source: int = ANY_SOURCE, recvtag: int = ANY_TAG) -> Request:
+        """Non-blocking Sendrecv (MPI-4)."""
+        out = None if recvbuf is None else self._out(recvbuf, "Isendrecv")
+        receive = self._do("irecv", "Isendrecv", out, source, recvtag)
+        send = self._do("isend", "Isendrecv", self._in(sendbuf, "Isendrecv"), dest, sendtag)
+        return Request(_Both(send, receive))
+
+    def Isendrecv_replace(self, buf: Any, dest: int, sendtag: int = 0,
+                          source: int = ANY_SOURCE, recvtag: int = ANY_TAG) -> Request:
+        """Non-blocking Sendrecv_replace (MPI-4)."""
+        arr = self._out(buf, "Isendrecv_replace")
+        receive = self._do("irecv", "Isendrecv_replace", arr, source, recvtag)
+        send = self._do("isend", "Isendrecv_replace", arr.copy(), dest, sendtag)
+        return Request(_Both(send, receive))
 
     def Sendrecv_replace(self, buf: Any, dest: int, sendtag: int = 0,
                          source: int = ANY_SOURCE, recvtag: int = ANY_TAG,

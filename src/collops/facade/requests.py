@@ -139,6 +139,18 @@ class Request:
     def __bool__(self) -> bool:
         return self._request is not None
 
+    def _handle(self) -> Any:
+        """What identifies the request (None when null): equal handles, equal requests."""
+        return self._request
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Request):
+            return NotImplemented
+        return self._handle() is other._handle()
+
+    def __hash__(self) -> int:
+        return id(self._handle())
+
     def __repr__(self) -> str:
         return f"<collops.MPI.{type(self).__name__} {'active' if self else 'null'}>"
 
@@ -333,13 +345,19 @@ class Prequest(Request):
 
     def __init__(self, start: Callable[[], Any] | None = None,
                  finish: Callable[[Any], Any] | None = None) -> None:
-        """``start()`` begins one run and returns its collops request."""
+        """``start()`` begins one run and returns its collops request; ``Prequest(other)``
+        is another handle of ``other``."""
+        if isinstance(start, Prequest):
+            start, finish = start._start, start._finish
         super().__init__(None, finish)
         self._start = start
         self._active: Any = None
 
     def __bool__(self) -> bool:
         return self._start is not None
+
+    def _handle(self) -> Any:
+        return self._start
 
     def _release(self) -> None:
         self._request = None
