@@ -323,5 +323,3 @@ def test_status_get_count():
     with pytest.raises(collops.ArgumentError):
         status.get_count(np.dtype("V5"))
     assert pickle.loads(pickle.dumps(status)) == status
-    with pytest.raises(AttributeError):
-        status.tag = 2

@@ -28,6 +28,8 @@ from .status import Status
 _PICKLE = 5
 _OBJECT_TOKEN = dtype_token(np.dtype(np.uint8))
 _NULL_STATUS = Status(PROC_NULL, ANY_TAG, 0)
+#: dtype -> its token in envelopes (`datatypes.dtype_token`)
+_TOKENS: dict[np.dtype, str] = {}
 
 
 def _one(op: Any, unpickle: bool = False) -> Generator[Any, None, Any]:
@@ -176,7 +178,8 @@ class P2P(CommBase):
             token = _OBJECT_TOKEN
         else:
             arr = self._send_buffer(call, x)
-            token = dtype_token(arr.dtype)
+            token = _TOKENS.get(arr.dtype) or _TOKENS.setdefault(arr.dtype,
+                                                                 dtype_token(arr.dtype))
         timeout = self._timeout(timeout, call)
         if dest == PROC_NULL:
             return _Done(None)

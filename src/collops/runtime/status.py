@@ -14,7 +14,8 @@ _BYTE = np.dtype(np.uint8)
 class Status:
     """The matched message's source, tag and size (MPI_Status): ``source``, ``tag``,
     ``nbytes``, ``dtype`` (the sender's; uint8 for an object form), ``cancelled`` (the
-    receive was cancelled, nothing arrived) and ``count`` (elements of ``dtype``)."""
+    receive was cancelled, nothing arrived) and ``count`` (elements of ``dtype``). A value:
+    compared by its fields; not to be changed (MPI's status is the receive's answer)."""
 
     __slots__ = ("source", "tag", "nbytes", "dtype", "cancelled")
 
@@ -22,11 +23,6 @@ class Status:
                  cancelled: bool = False) -> None:
         self.source, self.tag, self.nbytes = source, tag, nbytes
         self.dtype, self.cancelled = dtype, cancelled
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if hasattr(self, "cancelled"):  # set once, by __init__
-            raise AttributeError(f"Status is read-only ({name})")
-        object.__setattr__(self, name, value)
 
     def __repr__(self) -> str:
         return (f"Status(source={self.source}, tag={self.tag}, nbytes={self.nbytes}, "
