@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from typing import Any
 
@@ -64,6 +65,7 @@ def main() -> None:
     window = min(100, args.cycles)
     record = {
         "transport": args.transport, "ranks": args.n, "cycles": args.cycles,
+        "load average": [round(v, 1) for v in os.getloadavg()],
         "bound": [r["bound"] for r in got],
         "cycle 1 us": _parts(times[0]),
         f"cycle {args.cycles} us": _parts(times[-1]),

@@ -199,7 +199,8 @@ def making_communicators(comm: Any) -> dict[str, Any]:
     assert shared.size == p and shared.rank == p - 1 - me
     _check_allreduce(shared, 2)
     shared.free()
-    assert comm.split_type(None) is None
+    assert comm.split_type(None) is None and comm.split_type(collops.UNDEFINED) is None
+    assert comm.split(collops.UNDEFINED) is None
     # idup overlapping a collective and another idup, waited last-first
     first = comm.idup()
     middle = comm.iallreduce(_x(me, 8, 2))

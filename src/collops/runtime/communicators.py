@@ -13,7 +13,7 @@ does.
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from .context_ids import (
 )
 from .engine import Execution
 from .fastpaths import FastPaths
-from .groups import CONGRUENT, IDENT, SIMILAR, UNEQUAL, Group
+from .groups import CONGRUENT, IDENT, SIMILAR, UNDEFINED, UNEQUAL, Group
 from .request import Request
 
 if TYPE_CHECKING:
@@ -99,11 +99,14 @@ class Communicators(FastPaths):
                     f"{call} (whole id masks)", to_words(held, MASK_WORDS), seq, phase + 1, timeout)
                 context = _common_id([(0, from_words(r)) for r in masks])
             if context is None:
+                others = (ids.locked & ~held).bit_count()
                 raise CommunicatorLimit(
                     f"{call} on {self.name}, rank {self.rank}: no communicator id is free on "
                     f"every rank (a rank holds at most {CONTEXT_LIMIT - 2} communicators at "
                     f"once: free() the ones no longer used; this rank holds "
-                    f"{ids.in_use - 2})")
+                    f"{ids.in_use - 2}" + (f", and {others} are offered to communicators "
+                                           "being made at the same time" if others else "")
+                    + ")")
         finally:
             ids.unlock(held)
         return table[:, :n], context, start
@@ -135,9 +138,10 @@ class Communicators(FastPaths):
     def split(self, color: int | None, key: int = 0) -> Comm | None:
         """Ranks with equal ``color`` form a new communicator, ordered by ``(key, rank)``.
 
-        A rank passing ``color=None`` takes part but gets None back (MPI_UNDEFINED).
+        A rank passing ``color=None`` (or `UNDEFINED`) takes part but gets None back.
         """
         colour = None if color is None else checked_int("split", "color", color, self.rank)
+        colour = None if colour == UNDEFINED else colour
         key = checked_int("split", "key", key, self.rank)
         seq = self._reserve()
         return Request(self, self._split("split", colour, key, seq,  # type: ignore[no-any-return]
@@ -208,9 +212,11 @@ class Communicators(FastPaths):
             self.transport.release_comm(BOOTSTRAP, tuple(ranks), self._timeout(None, "free"))
         return new  # type: ignore[no-any-return]
 
-    def split_type(self, split_type: str | None, key: int = 0) -> Comm | None:
+    def split_type(self, split_type: str | int | None, key: int = 0) -> Comm | None:
         """Ranks that share memory (``"shared"``: the transport's node of each rank) form a
-        communicator, ordered by ``(key, rank)``; ``None`` (MPI_UNDEFINED) gives None."""
+        communicator, ordered by ``(key, rank)``; ``None`` (or `UNDEFINED`) gives None."""
+        if split_type == UNDEFINED:
+            split_type = None
         if split_type is not None and split_type not in SPLIT_TYPES:
             raise ArgumentError("split_type", "split_type", split_type,
                                 f"must be one of {SPLIT_TYPES} or None", self.rank)
@@ -270,9 +276,11 @@ class Communicators(FastPaths):
         self.freed = True
         self.__class__ = _freed_class(type(self))
 
-    def __enter__(self) -> Communicators:
+    def __enter__(self) -> Self:
+        """``with comm.dup() as c:`` — ``c`` is freed at the end of the block."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Free the communicator, unless the block freed it already."""
         if not self.freed:
             self.free()
