@@ -112,3 +112,17 @@ def test_what_collops_cannot_do_raises_on_every_rank_at_once(transport):
 def test_unknown_names_say_so():
     with pytest.raises(AttributeError, match="not part of what collops implements"):
         MPI.NO_SUCH_NAME  # noqa: B018
+
+
+def test_group_methods_take_mpi4pys_instance_forms():
+    world = MPI.COMM_SELF.Get_group()
+    assert world.Translate_ranks([0], group=world) == [0]
+    assert MPI.Group.Translate_ranks(world, [0], world) == [0]
+    assert world.Compare(world) == MPI.IDENT == MPI.Group.Compare(world, world)
+
+
+def test_null_communicators_are_equal_and_info_is_accepted():
+    assert MPI.Comm() == MPI.COMM_NULL and not MPI.COMM_NULL
+    assert MPI.Comm.Get_parent() == MPI.COMM_NULL
+    MPI.COMM_SELF.Set_info(MPI.Info.Create())
+    assert MPI.COMM_SELF.Get_info() == {}

@@ -51,6 +51,8 @@ class Comm(Collectives, ObjectCollectives, PointToPoint):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Comm):
             return NotImplemented
+        if not self and not other:  # null handles are all COMM_NULL
+            return True
         return self._comm is other._comm
 
     def __hash__(self) -> int:
@@ -140,6 +142,34 @@ class Comm(Collectives, ObjectCollectives, PointToPoint):
         """TAG_UB's value for TAG_UB; None for others."""
         return TAG_UB if keyval == TAG_UB_KEY else None
 
+    def Get_info(self) -> Any:
+        """The hints in use (none: collops takes its settings from `collops.settings`)."""
+        from .environment import Info
+        return Info()
+
+    def Set_info(self, info: Any) -> None:
+        """Accepted and ignored."""
+
+    @property
+    def info(self) -> Any:
+        """`Get_info`."""
+        return self.Get_info()
+
+    @info.setter
+    def info(self, value: Any) -> None:
+        self.Set_info(value)
+
+    def Attach_buffer(self, buf: Any) -> None:
+        """Accepted: buffered sends are ordinary sends here."""
+
+    def Detach_buffer(self) -> None:
+        """Nothing attached to detach."""
+
+    @classmethod
+    def Get_parent(cls) -> Intracomm:
+        """COMM_NULL: no process here was spawned."""
+        return COMM_NULL
+
     def Get_errhandler(self) -> Any:
         """The error handler: errors are raised as exceptions (ERRORS_RETURN)."""
         from .environment import ERRORS_RETURN
@@ -178,6 +208,10 @@ class Comm(Collectives, ObjectCollectives, PointToPoint):
             new._comm = value
             return value
         return new, Request(self._do("idup", "Idup"), finish)
+
+    def Idup_with_info(self, info: Any) -> tuple[Intracomm, Request]:
+        """`Idup` (hints are ignored)."""
+        return self.Idup()
 
     def Split(self, color: int = 0, key: int = 0) -> Intracomm:
         """Ranks of equal ``color`` form a communicator ordered by ``key`` (COMM_NULL for

@@ -92,12 +92,13 @@ class Group:
         """Members of ``group1`` not in ``group2``, in ``group1``'s order."""
         return Group(_call(group1.group.difference, group2.group))
 
-    @classmethod
-    def Translate_ranks(cls, group1: Group, ranks1: Sequence[int] | None = None,
-                        group2: Group | None = None) -> list[int]:
-        """The ranks in ``group2`` of ``group1``'s ``ranks1`` (UNDEFINED where absent;
-        PROC_NULL stays PROC_NULL; all of ``group1`` when ``ranks1`` is None)."""
-        ranks = list(range(group1.size)) if ranks1 is None else [int(r) for r in ranks1]
+    def Translate_ranks(self, ranks: Sequence[int] | None = None,
+                        group: Group | None = None) -> list[int]:
+        """The ranks in ``group`` of this group's ``ranks`` (UNDEFINED where absent; PROC_NULL
+        stays PROC_NULL; all of this group when ``ranks`` is None; job ranks when ``group``
+        is None). Also callable as ``Group.Translate_ranks(group1, ranks1, group2)``."""
+        group1, group2 = self, group
+        ranks = list(range(group1.size)) if ranks is None else [int(r) for r in ranks]
         real = [r for r in ranks if r != PROC_NULL]
         if group2 is None:  # their job ranks (checked as a translation to group1 itself)
             _call(group1.group.translate_ranks, real, group1.group)
@@ -107,10 +108,10 @@ class Group:
         it = iter(found)
         return [PROC_NULL if r == PROC_NULL else next(it) for r in ranks]
 
-    @classmethod
-    def Compare(cls, group1: Group, group2: Group) -> int:
-        """IDENT (same members, same order), SIMILAR (same members) or UNEQUAL."""
-        return _call(group1.group.compare, group2.group)  # type: ignore[no-any-return]
+    def Compare(self, group: Group) -> int:
+        """IDENT (same members, same order), SIMILAR (same members) or UNEQUAL; also callable
+        as ``Group.Compare(group1, group2)``."""
+        return _call(self.group.compare, group.group)  # type: ignore[no-any-return]
 
     def Dup(self) -> Group:
         """A new handle of this group."""
