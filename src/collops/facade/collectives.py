@@ -2,12 +2,14 @@
 
 Each collective is planned once per call (`_Call`: the collops method, its arguments, a
 ``before`` step packing displaced blocks into a contiguous buffer, a ``finish`` step
-unpacking them) and run in one of three modes by `Collectives._run`. The commonest forms
+unpacking them) and run in one of three modes by `Collectives._run`; the ``I…`` and
+``…_init`` methods are generated from the blocking ones (`_forms`). The commonest forms
 (plain numpy arrays) skip the planning: their fast paths call collops directly.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -50,6 +52,33 @@ def _unpacker(packed: np.ndarray, arr: np.ndarray, counts: list[int],
     def finish(value: Any) -> None:
         unpack(packed, arr, counts, displs)
     return finish
+
+
+Plan = Callable[..., _Call]
+
+
+def _forms(blocking: Callable[..., Any], plan: Plan) -> tuple[Callable[..., Request],
+                                                              Callable[..., Prequest]]:
+    """The ``I…`` and ``…_init`` methods of a blocking collective: its parameters (bound as
+    it binds them), planned by ``plan(self, *arguments, call=name)``, run non-blocking or
+    persistent."""
+    name = blocking.__name__
+    signature = inspect.signature(blocking)
+
+    def form(mode: int, call: str, doc: str, returns: str) -> Callable[..., Any]:
+        def method(self: Collectives, *args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind(self, *args, **kwargs)
+            bound.apply_defaults()
+            return self._run(plan(*bound.args, call=call), mode)
+        method.__name__ = method.__qualname__ = call
+        method.__doc__ = doc
+        method.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            return_annotation=returns)
+        return method
+
+    return (form(NONBLOCKING, "I" + name[0].lower() + name[1:], f"Non-blocking {name}.",
+                 "Request"),
+            form(PERSISTENT, name + "_init", f"Persistent {name}.", "Prequest"))
 
 
 class Collectives:
@@ -97,14 +126,6 @@ class Collectives:
         except CollopsError as exc:
             raise mpi_error(exc) from None
 
-    def Ibarrier(self) -> Request:
-        """Non-blocking Barrier."""
-        return self._run(_Call("barrier", (), {}), NONBLOCKING)  # type: ignore[no-any-return]
-
-    def Barrier_init(self) -> Prequest:
-        """Persistent Barrier."""
-        return self._run(_Call("barrier", (), {}), PERSISTENT)  # type: ignore[no-any-return]
-
     def _bcast(self, buf: Any, root: int, call: str) -> _Call:
         arr = message(buf, call, "buf", self._comm.rank, self._comm.rank != root)[0]
         return _Call("bcast", (arr, root), {"out": arr})
@@ -119,14 +140,6 @@ class Collectives:
             except CollopsError as exc:
                 raise mpi_error(exc) from None
         self._run(self._bcast(buf, root, "Bcast"), BLOCKING)
-
-    def Ibcast(self, buf: Any, root: int = 0) -> Request:
-        """Non-blocking Bcast."""
-        return self._run(self._bcast(buf, root, "Ibcast"), NONBLOCKING)  # type: ignore
-
-    def Bcast_init(self, buf: Any, root: int = 0) -> Prequest:
-        """Persistent Bcast."""
-        return self._run(self._bcast(buf, root, "Bcast_init"), PERSISTENT)  # type: ignore
 
     # -- reductions --------------------------------------------------------------------------
     def _reduction(self, name: str, sendbuf: Any, recvbuf: Any, op: Any, call: str,
@@ -148,16 +161,6 @@ class Collectives:
                 raise mpi_error(exc) from None
         self._run(self._reduction("allreduce", sendbuf, recvbuf, op, "Allreduce"), BLOCKING)
 
-    def Iallreduce(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> Request:
-        """Non-blocking Allreduce."""
-        return self._run(self._reduction("allreduce", sendbuf, recvbuf, op, "Iallreduce"),
-                         NONBLOCKING)  # type: ignore[no-any-return]
-
-    def Allreduce_init(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> Prequest:
-        """Persistent Allreduce."""
-        return self._run(self._reduction("allreduce", sendbuf, recvbuf, op,
-                                         "Allreduce_init"), PERSISTENT)  # type: ignore
-
     def _reduce(self, sendbuf: Any, recvbuf: Any, op: Any, root: int, call: str) -> _Call:
         if self._comm.rank == root:
             return self._reduction("reduce", sendbuf, recvbuf, op, call, root)
@@ -175,16 +178,6 @@ class Collectives:
                 raise mpi_error(exc) from None
         self._run(self._reduce(sendbuf, recvbuf, op, root, "Reduce"), BLOCKING)
 
-    def Ireduce(self, sendbuf: Any, recvbuf: Any, op: Op = SUM, root: int = 0) -> Request:
-        """Non-blocking Reduce."""
-        return self._run(self._reduce(sendbuf, recvbuf, op, root, "Ireduce"),
-                         NONBLOCKING)  # type: ignore[no-any-return]
-
-    def Reduce_init(self, sendbuf: Any, recvbuf: Any, op: Op = SUM, root: int = 0) -> Prequest:
-        """Persistent Reduce."""
-        return self._run(self._reduce(sendbuf, recvbuf, op, root, "Reduce_init"),
-                         PERSISTENT)  # type: ignore[no-any-return]
-
     def _scan(self, name: str, sendbuf: Any, recvbuf: Any, op: Any, call: str) -> _Call:
         out = self._recv(recvbuf, call)
         x = out.copy() if _in_place(sendbuf) else self._send(sendbuf, call)
@@ -195,29 +188,9 @@ class Collectives:
         """Inclusive prefix reduction into ``recvbuf``."""
         self._run(self._scan("scan", sendbuf, recvbuf, op, "Scan"), BLOCKING)
 
-    def Iscan(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> Request:
-        """Non-blocking Scan."""
-        return self._run(self._scan("scan", sendbuf, recvbuf, op, "Iscan"),
-                         NONBLOCKING)  # type: ignore[no-any-return]
-
-    def Scan_init(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> Prequest:
-        """Persistent Scan."""
-        return self._run(self._scan("scan", sendbuf, recvbuf, op, "Scan_init"),
-                         PERSISTENT)  # type: ignore[no-any-return]
-
     def Exscan(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
         """Exclusive prefix reduction into ``recvbuf`` (rank 0's is left as it is)."""
         self._run(self._scan("exscan", sendbuf, recvbuf, op, "Exscan"), BLOCKING)
-
-    def Iexscan(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> Request:
-        """Non-blocking Exscan."""
-        return self._run(self._scan("exscan", sendbuf, recvbuf, op, "Iexscan"),
-                         NONBLOCKING)  # type: ignore[no-any-return]
-
-    def Exscan_init(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> Prequest:
-        """Persistent Exscan."""
-        return self._run(self._scan("exscan", sendbuf, recvbuf, op, "Exscan_init"),
-                         PERSISTENT)  # type: ignore[no-any-return]
 
     def _reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any, call: str) -> _Call:
         size = self._comm.size
@@ -233,16 +206,6 @@ class Collectives:
         """Block ``rank`` of the reduction of every rank's ``sendbuf``, into ``recvbuf``."""
         self._run(self._reduce_scatter_block(sendbuf, recvbuf, op, "Reduce_scatter_block"),
                   BLOCKING)
-
-    def Ireduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> Request:
-        """Non-blocking Reduce_scatter_block."""
-        return self._run(self._reduce_scatter_block(sendbuf, recvbuf, op,  # type: ignore
-                                                    "Ireduce_scatter_block"), NONBLOCKING)
-
-    def Reduce_scatter_block_init(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> Prequest:
-        """Persistent Reduce_scatter_block."""
-        return self._run(self._reduce_scatter_block(sendbuf, recvbuf, op,  # type: ignore
-                                                    "Reduce_scatter_block_init"), PERSISTENT)
 
     def _reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any,
                         call: str) -> _Call:
@@ -267,18 +230,6 @@ class Collectives:
         self._run(self._reduce_scatter(sendbuf, recvbuf, recvcounts, op, "Reduce_scatter"),
                   BLOCKING)
 
-    def Ireduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None,
-                        op: Op = SUM) -> Request:
-        """Non-blocking Reduce_scatter."""
-        return self._run(self._reduce_scatter(sendbuf, recvbuf, recvcounts, op,  # type: ignore
-                                              "Ireduce_scatter"), NONBLOCKING)
-
-    def Reduce_scatter_init(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None,
-                            op: Op = SUM) -> Prequest:
-        """Persistent Reduce_scatter."""
-        return self._run(self._reduce_scatter(sendbuf, recvbuf, recvcounts, op,  # type: ignore
-                                              "Reduce_scatter_init"), PERSISTENT)
-
     # -- gather, scatter, allgather, alltoall -------------------------------------------------
     def _gather(self, sendbuf: Any, recvbuf: Any, root: int, call: str) -> _Call:
         comm = self._comm
@@ -293,16 +244,6 @@ class Collectives:
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Every rank's ``sendbuf``, in rank order, into the root's ``recvbuf``."""
         self._run(self._gather(sendbuf, recvbuf, root, "Gather"), BLOCKING)
-
-    def Igather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Request:
-        """Non-blocking Gather."""
-        return self._run(self._gather(sendbuf, recvbuf, root, "Igather"),
-                         NONBLOCKING)  # type: ignore[no-any-return]
-
-    def Gather_init(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Prequest:
-        """Persistent Gather."""
-        return self._run(self._gather(sendbuf, recvbuf, root, "Gather_init"),
-                         PERSISTENT)  # type: ignore[no-any-return]
 
     def _gatherv(self, sendbuf: Any, recvbuf: Any, root: int, call: str) -> _Call:
         comm = self._comm
@@ -324,16 +265,6 @@ class Collectives:
         """Gather with per-rank counts and displacements at the root."""
         self._run(self._gatherv(sendbuf, recvbuf, root, "Gatherv"), BLOCKING)
 
-    def Igatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Request:
-        """Non-blocking Gatherv."""
-        return self._run(self._gatherv(sendbuf, recvbuf, root, "Igatherv"),
-                         NONBLOCKING)  # type: ignore[no-any-return]
-
-    def Gatherv_init(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Prequest:
-        """Persistent Gatherv."""
-        return self._run(self._gatherv(sendbuf, recvbuf, root, "Gatherv_init"),
-                         PERSISTENT)  # type: ignore[no-any-return]
-
     def _scatter(self, sendbuf: Any, recvbuf: Any, root: int, call: str) -> _Call:
         comm = self._comm
         if comm.rank != root:
@@ -346,16 +277,6 @@ class Collectives:
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Block ``rank`` of the root's ``sendbuf`` into each rank's ``recvbuf``."""
         self._run(self._scatter(sendbuf, recvbuf, root, "Scatter"), BLOCKING)
-
-    def Iscatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Request:
-        """Non-blocking Scatter."""
-        return self._run(self._scatter(sendbuf, recvbuf, root, "Iscatter"),
-                         NONBLOCKING)  # type: ignore[no-any-return]
-
-    def Scatter_init(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Prequest:
-        """Persistent Scatter."""
-        return self._run(self._scatter(sendbuf, recvbuf, root, "Scatter_init"),
-                         PERSISTENT)  # type: ignore[no-any-return]
 
     def _scatterv(self, sendbuf: Any, recvbuf: Any, root: int, call: str) -> _Call:
         comm = self._comm
@@ -374,16 +295,6 @@ class Collectives:
     def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Scatter with per-rank counts and displacements at the root."""
         self._run(self._scatterv(sendbuf, recvbuf, root, "Scatterv"), BLOCKING)
-
-    def Iscatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Request:
-        """Non-blocking Scatterv."""
-        return self._run(self._scatterv(sendbuf, recvbuf, root, "Iscatterv"),
-                         NONBLOCKING)  # type: ignore[no-any-return]
-
-    def Scatterv_init(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> Prequest:
-        """Persistent Scatterv."""
-        return self._run(self._scatterv(sendbuf, recvbuf, root, "Scatterv_init"),
-                         PERSISTENT)  # type: ignore[no-any-return]
 
     def _allgather(self, sendbuf: Any, recvbuf: Any, call: str) -> _Call:
         comm = self._comm
@@ -405,16 +316,6 @@ class Collectives:
                 raise mpi_error(exc) from None
         self._run(self._allgather(sendbuf, recvbuf, "Allgather"), BLOCKING)
 
-    def Iallgather(self, sendbuf: Any, recvbuf: Any) -> Request:
-        """Non-blocking Allgather."""
-        return self._run(self._allgather(sendbuf, recvbuf, "Iallgather"),
-                         NONBLOCKING)  # type: ignore[no-any-return]
-
-    def Allgather_init(self, sendbuf: Any, recvbuf: Any) -> Prequest:
-        """Persistent Allgather."""
-        return self._run(self._allgather(sendbuf, recvbuf, "Allgather_init"),
-                         PERSISTENT)  # type: ignore[no-any-return]
-
     def _allgatherv(self, sendbuf: Any, recvbuf: Any, call: str) -> _Call:
         comm = self._comm
         arr, counts, displs, _ = vector(recvbuf, comm.size, call, "recvbuf", comm.rank, True)
@@ -433,16 +334,6 @@ class Collectives:
         """Allgather with per-rank counts and displacements."""
         self._run(self._allgatherv(sendbuf, recvbuf, "Allgatherv"), BLOCKING)
 
-    def Iallgatherv(self, sendbuf: Any, recvbuf: Any) -> Request:
-        """Non-blocking Allgatherv."""
-        return self._run(self._allgatherv(sendbuf, recvbuf, "Iallgatherv"),
-                         NONBLOCKING)  # type: ignore[no-any-return]
-
-    def Allgatherv_init(self, sendbuf: Any, recvbuf: Any) -> Prequest:
-        """Persistent Allgatherv."""
-        return self._run(self._allgatherv(sendbuf, recvbuf, "Allgatherv_init"),
-                         PERSISTENT)  # type: ignore[no-any-return]
-
     def _alltoall(self, sendbuf: Any, recvbuf: Any, call: str) -> _Call:
         out = self._recv(recvbuf, call, self._comm.size)
         if _in_place(sendbuf):
@@ -453,16 +344,6 @@ class Collectives:
     def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
         """Block j of every rank's ``sendbuf`` to rank j's ``recvbuf``, in rank order."""
         self._run(self._alltoall(sendbuf, recvbuf, "Alltoall"), BLOCKING)
-
-    def Ialltoall(self, sendbuf: Any, recvbuf: Any) -> Request:
-        """Non-blocking Alltoall."""
-        return self._run(self._alltoall(sendbuf, recvbuf, "Ialltoall"),
-                         NONBLOCKING)  # type: ignore[no-any-return]
-
-    def Alltoall_init(self, sendbuf: Any, recvbuf: Any) -> Prequest:
-        """Persistent Alltoall."""
-        return self._run(self._alltoall(sendbuf, recvbuf, "Alltoall_init"),
-                         PERSISTENT)  # type: ignore[no-any-return]
 
     def _alltoallv(self, sendbuf: Any, recvbuf: Any, call: str) -> _Call:
         comm = self._comm
@@ -487,18 +368,30 @@ class Collectives:
         """Alltoall with per-rank counts and displacements on both sides."""
         self._run(self._alltoallv(sendbuf, recvbuf, "Alltoallv"), BLOCKING)
 
-    def Ialltoallv(self, sendbuf: Any, recvbuf: Any) -> Request:
-        """Non-blocking Alltoallv."""
-        return self._run(self._alltoallv(sendbuf, recvbuf, "Ialltoallv"),
-                         NONBLOCKING)  # type: ignore[no-any-return]
-
-    def Alltoallv_init(self, sendbuf: Any, recvbuf: Any) -> Prequest:
-        """Persistent Alltoallv."""
-        return self._run(self._alltoallv(sendbuf, recvbuf, "Alltoallv_init"),
-                         PERSISTENT)  # type: ignore[no-any-return]
-
     def Alltoallw(self, sendbuf: Any, recvbuf: Any) -> None:
         """Not implemented: a datatype per peer."""
         raise not_implemented("Alltoallw (a datatype per peer)", "Alltoallw")
 
     Ialltoallw = Alltoallw_init = Alltoallw
+
+    # -- the non-blocking and persistent forms, generated from the blocking ones --------------
+    Ibarrier, Barrier_init = _forms(Barrier, lambda self, call: _Call("barrier", (), {}))
+    Ibcast, Bcast_init = _forms(Bcast, _bcast)
+    Iallreduce, Allreduce_init = _forms(
+        Allreduce, lambda self, s, r, op, call: self._reduction("allreduce", s, r, op, call))
+    Ireduce, Reduce_init = _forms(Reduce, _reduce)
+    Iscan, Scan_init = _forms(Scan, lambda self, s, r, op, call: self._scan("scan", s, r, op,
+                                                                            call))
+    Iexscan, Exscan_init = _forms(
+        Exscan, lambda self, s, r, op, call: self._scan("exscan", s, r, op, call))
+    Ireduce_scatter_block, Reduce_scatter_block_init = _forms(Reduce_scatter_block,
+                                                              _reduce_scatter_block)
+    Ireduce_scatter, Reduce_scatter_init = _forms(Reduce_scatter, _reduce_scatter)
+    Igather, Gather_init = _forms(Gather, _gather)
+    Igatherv, Gatherv_init = _forms(Gatherv, _gatherv)
+    Iscatter, Scatter_init = _forms(Scatter, _scatter)
+    Iscatterv, Scatterv_init = _forms(Scatterv, _scatterv)
+    Iallgather, Allgather_init = _forms(Allgather, _allgather)
+    Iallgatherv, Allgatherv_init = _forms(Allgatherv, _allgatherv)
+    Ialltoall, Alltoall_init = _forms(Alltoall, _alltoall)
+    Ialltoallv, Alltoallv_init = _forms(Alltoallv, _alltoallv)
