@@ -45,6 +45,8 @@ ALLOWED: dict[str, set[str]] = {
     "show": BASE | {"schedule", "algorithms", "sim", "topology"},
     # the report of `collops info` reads every layer
     "info": BASE | {"algorithms", "compiled", "config", "shm", "transport"},
+    # mpi4py's MPI module over the public API of collops
+    "facade": BASE | {"runtime", "transport", "config", "version"},
     "endpoints": BASE | {"schedule", "algorithms", "transport", "runtime", "config", "topology",
                          "sim", "model"},
 }

@@ -99,6 +99,13 @@ __all__ = [
     "spawn", "start_all", "test_all", "wait_all", "wait_any", "__version__",
 ]
 
+# ``collops.MPI`` (mpi4py's MPI over collops): found by a meta-path finder and by the module
+# ``__getattr__``, never by a file named MPI beside mpi/ (see `facade.importer`).
+from .facade.importer import install as _install_mpi_finder  # noqa: E402
+from .facade.importer import module_attribute as __getattr__  # noqa: E402, F401
+
+_install_mpi_finder()
+
 # Users' algorithms named by COLLOPS_PLUGINS and installed entry points, loaded last (a
 # plug-in imports collops, which is complete by now).
 from .plugins import load_configured_plugins  # noqa: E402

@@ -154,8 +154,10 @@ def _kill_all(pids: Iterable[int], sig: int = signal.SIGKILL) -> None:
 
 
 def launch_program(nprocs: int, argv: list[str], timeout: float | None = None,
-                   tag_output: bool = False, bind_to: str = "auto") -> int:
-    """Run ``python *argv`` as ranks 0..nprocs-1 of one shm job; the job's exit status."""
+                   tag_output: bool = False, bind_to: str = "auto",
+                   environment: dict[str, str] | None = None) -> int:
+    """Run ``python *argv`` as ranks 0..nprocs-1 of one shm job (``environment`` added to
+    theirs); the job's exit status."""
     cpus = placement.usable_cpus()
     binding = placement.plan_binding(nprocs, bind_to, cpus, "run")
     try:
@@ -168,7 +170,8 @@ def launch_program(nprocs: int, argv: list[str], timeout: float | None = None,
     with _SignalGuard():
         try:
             for rank in range(nprocs):
-                procs.append(_start_rank(job, rank, argv, output, binding, len(cpus)))
+                procs.append(_start_rank(job, rank, argv, output, binding, len(cpus),
+                                         environment or {}))
             output.start()
             return _watch_programs(job, procs, timeout)
         except _Interrupted as exc:
@@ -185,8 +188,9 @@ def launch_program(nprocs: int, argv: list[str], timeout: float | None = None,
 
 
 def _start_rank(job: _Job, rank: int, argv: list[str], output: OutputForwarder,
-                binding: list[int | None], job_cpus: int) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, COLLOPS_TRANSPORT="shm", COLLOPS_JOB=job.id,
+                binding: list[int | None], job_cpus: int,
+                environment: dict[str, str]) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, **environment, COLLOPS_TRANSPORT="shm", COLLOPS_JOB=job.id,
                COLLOPS_SHM_FD=str(job.fd), COLLOPS_RANK=str(rank), COLLOPS_SIZE=str(job.nprocs))
     # a line reaches the launcher when printed, so a killed rank's output is not lost
     env.setdefault("PYTHONUNBUFFERED", "1")

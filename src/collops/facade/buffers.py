@@ -1,0 +1,293 @@
+"""mpi4py's buffer specifications, parsed into arrays of base elements.
+
+Forms: ``buf`` (anything with the buffer protocol), ``[buf, datatype]``, ``[buf, count]``,
+``[buf, count, datatype]``, ``[buf, (count, displ), datatype]``, ``[buf, count, displ,
+datatype]``; for the v-collectives ``[buf, counts]``, ``[buf, (counts, displs)]``,
+``[buf, counts, datatype]``, ``[buf, (counts, displs), datatype]``, ``[buf, counts, displs,
+datatype]``. A datatype is a `Datatype` or a typecode (``'d'``). ``MPI.IN_PLACE`` is handled
+by each call; ``MPI.BOTTOM`` (absolute addresses) is refused. Counts and displacements are
+in elements of the datatype; the parsed forms give them in elements of its numpy base dtype.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArgumentError
+from .constants import BOTTOM, IN_PLACE
+from .datatypes import Datatype, datatype_of, from_typecode
+
+
+class BufferSpecError(ArgumentError, TypeError):
+    """A buffer specification mpi4py would not accept; names the argument and the form."""
+
+
+def _error(call: str, argument: str, value: Any, reason: str,
+           rank: int | None) -> BaseException:
+    from .exceptions import mpi_error
+    return mpi_error(BufferSpecError(call, argument, value, reason, rank))
+
+
+def _datatype(value: Any, call: str, argument: str, rank: int | None) -> Datatype:
+    if isinstance(value, Datatype):
+        if not value:
+            raise _error(call, argument, value, "the datatype is null or freed", rank)
+        return value
+    if isinstance(value, str):
+        return from_typecode(value, call)
+    raise _error(call, argument, value, "expected a Datatype or a typecode string", rank)
+
+
+def _array(buf: Any, call: str, argument: str, rank: int | None, writable: bool) -> np.ndarray:
+    """``buf`` as a 1-D array viewing its memory (its own dtype, or bytes)."""
+    if buf is BOTTOM:
+        raise _error(call, argument, buf, "MPI.BOTTOM (absolute addresses) is not supported "
+                     "by collops.MPI: pass the buffer itself", rank)
+    if buf is IN_PLACE:
+        raise _error(call, argument, buf, "MPI.IN_PLACE is not allowed here", rank)
+    if type(buf) is np.ndarray:
+        arr = buf
+    elif buf is None:  # an empty message, as in mpi4py
+        arr = np.empty(0, np.uint8)
+    elif hasattr(buf, "__dlpack__") and not isinstance(buf, np.ndarray):
+        arr = _from_dlpack(buf, call, argument, rank)
+    elif hasattr(buf, "__cuda_array_interface__"):
+        raise _error(call, argument, type(buf).__name__, "device (GPU) buffers are not "
+                     "supported by collops.MPI", rank)
+    else:
+        try:
+            arr = np.asarray(memoryview(buf))
+        except (TypeError, ValueError, NotImplementedError):
+            raise _error(call, argument, type(buf).__name__, "expected a buffer (an array, "
+                         "bytes, bytearray, memoryview…) or a list [buf, count, displ, "
+                         "datatype]", rank) from None
+    if not (arr.flags.c_contiguous or arr.flags.f_contiguous):
+        raise _error(call, argument, arr.shape, "the buffer is not contiguous", rank)
+    if writable and not arr.flags.writeable:
+        raise _error(call, argument, type(buf).__name__, "a receive buffer must be writeable",
+                     rank)
+    return arr.ravel(order="K")
+
+
+class _DLTensor(ctypes.Structure):
+    """DLPack's ``DLTensor`` (dlpack.h), the head of ``DLManagedTensor``."""
+
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32),
+                ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32),
+                ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16),
+                ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+#: DLPack type codes -> numpy kinds (int, uint, float, complex, bool)
+_DL_KINDS = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}
+_KDL_CPU = 1
+
+
+def _from_dlpack(buf: Any, call: str, argument: str, rank: int | None) -> np.ndarray:
+    """A host DLPack tensor's memory as an array (read from the capsule, as mpi4py does: the
+    memory is the caller's, writeable, and stays alive while the array holds the capsule)."""
+    capsule = buf.__dlpack__()
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    try:
+        address = get(capsule, b"dltensor")
+    except ValueError:
+        raise _error(call, argument, type(buf).__name__, "not an unversioned DLPack tensor",
+                     rank) from None
+    tensor = _DLTensor.from_address(address)
+    kind, bits = _DL_KINDS.get(tensor.code), tensor.bits
+    if kind == "f" and tensor.lanes == 2:  # a complex as two lanes of its float
+        kind, bits = "c", 2 * bits
+    shape = [tensor.shape[i] for i in range(tensor.ndim)]
+    count = int(np.prod(shape)) if shape else 1
+    if tensor.device_type != _KDL_CPU or kind is None or tensor.lanes not in (1, 2):
+        raise _error(call, argument, type(buf).__name__, "only host (CPU) DLPack tensors of "
+                     "numbers are supported", rank)
+    if tensor.strides and count > 1:
+        expected = np.cumprod([1, *shape[:0:-1]])[::-1].tolist()
+        if [tensor.strides[i] for i in range(tensor.ndim)] != expected:
+            raise _error(call, argument, shape, "the buffer is not contiguous", rank)
+    dtype = np.dtype("?" if kind == "b" else f"{kind}{bits // 8}")
+    memory = (ctypes.c_char * (count * dtype.itemsize)).from_address(
+        (tensor.data or 0) + tensor.byte_offset)
+    memory._keep = capsule  # type: ignore[attr-defined]  # the capsule owns the memory
+    return np.frombuffer(memory, dtype)  # type: ignore[call-overload, no-any-return]
+
+
+def _typed(arr: np.ndarray, given: Datatype | None, call: str, argument: str,
+           rank: int | None) -> tuple[np.ndarray, Datatype]:
+    """``arr`` viewed as ``datatype``'s base dtype (its own dtype's type when None)."""
+    if given is None:
+        return arr, datatype_of(arr.dtype, call)
+    datatype = given
+    base = datatype.base
+    assert base is not None
+    if arr.dtype != base:
+        if arr.nbytes % base.itemsize:
+            raise _error(call, argument, arr.nbytes, f"the buffer's {arr.nbytes} bytes are not "
+                         f"a whole number of {datatype.Get_name() or 'datatype'} elements", rank)
+        arr = arr.view(np.uint8).view(base)
+    return arr, datatype
+
+
+def _parts(spec: Any, call: str, argument: str, rank: int | None, vector: bool = False
+           ) -> tuple[Any, Any, Any, Datatype | None]:
+    """``(buf, count, displ, datatype)`` of a spec (None where it does not say); in a
+    v-collective's spec a list of counts is not a ``(count, displ)`` pair."""
+    if not isinstance(spec, (list, tuple)):
+        return spec, None, None, None
+    n = len(spec)
+    if n == 2:
+        second = spec[1]
+        if isinstance(second, (Datatype, str)):
+            return spec[0], None, None, _datatype(second, call, argument, rank)
+        if isinstance(second, (tuple, list)) and len(second) == 2 and not (
+                vector and _is_counts(second)):
+            return spec[0], second[0], second[1], None
+        return spec[0], second, None, None
+    if n == 3:
+        middle = spec[1]
+        if isinstance(middle, (tuple, list)) and len(middle) == 2 and not (
+                vector and _is_counts(middle)):
+            return spec[0], middle[0], middle[1], _datatype(spec[2], call, argument, rank)
+        return spec[0], middle, None, _datatype(spec[2], call, argument, rank)
+    if n == 4:
+        return spec[0], spec[1], spec[2], _datatype(spec[3], call, argument, rank)
+    raise _error(call, argument, f"a {type(spec).__name__} of {n} items", "a buffer "
+                 "specification has 2 to 4 items: [buf, datatype], [buf, count, datatype], "
+                 "[buf, (count, displ), datatype], [buf, count, displ, datatype]", rank)
+
+
+def _is_counts(pair: Sequence[Any]) -> bool:
+    """Whether a 2-item sequence is a list of two counts rather than ``(count(s), displ(s))``
+    (a tuple whose first item is itself a sequence, or None, is the latter)."""
+    return isinstance(pair, list) and all(isinstance(v, (int, np.integer)) for v in pair)
+
+
+def _integer(value: Any, call: str, argument: str, rank: int | None) -> int:
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        if value < 0:
+            raise _error(call, argument, value, "counts and displacements must not be "
+                         "negative", rank)
+        return int(value)
+    raise _error(call, argument, value, "expected an integer count or displacement", rank)
+
+
+def fast_array(spec: Any) -> np.ndarray | None:
+    """The array of the commonest specs — an ndarray, ``[ndarray, its own predefined
+    type]`` — or None (then `message` parses the spec in full)."""
+    if type(spec) is list and len(spec) == 2:
+        arr, datatype = spec
+        if type(arr) is np.ndarray and type(datatype) is Datatype and (
+                datatype.exact is arr.dtype):
+            return arr
+        return None
+    return spec if type(spec) is np.ndarray else None
+
+
+def message(spec: Any, call: str, argument: str, rank: int | None,
+            writable: bool, blocks: int = 1) -> tuple[np.ndarray, Datatype]:
+    """A spec's data as a 1-D array of base elements, and its type. For a collective's buffer
+    of ``blocks`` blocks (one per rank: gather's receive, scatter's send, …) a spec's count is
+    per block, as in mpi4py; without one the buffer must split into ``blocks`` equal blocks."""
+    if type(spec) is np.ndarray and spec.ndim == 1 and spec.flags.c_contiguous and (
+            spec.flags.writeable or not writable):
+        return spec, datatype_of(spec.dtype, call)
+    buf, count, displ, given = _parts(spec, call, argument, rank)
+    arr, datatype = _typed(_array(buf, call, argument, rank, writable), given, call,
+                           argument, rank)
+    if count is None and displ is None and datatype.multiplier == 1 and blocks == 1:
+        return arr, datatype
+    step = datatype.multiplier
+    start = 0 if displ is None else _integer(displ, call, argument, rank) * step
+    if count is None:
+        entries = (arr.size - start) // step
+        if blocks > 1 and entries % blocks:
+            raise _error(call, argument, entries, f"cannot infer the count: {entries} entries "
+                         f"do not split into {blocks} blocks", rank)
+        n = entries // blocks * blocks
+    else:
+        n = _integer(count, call, argument, rank) * blocks
+    stop = start + n * step
+    if stop > arr.size:
+        raise _error(call, argument, (n, displ), f"count {n} from displacement {displ or 0} "
+                     f"goes beyond the buffer's {arr.size // step} elements", rank)
+    return arr[start:stop], datatype
+
+
+def vector(spec: Any, size: int, call: str, argument: str, rank: int | None,
+           writable: bool) -> tuple[np.ndarray, list[int], list[int], Datatype]:
+    """A v-collective's spec: the whole buffer (base elements), each rank's count and
+    displacement in base elements, and the type. Counts default to equal blocks, displacements
+    to the counts' prefix sums."""
+    buf, counts, displs, given = _parts(spec, call, argument, rank, vector=True)
+    arr, datatype = _typed(_array(buf, call, argument, rank, writable), given, call,
+                           argument, rank)
+    step = datatype.multiplier
+    if counts is None:
+        if (arr.size // step) % size:
+            raise _error(call, argument, arr.size // step, f"no counts given and the buffer's "
+                         f"{arr.size // step} elements do not split equally over {size} ranks",
+                         rank)
+        counts = [arr.size // step // size] * size
+    elif isinstance(counts, (int, np.integer)):
+        counts = [int(counts)] * size
+    counts = integers(counts, size, call, argument, rank)
+    if displs is None:
+        displs = [sum(counts[:r]) for r in range(size)]
+    elif isinstance(displs, (int, np.integer)):  # a stride: block r at r * displs
+        displs = [int(displs) * r for r in range(size)]
+    displs = integers(displs, size, call, argument, rank)
+    for r in range(size):
+        if (displs[r] + counts[r]) * step > arr.size:
+            raise _error(call, argument, (counts[r], displs[r]), f"rank {r}'s block "
+                         f"[{displs[r]}:{displs[r] + counts[r]}] goes beyond the buffer's "
+                         f"{arr.size // step} elements", rank)
+    return arr, [c * step for c in counts], [d * step for d in displs], datatype
+
+
+def integers(values: Any, size: int, call: str, argument: str, rank: int | None) -> list[int]:
+    """``size`` non-negative integers (counts or displacements, one per rank), checked."""
+    try:
+        items = list(values)
+    except TypeError:
+        raise _error(call, argument, values, "expected a sequence of counts or displacements",
+                     rank) from None
+    if len(items) != size:
+        raise _error(call, argument, values, f"needs one entry per rank ({size})", rank)
+    return [_integer(v, call, argument, rank) for v in items]
+
+
+def is_contiguous_blocks(counts: Sequence[int], displs: Sequence[int]) -> bool:
+    """Whether blocks at ``displs`` follow one another in rank order from offset 0."""
+    at = 0
+    for c, d in zip(counts, displs, strict=True):
+        if d != at:
+            return False
+        at += c
+    return True
+
+
+def pack(arr: np.ndarray, counts: Sequence[int], displs: Sequence[int]) -> np.ndarray:
+    """The blocks of ``arr`` at ``displs`` one after another (a view when they already are)."""
+    total = sum(counts)
+    if is_contiguous_blocks(counts, displs):
+        return arr[:total]
+    return np.concatenate([arr[d:d + c] for c, d in zip(counts, displs, strict=True)]) \
+        if counts else arr[:0]
+
+
+def unpack(packed: np.ndarray, arr: np.ndarray, counts: Sequence[int],
+           displs: Sequence[int]) -> None:
+    """Copy consecutive blocks of ``packed`` to ``arr`` at ``displs`` (no-op if a view)."""
+    if is_contiguous_blocks(counts, displs) and np.shares_memory(packed, arr):
+        return
+    at = 0
+    for c, d in zip(counts, displs, strict=True):
+        arr[d:d + c] = packed[at:at + c]
+        at += c

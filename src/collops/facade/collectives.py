@@ -1,0 +1,397 @@
+"""mpi4py's uppercase collectives (buffers) over collops' own, blocking, ``I…`` and ``…_init``.
+
+Each collective is planned once per call (`_Call`: the collops method, its arguments, a
+``before`` step packing displaced blocks into a contiguous buffer, a ``finish`` step
+unpacking them) and run in one of three modes by `Collectives._run`; the ``I…`` and
+``…_init`` methods are generated from the blocking ones (`_forms`). The commonest forms
+(plain numpy arrays) skip the planning: their fast paths call collops directly.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..errors import CollopsError
+from .buffers import fast_array, integers, is_contiguous_blocks, message, pack, unpack, vector
+from .constants import IN_PLACE
+from .exceptions import mpi_error, not_implemented
+from .operators import SUM, Op, as_op
+from .requests import Prequest, Request
+
+_ndarray = np.ndarray
+BLOCKING, NONBLOCKING, PERSISTENT = 0, 1, 2
+
+
+class _Call(NamedTuple):
+    """A planned collective: ``comm.<name>(*args, **kwargs)`` with its pack/unpack steps."""
+
+    name: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    before: Callable[[], None] | None = None
+    finish: Callable[[Any], Any] | None = None
+
+
+def _in_place(buf: Any) -> bool:
+    """Whether a buffer argument means MPI_IN_PLACE (``IN_PLACE`` or None, as in mpi4py)."""
+    return buf is IN_PLACE or buf is None
+
+
+def _copier(dst: np.ndarray, src: np.ndarray) -> Callable[[], None]:
+    def copy() -> None:
+        dst[...] = src
+    return copy
+
+
+def _unpacker(packed: np.ndarray, arr: np.ndarray, counts: list[int],
+              displs: list[int]) -> Callable[[Any], Any]:
+    def finish(value: Any) -> None:
+        unpack(packed, arr, counts, displs)
+    return finish
+
+
+Plan = Callable[..., _Call]
+
+
+def _forms(blocking: Callable[..., Any], plan: Plan) -> tuple[Callable[..., Request],
+                                                              Callable[..., Prequest]]:
+    """The ``I…`` and ``…_init`` methods of a blocking collective: its parameters (bound as
+    it binds them), planned by ``plan(self, *arguments, call=name)``, run non-blocking or
+    persistent."""
+    name = blocking.__name__
+    signature = inspect.signature(blocking)
+
+    def form(mode: int, call: str, doc: str, returns: str) -> Callable[..., Any]:
+        def method(self: Collectives, *args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind(self, *args, **kwargs)
+            bound.apply_defaults()
+            return self._run(plan(*bound.args, call=call), mode)
+        method.__name__ = method.__qualname__ = call
+        method.__doc__ = doc
+        method.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            return_annotation=returns)
+        return method
+
+    return (form(NONBLOCKING, "I" + name[0].lower() + name[1:], f"Non-blocking {name}.",
+                 "Request"),
+            form(PERSISTENT, name + "_init", f"Persistent {name}.", "Prequest"))
+
+
+class Collectives:
+    """The buffer collectives of `Comm` (``self._comm`` is the collops communicator)."""
+
+    _comm: Any
+
+    def _run(self, call: _Call, mode: int) -> Any:
+        comm = self._comm
+        try:
+            if mode == BLOCKING:
+                if call.before is not None:
+                    call.before()
+                value = getattr(comm, call.name)(*call.args, **call.kwargs)
+                if call.finish is not None:
+                    call.finish(value)
+                return None
+            if mode == NONBLOCKING:
+                if call.before is not None:
+                    call.before()
+                return Request(getattr(comm, "i" + call.name)(*call.args, **call.kwargs),
+                               call.finish)
+            persistent = getattr(comm, call.name + "_init")(*call.args, **call.kwargs)
+
+            def start() -> Any:
+                if call.before is not None:
+                    call.before()
+                persistent.start()
+                return persistent
+            return Prequest(start, call.finish)
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
+
+    def _recv(self, buf: Any, call: str, blocks: int = 1) -> np.ndarray:
+        return message(buf, call, "recvbuf", self._comm.rank, True, blocks)[0]
+
+    def _send(self, buf: Any, call: str, blocks: int = 1) -> np.ndarray:
+        return message(buf, call, "sendbuf", self._comm.rank, False, blocks)[0]
+
+    # -- barrier and broadcast -------------------------------------------------------------
+    def Barrier(self) -> None:
+        """Block until every rank has called Barrier."""
+        try:
+            self._comm.barrier()
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
+
+    def _bcast(self, buf: Any, root: int, call: str) -> _Call:
+        arr = message(buf, call, "buf", self._comm.rank, self._comm.rank != root)[0]
+        return _Call("bcast", (arr, root), {"out": arr})
+
+    def Bcast(self, buf: Any, root: int = 0) -> None:
+        """The root's ``buf`` into every rank's ``buf``."""
+        arr = buf if type(buf) is _ndarray else fast_array(buf)
+        if arr is not None:
+            try:
+                self._comm.bcast(arr, root, out=arr)
+                return
+            except CollopsError as exc:
+                raise mpi_error(exc) from None
+        self._run(self._bcast(buf, root, "Bcast"), BLOCKING)
+
+    # -- reductions --------------------------------------------------------------------------
+    def _reduction(self, name: str, sendbuf: Any, recvbuf: Any, op: Any, call: str,
+                   root: int | None = None) -> _Call:
+        out = self._recv(recvbuf, call)
+        x = out if _in_place(sendbuf) else self._send(sendbuf, call)
+        args = (x, as_op(op, call)) if root is None else (x, as_op(op, call), root)
+        return _Call(name, args, {"out": out})
+
+    def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
+        """The reduction of every rank's ``sendbuf`` into every ``recvbuf``."""
+        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
+        out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
+        if x is not None and out is not None and type(op) is Op:
+            try:
+                self._comm.allreduce(x, op.op, out=out)
+                return
+            except CollopsError as exc:
+                raise mpi_error(exc) from None
+        self._run(self._reduction("allreduce", sendbuf, recvbuf, op, "Allreduce"), BLOCKING)
+
+    def _reduce(self, sendbuf: Any, recvbuf: Any, op: Any, root: int, call: str) -> _Call:
+        if self._comm.rank == root:
+            return self._reduction("reduce", sendbuf, recvbuf, op, call, root)
+        return _Call("reduce", (self._send(sendbuf, call), as_op(op, call), root), {})
+
+    def Reduce(self, sendbuf: Any, recvbuf: Any, op: Op = SUM, root: int = 0) -> None:
+        """The reduction of every rank's ``sendbuf`` into the root's ``recvbuf``."""
+        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
+        out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
+        if x is not None and (out is not None or recvbuf is None) and type(op) is Op:
+            try:
+                self._comm.reduce(x, op.op, root, out=out if self._comm.rank == root else None)
+                return
+            except CollopsError as exc:
+                raise mpi_error(exc) from None
+        self._run(self._reduce(sendbuf, recvbuf, op, root, "Reduce"), BLOCKING)
+
+    def _scan(self, name: str, sendbuf: Any, recvbuf: Any, op: Any, call: str) -> _Call:
+        out = self._recv(recvbuf, call)
+        x = out.copy() if _in_place(sendbuf) else self._send(sendbuf, call)
+        before = _copier(x, out) if _in_place(sendbuf) else None
+        return _Call(name, (x, as_op(op, call)), {"out": out}, before)
+
+    def Scan(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
+        """Inclusive prefix reduction into ``recvbuf``."""
+        self._run(self._scan("scan", sendbuf, recvbuf, op, "Scan"), BLOCKING)
+
+    def Exscan(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
+        """Exclusive prefix reduction into ``recvbuf`` (rank 0's is left as it is)."""
+        self._run(self._scan("exscan", sendbuf, recvbuf, op, "Exscan"), BLOCKING)
+
+    def _reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any, call: str) -> _Call:
+        size = self._comm.size
+        if _in_place(sendbuf):
+            full = self._recv(recvbuf, call, size)
+            x = full.copy()
+            return _Call("reduce_scatter_block", (x, as_op(op, call)),
+                         {"out": full[:full.size // size]}, _copier(x, full))
+        return _Call("reduce_scatter_block", (self._send(sendbuf, call, size), as_op(op, call)),
+                     {"out": self._recv(recvbuf, call)})
+
+    def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
+        """Block ``rank`` of the reduction of every rank's ``sendbuf``, into ``recvbuf``."""
+        self._run(self._reduce_scatter_block(sendbuf, recvbuf, op, "Reduce_scatter_block"),
+                  BLOCKING)
+
+    def _reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any,
+                        call: str) -> _Call:
+        comm = self._comm
+        full, datatype = message(recvbuf, call, "recvbuf", comm.rank, True)
+        if recvcounts is None:  # every rank's receive count, as mpi4py gathers them
+            counts = [int(c) for c in comm.allgather_object(full.size)]
+        else:
+            counts = [c * datatype.multiplier
+                      for c in integers(recvcounts, comm.size, call, "recvcounts", comm.rank)]
+        if _in_place(sendbuf):
+            x = full[:sum(counts)].copy()
+            before: Callable[[], None] | None = _copier(x, full[:sum(counts)])
+        else:
+            x, before = self._send(sendbuf, call), None
+        return _Call("reduce_scatter", (x, as_op(op, call), counts),
+                     {"out": full[:counts[comm.rank]]}, before)
+
+    def Reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None,
+                       op: Op = SUM) -> None:
+        """Block ``rank`` (``recvcounts`` elements each) of the reduction, into ``recvbuf``."""
+        self._run(self._reduce_scatter(sendbuf, recvbuf, recvcounts, op, "Reduce_scatter"),
+                  BLOCKING)
+
+    # -- gather, scatter, allgather, alltoall -------------------------------------------------
+    def _gather(self, sendbuf: Any, recvbuf: Any, root: int, call: str) -> _Call:
+        comm = self._comm
+        if comm.rank != root:
+            return _Call("gather", (self._send(sendbuf, call), root), {})
+        full = self._recv(recvbuf, call, comm.size)
+        n = full.size // comm.size
+        x = full[comm.rank * n:(comm.rank + 1) * n] if _in_place(sendbuf) else \
+            self._send(sendbuf, call)
+        return _Call("gather", (x, root), {"out": full})
+
+    def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        """Every rank's ``sendbuf``, in rank order, into the root's ``recvbuf``."""
+        self._run(self._gather(sendbuf, recvbuf, root, "Gather"), BLOCKING)
+
+    def _gatherv(self, sendbuf: Any, recvbuf: Any, root: int, call: str) -> _Call:
+        comm = self._comm
+        if comm.rank != root:
+            return _Call("gatherv", (self._send(sendbuf, call), root, None), {})
+        arr, counts, displs, _ = vector(recvbuf, comm.size, call, "recvbuf", comm.rank, True)
+        me = comm.rank
+        x = arr[displs[me]:displs[me] + counts[me]] if _in_place(sendbuf) else \
+            self._send(sendbuf, call)
+        if is_contiguous_blocks(counts, displs):
+            return _Call("gatherv", (x, root, None), {"out": arr[:sum(counts)]})
+        if _in_place(sendbuf):
+            x = x.copy()
+        packed = np.empty(sum(counts), arr.dtype)
+        return _Call("gatherv", (x, root, None), {"out": packed}, None,
+                     _unpacker(packed, arr, counts, displs))
+
+    def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        """Gather with per-rank counts and displacements at the root."""
+        self._run(self._gatherv(sendbuf, recvbuf, root, "Gatherv"), BLOCKING)
+
+    def _scatter(self, sendbuf: Any, recvbuf: Any, root: int, call: str) -> _Call:
+        comm = self._comm
+        if comm.rank != root:
+            return _Call("scatter", (None, root), {"out": self._recv(recvbuf, call)})
+        x = self._send(sendbuf, call, comm.size)
+        out = np.empty(x.size // comm.size, x.dtype) if _in_place(recvbuf) else \
+            self._recv(recvbuf, call)
+        return _Call("scatter", (x, root), {"out": out})
+
+    def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        """Block ``rank`` of the root's ``sendbuf`` into each rank's ``recvbuf``."""
+        self._run(self._scatter(sendbuf, recvbuf, root, "Scatter"), BLOCKING)
+
+    def _scatterv(self, sendbuf: Any, recvbuf: Any, root: int, call: str) -> _Call:
+        comm = self._comm
+        if comm.rank != root:
+            return _Call("scatterv", (None, None, root), {"out": self._recv(recvbuf, call)})
+        arr, counts, displs, _ = vector(sendbuf, comm.size, call, "sendbuf", comm.rank, False)
+        me = comm.rank
+        out = np.empty(counts[me], arr.dtype) if _in_place(recvbuf) else \
+            self._recv(recvbuf, call)[:counts[me]]
+        if is_contiguous_blocks(counts, displs):
+            return _Call("scatterv", (arr[:sum(counts)], counts, root), {"out": out})
+        packed = pack(arr, counts, displs)
+        return _Call("scatterv", (packed, counts, root), {"out": out},
+                     lambda: packed.__setitem__(Ellipsis, pack(arr, counts, displs)))
+
+    def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        """Scatter with per-rank counts and displacements at the root."""
+        self._run(self._scatterv(sendbuf, recvbuf, root, "Scatterv"), BLOCKING)
+
+    def _allgather(self, sendbuf: Any, recvbuf: Any, call: str) -> _Call:
+        comm = self._comm
+        full = self._recv(recvbuf, call, comm.size)
+        n = full.size // comm.size
+        x = full[comm.rank * n:(comm.rank + 1) * n] if _in_place(sendbuf) else \
+            self._send(sendbuf, call)
+        return _Call("allgather", (x,), {"out": full})
+
+    def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:
+        """Every rank's ``sendbuf``, in rank order, into every ``recvbuf``."""
+        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
+        out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
+        if x is not None and out is not None:
+            try:
+                self._comm.allgather(x, out=out)
+                return
+            except CollopsError as exc:
+                raise mpi_error(exc) from None
+        self._run(self._allgather(sendbuf, recvbuf, "Allgather"), BLOCKING)
+
+    def _allgatherv(self, sendbuf: Any, recvbuf: Any, call: str) -> _Call:
+        comm = self._comm
+        arr, counts, displs, _ = vector(recvbuf, comm.size, call, "recvbuf", comm.rank, True)
+        me = comm.rank
+        x = arr[displs[me]:displs[me] + counts[me]] if _in_place(sendbuf) else \
+            self._send(sendbuf, call)
+        if is_contiguous_blocks(counts, displs):
+            return _Call("allgatherv", (x, counts), {"out": arr[:sum(counts)]})
+        if _in_place(sendbuf):
+            x = x.copy()
+        packed = np.empty(sum(counts), arr.dtype)
+        return _Call("allgatherv", (x, counts), {"out": packed}, None,
+                     _unpacker(packed, arr, counts, displs))
+
+    def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:
+        """Allgather with per-rank counts and displacements."""
+        self._run(self._allgatherv(sendbuf, recvbuf, "Allgatherv"), BLOCKING)
+
+    def _alltoall(self, sendbuf: Any, recvbuf: Any, call: str) -> _Call:
+        out = self._recv(recvbuf, call, self._comm.size)
+        if _in_place(sendbuf):
+            x = out.copy()
+            return _Call("alltoall", (x,), {"out": out}, _copier(x, out))
+        return _Call("alltoall", (self._send(sendbuf, call, self._comm.size),), {"out": out})
+
+    def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
+        """Block j of every rank's ``sendbuf`` to rank j's ``recvbuf``, in rank order."""
+        self._run(self._alltoall(sendbuf, recvbuf, "Alltoall"), BLOCKING)
+
+    def _alltoallv(self, sendbuf: Any, recvbuf: Any, call: str) -> _Call:
+        comm = self._comm
+        rarr, rcounts, rdispls, _ = vector(recvbuf, comm.size, call, "recvbuf", comm.rank,
+                                           True)
+        before: Callable[[], None] | None = None
+        if _in_place(sendbuf):
+            sarr, scounts, sdispls = rarr.copy(), rcounts, rdispls
+            before = _copier(sarr, rarr)
+        else:
+            sarr, scounts, sdispls, _ = vector(sendbuf, comm.size, call, "sendbuf", comm.rank,
+                                               False)
+        if is_contiguous_blocks(rcounts, rdispls):
+            out, finish = rarr[:sum(rcounts)], None
+        else:
+            out = np.empty(sum(rcounts), rarr.dtype)
+            finish = _unpacker(out, rarr, rcounts, rdispls)
+        return _Call("alltoallv", (sarr, scounts, sdispls, rcounts), {"out": out}, before,
+                     finish)
+
+    def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:
+        """Alltoall with per-rank counts and displacements on both sides."""
+        self._run(self._alltoallv(sendbuf, recvbuf, "Alltoallv"), BLOCKING)
+
+    def Alltoallw(self, sendbuf: Any, recvbuf: Any) -> None:
+        """Not implemented: a datatype per peer."""
+        raise not_implemented("Alltoallw (a datatype per peer)", "Alltoallw")
+
+    Ialltoallw = Alltoallw_init = Alltoallw
+
+    # -- the non-blocking and persistent forms, generated from the blocking ones --------------
+    Ibarrier, Barrier_init = _forms(Barrier, lambda self, call: _Call("barrier", (), {}))
+    Ibcast, Bcast_init = _forms(Bcast, _bcast)
+    Iallreduce, Allreduce_init = _forms(
+        Allreduce, lambda self, s, r, op, call: self._reduction("allreduce", s, r, op, call))
+    Ireduce, Reduce_init = _forms(Reduce, _reduce)
+    Iscan, Scan_init = _forms(Scan, lambda self, s, r, op, call: self._scan("scan", s, r, op,
+                                                                            call))
+    Iexscan, Exscan_init = _forms(
+        Exscan, lambda self, s, r, op, call: self._scan("exscan", s, r, op, call))
+    Ireduce_scatter_block, Reduce_scatter_block_init = _forms(Reduce_scatter_block,
+                                                              _reduce_scatter_block)
+    Ireduce_scatter, Reduce_scatter_init = _forms(Reduce_scatter, _reduce_scatter)
+    Igather, Gather_init = _forms(Gather, _gather)
+    Igatherv, Gatherv_init = _forms(Gatherv, _gatherv)
+    Iscatter, Scatter_init = _forms(Scatter, _scatter)
+    Iscatterv, Scatterv_init = _forms(Scatterv, _scatterv)
+    Iallgather, Allgather_init = _forms(Allgather, _allgather)
+    Iallgatherv, Allgatherv_init = _forms(Allgatherv, _allgatherv)
+    Ialltoall, Alltoall_init = _forms(Alltoall, _alltoall)
+    Ialltoallv, Alltoallv_init = _forms(Alltoallv, _alltoallv)

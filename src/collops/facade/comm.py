@@ -1,0 +1,314 @@
+"""mpi4py's ``Comm`` and ``Intracomm`` over a collops communicator.
+
+A facade communicator is a thin handle: ``_comm`` is the collops `~collops.Comm` it runs on.
+`COMM_WORLD` finds its communicator on first use (`collops.init`: the ``collops run`` job, or
+a world of one); `wrap` makes a handle of any collops communicator (a thread of
+`collops.spawn`, say). What collops cannot do raises `NotImplementedError` naming it, on the
+rank that calls it, before anything is sent — so every rank making the same call gets the
+same error at once and none is left waiting.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from ..errors import CollopsError
+from .collectives import Collectives
+from .constants import TAG_UB, UNDEFINED
+from .exceptions import ERR_COMM, mpi_error, mpi_exception, not_implemented
+from .group import Group
+from .objects import ObjectCollectives
+from .pointtopoint import PointToPoint
+from .requests import Request
+
+
+class _Freed:
+    """Stands in for the collops communicator of a freed (or null) handle."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __getattr__(self, name: str) -> Any:
+        raise mpi_exception(ERR_COMM, f"{name}: the communicator is {self.what}")
+
+
+class Comm(Collectives, ObjectCollectives, PointToPoint):
+    """A communicator handle: collectives, point-to-point and management."""
+
+    def __init__(self, comm: Any = None) -> None:
+        """A handle of a collops communicator, or a copy of another handle (COMM_NULL's
+        when None)."""
+        if isinstance(comm, Comm):
+            comm = comm._comm
+        self._comm = _Freed("null") if comm is None else comm
+        self._name = ""
+
+    def __bool__(self) -> bool:
+        return not isinstance(self._comm, _Freed)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Comm):
+            return NotImplemented
+        if not self and not other:  # null handles are all COMM_NULL
+            return True
+        return self._comm is other._comm
+
+    def __hash__(self) -> int:
+        return id(self._comm)
+
+    def __repr__(self) -> str:
+        return f"<collops.MPI.{type(self).__name__} {self._name or self._comm!r}>"
+
+    @property
+    def collops_comm(self) -> Any:
+        """The collops communicator under this handle."""
+        return self._comm
+
+    # -- who is here -----------------------------------------------------------------------
+    def Get_rank(self) -> int:
+        """This process's rank."""
+        return self._comm.rank  # type: ignore[no-any-return]
+
+    def Get_size(self) -> int:
+        """Number of ranks."""
+        return self._comm.size  # type: ignore[no-any-return]
+
+    @property
+    def rank(self) -> int:
+        """`Get_rank`."""
+        return self._comm.rank  # type: ignore[no-any-return]
+
+    @property
+    def size(self) -> int:
+        """`Get_size`."""
+        return self._comm.size  # type: ignore[no-any-return]
+
+    def Get_group(self) -> Group:
+        """The group of this communicator's ranks."""
+        return Group(self._comm.group)
+
+    @property
+    def group(self) -> Group:
+        """`Get_group`."""
+        return self.Get_group()
+
+    def Get_name(self) -> str:
+        """The communicator's name."""
+        return self._name or str(getattr(self._comm, "name", ""))
+
+    def Set_name(self, name: str) -> None:
+        """Name the communicator."""
+        self._name = str(name)
+
+    @property
+    def name(self) -> str:
+        """`Get_name`."""
+        return self.Get_name()
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self.Set_name(value)
+
+    def Is_inter(self) -> bool:
+        """False: collops has intracommunicators only."""
+        return False
+
+    def Is_intra(self) -> bool:
+        """True."""
+        return True
+
+    @property
+    def is_inter(self) -> bool:
+        """`Is_inter`."""
+        return False
+
+    @property
+    def is_intra(self) -> bool:
+        """`Is_intra`."""
+        return True
+
+    def Get_topology(self) -> int:
+        """UNDEFINED: no process topology."""
+        return UNDEFINED
+
+    @property
+    def topology(self) -> int:
+        """`Get_topology`."""
+        return UNDEFINED
+
+    def Get_attr(self, keyval: int) -> Any:
+        """TAG_UB's value for TAG_UB; None for others."""
+        return TAG_UB if keyval == TAG_UB_KEY else None
+
+    def Get_info(self) -> Any:
+        """The hints in use (none: collops takes its settings from `collops.settings`)."""
+        from .environment import Info
+        return Info()
+
+    def Set_info(self, info: Any) -> None:
+        """Accepted and ignored."""
+
+    @property
+    def info(self) -> Any:
+        """`Get_info`."""
+        return self.Get_info()
+
+    @info.setter
+    def info(self, value: Any) -> None:
+        self.Set_info(value)
+
+    def Attach_buffer(self, buf: Any) -> None:
+        """Accepted: buffered sends are ordinary sends here."""
+
+    def Detach_buffer(self) -> None:
+        """Nothing attached to detach."""
+
+    @classmethod
+    def Get_parent(cls) -> Intracomm:
+        """COMM_NULL: no process here was spawned."""
+        return COMM_NULL
+
+    def Get_errhandler(self) -> Any:
+        """The error handler: errors are raised as exceptions (ERRORS_RETURN)."""
+        from .environment import ERRORS_RETURN
+        return ERRORS_RETURN
+
+    def Set_errhandler(self, errhandler: Any) -> None:
+        """Accepted; errors are always raised as `MPI.Exception` subclasses."""
+
+    def Compare(self, comm: Comm) -> int:
+        """IDENT (same communicator), CONGRUENT (same ranks in order), SIMILAR or UNEQUAL."""
+        return self._do("compare", "Compare", comm._comm)  # type: ignore[no-any-return]
+
+    # -- new communicators -----------------------------------------------------------------
+    def _wrapped(self, comm: Any) -> Intracomm:
+        return COMM_NULL if comm is None else Intracomm(comm)
+
+    def Dup(self, info: Any = None) -> Intracomm:
+        """The same ranks with a new message space."""
+        try:
+            return self._wrapped(self._comm.dup())
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
+
+    Clone = Dup
+
+    def Dup_with_info(self, info: Any) -> Intracomm:
+        """`Dup` (hints are ignored)."""
+        return self.Dup()
+
+    def Idup(self, info: Any = None) -> tuple[Intracomm, Request]:
+        """Non-blocking Dup: the new handle (usable once the request completes) and the
+        request."""
+        new = Intracomm()
+
+        def finish(value: Any) -> Any:
+            new._comm = value
+            return value
+        return new, Request(self._do("idup", "Idup"), finish)
+
+    def Idup_with_info(self, info: Any) -> tuple[Intracomm, Request]:
+        """`Idup` (hints are ignored)."""
+        return self.Idup()
+
+    def Split(self, color: int = 0, key: int = 0) -> Intracomm:
+        """Ranks of equal ``color`` form a communicator ordered by ``key`` (COMM_NULL for
+        ``color=UNDEFINED``)."""
+        try:
+            return self._wrapped(self._comm.split(None if color == UNDEFINED else color, key))
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
+
+    def Split_type(self, split_type: int, key: int = 0, info: Any = None) -> Intracomm:
+        """Ranks that share memory together (COMM_NULL for ``split_type=UNDEFINED``)."""
+        kind = None if split_type == UNDEFINED else "shared"  # every hardware level: the node
+        return self._wrapped(self._do("split_type", "Split_type", kind, key))
+
+    def Create(self, group: Group) -> Intracomm:
+        """A communicator of ``group``'s members (collective over this communicator; COMM_NULL
+        on the others)."""
+        return self._wrapped(self._do("create", "Create", group.group))
+
+    def Create_group(self, group: Group, tag: int = 0) -> Intracomm:
+        """A communicator of ``group``'s members (collective over the group only)."""
+        return self._wrapped(self._do("create_group", "Create_group", group.group, tag))
+
+    def Free(self) -> None:
+        """Free the communicator (collective); the handle becomes null."""
+        if self is COMM_WORLD or self is COMM_SELF:
+            raise mpi_exception(ERR_COMM, "Free: cannot free a predefined communicator")
+        self._do("free", "Free")
+        self._comm = _Freed("freed")
+
+    def Disconnect(self) -> None:
+        """`Free`."""
+        self.Free()
+
+    def Abort(self, errorcode: int = 0) -> None:
+        """End the whole job at once with ``errorcode`` (collops run ends every rank)."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(errorcode) or 1)
+
+    # -- what collops does not do ------------------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        for prefixes, what in _UNSUPPORTED:
+            if name.startswith(prefixes):
+                raise not_implemented(what, f"Comm.{name}")
+        raise AttributeError(f"collops.MPI.{type(self).__name__} has no attribute {name!r}")
+
+
+#: method name prefixes of the parts of MPI collops does not implement
+_UNSUPPORTED: list[tuple[tuple[str, ...], str]] = [
+    (("Create_intercomm", "Accept", "Connect", "Spawn", "Join", "Merge"),
+     "intercommunicators and dynamic processes"),
+    (("Create_cart", "Create_graph", "Create_dist_graph", "Neighbor", "Ineighbor",
+      "neighbor", "Cart_", "Graph_"), "process topologies"),
+    (("Create_keyval", "Set_attr", "Delete_attr", "Free_keyval"), "attribute caching"),
+    (("Win", "File"), "RMA windows and I/O"),
+]
+
+#: the attribute key of the upper bound of tags
+TAG_UB_KEY = 0
+
+
+class Intracomm(Comm):
+    """An intracommunicator (every communicator collops has)."""
+
+
+def wrap(comm: Any) -> Intracomm:
+    """A facade handle of a collops communicator (e.g. the ``comm`` a `collops.spawn`
+    function receives)."""
+    return Intracomm(comm)
+
+
+class _WorldComm(Intracomm):
+    """COMM_WORLD: `collops.init`'s communicator, found at first use."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_comm":
+            from ..runtime.world import init
+            self._comm = init()
+            return self._comm
+        return super().__getattr__(name)
+
+
+class _SelfComm(Intracomm):
+    """COMM_SELF: a world of one, made at first use."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_comm":
+            from ..runtime.comm import Comm as CollopsComm
+            from ..transport.inproc import Fabric
+            self._comm = CollopsComm(Fabric(1).endpoint(0), name="self")
+            return self._comm
+        return super().__getattr__(name)
+
+
+COMM_NULL = Intracomm()
+COMM_WORLD = _WorldComm.__new__(_WorldComm)
+COMM_WORLD._name = "MPI_COMM_WORLD"
+COMM_SELF = _SelfComm.__new__(_SelfComm)
+COMM_SELF._name = "MPI_COMM_SELF"

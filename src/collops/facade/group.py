@@ -1,0 +1,127 @@
+"""mpi4py's ``MPI.Group`` over collops' `~collops.Group` (an ordered set of job ranks).
+
+Every operation is local. Errors are collops' (`ArgumentError` naming the call), raised as
+``MPI.Exception`` subclasses (``ERR_RANK`` for a rank outside the group).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import CollopsError
+from ..runtime.groups import GROUP_EMPTY as COLLOPS_GROUP_EMPTY
+from ..runtime.groups import Group as CollopsGroup
+from .constants import PROC_NULL
+from .exceptions import ERR_GROUP, mpi_error, mpi_exception
+
+
+def _call(fn: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except CollopsError as exc:
+        raise mpi_error(exc) from None
+
+
+class Group:
+    """An ordered set of processes: a handle of a collops `~collops.Group`."""
+
+    __slots__ = ("group",)
+    group: CollopsGroup
+
+    def __init__(self, group: Group | CollopsGroup | None = None) -> None:
+        """A handle of ``group`` (a facade or collops group; GROUP_EMPTY's when None)."""
+        self.group = COLLOPS_GROUP_EMPTY if group is None else (
+            group.group if isinstance(group, Group) else group)
+
+    def __repr__(self) -> str:
+        return f"<collops.MPI.Group {list(self.group.ranks)}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Group) and other.group == self.group
+
+    def __hash__(self) -> int:
+        return hash(self.group)
+
+    def Get_size(self) -> int:
+        """Number of members."""
+        return self.group.size
+
+    def Get_rank(self) -> int:
+        """This process's rank in the group (UNDEFINED if not a member)."""
+        return self.group.rank
+
+    @property
+    def size(self) -> int:
+        """`Get_size`."""
+        return self.group.size
+
+    @property
+    def rank(self) -> int:
+        """`Get_rank`."""
+        return self.group.rank
+
+    def Incl(self, ranks: Sequence[int]) -> Group:
+        """The members at ``ranks``, in that order."""
+        return Group(_call(self.group.incl, ranks))
+
+    def Excl(self, ranks: Sequence[int]) -> Group:
+        """The members not at ``ranks``, in group order."""
+        return Group(_call(self.group.excl, ranks))
+
+    def Range_incl(self, ranks: Sequence[tuple[int, int, int]]) -> Group:
+        """`Incl` of ``(first, last, stride)`` triples."""
+        return Group(_call(self.group.range_incl, ranks))
+
+    def Range_excl(self, ranks: Sequence[tuple[int, int, int]]) -> Group:
+        """`Excl` of ``(first, last, stride)`` triples."""
+        return Group(_call(self.group.range_excl, ranks))
+
+    @classmethod
+    def Union(cls, group1: Group, group2: Group) -> Group:
+        """Members of ``group1``, then those of ``group2`` not in it."""
+        return Group(_call(group1.group.union, group2.group))
+
+    @classmethod
+    def Intersection(cls, group1: Group, group2: Group) -> Group:
+        """Members of ``group1`` also in ``group2``, in ``group1``'s order."""
+        return Group(_call(group1.group.intersection, group2.group))
+
+    @classmethod
+    def Difference(cls, group1: Group, group2: Group) -> Group:
+        """Members of ``group1`` not in ``group2``, in ``group1``'s order."""
+        return Group(_call(group1.group.difference, group2.group))
+
+    def Translate_ranks(self, ranks: Sequence[int] | None = None,
+                        group: Group | None = None) -> list[int]:
+        """The ranks in ``group`` of this group's ``ranks`` (UNDEFINED where absent; PROC_NULL
+        stays PROC_NULL; all of this group when ``ranks`` is None; job ranks when ``group``
+        is None). Also callable as ``Group.Translate_ranks(group1, ranks1, group2)``."""
+        group1, group2 = self, group
+        ranks = list(range(group1.size)) if ranks is None else [int(r) for r in ranks]
+        real = [r for r in ranks if r != PROC_NULL]
+        if group2 is None:  # their job ranks (checked as a translation to group1 itself)
+            _call(group1.group.translate_ranks, real, group1.group)
+            found = [group1.group.ranks[r] for r in real]
+        else:
+            found = _call(group1.group.translate_ranks, real, group2.group)
+        it = iter(found)
+        return [PROC_NULL if r == PROC_NULL else next(it) for r in ranks]
+
+    def Compare(self, group: Group) -> int:
+        """IDENT (same members, same order), SIMILAR (same members) or UNEQUAL; also callable
+        as ``Group.Compare(group1, group2)``."""
+        return _call(self.group.compare, group.group)  # type: ignore[no-any-return]
+
+    def Dup(self) -> Group:
+        """A new handle of this group."""
+        return Group(self)
+
+    def Free(self) -> None:
+        """Release this handle (GROUP_EMPTY cannot be freed)."""
+        if self is GROUP_EMPTY:
+            raise mpi_exception(ERR_GROUP, "Group.Free: cannot free GROUP_EMPTY")
+
+
+GROUP_EMPTY = Group()
+GROUP_NULL = Group()

@@ -1,0 +1,387 @@
+"""mpi4py's ``Status``, ``Request`` and ``Prequest`` over collops' requests.
+
+A facade `Request` holds a collops request (anything with ``test``/``wait``) and, for a
+receive into a buffer with displacements, a step run once it completes (`finish`). Once
+complete a non-persistent request becomes null (false), as mpi4py's does; waiting on a null
+request returns at once with an empty status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import CollopsError
+from .constants import ANY_SOURCE, ANY_TAG, UNDEFINED
+from .datatypes import PREDEFINED, Datatype
+from .exceptions import ERR_REQUEST, SUCCESS, mpi_error, mpi_exception
+
+BYTE = PREDEFINED["BYTE"]
+
+
+class Status:
+    """Where a received message came from, its tag and size."""
+
+    __slots__ = ("source", "tag", "error", "nbytes", "cancelled")
+    source: int
+    tag: int
+    error: int
+    nbytes: int
+    cancelled: bool
+
+    def __init__(self, status: Status | None = None) -> None:
+        """An empty status (source ANY_SOURCE, tag ANY_TAG), or a copy of ``status``."""
+        self.source = ANY_SOURCE if status is None else status.source
+        self.tag = ANY_TAG if status is None else status.tag
+        self.error = SUCCESS if status is None else status.error
+        self.nbytes = 0 if status is None else status.nbytes
+        self.cancelled = False if status is None else status.cancelled
+
+    def __repr__(self) -> str:
+        return f"<collops.MPI.Status source={self.source} tag={self.tag} bytes={self.nbytes}>"
+
+    def _set_from(self, other: Any) -> None:
+        """Fill from a collops `Status` (``source``, ``tag``, ``nbytes``, ``cancelled``)."""
+        self.source = int(other.source)
+        self.tag = int(other.tag)
+        self.nbytes = int(other.nbytes)
+        self.cancelled = bool(getattr(other, "cancelled", False))
+        self.error = SUCCESS
+
+    def Get_source(self) -> int:
+        """The sender's rank."""
+        return self.source
+
+    def Set_source(self, source: int) -> None:
+        """Set the source."""
+        self.source = int(source)
+
+    def Get_tag(self) -> int:
+        """The message's tag."""
+        return self.tag
+
+    def Set_tag(self, tag: int) -> None:
+        """Set the tag."""
+        self.tag = int(tag)
+
+    def Get_error(self) -> int:
+        """The error code."""
+        return self.error
+
+    def Set_error(self, error: int) -> None:
+        """Set the error code."""
+        self.error = int(error)
+
+    def Get_count(self, datatype: Datatype = BYTE) -> int:
+        """Elements of ``datatype`` received (UNDEFINED if not a whole number)."""
+        size = datatype.Get_size()
+        if size == 0:
+            return 0 if self.nbytes == 0 else UNDEFINED
+        return self.nbytes // size if self.nbytes % size == 0 else UNDEFINED
+
+    def Get_elements(self, datatype: Datatype) -> int:
+        """Basic elements of ``datatype``'s base type received."""
+        base = datatype.base
+        if base is None:
+            return UNDEFINED
+        return self.nbytes // base.itemsize if self.nbytes % base.itemsize == 0 else UNDEFINED
+
+    def Set_elements(self, datatype: Datatype, count: int) -> None:
+        """Record ``count`` elements of ``datatype`` as received."""
+        self.nbytes = int(count) * datatype.Get_size()
+
+    def Is_cancelled(self) -> bool:
+        """Whether the request was cancelled."""
+        return self.cancelled
+
+    def Set_cancelled(self, flag: bool) -> None:
+        """Mark as cancelled or not."""
+        self.cancelled = bool(flag)
+
+    @property
+    def count(self) -> int:
+        """Bytes received."""
+        return self.Get_count()
+
+    @property
+    def cancelled_flag(self) -> bool:
+        """`Is_cancelled`."""
+        return self.cancelled
+
+
+def fill(status: Status | None, value: Any) -> None:
+    """Copy a collops status (found in ``value``, or ``value`` itself) into ``status``."""
+    if status is None:
+        return
+    found = value[1] if isinstance(value, tuple) and len(value) == 2 else value
+    if hasattr(found, "nbytes") and hasattr(found, "source"):
+        status._set_from(found)
+    else:
+        status.__init__()  # type: ignore[misc]
+
+
+class Request:
+    """A non-blocking operation in flight (null once complete)."""
+
+    __slots__ = ("_request", "_finish", "_value", "_status", "__weakref__")
+    _request: Any
+
+    def __init__(self, request: Any = None, finish: Callable[[Any], Any] | None = None) -> None:
+        """Wrap a collops request; ``finish(value)`` runs once it completes and gives the
+        value `wait` returns. ``Request(other)`` copies another facade request's handle."""
+        if isinstance(request, Request):
+            request, finish = request._request, request._finish
+        self._request = request
+        self._finish = finish
+        self._value: Any = None
+        self._status: Any = None
+
+    def __bool__(self) -> bool:
+        return self._request is not None
+
+    def _handle(self) -> Any:
+        """What identifies the request (None when null): equal handles, equal requests."""
+        return self._request
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Request):
+            return NotImplemented
+        return self._handle() is other._handle()
+
+    def __hash__(self) -> int:
+        return id(self._handle())
+
+    def __repr__(self) -> str:
+        return f"<collops.MPI.{type(self).__name__} {'active' if self else 'null'}>"
+
+    def _complete(self, value: Any) -> Any:
+        if self._finish is not None:
+            value = self._finish(value)
+        self._status = value
+        self._value = value[0] if isinstance(value, tuple) and len(value) == 2 and \
+            hasattr(value[1], "nbytes") else value
+        self._release()
+        return self._value
+
+    def _release(self) -> None:
+        self._request = None
+
+    def _wait(self, status: Status | None) -> Any:
+        if self._request is None:
+            if status is not None:
+                status.__init__()  # type: ignore[misc]
+            return None
+        try:
+            value = self._complete(self._request.wait())
+        except CollopsError as exc:
+            self._release()
+            raise mpi_error(exc) from None
+        fill(status, self._status)
+        return value
+
+    def _test(self, status: Status | None) -> tuple[bool, Any]:
+        if self._request is None:
+            if status is not None:
+                status.__init__()  # type: ignore[misc]
+            return True, None
+        try:
+            if not self._request.test():
+                return False, None
+            return True, self._wait(status)
+        except CollopsError as exc:
+            self._release()
+            raise mpi_error(exc) from None
+
+    def Wait(self, status: Status | None = None) -> bool:
+        """Block until complete."""
+        self._wait(status)
+        return True
+
+    def Test(self, status: Status | None = None) -> bool:
+        """Whether complete (advancing it)."""
+        return self._test(status)[0]
+
+    def wait(self, status: Status | None = None) -> Any:
+        """Block until complete; the received object (None for a send)."""
+        return self._wait(status)
+
+    def test(self, status: Status | None = None) -> tuple[bool, Any]:
+        """``(flag, object)``: whether complete, and the received object if so."""
+        return self._test(status)
+
+    def Get_status(self, status: Status | None = None) -> bool:
+        """Whether complete, without freeing the request."""
+        if self._request is None:
+            return True
+        done = bool(getattr(self._request, "done", False))
+        return done
+
+    def Cancel(self) -> None:
+        """Cancel a pending receive (collective operations cannot be cancelled)."""
+        cancel = getattr(self._request, "cancel", None)
+        if cancel is None:
+            raise mpi_exception(ERR_REQUEST, "Request.Cancel: only receives can be cancelled")
+        try:
+            cancel()
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
+
+    def Free(self) -> None:
+        """Release the request (an operation in flight still completes)."""
+        free = getattr(self._request, "free", None)
+        if free is not None:
+            free()
+        self._request = None
+
+    @classmethod
+    def Waitall(cls, requests: Sequence[Request], statuses: list[Status] | None = None) -> bool:
+        """Wait for every request."""
+        for i, request in enumerate(requests):
+            request._wait(statuses[i] if statuses is not None and i < len(statuses) else None)
+        return True
+
+    @classmethod
+    def waitall(cls, requests: Sequence[Request],
+                statuses: list[Status] | None = None) -> list[Any]:
+        """Wait for every request; their objects."""
+        return [request._wait(statuses[i] if statuses is not None and i < len(statuses)
+                              else None) for i, request in enumerate(requests)]
+
+    @classmethod
+    def Testall(cls, requests: Sequence[Request], statuses: list[Status] | None = None) -> bool:
+        """Whether all are complete (completing those that are only when all are)."""
+        if not all(r._request is None or r._request.test() for r in requests):
+            return False
+        cls.Waitall(requests, statuses)
+        return True
+
+    @classmethod
+    def testall(cls, requests: Sequence[Request],
+                statuses: list[Status] | None = None) -> tuple[bool, list[Any] | None]:
+        """``(flag, objects)``: all complete, and their objects if so."""
+        if not all(r._request is None or r._request.test() for r in requests):
+            return False, None
+        return True, cls.waitall(requests, statuses)
+
+    @classmethod
+    def Waitany(cls, requests: Sequence[Request], status: Status | None = None) -> int:
+        """The index of a completed request (UNDEFINED when all are null)."""
+        return cls.waitany(requests, status)[0]
+
+    @classmethod
+    def waitany(cls, requests: Sequence[Request],
+                status: Status | None = None) -> tuple[int, Any]:
+        """``(index, object)`` of a completed request (UNDEFINED, None when all are null)."""
+        from ..runtime.request import wait_any
+        live = [i for i, r in enumerate(requests) if r._request is not None]
+        if not live:
+            if status is not None:
+                status.__init__()  # type: ignore[misc]
+            return UNDEFINED, None
+        for i in live:  # an already complete one first, as MPI's progress would find it
+            if requests[i]._request.test():
+                return i, requests[i]._wait(status)
+        try:
+            k, _ = wait_any([requests[i]._request for i in live])
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
+        return live[k], requests[live[k]]._wait(status)
+
+    @classmethod
+    def Testany(cls, requests: Sequence[Request],
+                status: Status | None = None) -> tuple[int, bool]:
+        """``(index, flag)``: a completed request's index, or (UNDEFINED, False)."""
+        index, flag, _ = cls._testany(requests, status)
+        return index, flag
+
+    @classmethod
+    def testany(cls, requests: Sequence[Request],
+                status: Status | None = None) -> tuple[int, bool, Any]:
+        """``(index, flag, object)`` of a completed request if any."""
+        return cls._testany(requests, status)
+
+    @classmethod
+    def _testany(cls, requests: Sequence[Request],
+                 status: Status | None) -> tuple[int, bool, Any]:
+        live = [i for i, r in enumerate(requests) if r._request is not None]
+        if not live:
+            return UNDEFINED, True, None
+        for i in live:
+            if requests[i]._request.test():
+                return i, True, requests[i]._wait(status)
+        return UNDEFINED, False, None
+
+    @classmethod
+    def Waitsome(cls, requests: Sequence[Request],
+                 statuses: list[Status] | None = None) -> list[int] | None:
+        """Indices of the requests completed (at least one; None when all are null)."""
+        index = cls.Waitany(requests)
+        if index == UNDEFINED:
+            return None
+        done = [index] + [i for i, r in enumerate(requests)
+                        if r._request is not None and r._request.test()]
+        for i in done[1:]:
+            requests[i]._wait(None)
+        return done
+
+    @classmethod
+    def Testsome(cls, requests: Sequence[Request],
+                 statuses: list[Status] | None = None) -> list[int] | None:
+        """Indices of the requests complete now (None when all are null)."""
+        if all(r._request is None for r in requests):
+            return None
+        done = [i for i, r in enumerate(requests)
+                        if r._request is not None and r._request.test()]
+        for i in done:
+            requests[i]._wait(None)
+        return done
+
+
+class Prequest(Request):
+    """A persistent request: each `Start` runs the operation again; it stays usable after
+    completing (inactive until the next start)."""
+
+    __slots__ = ("_start", "_active")
+
+    def __init__(self, start: Callable[[], Any] | None = None,
+                 finish: Callable[[Any], Any] | None = None) -> None:
+        """``start()`` begins one run and returns its collops request; ``Prequest(other)``
+        is another handle of ``other``."""
+        if isinstance(start, Prequest):
+            start, finish = start._start, start._finish
+        super().__init__(None, finish)
+        self._start = start
+        self._active: Any = None
+
+    def __bool__(self) -> bool:
+        return self._start is not None
+
+    def _handle(self) -> Any:
+        return self._start
+
+    def _release(self) -> None:
+        self._request = None
+
+    def Start(self) -> None:
+        """Begin one run."""
+        if self._start is None:
+            raise mpi_exception(ERR_REQUEST, "Prequest.Start: the request was freed")
+        try:
+            self._request = self._start()
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
+
+    @classmethod
+    def Startall(cls, requests: Sequence[Prequest]) -> None:
+        """Start every request."""
+        for request in requests:
+            request.Start()
+
+    def Free(self) -> None:
+        """Release the request."""
+        if self._request is not None:
+            self._wait(None)
+        self._start = None
+
+
+REQUEST_NULL = Request()

@@ -1,0 +1,128 @@
+"""The ``collops.MPI`` module: how it is found, its constants and functions, its errors,
+and what it does not implement (NotImplementedError on every rank at once, nothing sent)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import collops
+from collops import MPI
+from collops.facade.comm import wrap
+
+
+def test_both_import_forms_give_one_module_and_no_file_is_named_mpi():
+    mpi_module = importlib.import_module("collops.MPI")
+    assert mpi_module is MPI is sys.modules["collops.MPI"] is collops.MPI
+    assert MPI.__spec__.name == "collops.facade.api"  # its own spec, left alone
+    package = Path(collops.__file__).parent
+    assert [p.name for p in package.iterdir() if p.name.lower() in ("mpi", "mpi.py")] == ["mpi"]
+
+
+def test_constants_share_collops_values():
+    assert (MPI.ANY_SOURCE, MPI.ANY_TAG, MPI.PROC_NULL) == (collops.ANY_SOURCE, collops.ANY_TAG,
+                                                            collops.PROC_NULL)
+    assert MPI.UNDEFINED == collops.UNDEFINED and MPI.IDENT == collops.IDENT
+    assert MPI.COMM_WORLD.Get_attr(MPI.TAG_UB) == collops.TAG_UB
+
+
+def test_environment_functions():
+    assert MPI.Is_initialized() and MPI.Get_version() == (4, 0)
+    assert MPI.Query_thread() == MPI.THREAD_SERIALIZED
+    assert MPI.Init_thread(MPI.THREAD_MULTIPLE) == MPI.THREAD_SERIALIZED
+    t0 = MPI.Wtime()
+    assert MPI.Wtime() >= t0 and 0 < MPI.Wtick() < 1e-3
+    assert MPI.Get_processor_name() and "collops" in MPI.Get_library_version()
+    assert MPI.Compute_dims(12, 2) == [4, 3] and MPI.Compute_dims(12, [0, 2]) == [6, 2]
+    assert MPI.COMM_WORLD.Get_size() == 1 and MPI.COMM_SELF.Get_size() == 1
+
+
+def test_datatypes_map_numpy_dtypes():
+    assert MPI.DOUBLE.Get_size() == 8 and MPI.INT.Get_size() == np.dtype(np.intc).itemsize
+    assert MPI.Datatype.fromcode("d") == MPI.DOUBLE and MPI.DOUBLE.tocode() == "d"
+    assert MPI._typecode(MPI.FLOAT) == "f" and MPI.DOUBLE_INT.Get_size() == 12
+    with pytest.raises(MPI.Exception) as info:
+        MPI.DOUBLE.Free()
+    assert info.value.Get_error_class() == MPI.ERR_TYPE
+
+
+def test_exceptions_are_both_mpi_and_collops_errors():
+    comm = MPI.COMM_SELF
+    with pytest.raises(collops.ArgumentError) as info:
+        comm.Bcast(np.zeros(2), root=3)
+    exc = info.value
+    assert isinstance(exc, MPI.Exception) and exc.Get_error_class() == MPI.ERR_ROOT
+    assert "root" in str(exc) and "bcast" in str(exc)
+    plain = MPI.Exception(MPI.ERR_TRUNCATE)
+    assert plain == MPI.ERR_TRUNCATE and str(plain) == "Message truncated"
+    assert MPI.Get_error_string(MPI.ERR_RANK) == "Invalid rank"
+
+
+def test_reduce_local_and_predefined_ops_on_objects():
+    inout = np.array([1.0, 5.0])
+    MPI.MAX.Reduce_local(np.array([3.0, 2.0]), inout)
+    assert inout.tolist() == [3.0, 5.0]
+    assert MPI.SUM(2, 3) == 5 and MPI.MAXLOC((1, 0), (1, 1)) == (1, 0)
+
+
+UNSUPPORTED = {
+    "Win.Create": lambda comm: MPI.Win.Create(np.zeros(1), comm=comm),
+    "File.Open": lambda comm: MPI.File.Open(comm, "x"),
+    "Intercomm": lambda comm: MPI.Intercomm(),
+    "Create_intercomm": lambda comm: comm.Create_intercomm(0, comm, 0),
+    "Create_cart": lambda comm: comm.Create_cart([comm.Get_size()]),
+    "Spawn": lambda comm: comm.Spawn("python"),
+    "Neighbor_allgather": lambda comm: comm.Neighbor_allgather(np.zeros(1), np.zeros(1)),
+    "Alltoallw": lambda comm: comm.Alltoallw(np.zeros(1), np.zeros(1)),
+    "Open_port": lambda comm: MPI.Open_port(),
+    "Create_vector": lambda comm: MPI.DOUBLE.Create_vector(2, 1, 2),
+}
+
+
+def _every_rank_refuses(comm):
+    facade = wrap(comm)
+    texts = {}
+    for name, call in UNSUPPORTED.items():
+        try:
+            call(facade)
+            texts[name] = None
+        except NotImplementedError as exc:
+            texts[name] = str(exc)
+    # nobody was left waiting: the next collective runs at once
+    return texts, facade.allreduce(1)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("transport", ["inproc", "shm"])
+def test_what_collops_cannot_do_raises_on_every_rank_at_once(transport):
+    results = collops.spawn(_every_rank_refuses, 2, transport=transport, timeout=30)
+    for texts, total in results:
+        assert total == 2
+        for name, text in texts.items():
+            assert text is not None and "not implemented by collops" in text, name
+    assert "intercommunicators" in results[0][0]["Create_intercomm"]
+    assert "topolog" in results[0][0]["Create_cart"]
+    assert "RMA" in results[0][0]["Win.Create"]
+
+
+def test_unknown_names_say_so():
+    with pytest.raises(AttributeError, match="not part of what collops implements"):
+        MPI.NO_SUCH_NAME  # noqa: B018
+
+
+def test_group_methods_take_mpi4pys_instance_forms():
+    world = MPI.COMM_SELF.Get_group()
+    assert world.Translate_ranks([0], group=world) == [0]
+    assert MPI.Group.Translate_ranks(world, [0], world) == [0]
+    assert world.Compare(world) == MPI.IDENT == MPI.Group.Compare(world, world)
+
+
+def test_null_communicators_are_equal_and_info_is_accepted():
+    assert MPI.Comm() == MPI.COMM_NULL and not MPI.COMM_NULL
+    assert MPI.Comm.Get_parent() == MPI.COMM_NULL
+    MPI.COMM_SELF.Set_info(MPI.Info.Create())
+    assert MPI.COMM_SELF.Get_info() == {}
