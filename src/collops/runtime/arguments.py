@@ -47,3 +47,33 @@ def checked_ints(call: str, name: str, values: Any, rank: int | None) -> list[in
         raise ArgumentError(call, name, values, "must be a sequence of integers",
                             rank) from None
 
+
+
+def checked_displs(call: str, name: str, displs: Any, counts: list[int], rank: int,
+                   receive: bool) -> list[int]:
+    """``displs`` (rows, one per rank, not negative) for blocks of ``counts``; where they
+    place *received* blocks (``receive``) no two non-empty blocks may overlap, as MPI
+    requires (send blocks may overlap and leave gaps)."""
+    values = checked_ints(call, name, displs, rank)
+    if len(values) != len(counts):
+        raise ArgumentError(call, name, displs, f"needs one entry per rank ({len(counts)})",
+                            rank)
+    if any(v < 0 for v in values):
+        raise ArgumentError(call, name, displs, "displacements must not be negative", rank)
+    if receive:
+        blocks = sorted((d, d + c, j) for j, (d, c) in enumerate(zip(values, counts,
+                                                                     strict=True)) if c)
+        for (_, end, a), (start, _, b) in zip(blocks, blocks[1:], strict=False):
+            if start < end:
+                first, second = sorted((a, b))
+                raise ArgumentError(
+                    call, name, displs, f"the receive regions of ranks {first} "
+                    f"[{values[first]}:{values[first] + counts[first]}] and {second} "
+                    f"[{values[second]}:{values[second] + counts[second]}] overlap (rows)",
+                    rank)
+    return values
+
+
+def rows_spanned(displs: list[int], counts: list[int]) -> int:
+    """Rows a buffer needs to hold blocks of ``counts`` at ``displs`` (empty blocks aside)."""
+    return max((d + c for d, c in zip(displs, counts, strict=True) if c), default=0)

@@ -15,6 +15,7 @@ from ..datatypes import dtype_from_token, dtype_token
 from ..errors import ArgumentError
 from .abandon import abandoned_header, abandoned_meta, give_up, raise_if_abandoned_meta
 from .agreement import Agreed
+from .arguments import checked_displs, rows_spanned
 from .commbase import CommBase, _own_rows, _row_size, _rows, _same_bytes
 from .engine import Execution
 from .envelope import (
@@ -187,15 +188,23 @@ class PhaseGenerators(CommBase):
         return got_dtype, got_trailing, [int(v) for v in meta[11:]]
 
     def _scatterv(self, call: str, x: Any, counts: Any, root: int, out: Any,
-                  algorithm: str | None, timeout: float | None, params: dict) -> Phases:
+                  algorithm: str | None, timeout: float | None, params: dict,
+                  displs: Any = None) -> Phases:
+        """Two phases: dtype, trailing shape and counts broadcast from the root, then the
+        data. ``displs`` (rows of the root's ``x``; significant at the root only, as in MPI)
+        reach only the root's schedule: the other ranks' parts depend on the counts alone."""
         root = self._check_root(call, root)
         timeout = self._timeout(timeout, call)
         data = None
         row_counts: list[int] = [0] * self.size
+        row_displs: list[int] | None = None
         if self.rank == root:
             try:  # a mistake only the root sees: its peers are told (`abandon`)
                 data = self._array(call, x)
-                row_counts = self._split_rows(call, data, counts)
+                if displs is None:
+                    row_counts = self._split_rows(call, data, counts)
+                else:
+                    row_counts, row_displs = self._send_blocks(call, data, counts, displs)
                 self._out(call, out, (row_counts[self.rank], *data.shape[1:]), data.dtype)
             except ArgumentError as exc:
                 n_extra = self.size if counts is not None else 1
@@ -216,7 +225,9 @@ class PhaseGenerators(CommBase):
         if counts is None:
             spec = make_spec("scatter", self.size, dtype, count=elem_counts[0], root=root)
         else:
-            spec = make_spec("scatterv", self.size, dtype, counts=elem_counts, root=root)
+            spec = make_spec("scatterv", self.size, dtype, counts=elem_counts, root=root,
+                             displs=None if row_displs is None
+                             else [d * per_row for d in row_displs])
         shape = (rows[self.rank], *trailing)
         result = self._out(call, out, shape, dtype)
         yield self._execute(spec, data, result, seq, 1, algorithm, params, timeout)
@@ -306,7 +317,11 @@ class PhaseGenerators(CommBase):
         return result.reshape(self.size, len(mine))
 
     def _gatherv(self, call: str, x: Any, root: int | None, counts: Any, vector: bool,
-                 out: Any, algorithm: str | None, timeout: float | None, params: dict) -> Phases:
+                 out: Any, algorithm: str | None, timeout: float | None, params: dict,
+                 displs: Any = None) -> Phases:
+        """One phase, after one that exchanges the counts where they were not given;
+        ``displs`` (rows of the result; significant where a rank receives) place the blocks,
+        which must not overlap, and a new result holds zeros between them."""
         collective = ("all" if root is None else "") + ("gatherv" if vector else "gather")
         if root is not None:
             root = self._check_root(call, root)
@@ -317,6 +332,8 @@ class PhaseGenerators(CommBase):
         per_row = _row_size(data)
         trailing = data.shape[1:] if data.ndim else ()
         phase = 0
+        if displs is not None and (root is None or self.rank == root):  # before any message
+            checked_displs(call, "displs", displs, [0] * self.size, self.rank, False)
         if vector and counts is None:
             seq = self._reserve()
             got = yield from self._allgather_ints(call, [rows, per_row], seq, 0, timeout)
@@ -342,13 +359,19 @@ class PhaseGenerators(CommBase):
                              root=root or 0)
         total_rows = sum(row_counts)
         receives = root is None or self.rank == root
+        row_displs = None
+        if displs is not None and receives:
+            row_displs = checked_displs(call, "displs", displs, row_counts, self.rank, True)
+            total_rows = rows_spanned(row_displs, row_counts)
+            spec = spec.with_(displs=tuple(d * per_row for d in row_displs))
         if data.ndim == 0:
-            shape: tuple[int, ...] = (self.size,)
+            shape: tuple[int, ...] = (total_rows,)
         else:
             shape = (total_rows, *trailing)
-        result = self._out(call, out, shape, data.dtype) if receives else None
+        result = self._out(call, out, shape, data.dtype,
+                           zeros=row_displs is not None) if receives else None
         if result is not None and np.shares_memory(result, data) and not _same_bytes(
-                data, _own_rows(result, row_counts, self.rank)):
+                data, _own_rows(result, total_rows, row_counts, self.rank, row_displs)):
             data = data.copy()  # only x exactly its own block of out is in place (MPI_IN_PLACE)
         if seq < 0:
             seq = self._reserve()
@@ -358,7 +381,10 @@ class PhaseGenerators(CommBase):
 
     def _alltoallv(self, call: str, x: Any, sendcounts: Any, sdispls: Any, recvcounts: Any,
                    vector: bool, out: Any, algorithm: str | None, timeout: float | None,
-                   params: dict) -> Phases:
+                   params: dict, rdispls: Any = None) -> Phases:
+        """One phase, after one that exchanges the counts when ``recvcounts`` is None; send
+        blocks at ``sdispls`` (rows of ``x``) may overlap, received ones at ``rdispls`` (rows
+        of the result; a new result holds zeros between them) may not."""
         timeout = self._timeout(timeout, call)
         data = self._array(call, x)
         if data.ndim == 0:
@@ -376,18 +402,18 @@ class PhaseGenerators(CommBase):
             rcounts = list(scounts)
             sdis = prefix(tuple(scounts))
         else:
-            scounts = self._counts(call, "sendcounts", sendcounts)
             if sdispls is None:
+                scounts = self._counts(call, "sendcounts", sendcounts)
                 sdis = prefix(tuple(scounts))
+                if sum(scounts) > data.shape[0]:
+                    raise ArgumentError(call, "sendcounts", sendcounts, f"sum {sum(scounts)} "
+                                        f"is more than the {data.shape[0]} rows of x", self.rank)
             else:
-                sdis = tuple(self._counts(call, "sdispls", sdispls))
-            if sdispls is None and sum(scounts) > data.shape[0]:
-                raise ArgumentError(call, "sendcounts", sendcounts, f"sum {sum(scounts)} is "
-                                    f"more than the {data.shape[0]} rows of x", self.rank)
-            for j, (d, c) in enumerate(zip(sdis, scounts, strict=True)):
-                if c and d + c > data.shape[0]:
-                    raise ArgumentError(call, "sdispls", sdispls, f"segment {j} [{d}:{d + c}] "
-                                        f"runs past the {data.shape[0]} rows of x", self.rank)
+                scounts, sent_from = self._send_blocks(call, data, sendcounts, sdispls,
+                                                       ("sendcounts", "sdispls"))
+                sdis = tuple(sent_from)
+            if rdispls is not None:  # checked before any message; overlaps once counts known
+                checked_displs(call, "rdispls", rdispls, [0] * self.size, self.rank, False)
             if recvcounts is None:
                 mine = np.asarray(scounts, np.int64)
                 got = np.empty(self.size, np.int64)
@@ -404,13 +430,16 @@ class PhaseGenerators(CommBase):
                     raise ArgumentError(call, "recvcounts", recvcounts, f"recvcounts[{me}]="
                                         f"{rcounts[me]} differs from sendcounts[{me}]="
                                         f"{scounts[me]} (this rank's block to itself)", me)
+        rdis = None if not vector or rdispls is None else checked_displs(
+            call, "rdispls", rdispls, rcounts, self.rank, True)
         spec = make_spec(
             "alltoallv" if vector else "alltoall", self.size, data.dtype,
             count=scounts[0] * per_row if not vector else 0,
             sendcounts=[c * per_row for c in scounts], sdispls=[d * per_row for d in sdis],
-            recvcounts=[c * per_row for c in rcounts])
-        shape = (sum(rcounts), *trailing)
-        result = self._out(call, out, shape, data.dtype)
+            recvcounts=[c * per_row for c in rcounts],
+            rdispls=None if rdis is None else [d * per_row for d in rdis])
+        shape = (sum(rcounts) if rdis is None else rows_spanned(rdis, rcounts), *trailing)
+        result = self._out(call, out, shape, data.dtype, zeros=rdis is not None)
         if np.shares_memory(result, data):
             data = data.copy()
         signature = ("v", per_row) if vector else (scounts[0] * per_row,)
