@@ -1,4 +1,4 @@
-"""The blocking fast paths of small calls (`Comm._fast`, `_fast_rooted` for bcast and scatter),
+"""The blocking fast path of small calls (`Comm._fast`; bcast and scatter through their envelope),
 on real processes over shared memory and on threads, against numpy on the same inputs.
 
 bcast and scatter travel in one phase when the data fits the envelope (a direct slot's worth

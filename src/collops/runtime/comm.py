@@ -125,7 +125,7 @@ class Comm(FastPaths):
               timeout: float | None = None, **params: Any) -> np.ndarray:
         """The root's array on every rank (non-roots may pass None: shape and dtype travel)."""
         if not params:
-            got = self._fast_rooted("bcast", x, root, out, algorithm, timeout)
+            got = self._fast("bcast", x, None, root, out, algorithm, timeout)
             if got is not _SLOW:
                 return got  # type: ignore[no-any-return]
         return self._start(self._bcast(x, root, out, algorithm, timeout, params), True)
@@ -136,7 +136,7 @@ class Comm(FastPaths):
                 timeout: float | None = None, **params: Any) -> np.ndarray:
         """This rank's block of the root's ``x`` split into ``size`` equal blocks along axis 0."""
         if not params:
-            got = self._fast_rooted("scatter", x, root, out, algorithm, timeout)
+            got = self._fast("scatter", x, None, root, out, algorithm, timeout)
             if got is not _SLOW:
                 return got  # type: ignore[no-any-return]
         return self._start(self._scatter(x, root, out, algorithm, timeout, params), True)

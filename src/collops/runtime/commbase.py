@@ -123,7 +123,7 @@ class CommBase:
         #: "envelope", root, algorithm) for a blocking bcast's or scatter's envelope
         self._cache = BoundedCache()
         #: collective -> ``(op, root, call, algorithm name, prepared)``: the compiled whole
-        #: call bound to the signature this rank last ran through `_fast` or `_fast_rooted`
+        #: call bound to the signature this rank last ran through `_fast`
         #: (see `_bind_call`, `_bind_bcast`; bcast and scatter have no op)
         self._bound_calls: dict[str, BoundEntry] = {}
         #: the settings generation the prepared calls were made under (dropped when it

@@ -1,5 +1,5 @@
-"""Blocking calls from their prepared calls: single-phase calls and the envelopes of bcast and
-scatter, run by a native algorithm's bound runner where it has one (see `Comm`)."""
+"""A blocking call's one route: look up its prepared call, run it (by a native algorithm's
+bound runner where it has one; see `Comm`)."""
 
 from __future__ import annotations
 
@@ -28,42 +28,75 @@ from .envelope import (
 from .phases import PhaseGenerators
 from .prepared import BoundEntry, PreparedCall
 
+#: the blocking calls whose prepared call is an envelope (dtype, shape and, when they fit,
+#: the data), their data following in a phase of its own when it does not fit
+_ENVELOPED = frozenset(("bcast", "scatter"))
+
 
 class FastPaths(PhaseGenerators):
-    """The blocking fast paths, each falling back to the general path (`PhaseGenerators`)."""
+    """A blocking call's one route: look up its `PreparedCall`, run it; anything unusual
+    returns `_SLOW` before the call takes its number, and the general path
+    (`PhaseGenerators`) runs the call instead."""
 
-    def _fast(self, collective: str, x: Any, op: Any, root: int, out: Any,
+    def _fast(self, collective: str, x: Any, op: Any, root: Any, out: Any,
               algorithm: str | None, timeout: float | None) -> Any:
-        """Blocking single-phase calls on contiguous arrays, from its `PreparedCall`.
+        """A blocking call on contiguous arrays from its `PreparedCall`: the one bound to the
+        collective's last signature (`_bound`: its compiled runner checks the arrays and runs
+        the whole call), else the one the cache holds for the arguments (`_lookup`) — a
+        single-phase call's, or a bcast's or scatter's envelope's (`_through_envelope`).
 
-        Returns `_SLOW` whenever anything is unusual (a first call, an odd buffer, overlap):
-        the general path then handles the call and raises the proper errors. A signature run
-        here by a compiled runner is bound to it (`_bind_call`), and its next calls go to the
-        runner straight away; the others run their `PreparedCall`.
+        The first call of a signature goes the general way (and checks everything); a
+        signature run here by a compiled runner is then bound to it (`_bind_call`,
+        `_bind_bcast`).
         """
         bound = self._bound(collective, op, root, algorithm)
         if bound is not None:
-            got = bound[2](x, out, self._timeout(timeout, collective))
+            timeout = self._timeout(timeout, collective)
+            got = bound[2](x, out, timeout)
             if got is not _SLOW:
                 self.last_algorithm = bound[3]
+                if got is None and bound[4].header is not None:
+                    # the root sent another signature: parse its envelope
+                    return self._received(collective, bound[4], out, root,
+                                          self._call_number[0] - 1, None, timeout)
                 return got
-        if type(x) is not np.ndarray:
+        if collective in _ENVELOPED:
+            envelope = self._fast_envelope(collective, x, root, out, algorithm)
+            if envelope is None:
+                return _SLOW
+            return self._through_envelope(collective, envelope, x, root, out, algorithm,
+                                          timeout)
+        prepared = self._lookup(collective, x, op, root, algorithm)
+        if prepared is None:
             return _SLOW
+        return self._run_prepared(collective, prepared, x, op, root, out, algorithm, timeout)
+
+    def _lookup(self, collective: str, x: Any, op: Any, root: int, algorithm: str | None
+                ) -> PreparedCall | None:
+        """The prepared call of a single-phase blocking call on ``x``, or None (a first call,
+        which prepares it, or one the fast path does not take)."""
+        if type(x) is not np.ndarray:
+            return None
         if self._generation != _cfg.generation:
             self._new_generation()
         if type(root) is not int and not isinstance(root, np.integer):
-            return _SLOW  # 0.0 would find root 0's call: the general path rejects it
-        dt = x.dtype
-        key = (collective, dt, x.shape, op, root, algorithm)
+            return None  # 0.0 would find root 0's call: the general path rejects it
+        key = (collective, x.dtype, x.shape, op, root, algorithm)
         try:
             prepared = self._cache.get(key, _SLOW)
         except TypeError:  # an unhashable op or root: the general path says what is wrong
-            return _SLOW
+            return None
         if prepared is _SLOW:
             self._cache.put(key, self._prepare_blocking(collective, x, op, root, algorithm))
-            return _SLOW  # the first call goes the general way (and checks everything)
-        if prepared is None:
-            return _SLOW
+            return None
+        return prepared  # type: ignore[no-any-return]
+
+    def _run_prepared(self, collective: str, prepared: PreparedCall, x: np.ndarray, op: Any,
+                      root: int, out: Any, algorithm: str | None, timeout: float | None
+                      ) -> Any:
+        """Run a single-phase blocking call on ``x`` by ``prepared``, binding its compiled
+        runner to the signature; `_SLOW` for an ``x`` or ``out`` it does not take as is."""
+        dt = x.dtype
         xf = x.flags
         if not xf.c_contiguous:
             return _SLOW
@@ -150,8 +183,8 @@ class FastPaths(PhaseGenerators):
             return result
         return self._data_phase(call, dtype, shape, out, root, seq, algorithm, {}, timeout)
 
-    def _through_envelope(self, call: str, x: Any, root: Any, out: Any,
-                          algorithm: str | None, timeout: float | None) -> Any:
+    def _through_envelope(self, call: str, envelope: PreparedCall, x: Any, root: int,
+                          out: Any, algorithm: str | None, timeout: float | None) -> Any:
         """A blocking bcast or scatter through its prepared envelope call (`_envelope`).
 
         Taken only when the envelope's algorithm has a bound blocking runner (``shm_direct``),
@@ -163,9 +196,6 @@ class FastPaths(PhaseGenerators):
         the data phase as the general path does (`_received`). Anything unusual returns
         `_SLOW`, before the call takes its number.
         """
-        envelope = self._fast_envelope(call, x, root, out, algorithm)
-        if envelope is None:
-            return _SLOW
         if self.rank != root:
             return self._envelope_call(call, envelope, None, (), out, root, algorithm, timeout)
         dt = x.dtype
@@ -215,23 +245,6 @@ class FastPaths(PhaseGenerators):
                                      shape, max(blocks, 1), block, own)
         self._bound_calls[call] = (None, root, envelope.compiled.bcast, envelope.name,
                                    envelope)
-
-    def _fast_rooted(self, call: str, x: Any, root: Any, out: Any, algorithm: str | None,
-                     timeout: float | None) -> Any:
-        """A blocking bcast or scatter by its bound compiled call, else through its prepared
-        envelope call (`_through_envelope`); `_SLOW` when neither can take it."""
-        bound = self._bound(call, None, root, algorithm)
-        if bound is not None:
-            timeout = self._timeout(timeout, call)
-            got = bound[2](x, out, timeout)
-            if got is not _SLOW:
-                self.last_algorithm = bound[3]
-            if got is None:  # the root sent another signature: parse its envelope
-                return self._received(call, bound[4], out, root, self._call_number[0] - 1,
-                                      None, timeout)
-            if got is not _SLOW:
-                return got
-        return self._through_envelope(call, x, root, out, algorithm, timeout)
 
     def _bound(self, collective: str, op: Any, root: Any, algorithm: str | None
                ) -> BoundEntry | None:
