@@ -505,8 +505,9 @@ class ReadPlan:
     description both the Python reader (`_reader`) and the compiled runner are built from.
 
     ``kind``: "none"; "copy" (``count`` items — ``lengths[i]`` for member i where given — at
-    byte ``offset`` of each member's slot into ``recv`` at item ``dst[i]``); "self" (``count`` items of ``send`` from item ``self_from``
-    into ``recv``, unless they are one buffer); "reduce" (the members' ``count`` items at
+    byte ``offset`` of each member's slot into ``recv`` at item ``dst[i]``); "self"
+    (``count`` items of ``send`` from item ``self_from`` into ``recv``, unless they are one
+    buffer); "reduce" (the members' ``count`` items at
     byte ``offset`` folded in the order of ``members`` into ``recv``).
     """
 
