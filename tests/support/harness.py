@@ -34,6 +34,10 @@ def call_arguments(comm: collops.Comm, case: Case, algorithm: str | None,
         if c == "gatherv":
             return (x, spec.root, list(spec.counts)), kw
         return (x, list(spec.counts)), kw
+    if c in ("gatherv", "allgatherv") and len(set(spec.counts)) > 1:
+        # uneven counts given (the one-phase call, fast path included); even ones exchanged
+        return ((x, spec.root, list(spec.counts)) if c == "gatherv"
+                else (x, list(spec.counts))), kw
     if c in ("bcast", "scatter", "gather", "gatherv"):
         return (x, spec.root), kw
     if c == "scatterv":

@@ -31,6 +31,7 @@ from .commbase import _SLOW, _row_size
 from .fastpaths import FastPaths
 from .request import Phases, Request, wait_all
 from .variants import nonblocking, persistent
+from .vector_calls import vector_key
 
 _BARRIER_TOKEN = np.empty(0, np.uint8)
 
@@ -170,6 +171,12 @@ class Comm(FastPaths):
                 **params: Any) -> np.ndarray | None:
         """Arrays of different lengths on the root, rank j's from row ``displs[j]`` (back to
         back if None; counts in rows, exchanged if None)."""
+        if not params and counts is not None:
+            key = vector_key(counts, displs if self.rank == root else None)
+            if key is not None:
+                got = self._fast("gatherv", x, key, root, out, algorithm, timeout)
+                if got is not _SLOW:
+                    return got  # type: ignore[no-any-return]
         return self._start(self._gatherv("gatherv", x, root, counts, True, out, algorithm,
                                          timeout, params, displs), True)
 
@@ -190,6 +197,12 @@ class Comm(FastPaths):
                    **params: Any) -> np.ndarray:
         """`allgather` for arrays of different lengths, rank j's from row ``displs[j]`` (back
         to back if None; counts in rows, exchanged if None)."""
+        if not params and counts is not None:
+            key = vector_key(counts, displs)
+            if key is not None:
+                got = self._fast("allgatherv", x, key, 0, out, algorithm, timeout)
+                if got is not _SLOW:
+                    return got  # type: ignore[no-any-return]
         return self._start(self._gatherv("allgatherv", x, None, counts, True, out, algorithm,
                                          timeout, params, displs), True)
 
@@ -211,6 +224,12 @@ class Comm(FastPaths):
                   timeout: float | None = None, **params: Any) -> np.ndarray:
         """Segments of ``x`` (rows from ``sdispls``) to each rank; the segment from rank j
         lands at row ``rdispls[j]`` (back to back in rank order if None)."""
+        if not params and recvcounts is not None:
+            key = vector_key(sendcounts, sdispls, recvcounts, rdispls)
+            if key is not None:
+                got = self._fast("alltoallv", x, key, 0, out, algorithm, timeout)
+                if got is not _SLOW:
+                    return got  # type: ignore[no-any-return]
         return self._start(self._alltoallv("alltoallv", x, sendcounts, sdispls, recvcounts,
                                            True, out, algorithm, timeout, params, rdispls), True)
 
@@ -243,6 +262,13 @@ class Comm(FastPaths):
                        algorithm: str | None = None, timeout: float | None = None,
                        **params: Any) -> np.ndarray:
         """Block ``rank`` (rows per ``counts``; equal blocks if None) of the reduction."""
+        if not params and counts is not None:
+            key = vector_key(counts)
+            if key is not None:
+                got = self._fast("reduce_scatter", x, (op, key[0]), 0, out, algorithm,
+                                 timeout)
+                if got is not _SLOW:
+                    return got  # type: ignore[no-any-return]
         return self._start(self._reduction("reduce_scatter", x, op, None, counts, out,
                                            algorithm, timeout, params), True)
 
