@@ -162,3 +162,26 @@ def test_scatterv_root_displs_past_x_fail_on_every_rank():
         return "displs=[0, 3] on rank 0: block 1 [3:5] runs past" in str(info.value)
 
     assert collops.spawn(body, 2) == [True, True]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_scatterv_too_large_for_its_envelope_sends_counts_then_data(transport):
+    """Rows beyond the envelope follow it (counts, then data); a non-root's wrong ``out`` is
+    reported once it has taken part, so the root is not left waiting."""
+    def body(comm):
+        p, r = comm.size, comm.rank
+        data = np.arange(3000 * 4, dtype=np.int32).reshape(3000, 4)
+        counts = [1000 + 500 * j for j in range(p)]
+        displs = [2999 - c for c in counts]  # overlapping, ending at the last row
+        at_root = r == 0
+        args = (data if at_root else None, counts if at_root else None, 0)
+        got = comm.scatterv(*args, displs=displs if at_root else None)
+        assert np.array_equal(got, data[displs[r]: displs[r] + counts[r]])
+        if at_root:
+            comm.scatterv(*args, displs=displs)
+            return True
+        with pytest.raises(ArgumentError) as info:
+            comm.scatterv(*args, out=np.empty(3, np.int32))
+        return info.value.argument == "out"
+
+    assert all(collops.spawn(body, 2, transport=transport, timeout=100))

@@ -13,7 +13,7 @@ from .. import config as _cfg
 from ..algorithms.spec import CallSpec, make_spec, prefix
 from ..datatypes import dtype_from_token, dtype_token
 from ..errors import ArgumentError
-from .abandon import abandoned_header, abandoned_meta, give_up, raise_if_abandoned_meta
+from .abandon import abandoned_header, give_up, raise_if_abandoned_meta
 from .agreement import Agreed
 from .arguments import checked_displs, rows_spanned
 from .commbase import CommBase, _own_rows, _row_size, _rows, _same_bytes
@@ -52,9 +52,10 @@ class PhaseGenerators(CommBase):
                                          if collective == "bcast" else DIRECT_SCATTER_ENVELOPE))
         return ENVELOPE
 
-    def _scatter_block(self, algorithm: str | None) -> int:
-        """The bytes of each rank's block of a scatter envelope (header and inline data)."""
-        size = self._envelope_size("scatter", algorithm)
+    def _scatter_block(self, algorithm: str | None, collective: str = "scatter") -> int:
+        """The bytes of each rank's block of a scatter's (or scatterv's) envelope (header and
+        inline data)."""
+        size = self._envelope_size(collective, algorithm)
         if size > ENVELOPE:
             block = (size // self.size) & ~7
             if block >= _DATA_AT + 8:
@@ -190,47 +191,92 @@ class PhaseGenerators(CommBase):
     def _scatterv(self, call: str, x: Any, counts: Any, root: int, out: Any,
                   algorithm: str | None, timeout: float | None, params: dict,
                   displs: Any = None) -> Phases:
-        """Two phases: dtype, trailing shape and counts broadcast from the root, then the
-        data. ``displs`` (rows of the root's ``x``; significant at the root only, as in MPI)
-        reach only the root's schedule: the other ranks' parts depend on the counts alone."""
+        """Like `_scatter`: an envelope scattered from the root, one block of bytes per rank
+        holding that rank's header (dtype, its shape) and, when every rank's rows fit, the
+        rows — one phase. When they do not fit, the counts follow (a broadcast, phase 1) and
+        then the data (phase 2). ``displs`` (rows of the root's ``x``; significant at the
+        root only, as in MPI) reach only the root's schedule: the other ranks' parts depend
+        on the counts alone."""
         root = self._check_root(call, root)
         timeout = self._timeout(timeout, call)
-        data = None
-        row_counts: list[int] = [0] * self.size
-        row_displs: list[int] | None = None
-        if self.rank == root:
-            try:  # a mistake only the root sees: its peers are told (`abandon`)
-                data = self._array(call, x)
-                if displs is None:
-                    row_counts = self._split_rows(call, data, counts)
-                else:
-                    row_counts, row_displs = self._send_blocks(call, data, counts, displs)
-                self._out(call, out, (row_counts[self.rank], *data.shape[1:]), data.dtype)
-            except ArgumentError as exc:
-                n_extra = self.size if counts is not None else 1
-                meta = abandoned_meta(str(exc), 11 + n_extra)
-                return (yield from give_up(exc, lambda: self._execute(
-                    make_spec("bcast", self.size, np.int64, count=len(meta), root=root), meta,
-                    meta, self._reserve(), 0, None, {}, timeout,
-                    counts_signature=(call, "meta", n_extra), agree=True)))
-        seq = self._reserve()  # after the local checks: a call that raised took no number
-        dtype, trailing, got = yield from self._meta_bcast(
-            call, seq, 0, root, None if data is None else data.dtype,
-            () if data is None else data.shape[1:],
-            row_counts if counts is not None else row_counts[:1],
-            algorithm, timeout, params)
+        p, me = self.size, self.rank
+        block = self._scatter_block(algorithm, call)
+        spec0 = _bcast_spec(p, _ENVELOPE_DTYPE, block, root, "scatter")
+        signature = (call, "envelope")
+        if me != root:
+            seq = self._reserve()
+            env = np.empty(block, np.uint8)
+            yield self._execute(spec0, None, env, seq, 0, algorithm, params, timeout,
+                                counts_signature=signature, agree=True)
+            inline, dtype, shape, nbytes = _bcast_header(env)
+            if inline:
+                result = self._out(call, out, shape, dtype)
+                result.reshape(-1).view(np.uint8)[...] = env[_DATA_AT: _DATA_AT + nbytes]
+                return result.reshape(shape)
+            _, trailing, rows = yield from self._meta_bcast(
+                call, seq, 1, root, None, (), [0] * p, None, timeout, {})
+            return (yield from self._scatterv_data(call, None, rows, None, dtype, trailing,
+                                                   out, root, seq, algorithm, params, timeout))
+        try:  # a mistake only the root sees: its peers are told (`abandon`)
+            data = self._array(call, x)
+            if displs is None:
+                rows = self._split_rows(call, data, counts)
+                row_displs = list(prefix(tuple(rows)))
+            else:
+                rows, row_displs = self._send_blocks(call, data, counts, displs)
+            trailing, dtype = data.shape[1:], data.dtype
+            sizes = [r * _row_size(data) * dtype.itemsize for r in rows]
+            inline = max(sizes) <= block - _DATA_AT
+            heads = [_bcast_head(dtype, (r, *trailing), inline) for r in rows]
+            if any(head is None for head in heads):
+                raise ArgumentError(call, "x", data.shape, "at most 8 dimensions", me)
+            result = self._out(call, out, (rows[me], *trailing), dtype)
+        except ArgumentError as exc:
+            env = np.tile(abandoned_header(str(exc), block), p + 1)  # every rank's block
+            return (yield from give_up(exc, lambda: self._execute(
+                spec0, env[: p * block], env[p * block:], self._reserve(), 0, algorithm, params,
+                timeout, counts_signature=signature, agree=True)))
+        seq = self._reserve()
+        env = np.empty((p + 1) * block, np.uint8)
+        blocks = env[: p * block].reshape(p, block)
+        for j, (head, d, r) in enumerate(zip(heads, row_displs, rows, strict=True)):
+            assert head is not None  # checked above
+            blocks[j, :_DATA_AT] = head
+            if inline:
+                rows_j = np.ascontiguousarray(data[d: d + r]).reshape(-1)
+                blocks[j, _DATA_AT: _DATA_AT + sizes[j]] = rows_j.view(np.uint8)
+        yield self._execute(spec0, env[: p * block], env[p * block:], seq, 0, algorithm, params,
+                            timeout, counts_signature=signature, agree=True)
+        if inline:
+            result.reshape((rows[me], *trailing))[...] = data[row_displs[me]:
+                                                                row_displs[me] + rows[me]]
+            return result.reshape((rows[me], *trailing))
+        yield from self._meta_bcast(call, seq, 1, root, dtype, trailing, rows, None, timeout,
+                                    {})
+        if np.may_share_memory(result, data):
+            data = data.copy()
+        return (yield from self._scatterv_data(call, data, rows, row_displs, dtype, trailing,
+                                               result, root, seq, algorithm, params, timeout))
+
+    def _scatterv_data(self, call: str, data: np.ndarray | None, rows: list[int],
+                       row_displs: list[int] | None, dtype: np.dtype, trailing: tuple[int, ...],
+                       out: Any, root: int, seq: int, algorithm: str | None, params: dict,
+                       timeout: float | None) -> Phases:
+        """Phase 2 of a scatterv whose rows did not fit its envelope. A non-root's wrong
+        ``out`` is reported after taking part, so the others are not left waiting for it."""
         per_row = math.prod(trailing)
-        rows = got if counts is not None else got * self.size
-        elem_counts = [r * per_row for r in rows]
-        if counts is None:
-            spec = make_spec("scatter", self.size, dtype, count=elem_counts[0], root=root)
-        else:
-            spec = make_spec("scatterv", self.size, dtype, counts=elem_counts, root=root,
-                             displs=None if row_displs is None
-                             else [d * per_row for d in row_displs])
         shape = (rows[self.rank], *trailing)
-        result = self._out(call, out, shape, dtype)
-        yield self._execute(spec, data, result, seq, 1, algorithm, params, timeout)
+        error: ArgumentError | None = None
+        try:
+            result = self._out(call, out, shape, dtype)
+        except ArgumentError as exc:
+            error, result = exc, np.empty(shape, dtype)
+        spec = make_spec("scatterv", self.size, dtype, counts=[r * per_row for r in rows],
+                         root=root, displs=None if row_displs is None
+                         else [d * per_row for d in row_displs])
+        yield self._execute(spec, data, result, seq, 2, algorithm, params, timeout)
+        if error is not None:
+            raise error
         return result.reshape(shape)
 
     def _scatter(self, x: Any, root: int, out: Any, algorithm: str | None,
