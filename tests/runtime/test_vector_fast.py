@@ -42,6 +42,16 @@ def _calls(comm):
         start = sum(counts[:r])
         out.append(("reduce_scatter", lambda v=vector, c=counts: comm.reduce_scatter(
             v, "sum", c), total[start: start + counts[r]]))
+        for displs in (None, [2 * j for j in range(p)]):  # back to back; overlapping
+            at = displs or [sum(counts[:j]) for j in range(p)]
+            source = _block(7, sum(counts) + (2 if displs else 0))
+            out.append(("scatterv", lambda s=source, c=counts, d=displs: comm.scatterv(
+                s if r == 0 else None, c if r == 0 else None, 0,
+                displs=d if r == 0 else None), source[at[r]: at[r] + counts[r]]))
+        big = _block(8, 600 * p)  # rows beyond the envelope: counts and data follow it
+        out.append(("scatterv", lambda b=big: comm.scatterv(
+            b if r == 0 else None, [600] * p if r == 0 else None, 0),
+            big[600 * r: 600 * (r + 1)]))
         sendcounts = [counts[(r + j) % p] for j in range(p)]
         recvcounts = [counts[(j + r) % p] for j in range(p)]
         send = _block(r, sum(sendcounts))

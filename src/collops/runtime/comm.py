@@ -31,7 +31,7 @@ from .commbase import _SLOW, _row_size
 from .fastpaths import FastPaths
 from .request import Phases, Request, wait_all
 from .variants import nonblocking, persistent
-from .vector_calls import vector_key
+from .vector_calls import fast_scatterv, vector_key
 
 _BARRIER_TOKEN = np.empty(0, np.uint8)
 
@@ -150,6 +150,12 @@ class Comm(FastPaths):
         ``displs[rank]`` (both given at the root; blocks back to back if ``displs`` is None)."""
         if self.rank == root and counts is None:
             raise ArgumentError("scatterv", "counts", None, "required at the root", self.rank)
+        if not params:
+            key = vector_key(counts, displs) if self.rank == root else ()
+            if key is not None:
+                got = fast_scatterv(self, x, key, root, out, algorithm, timeout)
+                if got is not _SLOW:
+                    return got  # type: ignore[no-any-return]
         return self._start(self._scatterv("scatterv", x, counts if self.rank == root else 0,
                                           root, out, algorithm, timeout, params, displs), True)
 

@@ -314,10 +314,11 @@ class FastPaths(PhaseGenerators):
         if collective == "bcast":
             size = self._envelope_size("bcast", algorithm)
             spec = _bcast_spec(p, _ENVELOPE_DTYPE, size, root)
-        else:
-            size = self._scatter_block(algorithm)
+        else:  # a scatterv's envelope is a scatter's with its own signature
+            size = self._scatter_block(algorithm, collective)
             spec = _bcast_spec(p, _ENVELOPE_DTYPE, size, root, "scatter")
-        prepared = self._known(spec, algorithm, "envelope")
+        prepared = self._known(spec, algorithm, "envelope" if collective != "scatterv"
+                               else ("scatterv", "envelope"))
         if prepared is None:
             return None
         call = prepared.for_blocking((size,), True, agree=True)

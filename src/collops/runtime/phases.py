@@ -213,10 +213,8 @@ class PhaseGenerators(CommBase):
                 result = self._out(call, out, shape, dtype)
                 result.reshape(-1).view(np.uint8)[...] = env[_DATA_AT: _DATA_AT + nbytes]
                 return result.reshape(shape)
-            _, trailing, rows = yield from self._meta_bcast(
-                call, seq, 1, root, None, (), [0] * p, None, timeout, {})
-            return (yield from self._scatterv_data(call, None, rows, None, dtype, trailing,
-                                                   out, root, seq, algorithm, params, timeout))
+            return (yield from self._scatterv_received(call, dtype, out, root, seq, algorithm,
+                                                       params, timeout))
         try:  # a mistake only the root sees: its peers are told (`abandon`)
             data = self._array(call, x)
             if displs is None:
@@ -257,6 +255,15 @@ class PhaseGenerators(CommBase):
             data = data.copy()
         return (yield from self._scatterv_data(call, data, rows, row_displs, dtype, trailing,
                                                result, root, seq, algorithm, params, timeout))
+
+    def _scatterv_received(self, call: str, dtype: np.dtype, out: Any, root: int, seq: int,
+                           algorithm: str | None, params: dict, timeout: float | None
+                           ) -> Phases:
+        """Phases 1 and 2 of a non-root's scatterv whose rows did not fit its envelope."""
+        _, trailing, rows = yield from self._meta_bcast(
+            call, seq, 1, root, None, (), [0] * self.size, None, timeout, {})
+        return (yield from self._scatterv_data(call, None, rows, None, dtype, trailing, out,
+                                               root, seq, algorithm, params, timeout))
 
     def _scatterv_data(self, call: str, data: np.ndarray | None, rows: list[int],
                        row_displs: list[int] | None, dtype: np.dtype, trailing: tuple[int, ...],

@@ -11,19 +11,24 @@ left to it (None here).
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..algorithms.spec import CallSpec, make_spec
+from ..algorithms.spec import CallSpec, make_spec, prefix
 from .arguments import checked_displs, rows_spanned
-from .commbase import _row_size
+from .commbase import _SLOW, _row_size
+from .envelope import _DATA_AT, _FAST_KINDS, _bcast_head, _envelope_view, _parse_header
+from .request import Request
 
 if TYPE_CHECKING:
     from .commbase import CommBase
+    from .fastpaths import FastPaths
+    from .prepared import PreparedCall
 
-#: the v-collectives that take the fast path
+#: the single-phase v-collectives that take `FastPaths._fast` (scatterv: `fast_scatterv`)
 VECTOR_FAST = frozenset({"allgatherv", "gatherv", "reduce_scatter", "alltoallv"})
 
 
@@ -108,3 +113,77 @@ def vector_blocking_spec(comm: CommBase, collective: str, x: np.ndarray, key: An
                          rdispls=None if placed is None else [d * per_row for d in placed])
         return spec, ("v", per_row), (sum(recvcounts), *trailing), True
     return None
+
+
+def _root_layout(comm: FastPaths, envelope: PreparedCall, x: np.ndarray, key: Any
+                 ) -> tuple[np.ndarray, list[tuple[np.ndarray, int, int]], tuple[int, ...]] | None:
+    """``(heads, [(where block j's rows go in the envelope, first row, rows)], root's shape)``
+    of a scatterv root's envelope for ``x`` and ``key`` (counts, displs), or None when the
+    rows do not all fit it (or anything else the general path must take)."""
+    counts, displs = key
+    p, dt = comm.size, x.dtype
+    if dt.kind not in _FAST_KINDS or x.ndim == 0 or x.ndim > 8 or not _counts_ok(counts, p):
+        return None
+    rows = x.shape[0]
+    if displs is None:
+        if sum(counts) != rows:
+            return None
+        displs = prefix(counts)
+    elif len(displs) != p or any(d < 0 or (c and d + c > rows)
+                                 for d, c in zip(displs, counts, strict=True)):
+        return None
+    block, trailing = envelope.shape[0], x.shape[1:]
+    if max(counts, default=0) * _row_size(x) * dt.itemsize > block - _DATA_AT:
+        return None
+    heads = np.empty((p, _DATA_AT), np.uint8)
+    places = []
+    assert envelope.send is not None
+    blocks = envelope.send.reshape(p, block)
+    for j, (d, c) in enumerate(zip(displs, counts, strict=True)):
+        head = _bcast_head(dt, (c, *trailing), True)
+        if head is None:
+            return None
+        heads[j] = head
+        places.append((_envelope_view(blocks[j], dt, (c, *trailing)), d, c))
+    return heads, places, (counts[comm.rank], *trailing)
+
+
+def fast_scatterv(comm: FastPaths, x: Any, key: Any, root: Any, out: Any,
+                  algorithm: str | None, timeout: float | None) -> Any:
+    """A blocking scatterv whose rows fit its envelope, through the envelope's prepared call
+    and its bound runner, as the general path (`_scatterv`) runs it: the root writes each
+    rank's header and rows into the rank's block; a non-root reads its block, or runs the
+    phases that follow when the rows did not fit. `_SLOW` before the call takes its number
+    for anything else."""
+    envelope = comm._fast_envelope("scatterv", x, root, out, algorithm)
+    if envelope is None:
+        return _SLOW
+    if comm.rank == root:
+        layout_key = ("scatterv", x.dtype, x.shape, key)
+        layout = envelope.views.get(layout_key, _SLOW)
+        if layout is _SLOW:
+            layout = envelope.views.put(layout_key, _root_layout(comm, envelope, x, key))
+        if layout is None or (out is not None and np.may_share_memory(out, x)):
+            return _SLOW
+        heads, places, shape = layout
+        if out is not None and (out.size != math.prod(shape) or out.dtype != x.dtype):
+            return _SLOW  # the general path raises, naming ``out``
+        assert envelope.send is not None
+        envelope.send.reshape(comm.size, -1)[:, :_DATA_AT] = heads
+        envelope.head = None  # scatter's cached head is not in it any more
+        for place, d, c in places:
+            place[...] = x[d: d + c]
+        mine = places[comm.rank][0]
+        return comm._envelope_call("scatterv", envelope, mine, shape, out, root, algorithm,
+                                   timeout)
+    seq, timeout = comm._next_call(timeout, "scatterv")
+    envelope.run_blocking(comm, None, envelope.recv, seq, timeout)
+    assert envelope.header is not None and envelope.recv is not None
+    inline, dtype, shape, _ = _parse_header(envelope.header.tobytes())
+    if not inline:
+        return Request(comm, comm._scatterv_received("scatterv", dtype, out, root, seq,
+                                                     algorithm, {}, timeout)).wait()
+    view = _envelope_view(envelope.recv, dtype, shape)
+    result = comm._out("scatterv", out, shape, dtype)  # raises, naming a wrong ``out``
+    result.reshape(shape)[...] = view
+    return result.reshape(shape)
