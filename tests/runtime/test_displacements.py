@@ -185,3 +185,19 @@ def test_scatterv_too_large_for_its_envelope_sends_counts_then_data(transport):
         return info.value.argument == "out"
 
     assert all(collops.spawn(body, 2, transport=transport, timeout=100))
+
+
+def test_allgatherv_ranks_whose_displacements_differ_meet_a_mismatch():
+    """MPI lets each rank place the blocks where it likes; collops's schedules may merge
+    neighbouring blocks into one message, so it asks for the same displacements everywhere
+    and says so (threads run the schedules) rather than mismatching message sizes."""
+    def body(comm):
+        displs = [0, 1] if comm.rank == 0 else [1, 0]
+        with pytest.raises((collops.CollectiveMismatch, collops.PeerFailed)) as info:
+            comm.allgatherv(np.ones(1), [1, 1], displs=displs, algorithm="recursive_doubling",
+                            timeout=20)
+        return type(info.value).__name__
+
+    got = collops.spawn(body, 2, timeout=60)
+    # whoever sees the other's message first says why; the other may see it gone already
+    assert "CollectiveMismatch" in got, got

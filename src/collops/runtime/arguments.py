@@ -10,6 +10,7 @@ import operator
 from collections.abc import Iterable
 from typing import Any
 
+from ..algorithms.spec import prefix
 from ..errors import ArgumentError
 
 _TIMEOUT_RULE = "must be a positive number of seconds or None"
@@ -77,3 +78,14 @@ def checked_displs(call: str, name: str, displs: Any, counts: list[int], rank: i
 def rows_spanned(displs: list[int], counts: list[int]) -> int:
     """Rows a buffer needs to hold blocks of ``counts`` at ``displs`` (empty blocks aside)."""
     return max((d + c for d, c in zip(displs, counts, strict=True) if c), default=0)
+
+
+def displaced_signature(spec: Any) -> object:
+    """The counts signature of a gather's spec (its fingerprint's counts): an allgatherv's
+    displacements are part of it, since its schedules may merge blocks that lie back to back
+    into one message — ranks whose displacements differ then meet a `CollectiveMismatch`
+    instead of messages of other sizes. None for the others (count and counts alone)."""
+    if spec.collective == "allgatherv" and spec.displs != prefix(spec.counts):
+        return (spec.count, spec.counts, spec.displs)
+    return None
+

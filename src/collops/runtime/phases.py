@@ -15,7 +15,7 @@ from ..datatypes import dtype_from_token, dtype_token
 from ..errors import ArgumentError
 from .abandon import abandoned_header, give_up, raise_if_abandoned_meta
 from .agreement import Agreed
-from .arguments import checked_displs, rows_spanned
+from .arguments import checked_displs, displaced_signature, rows_spanned
 from .commbase import CommBase, _own_rows, _row_size, _rows, _same_bytes
 from .engine import Execution
 from .envelope import (
@@ -429,7 +429,7 @@ class PhaseGenerators(CommBase):
         if seq < 0:
             seq = self._reserve()
         yield self._execute(spec, data, result, seq, phase, algorithm, params, timeout,
-                            agree=root is not None)
+                            counts_signature=displaced_signature(spec), agree=root is not None)
         return None if result is None else result.reshape(shape)
 
     def _alltoallv(self, call: str, x: Any, sendcounts: Any, sdispls: Any, recvcounts: Any,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..algorithms.spec import CallSpec, make_spec, prefix
-from .arguments import checked_displs, rows_spanned
+from .arguments import checked_displs, displaced_signature, rows_spanned
 from .commbase import _SLOW, _row_size
 from .envelope import _DATA_AT, _FAST_KINDS, _bcast_head, _envelope_view, _parse_header
 from .request import Request
@@ -85,7 +85,7 @@ def vector_blocking_spec(comm: CommBase, collective: str, x: np.ndarray, key: An
             return None
         spec = make_spec(collective, p, dt, counts=[c * per_row for c in counts], root=root,
                          displs=None if placed is None else [d * per_row for d in placed])
-        return spec, None, (sum(counts), *trailing), receives
+        return spec, displaced_signature(spec), (sum(counts), *trailing), receives
     if collective == "reduce_scatter":
         op, counts = key
         if not _counts_ok(counts, p) or sum(counts) != rows:
