@@ -201,3 +201,18 @@ def test_allgatherv_ranks_whose_displacements_differ_meet_a_mismatch():
     got = collops.spawn(body, 2, timeout=60)
     # whoever sees the other's message first says why; the other may see it gone already
     assert "CollectiveMismatch" in got, got
+
+
+def test_scatterv_counts_that_do_not_fit_the_envelope_follow_it():
+    """On threads an envelope block has 128 bytes after its header: 17 ranks' counts do not
+    fit it, so they follow in a broadcast of their own before the data."""
+    def body(comm):
+        p, r = comm.size, comm.rank
+        counts = [20 + j for j in range(p)]  # 160+ bytes each: not inline either
+        data = np.arange(sum(counts), dtype=np.float64)
+        at_root = r == 3
+        got = comm.scatterv(data if at_root else None, counts if at_root else None, 3)
+        start = sum(counts[:r])
+        return bool(np.array_equal(got, data[start: start + counts[r]]))
+
+    assert all(collops.spawn(body, 17, timeout=60))

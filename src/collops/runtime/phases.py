@@ -21,6 +21,7 @@ from .engine import Execution
 from .envelope import (
     _DATA_AT,
     _ENVELOPE_DTYPE,
+    _NBYTES_AT,
     DIRECT_BCAST_INLINE,
     DIRECT_SCATTER_ENVELOPE,
     ENVELOPE,
@@ -32,6 +33,20 @@ from .envelope import (
     _blocks_view,
 )
 from .request import Phases, Request
+
+
+def _counts_fit(block: int, p: int) -> bool:
+    """Whether a scatterv envelope's ``block`` bytes hold the ``p`` ranks' counts after the
+    header (the same answer on every rank: the block's size and ``p`` are agreed)."""
+    return block - _DATA_AT >= 8 * p
+
+
+def _counting_head(head: np.ndarray, p: int) -> np.ndarray:
+    """``head`` (a header saying the data follows) saying its block holds ``p`` counts, so
+    the bound runners copy them (`_NBYTES_AT`: the bytes in use after the header)."""
+    counting = head.copy()
+    counting[_NBYTES_AT: _NBYTES_AT + 8] = np.array([8 * p], "<u8").view(np.uint8)
+    return counting
 
 
 class PhaseGenerators(CommBase):
@@ -193,10 +208,10 @@ class PhaseGenerators(CommBase):
                   displs: Any = None) -> Phases:
         """Like `_scatter`: an envelope scattered from the root, one block of bytes per rank
         holding that rank's header (dtype, its shape) and, when every rank's rows fit, the
-        rows — one phase. When they do not fit, the counts follow (a broadcast, phase 1) and
-        then the data (phase 2). ``displs`` (rows of the root's ``x``; significant at the
-        root only, as in MPI) reach only the root's schedule: the other ranks' parts depend
-        on the counts alone."""
+        rows — one phase. When they do not fit, each block holds the counts instead (when
+        they fit it; else they follow, a broadcast in phase 1), and the data follows.
+        ``displs`` (rows of the root's ``x``; significant at the root only, as in MPI) reach
+        only the root's schedule: the other ranks' parts depend on the counts alone."""
         root = self._check_root(call, root)
         timeout = self._timeout(timeout, call)
         p, me = self.size, self.rank
@@ -213,8 +228,8 @@ class PhaseGenerators(CommBase):
                 result = self._out(call, out, shape, dtype)
                 result.reshape(-1).view(np.uint8)[...] = env[_DATA_AT: _DATA_AT + nbytes]
                 return result.reshape(shape)
-            return (yield from self._scatterv_received(call, dtype, out, root, seq, algorithm,
-                                                       params, timeout))
+            return (yield from self._scatterv_received(call, env, dtype, shape, out, root, seq,
+                                                       algorithm, params, timeout))
         try:  # a mistake only the root sees: its peers are told (`abandon`)
             data = self._array(call, x)
             if displs is None:
@@ -226,6 +241,8 @@ class PhaseGenerators(CommBase):
             sizes = [r * _row_size(data) * dtype.itemsize for r in rows]
             inline = max(sizes) <= block - _DATA_AT
             heads = [_bcast_head(dtype, (r, *trailing), inline) for r in rows]
+            if not inline and _counts_fit(block, p):  # a block holds the counts instead
+                heads = [None if h is None else _counting_head(h, p) for h in heads]
             if any(head is None for head in heads):
                 raise ArgumentError(call, "x", data.shape, "at most 8 dimensions", me)
             result = self._out(call, out, (rows[me], *trailing), dtype)
@@ -243,34 +260,48 @@ class PhaseGenerators(CommBase):
             if inline:
                 rows_j = np.ascontiguousarray(data[d: d + r]).reshape(-1)
                 blocks[j, _DATA_AT: _DATA_AT + sizes[j]] = rows_j.view(np.uint8)
+            elif _counts_fit(block, p):
+                blocks[j, _DATA_AT: _DATA_AT + 8 * p] = np.asarray(rows, "<i8").view(np.uint8)
         yield self._execute(spec0, env[: p * block], env[p * block:], seq, 0, algorithm, params,
                             timeout, counts_signature=signature, agree=True)
         if inline:
             result.reshape((rows[me], *trailing))[...] = data[row_displs[me]:
                                                                 row_displs[me] + rows[me]]
             return result.reshape((rows[me], *trailing))
-        yield from self._meta_bcast(call, seq, 1, root, dtype, trailing, rows, None, timeout,
-                                    {})
+        phase = 1
+        if not _counts_fit(block, p):
+            yield from self._meta_bcast(call, seq, 1, root, dtype, trailing, rows, None,
+                                        timeout, {})
+            phase = 2
         if np.may_share_memory(result, data):
             data = data.copy()
         return (yield from self._scatterv_data(call, data, rows, row_displs, dtype, trailing,
-                                               result, root, seq, algorithm, params, timeout))
+                                               result, root, seq, phase, algorithm, params,
+                                               timeout))
 
-    def _scatterv_received(self, call: str, dtype: np.dtype, out: Any, root: int, seq: int,
+    def _scatterv_received(self, call: str, env: np.ndarray, dtype: np.dtype,
+                           shape: tuple[int, ...], out: Any, root: int, seq: int,
                            algorithm: str | None, params: dict, timeout: float | None
                            ) -> Phases:
-        """Phases 1 and 2 of a non-root's scatterv whose rows did not fit its envelope."""
-        _, trailing, rows = yield from self._meta_bcast(
-            call, seq, 1, root, None, (), [0] * self.size, None, timeout, {})
+        """The rest of a non-root's scatterv whose rows did not fit its envelope block
+        ``env``: the counts from the block (or from a broadcast of them), then the data."""
+        p = self.size
+        if _counts_fit(len(env), p):
+            rows = env[_DATA_AT: _DATA_AT + 8 * p].view("<i8").tolist()
+            trailing, phase = shape[1:], 1
+        else:
+            _, trailing, rows = yield from self._meta_bcast(
+                call, seq, 1, root, None, (), [0] * p, None, timeout, {})
+            phase = 2
         return (yield from self._scatterv_data(call, None, rows, None, dtype, trailing, out,
-                                               root, seq, algorithm, params, timeout))
+                                               root, seq, phase, algorithm, params, timeout))
 
     def _scatterv_data(self, call: str, data: np.ndarray | None, rows: list[int],
                        row_displs: list[int] | None, dtype: np.dtype, trailing: tuple[int, ...],
-                       out: Any, root: int, seq: int, algorithm: str | None, params: dict,
-                       timeout: float | None) -> Phases:
-        """Phase 2 of a scatterv whose rows did not fit its envelope. A non-root's wrong
-        ``out`` is reported after taking part, so the others are not left waiting for it."""
+                       out: Any, root: int, seq: int, phase: int, algorithm: str | None,
+                       params: dict, timeout: float | None) -> Phases:
+        """The data phase of a scatterv whose rows did not fit its envelope. A non-root's
+        wrong ``out`` is reported after taking part, so the others are not left waiting."""
         per_row = math.prod(trailing)
         shape = (rows[self.rank], *trailing)
         error: ArgumentError | None = None
@@ -281,7 +312,7 @@ class PhaseGenerators(CommBase):
         spec = make_spec("scatterv", self.size, dtype, counts=[r * per_row for r in rows],
                          root=root, displs=None if row_displs is None
                          else [d * per_row for d in row_displs])
-        yield self._execute(spec, data, result, seq, 2, algorithm, params, timeout)
+        yield self._execute(spec, data, result, seq, phase, algorithm, params, timeout)
         if error is not None:
             raise error
         return result.reshape(shape)

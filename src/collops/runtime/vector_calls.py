@@ -181,8 +181,9 @@ def fast_scatterv(comm: FastPaths, x: Any, key: Any, root: Any, out: Any,
     assert envelope.header is not None and envelope.recv is not None
     inline, dtype, shape, _ = _parse_header(envelope.header.tobytes())
     if not inline:
-        return Request(comm, comm._scatterv_received("scatterv", dtype, out, root, seq,
-                                                     algorithm, {}, timeout)).wait()
+        return Request(comm, comm._scatterv_received(
+            "scatterv", envelope.recv, dtype, shape, out, root, seq, algorithm, {},
+            timeout)).wait()
     view = _envelope_view(envelope.recv, dtype, shape)
     result = comm._out("scatterv", out, shape, dtype)  # raises, naming a wrong ``out``
     result.reshape(shape)[...] = view
