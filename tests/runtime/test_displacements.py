@@ -21,6 +21,12 @@ def _rows_of(rank: int, n: int) -> np.ndarray:
     return (np.arange(2 * n, dtype=np.int64) + 100 * rank).reshape(n, 2)
 
 
+def _on_2_and_3_ranks(body, transport: str) -> None:
+    """Run ``body`` on 2 and then 3 ranks; every rank must return True."""
+    for p in (2, 3):
+        assert all(collops.spawn(body, p, transport=transport, timeout=100))
+
+
 def _placed(blocks: list[np.ndarray], displs: list[int], fill: np.ndarray) -> np.ndarray:
     """``fill`` with each block written at its row displacement (numpy's answer)."""
     out = fill.copy()
@@ -58,8 +64,7 @@ def test_allgatherv_and_gatherv_place_blocks_at_displacements(transport):
             assert g is None
         return True
 
-    for p in (2, 3):
-        assert all(collops.spawn(body, p, transport=transport, timeout=100))
+    _on_2_and_3_ranks(body, transport)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -80,8 +85,7 @@ def test_scatterv_sends_overlapping_blocks_from_displacements(transport):
         assert np.array_equal(req.wait(), want)
         return True
 
-    for p in (2, 3):
-        assert all(collops.spawn(body, p, transport=transport, timeout=100))
+    _on_2_and_3_ranks(body, transport)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -106,8 +110,7 @@ def test_alltoallv_honours_sdispls_and_rdispls(transport):
             assert np.array_equal(req.wait(), want)
         return True
 
-    for p in (2, 3):
-        assert all(collops.spawn(body, p, transport=transport, timeout=100))
+    _on_2_and_3_ranks(body, transport)
 
 
 #: case -> (call, the call named, the argument named, text in the reason)
