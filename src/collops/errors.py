@@ -111,6 +111,10 @@ class PeerFailed(TransportError):
 class CollectiveMismatch(CollopsError):
     """Ranks of one communicator called different collectives (or arguments) at the same point."""
 
+    #: the peer's call's fingerprint, where the part that raised (a transport) could not
+    #: compare it with this rank's: the call's execution adds what differs (`failure_site`)
+    theirs: int | None = None
+
 
 class CollectiveTimeout(CollopsError):
     """A collective did not complete within its timeout."""

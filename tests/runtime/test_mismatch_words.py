@@ -29,12 +29,7 @@ KINDS = {
 #: (transport, algorithm asked for: None for selection's choice)
 PATHS = [("inproc", None), ("inproc", "ring"), ("shm", None), ("shm", "ring"),
          ("shm", "shm_direct"), ("shm", "shm_stream")]
-#: a streamed allreduce beside a direct bcast: neither protocol sees the other's words, so the
-#: ranks time out instead (a gap in the shared-memory protocols' cross-path detection)
-UNDETECTED = {("shm", "shm_stream", "collective")}
-CASES = [pytest.param(t, a, k, id=f"{t}-{a}-{k}", marks=pytest.mark.xfail(
-    reason="cross-protocol mismatch not detected", strict=True) if (t, a, k) in UNDETECTED
-    else ()) for t, a in PATHS for k in KINDS]
+CASES = [pytest.param(t, a, k, id=f"{t}-{a}-{k}") for t, a in PATHS for k in KINDS]
 
 
 def _body(comm, kind, algorithm):

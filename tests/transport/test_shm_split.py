@@ -51,7 +51,7 @@ def test_the_pull_and_piece_settings_come_from_the_selection_tables(
         user: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     builtin = {name: tuning.setting("shm", name).value for name in endpoint.TABLE_ONLY}
     mine = {"pull_after": 0.0005, "pull_bytes": 65536, "pull_max": 1 << 20,
-            "split_piece_min": 4096, "split_piece_max": 8192}
+            "split_piece_min": 4096, "split_piece_max": 8192, "pipeline_chunk_min": 65536}
     assert all(mine[name] != builtin[name] for name in endpoint.TABLE_ONLY)
     if user:
         monkeypatch.setenv("COLLOPS_TUNING_FILE", _user_table(tmp_path, mine))

@@ -122,6 +122,9 @@ class CommBase:
         #: call's arguments (None: they do not fit `FastPaths._fast`); (collective,
         #: "envelope", root, algorithm) for a blocking bcast's or scatter's envelope
         self._cache = BoundedCache()
+        #: the prepared call a persistent request kept for the first phase of the call it
+        #: starts now (`PersistentRequest.start`), used instead of the cache's
+        self._pinned: PreparedCall | None = None
         #: collective -> ``(op, root, call, algorithm name, prepared)``: the compiled whole
         #: call bound to the signature this rank last ran through `_fast`
         #: (see `_bind_call`, `_bind_bcast`; bcast and scatter have no op)
@@ -193,10 +196,15 @@ class CommBase:
         agree: bool = False,
     ) -> Execution:
         """Start phase ``phase`` of call ``seq`` on ``send`` / ``recv`` from the prepared call
-        of its signature (`PreparedCall.start`: ``in_place`` and ``agree`` are its)."""
-        return self._prepared(spec, algorithm, params, counts_signature).start(
-            self, send, recv, seq, phase, self._timeout(timeout, spec.collective), in_place,
-            agree)
+        of its signature (`PreparedCall.start`: ``in_place`` and ``agree`` are its) — for the
+        first phase of a persistent request's start, the one it kept (`_pinned`)."""
+        call = self._pinned
+        if call is None or phase or call.spec != spec:
+            call = self._prepared(spec, algorithm, params, counts_signature)
+        else:
+            self._pinned = None
+        return call.start(self, send, recv, seq, phase, self._timeout(timeout, spec.collective),
+                          in_place, agree)
 
     def _prepared(self, spec: CallSpec, algorithm: str | None, params: dict[str, Any],
                   counts_signature: object = None) -> PreparedCall:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import PeerFailed
+from ..algorithms.fingerprint import differences
+from ..errors import CollectiveMismatch, PeerFailed
 from ..transport.tags import SEQ_BITS, call_of_tag_base
 
 
@@ -29,10 +30,14 @@ def _number(ex: Any) -> int | None:
 
 
 def locate_failure(exc: BaseException, ex: Any) -> None:
-    """Name in ``exc``, if it is a `PeerFailed` that does not say yet, the call ``ex`` ran."""
+    """Name in ``exc``, if it is a `PeerFailed` that does not say yet, the call ``ex`` ran (in
+    a `CollectiveMismatch` that could not say it, the fields in which the calls differ)."""
+    info = getattr(ex, "info", None)
+    if isinstance(exc, CollectiveMismatch) and exc.theirs is not None and info is not None:
+        exc.args = (f"{exc} ({differences(info.fingerprint, exc.theirs)})",)
+        exc.theirs = None
     if not isinstance(exc, PeerFailed) or exc.call is not None:
         return
-    info = getattr(ex, "info", None)
     if info is not None:
         pending = getattr(ex, "pending", None)
         if pending:

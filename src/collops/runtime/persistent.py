@@ -20,6 +20,7 @@ from .request import Phases, Request
 
 if TYPE_CHECKING:
     from .comm import Comm
+    from .prepared import PreparedCall
 
 
 class _FirstPhase(Exception):
@@ -32,18 +33,22 @@ _CHECKING: dict[type, type] = {}
 def _checking(comm: Comm) -> Any:
     """A copy of ``comm`` that runs a call's phase generator up to its first phase and stops
     there (`_FirstPhase`): no sequence number taken, nothing sent. The arguments are checked on
-    the way exactly as the call checks them, and a result array the call allocates then is kept
-    in ``allocated``."""
+    the way exactly as the call checks them; a result array the call allocates then is kept
+    in ``allocated``, the first phase's prepared call in ``first``."""
     cls = type(comm)
     checking = _CHECKING.get(cls)
     if checking is None:
         class Checking(cls):  # type: ignore[valid-type, misc]
             allocated: np.ndarray | None = None
+            first: PreparedCall | None = None
 
             def _reserve(self) -> int:
                 return 0
 
-            def _execute(self, *args: Any, **kwargs: Any) -> Any:
+            def _execute(self, spec: Any, send: Any, recv: Any, seq: int, phase: int,
+                         algorithm: str | None, params: dict[str, Any], timeout: Any,
+                         counts_signature: object = None, *args: Any, **kwargs: Any) -> Any:
+                self.first = self._prepared(spec, algorithm, params, counts_signature)
                 raise _FirstPhase
 
             def _out(self, call: str, out: Any, *args: Any, **kwargs: Any) -> np.ndarray:
@@ -58,9 +63,11 @@ def _checking(comm: Comm) -> Any:
     return copy
 
 
-def check_call(comm: Comm, method: str, arguments: dict[str, Any]) -> np.ndarray | None:
+def check_call(comm: Comm, method: str, arguments: dict[str, Any]
+               ) -> tuple[np.ndarray | None, PreparedCall | None]:
     """Check a call's arguments as ``comm.<method>(**arguments)`` would before sending
-    anything (raising the same errors); the result array it allocates then, if any."""
+    anything (raising the same errors); the result array it allocates then, if any, and its
+    first phase's prepared call (None: the call has no phase)."""
     checking = _checking(comm)
     phases: Phases = getattr(checking, method)(**arguments)
     try:
@@ -69,7 +76,7 @@ def check_call(comm: Comm, method: str, arguments: dict[str, Any]) -> np.ndarray
         pass
     finally:
         phases.close()
-    return checking.allocated  # type: ignore[no-any-return]
+    return checking.allocated, checking.first
 
 
 class PersistentRequest:
@@ -83,7 +90,10 @@ class PersistentRequest:
         self._request: Request | None = None
         self._value: Any = None
         self._freed = False
-        allocated = check_call(comm, method, arguments)
+        allocated, first = check_call(comm, method, arguments)
+        #: the prepared call of each start's first phase, kept from init: the algorithm
+        #: chosen then serves every start (as MPI's persistent collectives fix it at init)
+        self._first = first
         #: where the call allocates its result (``out`` None): allocated once and reused by
         #: every start, at init when the shape is known here, else at the first completion
         self._keep_result = "out" in arguments and arguments["out"] is None
@@ -108,8 +118,13 @@ class PersistentRequest:
     def start(self) -> None:
         """Begin one run of the collective (non-blocking); an error while it is active."""
         self._startable()
-        phases = getattr(self._comm, self._method)(**self._arguments)
-        self._request = Request(self._comm, phases)
+        comm = self._comm
+        comm._pinned = self._first
+        try:
+            phases = getattr(comm, self._method)(**self._arguments)
+            self._request = Request(comm, phases)
+        finally:
+            comm._pinned = None
 
     def _complete(self, value: Any) -> None:
         self._request = None

@@ -86,6 +86,12 @@ class PreparedCall:
         self.head: np.ndarray | None = None
         self.views = BoundedCache(VIEWS_LIMIT)
 
+    @property
+    def checks_root(self) -> bool:
+        """Whether the algorithm checks a rooted call's root itself as it runs (a native one
+        that `agrees_on_root`): no phase before it needs to."""
+        return self.algorithm.native is not None and self.algorithm.agrees_on_root
+
     def for_blocking(self, shape: tuple[int, ...], receives: bool,
                      none_on_this_rank: bool = False, agree: bool = False) -> PreparedCall:
         """This call, prepared for the blocking calls of one argument signature as well: it
@@ -158,14 +164,20 @@ class PreparedCall:
         return self.begin(comm, send, recv, seq, phase, timeout)
 
     def run_blocking(self, comm: CommBase, send: np.ndarray | None, recv: np.ndarray | None,
-                     seq: int, timeout: float | None, phase: int = 0) -> None:
-        """Run phase ``phase`` of call ``seq`` to completion (``recv`` flat, or None)."""
+                     seq: int, timeout: float | None, phase: int = 0, confirm: bool = True
+                     ) -> None:
+        """Run phase ``phase`` of call ``seq`` to completion (``recv`` flat, or None);
+        ``confirm`` false: a bound runner's root need not confirm its readers found the call
+        (a bcast's or scatter's envelope whose data phase checks the root itself)."""
         runner = self.runner
         if runner is _UNBOUND:
             runner = self.bind(comm)
         comm.last_algorithm = self.name
         if runner is not None:
-            runner(send, recv, seq, timeout, phase)
+            if confirm:
+                runner(send, recv, seq, timeout, phase)
+            else:
+                runner(send, recv, seq, timeout, phase, False)
             return
         ex = self.start(comm, send, recv, seq, phase, timeout, agree=self.agree)
         if not ex.poll():

@@ -606,9 +606,11 @@ static void after_publishing(Runner *r) {
     }
 }
 
-static PyObject *hand_over(Runner *r, int status, PyObject *const *args, long phase) {
-    return PyObject_CallFunction(r->slow, "iOOOOl", status, args[0], args[1], args[2], args[3],
-                                 phase);
+/* Hand the call to Python's `slow(status, send, recv, seq, timeout, phase, confirm)`. */
+static PyObject *hand_over(Runner *r, int status, PyObject *const *args, long phase,
+                           int confirm) {
+    return PyObject_CallFunction(r->slow, "iOOOOlO", status, args[0], args[1], args[2], args[3],
+                                 phase, confirm ? Py_True : Py_False);
 }
 
 /* Store this rank's word `word` for call `k` in `slot` (its contribution first, when it
@@ -653,9 +655,11 @@ static void acknowledge(Runner *r, int slot, uint64_t k) {
 
 /* Call `k` (held word `word`) in `slot`, which is free: publish this rank's contribution,
  * wait for the peers', read, acknowledge. Peers still late after `await_words` go to Python
- * (`hand_over` status 2, with `args`: send, recv, seq, timeout). None, or NULL on an error. */
+ * (`hand_over` status 2, with `args`: send, recv, seq, timeout). A root that confirms waits
+ * for its readers' arrivals only when `confirm` (else a phase that follows checks the root).
+ * None, or NULL on an error. */
 static PyObject *run_call(Runner *r, int slot, uint64_t k, uint64_t word, char *send,
-                          char *recv, PyObject *const *args, long phase) {
+                          char *recv, PyObject *const *args, long phase, int confirm) {
     if (r->publishes) {
         if (publish(r, slot, k, word, send) < 0)
             return NULL;
@@ -663,24 +667,31 @@ static PyObject *run_call(Runner *r, int slot, uint64_t k, uint64_t word, char *
             after_publishing(r);  /* a root whose readers all wait (not a gather's leaf) */
     }
     if (!await_words(r, r->held + slot * r->nothers, r->nothers, word))
-        return hand_over(r, 2, args, phase);
+        return hand_over(r, 2, args, phase, confirm);
     if (r->announces)
         announce(r, slot, k);
     read_slots(r, slot, send, recv);
     acknowledge(r, slot, k);
-    if (r->is_root && !await_arrivals(r, slot))
-        return hand_over(r, 3, args, phase);  /* Python waits for the readers' arrivals */
+    if (r->is_root && confirm && !await_arrivals(r, slot))
+        return hand_over(r, 3, args, phase, 1);  /* Python waits for the readers' arrivals */
     return Py_NewRef(Py_None);
 }
 
-/* run(send, recv, seq, timeout[, phase]): one blocking call (see the module's comment). */
+/* run(send, recv, seq, timeout[, phase[, confirm]]): one blocking call (see the module's
+ * comment); `confirm` false: a root does not wait for its readers' arrivals. */
 static PyObject *Runner_run(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 && nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "run(send, recv, seq, timeout[, phase])");
+    if (nargs < 4 || nargs > 6) {
+        PyErr_SetString(PyExc_TypeError, "run(send, recv, seq, timeout[, phase[, confirm]])");
         return NULL;
     }
     long phase = 0;
-    if (nargs == 5) {
+    int confirm = 1;
+    if (nargs == 6) {
+        confirm = PyObject_IsTrue(args[5]);
+        if (confirm < 0)
+            return NULL;
+    }
+    if (nargs >= 5) {
         phase = PyLong_AsLong(args[4]);
         if (phase == -1 && PyErr_Occurred())
             return NULL;
@@ -695,7 +706,7 @@ static PyObject *Runner_run(Runner *r, PyObject *const *args, Py_ssize_t nargs) 
     int busy = PyObject_IsTrue(inflight);
     Py_DECREF(inflight);
     if (busy)
-        return hand_over(r, 1, args, phase);
+        return hand_over(r, 1, args, phase, confirm);
     long long seq = PyLong_AsLongLong(args[2]);
     if (seq == -1 && PyErr_Occurred())
         return NULL;
@@ -714,9 +725,9 @@ static PyObject *Runner_run(Runner *r, PyObject *const *args, Py_ssize_t nargs) 
     }
     PyObject *result = NULL;
     if (r->publishes && !await_slot(r, slot))
-        result = hand_over(r, 1, args, phase);
+        result = hand_over(r, 1, args, phase, confirm);
     else
-        result = run_call(r, slot, k, word, send, recv, args, phase);
+        result = run_call(r, slot, k, word, send, recv, args, phase, confirm);
     if (sheld)
         PyBuffer_Release(&sview);
     if (rheld)
@@ -956,7 +967,7 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
         /* every reader found the call: ranks that disagree on the root meet here */
         if (!await_arrivals(r, slot)) {
             PyObject *hand[4] = {Py_None, Py_None, seqobj, timeout};
-            PyObject *done_slowly = hand_over(r, 3, hand, 0);
+            PyObject *done_slowly = hand_over(r, 3, hand, 0, 1);
             if (done_slowly == NULL) {
                 Py_XDECREF(mine);
                 goto done;
@@ -987,7 +998,7 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
     int late = !await_words(r, &held, 1, word);
     if (late) {  /* Python waits, reads the envelope into env and acknowledges */
         PyObject *hand[4] = {Py_None, r->hot_env, seqobj, timeout};
-        PyObject *done_slowly = hand_over(r, 2, hand, 0);
+        PyObject *done_slowly = hand_over(r, 2, hand, 0, 1);
         if (done_slowly == NULL) {
             Py_DECREF(into);
             goto done;
@@ -1098,7 +1109,7 @@ static PyObject *Runner_call(Runner *r, PyObject *const *args, Py_ssize_t nargs)
     }
     take_call(r, seq);
     PyObject *hand[4] = {x, into ? into : Py_None, seqobj, timeout};
-    PyObject *ran = run_call(r, slot, k, (k << 24) | r->mix, send, recv, hand, 0);
+    PyObject *ran = run_call(r, slot, k, (k << 24) | r->mix, send, recv, hand, 0, 1);
     if (ran == NULL)
         goto done;
     Py_DECREF(ran);
@@ -1119,7 +1130,7 @@ static PyMethodDef Runner_methods[] = {
     {"bcast", (PyCFunction)(void (*)(void))Runner_bcast, METH_FASTCALL,
      "bcast(x, out, timeout): a whole bound broadcast (result, None or the slow marker)."},
     {"run", (PyCFunction)(void (*)(void))Runner_run, METH_FASTCALL,
-     "run(send, recv, seq, timeout[, phase]): one blocking direct call."},
+     "run(send, recv, seq, timeout[, phase[, confirm]]): one blocking direct call."},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject RunnerType = {

@@ -26,8 +26,9 @@ class Runner:
                  local_words: Sequence[int] | None = None, is_root: bool = False,
                  announces: bool = False) -> None: ...
     def run(self, send: Any, recv: Any, seq: int, timeout: float | None,
-            phase: int = 0) -> None:
-        """One blocking direct call."""
+            phase: int = 0, confirm: bool = True) -> None:
+        """One blocking direct call (``confirm`` false: a root does not wait for its readers
+        to find the call)."""
     def bind_bcast(self, env: Any, dtype: Any, shape: tuple[int, ...], nbytes: int,
                    head: Any, slow: Any, alloc: Callable[[], Any], name: str, /) -> None:
         """The array signature and envelope header `bcast` runs."""

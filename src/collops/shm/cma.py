@@ -207,6 +207,9 @@ class CmaExecution(AreaExecution):
             self.state = _READ
             return
         if self.state == _READ:
+            # found: said before the copies, as shm_direct's readers do (a root that gives
+            # up, a stall report, then know this rank reached the call)
+            area.announce(slot, k, self.awaits)
             descriptors = {j: area.view(j, slot, np.dtype(np.uint64), 2).tolist()
                            for j in self.awaits}
             (self._second if self.index else self._first)(descriptors)

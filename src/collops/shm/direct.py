@@ -202,14 +202,15 @@ def call_fingerprint(spec: CallSpec, name: str = NAME) -> int:
 
 class DirectExecution(AreaExecution):
     """A direct call in flight (`AreaExecution`): write the contribution, read the peers'
-    slots, and at a bcast's or scatter's root wait until every reader found the call."""
+    slots, and at a bcast's or scatter's root wait until every reader found the call (unless
+    ``confirm`` is false: a phase that follows checks the root, see `bind`)."""
 
     __slots__ = ("spec", "rank", "send", "recv", "k", "slot", "word", "written", "read", "role",
-                 "write_k")
+                 "write_k", "confirms")
 
     def __init__(self, transport: ShmTransport, area: DirectArea, spec: CallSpec, rank: int,
                  send: np.ndarray | None, recv: np.ndarray | None, seq: int, phase: int,
-                 context: int, timeout: float | None) -> None:
+                 context: int, timeout: float | None, confirm: bool = True) -> None:
         self.spec = spec
         self.rank = rank
         self.send = None if send is None else send.reshape(-1)  # views of the caller's
@@ -217,6 +218,7 @@ class DirectExecution(AreaExecution):
         self.k = call_number(seq, phase)
         self.slot = slot_of(seq, phase)
         self.role = role = _role(area, spec, rank)
+        self.confirms = role.confirms and confirm
         self.word = held_word(self.k, role.fingerprint)
         self.written = not role.publishes
         self.read = False
@@ -235,7 +237,7 @@ class DirectExecution(AreaExecution):
             return self._may_write()
         if not self.read:
             return not self.area.missing(self.slot, self.word, self.role.others)
-        return not self.area.unconfirmed(self.slot)
+        return not self.confirms or not self.area.unconfirmed(self.slot)
 
     def _awaited(self) -> list[int]:
         area, slot = self.area, self.slot
@@ -243,10 +245,13 @@ class DirectExecution(AreaExecution):
             return area.unacknowledged(slot)
         if not self.read:
             return area.missing(slot, self.word, self.role.others)
-        return area.unconfirmed(slot)
+        return area.unconfirmed(slot) if self.confirms else []
 
     def _expect(self) -> tuple[int, int, int]:
         return self.slot, self.word, self.role.fingerprint
+
+    def _declares(self) -> bool:
+        return not self.role.publishes
 
     def _advance(self, spin: float) -> bool:
         area, slot, k, role = self.area, self.slot, self.k, self.role
@@ -267,7 +272,7 @@ class DirectExecution(AreaExecution):
             _reader_for(area, self.spec, self.rank)(slot, self.send, self.recv)
             area.acknowledge(slot, k, role.others)
             self.read = True
-        if role.confirms and area.unconfirmed(slot):
+        if self.confirms and area.unconfirmed(slot):
             return self._stuck()
         return True
 
@@ -342,9 +347,12 @@ def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, se
 
 
 def _run(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None,
-         seq: int, timeout: float | None, phase: int = 0) -> None:
-    """A blocking call by way of `start`, progressing the other calls in flight meanwhile."""
-    ex = start(call, send, recv, seq, phase, timeout)
+         seq: int, timeout: float | None, phase: int = 0, confirm: bool = True) -> None:
+    """A blocking call as `start` begins it (a root confirming only when ``confirm``),
+    progressing the other calls in flight meanwhile."""
+    transport, area = area_of(call)
+    ex = DirectExecution(transport, area, call.spec, call.rank, send, recv, seq, phase,
+                         call.context, timeout, confirm)
     if not ex.poll():
         call.progress.wait(ex)
 
@@ -352,7 +360,10 @@ def _run(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None,
 def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None
          ) -> Callable[..., None]:
     """A blocking direct call specialised to one signature:
-    ``fn(send, recv, seq, timeout, phase=0)`` (phase: of a multi-phase call, as `start`'s).
+    ``fn(send, recv, seq, timeout, phase=0, confirm=True)`` (phase: of a multi-phase call, as
+    `start`'s; ``confirm`` false: a bcast's or scatter's root does not wait for its readers to
+    find the call, since a phase that follows checks the root — the envelope of a call whose
+    data goes by an algorithm that `agrees_on_root`).
 
     ``length_prefix=(at, head)`` says each contribution (each rank's block of a scatter's)
     starts with a ``head``-byte header whose little-endian u64 at byte ``at`` counts the
@@ -408,23 +419,24 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
         area.ack[m][rank][i] for m in on_my_core for i in slots]
 
     def slow(status: int, send: Any, recv: Any, seq: int, timeout: float | None,
-             phase: int) -> None:
+             phase: int, confirm: bool) -> None:
         if send is not None and send.ndim != 1:  # a bound call passes the caller's arrays
             send = send.reshape(-1)
         if recv is not None and recv.ndim != 1:
             recv = recv.reshape(-1)
         if status == 1 and fingerprinted:
-            return _run(call, send, recv, seq, timeout, phase)
+            return _run(call, send, recv, seq, timeout, phase, confirm)
         if status == 1:  # measuring without the fingerprint: wait for the slot, run again
             slot = slot_of(seq, phase)
             area.wait(lambda: not area.inflight and area.writable(slot),
                       lambda: area.unacknowledged(slot), None, "", None, fp.describe)
-            return compiled.run(send, recv, seq, timeout, phase)
+            return compiled.run(send, recv, seq, timeout, phase, confirm)
         # status 2 (its peers' words) and 3 (a root's readers' arrivals): the runner
         # spun and yielded (`Ladder`'s first stages): sleep from here
         if status == 3:
             return _confirm_slowly(call, area, seq, timeout, fingerprint, phase, SLEEP)
-        return _finish_slowly(call, area, send, recv, seq, timeout, fingerprint, phase, SLEEP)
+        return _finish_slowly(call, area, send, recv, seq, timeout, fingerprint, phase, SLEEP,
+                              confirm)
 
     compiled = _direct.Runner(
         segment=transport.segment_map, ndarray=np.ndarray, area=area,
@@ -454,9 +466,10 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
 
 def _finish_slowly(call: NativeCall, area: DirectArea, send: np.ndarray | None,
                    recv: np.ndarray | None, seq: int, timeout: float | None,
-                   fingerprint: int | None = None, phase: int = 0, start: int = SPIN) -> None:
+                   fingerprint: int | None = None, phase: int = 0, start: int = SPIN,
+                   confirm: bool = True) -> None:
     """The rest of a blocking call whose contribution is published but whose peers are late
-    (``start``: the stage of the wait to begin with)."""
+    (``start``: the stage of the wait to begin with; ``confirm``: as `bind`'s)."""
     spec = call.spec
     k, slot, rank = call_number(seq, phase), slot_of(seq, phase), call.rank
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -467,12 +480,12 @@ def _finish_slowly(call: NativeCall, area: DirectArea, send: np.ndarray | None,
     area.wait(lambda: not area.missing(slot, word, others),
               lambda: area.missing(slot, word, others), deadline,
               f"rank {rank}: {spec.collective}[{NAME}]", call_tag(call.context, seq, phase),
-              fp.describe, (slot, word, fingerprint), start)
+              fp.describe, (slot, word, fingerprint), start, not _publishes(spec, rank))
     if _announces(spec, rank):
         area.announce(slot, k, others)
     _reader_for(area, spec, rank)(slot, send, recv)
     area.acknowledge(slot, k, others)
-    if _confirms(spec, rank):
+    if confirm and _confirms(spec, rank):
         _confirm_slowly(call, area, seq, timeout, fingerprint, phase, start)
 
 

@@ -199,12 +199,21 @@ class DirectArea:
         self.transport.wake_sleepers(self.group)
 
     def declare(self, slot: int, word: int, fingerprint: int) -> None:
-        """Leave this rank's word for the call of ``word`` in its ``slot`` once it has seen a
-        mismatch, when the slot is free and the rank published nothing for the call (a bcast's
-        reader): a root waiting for its acknowledgement then sees the mismatch too."""
+        """Leave this rank's word for the call of ``word`` in its ``slot`` while it waits or
+        once it has seen a mismatch, when the slot is free and the rank published nothing for
+        the call (a bcast's reader): a peer waiting for it then sees a mismatch too."""
         me, k = self.index, word >> 24
         if self.words[self.held[me][slot]] >> 24 != k and self.writable(slot):
             self.publish(slot, k, fingerprint, ())
+
+    def release(self, slot: int, k: int) -> None:
+        """Stop waiting for the readers of call ``k`` in this rank's ``slot`` that never found
+        it (the call failed): the slot's next call need not wait for them for ever."""
+        held, readers = self.occupant[slot]
+        if held == k and readers:
+            words, me = self.words, self.index
+            self.occupant[slot] = (k, tuple(r for r in readers
+                                            if words[self.ack[r][me][slot]] & ~ARRIVED == k))
 
     def announce(self, slot: int, k: int, writers: Sequence[int]) -> None:
         """Say that this rank found call ``k`` in the ``writers``' ``slot`` and is reading it
@@ -238,17 +247,18 @@ class DirectArea:
     def wait(self, ready: Callable[[], bool], waiting_for: Callable[[], list[int]],
              deadline: float | None, what: str, call: tuple[int, int] | None,
              describe: Callable[[int], str], expect: tuple[int, int, int] | None = None,
-             start: int = SPIN) -> None:
+             start: int = SPIN, declare: bool = False) -> None:
         """Block until ``ready()``; raise on failure, timeout or a cross-path mismatch.
 
         ``waiting_for()`` names the group ranks still awaited (for diagnostics); ``call`` is
         ``(value, shift)``: a message whose ``tag >> shift == value`` belongs to this call;
         ``expect`` is ``(slot, word, fingerprint)`` of the call read, to tell a peer that made
         another call at the same point; ``start``: the stage of the wait to begin with
-        (`waiting.SLEEP` after a compiled loop spun and yielded).
+        (`waiting.SLEEP` after a compiled loop spun and yielded); ``declare``: the rank
+        publishes nothing for the call, and leaves its word while it waits (`check`).
         """
         def check() -> None:
-            self.check(waiting_for, deadline, what, call, describe, expect)
+            self.check(waiting_for, deadline, what, call, describe, expect, declare)
 
         def sleep(timeout: float) -> None:
             self.transport.sleep_for_direct(ready, timeout)
@@ -258,14 +268,19 @@ class DirectArea:
 
     def check(self, waiting_for: Callable[[], list[int]], deadline: float | None, what: str,
               call: tuple[int, int] | None, describe: Callable[[int], str],
-              expect: tuple[int, int, int] | None = None) -> None:
-        """Raise if a peer failed, the deadline passed or a peer made another call."""
+              expect: tuple[int, int, int] | None = None, declare: bool = False) -> None:
+        """Raise if a peer failed, the deadline passed or a peer made another call
+        (``declare``: the rank publishes nothing for the call and leaves its word, `declare`)."""
         t, words = self.transport, self.words
         awaited = waiting_for()
         if expect is not None:
             slot, word, mine = expect
-            for m in self.mismatched(slot, word, awaited):
+            if declare:  # ranks that each wait for another as their root meet their words
                 self.declare(slot, word, mine)
+            for m in self.mismatched(slot, word, awaited):
+                self.release(slot, word >> 24)
+                if slot % 2 == 0:  # a first phase: a peer may be in the call's next one
+                    self.declare(slot + 1, word + (1 << 24), mine)
                 raise CollectiveMismatch(
                     f"{what}: {mismatch(mine, self.fingerprint_of(m, slot), f'rank {m}')}")
         failed = int(words[seg.H_FAILED])

@@ -34,10 +34,6 @@ _SLOT_FIELDS = struct.Struct("=5Q")
 _MASK32 = 0xFFFFFFFF
 #: smallest chunk of a pipelined transfer (see `ShmTransport._piece`)
 PIECE_MIN = tuning.setting("shm", "piece_min").value
-#: bulk chunks below this many bytes (the pair areas of a job of many ranks) pipeline a
-#: message several times slower than one single copy (docs/bench/segment-small-chunks.json),
-#: so where single copy is permitted such a job sends every large message that way
-PIPELINE_CHUNK_MIN = 128 << 10
 #: STOP: a two-ended transfer's sender wrote its last chunk (aux: its pair's chunk count)
 _STOP = 6
 #: SPLIT: the receiver of a single-copy message reads it from the front and invites the
@@ -58,7 +54,8 @@ _GO_REFUSED, _GO_PIPE, _GO_SHARED = 0, 1, 2
 #: seconds a two-ended transfer's receiver waits for a chunk before it reads from the back
 #: itself, the bytes it then reads at first and at most (doubled while no chunk comes); the
 #: bounds of a split transfer's pieces (an eighth of the message within them)
-TABLE_ONLY = ("pull_after", "pull_bytes", "pull_max", "split_piece_min", "split_piece_max")
+TABLE_ONLY = ("pull_after", "pull_bytes", "pull_max", "split_piece_min", "split_piece_max",
+              "pipeline_chunk_min")
 
 
 def _protocols(oversubscribed: bool, single_copy: bool | None,
@@ -137,12 +134,15 @@ class ShmEndpoint(Transport):
         self._single_copy_min = max(layout.eager_limit + 1,
                                     int(self._protocols["single_copy_min"][0]))
         self._single_copy_max = int(self._protocols["single_copy_max"][0])
-        if layout.chunk_bytes < PIPELINE_CHUNK_MIN and self._single_copy_max < \
-                self._single_copy_min:  # a many-rank job's small bulk chunks: no pipeline
+        # bulk chunks this small (a many-rank job's pair areas) pipeline a message several
+        # times slower than one single copy: where it is permitted, single copy throughout
+        pipeline_chunk_min = int(self._protocols["pipeline_chunk_min"][0])
+        if layout.chunk_bytes < pipeline_chunk_min and self._single_copy_max < \
+                self._single_copy_min:
             self._single_copy_max = self._single_copy_min
             self._protocols["single_copy_max"] = (
                 self._single_copy_max, f"the job's bulk chunks of {layout.chunk_bytes} bytes "
-                f"(below {PIPELINE_CHUNK_MIN}: single copy throughout)")
+                f"(below {pipeline_chunk_min}: single copy throughout)")
         self._split_min = int(self._protocols["split_min"][0])
         self._pull_after = float(self._protocols["pull_after"][0])
         self._pull_bytes = int(self._protocols["pull_bytes"][0])

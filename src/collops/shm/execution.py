@@ -64,7 +64,7 @@ class AreaExecution:
         """Block until done (nothing else in flight to progress meanwhile)."""
         while not self.poll(self._spin()):
             self.area.wait(self._ready, self._awaited, self.deadline, self.what, self.tag,
-                           fp.describe, self._expect(), self._wait_from())
+                           fp.describe, self._expect(), self._wait_from(), self._declares())
 
     def _stuck(self) -> bool:
         """`_check`, then False: what `_advance` returns when it cannot move."""
@@ -74,7 +74,7 @@ class AreaExecution:
     def _check(self) -> None:
         """Raise if a peer failed, the deadline passed or a peer made another call."""
         self.area.check(self._awaited, self.deadline, self.what, self.tag, fp.describe,
-                        self._expect())
+                        self._expect(), self._declares())
 
     def _end(self) -> None:
         if self.left:
@@ -103,6 +103,11 @@ class AreaExecution:
     def _leave(self) -> None:
         """Leave the area's queues (the call ended, done or not)."""
         raise NotImplementedError
+
+    def _declares(self) -> bool:
+        """Whether the rank publishes nothing for the call and leaves its word in its slot
+        while it waits (`DirectArea.declare`), so a peer waiting for it as its root sees it."""
+        return False
 
     def _spin(self) -> float:
         """Seconds `wait`'s polls may spin in compiled code."""

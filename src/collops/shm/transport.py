@@ -373,10 +373,12 @@ class ShmTransport(BulkTransfers):
                 k = int(words[held]) >> 24
                 if k and (k - 1) & mask == call:
                     fingerprint = int(words[held + 1])
-                    raise CollectiveMismatch(
+                    exc = CollectiveMismatch(
                         f"rank {self.rank} (world) awaits a message from rank {peer} (world) "
                         f"for a call that rank {peer} made directly through shared memory: "
                         f"it called {describe(fingerprint)}")
+                    exc.theirs = fingerprint
+                    raise exc
 
     # ---- receiving --------------------------------------------------------------------
 
