@@ -23,6 +23,21 @@ def call_arguments(comm: collops.Comm, case: Case, algorithm: str | None,
     kw: dict[str, Any] = {"algorithm": algorithm} if algorithm else {}
     if c == "barrier":
         return (), kw
+    if case.displaced:  # counts and displacements given (where the rank uses them)
+        if c == "alltoallv":
+            return (x, list(spec.sendcounts), list(spec.sdispls), list(spec.recvcounts)), {
+                **kw, "rdispls": list(spec.rdispls)}
+        at_root = c == "allgatherv" or r == spec.root
+        kw["displs"] = list(spec.displs) if at_root else None
+        if c == "scatterv":
+            return (x, list(spec.counts) if at_root else None, spec.root), kw
+        if c == "gatherv":
+            return (x, spec.root, list(spec.counts)), kw
+        return (x, list(spec.counts)), kw
+    if c in ("gatherv", "allgatherv") and len(set(spec.counts)) > 1:
+        # uneven counts given (the one-phase call, fast path included); even ones exchanged
+        return ((x, spec.root, list(spec.counts)) if c == "gatherv"
+                else (x, list(spec.counts))), kw
     if c in ("bcast", "scatter", "gather", "gatherv"):
         return (x, spec.root), kw
     if c == "scatterv":

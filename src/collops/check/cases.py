@@ -51,7 +51,15 @@ class Case:
     def id(self) -> str:
         s = self.specs[0]
         opname = self.op.name if self.op else ""
-        return f"{self.collective}-p{s.size}-{self.dtype}-{opname}-c{s.count}{list(s.counts)}"
+        moved = "-displaced" if self.displaced else ""
+        return (f"{self.collective}-p{s.size}-{self.dtype}-{opname}-c{s.count}{list(s.counts)}"
+                f"{moved}")
+
+    @property
+    def displaced(self) -> bool:
+        """Whether the blocks lie at displacements other than back to back."""
+        return any(s.displs != prefix(s.counts) or s.sdispls != prefix(s.sendcounts)
+                   or s.rdispls != prefix(s.recvcounts) for s in self.specs)
 
 
 def random_data(
@@ -92,6 +100,36 @@ def _rooted_counts(rng: np.random.Generator, p: int, count: int, uneven: bool) -
     return [int(c) for c in rng.integers(0, count + 1, p)] if count else [0] * p
 
 
+#: the collectives whose v-form takes displacements (rows apart from back to back)
+DISPLACED = ("scatterv", "gatherv", "allgatherv", "alltoallv")
+
+
+def receive_displs(rng: np.random.Generator, counts: list[int]) -> list[int]:
+    """Displacements placing blocks of ``counts`` apart, in a random order, with gaps of 0 to
+    2 elements between them (received blocks must not overlap)."""
+    displs = [0] * len(counts)
+    at = int(rng.integers(0, 3))
+    for j in rng.permutation(len(counts)).tolist():
+        displs[j] = at
+        at += counts[j] + int(rng.integers(0, 3))
+    return displs
+
+
+def send_displs(rng: np.random.Generator, counts: list[int], length: int) -> list[int]:
+    """Displacements of blocks of ``counts`` anywhere within ``length`` elements (they may
+    overlap and leave gaps, as sent blocks may)."""
+    return [int(rng.integers(0, length - c + 1)) for c in counts]
+
+
+def _placed(dtype: np.dtype, displs: list[int], blocks: list[np.ndarray]) -> np.ndarray:
+    """Zeros with each of ``blocks`` at its displacement: a received result with gaps."""
+    out = np.zeros(max((d + len(b) for d, b in zip(displs, blocks, strict=True) if len(b)),
+                       default=0), dtype)
+    for d, b in zip(displs, blocks, strict=True):
+        out[d: d + len(b)] = b
+    return out
+
+
 def _blocks(rng: np.random.Generator, collective: str, p: int, dtype: np.dtype, count: int,
             vector: bool, uneven: bool, **kwargs: Any) -> tuple[list[int], CallSpec]:
     """Every rank's block count and the spec of a collective of blocks: given as ``counts``
@@ -112,8 +150,13 @@ def make_case(
     root: int = 0,
     uneven: bool = False,
     seed: int = 0,
+    displaced: bool = False,
 ) -> Case:
-    """Inputs, specs and expected outputs for one call of ``collective`` on ``p`` ranks."""
+    """Inputs, specs and expected outputs for one call of ``collective`` on ``p`` ranks;
+    ``displaced``: a v-form's blocks at displacements (`DISPLACED`) with gaps, and sent
+    blocks that overlap."""
+    if displaced:
+        return _displaced_case(collective, p, count, resolve_dtype(dtype), root % p, seed)
     rng = np.random.default_rng(seed)
     dt = resolve_dtype(dtype)
     inputs: list[Any]
@@ -188,6 +231,41 @@ def make_case(
     return Case(c, [spec] * p, inputs, expected, dt, op)
 
 
+def _displaced_case(c: str, p: int, count: int, dt: np.dtype, root: int, seed: int) -> Case:
+    """`make_case` of a v-form whose blocks lie at displacements."""
+    rng = np.random.default_rng(seed)
+    if c not in DISPLACED:
+        raise ValueError(f"{c} takes no displacements")
+    if c == "alltoallv":
+        matrix = rng.integers(0, count + 1, (p, p)) if count else np.zeros((p, p), np.int64)
+        lengths = [int(matrix[r].sum()) + int(rng.integers(0, 3)) for r in range(p)]
+        sdispls = [send_displs(rng, matrix[r].tolist(), lengths[r]) for r in range(p)]
+        rdispls = [receive_displs(rng, matrix[:, r].tolist()) for r in range(p)]
+        inputs = [random_data(rng, dt, lengths[r]) for r in range(p)]
+        specs = [make_spec(c, p, dt, sendcounts=matrix[r].tolist(), sdispls=sdispls[r],
+                           recvcounts=matrix[:, r].tolist(), rdispls=rdispls[r])
+                 for r in range(p)]
+        expected = [_placed(dt, rdispls[r], [
+            inputs[j][sdispls[j][r]: sdispls[j][r] + int(matrix[j, r])] for j in range(p)])
+            for r in range(p)]
+        return Case(c, specs, inputs, expected, dt)
+    counts = _rooted_counts(rng, p, count, True)
+    if c == "scatterv":
+        length = sum(counts) + int(rng.integers(0, 3))
+        displs = send_displs(rng, counts, length)
+        data = random_data(rng, dt, length)
+        spec = make_spec(c, p, dt, counts=counts, displs=displs, root=root)
+        sent: list[Any] = [data if r == root else None for r in range(p)]
+        return Case(c, [spec] * p, sent,
+                    [data[displs[r]: displs[r] + counts[r]] for r in range(p)], dt)
+    displs = receive_displs(rng, counts)
+    spec = make_spec(c, p, dt, counts=counts, displs=displs, root=root)
+    inputs = [random_data(rng, dt, counts[r]) for r in range(p)]
+    whole = _placed(dt, displs, inputs)
+    expected = [whole if c == "allgatherv" or r == root else np.empty(0, dt) for r in range(p)]
+    return Case(c, [spec] * p, inputs, expected, dt)
+
+
 def cases_for(collective: str, p: int, seed: int = 0) -> list[Case]:
     """A handful of varied calls of ``collective`` at ``p`` ranks (zero counts included)."""
     out: list[Case] = []
@@ -205,6 +283,10 @@ def cases_for(collective: str, p: int, seed: int = 0) -> list[Case]:
         dt = MOVE_DTYPES[(i + p + seed) % len(MOVE_DTYPES)]
         out.append(make_case(collective, p, count, dtype=dt, root=i * 3 + seed, uneven=i >= 2,
                              seed=seed * 31 + i))
+    if collective in DISPLACED:
+        out += [make_case(collective, p, count, dtype=MOVE_DTYPES[(p + seed + k) % 6],
+                          root=seed + k, displaced=True, seed=seed * 31 + 7 + k)
+                for k, count in enumerate([0, 6])]
     return out
 
 

@@ -31,6 +31,7 @@ from .communicators import Communicators
 from .p2p import P2P
 from .request import Phases, Request, wait_all
 from .variants import nonblocking, persistent
+from .vector_calls import fast_scatterv, vector_key
 
 _BARRIER_TOKEN = np.empty(0, np.uint8)
 
@@ -142,14 +143,21 @@ class Comm(Communicators, P2P):
         return self._start(self._scatter(x, root, out, algorithm, timeout, params), True)
 
 
-    def scatterv(self, x: Any, counts: Any = None, root: int = 0, *, out: Any = None,
-                 algorithm: str | None = None, timeout: float | None = None,
+    def scatterv(self, x: Any, counts: Any = None, root: int = 0, *, displs: Any = None,
+                 out: Any = None, algorithm: str | None = None, timeout: float | None = None,
                  **params: Any) -> np.ndarray:
-        """This rank's block of the root's ``x`` split by ``counts`` (rows, given at the root)."""
+        """This rank's block of the root's ``x``: ``counts[rank]`` rows from row
+        ``displs[rank]`` (both given at the root; blocks back to back if ``displs`` is None)."""
         if self.rank == root and counts is None:
             raise ArgumentError("scatterv", "counts", None, "required at the root", self.rank)
+        if not params:
+            key = vector_key(counts, displs) if self.rank == root else ()
+            if key is not None:
+                got = fast_scatterv(self, x, key, root, out, algorithm, timeout)
+                if got is not _SLOW:
+                    return got  # type: ignore[no-any-return]
         return self._start(self._scatterv("scatterv", x, counts if self.rank == root else 0,
-                                          root, out, algorithm, timeout, params), True)
+                                          root, out, algorithm, timeout, params, displs), True)
 
 
     # -- gather / allgather ------------------------------------------------------------------
@@ -164,12 +172,19 @@ class Comm(Communicators, P2P):
                                          params), True)
 
 
-    def gatherv(self, x: Any, root: int = 0, counts: Any = None, *, out: Any = None,
-                algorithm: str | None = None, timeout: float | None = None,
+    def gatherv(self, x: Any, root: int = 0, counts: Any = None, *, displs: Any = None,
+                out: Any = None, algorithm: str | None = None, timeout: float | None = None,
                 **params: Any) -> np.ndarray | None:
-        """Arrays of different lengths concatenated on the root (counts exchanged if None)."""
+        """Arrays of different lengths on the root, rank j's from row ``displs[j]`` (back to
+        back if None; counts in rows, exchanged if None)."""
+        if not params and counts is not None:
+            key = vector_key(counts, displs if self.rank == root else None)
+            if key is not None:
+                got = self._fast("gatherv", x, key, root, out, algorithm, timeout)
+                if got is not _SLOW:
+                    return got  # type: ignore[no-any-return]
         return self._start(self._gatherv("gatherv", x, root, counts, True, out, algorithm,
-                                         timeout, params), True)
+                                         timeout, params, displs), True)
 
 
     def allgather(self, x: Any, *, out: Any = None, algorithm: str | None = None,
@@ -183,12 +198,19 @@ class Comm(Communicators, P2P):
                                          timeout, params), True)
 
 
-    def allgatherv(self, x: Any, counts: Any = None, *, out: Any = None,
+    def allgatherv(self, x: Any, counts: Any = None, *, displs: Any = None, out: Any = None,
                    algorithm: str | None = None, timeout: float | None = None,
                    **params: Any) -> np.ndarray:
-        """`allgather` for arrays of different lengths (counts in rows; exchanged if None)."""
+        """`allgather` for arrays of different lengths, rank j's from row ``displs[j]`` (back
+        to back if None; counts in rows, exchanged if None)."""
+        if not params and counts is not None:
+            key = vector_key(counts, displs)
+            if key is not None:
+                got = self._fast("allgatherv", x, key, 0, out, algorithm, timeout)
+                if got is not _SLOW:
+                    return got  # type: ignore[no-any-return]
         return self._start(self._gatherv("allgatherv", x, None, counts, True, out, algorithm,
-                                         timeout, params), True)
+                                         timeout, params, displs), True)
 
 
     # -- alltoall ------------------------------------------------------------------------------
@@ -204,11 +226,18 @@ class Comm(Communicators, P2P):
 
 
     def alltoallv(self, x: Any, sendcounts: Any, sdispls: Any = None, recvcounts: Any = None, *,
-                  out: Any = None, algorithm: str | None = None, timeout: float | None = None,
-                  **params: Any) -> np.ndarray:
-        """Segments of ``x`` (rows) to each rank; received segments concatenated in rank order."""
+                  rdispls: Any = None, out: Any = None, algorithm: str | None = None,
+                  timeout: float | None = None, **params: Any) -> np.ndarray:
+        """Segments of ``x`` (rows from ``sdispls``) to each rank; the segment from rank j
+        lands at row ``rdispls[j]`` (back to back in rank order if None)."""
+        if not params and recvcounts is not None:
+            key = vector_key(sendcounts, sdispls, recvcounts, rdispls)
+            if key is not None:
+                got = self._fast("alltoallv", x, key, 0, out, algorithm, timeout)
+                if got is not _SLOW:
+                    return got  # type: ignore[no-any-return]
         return self._start(self._alltoallv("alltoallv", x, sendcounts, sdispls, recvcounts,
-                                           True, out, algorithm, timeout, params), True)
+                                           True, out, algorithm, timeout, params, rdispls), True)
 
 
     # -- reductions ----------------------------------------------------------------------------
@@ -239,6 +268,13 @@ class Comm(Communicators, P2P):
                        algorithm: str | None = None, timeout: float | None = None,
                        **params: Any) -> np.ndarray:
         """Block ``rank`` (rows per ``counts``; equal blocks if None) of the reduction."""
+        if not params and counts is not None:
+            key = vector_key(counts)
+            if key is not None:
+                got = self._fast("reduce_scatter", x, (op, key[0]), 0, out, algorithm,
+                                 timeout)
+                if got is not _SLOW:
+                    return got  # type: ignore[no-any-return]
         return self._start(self._reduction("reduce_scatter", x, op, None, counts, out,
                                            algorithm, timeout, params), True)
 

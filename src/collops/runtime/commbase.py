@@ -23,7 +23,7 @@ from ..ops import Op, as_op
 from ..topology.machine import detect_machine
 from ..transport.base import Transport
 from ..transport.placement import binding_of_job
-from .arguments import checked_int, checked_ints, checked_timeout, writeable_buffer
+from .arguments import checked_displs, checked_int, checked_ints, checked_timeout, writeable_buffer
 from .cache import SHARED, BoundedCache
 from .context_ids import ContextIds
 from .engine import CallInfo, Execution, Plan, Progress
@@ -42,10 +42,12 @@ def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
             and address_of(a) == address_of(b))
 
 
-def _own_rows(out: np.ndarray, row_counts: Sequence[int], rank: int) -> np.ndarray:
-    """The rows of ``out`` (a gather's output, rows in rank order) that are ``rank``'s."""
-    start = sum(row_counts[:rank])
-    return out.reshape(sum(row_counts), -1)[start:start + row_counts[rank]]
+def _own_rows(out: np.ndarray, rows: int, row_counts: Sequence[int], rank: int,
+              row_displs: Sequence[int] | None = None) -> np.ndarray:
+    """The rows of ``out`` (a gather's output of ``rows`` rows: blocks in rank order, or at
+    ``row_displs``) that are ``rank``'s."""
+    start = sum(row_counts[:rank]) if row_displs is None else row_displs[rank]
+    return out.reshape(rows, -1)[start:start + row_counts[rank]]
 
 
 def _plan_for(alg: Algorithm, params: dict[str, Any], rank: int, spec: CallSpec) -> Plan:
@@ -294,9 +296,11 @@ class CommBase:
         return as_array(x, call, name, self.rank)
 
     def _out(self, call: str, out: Any, shape: tuple[int, ...], dtype: np.dtype,
-             source: np.ndarray | None = None) -> np.ndarray:
+             source: np.ndarray | None = None, zeros: bool = False) -> np.ndarray:
+        """``out`` checked to hold a result of ``shape`` and ``dtype``, or a new array (of
+        zeros when ``zeros``: a result with gaps between its blocks)."""
         if out is None:
-            return np.empty(shape, dtype)
+            return np.zeros(shape, dtype) if zeros else np.empty(shape, dtype)
         out = writeable_buffer(call, out, self.rank)
         if out.dtype != dtype:
             raise ArgumentError(call, "out", out.dtype, f"dtype differs from the data's {dtype} "
@@ -330,6 +334,21 @@ class CommBase:
             raise ArgumentError(call, "x", data.shape, f"axis 0 ({data.shape[0]}) is not "
                                 f"divisible by the {self.size} ranks", self.rank)
         return [data.shape[0] // self.size] * self.size
+
+    def _send_blocks(self, call: str, data: np.ndarray, counts: Any, displs: Any,
+                     names: tuple[str, str] = ("counts", "displs")) -> tuple[list[int], list[int]]:
+        """The rows (``counts``) and first rows (``displs``) of the blocks of ``data`` (axis
+        0) sent to each rank, checked: each block lies within ``data``; blocks may overlap
+        and leave gaps, as MPI's send buffers may."""
+        if data.ndim == 0:
+            raise ArgumentError(call, "x", data.shape, "needs at least one dimension", self.rank)
+        row_counts = self._counts(call, names[0], counts)
+        row_displs = checked_displs(call, names[1], displs, row_counts, self.rank, receive=False)
+        for j, (d, c) in enumerate(zip(row_displs, row_counts, strict=True)):
+            if c and d + c > data.shape[0]:
+                raise ArgumentError(call, names[1], displs, f"block {j} [{d}:{d + c}] runs "
+                                    f"past the {data.shape[0]} rows of x", self.rank)
+        return row_counts, row_displs
 
     def _op(self, call: str, op: Any, dtype: np.dtype) -> Op:
         resolved = as_op(op, call, self.rank)

@@ -27,6 +27,7 @@ from .envelope import (
 )
 from .phases import PhaseGenerators
 from .prepared import BoundEntry, PreparedCall
+from .vector_calls import VECTOR_FAST, vector_blocking_spec
 
 #: the blocking calls whose prepared call is an envelope (dtype, shape and, when they fit,
 #: the data), their data following in a phase of its own when it does not fit
@@ -252,7 +253,8 @@ class FastPaths(PhaseGenerators):
         ``collective`` with ``op`` and ``root`` (None: nothing bound, or an algorithm asked
         for, or the settings changed since)."""
         hot = self._bound_calls.get(collective)
-        if (hot is not None and hot[0] is op and type(root) is int and root == hot[1]
+        if (hot is not None and (hot[0] is op or (type(op) is tuple and hot[0] == op))
+                and type(root) is int and root == hot[1]
                 and algorithm is None and self._generation == _cfg.generation):
             return hot
         return None
@@ -314,10 +316,11 @@ class FastPaths(PhaseGenerators):
         if collective == "bcast":
             size = self._envelope_size("bcast", algorithm)
             spec = _bcast_spec(p, _ENVELOPE_DTYPE, size, root)
-        else:
-            size = self._scatter_block(algorithm)
+        else:  # a scatterv's envelope is a scatter's with its own signature
+            size = self._scatter_block(algorithm, collective)
             spec = _bcast_spec(p, _ENVELOPE_DTYPE, size, root, "scatter")
-        prepared = self._known(spec, algorithm, "envelope")
+        prepared = self._known(spec, algorithm, "envelope" if collective != "scatterv"
+                               else ("scatterv", "envelope"))
         if prepared is None:
             return None
         call = prepared.for_blocking((size,), True, agree=True)
@@ -394,7 +397,7 @@ class FastPaths(PhaseGenerators):
             spec, signature, shape, receives = got
             return self._prepared(spec, algorithm, {}, signature).for_blocking(
                 shape, receives, collective == "exscan" and self.rank == 0,
-                agree=collective in ("gather", "reduce"))
+                agree=collective in ("gather", "gatherv", "reduce"))
         except CollopsError:
             return None
 
@@ -406,6 +409,8 @@ class FastPaths(PhaseGenerators):
         if collective == "barrier":
             return make_spec("barrier", self.size, np.uint8), None, (), False
         check_dtype(x.dtype, collective, "x", self.rank)  # what the general path checks
+        if collective in VECTOR_FAST:  # ``op``: the key of its counts (`vector_key`)
+            return vector_blocking_spec(self, collective, x, op, root)
         p, dt = self.size, x.dtype
         if collective in ("allreduce", "reduce", "scan", "exscan"):
             resolved = self._op(collective, op, dt)

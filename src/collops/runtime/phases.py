@@ -13,13 +13,15 @@ from .. import config as _cfg
 from ..algorithms.spec import CallSpec, make_spec, prefix
 from ..datatypes import dtype_from_token, dtype_token
 from ..errors import ArgumentError
-from .abandon import abandoned_header, abandoned_meta, give_up, raise_if_abandoned_meta
+from .abandon import abandoned_header, give_up, raise_if_abandoned_meta
 from .agreement import Agreed
+from .arguments import checked_displs, displaced_signature, rows_spanned
 from .commbase import CommBase, _own_rows, _row_size, _rows, _same_bytes
 from .engine import Execution
 from .envelope import (
     _DATA_AT,
     _ENVELOPE_DTYPE,
+    _NBYTES_AT,
     DIRECT_BCAST_INLINE,
     DIRECT_SCATTER_ENVELOPE,
     ENVELOPE,
@@ -31,6 +33,20 @@ from .envelope import (
     _blocks_view,
 )
 from .request import Phases, Request
+
+
+def _counts_fit(block: int, p: int) -> bool:
+    """Whether a scatterv envelope's ``block`` bytes hold the ``p`` ranks' counts after the
+    header (the same answer on every rank: the block's size and ``p`` are agreed)."""
+    return block - _DATA_AT >= 8 * p
+
+
+def _counting_head(head: np.ndarray, p: int) -> np.ndarray:
+    """``head`` (a header saying the data follows) saying its block holds ``p`` counts, so
+    the bound runners copy them (`_NBYTES_AT`: the bytes in use after the header)."""
+    counting = head.copy()
+    counting[_NBYTES_AT: _NBYTES_AT + 8] = np.array([8 * p], "<u8").view(np.uint8)
+    return counting
 
 
 class PhaseGenerators(CommBase):
@@ -51,9 +67,10 @@ class PhaseGenerators(CommBase):
                                          if collective == "bcast" else DIRECT_SCATTER_ENVELOPE))
         return ENVELOPE
 
-    def _scatter_block(self, algorithm: str | None) -> int:
-        """The bytes of each rank's block of a scatter envelope (header and inline data)."""
-        size = self._envelope_size("scatter", algorithm)
+    def _scatter_block(self, algorithm: str | None, collective: str = "scatter") -> int:
+        """The bytes of each rank's block of a scatter's (or scatterv's) envelope (header and
+        inline data)."""
+        size = self._envelope_size(collective, algorithm)
         if size > ENVELOPE:
             block = (size // self.size) & ~7
             if block >= _DATA_AT + 8:
@@ -187,39 +204,117 @@ class PhaseGenerators(CommBase):
         return got_dtype, got_trailing, [int(v) for v in meta[11:]]
 
     def _scatterv(self, call: str, x: Any, counts: Any, root: int, out: Any,
-                  algorithm: str | None, timeout: float | None, params: dict) -> Phases:
+                  algorithm: str | None, timeout: float | None, params: dict,
+                  displs: Any = None) -> Phases:
+        """Like `_scatter`: an envelope scattered from the root, one block of bytes per rank
+        holding that rank's header (dtype, its shape) and, when every rank's rows fit, the
+        rows — one phase. When they do not fit, each block holds the counts instead (when
+        they fit it; else they follow, a broadcast in phase 1), and the data follows.
+        ``displs`` (rows of the root's ``x``; significant at the root only, as in MPI) reach
+        only the root's schedule: the other ranks' parts depend on the counts alone."""
         root = self._check_root(call, root)
         timeout = self._timeout(timeout, call)
-        data = None
-        row_counts: list[int] = [0] * self.size
-        if self.rank == root:
-            try:  # a mistake only the root sees: its peers are told (`abandon`)
-                data = self._array(call, x)
-                row_counts = self._split_rows(call, data, counts)
-                self._out(call, out, (row_counts[self.rank], *data.shape[1:]), data.dtype)
-            except ArgumentError as exc:
-                n_extra = self.size if counts is not None else 1
-                meta = abandoned_meta(str(exc), 11 + n_extra)
-                return (yield from give_up(exc, lambda: self._execute(
-                    make_spec("bcast", self.size, np.int64, count=len(meta), root=root), meta,
-                    meta, self._reserve(), 0, None, {}, timeout,
-                    counts_signature=(call, "meta", n_extra), agree=True)))
-        seq = self._reserve()  # after the local checks: a call that raised took no number
-        dtype, trailing, got = yield from self._meta_bcast(
-            call, seq, 0, root, None if data is None else data.dtype,
-            () if data is None else data.shape[1:],
-            row_counts if counts is not None else row_counts[:1],
-            algorithm, timeout, params)
-        per_row = math.prod(trailing)
-        rows = got if counts is not None else got * self.size
-        elem_counts = [r * per_row for r in rows]
-        if counts is None:
-            spec = make_spec("scatter", self.size, dtype, count=elem_counts[0], root=root)
+        p, me = self.size, self.rank
+        block = self._scatter_block(algorithm, call)
+        spec0 = _bcast_spec(p, _ENVELOPE_DTYPE, block, root, "scatter")
+        signature = (call, "envelope")
+        if me != root:
+            seq = self._reserve()
+            env = np.empty(block, np.uint8)
+            yield self._execute(spec0, None, env, seq, 0, algorithm, params, timeout,
+                                counts_signature=signature, agree=True)
+            inline, dtype, shape, nbytes = _bcast_header(env)
+            if inline:
+                result = self._out(call, out, shape, dtype)
+                result.reshape(-1).view(np.uint8)[...] = env[_DATA_AT: _DATA_AT + nbytes]
+                return result.reshape(shape)
+            return (yield from self._scatterv_received(call, env, dtype, shape, out, root, seq,
+                                                       algorithm, params, timeout))
+        try:  # a mistake only the root sees: its peers are told (`abandon`)
+            data = self._array(call, x)
+            if displs is None:
+                rows = self._split_rows(call, data, counts)
+                row_displs = list(prefix(tuple(rows)))
+            else:
+                rows, row_displs = self._send_blocks(call, data, counts, displs)
+            trailing, dtype = data.shape[1:], data.dtype
+            sizes = [r * _row_size(data) * dtype.itemsize for r in rows]
+            inline = max(sizes) <= block - _DATA_AT
+            heads = [_bcast_head(dtype, (r, *trailing), inline) for r in rows]
+            if not inline and _counts_fit(block, p):  # a block holds the counts instead
+                heads = [None if h is None else _counting_head(h, p) for h in heads]
+            if any(head is None for head in heads):
+                raise ArgumentError(call, "x", data.shape, "at most 8 dimensions", me)
+            result = self._out(call, out, (rows[me], *trailing), dtype)
+        except ArgumentError as exc:
+            env = np.tile(abandoned_header(str(exc), block), p + 1)  # every rank's block
+            return (yield from give_up(exc, lambda: self._execute(
+                spec0, env[: p * block], env[p * block:], self._reserve(), 0, algorithm, params,
+                timeout, counts_signature=signature, agree=True)))
+        seq = self._reserve()
+        env = np.empty((p + 1) * block, np.uint8)
+        blocks = env[: p * block].reshape(p, block)
+        for j, (head, d, r) in enumerate(zip(heads, row_displs, rows, strict=True)):
+            assert head is not None  # checked above
+            blocks[j, :_DATA_AT] = head
+            if inline:
+                rows_j = np.ascontiguousarray(data[d: d + r]).reshape(-1)
+                blocks[j, _DATA_AT: _DATA_AT + sizes[j]] = rows_j.view(np.uint8)
+            elif _counts_fit(block, p):
+                blocks[j, _DATA_AT: _DATA_AT + 8 * p] = np.asarray(rows, "<i8").view(np.uint8)
+        yield self._execute(spec0, env[: p * block], env[p * block:], seq, 0, algorithm, params,
+                            timeout, counts_signature=signature, agree=True)
+        if inline:
+            result.reshape((rows[me], *trailing))[...] = data[row_displs[me]:
+                                                                row_displs[me] + rows[me]]
+            return result.reshape((rows[me], *trailing))
+        phase = 1
+        if not _counts_fit(block, p):
+            yield from self._meta_bcast(call, seq, 1, root, dtype, trailing, rows, None,
+                                        timeout, {})
+            phase = 2
+        if np.may_share_memory(result, data):
+            data = data.copy()
+        return (yield from self._scatterv_data(call, data, rows, row_displs, dtype, trailing,
+                                               result, root, seq, phase, algorithm, params,
+                                               timeout))
+
+    def _scatterv_received(self, call: str, env: np.ndarray, dtype: np.dtype,
+                           shape: tuple[int, ...], out: Any, root: int, seq: int,
+                           algorithm: str | None, params: dict, timeout: float | None
+                           ) -> Phases:
+        """The rest of a non-root's scatterv whose rows did not fit its envelope block
+        ``env``: the counts from the block (or from a broadcast of them), then the data."""
+        p = self.size
+        if _counts_fit(len(env), p):
+            rows = env[_DATA_AT: _DATA_AT + 8 * p].view("<i8").tolist()
+            trailing, phase = shape[1:], 1
         else:
-            spec = make_spec("scatterv", self.size, dtype, counts=elem_counts, root=root)
+            _, trailing, rows = yield from self._meta_bcast(
+                call, seq, 1, root, None, (), [0] * p, None, timeout, {})
+            phase = 2
+        return (yield from self._scatterv_data(call, None, rows, None, dtype, trailing, out,
+                                               root, seq, phase, algorithm, params, timeout))
+
+    def _scatterv_data(self, call: str, data: np.ndarray | None, rows: list[int],
+                       row_displs: list[int] | None, dtype: np.dtype, trailing: tuple[int, ...],
+                       out: Any, root: int, seq: int, phase: int, algorithm: str | None,
+                       params: dict, timeout: float | None) -> Phases:
+        """The data phase of a scatterv whose rows did not fit its envelope. A non-root's
+        wrong ``out`` is reported after taking part, so the others are not left waiting."""
+        per_row = math.prod(trailing)
         shape = (rows[self.rank], *trailing)
-        result = self._out(call, out, shape, dtype)
-        yield self._execute(spec, data, result, seq, 1, algorithm, params, timeout)
+        error: ArgumentError | None = None
+        try:
+            result = self._out(call, out, shape, dtype)
+        except ArgumentError as exc:
+            error, result = exc, np.empty(shape, dtype)
+        spec = make_spec("scatterv", self.size, dtype, counts=[r * per_row for r in rows],
+                         root=root, displs=None if row_displs is None
+                         else [d * per_row for d in row_displs])
+        yield self._execute(spec, data, result, seq, phase, algorithm, params, timeout)
+        if error is not None:
+            raise error
         return result.reshape(shape)
 
     def _scatter(self, x: Any, root: int, out: Any, algorithm: str | None,
@@ -306,7 +401,11 @@ class PhaseGenerators(CommBase):
         return result.reshape(self.size, len(mine))
 
     def _gatherv(self, call: str, x: Any, root: int | None, counts: Any, vector: bool,
-                 out: Any, algorithm: str | None, timeout: float | None, params: dict) -> Phases:
+                 out: Any, algorithm: str | None, timeout: float | None, params: dict,
+                 displs: Any = None) -> Phases:
+        """One phase, after one that exchanges the counts where they were not given;
+        ``displs`` (rows of the result; significant where a rank receives) place the blocks,
+        which must not overlap, and a new result holds zeros between them."""
         collective = ("all" if root is None else "") + ("gatherv" if vector else "gather")
         if root is not None:
             root = self._check_root(call, root)
@@ -317,6 +416,8 @@ class PhaseGenerators(CommBase):
         per_row = _row_size(data)
         trailing = data.shape[1:] if data.ndim else ()
         phase = 0
+        if displs is not None and (root is None or self.rank == root):  # before any message
+            checked_displs(call, "displs", displs, [0] * self.size, self.rank, False)
         if vector and counts is None:
             seq = self._reserve()
             got = yield from self._allgather_ints(call, [rows, per_row], seq, 0, timeout)
@@ -342,23 +443,32 @@ class PhaseGenerators(CommBase):
                              root=root or 0)
         total_rows = sum(row_counts)
         receives = root is None or self.rank == root
+        row_displs = None
+        if displs is not None and receives:
+            row_displs = checked_displs(call, "displs", displs, row_counts, self.rank, True)
+            total_rows = rows_spanned(row_displs, row_counts)
+            spec = spec.with_(displs=tuple(d * per_row for d in row_displs))
         if data.ndim == 0:
-            shape: tuple[int, ...] = (self.size,)
+            shape: tuple[int, ...] = (total_rows,)
         else:
             shape = (total_rows, *trailing)
-        result = self._out(call, out, shape, data.dtype) if receives else None
+        result = self._out(call, out, shape, data.dtype,
+                           zeros=row_displs is not None) if receives else None
         if result is not None and np.shares_memory(result, data) and not _same_bytes(
-                data, _own_rows(result, row_counts, self.rank)):
+                data, _own_rows(result, total_rows, row_counts, self.rank, row_displs)):
             data = data.copy()  # only x exactly its own block of out is in place (MPI_IN_PLACE)
         if seq < 0:
             seq = self._reserve()
         yield self._execute(spec, data, result, seq, phase, algorithm, params, timeout,
-                            agree=root is not None)
+                            counts_signature=displaced_signature(spec), agree=root is not None)
         return None if result is None else result.reshape(shape)
 
     def _alltoallv(self, call: str, x: Any, sendcounts: Any, sdispls: Any, recvcounts: Any,
                    vector: bool, out: Any, algorithm: str | None, timeout: float | None,
-                   params: dict) -> Phases:
+                   params: dict, rdispls: Any = None) -> Phases:
+        """One phase, after one that exchanges the counts when ``recvcounts`` is None; send
+        blocks at ``sdispls`` (rows of ``x``) may overlap, received ones at ``rdispls`` (rows
+        of the result; a new result holds zeros between them) may not."""
         timeout = self._timeout(timeout, call)
         data = self._array(call, x)
         if data.ndim == 0:
@@ -376,18 +486,18 @@ class PhaseGenerators(CommBase):
             rcounts = list(scounts)
             sdis = prefix(tuple(scounts))
         else:
-            scounts = self._counts(call, "sendcounts", sendcounts)
             if sdispls is None:
+                scounts = self._counts(call, "sendcounts", sendcounts)
                 sdis = prefix(tuple(scounts))
+                if sum(scounts) > data.shape[0]:
+                    raise ArgumentError(call, "sendcounts", sendcounts, f"sum {sum(scounts)} "
+                                        f"is more than the {data.shape[0]} rows of x", self.rank)
             else:
-                sdis = tuple(self._counts(call, "sdispls", sdispls))
-            if sdispls is None and sum(scounts) > data.shape[0]:
-                raise ArgumentError(call, "sendcounts", sendcounts, f"sum {sum(scounts)} is "
-                                    f"more than the {data.shape[0]} rows of x", self.rank)
-            for j, (d, c) in enumerate(zip(sdis, scounts, strict=True)):
-                if c and d + c > data.shape[0]:
-                    raise ArgumentError(call, "sdispls", sdispls, f"segment {j} [{d}:{d + c}] "
-                                        f"runs past the {data.shape[0]} rows of x", self.rank)
+                scounts, sent_from = self._send_blocks(call, data, sendcounts, sdispls,
+                                                       ("sendcounts", "sdispls"))
+                sdis = tuple(sent_from)
+            if rdispls is not None:  # checked before any message; overlaps once counts known
+                checked_displs(call, "rdispls", rdispls, [0] * self.size, self.rank, False)
             if recvcounts is None:
                 mine = np.asarray(scounts, np.int64)
                 got = np.empty(self.size, np.int64)
@@ -404,13 +514,16 @@ class PhaseGenerators(CommBase):
                     raise ArgumentError(call, "recvcounts", recvcounts, f"recvcounts[{me}]="
                                         f"{rcounts[me]} differs from sendcounts[{me}]="
                                         f"{scounts[me]} (this rank's block to itself)", me)
+        rdis = None if not vector or rdispls is None else checked_displs(
+            call, "rdispls", rdispls, rcounts, self.rank, True)
         spec = make_spec(
             "alltoallv" if vector else "alltoall", self.size, data.dtype,
             count=scounts[0] * per_row if not vector else 0,
             sendcounts=[c * per_row for c in scounts], sdispls=[d * per_row for d in sdis],
-            recvcounts=[c * per_row for c in rcounts])
-        shape = (sum(rcounts), *trailing)
-        result = self._out(call, out, shape, data.dtype)
+            recvcounts=[c * per_row for c in rcounts],
+            rdispls=None if rdis is None else [d * per_row for d in rdis])
+        shape = (sum(rcounts) if rdis is None else rows_spanned(rdis, rcounts), *trailing)
+        result = self._out(call, out, shape, data.dtype, zeros=rdis is not None)
         if np.shares_memory(result, data):
             data = data.copy()
         signature = ("v", per_row) if vector else (scounts[0] * per_row,)

@@ -40,6 +40,7 @@ from ..errors import ScheduleError
 from ..ops import compiled_kernel, use_compiled_kernels
 from ..schedule import Schedule
 from ..transport.tags import call_tag
+from . import direct_vector as vector
 from .direct_area import (
     DirectArea,
     call_number,
@@ -66,7 +67,7 @@ NAME = "shm_direct"
 IN_PLACE = frozenset({"allreduce", "reduce"})
 RESOURCE = "shm_direct"
 SUPPORTED = ("barrier", "bcast", "scatter", "gather", "allgather", "alltoall", "reduce",
-             "allreduce", "reduce_scatter_block", "scan", "exscan")
+             "allreduce", "reduce_scatter_block", "scan", "exscan", *vector.SUPPORTED)
 #: the transport component that runs it
 TRANSPORTS = ("shm",)
 
@@ -98,6 +99,8 @@ def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedu
 def contribution_bytes(spec: CallSpec) -> int:
     """Bytes one rank writes into its slot (the largest over the ranks)."""
     c, n = spec.collective, spec.count * spec.itemsize
+    if c in vector.REGULAR:
+        return vector.contribution_bytes(spec)
     if c == "barrier":
         return 0
     if c in ("scatter", "alltoall", "reduce_scatter_block"):
@@ -114,7 +117,9 @@ def direct_cost(spec: CallSpec, model: CostModel) -> float:
     and folds count half: they are one copy (a message's bytes are copied in and out) and run
     in C.
     """
-    c, n, p = spec.collective, spec.count * spec.itemsize, spec.size
+    c, n, p = vector.regular(spec.collective), contribution_bytes(spec), spec.size
+    if c in ("scatter", "alltoall", "reduce_scatter_block"):
+        n //= max(p, 1)  # what one rank reads of a whole-buffer contribution
     reads = {"bcast": n, "scatter": n, "gather": n * (p - 1), "reduce": n * (p - 1),
              "scan": n * (p - 1) / 2, "exscan": n * (p - 1) / 2}.get(c, n * (p - 1))
     reduced = reads if spec.op is not None else 0
@@ -124,7 +129,7 @@ def direct_cost(spec: CallSpec, model: CostModel) -> float:
 # -- what each rank writes, waits for and reads ------------------------------------------------
 def _awaits(spec: CallSpec, rank: int) -> list[int]:
     """The members whose slot ``rank`` reads (itself included where it reads its own)."""
-    c, p = spec.collective, spec.size
+    c, p = vector.regular(spec.collective), spec.size
     if c in ("bcast", "scatter"):
         return [] if rank == spec.root else [spec.root]
     if c in ("gather", "reduce"):
@@ -159,23 +164,30 @@ def _confirms(spec: CallSpec, rank: int) -> bool:
     so no slot is taken out of call order (a reader's call may start after its later calls);
     they say they found the call before they copy it (`_announces`), so the root does not
     wait for their copies."""
-    return spec.collective in ("bcast", "scatter") and rank == spec.root and spec.size > 1
+    return (vector.regular(spec.collective) in ("bcast", "scatter") and rank == spec.root
+            and spec.size > 1)
 
 
 def _announces(spec: CallSpec, rank: int) -> bool:
     """Whether ``rank`` reads the slot of a root that confirms (`_confirms`): it marks its
     acknowledgement word `ARRIVED` once it finds the call, before it copies."""
-    return spec.collective in ("bcast", "scatter") and rank != spec.root
+    return vector.regular(spec.collective) in ("bcast", "scatter") and rank != spec.root
 
 
 def _slot_bytes(spec: CallSpec, rank: int) -> int:
     """The bytes ``rank`` copies into its slot for a call of ``spec``."""
-    return contribution_bytes(spec) if _publishes(spec, rank) else 0
+    if not _publishes(spec, rank):
+        return 0
+    if spec.collective in vector.REGULAR:
+        return vector.own_bytes(spec, rank)
+    return contribution_bytes(spec)
 
 
 def _write(area: DirectArea, spec: CallSpec, slot: int, send: np.ndarray | None) -> None:
     nbytes = _slot_bytes(spec, area.index)
     if send is not None and nbytes:
+        if spec.collective == "scatterv" and not vector.packed(spec):
+            send = vector.pack(spec, send.reshape(-1))
         area.slots[area.index][slot][:nbytes] = send.reshape(-1).view(np.uint8)[:nbytes]
 
 
@@ -183,8 +195,9 @@ def _write(area: DirectArea, spec: CallSpec, slot: int, send: np.ndarray | None)
 def call_fingerprint(spec: CallSpec, name: str = NAME) -> int:
     """The fingerprint of a call through the direct areas by algorithm ``name``, from what
     every rank agrees on."""
+    counts = spec.counts if spec.collective in vector.REGULAR else spec.count
     return fp.fingerprint(spec.collective, name, spec.root, spec.dtype,
-                          (spec.count, spec.op.name if spec.op else None), spec.op)
+                          (counts, spec.op.name if spec.op else None), spec.op)
 
 
 class DirectExecution(AreaExecution):
@@ -380,9 +393,12 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
     if _direct is None or not config.settings.compiled:
         return None
     spec = call.spec
-    rank, c, n, dt, p = call.rank, spec.collective, spec.count, spec.dtype, spec.size
+    if spec.collective == "scatterv" and call.rank == spec.root and not vector.packed(spec):
+        return None  # its blocks are packed into its slot in Python (`_write`)
+    rank, c, dt, p = call.rank, spec.collective, spec.dtype, spec.size
     others = _waits_for(spec, rank)
     plan, size = read_plan(spec, rank), dt.itemsize
+    n = plan.count
     op_code = dt_code = 0
     if plan.kind == "reduce":
         kernel = compiled_kernel(spec.op, dt)  # the fold's kernel is chosen in `ops`
@@ -436,7 +452,8 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
         local_words=local_words,
         sleeper_words=[transport.sleeping_word(r) for r in sleepers], sleeper_ranks=sleepers,
         read_kind=kind, src=src, dst=[d * size for d in plan.dst],
-        len=[n * size] * len(plan.dst), self_copy=(plan.self_from * size, 0, n * size),
+        len=[m * size for m in plan.piece_lengths()], self_copy=(plan.self_from * size, 0,
+                                                                 n * size),
         count=n, op=op_code, dtype=dt_code,
         spin_seconds=area.ladder.compiled_spin, yield_seconds=area.ladder.yield_seconds,
         hand_over_core=area.oversubscribed,
@@ -500,9 +517,10 @@ class ReadPlan:
     """What one rank takes from the members' slots once they hold a call: the one
     description both the Python reader (`_reader`) and the compiled runner are built from.
 
-    ``kind``: "none"; "copy" (``count`` items at byte ``offset`` of each member's slot into
-    ``recv`` at item ``dst[i]``); "self" (``count`` items of ``send`` from item ``self_from``
-    into ``recv``, unless they are one buffer); "reduce" (the members' ``count`` items at
+    ``kind``: "none"; "copy" (``count`` items — ``lengths[i]`` for member i where given — at
+    byte ``offset`` of each member's slot into ``recv`` at item ``dst[i]``); "self"
+    (``count`` items of ``send`` from item ``self_from`` into ``recv``, unless they are one
+    buffer); "reduce" (the members' ``count`` items at
     byte ``offset`` folded in the order of ``members`` into ``recv``).
     """
 
@@ -512,6 +530,11 @@ class ReadPlan:
     dst: tuple[int, ...] = ()
     count: int = 0
     self_from: int = 0
+    lengths: tuple[int, ...] = ()
+
+    def piece_lengths(self) -> tuple[int, ...]:
+        """Items copied from each member's slot (a "copy")."""
+        return self.lengths or (self.count,) * len(self.dst)
 
 
 def read_plan(spec: CallSpec, rank: int) -> ReadPlan:
@@ -519,6 +542,8 @@ def read_plan(spec: CallSpec, rank: int) -> ReadPlan:
     c, n, p = spec.collective, spec.count, spec.size
     block = rank * n * spec.itemsize  # this rank's block in a whole-buffer contribution
     awaits = _awaits(spec, rank)
+    if c in vector.REGULAR:
+        return vector.read_plan(spec, rank, awaits, ReadPlan)  # type: ignore[no-any-return]
     if c == "barrier" or (not awaits and c not in ("bcast", "scatter")):
         return ReadPlan("none")
     if c in REDUCING_DIRECT:
@@ -537,7 +562,10 @@ def _reader(area: DirectArea, spec: CallSpec, rank: int) -> Reader:
     ``recv``; folds by `Op.combine_into`), every view prepared here."""
     plan, dt, slots = read_plan(spec, rank), spec.dtype, range(DIRECT_SLOTS)
     n = plan.count
-    views = [[area.view(j, i, dt, n, plan.offset) for j in plan.members] for i in slots]
+    lengths = plan.piece_lengths() if plan.kind == "copy" else (n,) * len(plan.members)
+    views = [[area.view(j, i, dt, m, plan.offset) for j, m in zip(plan.members, lengths,
+                                                                   strict=True)]
+             for i in slots]
     if plan.kind == "none":
         return _nothing
     if plan.kind == "reduce":
@@ -554,7 +582,7 @@ def _reader(area: DirectArea, spec: CallSpec, rank: int) -> Reader:
                 combine(recv, recv, v)
         return reduce_all
     if plan.kind == "copy":
-        places = [slice(d, d + n) for d in plan.dst]
+        places = [slice(d, d + m) for d, m in zip(plan.dst, lengths, strict=True)]
 
         def copy(slot: int, send: Any, recv: Any) -> None:
             for place, v in zip(places, views[slot], strict=True):
