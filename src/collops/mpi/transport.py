@@ -62,6 +62,7 @@ from ..algorithms.fingerprint import describe
 from ..errors import PeerFailed, TransportError
 from ..transport.base import Capabilities, Handle, Transport
 from ..transport.tags import call_of_tag_base
+from .board import Board
 from .liveness import BlockingGuard, NodePeers, pids_on_node
 
 #: the one MPI tag all collops point-to-point messages use
@@ -134,11 +135,18 @@ class MpiTransport(Transport):
         #: requests of MPI collectives in flight, whose completion wakes `wait_for_activity`,
         #: with the ranks (of ``comm``) taking part
         self._watched: list[tuple[Any, tuple[int, ...]]] = []
+        #: calls waiting for the other ranks' entries on a `Board`, whose ``ready()`` ends a
+        #: `wait_for_activity`
+        self._wakers: list[Any] = []
         self._closed = False
+        #: the thread watching this rank's blocking MPI calls (`blocking.Watchdog`)
+        self._watchdog: Any = None
         self._collective_base = _returning_errors(MPI, base.Dup())
         self._pools: dict[tuple[tuple[int, ...], int], list[Any]] = {
             (tuple(range(self.size)), 0):
                 [self._collective_base.Dup() for _ in range(COLLECTIVE_SLOTS)]}
+        #: each pool's fingerprint board (None: its ranks span nodes), see `board`
+        self._boards = {key: Board.for_comm(MPI, pool[0]) for key, pool in self._pools.items()}
         self._peers = NodePeers({})
         nodes, cpus_here = self._nodes()
         self._capabilities = Capabilities("mpi", nodes, resources=frozenset({"mpi"}))
@@ -299,6 +307,8 @@ class MpiTransport(Transport):
                 return
             if self._watched and self._watched_done():
                 return
+            if self._wakers and any(w.ready() for w in self._wakers):
+                return
             now = time.monotonic()
             if end is not None and now >= end:
                 return
@@ -363,8 +373,10 @@ class MpiTransport(Transport):
             members = base.Get_group().Incl(list(group))
             try:
                 with self.blocking("MPI_Comm_create_group"):
-                    first = base.Create_group(members, context & 0x7FFF)
+                    first = _returning_errors(self._MPI,
+                                              base.Create_group(members, context & 0x7FFF))
                     pool = [first] + [first.Dup() for _ in range(COLLECTIVE_SLOTS - 1)]
+                    self._boards[key] = Board.for_comm(self._MPI, first)
             except self._MPI.Exception as exc:
                 raise mpi_error(self.rank, f"making an MPI communicator over ranks "
                                 f"{list(group)}", exc) from exc
@@ -372,6 +384,11 @@ class MpiTransport(Transport):
                 members.Free()
             self._pools[key] = pool
         return pool[slot % len(pool)]
+
+    def board(self, group: tuple[int, ...], context: int) -> Board | None:
+        """The fingerprint board of ``collective_comm``'s pool over ``group`` (made with it;
+        None when its ranks span nodes or there is one)."""
+        return self._boards.get((group, context))
 
     def watch(self, request: Any, group: tuple[int, ...] = ()) -> None:
         """Let ``request``'s completion end a `wait_for_activity`; ``group``: the ranks whose

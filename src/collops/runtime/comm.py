@@ -321,7 +321,7 @@ class Comm(FastPaths):
         colour = 0 if color is None else checked_int("split", "color", color, self.rank)
         mine = [flag, colour, checked_int("split", "key", key, self.rank), self._contexts.next]
         seq = self._reserve()
-        table = Request(self, self._allgather_ints("split", mine, seq, 0, None)).wait()
+        table = Request(self, self._allgather_ints("split", mine, seq, 0, None), True).wait()
         context = int(table[:, 3].max())
         self._contexts.next = context + 1
         if color is None:
@@ -351,7 +351,7 @@ class Comm(FastPaths):
             yield self._execute(spec, send, recv, seq, 0, None, {}, None,
                                 counts_signature=signature)
 
-        Request(self, one()).wait()
+        Request(self, one(), True).wait()
 
     # -- objects -----------------------------------------------------------------------------
     def bcast_object(self, obj: Any, root: int = 0) -> Any:
