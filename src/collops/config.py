@@ -33,6 +33,10 @@ setting                   environment variable                 meaning
 ``sleep_slice``           ``COLLOPS_SLEEP_SLICE``              then sleep on a futex at most
                                                                this long between checks for
                                                                failures and timeouts, 0.05
+``ranks_per_node``        ``COLLOPS_RANKS_PER_NODE``           MPI: take ranks ``k*n`` to
+                                                               ``k*n+n-1`` for one node (to
+                                                               test node-aware algorithms on
+                                                               one machine); default: MPI's
 algorithm overrides       ``COLLOPS_<COLLECTIVE>_ALGORITHM``   e.g. ``ring`` for ALLREDUCE
 ========================  ===================================  =============================
 
@@ -87,6 +91,8 @@ class Settings:
     spin_seconds: float = 20e-6
     yield_seconds: float = 1e-3
     sleep_slice: float = 0.05
+    #: MPI: ranks per "node" in place of MPI's shared-memory split (None: MPI's)
+    ranks_per_node: int | None = None
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -113,12 +119,23 @@ class Settings:
             spin_seconds=_seconds(env, "COLLOPS_SPIN_SECONDS", cls.spin_seconds),
             yield_seconds=_seconds(env, "COLLOPS_YIELD_SECONDS", cls.yield_seconds),
             sleep_slice=_seconds(env, "COLLOPS_SLEEP_SLICE", cls.sleep_slice),
+            ranks_per_node=_count(env, "COLLOPS_RANKS_PER_NODE"),
         )
 
 
 def _flag(value: str) -> bool:
     """An on/off variable's value: off for 0, no, false, off."""
     return value.strip().lower() not in ("0", "no", "false", "off")
+
+
+def _count(env: dict[str, str], name: str) -> int | None:
+    """A positive whole number from ``env[name]`` (None when unset or empty)."""
+    text = env.get(name, "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) <= 0:
+        raise ValueError(f"{name} must be a positive whole number, not {text!r}")
+    return int(text)
 
 
 def _bytes(env: dict[str, str], name: str) -> int | None:

@@ -5,6 +5,7 @@ collectives (`native`), registered here when collops is imported. Importing it n
 imports mpi4py nor initialises MPI: both happen when an MPI transport is made.
 """
 
-from . import native
+from . import hier, native
 
 native.register()
+hier.register()

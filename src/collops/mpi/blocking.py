@@ -40,14 +40,17 @@ from ..transport.stall import report, watch_of
 from .board import Board, call_key, raise_mismatch
 from .liveness import GUARD_INTERVAL
 from .native import (
-    NAME,
-    cached_operation,
+    MPI_NATIVE,
+    Flavour,
     call_fingerprint,
     earlier_execution,
     in_place,
     mpi_function,
 )
 from .transport import COLLECTIVE_SLOTS, MpiTransport, mpi_error
+
+#: the algorithm stall reports name for this module's waits (`runtime.stall` reads it)
+NAME = MPI_NATIVE.name
 
 
 class Watchdog:
@@ -92,10 +95,10 @@ class Watchdog:
 class BlockingCall:
     """The blocking runner of one ``mpi_native`` call signature (`bind`)."""
 
-    def __init__(self, call: NativeCall) -> None:
+    def __init__(self, call: NativeCall, flavour: Flavour = MPI_NATIVE) -> None:
         transport, spec = call.transport, call.spec
         if not isinstance(transport, MpiTransport):
-            raise ScheduleError(f"{spec.collective}[{NAME}] needs the MPI transport, not "
+            raise ScheduleError(f"{spec.collective}[{flavour.name}] needs the MPI transport, not "
                                 f"{call.transport_name}")
         self.transport, self.spec, self.rank, self.native = transport, spec, call.rank, call
         self.collective = spec.collective
@@ -106,10 +109,10 @@ class BlockingCall:
         self.board: Board | None = transport.board(call.group, call.context) if check else None
         #: a communicator spanning nodes agrees on the fingerprint through MPI first
         self.agree_first = check and self.board is None
-        self.fingerprint = call_fingerprint(spec)
+        self.fingerprint = call_fingerprint(spec, flavour.name)
         self.others = tuple(r for r in range(spec.size) if r != call.rank)
-        self.operation = cached_operation(MPI, spec, call.rank, True)
-        self.what = f"{spec.collective}[{NAME}]"
+        self.operation = flavour.operation(MPI, call, True)
+        self.what = f"{spec.collective}[{flavour.name}]"
         self.checked = f"{self.what}, checked before {mpi_function(spec.collective)}"
         self.watchdog = Watchdog.of(transport) if transport._peers.pids or \
             config.settings.stall_report is not None else None
@@ -291,10 +294,11 @@ class BlockingCall:
         return result.reshape(out_shape)
 
 
-def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None) -> Any:
+def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None,
+         flavour: Flavour = MPI_NATIVE) -> Any:
     """The blocking runner of ``call``'s signature (`NativeAlgorithm.bind`): whole calls for
     the single-phase collectives, phases for bcast's and scatter's envelopes and data."""
-    runner = BlockingCall(call)
+    runner = BlockingCall(call, flavour)
     return runner if call.spec.collective in ("bcast", "scatter", "scatterv") \
         else runner.__call__
 

@@ -38,7 +38,9 @@ flight and whatever order they are waited in (`_earlier_holder`).
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -270,6 +272,23 @@ _REDUCING = frozenset({"reduce", "allreduce", "reduce_scatter", "reduce_scatter_
 _OPERATIONS: dict[tuple[CallSpec, int, bool], Operation] = {}
 
 
+@dataclass(frozen=True)
+class Flavour:
+    """A kind of MPI-library collective: its algorithm's name (in fingerprints and errors)
+    and ``operation(MPI, call, blocking)``, the `Operation` running a call of its signature
+    (non-blocking, it returns MPI's request, or a list of steps that each start one)."""
+
+    name: str
+    operation: Callable[[Any, NativeCall, bool], Operation]
+
+
+def _native_operation(MPI: Any, call: NativeCall, blocking: bool) -> Operation:
+    return cached_operation(MPI, call.spec, call.rank, blocking)
+
+
+MPI_NATIVE = Flavour(NAME, _native_operation)
+
+
 def cached_operation(MPI: Any, spec: CallSpec, rank: int, blocking: bool) -> Operation:
     """`mpi_operation`, made once per signature."""
     key = (spec, rank, blocking)
@@ -281,11 +300,11 @@ def cached_operation(MPI: Any, spec: CallSpec, rank: int, blocking: bool) -> Ope
     return operation
 
 
-def call_fingerprint(spec: CallSpec) -> int:
-    """The fingerprint of a native call, from what every rank agrees on."""
+def call_fingerprint(spec: CallSpec, name: str = NAME) -> int:
+    """The fingerprint of a call of algorithm ``name``, from what every rank agrees on."""
     agreed = rank_independent(spec)
     signature = (agreed.count, agreed.counts, spec.op.name if spec.op else None)
-    return fp.fingerprint(spec.collective, NAME, spec.root, spec.dtype, signature, spec.op)
+    return fp.fingerprint(spec.collective, name, spec.root, spec.dtype, signature, spec.op)
 
 
 class NativeExecution:
@@ -299,12 +318,13 @@ class NativeExecution:
     __slots__ = ("transport", "mc", "spec", "rank", "send", "recv", "request", "left",
                  "deadline", "timeout", "fingerprint", "agreement", "check", "call", "seq",
                  "context", "waiting_for", "failed", "board", "key", "posted",
-                 "waking")
+                 "waking", "flavour", "steps", "what")
 
     def __init__(self, transport: MpiTransport, mc: Any, spec: CallSpec, rank: int,
                  send: np.ndarray | None, recv: np.ndarray | None, check: bool,
                  timeout: float | None, call: NativeCall | None = None, seq: int = 0,
-                 phase: int = 0, board: Board | None = None) -> None:
+                 phase: int = 0, board: Board | None = None,
+                 flavour: Flavour = MPI_NATIVE) -> None:
         self.transport = transport
         self.mc = mc
         self.spec = spec
@@ -314,7 +334,11 @@ class NativeExecution:
         self.left = 1
         self.timeout = timeout
         self.deadline = None if timeout is None else time.monotonic() + timeout
-        self.fingerprint = call_fingerprint(spec)
+        self.flavour = flavour
+        self.what = f"{spec.collective}[{flavour.name}]"
+        self.fingerprint = call_fingerprint(spec, flavour.name)
+        #: the steps of a call that runs MPI operations one after the other (``hier``)
+        self.steps: deque[Any] = deque()
         self.agreement: np.ndarray | None = None
         #: where this node's ranks post their calls: no agreement through MPI then
         self.board = board if check else None
@@ -344,7 +368,7 @@ class NativeExecution:
             self.transport.unwatch(self.request)
         step = "agreeing on the call" if self.agreement is not None else \
             mpi_function(self.spec.collective)
-        return mpi_error(self.rank, f"{self.spec.collective}[{NAME}] call #{self.seq} ({step})",
+        return mpi_error(self.rank, f"{self.what} call #{self.seq} ({step})",
                          exc)
 
     def _begin(self) -> bool:
@@ -364,7 +388,7 @@ class NativeExecution:
             posted, mismatch = board.compare(self.key, self.fingerprint, others)
             if mismatch is not None:
                 raise_mismatch(mismatch, self.rank, self.key, self.fingerprint,
-                               f"{self.spec.collective}[{NAME}], checked before "
+                               f"{self.what}, checked before "
                                f"{mpi_function(self.spec.collective)}")
             if not posted:
                 if not self.waking:
@@ -398,9 +422,26 @@ class NativeExecution:
         self.transport.watch(self.request, () if self.call is None else self.call.group)
 
     def _post(self) -> Any:
+        """Start MPI's operation (the first of several, for a call made of steps)."""
         MPI = self.transport._MPI
-        operation = cached_operation(MPI, self.spec, self.rank, False)
-        return operation(self.mc, in_place(MPI, self.send, self.recv), self.recv)
+        if self.flavour is MPI_NATIVE:
+            operation = cached_operation(MPI, self.spec, self.rank, False)
+        else:
+            assert self.call is not None
+            operation = self.flavour.operation(MPI, self.call, False)
+        got = operation(self.mc, in_place(MPI, self.send, self.recv), self.recv)
+        if not isinstance(got, list):
+            return got
+        self.steps.extend(got)
+        return self._next_step()
+
+    def _next_step(self) -> Any:
+        """Start the next step that needs MPI (local steps run at once); None: none left."""
+        while self.steps:
+            request = self.steps.popleft()()
+            if request is not None:
+                return request
+        return None
 
     def poll(self) -> bool:
         """Advance without blocking; True once MPI's collective has completed."""
@@ -408,11 +449,16 @@ class NativeExecution:
             return True
         try:
             if self.request is not None or self._begin():
-                while self.request.Test():
-                    self.transport.unwatch(self.request)
+                while self.request is None or self.request.Test():
+                    if self.request is not None:
+                        self.transport.unwatch(self.request)
                     if self.agreement is None:
-                        self.left = 0
-                        return True
+                        self.request = self._next_step()
+                        if self.request is None:
+                            self.left = 0
+                            return True
+                        self._watch()
+                        continue
                     self._agree(self.agreement)
                     self.agreement = None
                     self.request = self._post()
@@ -436,7 +482,7 @@ class NativeExecution:
         other = highest if highest != self.fingerprint else lowest
         raise CollectiveMismatch(
             f"rank {self.rank}: {fp.mismatch(self.fingerprint, other, 'another rank')} "
-            f"({self.spec.collective}[{NAME}], checked "
+            f"({self.what}, checked "
             f"before {mpi_function(self.spec.collective)})")
 
     def timeout_error(self) -> CollectiveTimeout:
@@ -452,13 +498,13 @@ class NativeExecution:
         else:
             where = f"in MPI's non-blocking {mpi_function(self.spec.collective)}"
         return CollectiveTimeout(
-            f"rank {self.rank}: {self.spec.collective}[{NAME}] did not complete within "
+            f"rank {self.rank}: {self.what} did not complete within "
             f"{self.timeout} s; waiting {where} over {self.spec.size} ranks (MPI does not say "
             "which ranks it has not heard from)")
 
 
 def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, seq: int,
-          phase: int, timeout: float | None) -> NativeExecution:
+          phase: int, timeout: float | None, flavour: Flavour = MPI_NATIVE) -> NativeExecution:
     """Start ``call`` (its number ``seq``) with MPI's own collective.
 
     ``timeout`` is already resolved by the caller (the call's, else the communicator's, else
@@ -466,14 +512,14 @@ def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, se
     """
     transport, spec = call.transport, call.spec
     if not isinstance(transport, MpiTransport):
-        raise ScheduleError(f"{spec.collective}[{NAME}] needs the MPI transport, not "
+        raise ScheduleError(f"{spec.collective}[{flavour.name}] needs the MPI transport, not "
                             f"{call.transport_name}")
     # every operation of the call on one MPI communicator, started in the call's order; a
     # call waits for the earlier calls sharing that communicator (see the module's "Ordering")
     mc = transport.collective_comm(call.group, call.context, seq % COLLECTIVE_SLOTS)
     return NativeExecution(transport, mc, spec, call.rank, send, recv,
                            bool(call.params.get("check", 1)), timeout, call, seq, phase,
-                           transport.board(call.group, call.context))
+                           transport.board(call.group, call.context), flavour)
 
 
 # -- ordering: which earlier call still holds an MPI communicator -------------------------------

@@ -139,6 +139,8 @@ class MpiTransport(Transport):
         #: `wait_for_activity`
         self._wakers: list[Any] = []
         self._closed = False
+        #: ``hier``'s communicators under each of `collective_comm`'s (by its id)
+        self._hier: dict[int, tuple[Any, Any]] = {}
         #: the thread watching this rank's blocking MPI calls (`blocking.Watchdog`)
         self._watchdog: Any = None
         self._collective_base = _returning_errors(MPI, base.Dup())
@@ -176,7 +178,11 @@ class MpiTransport(Transport):
         shared.Free()
         leaders = self.comm.allgather(leader)
         number = {lead: i for i, lead in enumerate(sorted(set(leaders)))}
-        return tuple(number[lead] for lead in leaders), len(set().union(*masks))
+        cpus = len(set().union(*masks))
+        per_node = config.settings.ranks_per_node
+        if per_node is not None:  # "nodes" on one machine, for node-aware algorithms' tests
+            return tuple(r // per_node for r in range(self.size)), cpus
+        return tuple(number[lead] for lead in leaders), cpus
 
     # -- sending -----------------------------------------------------------------------------
     def unexpected_for_call(self, value: int, shift: int) -> tuple[int, int] | None:
@@ -384,6 +390,21 @@ class MpiTransport(Transport):
                 members.Free()
             self._pools[key] = pool
         return pool[slot % len(pool)]
+
+    def hier_comms(self, mc: Any, node: int, leader: bool) -> tuple[Any, Any]:
+        """The MPI communicators of ``hier``'s phases under ``mc`` (one of `collective_comm`'s):
+        this rank's node's, and the node leaders' (None off the leaders). Made by
+        ``MPI_Comm_split`` on their first use, at the same point of ``mc``'s calls on every
+        rank (a call's operations start in order on its MPI communicator)."""
+        got = self._hier.get(id(mc))
+        if got is None:
+            MPI = self._MPI
+            rank = mc.Get_rank()
+            node_comm = _returning_errors(MPI, mc.Split(node, rank))
+            leaders = mc.Split(0 if leader else MPI.UNDEFINED, rank)
+            got = self._hier[id(mc)] = (
+                node_comm, None if leaders == MPI.COMM_NULL else _returning_errors(MPI, leaders))
+        return got
 
     def board(self, group: tuple[int, ...], context: int) -> Board | None:
         """The fingerprint board of ``collective_comm``'s pool over ``group`` (made with it;
