@@ -25,6 +25,7 @@ other, so the choice must not depend on anything that differs between ranks.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -47,7 +48,7 @@ from .native import (
     in_place,
     mpi_function,
 )
-from .transport import COLLECTIVE_SLOTS, MpiTransport, mpi_error
+from .transport import COLLECTIVE_SLOTS, MAX_SLEEP, MpiTransport, mpi_error
 
 #: the algorithm stall reports name for this module's waits (`runtime.stall` reads it)
 NAME = MPI_NATIVE.name
@@ -179,7 +180,10 @@ class BlockingCall:
                 transport = self.transport
                 transport._wakers.append(wait)
                 try:
-                    self.native.progress.wait(wait)
+                    if self.native.progress.active:  # drive the calls in flight meanwhile
+                        self.native.progress.wait(wait)
+                    else:
+                        self._await_alone(wait)
                 except CollectiveTimeout:
                     # the late ranks will enter MPI's call: this rank's abandoned part does
                     threading.Thread(target=self._abandoned, args=(wait, mc, send, recv),
@@ -202,6 +206,23 @@ class BlockingCall:
 
     def _agreement(self, mc: Any, mine: Any, agreed: Any) -> None:
         mc.Allreduce(mine, agreed, self._MPI.MAX)
+
+    def _await_alone(self, wait: BoardWait) -> None:
+        """Wait for the board with no other call in flight: poll, then yield the core, then
+        sleep up to `MAX_SLEEP` (the stages of the transport's own waits)."""
+        transport = self.transport
+        start = time.monotonic()
+        delay = 2e-5
+        while not wait.poll():
+            waited = time.monotonic() - start
+            if waited < transport._spin_seconds:
+                continue
+            if waited < transport._spin_seconds + transport._yield_seconds:
+                os.sched_yield()
+                continue
+            note_stall(self, "for the other ranks to start it", wait.seq)
+            time.sleep(delay)
+            delay = min(2 * delay, MAX_SLEEP)
 
     def _abandoned(self, wait: BoardWait, mc: Any, send: Any, recv: Any) -> None:
         """A timed-out call's remains (a helper thread): once the others have posted the same
