@@ -209,11 +209,14 @@ class BlockingCall:
 
     def _await_alone(self, wait: BoardWait) -> None:
         """Wait for the board with no other call in flight: poll, then yield the core, then
-        sleep up to `MAX_SLEEP` (the stages of the transport's own waits)."""
+        sleep up to `MAX_SLEEP` (the stages of the transport's own waits), letting MPI move
+        the sends an earlier call left behind (a peer may still be receiving them)."""
         transport = self.transport
         start = time.monotonic()
         delay = 2e-5
         while not wait.poll():
+            if transport._background or transport._pending:
+                transport.progress()  # an earlier call's sends move only inside MPI calls
             waited = time.monotonic() - start
             if waited < transport._spin_seconds:
                 continue
