@@ -41,6 +41,6 @@ def test_hier_runs_node_phases_and_a_leaders_phase_against_numpy(n):
                   options=("-genv", "COLLOPS_RANKS_PER_NODE", "2"))
     for report in by_rank(proc, n).values():
         assert report["nodes"] == [r // 2 for r in range(n)], report
-        assert report["checked"] == 2 * 3 * 2 * (4 + 2 * n), report
+        assert report["checked"] == 2 * 3 * 2 * (5 + 2 * n), report
         assert report["ran"] == ["hier"], report
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -31,11 +31,11 @@ from typing import Any
 import numpy as np
 
 from ..algorithms.native import NativeAlgorithm, NativeCall
-from ..algorithms.registry import COMMUTATIVE, Algorithm, CostModel, add_algorithm, algorithms
+from ..algorithms.registry import Algorithm, CostModel, add_algorithm, algorithms
 from ..algorithms.spec import CallSpec
 from ..errors import ScheduleError
 from ..schedule import Schedule
-from .native import CHECK, Flavour, Operation, mpi_reduction, start
+from .native import CHECK, Flavour, Operation, cached_operation, mpi_reduction, start
 
 NAME = "hier"
 COLLECTIVES = ("allreduce", "bcast", "reduce", "allgather", "barrier")
@@ -48,6 +48,10 @@ def operation_for(MPI: Any, call: NativeCall, blocking: bool) -> Operation:
     transport = call.transport
     nodes = transport.capabilities().node_of_rank
     layout = Layout(tuple(nodes[g] for g in call.group), call.rank)
+    op = call.spec.op
+    if op is not None and not op.commutative and not layout.contiguous:
+        # phases node by node would change the operands' order: MPI's own over all ranks
+        return cached_operation(MPI, call.spec, call.rank, blocking)
     return hier_operation(MPI, call.spec, layout,
                           lambda mc: transport.hier_comms(mc, layout.mine, layout.leader),
                           blocking)
@@ -64,8 +68,7 @@ def register() -> None:
     for c in COLLECTIVES:
         add_algorithm(Algorithm(
             c, NAME, f"node-local phases and one among node leaders, with MPI's own {c}",
-            _no_schedule, restrictions=(COMMUTATIVE,) if c in ("allreduce", "reduce") else (),
-            params=(CHECK,), cost=hier_cost, needs=frozenset({"mpi"}), native=native,
+            _no_schedule, params=(CHECK,), cost=hier_cost, needs=frozenset({"mpi"}), native=native,
             transports=("mpi",), in_place=c in ("allreduce", "reduce"), agrees_on_root=True))
 
 

@@ -2,7 +2,8 @@
 ``COLLOPS_RANKS_PER_NODE`` splitting one machine's ranks into "nodes".
 
 ``python hier.py``: every rank runs allreduce (in place too), reduce and bcast from every
-root, allgather and barrier with ``algorithm="hier"``, blocking and non-blocking, at a few
+root, allgather, barrier and an allreduce with an operator that is not commutative, with
+``algorithm="hier"``, blocking and non-blocking, at a few
 sizes, on the world and on a sub-communicator of the even ranks, then the odd ones (whose nodes are
 not contiguous blocks of its ranks), and checks each result against numpy and that ``hier``
 ran it. Each rank prints ``{"rank": r, "nodes": [...], "checked": n, "ran": [...]}``.
@@ -25,6 +26,7 @@ def mine(rank, n, i):
 
 
 ran = set()
+FIRST = collops.Op(lambda a, b: a.copy(), commutative=False)
 
 
 def check(comm):
@@ -46,13 +48,15 @@ def check(comm):
             run("allreduce", out, out=out)
             assert np.array_equal(out, sum(everyone))
             assert np.array_equal(run("allgather", x), np.concatenate(everyone))
+            # associative, not commutative: rank order must be kept (the lowest rank's wins)
+            assert np.array_equal(run("allreduce", x, op=FIRST), everyone[0])
             for root in range(p):
                 got = run("reduce", x, root=root)
                 assert np.array_equal(got, sum(everyone)) if me == root else got is None
                 got = run("bcast", x if me == root else None, root)
                 assert np.array_equal(got, everyone[root])
             run("barrier")
-            checked += 4 + 2 * p
+            checked += 5 + 2 * p
     return checked
 
 
