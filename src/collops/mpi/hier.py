@@ -69,7 +69,7 @@ def register() -> None:
         add_algorithm(Algorithm(
             c, NAME, f"node-local phases and one among node leaders, with MPI's own {c}",
             _no_schedule, params=(CHECK,), cost=hier_cost, needs=frozenset({"mpi"}), native=native,
-            transports=("mpi",), in_place=c in ("allreduce", "reduce"), agrees_on_root=True))
+            transports=("mpi",), in_place=c == "allreduce", agrees_on_root=True))
 
 
 def _no_schedule(rank: int, spec: CallSpec, params: Any) -> Schedule:
