@@ -89,9 +89,6 @@ def _each_its_own_root(comm, calls):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(reason="shm_direct: a root disagreement leaves its slot unacknowledged, so "
-                          "the slot's next call waits for ever (a gap in shm's root protocol)",
-                   strict=True)
 def test_root_disagreements_in_a_row_are_each_a_mismatch_over_shm():
     # every rank its own root, as a root's mistake told to the others would be on every rank
     for seen in collops.spawn(_each_its_own_root, 2, 5, transport="shm", timeout=50):

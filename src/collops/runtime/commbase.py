@@ -22,6 +22,7 @@ from ..ops import Op, as_op
 from ..topology.machine import detect_machine
 from ..transport.base import Transport
 from ..transport.placement import binding_of_job
+from .abandon import abandon_call
 from .arguments import checked_int, checked_ints, checked_timeout
 from .cache import SHARED, BoundedCache
 from .engine import CallInfo, Execution, Plan, Progress
@@ -251,11 +252,15 @@ class CommBase:
         return checked_timeout(call, timeout, self.rank)
 
     def _next_call(self, timeout: float | None, call: str) -> tuple[int, float | None]:
-        """The next call's sequence number and its timeout (`_timeout`)."""
-        timeout = self._timeout(timeout, call)  # checked before the call takes a number
+        """The next call's sequence number and its timeout (`_timeout`: a bad one gives the call
+        up, `abandon_call`)."""
         seq: int = self._call_number[0]
         self._call_number[0] = seq + 1
-        return seq, timeout
+        try:
+            return seq, self._timeout(timeout, call)
+        except ArgumentError as exc:  # only this rank may see it: its peers are told
+            abandon_call(self, exc, seq)
+            raise
 
     def _start(self, phases: Phases, blocking: bool) -> Any:
         req = Request(self, phases)

@@ -12,6 +12,7 @@ from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ArgumentError
+from .abandon import abandon_call
 from .engine import Execution
 from .failure_site import locate_failure
 
@@ -48,7 +49,12 @@ class Request:
         self._value: Any = None
         #: an error raised while another request's wait advanced this one
         self._error: BaseException | None = None
-        self._advance()
+        taken = comm._call_number[0]
+        try:
+            self._advance()
+        except ArgumentError as exc:  # its peers may wait for this rank: they are told
+            abandon_call(comm, exc, None if comm._call_number[0] == taken else int(taken))
+            raise
 
     def _advance(self) -> None:
         progress = self._comm._progress
