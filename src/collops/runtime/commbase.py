@@ -111,6 +111,9 @@ class CommBase:
         #: (the transport's, so other ranks may see it: `collops.transport.stall`)
         self._calls = transport.call_counter(context)
         self._call_number = self._calls.data
+        #: how many phase generators of this communicator are running a step now: a request
+        #: made inside one belongs to that call (`Request`)
+        self._stepping = 0
         self._overrides: dict[str, str] = {}
         self._params: dict[str, dict[str, Any]] = {}
         self.timeout = checked_timeout("Comm", timeout, self.rank)

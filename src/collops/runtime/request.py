@@ -53,7 +53,8 @@ class Request:
         try:
             self._advance()
         except ArgumentError as exc:  # its peers may wait for this rank: they are told
-            abandon_call(comm, exc, None if comm._call_number[0] == taken else int(taken))
+            if not comm._stepping:  # else a phase of the call being made raised it
+                abandon_call(comm, exc, None if comm._call_number[0] == taken else int(taken))
             raise
 
     def _advance(self) -> None:
@@ -77,12 +78,16 @@ class Request:
                 progress.disown(self._current)
                 if self._current in progress.active:
                     progress.active.remove(self._current)
+            comm = self._comm
+            comm._stepping += 1
             try:
                 self._current = self._phases.send(None)
             except StopIteration as stop:
                 self._done = True
                 self._current = None
                 self._value = stop.value
+            finally:
+                comm._stepping -= 1
 
     def _advance_from_progress(self) -> None:
         """Start the next phase from another wait; keep an error for this request's wait."""
