@@ -49,12 +49,17 @@ class Request:
         self._value: Any = None
         #: an error raised while another request's wait advanced this one
         self._error: BaseException | None = None
+        #: whether a phase has started (a request for a phase of a call numbered already)
+        self._started = False
         taken = comm._call_number[0]
         try:
             self._advance()
         except ArgumentError as exc:  # its peers may wait for this rank: they are told
-            if not comm._stepping:  # else a phase of the call being made raised it
-                abandon_call(comm, exc, None if comm._call_number[0] == taken else int(taken))
+            took = comm._call_number[0] != taken
+            # not when a phase of a call made (and numbered) already raised it: a request
+            # inside a phase generator's step, or one that ran a phase without a number
+            if not comm._stepping and (took or not self._started):
+                abandon_call(comm, exc, int(taken) if took else None)
             raise
 
     def _advance(self) -> None:
@@ -82,6 +87,7 @@ class Request:
             comm._stepping += 1
             try:
                 self._current = self._phases.send(None)
+                self._started = True
             except StopIteration as stop:
                 self._done = True
                 self._current = None
