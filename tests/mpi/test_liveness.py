@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from collops.mpi.liveness import BlockingGuard, NodePeers, alive
+from collops.mpi.liveness import BlockingGuard, NodePeers, alive, unlink_mpich_segments
 
 
 def _child() -> subprocess.Popen[bytes]:
@@ -50,3 +50,24 @@ def test_the_guard_of_a_blocking_call_aborts_once_a_node_peer_dies(capfd):
     err = capfd.readouterr().err
     assert f"MPI rank 1 (pid {child.pid}) died while rank 0 was blocked in " \
         "MPI_Comm_create_group; aborting the job" in err
+
+
+def test_the_names_of_mpich_segments_this_process_maps_are_removed(tmp_path):
+    # MPICH removes its segment's name only in MPI_Finalize: a SIGKILLed rank left it behind
+    name = f"mpich_shm_collopstest_{os.getpid()}"
+    other = f"collopstest_not_mpich_{os.getpid()}"
+    for n in (name, other):
+        with open(f"/dev/shm/{n}", "wb") as f:
+            f.write(b"\0" * 4096)
+    try:
+        maps = tmp_path / "maps"
+        maps.write_text(f"7f00-7f01 rw-s 00000000 00:1a 12 /dev/shm/{name}\n"
+                        f"7f01-7f02 rw-s 00000000 00:1a 13 /dev/shm/{other}\n"
+                        f"7f02-7f03 rw-s 00000000 00:1a 14 /dev/shm/mpich_shm_gone (deleted)\n")
+        assert unlink_mpich_segments(str(maps)) == [name]
+        assert not os.path.exists(f"/dev/shm/{name}") and os.path.exists(f"/dev/shm/{other}")
+        assert unlink_mpich_segments(str(maps)) == []  # already gone: nothing to do
+    finally:
+        for n in (name, other):
+            if os.path.exists(f"/dev/shm/{n}"):
+                os.unlink(f"/dev/shm/{n}")

@@ -1,9 +1,8 @@
 """A call whose arguments fail a check this rank can make alone raises before anything leaves
-the rank and takes no call number: the communicator then goes on matching its peers' calls.
-The exception is a mistake at the root of a bcast or scatter, whose peers would wait for its
-data: the root tells them (`collops.runtime.abandon`), so the call ends on every rank — the
-root's `ArgumentError`, the others' `CollectiveMismatch` quoting it — and the next calls
-match."""
+the rank, and its peers, which made the call too, are told (`collops.runtime.abandon`): the
+call ends on every rank that needs this one — its `ArgumentError`, the others'
+`CollectiveMismatch` or `PeerFailed` naming it — and the next calls match. A mistake at the
+root of a bcast or scatter is told in the call's own envelope, quoting the root's error."""
 
 from __future__ import annotations
 
@@ -64,18 +63,17 @@ def _inputs(p):
 
 
 def _wrong_then_right(comm, collective, warm=0):
-    """Rank 0 makes the call with a wrong ``out`` (which raises at once), then every rank
-    makes it right, twice; ``warm``: after as many right calls (a repeated signature runs its
-    prepared call, bound to a compiled runner on shared memory)."""
+    """Every rank makes the call, rank 0 with a wrong ``out`` (which raises at once), then
+    right, twice; ``warm``: after as many right calls (a repeated signature runs its prepared
+    call, bound to a compiled runner on shared memory)."""
     x = _inputs(comm.size)[comm.rank]
     for _ in range(warm):
         _calls(comm, x, None)[collective]()
-    error = None
-    if comm.rank == 0:
-        try:
-            _calls(comm, x, WRONG)[collective]()
-        except collops.ArgumentError as exc:
-            error = exc.__class__.__name__
+    try:
+        first = _calls(comm, x, WRONG if comm.rank == 0 else None)[collective]()
+        error = None if first is None else "returned"
+    except collops.CollopsError as exc:
+        error = (type(exc).__name__, str(exc), getattr(exc, "failed_rank", None))
     got = [_calls(comm, x, None)[collective]() for _ in range(2)]
     return error, [None if g is None else g.tolist() for g in got]
 
@@ -118,12 +116,18 @@ def test_a_mistake_at_the_root_ends_the_call_on_every_rank(collective, transport
 @pytest.mark.parametrize("transport", ["inproc", "shm"])
 @pytest.mark.parametrize("collective", [c for c in COLLECTIVES if c not in TOLD])
 @pytest.mark.parametrize("warm", [0, 3])
-def test_a_call_refused_locally_takes_no_call_number(collective, transport, warm):
+def test_a_call_refused_on_one_rank_ends_on_every_rank(collective, transport, warm):
     per_rank = collops.spawn(_wrong_then_right, P, collective, warm, transport=transport,
                              timeout=20)
     xs = _inputs(P)
-    assert per_rank[0][0] == "ArgumentError"
-    for me, (_, got) in enumerate(per_rank):
+    assert per_rank[0][0][0] == "ArgumentError", per_rank
+    for me, (error, got) in enumerate(per_rank):
         want = _want(collective, xs, me)
+        if me and error is not None:  # a gather's or reduce's non-root may finish its part
+            kind, text, failed = error
+            assert kind in ("CollectiveMismatch", "PeerFailed"), error
+            assert failed == 0 or "rank 0 gave the call up" in text, error
+        elif me:
+            assert want is None, (collective, per_rank)
         expected = None if want is None else want.tolist()
         assert got == [expected, expected], (collective, me)

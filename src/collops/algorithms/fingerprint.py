@@ -50,6 +50,10 @@ class Fields(NamedTuple):
 
 _known: dict[int, Fields] = {}
 
+#: the fingerprint a rank leaves for a call it gave up before taking part (an argument only it
+#: saw was invalid, `collops.runtime.abandon`): its top bit is clear, so no call packs to it
+GIVEN_UP = 0x61B4_D0E5_6A77_0000
+
 
 def _h(text: str, bits: int) -> int:
     return zlib.crc32(text.encode()) & ((1 << bits) - 1)
@@ -157,6 +161,8 @@ def fields(fp: int) -> Fields:
 
 def describe(fp: int) -> str:
     """A call in words: ``allreduce[ring] op=sum dtype=float64 count=8``."""
+    if fp == GIVEN_UP:
+        return "nothing: it gave the call up, raising an error of its own"
     f = fields(fp)
     words = [f"{f.collective}[{f.algorithm}]"]
     if f.collective in ROOTED:
@@ -197,5 +203,8 @@ def differences(mine: int, theirs: int) -> str:
 
 def mismatch(mine: int, theirs: int, who: str) -> str:
     """What a mismatch message says: both calls in words, then the fields that differ."""
+    if theirs == GIVEN_UP:
+        return (f"called {describe(mine)} but {who} gave the call up: it raised an error "
+                f"of its own before taking part (see {who}'s error)")
     return (f"called {describe(mine)} but {who} called {describe(theirs)} at the same point "
             f"({differences(mine, theirs)})")

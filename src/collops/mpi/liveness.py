@@ -41,10 +41,38 @@ def alive(pid: int) -> bool:
 
 def pids_on_node(world: Any, shared: Any) -> dict[int, int]:
     """World rank -> pid of every rank of ``shared`` (this node's ranks of ``world``) but this
-    one (collective over ``shared``)."""
+    one (collective over ``shared``). Every rank of the node has then attached MPICH's
+    shared memory, whose name is removed now (`unlink_mpich_segments`)."""
     mine = world.Get_rank()
     pairs = shared.allgather((mine, os.getpid()))
+    unlink_mpich_segments()
     return {rank: pid for rank, pid in pairs if rank != mine}
+
+
+#: the names MPICH gives the shared memory its ranks of one node attach at MPI_Init
+MPICH_SEGMENT_PREFIX = "mpich_shm_"
+
+
+def unlink_mpich_segments(maps: str = "/proc/self/maps") -> list[str]:
+    """Remove the names of the MPICH segments under /dev/shm this process maps (once every
+    rank of the node has attached them): MPICH removes them only in MPI_Finalize, so a rank
+    killed by a signal would leave them behind; the memory stays mapped, and MPICH's
+    finalize does not mind the name being gone. The names removed."""
+    try:
+        with open(maps) as lines:
+            names = sorted({line.split("/dev/shm/", 1)[1].split()[0] for line in lines
+                            if "/dev/shm/" + MPICH_SEGMENT_PREFIX in line
+                            and not line.rstrip().endswith("(deleted)")})
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        try:
+            os.unlink(f"/dev/shm/{name}")
+            removed.append(name)
+        except OSError:  # another rank of the node removed it first
+            pass
+    return removed
 
 
 class NodePeers:

@@ -1,4 +1,16 @@
-"""A rooted call whose root gave up: its peers are told in the call's own first phase.
+"""A call a rank gave up: its peers are told, so they raise instead of waiting for it.
+
+A non-rooted call (or a rooted one at a non-root) whose arguments only this rank sees are
+wrong (its ``out``, its dtype, its ``timeout``, an algorithm it names) raises before taking
+its call number or before its first phase starts, and its peers would wait for it. So the
+call takes its number anyway (`abandon_call`: the communicator stays in step) and the
+transport hears that this rank gave it up
+(`Transport.give_up`): the threads transport fails its peers' receives of that call from this
+rank with `PeerFailed` naming it, the ``shm`` transport leaves a word for the call in the
+communicator's direct area that its peers meet as `CollectiveMismatch`; the ranks that raise
+so give the call up in turn, so ranks that wait for them are told too.
+
+A rooted call whose root gave up: its peers are told in the call's own first phase.
 
 Only a bcast's or scatter's root sees its data, so a mistake there (no array, a dtype collops
 cannot move, a wrong ``out``, counts that do not fit ``x``) is visible to it alone, and the
@@ -18,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError, CollectiveMismatch, CollopsError
+from ..transport.tags import make_tag_base
 
 #: the first byte of an abandoned envelope's header (a real one holds 0 or 1: inline or not)
 ABANDONED = 0xAB
@@ -101,3 +114,10 @@ def give_up(error: ArgumentError, start: Callable[[], Any]) -> Generator[Any, No
         raise error from None
     yield _GivingUp(first_phase, error)
     raise error
+
+
+def abandon_call(comm: Any, error: CollopsError, taken: int | None = None) -> None:
+    """Tell the transport this rank gave up the call of number ``taken`` on ``comm`` after
+    ``error``; None: the call raised before taking a number, and takes the next one now."""
+    seq = comm._reserve() if taken is None else taken
+    comm.transport.give_up(make_tag_base(comm.context, seq, 0), error)

@@ -23,6 +23,7 @@ from ..ops import Op, as_op
 from ..topology.machine import detect_machine
 from ..transport.base import Transport
 from ..transport.placement import binding_of_job
+from .abandon import abandon_call
 from .arguments import checked_displs, checked_int, checked_ints, checked_timeout, writeable_buffer
 from .cache import SHARED, BoundedCache
 from .context_ids import ContextIds
@@ -114,6 +115,9 @@ class CommBase:
         #: (the transport's, so other ranks may see it: `collops.transport.stall`)
         self._calls = transport.call_counter(context)
         self._call_number = self._calls.data
+        #: how many phase generators of this communicator are running a step now: a request
+        #: made inside one belongs to that call (`Request`)
+        self._stepping = 0
         self._overrides: dict[str, str] = {}
         self._params: dict[str, dict[str, Any]] = {}
         self.timeout = checked_timeout("Comm", timeout, self.rank)
@@ -275,11 +279,15 @@ class CommBase:
         return checked_timeout(call, timeout, self.rank)
 
     def _next_call(self, timeout: float | None, call: str) -> tuple[int, float | None]:
-        """The next call's sequence number and its timeout (`_timeout`)."""
-        timeout = self._timeout(timeout, call)  # checked before the call takes a number
+        """The next call's sequence number and its timeout (`_timeout`: a bad one gives the call
+        up, `abandon_call`)."""
         seq: int = self._call_number[0]
         self._call_number[0] = seq + 1
-        return seq, timeout
+        try:
+            return seq, self._timeout(timeout, call)
+        except ArgumentError as exc:  # only this rank may see it: its peers are told
+            abandon_call(self, exc, seq)
+            raise
 
     def _start(self, phases: Phases, blocking: bool) -> Any:
         req = Request(self, phases, blocking)

@@ -12,7 +12,8 @@ import numpy as np
 from .. import config as _cfg
 from ..algorithms.spec import CallSpec, make_spec
 from ..datatypes import check_dtype
-from ..errors import CollopsError
+from ..errors import ArgumentError, CollopsError
+from .abandon import abandon_call
 from .commbase import _SLOW, _row_size, _same_bytes
 from .envelope import (
     _DATA_AT,
@@ -52,7 +53,11 @@ class FastPaths(PhaseGenerators):
         """
         bound = self._bound(collective, op, root, algorithm)
         if bound is not None:
-            timeout = self._timeout(timeout, collective)
+            try:
+                timeout = self._timeout(timeout, collective)
+            except ArgumentError as exc:  # only this rank may see it: its peers are told
+                abandon_call(self, exc)
+                raise
             got = bound[2](x, out, timeout)
             if got is not _SLOW:
                 self.last_algorithm = bound[3]

@@ -7,9 +7,11 @@ and whenever: the kernel frees it when the last process holding it ends.
 
 It also is the job's failure detector: it reaps the ranks, and when one ends badly it
 writes the rank into the segment's header and wakes every sleeping rank, whose pending
-operations then raise `PeerFailed`. The survivors get a short grace to exit on their own,
-then are killed. Each rank is started with PR_SET_PDEATHSIG, so killing the launcher kills
-the job too.
+operations then raise `PeerFailed`. The rank written is the first cause: a rank that failed
+because another died or returned early says so in its block (`ShmTransport.note_cause`),
+and the launcher names that one, so every survivor names the same rank. The survivors get
+a short grace to exit on their own, then are killed. Each rank is started with
+PR_SET_PDEATHSIG, so killing the launcher kills the job too.
 
 Two entry points: `launch_program` runs ``python program.py args`` N times (``collops
 run``), `launch_function` forks N processes that call a function (``collops.spawn``). Both
@@ -33,7 +35,7 @@ import traceback
 from collections.abc import Callable, Iterable
 from typing import IO, Any
 
-from ..errors import RankFailed, TransportError
+from ..errors import CollectiveTimeout, RankFailed, TransportError
 from ..shm import segment as seg
 from ..transport import placement
 from ..transport.base import Transport
@@ -78,8 +80,36 @@ class _Job:
             return
         self.words[word] = seg.FAILED
         if self.words[seg.H_FAILED] == 0:
-            self.words[seg.H_FAILED] = rank + 1
+            self.words[seg.H_FAILED] = self.first_cause(rank) + 1
         self.wake_all()
+
+    def first_cause(self, rank: int) -> int:
+        """The rank whose failure (or early exit) ``rank``'s failure followed from, through
+        the causes the ranks noted (`ShmTransport.note_cause`); ``rank`` itself if none."""
+        seen = {rank}
+        while True:
+            cause = int(self.words[self.layout.rank_word(rank, seg.R_STATUS)]) - 1
+            if not 0 <= cause < self.nprocs or cause in seen:
+                return rank
+            rank = cause
+            seen.add(rank)
+
+    def whereabouts(self, running: list[int]) -> str:
+        """Which ranks the ``running`` ones wait for, from the world communicator's call
+        counters in the segment: the ranks behind the furthest running rank's call."""
+        words, layout = self.words, self.layout
+        calls = [int(words[layout.counter_offset(r, 0) // seg.WORD]) for r in range(self.nprocs)]
+        furthest = max(calls[r] for r in running)
+        behind = [r for r in range(self.nprocs) if calls[r] < furthest]
+        ended = sorted(set(range(self.nprocs)) - set(running))
+        text = (f"not heard from: ranks {behind} (they had not reached call #{furthest - 1} "
+                f"of the world communicator, where ranks "
+                f"{[r for r in running if calls[r] == furthest]} wait)" if behind else
+                f"every rank had made {furthest} calls on the world communicator, so none "
+                "was waiting for another there: they ran code outside collops, or calls on "
+                "other communicators")
+        return (f"{text}; still running: ranks {running}"
+                + (f"; already ended: ranks {ended}" if ended else ""))
 
     def wake_all(self) -> None:
         """Ring every rank's doorbell."""
@@ -392,9 +422,12 @@ def _collect(job: _Job, pids: dict[int, int], readers: dict[int, int],
             if failures and open_ranks and now - failed_at > FAILURE_GRACE:
                 _kill_all(pids[r] for r in open_ranks.values())
             if timeout is not None and open_ranks and now - start > timeout:
+                running = sorted(open_ranks.values())
+                where = job.whereabouts(running)
                 _kill_all(pids.values())
-                raise TimeoutError(f"collops.spawn: job did not finish within {timeout:g} s; "
-                                   f"ranks still running: {sorted(open_ranks.values())}")
+                raise CollectiveTimeout(
+                    f"collops.spawn: the job did not finish within {timeout:g} s; {where}; "
+                    f"every rank was stopped (SIGKILL)")
     if failures:
         raise RankFailed(*_root_cause(failures))
     return [_unpack(data[rank]) for rank in range(len(pids))]

@@ -12,6 +12,7 @@ from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ArgumentError
+from .abandon import abandon_call
 from .engine import Execution
 from .failure_site import locate_failure
 
@@ -53,7 +54,18 @@ class Request:
         pending = getattr(comm, "_pending", None)
         if pending is not None:  # what `free` lets complete first
             pending.add(self)
-        self._advance()
+        #: whether a phase has started (a request for a phase of a call numbered already)
+        self._started = False
+        taken = comm._call_number[0]
+        try:
+            self._advance()
+        except ArgumentError as exc:  # its peers may wait for this rank: they are told
+            took = comm._call_number[0] != taken
+            # not when a phase of a call made (and numbered) already raised it: a request
+            # inside a phase generator's step, or one that ran a phase without a number
+            if not comm._stepping and (took or not self._started):
+                abandon_call(comm, exc, int(taken) if took else None)
+            raise
 
     def _advance(self) -> None:
         progress = self._comm._progress
@@ -76,15 +88,19 @@ class Request:
                 progress.disown(self._current)
                 if self._current in progress.active:
                     progress.active.remove(self._current)
-            outer, self._comm.blocking_phase = self._comm.blocking_phase, self._blocking
+            comm = self._comm
+            outer, comm.blocking_phase = comm.blocking_phase, self._blocking
+            comm._stepping += 1
             try:
                 self._current = self._phases.send(None)
+                self._started = True
             except StopIteration as stop:
                 self._done = True
                 self._current = None
                 self._value = stop.value
             finally:
-                self._comm.blocking_phase = outer
+                comm.blocking_phase = outer
+                comm._stepping -= 1
 
     def _advance_from_progress(self) -> None:
         """Start the next phase from another wait; keep an error for this request's wait."""

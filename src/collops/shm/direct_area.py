@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import config
-from ..algorithms.fingerprint import mismatch
+from ..algorithms.fingerprint import GIVEN_UP, fields, mismatch
 from ..errors import CollectiveMismatch, CollectiveTimeout, PeerFailed
 from ..transport.stall import report, watch_of
 from ..transport.tags import call_of_tag_base
@@ -128,6 +128,9 @@ class DirectArea:
         self.occupant: list[tuple[int, tuple[int, ...]]] = [(0, ())] * DIRECT_SLOTS
         #: per slot: the call still to read this rank's own slot (0: none)
         self.own_pending = [0] * DIRECT_SLOTS
+        #: per slot: the peers whose contribution to the call this rank left unread is still
+        #: to be counted as read once they publish it (`release`; empty: none)
+        self.unreleased: list[list[int]] = [[] for _ in range(DIRECT_SLOTS)]
         #: direct calls of this area begun without blocking and not finished
         self.inflight = 0
         #: those of them whose contribution is not yet written, in the order they were made:
@@ -170,6 +173,8 @@ class DirectArea:
         """Whether every reader of this rank's ``slot`` (itself too) is done with it."""
         if self.own_pending[slot]:
             return False
+        if self.unreleased[slot] and not self._released(slot):
+            return False
         k, readers = self.occupant[slot]
         if not readers:
             return True
@@ -206,14 +211,69 @@ class DirectArea:
         if self.words[self.held[me][slot]] >> 24 != k and self.writable(slot):
             self.publish(slot, k, fingerprint, ())
 
+    def give_up(self, seq: int, phase: int, fingerprint: int) -> None:
+        """This rank gave up phase ``phase`` of call ``seq``: leave its word for the call with
+        ``fingerprint`` (`declare`), and count the call as read in each peer's slot unless
+        that slot still holds an earlier call this rank has not read."""
+        k, slot = call_number(seq, phase), slot_of(seq, phase)
+        self.declare(slot, held_word(k, fingerprint), fingerprint)
+        self.release(slot, k)
+
     def release(self, slot: int, k: int) -> None:
-        """Stop waiting for the readers of call ``k`` in this rank's ``slot`` that never found
-        it (the call failed): the slot's next call need not wait for them for ever."""
-        held, readers = self.occupant[slot]
-        if held == k and readers:
-            words, me = self.words, self.index
-            self.occupant[slot] = (k, tuple(r for r in readers
-                                            if words[self.ack[r][me][slot]] & ~ARRIVED == k))
+        """Free the slots of call ``k``, which this rank leaves unread (it gave the call up or
+        saw a mismatch): it counts the call as read in each peer's ``slot``, and its own slot
+        as read by every reader (a reader that gave up cannot say so once this rank has
+        published). A peer that has not published the call yet cannot be told before it does
+        (the word would stop it from writing): this rank's own slot counts as busy until then
+        (`unreleased`: a list in `occupant` is busy to the compiled runner too), which is
+        long before this rank needs the slot again; a peer that only reads in the call (a
+        bcast's) publishes nothing, and is done once it has read. So the slots can be used
+        again."""
+        if self.own_pending[slot] == k:
+            self.own_pending[slot] = 0
+        words, me = self.words, self.index
+        occupant, readers = self.occupant[slot]
+        if occupant == k:
+            for r in readers:
+                words[self.ack[r][me][slot]] = k
+            self.unreleased[slot] = [m for m in range(len(self.group)) if m != me]
+            self.occupant[slot] = [k, ()]  # type: ignore[call-overload]
+            self._released(slot)
+        else:
+            row = self.ack[me]
+            for m in range(len(self.group)):
+                if m != me and int(words[self.held[m][slot]]) >> 24 == k \
+                        and not self._confirmed_by_reading(m, slot):
+                    words[row[m][slot]] = k
+        self.transport.wake_sleepers(self.group)
+
+    def _confirmed_by_reading(self, member: int, slot: int) -> bool:
+        """Whether ``member``'s ``slot`` holds a bcast's or scatter's root contribution, which
+        counts an acknowledgement as its reader's agreement (`direct._confirms`): this rank
+        never fakes one there; the root sees this rank's word for the call instead."""
+        fingerprint = int(self.words[self.fps[member][slot]])
+        return fingerprint != GIVEN_UP and fields(fingerprint).collective in ("bcast",
+                                                                              "scatter")
+
+    def _released(self, slot: int) -> bool:
+        """Count the call this rank left unread in ``slot`` as read in the slots of the
+        `unreleased` peers that have published it since; True once none is left."""
+        k = self.occupant[slot][0]
+        words, row, held = self.words, self.ack[self.index], self.held
+        left = []
+        for m in self.unreleased[slot]:
+            theirs = int(words[held[m][slot]]) >> 24
+            if theirs == k:
+                if not self._confirmed_by_reading(m, slot):
+                    words[row[m][slot]] = k
+            elif theirs < k and max(int(words[a[slot]]) & ~ARRIVED for a in self.ack[m]) < k:
+                left.append(m)  # else it moved on, or read call k without publishing in it
+        self.unreleased[slot] = left
+        if left:
+            return False
+        self.occupant[slot] = (k, ())
+        self.transport.wake_sleepers(self.group)
+        return True
 
     def announce(self, slot: int, k: int, writers: Sequence[int]) -> None:
         """Say that this rank found call ``k`` in the ``writers``' ``slot`` and is reading it
@@ -289,6 +349,7 @@ class DirectArea:
             dead = PeerFailed(failed - 1, "its process ended")
         for m in awaited:
             if dead is None and words[t._state_word[self.group[m]]] == seg.EXITED:
+                t.note_cause(self.group[m])
                 dead = PeerFailed(self.group[m], "it exited while this rank waited for it")
         if dead is not None:
             dead.locate_native(what, None if call is None else call_of_tag_base(

@@ -54,10 +54,10 @@ from typing import Any
 
 import numpy as np
 
-from ..algorithms.fingerprint import describe
+from ..algorithms.fingerprint import GIVEN_UP, describe
 from ..errors import CollectiveMismatch, CollopsError, PeerFailed, TransportError
 from ..transport.base import Capabilities, Handle
-from ..transport.tags import CALL_BITS, PHASE_BITS, SEQ_BITS
+from ..transport.tags import CALL_BITS, PHASE_BITS, SEQ_BITS, call_of_tag_base
 from . import segment as seg
 from .bulk import BulkTransfers
 from .direct_area import DirectArea, slot_of
@@ -396,6 +396,36 @@ class ShmTransport(BulkTransfers):
             return PeerFailed(peer, "it exited while an operation with it was pending"), False
         return None
 
+    def give_up(self, tag_base: int, error: BaseException) -> None:
+        """This rank abandoned the phase of a call whose tag base is ``tag_base`` after
+        ``error``. A `PeerFailed` is noted as the cause of this rank's own failure
+        (`note_cause`: the launcher names that rank to the others). After any other error,
+        this rank's word for the call in the communicator's direct area says it gave the call
+        up (`fingerprint.GIVEN_UP`), so a peer that waits there for its contribution or for a
+        message from it raises `CollectiveMismatch`; and the call counts as read in the peers'
+        slots, so they can use them again. This rank's receives of the call are dropped."""
+        if isinstance(error, PeerFailed):
+            self.note_cause(error.failed_rank)
+            return
+        if not isinstance(error, CollopsError):
+            return
+        call = tag_base >> (SEQ_BITS + PHASE_BITS)
+        for posted in self._posted:  # its receives will not be waited for: a later wait
+            for tag in [t for t in posted if t >> (SEQ_BITS + PHASE_BITS) == call]:
+                del posted[tag]  # must not take a peer's word for this call as its own
+        context, seq = call_of_tag_base(tag_base)
+        phase = (tag_base >> SEQ_BITS) & ((1 << PHASE_BITS) - 1)
+        for (area_context, _), area in list(self._direct_areas.items()):
+            if area_context == context:
+                area.give_up(seq, phase, GIVEN_UP)
+
+    def note_cause(self, failed: int) -> None:
+        """Record in this rank's block that its failure follows from rank ``failed``'s (the
+        first such rank only), for the launcher to name that rank to the others."""
+        word = self._layout.rank_word(self.rank, seg.R_STATUS)
+        if failed != self.rank and not self._words[word]:
+            self._words[word] = failed + 1
+
     def _direct_call_of_waited_peer(self) -> None:
         """Raise if a peer this rank awaits a message from made that call directly."""
         # where a message's call number sits in its tag (`collops.transport.tags`)
@@ -412,6 +442,11 @@ class ShmTransport(BulkTransfers):
                 k = int(words[held]) >> 24
                 if k and (k - 1) & mask == call:
                     fingerprint = int(words[held + 1])
+                    if fingerprint == GIVEN_UP:
+                        raise CollectiveMismatch(
+                            f"rank {self.rank} (world) awaits a message from rank {peer} "
+                            f"(world), but rank {peer} gave the call up: it raised an error "
+                            "of its own")
                     exc = CollectiveMismatch(
                         f"rank {self.rank} (world) awaits a message from rank {peer} (world) "
                         f"for a call that rank {peer} made directly through shared memory: "
@@ -512,6 +547,9 @@ class ShmTransport(BulkTransfers):
 
     def _raise_if_pending(self, failed: int) -> None:
         if self._pending_peers():
+            if self._words[self._state_word[failed]] == seg.EXITED:  # a cause (`note_cause`)
+                raise PeerFailed(failed, "it exited while the job still needed it; the job "
+                                 "cannot continue")
             raise PeerFailed(failed, "the process died; the job cannot continue")
 
     def _check_exited_peers(self) -> None:
@@ -519,4 +557,5 @@ class ShmTransport(BulkTransfers):
             if peer != self.rank and self._words[self._state_word[peer]] == seg.EXITED:
                 self._advance()  # drain what it sent before leaving
                 if peer in self._pending_peers():
+                    self.note_cause(peer)
                     raise PeerFailed(peer, "it exited while an operation with it was pending")

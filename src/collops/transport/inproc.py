@@ -13,7 +13,9 @@ error ("it exited while an operation with it was pending", as on `shm`), so the 
 for it raises and others do not (a receive kept posted in case a message comes, as the
 endpoints' header receives are, just completes with that error). A rank whose call failed
 so (`give_up`) will not send the rest of that call either: the receives of that call from
-it complete with the same `PeerFailed`, so a peer that needed only it does not wait forever.
+it complete with the same `PeerFailed`, so a peer that needed only it does not wait forever;
+a rank that gave a call up after an error of its own (an argument only it saw was wrong,
+`collops.runtime.abandon`) fails them with `PeerFailed` naming itself and its error.
 `Fabric.stop` (a `spawn` that ran out of time) makes every pending and later operation raise
 `CollectiveTimeout`.
 Waiting ranks sleep on their condition variable; they use no CPU.
@@ -26,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import CollectiveTimeout, PeerFailed
+from ..errors import CollectiveTimeout, CollopsError, PeerFailed
 from .base import Capabilities, Handle, Transport
 from .tags import PHASE_BITS, SEQ_BITS
 
@@ -194,17 +196,24 @@ class InprocTransport(Transport):
         return (self._peer_failed(peer), False) if peer in ended else None
 
     def give_up(self, tag_base: int, error: BaseException) -> None:
-        """After a `PeerFailed`, fail the receives of this call from this rank at its peers."""
-        if isinstance(error, PeerFailed) and error.failed_rank != self.rank:
-            why = str(error).removeprefix(f"peer rank {error.failed_rank} failed: ")
-            self.fabric.give_up(self.rank, tag_base >> CALL_SHIFT, error.failed_rank,
-                                f"{why} (rank {self.rank} gave this call up)")
+        """After an error in a call, fail the receives of this call from this rank at its
+        peers: with `PeerFailed` naming the rank that failed (after a `PeerFailed`), else
+        naming this rank and its error (an argument only it saw was wrong, a mismatch)."""
+        call = tag_base >> CALL_SHIFT
+        if isinstance(error, PeerFailed):
+            if error.failed_rank != self.rank:
+                why = str(error).removeprefix(f"peer rank {error.failed_rank} failed: ")
+                self.fabric.give_up(self.rank, call, error.failed_rank,
+                                    f"{why} (rank {self.rank} gave this call up)")
+        elif isinstance(error, CollopsError):
+            self.fabric.give_up(self.rank, call, self.rank, f"it gave the call up, raising "
+                                f"{type(error).__name__}: {error}")
 
     def progress(self) -> None:
         """Nothing to advance (delivery is synchronous); raise if the job was stopped or a
         pending receive can no longer complete."""
         self._raise_if_stopped()
-        if self.fabric.ended:
+        if self.fabric.ended or self.fabric.given_up:
             self._raise_if_peer_ended()
 
     def wait_for_activity(self, timeout: float | None) -> None:

@@ -1,0 +1,67 @@
+"""An argument only one rank sees is wrong (issue 15 item 7): that rank raises its
+`ArgumentError`, every peer that needs it raises `CollectiveMismatch` or `PeerFailed` naming
+it — long before its timeout — and the communicator goes on working, call after call."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+import collops
+
+#: the peers' timeout: an error that comes this late is a wait, not a notice
+CALL_TIMEOUT = 20.0
+SPAWN_TIMEOUT = 90.0
+BAD = 1
+
+
+def _bad_call(comm: collops.Comm, case: str) -> Any:
+    """The call of ``case``, with its invalid argument on rank `BAD` only."""
+    x = np.arange(8.0) * (comm.rank + 1)
+    bad = comm.rank == BAD
+    if case == "allreduce out":
+        return comm.allreduce(x, "sum", out=np.empty(3) if bad else None,
+                              timeout=CALL_TIMEOUT)
+    if case == "allgather dtype":
+        return comm.allgather(np.array([object()] * 8) if bad else x, timeout=CALL_TIMEOUT)
+    if case == "alltoall shape":
+        return comm.alltoall(np.arange(7.0) if bad else np.arange(6.0), timeout=CALL_TIMEOUT)
+    if case == "bound allreduce timeout":  # the call's signature is bound after two calls
+        for _ in range(2):
+            comm.allreduce(x, "sum", timeout=CALL_TIMEOUT)
+        return comm.allreduce(x, "sum", timeout=-1.0 if bad else CALL_TIMEOUT)
+    raise AssertionError(case)
+
+
+def _one_rank(comm: collops.Comm, case: str) -> dict[str, Any]:
+    start = time.monotonic()
+    try:
+        _bad_call(comm, case)
+        got: dict[str, Any] = {"error": None}
+    except collops.CollopsError as exc:
+        got = {"error": type(exc).__name__, "message": str(exc),
+               "failed_rank": getattr(exc, "failed_rank", None)}
+    got["seconds"] = time.monotonic() - start
+    mine = np.arange(5, dtype=np.int64) * (comm.rank + 1)
+    got["after"] = [comm.allreduce(mine, "sum", timeout=CALL_TIMEOUT).tolist()
+                    for _ in range(5)]
+    return got
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("case", ["allreduce out", "allgather dtype", "alltoall shape",
+                                  "bound allreduce timeout"])
+@pytest.mark.parametrize("transport", ["inproc", "shm"])
+def test_the_peers_of_a_rank_that_gave_up_are_told(transport, case):
+    got = collops.spawn(_one_rank, 3, case, transport=transport, timeout=SPAWN_TIMEOUT)
+    assert got[BAD]["error"] == "ArgumentError", got
+    for rank, g in enumerate(got):
+        if rank != BAD:
+            assert g["error"] in ("CollectiveMismatch", "PeerFailed"), got
+            assert f"rank {BAD}" in g["message"], got
+            assert g["seconds"] < CALL_TIMEOUT / 2, got
+    want = (np.arange(5, dtype=np.int64) * 6).tolist()
+    assert all(g["after"] == [want] * 5 for g in got), got
