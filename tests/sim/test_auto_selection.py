@@ -192,3 +192,35 @@ def test_a_declared_torus_reaches_the_algorithms_parameters_on_real_ranks(monkey
     for facts, text in per_rank:
         assert facts["network.shape"] == "2x2x2"
         assert "shape='2x2x2'" in text
+
+
+def _shape_before_and_after(comm):
+    before = comm.supplied_facts().get("network.shape")
+    comm.barrier()
+    if comm.rank == 0:
+        import os
+        os.environ["COLLOPS_TOPOLOGY"] = "torus:4x1"
+        collops.reload_settings()
+    comm.barrier()
+    return before, comm.supplied_facts().get("network.shape")
+
+
+@pytest.mark.timeout(60)
+def test_a_network_declared_anew_reaches_a_communicator_made_before(monkeypatch):
+    _declared(monkeypatch, "torus:2x2")
+    try:
+        per_rank = collops.spawn(_shape_before_and_after, 4, transport="inproc", timeout=50)
+    finally:
+        _declared(monkeypatch, None)
+    assert per_rank == [("2x2", "4x1")] * 4
+
+
+def test_a_topology_comes_from_a_spec_or_a_file_naming_one(tmp_path):
+    from collops.errors import ArgumentError
+    from collops.topology import save_topology, topology_from_text
+    path = tmp_path / "net.json"
+    save_topology(parse_topology("torus:3x3"), path)
+    assert topology_from_text(str(path)).spec == topology_from_text("torus:3x3").spec
+    assert topology_from_text("ring:8", {"bandwidth": 1e9}).params.bandwidth == 1e9
+    with pytest.raises(ArgumentError, match="no such file"):
+        topology_from_text(str(tmp_path / "missing.json"))

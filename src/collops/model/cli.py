@@ -36,7 +36,7 @@ from pathlib import Path
 
 from ..algorithms import COLLECTIVES, algorithms
 from ..errors import CollopsError
-from ..topology import Topology, load_topology, parse_topology
+from ..topology import Topology, topology_from_text
 from ..topology.base import NetworkParams
 from .closed_form import SWITCHING, closed_form, exact_time, seed_shape
 from .cluster import model_a, model_b, packet_count, wire_bytes
@@ -122,14 +122,11 @@ def network_overrides(items: Sequence[str]) -> dict[str, float | int | str]:
 
 def topology_from_arg(text: str, net: Mapping[str, float | int | str] | None = None
                       ) -> Topology:
-    """A topology from a spec string or a JSON/TOML file, with ``--net`` overrides applied."""
-    path = Path(text)
-    if text.lower().endswith((".json", ".toml")) or path.is_file():
-        if not path.is_file():
-            raise UsageError(f"topology file {text!r} does not exist")
-        base = load_topology(path)
-        return parse_topology(base.spec, base.params, **dict(net or {}))
-    return parse_topology(text, None, **dict(net or {}))
+    """A topology from a spec string or a JSON/TOML file, with ``--net`` overrides applied
+    (`collops.topology.topology_from_text`; a missing file is a one-line usage error)."""
+    if text.lower().endswith((".json", ".toml")) and not Path(text).is_file():
+        raise UsageError(f"topology file {text!r} does not exist")
+    return topology_from_text(text, net)
 
 
 @dataclass(frozen=True)

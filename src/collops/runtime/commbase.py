@@ -193,6 +193,8 @@ class CommBase:
         ask (`Param.supplied`): ``binding.machine`` and ``binding.mapping`` — the real
         machine's shape and each rank's hardware thread — when every rank is bound to a CPU;
         ``network.shape`` when the ranks fill a declared torus (`declared_network`)."""
+        if self._generation != _cfg.generation:
+            self._new_generation()
         if self._facts is None:
             network = self.declared_network()
             self._facts = {**binding_facts([self._job_binding[w] for w in self._group]),
@@ -248,6 +250,7 @@ class CommBase:
         """The settings changed: drop what was prepared under the old ones."""
         self._cache.clear()
         self._bound_calls.clear()
+        self._facts = None  # a declared network (COLLOPS_TOPOLOGY) may have changed
         self._generation = _cfg.generation
 
     def _native_call(self, spec: CallSpec, params: dict[str, Any]) -> NativeCall:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import CollopsError, SettingError
@@ -38,10 +37,9 @@ def declared_network(topology: str | None, placement: str, world_size: int,
 def _network(topology: str, placement: str, world_size: int,
              group: tuple[int, ...]) -> NetworkCost:
     from ..sim.network_cost import NetworkCost
-    from ..topology import load_topology, parse_topology, place
+    from ..topology import place, topology_from_text
     try:
-        network = load_topology(Path(topology)) if Path(topology).is_file() \
-            else parse_topology(topology)
+        network = topology_from_text(topology)
     except (CollopsError, OSError, ValueError, KeyError) as exc:
         raise SettingError(f"COLLOPS_TOPOLOGY={topology!r}: {exc}") from None
     try:

@@ -294,15 +294,25 @@ class DirectArea:
         words, held = self.words, self.held
         return [m for m in members if words[held[m][slot]] != word]
 
-    def mismatched(self, slot: int, word: int, members: Sequence[int]) -> list[int]:
-        """The members whose ``slot`` holds the same call as ``word`` with another fingerprint."""
-        words, held = self.words, self.held
-        return [m for m in members
-                if words[held[m][slot]] >> 24 == word >> 24 and words[held[m][slot]] != word]
+    def mismatched(self, slot: int, word: int, members: Sequence[int]) -> list[tuple[int, int]]:
+        """The members whose ``slot`` holds the same call as ``word`` with another fingerprint,
+        each with that fingerprint.
 
-    def fingerprint_of(self, member: int, slot: int) -> int:
-        """The fingerprint of the call ``member``'s ``slot`` holds."""
-        return int(self.words[self.fps[member][slot]])
+        A peer may publish a later call in the slot while this rank looks (a slot serves every
+        other call), so each control word is read once, and the fingerprint beside it counts
+        only if it is the one the word was made from: a word read across a peer's publish is
+        not a mismatch, it is looked at again on the next round of the wait.
+        """
+        words, held, fps = self.words, self.held, self.fps
+        found = []
+        for m in members:
+            theirs = int(words[held[m][slot]])
+            if theirs >> 24 != word >> 24 or theirs == word:
+                continue
+            fingerprint = int(words[fps[m][slot]])
+            if held_word(theirs >> 24, fingerprint) == theirs == int(words[held[m][slot]]):
+                found.append((m, fingerprint))
+        return found
 
     def wait(self, ready: Callable[[], bool], waiting_for: Callable[[], list[int]],
              deadline: float | None, what: str, call: tuple[int, int] | None,
@@ -337,12 +347,11 @@ class DirectArea:
             slot, word, mine = expect
             if declare:  # ranks that each wait for another as their root meet their words
                 self.declare(slot, word, mine)
-            for m in self.mismatched(slot, word, awaited):
+            for m, theirs in self.mismatched(slot, word, awaited):
                 self.release(slot, word >> 24)
                 if slot % 2 == 0:  # a first phase: a peer may be in the call's next one
                     self.declare(slot + 1, word + (1 << 24), mine)
-                raise CollectiveMismatch(
-                    f"{what}: {mismatch(mine, self.fingerprint_of(m, slot), f'rank {m}')}")
+                raise CollectiveMismatch(f"{what}: {mismatch(mine, theirs, f'rank {m}')}")
         failed = int(words[seg.H_FAILED])
         dead = None
         if failed:

@@ -60,6 +60,9 @@ class NetworkCost:
             raise ValueError(f"model {model!r} is not one of {', '.join(MODELS)}")
         self.topology = topology
         self.nodes = np.asarray(nodes, dtype=np.int64)
+        #: the ranks sit on the network's first nodes in its own order (closed forms and a
+        #: torus's shape hold only then)
+        self.in_order = bool(np.array_equal(self.nodes, topology.compute_nodes[:len(self.nodes)]))
         self.model = model
         self.size_classes = size_classes
         #: whether exact closed forms stand in for simulations (not when the answer must be
@@ -73,15 +76,14 @@ class NetworkCost:
 
     def describe(self) -> str:
         """The network and model in a few words, for `explain`."""
-        placed = "" if np.array_equal(self.nodes, np.arange(len(self.nodes))) else \
-            ", ranks placed on chosen nodes"
+        placed = "" if self.in_order else ", ranks placed on chosen nodes"
         return f"{self.topology.spec} ({self.model} model{placed})"
 
     def facts(self) -> dict[str, str]:
         """What the network tells algorithms that ask (`Param.supplied`): ``network.shape``,
         the torus's dimensions, when the ranks fill a torus in its own order."""
-        if isinstance(self.topology, Grid) and self.topology.wrap \
-                and np.array_equal(self.nodes, np.arange(self.topology.num_nodes)):
+        if isinstance(self.topology, Grid) and self.topology.wrap and self.in_order \
+                and len(self.nodes) == self.topology.num_nodes:
             return {"network.shape": "x".join(str(d) for d in self.topology.dims)}
         return {}
 
@@ -127,8 +129,7 @@ class NetworkCost:
     def _compute(self, key: tuple[str, Any], algorithm: Algorithm, spec: CallSpec
                  ) -> float | None:
         nbytes = _bytes_per_rank(spec)
-        row_major = np.array_equal(self.nodes, self.topology.compute_nodes[:len(self.nodes)])
-        if self.closed_forms and row_major and not self.options.get("excluded") \
+        if self.closed_forms and self.in_order and not self.options.get("excluded") \
                 and not self.options.get("idle"):
             exact = exact_time(spec.collective, algorithm.name, self.topology, spec.size, nbytes)
             if exact is not None:

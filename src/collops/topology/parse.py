@@ -197,6 +197,18 @@ def load_topology(path: str | Path) -> Topology:
     return topology_from_dict(data)
 
 
+def topology_from_text(text: str, net: Mapping[str, Any] | None = None) -> Topology:
+    """A topology from a spec string (``torus:8x8x8``) or a JSON/TOML file naming one, with
+    the network parameters ``net`` applied over the file's or the defaults."""
+    path = Path(text)
+    if text.lower().endswith((".json", ".toml")) or path.is_file():
+        if not path.is_file():
+            raise ArgumentError("topology", "path", text, "no such file")
+        base = load_topology(path)
+        return parse_topology(base.spec, base.params, **dict(net or {}))
+    return parse_topology(text, None, **dict(net or {}))
+
+
 def save_topology(topology: Topology, path: str | Path) -> None:
     """Write a topology to a JSON file that `load_topology` reads back."""
     Path(path).write_text(json.dumps(topology.to_dict(), indent=2) + "\n")
