@@ -42,6 +42,10 @@ setting                   environment variable                 meaning
                                                                network: ``row-major``
                                                                (default), ``random``, or a
                                                                file of node ids
+``ranks_per_node``        ``COLLOPS_RANKS_PER_NODE``           MPI: take ranks ``k*n`` to
+                                                               ``k*n+n-1`` for one node (to
+                                                               test node-aware algorithms on
+                                                               one machine); default: MPI's
 algorithm overrides       ``COLLOPS_<COLLECTIVE>_ALGORITHM``   e.g. ``ring`` for ALLREDUCE
 ========================  ===================================  =============================
 
@@ -99,6 +103,8 @@ class Settings:
     #: the declared network and the ranks' placement on it (`collops.runtime.network`)
     topology: str | None = None
     placement: str = "row-major"
+    #: MPI: ranks per "node" in place of MPI's shared-memory split (None: MPI's)
+    ranks_per_node: int | None = None
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -127,12 +133,23 @@ class Settings:
             sleep_slice=_seconds(env, "COLLOPS_SLEEP_SLICE", cls.sleep_slice),
             topology=env.get("COLLOPS_TOPOLOGY", "").strip() or None,
             placement=env.get("COLLOPS_PLACEMENT", "").strip() or "row-major",
+            ranks_per_node=_count(env, "COLLOPS_RANKS_PER_NODE"),
         )
 
 
 def _flag(value: str) -> bool:
     """An on/off variable's value: off for 0, no, false, off."""
     return value.strip().lower() not in ("0", "no", "false", "off")
+
+
+def _count(env: dict[str, str], name: str) -> int | None:
+    """A positive whole number from ``env[name]`` (None when unset or empty)."""
+    text = env.get(name, "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) <= 0:
+        raise ValueError(f"{name} must be a positive whole number, not {text!r}")
+    return int(text)
 
 
 def _bytes(env: dict[str, str], name: str) -> int | None:

@@ -72,9 +72,9 @@ def test_in_place_reductions_of_the_shm_natives(collective, compiled):
 def test_only_the_transports_own_reductions_run_on_x_itself():
     # no schedule claims it (their steps write results before every input is read)
     declared = sorted((a.collective, a.name) for a in all_algorithms() if a.in_place)
-    assert declared == [("allreduce", "mpi_native"), ("allreduce", "shm_direct"),
-                        ("allreduce", "shm_stream"), ("reduce", "mpi_native"),
-                        ("reduce", "shm_direct")]
+    assert declared == [("allreduce", "hier"), ("allreduce", "mpi_native"),
+                        ("allreduce", "shm_direct"), ("allreduce", "shm_stream"),
+                        ("reduce", "mpi_native"), ("reduce", "shm_direct")]
 
 
 def _what_the_algorithms_get(comm):

@@ -90,7 +90,10 @@ class Bind(Protocol):
 @dataclass(frozen=True)
 class NativeAlgorithm:
     """How the runtime runs a native collective: `start` it (non-blocking), or `bind` a
-    blocking runner to a signature once and call that (optional)."""
+    blocking runner to a signature once and call that (optional). ``blocking_only``: every
+    phase of a blocking call must go to the bound runner, whichever path runs it (MPI's
+    blocking collectives never match its non-blocking ones)."""
 
     start: Start
     bind: Bind | None = None
+    blocking_only: bool = False

@@ -38,7 +38,9 @@ flight and whatever order they are waited in (`_earlier_holder`).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -52,6 +54,7 @@ from ..errors import CollectiveMismatch, CollectiveTimeout, ScheduleError
 from ..ops import BUILTIN_OPS, Op
 from ..schedule import Schedule
 from ..transport.tags import CALL_BITS, CONTEXT_BITS, call_of_tag_base
+from .board import Board, call_key, raise_mismatch
 from .transport import COLLECTIVE_SLOTS, MpiTransport, mpi_error
 
 NAME = "mpi_native"
@@ -68,7 +71,8 @@ def mpi_function(collective: str) -> str:
 
 def register() -> None:
     """Add an ``mpi_native`` record to every collective."""
-    native = NativeAlgorithm(start)
+    from .blocking import bind  # it builds on this module
+    native = NativeAlgorithm(start, bind, blocking_only=True)
     for collective in COLLECTIVES:
         add_algorithm(Algorithm(
             collective, NAME, f"the MPI library's own {mpi_function(collective)}", _no_schedule,
@@ -162,90 +166,145 @@ def _user_function(op: Op, dtype: np.dtype) -> Any:
     return combine
 
 
-# -- starting a collective ---------------------------------------------------------------------
-def _bytes(area: np.ndarray | None) -> np.ndarray:
-    """A flat uint8 view of a contiguous array (an empty one for None)."""
-    if area is None:
-        return np.empty(0, np.uint8)
-    return area.reshape(-1).view(np.uint8)
+# -- MPI's collective for one call signature ------------------------------------------------
+#: an MPI collective bound to one signature: ``operation(mc, send, recv)`` runs it on the MPI
+#: communicator ``mc`` with this call's flat buffers (``send`` may be ``MPI.IN_PLACE``, either
+#: may be None where the rank has none); blocking, it returns None, else MPI's request
+Operation = Callable[[Any, Any, Any], Any]
 
 
-def _flat(area: np.ndarray | None, dtype: np.dtype) -> np.ndarray:
-    return np.empty(0, dtype) if area is None else area.reshape(-1)
-
-
-def _send_side(MPI: Any, send: np.ndarray, recv: np.ndarray, count: int, mpi_type: Any) -> Any:
-    """``[send, count, mpi_type]``, or MPI_IN_PLACE where ``send`` lies in ``recv``: MPI
-    forbids a send buffer aliased with the receive buffer, and the only overlaps `Comm`
-    passes on are in-place calls (``x`` is ``out`` for the reductions that declare
-    `Algorithm.in_place`, ``x`` exactly its own block of ``out`` for allgather and gather)."""
-    if send.size and recv.size and np.shares_memory(send, recv):
+def in_place(MPI: Any, send: np.ndarray | None, recv: np.ndarray | None) -> Any:
+    """``send``, or MPI_IN_PLACE where it lies in ``recv``: MPI forbids a send buffer aliased
+    with the receive buffer, and the only overlaps `Comm` passes on are in-place calls (``x``
+    is ``out`` for the reductions that declare `Algorithm.in_place`, ``x`` exactly its own
+    block of ``out`` for allgather and gather, the root's ``x`` its ``out`` for bcast)."""
+    if send is not None and recv is not None and send.size and recv.size and (
+            send is recv or np.may_share_memory(send, recv)):
         return MPI.IN_PLACE
-    return [send, count, mpi_type]
+    return send
 
 
-def _post_movement(MPI: Any, mc: Any, spec: CallSpec, rank: int, send: np.ndarray | None,
-                   recv: np.ndarray | None) -> Any:
-    """Start MPI's collective for a data-movement ``spec``, in bytes."""
-    c, size, root, byte = spec.collective, spec.itemsize, spec.root, MPI.BYTE
-    s, r = _bytes(send), _bytes(recv)
+def mpi_operation(MPI: Any, spec: CallSpec, rank: int, blocking: bool) -> Operation:
+    """MPI's collective for ``spec`` on ``rank`` (``MPI_Allreduce``, or ``MPI_Iallreduce``
+    when not ``blocking``), its counts, datatype and operator worked out once."""
+    c = spec.collective
+    name = mpi_function(c)[4:]
+    if c in _REDUCING:
+        return _reduction(MPI, spec, rank, name, blocking)
+    return _movement(MPI, spec, rank, name, blocking)
+
+
+def _method(mc: Any, name: str, blocking: bool) -> Any:
+    return getattr(mc, name if blocking else "I" + name.lower())
+
+
+def _movement(MPI: Any, spec: CallSpec, rank: int, name: str, blocking: bool) -> Operation:
+    """Data movement, in bytes (every dtype moves)."""
+    c, size, root, byte, skip = spec.collective, spec.itemsize, spec.root, MPI.BYTE, MPI.IN_PLACE
     counts = [n * size for n in spec.counts]
     displs = [d * size for d in spec.displs]
     if c == "barrier":
-        return mc.Ibarrier()
+        return lambda mc, s, r: _method(mc, name, blocking)()
     if c == "bcast":
         n = spec.count * size
-        if rank == root and send is not None and not np.shares_memory(s, r):
-            r[:n] = s[:n]
-        return mc.Ibcast([r, n, byte], root)
+        is_root = rank == root
+
+        def bcast(mc: Any, s: Any, r: Any) -> Any:
+            if is_root and s is not None and s is not skip:
+                r[: s.size] = s  # the root's data, unless it was given in place
+            return _method(mc, name, blocking)([r, n, byte], root)
+        return bcast
     if c in ("scatter", "scatterv"):
-        whole = [s, counts, displs, byte] if rank == root else None
-        return mc.Iscatterv(whole, [r, counts[rank], byte], root)
+        return lambda mc, s, r: _method(mc, "Scatterv", blocking)(
+            [s, counts, displs, byte] if rank == root else None, [r, counts[rank], byte], root)
     if c in ("gather", "gatherv", "allgather", "allgatherv"):
-        mine = _send_side(MPI, s, r, counts[rank], byte)
+        mine = counts[rank] if counts else 0
         if c in ("allgather", "allgatherv"):
-            return mc.Iallgatherv(mine, [r, counts, displs, byte])
-        return mc.Igatherv(mine, [r, counts, displs, byte] if rank == root else None, root)
-    if c in ("alltoall", "alltoallv"):
-        return mc.Ialltoallv(
-            [s, [n * size for n in spec.sendcounts], [d * size for d in spec.sdispls], byte],
-            [r, [n * size for n in spec.recvcounts], [d * size for d in spec.rdispls], byte])
+            if c == "allgather":
+                return lambda mc, s, r: _method(mc, "Allgather", blocking)(
+                    s if s is skip else [s, mine, byte], [r, mine, byte])
+            return lambda mc, s, r: _method(mc, "Allgatherv", blocking)(
+                s if s is skip else [s, mine, byte], [r, counts, displs, byte])
+        return lambda mc, s, r: _method(mc, "Gatherv", blocking)(
+            s if s is skip else [s, mine, byte],
+            [r, counts, displs, byte] if rank == root else None, root)
+    if c == "alltoall":
+        each = spec.sendcounts[0] * size if spec.sendcounts else 0
+        return lambda mc, s, r: _method(mc, "Alltoall", blocking)([s, each, byte],
+                                                                  [r, each, byte])
+    if c == "alltoallv":
+        send_side = ([n * size for n in spec.sendcounts], [d * size for d in spec.sdispls])
+        recv_side = ([n * size for n in spec.recvcounts], [d * size for d in spec.rdispls])
+        return lambda mc, s, r: _method(mc, "Alltoallv", blocking)(
+            [s, *send_side, byte], [r, *recv_side, byte])
     raise ValueError(f"{c} is not a data-movement collective")
 
 
-def _post_reduction(MPI: Any, mc: Any, spec: CallSpec, rank: int, send: np.ndarray | None,
-                    recv: np.ndarray | None) -> Any:
-    """Start MPI's reducing collective for ``spec`` with a matching datatype and operator."""
+def _reduction(MPI: Any, spec: CallSpec, rank: int, name: str, blocking: bool) -> Operation:
+    """A reducing collective with a matching datatype and operator."""
     assert spec.op is not None
-    c, dt = spec.collective, spec.dtype
-    mpi_type, mpi_op = mpi_reduction(MPI, spec.op, dt)
-    s, r = _flat(send, dt), _flat(recv, dt)
-    mine = _send_side(MPI, s, r, spec.count, mpi_type)
+    c, skip = spec.collective, MPI.IN_PLACE
+    mpi_type, mpi_op = mpi_reduction(MPI, spec.op, spec.dtype)
+    n = spec.count
     if c == "reduce":
-        into = [r, spec.count, mpi_type] if rank == spec.root else None
-        return mc.Ireduce(mine, into, mpi_op, spec.root)
+        root = spec.root
+        if rank == root:
+            return lambda mc, s, r: _method(mc, name, blocking)(
+                s if s is skip else [s, n, mpi_type], [r, n, mpi_type], mpi_op, root)
+        return lambda mc, s, r: _method(mc, name, blocking)([s, n, mpi_type], None, mpi_op,
+                                                            root)
     if c in ("allreduce", "scan", "exscan"):
-        start = {"allreduce": mc.Iallreduce, "scan": mc.Iscan, "exscan": mc.Iexscan}[c]
-        return start(mine, [r, spec.count, mpi_type], mpi_op)
+        return lambda mc, s, r: _method(mc, name, blocking)(
+            s if s is skip else [s, n, mpi_type], [r, n, mpi_type], mpi_op)
     if c == "reduce_scatter_block":
         # mpi4py states the send side per block, as MPI's own recvcount
-        return mc.Ireduce_scatter_block([s, spec.count, mpi_type], [r, spec.count, mpi_type],
-                                        mpi_op)
+        return lambda mc, s, r: _method(mc, name, blocking)([s, n, mpi_type],
+                                                            [r, n, mpi_type], mpi_op)
     if c == "reduce_scatter":
-        return mc.Ireduce_scatter([s, spec.total, mpi_type], [r, spec.counts[rank], mpi_type],
-                                  list(spec.counts), mpi_op)
+        total, mine, counts = spec.total, spec.counts[rank], list(spec.counts)
+        return lambda mc, s, r: _method(mc, name, blocking)(
+            [s, total, mpi_type], [r, mine, mpi_type], counts, mpi_op)
     raise ValueError(f"{c} is not a reducing collective")
 
 
 _REDUCING = frozenset({"reduce", "allreduce", "reduce_scatter", "reduce_scatter_block", "scan",
                        "exscan"})
+_OPERATIONS: dict[tuple[CallSpec, int, bool], Operation] = {}
 
 
-def call_fingerprint(spec: CallSpec) -> int:
-    """The fingerprint of a native call, from what every rank agrees on."""
+@dataclass(frozen=True)
+class Flavour:
+    """A kind of MPI-library collective: its algorithm's name (in fingerprints and errors)
+    and ``operation(MPI, call, blocking)``, the `Operation` running a call of its signature
+    (non-blocking, it returns MPI's request, or a list of steps that each start one)."""
+
+    name: str
+    operation: Callable[[Any, NativeCall, bool], Operation]
+
+
+def _native_operation(MPI: Any, call: NativeCall, blocking: bool) -> Operation:
+    return cached_operation(MPI, call.spec, call.rank, blocking)
+
+
+MPI_NATIVE = Flavour(NAME, _native_operation)
+
+
+def cached_operation(MPI: Any, spec: CallSpec, rank: int, blocking: bool) -> Operation:
+    """`mpi_operation`, made once per signature."""
+    key = (spec, rank, blocking)
+    operation = _OPERATIONS.get(key)
+    if operation is None:
+        if len(_OPERATIONS) >= 1024:
+            _OPERATIONS.clear()
+        operation = _OPERATIONS[key] = mpi_operation(MPI, spec, rank, blocking)
+    return operation
+
+
+def call_fingerprint(spec: CallSpec, name: str = NAME) -> int:
+    """The fingerprint of a call of algorithm ``name``, from what every rank agrees on."""
     agreed = rank_independent(spec)
     signature = (agreed.count, agreed.counts, spec.op.name if spec.op else None)
-    return fp.fingerprint(spec.collective, NAME, spec.root, spec.dtype, signature, spec.op)
+    return fp.fingerprint(spec.collective, name, spec.root, spec.dtype, signature, spec.op)
 
 
 class NativeExecution:
@@ -258,11 +317,14 @@ class NativeExecution:
 
     __slots__ = ("transport", "mc", "spec", "rank", "send", "recv", "request", "left",
                  "deadline", "timeout", "fingerprint", "agreement", "check", "call", "seq",
-                 "context", "waiting_for", "failed")
+                 "context", "waiting_for", "failed", "board", "key", "posted",
+                 "waking", "flavour", "steps", "what")
 
     def __init__(self, transport: MpiTransport, mc: Any, spec: CallSpec, rank: int,
                  send: np.ndarray | None, recv: np.ndarray | None, check: bool,
-                 timeout: float | None, call: NativeCall | None = None, seq: int = 0) -> None:
+                 timeout: float | None, call: NativeCall | None = None, seq: int = 0,
+                 phase: int = 0, board: Board | None = None,
+                 flavour: Flavour = MPI_NATIVE) -> None:
         self.transport = transport
         self.mc = mc
         self.spec = spec
@@ -272,9 +334,20 @@ class NativeExecution:
         self.left = 1
         self.timeout = timeout
         self.deadline = None if timeout is None else time.monotonic() + timeout
-        self.fingerprint = call_fingerprint(spec)
+        self.flavour = flavour
+        self.what = f"{spec.collective}[{flavour.name}]"
+        self.fingerprint = call_fingerprint(spec, flavour.name)
+        #: the steps of a call that runs MPI operations one after the other (``hier``)
+        self.steps: deque[Any] = deque()
         self.agreement: np.ndarray | None = None
-        self.check = check
+        #: where this node's ranks post their calls: no agreement through MPI then
+        self.board = board if check else None
+        self.check = check and self.board is None
+        self.key = call_key(seq, phase, False)
+        #: this rank's entry is on the board; the others' are awaited before MPI's call
+        self.posted = False
+        #: in the transport's wakers while it waits for the board (`ready`)
+        self.waking = False
         self.call = call
         self.seq = seq
         self.context = 0 if call is None else call.context
@@ -290,20 +363,41 @@ class NativeExecution:
     def _mpi_error(self, exc: Any) -> Exception:
         """The collops error for MPI's error ``exc`` in this call (which then has failed)."""
         self.failed = True
+        self._unwake()
         if self.request is not None:
             self.transport.unwatch(self.request)
         step = "agreeing on the call" if self.agreement is not None else \
             mpi_function(self.spec.collective)
-        return mpi_error(self.rank, f"{self.spec.collective}[{NAME}] call #{self.seq} ({step})",
+        return mpi_error(self.rank, f"{self.what} call #{self.seq} ({step})",
                          exc)
 
     def _begin(self) -> bool:
-        """Start the first MPI operation unless an earlier call still holds the slot."""
-        if self.call is not None:
-            self.waiting_for = _earlier_holder(self.call, self.seq, self)
-            if self.waiting_for is not None:
+        """Start the first MPI operation unless an earlier call still holds the slot, or (on
+        a node's board) the other ranks have not posted this call yet."""
+        board = self.board
+        if not self.posted:
+            if self.call is not None:
+                self.waiting_for = _earlier_holder(self.call, self.seq, self)
+                if self.waiting_for is not None:
+                    return False
+            if board is not None:
+                board.post(self.key, self.fingerprint)
+                self.posted = True
+        if board is not None:
+            others = (r for r in range(self.spec.size) if r != self.rank)
+            posted, mismatch = board.compare(self.key, self.fingerprint, others)
+            if mismatch is not None:
+                raise_mismatch(mismatch, self.rank, self.key, self.fingerprint,
+                               f"{self.what}, checked before "
+                               f"{mpi_function(self.spec.collective)}")
+            if not posted:
+                if not self.waking:
+                    self.transport._wakers.append(self)
+                    self.waking = True
                 return False
-        if self.check:
+            self._unwake()
+            self.request = self._post()
+        elif self.check:
             mine = np.array([self.fingerprint, ~self.fingerprint & (2**64 - 1)], np.uint64)
             self.agreement = np.empty(2, np.uint64)
             self.request = self.mc.Iallreduce(mine, self.agreement, self.transport._MPI.MAX)
@@ -312,13 +406,42 @@ class NativeExecution:
         self._watch()
         return True
 
+    def ready(self) -> bool:
+        """Whether the board shows the other ranks' entries for this call (or a mismatch)."""
+        assert self.board is not None
+        others = (r for r in range(self.spec.size) if r != self.rank)
+        posted, mismatch = self.board.compare(self.key, self.fingerprint, others)
+        return posted or mismatch is not None
+
+    def _unwake(self) -> None:
+        if self.waking:
+            self.transport._wakers.remove(self)
+            self.waking = False
+
     def _watch(self) -> None:
         self.transport.watch(self.request, () if self.call is None else self.call.group)
 
     def _post(self) -> Any:
-        MPI, spec = self.transport._MPI, self.spec
-        post = _post_reduction if spec.collective in _REDUCING else _post_movement
-        return post(MPI, self.mc, spec, self.rank, self.send, self.recv)
+        """Start MPI's operation (the first of several, for a call made of steps)."""
+        MPI = self.transport._MPI
+        if self.flavour is MPI_NATIVE:
+            operation = cached_operation(MPI, self.spec, self.rank, False)
+        else:
+            assert self.call is not None
+            operation = self.flavour.operation(MPI, self.call, False)
+        got = operation(self.mc, in_place(MPI, self.send, self.recv), self.recv)
+        if not isinstance(got, list):
+            return got
+        self.steps.extend(got)
+        return self._next_step()
+
+    def _next_step(self) -> Any:
+        """Start the next step that needs MPI (local steps run at once); None: none left."""
+        while self.steps:
+            request = self.steps.popleft()()
+            if request is not None:
+                return request
+        return None
 
     def poll(self) -> bool:
         """Advance without blocking; True once MPI's collective has completed."""
@@ -326,11 +449,16 @@ class NativeExecution:
             return True
         try:
             if self.request is not None or self._begin():
-                while self.request.Test():
-                    self.transport.unwatch(self.request)
+                while self.request is None or self.request.Test():
+                    if self.request is not None:
+                        self.transport.unwatch(self.request)
                     if self.agreement is None:
-                        self.left = 0
-                        return True
+                        self.request = self._next_step()
+                        if self.request is None:
+                            self.left = 0
+                            return True
+                        self._watch()
+                        continue
                     self._agree(self.agreement)
                     self.agreement = None
                     self.request = self._post()
@@ -343,6 +471,7 @@ class NativeExecution:
             raise self._mpi_error(exc) from exc
         except BaseException:
             self.failed = True
+            self._unwake()
             raise
         return False
 
@@ -353,12 +482,14 @@ class NativeExecution:
         other = highest if highest != self.fingerprint else lowest
         raise CollectiveMismatch(
             f"rank {self.rank}: {fp.mismatch(self.fingerprint, other, 'another rank')} "
-            f"({self.spec.collective}[{NAME}], checked "
+            f"({self.what}, checked "
             f"before {mpi_function(self.spec.collective)})")
 
     def timeout_error(self) -> CollectiveTimeout:
         """The error describing where this call stopped."""
-        if self.request is None:
+        if self.request is None and self.posted:
+            where = "for the other ranks of this node to start it"
+        elif self.request is None:
             where = (f"for the earlier call #{self.waiting_for} on this communicator, which "
                      f"shares its MPI communicator, to finish before starting "
                      f"{mpi_function(self.spec.collective)}")
@@ -367,13 +498,13 @@ class NativeExecution:
         else:
             where = f"in MPI's non-blocking {mpi_function(self.spec.collective)}"
         return CollectiveTimeout(
-            f"rank {self.rank}: {self.spec.collective}[{NAME}] did not complete within "
+            f"rank {self.rank}: {self.what} did not complete within "
             f"{self.timeout} s; waiting {where} over {self.spec.size} ranks (MPI does not say "
             "which ranks it has not heard from)")
 
 
 def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, seq: int,
-          phase: int, timeout: float | None) -> NativeExecution:
+          phase: int, timeout: float | None, flavour: Flavour = MPI_NATIVE) -> NativeExecution:
     """Start ``call`` (its number ``seq``) with MPI's own collective.
 
     ``timeout`` is already resolved by the caller (the call's, else the communicator's, else
@@ -381,13 +512,14 @@ def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, se
     """
     transport, spec = call.transport, call.spec
     if not isinstance(transport, MpiTransport):
-        raise ScheduleError(f"{spec.collective}[{NAME}] needs the MPI transport, not "
+        raise ScheduleError(f"{spec.collective}[{flavour.name}] needs the MPI transport, not "
                             f"{call.transport_name}")
     # every operation of the call on one MPI communicator, started in the call's order; a
     # call waits for the earlier calls sharing that communicator (see the module's "Ordering")
     mc = transport.collective_comm(call.group, call.context, seq % COLLECTIVE_SLOTS)
     return NativeExecution(transport, mc, spec, call.rank, send, recv,
-                           bool(call.params.get("check", 1)), timeout, call, seq)
+                           bool(call.params.get("check", 1)), timeout, call, seq, phase,
+                           transport.board(call.group, call.context), flavour)
 
 
 # -- ordering: which earlier call still holds an MPI communicator -------------------------------
@@ -415,7 +547,17 @@ def _running(ex: Any, now: float) -> bool:
 
 
 def _earlier_holder(call: NativeCall, seq: int, me: Any) -> int | None:
-    """The number of an earlier call on ``call``'s communicator using slot
+    """The number of the call `earlier_execution` finds (None if there is none)."""
+    ex = earlier_execution(call, seq, me)
+    if ex is None:
+        return None
+    other = _call_of(ex)
+    assert other is not None
+    return seq - ((seq & _CALL_MASK) - other[1]) % (1 << CALL_BITS)
+
+
+def earlier_execution(call: NativeCall, seq: int, me: Any) -> Any:
+    """The execution of an earlier call on ``call``'s communicator using slot
     ``seq % COLLECTIVE_SLOTS`` that is still running on this rank (None if there is none).
 
     A running call always has its current phase among the progress engine's active
@@ -437,5 +579,5 @@ def _earlier_holder(call: NativeCall, seq: int, me: Any) -> int | None:
         behind = (mine - other[1]) & _CALL_MASK
         if 0 < behind < (1 << (CALL_BITS - 1)) and behind % COLLECTIVE_SLOTS == 0 \
                 and _running(ex, now):
-            return seq - behind
+            return ex
     return None

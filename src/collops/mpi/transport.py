@@ -62,6 +62,7 @@ from ..algorithms.fingerprint import describe
 from ..errors import PeerFailed, TransportError
 from ..transport.base import Capabilities, Handle, Transport
 from ..transport.tags import call_of_tag_base
+from .board import Board
 from .liveness import BlockingGuard, NodePeers, pids_on_node
 
 #: the one MPI tag all collops point-to-point messages use
@@ -134,11 +135,20 @@ class MpiTransport(Transport):
         #: requests of MPI collectives in flight, whose completion wakes `wait_for_activity`,
         #: with the ranks (of ``comm``) taking part
         self._watched: list[tuple[Any, tuple[int, ...]]] = []
+        #: calls waiting for the other ranks' entries on a `Board`, whose ``ready()`` ends a
+        #: `wait_for_activity`
+        self._wakers: list[Any] = []
         self._closed = False
+        #: ``hier``'s communicators under each of `collective_comm`'s (by its id)
+        self._hier: dict[int, tuple[Any, Any]] = {}
+        #: the thread watching this rank's blocking MPI calls (`blocking.Watchdog`)
+        self._watchdog: Any = None
         self._collective_base = _returning_errors(MPI, base.Dup())
         self._pools: dict[tuple[tuple[int, ...], int], list[Any]] = {
             (tuple(range(self.size)), 0):
                 [self._collective_base.Dup() for _ in range(COLLECTIVE_SLOTS)]}
+        #: each pool's fingerprint board (None: its ranks span nodes), see `board`
+        self._boards = {key: Board.for_comm(MPI, pool[0]) for key, pool in self._pools.items()}
         self._peers = NodePeers({})
         nodes, cpus_here = self._nodes()
         self._capabilities = Capabilities("mpi", nodes, resources=frozenset({"mpi"}))
@@ -168,7 +178,11 @@ class MpiTransport(Transport):
         shared.Free()
         leaders = self.comm.allgather(leader)
         number = {lead: i for i, lead in enumerate(sorted(set(leaders)))}
-        return tuple(number[lead] for lead in leaders), len(set().union(*masks))
+        cpus = len(set().union(*masks))
+        per_node = config.settings.ranks_per_node
+        if per_node is not None:  # "nodes" on one machine, for node-aware algorithms' tests
+            return tuple(r // per_node for r in range(self.size)), cpus
+        return tuple(number[lead] for lead in leaders), cpus
 
     # -- sending -----------------------------------------------------------------------------
     def unexpected_for_call(self, value: int, shift: int) -> tuple[int, int] | None:
@@ -315,6 +329,8 @@ class MpiTransport(Transport):
                 return
             if self._watched and self._watched_done():
                 return
+            if self._wakers and any(w.ready() for w in self._wakers):
+                return
             now = time.monotonic()
             if end is not None and now >= end:
                 return
@@ -379,8 +395,10 @@ class MpiTransport(Transport):
             members = base.Get_group().Incl(list(group))
             try:
                 with self.blocking("MPI_Comm_create_group"):
-                    first = base.Create_group(members, context & 0x7FFF)
+                    first = _returning_errors(self._MPI,
+                                              base.Create_group(members, context & 0x7FFF))
                     pool = [first] + [first.Dup() for _ in range(COLLECTIVE_SLOTS - 1)]
+                    self._boards[key] = Board.for_comm(self._MPI, first)
             except self._MPI.Exception as exc:
                 raise mpi_error(self.rank, f"making an MPI communicator over ranks "
                                 f"{list(group)}", exc) from exc
@@ -399,6 +417,25 @@ class MpiTransport(Transport):
                 mc.Free()
             except self._MPI.Exception as exc:
                 raise mpi_error(self.rank, "freeing an MPI communicator", exc) from exc
+    def hier_comms(self, mc: Any, node: int, leader: bool) -> tuple[Any, Any]:
+        """The MPI communicators of ``hier``'s phases under ``mc`` (one of `collective_comm`'s):
+        this rank's node's, and the node leaders' (None off the leaders). Made by
+        ``MPI_Comm_split`` on their first use, at the same point of ``mc``'s calls on every
+        rank (a call's operations start in order on its MPI communicator)."""
+        got = self._hier.get(id(mc))
+        if got is None:
+            MPI = self._MPI
+            rank = mc.Get_rank()
+            node_comm = _returning_errors(MPI, mc.Split(node, rank))
+            leaders = mc.Split(0 if leader else MPI.UNDEFINED, rank)
+            got = self._hier[id(mc)] = (
+                node_comm, None if leaders == MPI.COMM_NULL else _returning_errors(MPI, leaders))
+        return got
+
+    def board(self, group: tuple[int, ...], context: int) -> Board | None:
+        """The fingerprint board of ``collective_comm``'s pool over ``group`` (made with it;
+        None when its ranks span nodes or there is one)."""
+        return self._boards.get((group, context))
 
     def watch(self, request: Any, group: tuple[int, ...] = ()) -> None:
         """Let ``request``'s completion end a `wait_for_activity`; ``group``: the ranks whose

@@ -356,7 +356,7 @@ class Comm(Communicators, P2P):
             yield self._execute(spec, send, recv, seq, 0, None, {}, None,
                                 counts_signature=signature)
 
-        Request(self, one()).wait()
+        Request(self, one(), True).wait()
 
     # -- objects -----------------------------------------------------------------------------
     def bcast_object(self, obj: Any, root: int = 0) -> Any:

@@ -131,6 +131,8 @@ class CommBase:
         #: call bound to the signature this rank last ran through `_fast`
         #: (see `_bind_call`, `_bind_bcast`; bcast and scatter have no op)
         self._bound_calls: dict[str, BoundEntry] = {}
+        #: a blocking call's phase is starting (see `NativeAlgorithm.blocking_only`)
+        self.blocking_phase = False
         #: the settings generation the prepared calls were made under (dropped when it
         #: changes, so it need not be part of their keys)
         self._generation = _cfg.generation
@@ -280,7 +282,7 @@ class CommBase:
         return seq, timeout
 
     def _start(self, phases: Phases, blocking: bool) -> Any:
-        req = Request(self, phases)
+        req = Request(self, phases, blocking)
         return req.wait() if blocking else req
 
     def _check_root(self, call: str, root: int) -> int:

@@ -145,7 +145,7 @@ class Communicators(FastPaths):
         key = checked_int("split", "key", key, self.rank)
         seq = self._reserve()
         return Request(self, self._split("split", colour, key, seq,  # type: ignore[no-any-return]
-                                         f"{self.name}.split({color})")).wait()
+                                         f"{self.name}.split({color})"), True).wait()
 
     def _inherit(self, new: Comm) -> Comm:
         """``new`` (a duplicate) with this communicator's algorithm settings."""
@@ -156,7 +156,7 @@ class Communicators(FastPaths):
     def dup(self) -> Comm:
         """The same group with its own message space (and this one's algorithm settings)."""
         seq = self._reserve()
-        new = Request(self, self._split("dup", 0, self.rank, seq, f"{self.name}.dup")).wait()
+        new = Request(self, self._split("dup", 0, self.rank, seq, f"{self.name}.dup"), True).wait()
         return self._inherit(new)
 
     def idup(self) -> Request:
@@ -179,7 +179,7 @@ class Communicators(FastPaths):
         color = 0 if me in ranks else None
         key = ranks.index(me) if me in ranks else 0
         return Request(self, self._split("create", color, key, seq,  # type: ignore[no-any-return]
-                                         f"{self.name}.create")).wait()
+                                         f"{self.name}.create"), True).wait()
 
     def create_group(self, group: Group, tag: int = 0) -> Comm | None:
         """A communicator over ``group`` (a subgroup of this one's), collective over the
@@ -207,7 +207,7 @@ class Communicators(FastPaths):
         try:
             new = Request(among, among._split("create_group", 0, among.rank, among._reserve(),
                                               f"{self.name}.create_group",
-                                              2 * (made % 3))).wait()
+                                              2 * (made % 3)), True).wait()
         finally:
             self.transport.release_comm(BOOTSTRAP, tuple(ranks), self._timeout(None, "free"))
         return new  # type: ignore[no-any-return]
@@ -226,7 +226,7 @@ class Communicators(FastPaths):
             int(nodes[self.transport.rank]) if nodes else 0)
         seq = self._reserve()
         return Request(self, self._split("split_type", color, key, seq,  # type: ignore[no-any-return]
-                                         f"{self.name}.split_type({split_type})")).wait()
+                                         f"{self.name}.split_type({split_type})"), True).wait()
 
     # -- groups and comparison ------------------------------------------------------------------
     @property

@@ -85,7 +85,7 @@ class PhaseGenerators(CommBase):
         buffer of its own, so the root and the other ranks are not left waiting for this rank.
         """
         return Request(self, self._data_phase_gen(  # type: ignore[no-any-return]
-            call, dtype, shape, out, root, seq, algorithm, params, timeout)).wait()
+            call, dtype, shape, out, root, seq, algorithm, params, timeout), True).wait()
 
     def _barrier(self, algorithm: str | None, timeout: float | None, params: dict) -> Phases:
         spec = make_spec("barrier", self.size, np.uint8)

@@ -35,6 +35,20 @@ def _empty(dtype: np.dtype) -> np.ndarray:
     return arr  # type: ignore[no-any-return]
 
 
+class _Ran:
+    """A phase its blocking runner has run already, as an execution (complete)."""
+
+    left = 0
+    deadline = None
+
+    def poll(self) -> bool:
+        """Complete."""
+        return True
+
+
+_RAN = _Ran()
+
+
 class PreparedCall:
     """Everything a call signature needs, worked out once: the spec, the chosen algorithm
     with its plan, call info and parameters, the blocking runner bound to it, and — for the
@@ -157,6 +171,11 @@ class PreparedCall:
         comm.last_algorithm = self.name
         if in_place and not alg.in_place and send is not None:
             send = send.copy()
+        if comm.blocking_phase and alg.native is not None and alg.native.blocking_only:
+            runner = self.runner if self.runner is not _UNBOUND else self.bind(comm)
+            assert runner is not None
+            runner(send, recv, seq, timeout, phase)
+            return _RAN  # type: ignore[return-value]
         # a native algorithm starts at once: its protocol orders the calls by when they start
         if agree and not alg.agrees_on_root and alg.native is None and comm.size > 1:
             return Agreed(comm, self.info, seq, phase, timeout,  # type: ignore[return-value]

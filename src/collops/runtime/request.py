@@ -40,9 +40,11 @@ class Completable(Protocol):
 class Request:
     """A non-blocking collective in flight: `test` and `wait` drive it."""
 
-    def __init__(self, comm: CommBase, phases: Phases) -> None:
+    def __init__(self, comm: CommBase, phases: Phases, blocking: bool = False) -> None:
         self._comm = comm
         self._phases = phases
+        #: the phases are a blocking call's (`CommBase.blocking_phase` while one starts)
+        self._blocking = blocking
         self._current: Execution | None = None
         self._done = False
         self._value: Any = None
@@ -74,12 +76,15 @@ class Request:
                 progress.disown(self._current)
                 if self._current in progress.active:
                     progress.active.remove(self._current)
+            outer, self._comm.blocking_phase = self._comm.blocking_phase, self._blocking
             try:
                 self._current = self._phases.send(None)
             except StopIteration as stop:
                 self._done = True
                 self._current = None
                 self._value = stop.value
+            finally:
+                self._comm.blocking_phase = outer
 
     def _advance_from_progress(self) -> None:
         """Start the next phase from another wait; keep an error for this request's wait."""

@@ -1,0 +1,403 @@
+"""``mpi_native``'s blocking calls: MPI's own blocking collective on the prepared buffers.
+
+A blocking collops call with ``mpi_native`` chosen runs ``MPI_Allreduce``, ``MPI_Bcast``, …
+directly — no request polled from Python — through the runner `BlockingCall` bound once per
+call signature (`NativeAlgorithm.bind`): its MPI function, counts, datatype, operator and
+MPI communicators are worked out when it is made. The single-phase collectives also bind
+whole calls (`bind_call` / `call`, as the shared-memory runners do), so a repeated call goes
+from `Comm` straight to MPI. Every blocking call takes this route, on every rank, whichever
+path inside `Comm` runs it: MPI's blocking and non-blocking collectives never match each
+other, so the choice must not depend on anything that differs between ranks.
+
+* **Mismatches.** Before it enters MPI, a rank knows every rank makes the same call: on a
+  communicator whose ranks share a node through the `Board` (shared memory), else through a
+  blocking 16-byte ``MPI_Allreduce`` of the fingerprint (``check=0`` skips both).
+* **Time limits.** A call with a timeout runs the agreement and MPI's blocking collective on
+  a helper thread and waits for it with the deadline, so it raises `CollectiveTimeout` as the
+  non-blocking form does; the abandoned thread enters MPI once the late ranks come, so they
+  complete the call, as they would with an abandoned request.
+* **Dead peers.** A rank waiting for the others' entries checks that the ranks of its node
+  live; while it is inside an untimed blocking MPI call, the transport's `Watchdog` thread
+  does, and ends the job with ``MPI_Abort`` and a message naming the dead rank (a blocked MPI
+  call cannot be interrupted). Ranks on other nodes are left to the launcher.
+* **Errors** MPI returns are `TransportError`s naming the call, the rank and MPI's message.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from .. import config
+from ..algorithms import fingerprint as fp
+from ..algorithms.native import NativeCall
+from ..errors import CollectiveMismatch, CollectiveTimeout, PeerFailed, ScheduleError
+from ..transport.stall import report, watch_of
+from .board import Board, call_key, raise_mismatch
+from .liveness import GUARD_INTERVAL
+from .native import (
+    MPI_NATIVE,
+    Flavour,
+    call_fingerprint,
+    earlier_execution,
+    in_place,
+    mpi_function,
+)
+from .transport import COLLECTIVE_SLOTS, MAX_SLEEP, MpiTransport, mpi_error
+
+#: the algorithm stall reports name for this module's waits (`runtime.stall` reads it)
+NAME = MPI_NATIVE.name
+
+
+class Watchdog:
+    """One thread per transport that, while a rank is inside an untimed blocking MPI call,
+    checks every `GUARD_INTERVAL` that the ranks of its node it waits for live, and ends the
+    job (``MPI_Abort``) with a message naming a dead one."""
+
+    def __init__(self, transport: MpiTransport) -> None:
+        self.transport = transport
+        #: the runner of the blocking MPI call this rank is in, or None
+        self.blocked: BlockingCall | None = None
+        thread = threading.Thread(target=self._watch, daemon=True, name="collops-mpi-watch")
+        thread.start()
+
+    @classmethod
+    def of(cls, transport: MpiTransport) -> Watchdog:
+        """The transport's watchdog, started on first use."""
+        dog: Watchdog | None = transport._watchdog
+        if dog is None:
+            dog = transport._watchdog = cls(transport)
+        return dog
+
+    def _watch(self) -> None:
+        transport = self.transport
+        while not transport._closed:
+            time.sleep(GUARD_INTERVAL)
+            runner = self.blocked
+            if runner is not None:
+                note_stall(runner, f"in MPI's {mpi_function(runner.collective)}",
+                           runner.current)
+            dead = None if runner is None else runner.dead_peer()
+            if runner is not None and dead is not None and self.blocked is runner:
+                sys.stderr.write(
+                    f"collops: MPI rank {dead} (pid {transport._peers.pids[dead]}) died while "
+                    f"rank {runner.rank} was blocked in {mpi_function(runner.collective)} "
+                    f"({runner.what}), which cannot be interrupted; aborting the job\n")
+                sys.stderr.flush()
+                transport._MPI.COMM_WORLD.Abort(1)
+                return
+
+
+class BlockingCall:
+    """The blocking runner of one ``mpi_native`` call signature (`bind`)."""
+
+    def __init__(self, call: NativeCall, flavour: Flavour = MPI_NATIVE) -> None:
+        transport, spec = call.transport, call.spec
+        if not isinstance(transport, MpiTransport):
+            raise ScheduleError(f"{spec.collective}[{flavour.name}] needs the MPI transport, not "
+                                f"{call.transport_name}")
+        self.transport, self.spec, self.rank, self.native = transport, spec, call.rank, call
+        self.collective = spec.collective
+        MPI = self._MPI = transport._MPI
+        transport.collective_comm(call.group, call.context, 0)  # its pool made
+        self.pool_key = (call.group, call.context)
+        check = bool(call.params.get("check", 1)) and spec.size > 1
+        self.board: Board | None = transport.board(call.group, call.context) if check else None
+        #: a communicator spanning nodes agrees on the fingerprint through MPI first
+        self.agree_first = check and self.board is None
+        self.fingerprint = call_fingerprint(spec, flavour.name)
+        self.others = tuple(r for r in range(spec.size) if r != call.rank)
+        self.operation = flavour.operation(MPI, call, True)
+        self.what = f"{spec.collective}[{flavour.name}]"
+        self.checked = f"{self.what}, checked before {mpi_function(spec.collective)}"
+        self.watchdog = Watchdog.of(transport) if transport._peers.pids or \
+            config.settings.stall_report is not None else None
+        self._mine = np.empty(2, np.uint64)
+        self._agreed = np.empty(2, np.uint64)
+        self._mine[0] = self.fingerprint
+        self._mine[1] = ~self.fingerprint & (2**64 - 1)
+        # the whole-call binding (`bind_call`)
+        self._counter: Any = None
+        self._hot: tuple[Any, ...] | None = None
+        #: the call running now and its time limit (for the watchdog and errors)
+        self.current: int = 0
+        self.limit: float | None = None
+
+    # -- one blocking phase ----------------------------------------------------------------
+    def __call__(self, send: np.ndarray | None, recv: np.ndarray | None, seq: int,
+                 timeout: float | None, phase: int = 0) -> None:
+        """Run phase ``phase`` of call ``seq`` with MPI's blocking collective."""
+        self.run(in_place(self._MPI, send, recv), recv, seq, timeout, phase)
+
+    def run(self, send: Any, recv: np.ndarray | None, seq: int, timeout: float | None,
+            phase: int = 0) -> None:
+        """`__call__` on buffers already checked (``send`` may be MPI_IN_PLACE)."""
+        mc = self.transport._pools[self.pool_key][seq % COLLECTIVE_SLOTS]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if seq >= COLLECTIVE_SLOTS and self.native.progress.active:
+            self._finish_earlier(seq, deadline)
+        key = call_key(seq, phase, True)
+        self.current, self.limit = seq, timeout
+        try:
+            self._agree(mc, key, seq, deadline, send, recv)
+            if deadline is not None:
+                self._timed(mc, send, recv, deadline)
+            elif self.watchdog is None:
+                self.operation(mc, send, recv)
+            else:
+                self.watchdog.blocked = self
+                try:
+                    self.operation(mc, send, recv)
+                finally:
+                    self.watchdog.blocked = None
+        except self._MPI.Exception as exc:
+            raise mpi_error(self.rank, f"{self.what} call #{seq} "
+                            f"({mpi_function(self.collective)})", exc) from exc
+
+    def _finish_earlier(self, seq: int, deadline: float | None) -> None:
+        """Wait until no earlier call in flight on this rank shares this call's MPI
+        communicator (MPI starts the collectives of one communicator in order), driving the
+        calls in flight meanwhile."""
+        if earlier_execution(self.native, seq, None) is not None:
+            self.native.progress.wait(SlotWait(self, seq, deadline))
+
+    def _agree(self, mc: Any, key: int, seq: int, deadline: float | None, send: Any,
+               recv: Any) -> None:
+        """Return once every rank makes this call (raise `CollectiveMismatch` if not)."""
+        board = self.board
+        if board is not None:
+            board.post(key, self.fingerprint)
+            posted, mismatch = board.compare(key, self.fingerprint, self.others)
+            if mismatch is not None:
+                raise_mismatch(mismatch, self.rank, key, self.fingerprint, self.checked)
+            if not posted:
+                wait = BoardWait(self, board, key, seq, deadline)
+                transport = self.transport
+                transport._wakers.append(wait)
+                try:
+                    if self.native.progress.active:  # drive the calls in flight meanwhile
+                        self.native.progress.wait(wait)
+                    else:
+                        self._await_alone(wait)
+                except CollectiveTimeout:
+                    # the late ranks will enter MPI's call: this rank's abandoned part does
+                    threading.Thread(target=self._abandoned, args=(wait, mc, send, recv),
+                                     daemon=True).start()
+                    raise
+                finally:
+                    transport._wakers.remove(wait)
+        elif self.agree_first:
+            if deadline is not None:
+                self._timed(mc, self._mine, self._agreed, deadline, self._agreement)
+            else:
+                self._agreement(mc, self._mine, self._agreed)
+            highest, lowest = int(self._agreed[0]), ~int(self._agreed[1]) & (2**64 - 1)
+            if highest != self.fingerprint or lowest != self.fingerprint:
+                other = highest if highest != self.fingerprint else lowest
+                raise CollectiveMismatch(
+                    f"rank {self.rank}: {fp.mismatch(self.fingerprint, other, 'another rank')}"
+                    f" ({self.what} call #{seq}, checked before "
+                    f"{mpi_function(self.collective)})")
+
+    def _agreement(self, mc: Any, mine: Any, agreed: Any) -> None:
+        mc.Allreduce(mine, agreed, self._MPI.MAX)
+
+    def _await_alone(self, wait: BoardWait) -> None:
+        """Wait for the board with no other call in flight: poll, then yield the core, then
+        sleep up to `MAX_SLEEP` (the stages of the transport's own waits), letting MPI move
+        the sends an earlier call left behind (a peer may still be receiving them)."""
+        transport = self.transport
+        start = time.monotonic()
+        delay = 2e-5
+        while not wait.poll():
+            if transport._background or transport._pending:
+                transport.progress()  # an earlier call's sends move only inside MPI calls
+            waited = time.monotonic() - start
+            if waited < transport._spin_seconds:
+                continue
+            if waited < transport._spin_seconds + transport._yield_seconds:
+                os.sched_yield()
+                continue
+            note_stall(self, "for the other ranks to start it", wait.seq)
+            time.sleep(delay)
+            delay = min(2 * delay, MAX_SLEEP)
+
+    def _abandoned(self, wait: BoardWait, mc: Any, send: Any, recv: Any) -> None:
+        """A timed-out call's remains (a helper thread): once the others have posted the same
+        call, take part in MPI's call, so they complete it."""
+        delay = 1e-4
+        while not wait.ready():
+            time.sleep(delay)
+            delay = min(2 * delay, 0.05)
+            if self.transport._closed or self.dead_peer() is not None:
+                return
+        if wait.board.compare(wait.key, self.fingerprint, self.others)[1] is None:
+            try:
+                self.operation(mc, send, recv)
+            except self._MPI.Exception:
+                pass  # the call was given up already
+
+    def dead_peer(self) -> int | None:
+        """A rank of this communicator on this node whose process is gone (its world rank)."""
+        return self.transport._peers.first_dead(self.native.group[r] for r in self.others)
+
+    def _timed(self, mc: Any, send: Any, recv: Any, deadline: float,
+               operation: Any = None) -> None:
+        """MPI's blocking call on a helper thread, waited for until ``deadline``; the
+        abandoned thread finishes the call when the late ranks come."""
+        done = threading.Event()
+        failed: list[BaseException] = []
+        run = operation or self.operation
+
+        def blocking() -> None:
+            try:
+                run(mc, send, recv)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                failed.append(exc)
+            done.set()
+
+        threading.Thread(target=blocking, daemon=True, name=f"collops-{self.collective}").start()
+        while not done.wait(min(self.transport._check_every,
+                                max(0.0, deadline - time.monotonic()))):
+            note_stall(self, f"in MPI's {mpi_function(self.collective)}", self.current)
+            dead = self.dead_peer()
+            if dead is not None:
+                raise PeerFailed(dead, f"its process (pid {self.transport._peers.pids[dead]}) "
+                                 f"is gone while rank {self.rank} waited in {self.what}")
+            if time.monotonic() >= deadline:
+                raise self.timeout_error(f"in MPI's {mpi_function(self.collective)}")
+        if failed:
+            raise failed[0]
+
+    def timeout_error(self, where: str) -> CollectiveTimeout:
+        """The error of a call that did not complete in time, waiting ``where``."""
+        return CollectiveTimeout(
+            f"rank {self.rank}: {self.what} did not complete within {self.limit} s; waiting "
+            f"{where} over {self.spec.size} ranks (MPI does not say which ranks it has not "
+            "heard from)")
+
+    # -- whole calls -------------------------------------------------------------------------
+    def bind_call(self, counter: Any, dtype: np.dtype, itemsize: int, shape: tuple[int, ...],
+                  out_shape: tuple[int, ...] | None, slow: Any, alloc: Any) -> None:
+        """Run whole calls whose ``x`` has ``dtype`` and ``shape`` (`call`); the result has
+        ``out_shape`` (None: this rank gets none), made by ``alloc``; ``slow`` is returned
+        for anything else, before the call takes its number from ``counter``."""
+        self._counter = memoryview(counter)
+        size = int(np.prod(out_shape, dtype=np.int64)) if out_shape is not None else 0
+        self._hot = (dtype, shape, out_shape, size, slow, alloc)
+
+    def call(self, x: Any, out: Any, timeout: float | None) -> Any:
+        """One whole call bound by `bind_call`: its result, None, or the ``slow`` marker."""
+        hot = self._hot
+        assert hot is not None
+        dtype, shape, out_shape, size, slow, alloc = hot
+        if type(x) is not np.ndarray or x.dtype is not dtype and x.dtype != dtype or \
+                x.shape != shape or not x.flags.c_contiguous:
+            return slow
+        if out_shape is None:
+            result = None
+        elif out is None:
+            result = alloc()
+        elif (type(out) is np.ndarray and out.size == size and out is not x
+              and (out.dtype is dtype or out.dtype == dtype) and out.flags.c_contiguous
+              and out.flags.writeable and not np.may_share_memory(out, x)):
+            result = out
+        else:
+            return slow
+        counter = self._counter
+        seq = counter[0]
+        counter[0] = seq + 1
+        self.run(x, result, seq, timeout)
+        if result is None or result.shape == out_shape:
+            return result
+        return result.reshape(out_shape)
+
+
+def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None,
+         flavour: Flavour = MPI_NATIVE) -> Any:
+    """The blocking runner of ``call``'s signature (`NativeAlgorithm.bind`): whole calls for
+    the single-phase collectives, phases for bcast's and scatter's envelopes and data."""
+    runner = BlockingCall(call, flavour)
+    return runner if call.spec.collective in ("bcast", "scatter", "scatterv") \
+        else runner.__call__
+
+
+def note_stall(runner: BlockingCall, where: str, seq: int | None = None) -> None:
+    """A stall report (`COLLOPS_STALL_REPORT`) once ``runner``'s call has waited too long."""
+    threshold = config.settings.stall_report
+    if threshold is None:
+        return
+    watch_of(runner.transport).waiting(
+        (runner.native.context, seq, runner.what), threshold,
+        lambda waited: report(runner.rank, runner.what, seq, where, waited, None, threshold))
+
+
+class BoardWait:
+    """Waiting until the other ranks have posted a blocking call on the board, as an
+    execution the progress engine drives (with the calls in flight) until it is `ready`."""
+
+    __slots__ = ("runner", "board", "key", "seq", "context", "spec", "rank", "call", "left",
+                 "deadline", "next_check")
+
+    def __init__(self, runner: BlockingCall, board: Board, key: int, seq: int,
+                 deadline: float | None) -> None:
+        self.runner, self.board, self.key, self.seq = runner, board, key, seq
+        self.context, self.spec, self.rank = runner.native.context, runner.spec, runner.rank
+        self.call = runner.native  # its group, for stall reports
+        self.left, self.deadline = 1, deadline
+        self.next_check = time.monotonic() + runner.transport._check_every
+
+    def ready(self) -> bool:
+        """Whether the others have posted this call, or another one (a mismatch)."""
+        posted, mismatch = self.board.compare(self.key, self.runner.fingerprint,
+                                              self.runner.others)
+        return posted or mismatch is not None
+
+    def poll(self) -> bool:
+        """True once every rank posted this call; raises on a mismatch, a dead rank of this
+        node or the deadline."""
+        runner = self.runner
+        posted, mismatch = self.board.compare(self.key, runner.fingerprint, runner.others)
+        if mismatch is not None:
+            raise_mismatch(mismatch, runner.rank, self.key, runner.fingerprint, runner.checked)
+        if posted:
+            self.left = 0
+            return True
+        now = time.monotonic()
+        if now >= self.next_check:
+            self.next_check = now + runner.transport._check_every
+            dead = runner.dead_peer()
+            if dead is not None:
+                raise PeerFailed(dead, f"its process (pid {runner.transport._peers.pids[dead]})"
+                                 f" is gone while rank {runner.rank} waited for it to start "
+                                 f"{runner.what}")
+        if self.deadline is not None and now > self.deadline:
+            raise runner.timeout_error("for the other ranks to start it")
+        return False
+
+
+class SlotWait:
+    """Waiting until no earlier call in flight shares a blocking call's MPI communicator, as
+    an execution the progress engine drives (with those calls) until it completes."""
+
+    __slots__ = ("runner", "seq", "context", "spec", "rank", "call", "left", "deadline")
+
+    def __init__(self, runner: BlockingCall, seq: int, deadline: float | None) -> None:
+        self.runner, self.seq, self.deadline, self.left = runner, seq, deadline, 1
+        self.context, self.spec, self.rank = runner.native.context, runner.spec, runner.rank
+        self.call = runner.native  # its group, for stall reports
+
+    def poll(self) -> bool:
+        """True once no earlier call holds the MPI communicator; raises past the deadline."""
+        if earlier_execution(self.runner.native, self.seq, self) is None:
+            self.left = 0
+            return True
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise self.runner.timeout_error("for an earlier call on this communicator, which "
+                                            "shares its MPI communicator, to finish")
+        return False

@@ -1,0 +1,114 @@
+"""The fingerprint board: where the ranks of one node post the call each ``mpi_native`` call
+makes, so they agree on it through shared memory instead of an extra MPI collective.
+
+MPI cannot tell mismatched calls apart, and what it does with them is worse than an error:
+MPICH aborts the job on a count mismatch (a truncated message, whatever the error handler),
+hangs on calls of different kinds and silently mixes the data of calls that differ only in
+operator or dtype. So no rank may enter MPI's collective before it knows every rank makes the
+same call. A communicator spanning nodes agrees with one 16-byte ``MPI_Allreduce`` first;
+that doubles the cost of a small call. When all ranks of a communicator share a node, each
+instead posts ``(call key, fingerprint)`` into its row of an MPI-3 shared-memory window (a
+ring of `RING` entries) and waits until every other rank has posted the same call there
+(`Board.compare`): the cost of a shared-memory flag, and a `CollectiveMismatch` naming both
+calls before any byte moves. A rank never runs more than one call ahead of the others this
+way, so the ring never wraps onto an entry still being compared.
+
+Each word is written by its rank only; the fingerprint is written before the key, and a
+reader takes an entry only when the key it reads before and after the fingerprint is the
+same, so a half-written entry is never taken for a mismatch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..algorithms import fingerprint as fp
+from ..errors import CollectiveMismatch
+
+#: entries per rank (a rank is at most one call ahead of the others)
+RING = 256
+#: bit 0 of a key: the entry is a blocking call's (MPI's blocking and non-blocking collectives
+#: never match each other)
+BLOCKING = 1
+
+
+def call_key(seq: int, phase: int, blocking: bool) -> int:
+    """The non-zero key of phase ``phase`` of call ``seq`` (``blocking``: of a blocking call)."""
+    return ((seq * 4 + phase + 1) << 1) | (BLOCKING if blocking else 0)
+
+
+class Board:
+    """One communicator's board over a shared window of ``size`` rows of `RING` entries."""
+
+    __slots__ = ("window", "words", "rank", "size", "mine")
+
+    def __init__(self, MPI: Any, comm: Any) -> None:
+        """Collective over ``comm``, whose ranks must all share this node."""
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        nbytes = self.size * RING * 16
+        self.window = MPI.Win.Allocate_shared(nbytes if self.rank == 0 else 0, 8, comm=comm)
+        buf, _ = self.window.Shared_query(0)
+        self.words = memoryview(buf).cast("B").cast("Q")
+        self.mine = self.rank * RING * 2
+        for i in range(self.mine, self.mine + RING * 2):
+            self.words[i] = 0
+        comm.Barrier()  # every row cleared before any rank posts
+
+    @classmethod
+    def for_comm(cls, MPI: Any, comm: Any) -> Board | None:
+        """A board over ``comm`` when all its ranks share one node (collective), else None."""
+        if comm.Get_size() < 2:
+            return None
+        node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+        try:
+            if node.Get_size() != comm.Get_size():
+                return None
+            return cls(MPI, node)
+        finally:
+            node.Free()
+
+    def post(self, key: int, fingerprint: int) -> None:
+        """Post this rank's entry for ``key`` (before it enters MPI)."""
+        at = self.mine + ((key >> 1) % RING) * 2
+        words = self.words
+        words[at + 1] = 0
+        words[at] = fingerprint
+        words[at + 1] = key
+
+    def compare(self, key: int, fingerprint: int, ranks: Any
+                ) -> tuple[bool, tuple[int, int, int] | None]:
+        """``(whether all of ranks posted key's call, the first mismatch)``; a mismatch is
+        ``(rank, its key, its fingerprint)``: another call, or this one made blocking on one
+        rank and non-blocking on the other."""
+        words, slot, call = self.words, ((key >> 1) % RING) * 2, key >> 1
+        posted = True
+        for rank in ranks:
+            at = rank * RING * 2 + slot
+            theirs = words[at + 1]
+            their_fp = words[at]
+            if words[at + 1] != theirs or theirs >> 1 < call:
+                posted = False  # being written, or not there yet
+            elif theirs >> 1 == call and (theirs != key or their_fp != fingerprint):
+                return False, (rank, theirs, their_fp)
+        return posted, None
+
+
+
+def mismatch_message(rank: int, mine: int, my_key: int, other: int, theirs: int,
+                     their_key: int, what: str) -> str:
+    """What a rank says when ``other``'s call at this point is not its own."""
+    if their_key >> 1 == my_key >> 1 and theirs == mine:
+        how = "blocking" if my_key & BLOCKING else "non-blocking"
+        other_how = "blocking" if their_key & BLOCKING else "non-blocking"
+        return (f"rank {rank}: made call #{(my_key >> 1) // 4} ({fp.describe(mine)}) {how} "
+                f"but rank {other} made it {other_how}: MPI's blocking and non-blocking "
+                f"collectives never match each other ({what})")
+    return f"rank {rank}: {fp.mismatch(mine, theirs, f'rank {other}')} ({what})"
+
+
+def raise_mismatch(mismatch: tuple[int, int, int], rank: int, key: int, fingerprint: int,
+                   what: str) -> None:
+    """Raise `CollectiveMismatch` for a mismatch `Board.compare` found."""
+    other, their_key, theirs = mismatch
+    raise CollectiveMismatch(mismatch_message(rank, fingerprint, key, other, theirs, their_key,
+                                              what))

@@ -1,0 +1,98 @@
+"""Blocking ``mpi_native`` calls run MPI's blocking collective, under mpiexec.
+
+``python blocking.py``: every rank makes blocking calls of each collective (several times,
+so the whole-call binding is used too) with ``mpi_native`` and checks them against numpy;
+it counts the non-blocking executions started meanwhile (there must be none: a blocking call
+posts no MPI request to poll), then makes one non-blocking call (one execution). Then rank 0
+makes a call blocking that rank 1 makes non-blocking (MPI's blocking and non-blocking
+collectives never match), and a call with another count: both must raise
+`CollectiveMismatch` before MPI moves a byte, and the communicator stays usable.
+
+Each rank prints ``{"rank": r, "checked": n, "executions": [blocking, non-blocking],
+"results": [[case, error, message], ...], "after": value}``.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+import numpy as np  # noqa: E402
+from mpi4py import MPI  # noqa: E402
+
+import collops  # noqa: E402
+from collops.mpi import native  # noqa: E402
+
+started = [0]
+_init = native.NativeExecution.__init__
+
+
+def counting_init(self, *args, **kwargs):
+    started[0] += 1
+    _init(self, *args, **kwargs)
+
+
+native.NativeExecution.__init__ = counting_init
+
+
+def mine(rank, n, i):
+    return (np.arange(n) % 13 + 100 * rank + i).astype(np.float64)
+
+
+def check_every_collective(comm):
+    """Blocking calls of each collective against numpy; the number of checks made."""
+    me, p, checked = comm.rank, comm.size, 0
+    kw = {"algorithm": "mpi_native"}
+    for n in (1, 1000, 40_000):
+        for i in range(3):  # the later calls go through the whole-call binding
+            everyone = [mine(r, n, i) for r in range(p)]
+            x = everyone[me]
+            assert np.array_equal(comm.allreduce(x, **kw), sum(everyone))
+            assert np.array_equal(comm.allreduce(x), sum(everyone))  # automatic selection
+            got = comm.reduce(x, root=p - 1, **kw)
+            assert (got is None) if me != p - 1 else np.array_equal(got, sum(everyone))
+            assert np.array_equal(comm.allgather(x, **kw), np.concatenate(everyone))
+            assert np.array_equal(comm.allgather(x), np.concatenate(everyone))
+            blocks = np.concatenate([mine(me, n, d) for d in range(p)])
+            want = np.concatenate([mine(r, n, me) for r in range(p)])
+            assert np.array_equal(comm.alltoall(blocks, **kw), want)
+            assert np.array_equal(comm.bcast(x if me == 1 else None, 1, **kw), everyone[1])
+            assert np.array_equal(comm.bcast(x if me == 0 else None), everyone[0])
+            out = x.copy()
+            comm.allreduce(out, out=out, **kw)  # in place: MPI_IN_PLACE
+            assert np.array_equal(out, sum(everyone))
+            comm.barrier(**kw)
+            comm.barrier()
+            checked += 9
+    return checked
+
+
+def main():
+    comm = collops.init()
+    me = comm.rank
+    checked = check_every_collective(comm)
+    blocking = started[0]
+    got = comm.iallreduce(np.ones(3), algorithm="mpi_native").wait()
+    assert np.array_equal(got, np.full(3, comm.size))
+    executions = [blocking, started[0] - blocking]
+    results = []
+    cases = {
+        "blocking vs non-blocking": lambda: (
+            comm.allreduce(np.ones(4), algorithm="mpi_native") if me == 0
+            else comm.iallreduce(np.ones(4), algorithm="mpi_native").wait()),
+        "count": lambda: comm.allreduce(np.ones(4 if me == 0 else 8), algorithm="mpi_native"),
+    }
+    for case, call in cases.items():
+        try:
+            call()
+            results.append([case, None, ""])
+        except collops.CollopsError as exc:
+            results.append([case, type(exc).__name__, str(exc)])
+    after = comm.allreduce(np.ones(1), algorithm="mpi_native")
+    print(json.dumps({"rank": me, "checked": checked, "executions": executions,
+                      "results": results, "after": float(after[0])}), flush=True)
+    MPI.COMM_WORLD.Barrier()
+
+
+main()
