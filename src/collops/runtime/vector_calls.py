@@ -183,7 +183,7 @@ def fast_scatterv(comm: FastPaths, x: Any, key: Any, root: Any, out: Any,
     if not inline:
         return Request(comm, comm._scatterv_received(
             "scatterv", envelope.recv, dtype, shape, out, root, seq, algorithm, {},
-            timeout)).wait()
+            timeout), True).wait()
     view = _envelope_view(envelope.recv, dtype, shape)
     result = comm._out("scatterv", out, shape, dtype)  # raises, naming a wrong ``out``
     result.reshape(shape)[...] = view
