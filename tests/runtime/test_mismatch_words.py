@@ -94,3 +94,18 @@ def test_equal_calls_have_equal_fingerprints_and_different_ones_differ():
                                            (count, (), op and op.name), op)
                 assert f not in seen, (key, seen.get(f))
                 seen[f] = key
+
+
+def test_a_given_up_call_still_says_what_it_called():
+    """The word a rank leaves for a call it gave up after seeing a mismatch carries its own
+    call, so a peer that meets that word instead of the call says how the calls differed;
+    it is never any call's own fingerprint."""
+    mine = fp.fingerprint("allreduce", "ring", 0, np.dtype(np.float64), 8, SUM)
+    theirs = fp.fingerprint("allreduce", "ring", 0, np.dtype(np.float64), 8, MAX)
+    left = fp.given_up(theirs)
+    assert fp.is_given_up(left) and not fp.is_given_up(theirs)
+    assert left not in (theirs, mine, fp.GIVEN_UP)
+    assert "op: sum vs max" in fp.mismatch(mine, left, "rank 1")
+    assert "gave the call up" in fp.mismatch(theirs, left, "rank 1")  # same call: see its error
+    assert "gave the call up" in fp.mismatch(mine, fp.given_up(), "rank 1")
+    assert fp.differences(mine, left) == "op: sum vs max"

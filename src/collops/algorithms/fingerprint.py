@@ -55,6 +55,27 @@ _known: dict[int, Fields] = {}
 GIVEN_UP = 0x61B4_D0E5_6A77_0000
 
 
+def given_up(fp: int | None = None) -> int:
+    """The fingerprint a rank leaves for a call it gave up: `GIVEN_UP`, or, when it knows its
+    own call's fingerprint ``fp`` (it saw a mismatch, or failed mid-call), that call's twin
+    with the packed word's top bit cleared — never a real call's, and decoded back to it."""
+    if fp is None:
+        return GIVEN_UP
+    return _mix(_unmix(fp & _MASK) & ~(1 << 63))
+
+
+def is_given_up(fp: int) -> bool:
+    """Whether ``fp`` is a given-up call's word (`given_up`)."""
+    return fp == GIVEN_UP or not _unmix(fp & _MASK) >> 63
+
+
+def _called(fp: int) -> int | None:
+    """The call a given-up word was made from, if it names one."""
+    if fp == GIVEN_UP or not is_given_up(fp):
+        return None
+    return _mix(_unmix(fp & _MASK) | (1 << 63))
+
+
 def _h(text: str, bits: int) -> int:
     return zlib.crc32(text.encode()) & ((1 << bits) - 1)
 
@@ -161,8 +182,10 @@ def fields(fp: int) -> Fields:
 
 def describe(fp: int) -> str:
     """A call in words: ``allreduce[ring] op=sum dtype=float64 count=8``."""
-    if fp == GIVEN_UP:
-        return "nothing: it gave the call up, raising an error of its own"
+    if is_given_up(fp):
+        called = _called(fp)
+        return ("nothing: it gave the call up, raising an error of its own" if called is None
+                else f"{describe(called)}, then gave the call up")
     f = fields(fp)
     words = [f"{f.collective}[{f.algorithm}]"]
     if f.collective in ROOTED:
@@ -177,13 +200,17 @@ def describe(fp: int) -> str:
     return " ".join(words)
 
 
+#: what `differences` says of two fingerprints whose packed fields agree
+_SAME = "the calls' signatures differ"
 #: where each field sits in the packed word: (shift, bits)
 _PLACES = {"collective": (58, 5), "algorithm": (48, 10), "root": (36, 12), "op": (32, 4),
            "dtype": (22, 10), "counts": (0, 22)}
 
 
 def differences(mine: int, theirs: int) -> str:
-    """The fields two calls differ in, each as ``field: mine vs theirs``."""
+    """The fields two calls differ in, each as ``field: mine vs theirs`` (a given-up word
+    stands for the call it was made from)."""
+    mine, theirs = (_called(x) or x for x in (mine, theirs))
     a, b = fields(mine), fields(theirs)
     packed = _unmix(mine & _MASK), _unmix(theirs & _MASK)
     names = ["algorithm", "root", "op", "dtype", "counts"]
@@ -198,13 +225,18 @@ def differences(mine: int, theirs: int) -> str:
             x, y = getattr(a, name), getattr(b, name)
             label = "count" if name == "counts" and x.isdigit() and y.isdigit() else name
             out.append(f"{label}: {x or 'none'} vs {y or 'none'}")
-    return "; ".join(out) or "the calls' signatures differ"
+    return "; ".join(out) or _SAME
 
 
 def mismatch(mine: int, theirs: int, who: str) -> str:
     """What a mismatch message says: both calls in words, then the fields that differ."""
-    if theirs == GIVEN_UP:
-        return (f"called {describe(mine)} but {who} gave the call up: it raised an error "
-                f"of its own before taking part (see {who}'s error)")
+    if is_given_up(theirs):
+        called = _called(theirs)
+        differ = _SAME if called is None else differences(mine, called)
+        if differ == _SAME:
+            return (f"called {describe(mine)} but {who} gave the call up: it raised an error "
+                    f"of its own before taking part (see {who}'s error)")
+        return (f"called {describe(mine)} but {who} called {describe(theirs)} at the same "
+                f"point ({differ})")
     return (f"called {describe(mine)} but {who} called {describe(theirs)} at the same point "
             f"({differences(mine, theirs)})")

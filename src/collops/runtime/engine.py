@@ -132,7 +132,7 @@ class Execution:
         try:
             self._run(plan.roots)
         except CollopsError as exc:
-            transport.give_up(tag_base, exc)
+            transport.give_up(tag_base, exc, info.fingerprint)
             raise
 
     def _run(self, steps: list[int]) -> None:
@@ -290,7 +290,8 @@ class Progress:
         self.owners.pop(id(ex), None)
         tag_base = getattr(ex, "tag_base", None)
         if error is not None and tag_base is not None:
-            self.transport.give_up(tag_base, error)
+            info = getattr(ex, "info", None)
+            self.transport.give_up(tag_base, error, getattr(info, "fingerprint", None))
 
     def _poll_other(self, ex: Any) -> None:
         """Poll an execution nobody is waiting on here: its completion advances its owner, and

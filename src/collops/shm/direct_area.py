@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import config
-from ..algorithms.fingerprint import GIVEN_UP, fields, mismatch
+from ..algorithms.fingerprint import fields, is_given_up, mismatch
 from ..errors import CollectiveMismatch, CollectiveTimeout, PeerFailed
 from ..transport.stall import report, watch_of
 from ..transport.tags import call_of_tag_base
@@ -252,7 +252,7 @@ class DirectArea:
         counts an acknowledgement as its reader's agreement (`direct._confirms`): this rank
         never fakes one there; the root sees this rank's word for the call instead."""
         fingerprint = int(self.words[self.fps[member][slot]])
-        return fingerprint != GIVEN_UP and fields(fingerprint).collective in ("bcast",
+        return not is_given_up(fingerprint) and fields(fingerprint).collective in ("bcast",
                                                                               "scatter")
 
     def _released(self, slot: int) -> bool:

@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from ..algorithms.fingerprint import GIVEN_UP, describe
+from ..algorithms.fingerprint import describe, given_up
 from ..errors import CollectiveMismatch, CollopsError, PeerFailed, TransportError
 from ..transport.base import Capabilities, Handle
 from ..transport.tags import CALL_BITS, PHASE_BITS, SEQ_BITS, call_of_tag_base
@@ -396,14 +396,17 @@ class ShmTransport(BulkTransfers):
             return PeerFailed(peer, "it exited while an operation with it was pending"), False
         return None
 
-    def give_up(self, tag_base: int, error: BaseException) -> None:
+    def give_up(self, tag_base: int, error: BaseException, fingerprint: int | None = None
+                ) -> None:
         """This rank abandoned the phase of a call whose tag base is ``tag_base`` after
         ``error``. A `PeerFailed` is noted as the cause of this rank's own failure
         (`note_cause`: the launcher names that rank to the others). After any other error,
         this rank's word for the call in the communicator's direct area says it gave the call
-        up (`fingerprint.GIVEN_UP`), so a peer that waits there for its contribution or for a
-        message from it raises `CollectiveMismatch`; and the call counts as read in the peers'
-        slots, so they can use them again. This rank's receives of the call are dropped."""
+        up (`fingerprint.given_up`: with what it called, when ``fingerprint`` is known, so the
+        peers' errors say how the calls differed), so a peer that waits there for its
+        contribution or for a message from it raises `CollectiveMismatch`; and the call counts
+        as read in the peers' slots, so they can use them again. This rank's receives of
+        the call are dropped."""
         if isinstance(error, PeerFailed):
             self.note_cause(error.failed_rank)
             return
@@ -417,7 +420,7 @@ class ShmTransport(BulkTransfers):
         phase = (tag_base >> SEQ_BITS) & ((1 << PHASE_BITS) - 1)
         for (area_context, _), area in list(self._direct_areas.items()):
             if area_context == context:
-                area.give_up(seq, phase, GIVEN_UP)
+                area.give_up(seq, phase, given_up(fingerprint))
 
     def note_cause(self, failed: int) -> None:
         """Record in this rank's block that its failure follows from rank ``failed``'s (the
@@ -442,7 +445,7 @@ class ShmTransport(BulkTransfers):
                 k = int(words[held]) >> 24
                 if k and (k - 1) & mask == call:
                     fingerprint = int(words[held + 1])
-                    if fingerprint == GIVEN_UP:
+                    if fingerprint == given_up():
                         raise CollectiveMismatch(
                             f"rank {self.rank} (world) awaits a message from rank {peer} "
                             f"(world), but rank {peer} gave the call up: it raised an error "

@@ -106,8 +106,10 @@ class Transport(ABC):
         when the transport cannot tell)."""
         return None
 
-    def give_up(self, tag_base: int, error: BaseException) -> None:  # noqa: B027 - optional
-        """This rank abandoned the call whose phase has ``tag_base`` after ``error``: a
+    def give_up(self, tag_base: int, error: BaseException,  # noqa: B027 - optional
+                fingerprint: int | None = None) -> None:
+        """This rank abandoned the call whose phase has ``tag_base`` after ``error`` (its own
+        call's ``fingerprint``, when known, lets peers say how the calls differed): a
         transport that can may fail its peers' receives of that call from this rank, which
         would otherwise wait for messages it will never send (a no-op by default)."""
 

@@ -195,7 +195,8 @@ class InprocTransport(Transport):
                 return self._peer_failed(rank), True
         return (self._peer_failed(peer), False) if peer in ended else None
 
-    def give_up(self, tag_base: int, error: BaseException) -> None:
+    def give_up(self, tag_base: int, error: BaseException, fingerprint: int | None = None
+                ) -> None:
         """After an error in a call, fail the receives of this call from this rank at its
         peers: with `PeerFailed` naming the rank that failed (after a `PeerFailed`), else
         naming this rank and its error (an argument only it saw was wrong, a mismatch)."""
