@@ -122,7 +122,10 @@ class PointToPoint:
     # -- buffers --------------------------------------------------------------------------
     def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
         """Send ``buf`` to ``dest``."""
-        self._do("send", "Send", self._in(buf, "Send"), dest, tag)
+        try:
+            self._comm.send(message(buf, "Send", "buf", self._comm.rank, False)[0], dest, tag)
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
 
     Bsend = Rsend = Send
 
@@ -143,7 +146,13 @@ class PointToPoint:
     def Recv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG,
              status: Status | None = None) -> None:
         """Receive into ``buf``."""
-        fill(status, self._do("recv", "Recv", self._out(buf, "Recv"), source, tag))
+        try:
+            got = self._comm.recv(message(buf, "Recv", "buf", self._comm.rank, True)[0],
+                                  source, tag)
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
+        if status is not None:
+            fill(status, got)
 
     def Irecv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:
         """Non-blocking Recv."""
