@@ -122,8 +122,9 @@ class PointToPoint:
     # -- buffers --------------------------------------------------------------------------
     def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
         """Send ``buf`` to ``dest``."""
+        comm = self._comm
         try:
-            self._comm.send(message(buf, "Send", "buf", self._comm.rank, False)[0], dest, tag)
+            comm.send(message(buf, "Send", "buf", comm.rank, False)[0], dest, tag)
         except CollopsError as exc:
             raise mpi_error(exc) from None
 
@@ -146,9 +147,9 @@ class PointToPoint:
     def Recv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG,
              status: Status | None = None) -> None:
         """Receive into ``buf``."""
+        comm = self._comm
         try:
-            got = self._comm.recv(message(buf, "Recv", "buf", self._comm.rank, True)[0],
-                                  source, tag)
+            got = comm.recv(message(buf, "Recv", "buf", comm.rank, True)[0], source, tag)
         except CollopsError as exc:
             raise mpi_error(exc) from None
         if status is not None:

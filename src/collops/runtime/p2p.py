@@ -215,13 +215,14 @@ class P2P(CommBase):
         """Send array ``x`` to rank ``dest`` (returns once ``x`` may be reused)."""
         if (type(x) is np.ndarray and type(dest) is int and type(tag) is int and timeout is None
                 and 0 <= tag <= TAG_UB and 0 <= dest < self.size and dest != self.rank):
-            channel = self._channel()
+            try:
+                channel = self._p2p
+            except AttributeError:
+                channel = self._channel()
             route = channel.route
             if route is not None:
-                token = _TOKENS.get(x.dtype) or _TOKENS.setdefault(x.dtype,
-                                                                   dtype_token(x.dtype))
                 seq = channel.sent[dest]
-                if route.send_now(x, dest, tag, seq, token):
+                if route.send_now(x, dest, tag, seq):
                     channel.sent[dest] = seq + 1
                     return
         self._complete(self._start_send("send", x, dest, tag, False, timeout))
@@ -248,7 +249,10 @@ class P2P(CommBase):
         if (type(out) is np.ndarray and type(source) is int and type(tag) is int
                 and timeout is None and 0 <= source < self.size and source != self.rank
                 and ANY_TAG <= tag <= TAG_UB):
-            channel = self._channel()
+            try:
+                channel = self._p2p
+            except AttributeError:
+                channel = self._channel()
             matcher = channel.matcher
             if (channel.route is not None and not matcher.posted and not matcher.unexpected
                     and not channel.background):

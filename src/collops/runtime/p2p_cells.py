@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..datatypes import dtype_token
 from ..transport.base import Handle
 from .matching import Envelope
 from .status import Status
@@ -73,12 +74,15 @@ class CellRoute:
                                  prefix, view)
         return handle, inline
 
-    def send_now(self, arr: np.ndarray, dest: int, tag: int, seq: int, token: str) -> bool:
+    def send_now(self, arr: np.ndarray, dest: int, tag: int, seq: int) -> bool:
         """Publish a small array's cell at once if it is the simple case; False if not."""
         world = self.group[dest]
         if self.cells.queued[world]:
             return False
-        prefix, word, ndim, room = self.prefix(arr.dtype, token, arr.shape)
+        found = self._prefixes.get((arr.dtype, arr.shape))
+        if found is None:
+            found = self.prefix(arr.dtype, dtype_token(arr.dtype), arr.shape)
+        prefix, word, ndim, room = found
         if arr.nbytes + room > self.capacity:
             return False
         try:
@@ -113,4 +117,5 @@ class CellRoute:
         got = (ring.wait_take if wait else ring.take)(self.context, tag, out)
         if got < 0:
             return None
-        return out, Status(source, got & _TAG_MASK, got >> 31, cells.dtype_of(ring.last_token))
+        dtype = cells.dtypes.get(ring.last_token) or cells.dtype_of(ring.last_token)
+        return out, Status(source, got & _TAG_MASK, got >> 31, dtype)

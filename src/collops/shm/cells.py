@@ -87,7 +87,8 @@ class CellRings:
         self.parked_count = 0
         self._watched = False
         self._transport = transport
-        self._dtypes: dict[int, np.dtype] = {}
+        #: token word -> dtype (`dtype_of`)
+        self.dtypes: dict[int, np.dtype] = {}
 
     #: a dtype token as one word
     token_word = staticmethod(token_word)
@@ -170,8 +171,8 @@ class CellRings:
 
     def dtype_of(self, word: int) -> np.dtype:
         """The dtype of a cell's token word (`token_word`)."""
-        dtype = self._dtypes.get(word)
+        dtype = self.dtypes.get(word)
         if dtype is None:
             raw = word.to_bytes(8, "little").rstrip(b"\0").decode()
-            dtype = self._dtypes[word] = np.dtype(raw)
+            dtype = self.dtypes[word] = np.dtype(raw)
         return dtype
