@@ -135,6 +135,21 @@ def test_blocking_small_sends_and_probes_mix_with_a_large_one_in_order():
     assert _spawn(body)[1] == (1, 1.0, 1 << 17, 2.0, 3.0)
 
 
+def test_cells_of_two_communicators_on_one_pair_reach_their_own():
+    def body(comm):
+        other = comm.dup()
+        if comm.rank == 0:
+            other.send(np.array([1.0]), 1, tag=3)  # first in the ring, for the other one
+            comm.send(np.array([2.0]), 1, tag=3)
+            other.send(np.array([3.0]), 1, tag=3)
+            return None
+        first = comm.recv(np.empty(1), source=0, tag=3)[0][0]
+        rest = [other.recv(np.empty(1), source=0, tag=3)[0][0] for _ in range(2)]
+        return [first, *rest]
+
+    assert _spawn(body)[1] == [2.0, 1.0, 3.0]
+
+
 def test_a_receiver_that_dies_while_its_sender_waits_for_room_is_named(tmp_path):
     where = tmp_path / "rank0.json"
 

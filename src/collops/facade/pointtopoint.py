@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import CollopsError
 from .buffers import message
 from .constants import ANY_SOURCE, ANY_TAG
+from .datatypes import _BY_DTYPE
 from .exceptions import mpi_error, not_implemented
 from .requests import Prequest, Request, Status, fill
 
@@ -76,6 +77,9 @@ def _null_message(call: str) -> CollopsError:
 
 
 MESSAGE_NULL = Message()
+#: the dtypes with a predefined datatype: an array of one goes to collops as it is (collops
+#: checks its layout), anything else through the buffer-spec parser
+_MAPPED = _BY_DTYPE
 
 
 class _Both:
@@ -123,8 +127,10 @@ class PointToPoint:
     def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
         """Send ``buf`` to ``dest``."""
         comm = self._comm
+        if type(buf) is not np.ndarray or buf.dtype not in _MAPPED:  # else: as it is
+            buf = message(buf, "Send", "buf", comm.rank, False)[0]
         try:
-            comm.send(message(buf, "Send", "buf", comm.rank, False)[0], dest, tag)
+            comm.send(buf, dest, tag)
         except CollopsError as exc:
             raise mpi_error(exc) from None
 
@@ -148,8 +154,10 @@ class PointToPoint:
              status: Status | None = None) -> None:
         """Receive into ``buf``."""
         comm = self._comm
+        if type(buf) is not np.ndarray or buf.dtype not in _MAPPED:  # else: as it is
+            buf = message(buf, "Recv", "buf", comm.rank, True)[0]
         try:
-            got = comm.recv(message(buf, "Recv", "buf", comm.rank, True)[0], source, tag)
+            got = comm.recv(buf, source, tag)
         except CollopsError as exc:
             raise mpi_error(exc) from None
         if status is not None:

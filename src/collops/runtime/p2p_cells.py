@@ -110,10 +110,10 @@ class CellRoute:
         """Receive the head cell from ``source`` into ``out`` if it is this receive's simple
         case (the caller checked that nothing posted or unmatched comes first); with ``wait``
         after the compiled stages of the wait for it. None: go the general way."""
-        cells = self.cells
-        if cells.parked_count:
+        cells, world = self.cells, self.group[source]
+        if cells.parked_count and (self.context, world) in cells.parked:
             return None
-        ring = cells.incoming[self.group[source]]
+        ring = cells.incoming[world]
         got = (ring.wait_take if wait else ring.take)(self.context, tag, out)
         if got < 0:
             return None
