@@ -27,20 +27,22 @@ def bursts(comm: object, rounds: int, burst: int) -> tuple[float, float]:
     """Seconds per Send (on rank 1) and per Recv of an arrived message (on rank 0), minima."""
     rank = comm.Get_rank()  # type: ignore[attr-defined]
     x, out = np.ones(1), np.empty(1)
-    sends, recvs = [], []
+    sends: list[float] = []
+    recvs: list[float] = []
+
+    def timed(times: list[float], call: object, *args: object) -> None:
+        start = time.perf_counter()
+        for _ in range(burst):
+            call(*args)  # type: ignore[operator]
+        times.append((time.perf_counter() - start) / burst)
+
     for _ in range(rounds):
         comm.Barrier()  # type: ignore[attr-defined]
         if rank == 1:
-            start = time.perf_counter()
-            for _ in range(burst):
-                comm.Send(x, 0, 0)  # type: ignore[attr-defined]
-            sends.append((time.perf_counter() - start) / burst)
+            timed(sends, comm.Send, x, 0, 0)  # type: ignore[attr-defined]
         comm.Barrier()  # type: ignore[attr-defined]
         if rank == 0:
-            start = time.perf_counter()
-            for _ in range(burst):
-                comm.Recv(out, 1, 0)  # type: ignore[attr-defined]
-            recvs.append((time.perf_counter() - start) / burst)
+            timed(recvs, comm.Recv, out, 1, 0)  # type: ignore[attr-defined]
     send = comm.bcast(min(sends) if rank == 1 else None, root=1)  # type: ignore[attr-defined]
     return send, min(recvs) if rank == 0 else 0.0
 
