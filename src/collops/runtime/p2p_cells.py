@@ -114,7 +114,10 @@ class CellRoute:
         if cells.parked_count and (self.context, world) in cells.parked:
             return None
         ring = cells.incoming[world]
-        got = (ring.wait_take if wait else ring.take)(self.context, tag, out)
+        if wait and not cells.queued_count:  # else those cells must move meanwhile
+            got = ring.wait_take(self.context, tag, out)
+        else:
+            got = ring.take(self.context, tag, out)
         if got < 0:
             return None
         dtype = cells.dtypes.get(ring.last_token) or cells.dtype_of(ring.last_token)
