@@ -54,5 +54,8 @@ setup(cmdclass={"build_ext": OptionalBuildExt},
                    Extension("collops.shm._stream", ["src/collops/shm/_stream.c"],
                              depends=SHARED, optional=True,
                              extra_compile_args=["-O2", "-std=gnu11"]),
+                   Extension("collops.shm._p2p", ["src/collops/shm/_p2p.c"],
+                             depends=SHARED, optional=True,
+                             extra_compile_args=["-O2", "-std=gnu11"]),
                    Extension("collops.sim._maxmin", ["src/collops/sim/_maxmin.c"],
                              optional=True, extra_compile_args=["-O2", "-std=gnu11"])])

@@ -21,6 +21,10 @@ setting                   environment variable                 meaning
 ``shm_single_copy_min``   ``COLLOPS_SHM_SINGLE_COPY_MIN``      bytes from which large messages
                                                                go single-copy (default: the
                                                                selection table's)
+``shm_p2p_cells``         ``COLLOPS_SHM_P2P_CELLS``            ``0``: point-to-point envelopes
+                                                               through the transport's
+                                                               messages, not the cell rings
+                                                               (default: the selection table's)
 ``shm_per_rank``          ``COLLOPS_SHM_PER_RANK``             bytes of shared memory a job
                                                                takes per rank at most, besides
                                                                16 MiB (``64M``, ``8M``;
@@ -93,6 +97,7 @@ class Settings:
     compiled: bool = True
     shm_single_copy: bool | None = None
     shm_single_copy_min: int | None = None
+    shm_p2p_cells: bool | None = None
     #: bytes of shared memory per rank (`collops.shm.segment.Layout.for_ranks`; None: 16 MiB)
     shm_per_rank: int | None = None
     #: the shared-memory wait (`collops.shm.waiting`): seconds of polling, of polling with
@@ -112,6 +117,7 @@ class Settings:
         env = dict(os.environ if env is None else env)
         single_copy = env.get("COLLOPS_SHM_SINGLE_COPY")
         single_copy_min = env.get("COLLOPS_SHM_SINGLE_COPY_MIN")
+        p2p_cells = env.get("COLLOPS_SHM_P2P_CELLS")
         overrides = {}
         for c in COLLECTIVES:
             name = env.get(f"COLLOPS_{c.upper()}_ALGORITHM")
@@ -127,6 +133,7 @@ class Settings:
             compiled=_flag(env.get("COLLOPS_COMPILED", "1")),
             shm_single_copy=_flag(single_copy) if single_copy else None,
             shm_single_copy_min=int(single_copy_min) if single_copy_min else None,
+            shm_p2p_cells=_flag(p2p_cells) if p2p_cells else None,
             shm_per_rank=_bytes(env, "COLLOPS_SHM_PER_RANK"),
             spin_seconds=_seconds(env, "COLLOPS_SPIN_SECONDS", cls.spin_seconds),
             yield_seconds=_seconds(env, "COLLOPS_YIELD_SECONDS", cls.yield_seconds),

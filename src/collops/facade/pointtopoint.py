@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import CollopsError
 from .buffers import message
 from .constants import ANY_SOURCE, ANY_TAG
+from .datatypes import _BY_DTYPE
 from .exceptions import mpi_error, not_implemented
 from .requests import Prequest, Request, Status, fill
 
@@ -76,6 +77,9 @@ def _null_message(call: str) -> CollopsError:
 
 
 MESSAGE_NULL = Message()
+#: the dtypes with a predefined datatype: an array of one goes to collops as it is (collops
+#: checks its layout), anything else through the buffer-spec parser
+_MAPPED = _BY_DTYPE
 
 
 class _Both:
@@ -122,7 +126,13 @@ class PointToPoint:
     # -- buffers --------------------------------------------------------------------------
     def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
         """Send ``buf`` to ``dest``."""
-        self._do("send", "Send", self._in(buf, "Send"), dest, tag)
+        comm = self._comm
+        if type(buf) is not np.ndarray or buf.dtype not in _MAPPED:  # else: as it is
+            buf = message(buf, "Send", "buf", comm.rank, False)[0]
+        try:
+            comm.send(buf, dest, tag)
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
 
     Bsend = Rsend = Send
 
@@ -143,7 +153,15 @@ class PointToPoint:
     def Recv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG,
              status: Status | None = None) -> None:
         """Receive into ``buf``."""
-        fill(status, self._do("recv", "Recv", self._out(buf, "Recv"), source, tag))
+        comm = self._comm
+        if type(buf) is not np.ndarray or buf.dtype not in _MAPPED:  # else: as it is
+            buf = message(buf, "Recv", "buf", comm.rank, True)[0]
+        try:
+            got = comm.recv(buf, source, tag)
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
+        if status is not None:
+            fill(status, got)
 
     def Irecv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:
         """Non-blocking Recv."""

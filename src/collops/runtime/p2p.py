@@ -213,6 +213,18 @@ class P2P(CommBase):
     # -- sends ---------------------------------------------------------------------------------
     def send(self, x: Any, dest: int, tag: int = 0, *, timeout: float | None = None) -> None:
         """Send array ``x`` to rank ``dest`` (returns once ``x`` may be reused)."""
+        if (type(x) is np.ndarray and type(dest) is int and type(tag) is int and timeout is None
+                and 0 <= tag <= TAG_UB and 0 <= dest < self.size and dest != self.rank):
+            try:
+                channel = self._p2p
+            except AttributeError:
+                channel = self._channel()
+            route = channel.route
+            if route is not None:
+                seq = channel.sent[dest]
+                if route.send_now(x, dest, tag, seq):
+                    channel.sent[dest] = seq + 1
+                    return
         self._complete(self._start_send("send", x, dest, tag, False, timeout))
 
     def isend(self, x: Any, dest: int, tag: int = 0) -> Request:
@@ -234,6 +246,19 @@ class P2P(CommBase):
         """Receive a message: ``(data, Status)``; ``data`` is ``out`` (the message's bytes at
         its start) or, if None, a new array of the sender's dtype and shape. A message larger
         than ``out`` raises `TruncationError`."""
+        if (type(out) is np.ndarray and type(source) is int and type(tag) is int
+                and timeout is None and 0 <= source < self.size and source != self.rank
+                and ANY_TAG <= tag <= TAG_UB):
+            try:
+                channel = self._p2p
+            except AttributeError:
+                channel = self._channel()
+            matcher = channel.matcher
+            if (channel.route is not None and not matcher.posted and not matcher.unexpected
+                    and not channel.background):
+                got = channel.route.receive_now(out, source, tag, not self._progress.active)
+                if got is not None:
+                    return got
         return self._complete(self._start_recv("recv", out, source, tag, timeout))  # type: ignore[no-any-return]
 
     def irecv(self, out: Any = None, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:

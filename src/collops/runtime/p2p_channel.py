@@ -34,6 +34,7 @@ from ..transport.base import Handle, Transport
 from ..transport.tags import PHASE_BITS, SEQ_BITS, make_tag_base
 from .engine import CallInfo
 from .matching import ANY_SOURCE, Envelope, Matcher, Posted
+from .p2p_cells import CellRoute
 from .status import Status
 
 #: the parts of one message, in the low bits of its sequence number's tag
@@ -112,6 +113,10 @@ class Channel:
         #: transfers nobody waits for (acknowledgements, truncated payloads): kept until done
         self.background: list[tuple[Handle, Any]] = []
         self._prefixes: dict[tuple[str, tuple[int, ...]], bytes] = {}
+        cells = getattr(transport, "point_to_point_cells", None)
+        found = cells() if cells is not None else None
+        #: the transport's cell rings, when envelopes go through them (`p2p_cells`)
+        self.route = None if found is None else CellRoute(found, group, rank, context)
 
     # -- receiving envelopes -----------------------------------------------------------------
     def drain(self, sources: Sequence[int] | None) -> None:
@@ -123,9 +128,18 @@ class Channel:
                 if h.error is not None:
                     raise h.error
             self.background = [item for item in self.background if not item[0].done]
+        route = self.route
+        if route is not None:
+            route.cells.progress()
         for src in range(self.size) if sources is None else sources:
             if src != self.rank:
-                self._take_from(src)
+                if route is None:
+                    self._take_from(src)
+                else:
+                    envelope = route.take(src)
+                    while envelope is not None:
+                        self.hand_in(envelope)
+                        envelope = route.take(src)
 
     def _take_from(self, src: int) -> None:
         world, transport = self.group[src], self.transport
@@ -189,15 +203,25 @@ class Channel:
             self.hand_in(Envelope(self.rank, tag, seq, nbytes, token, arr.shape, is_object,
                                   sync, bytes(view), op if sync else None))
             return
+        flags = (_OBJECT if is_object else 0) | (_SYNC if sync else 0)
+        world, transport = self.group[dest], self.transport
+        if sync:
+            op.ack = transport.irecv(world, wire_tag(self.context, seq, ACK), _EMPTY)
+        if self.route is not None:
+            handle, inline = self.route.send(dest, tag, seq, flags, arr, token, view)
+            if handle is not None:
+                op.handles.append(handle)
+                op.queued = handle
+            if not inline:
+                op.data = arr
+                op.handles.append(transport.isend(world, wire_tag(self.context, seq, DATA),
+                                                  view))
+            return
         key = (token, arr.shape)
         prefix = self._prefixes.get(key)
         if prefix is None:
             prefix = self._prefixes[key] = envelope_prefix(token, arr.shape)
-        flags = (_OBJECT if is_object else 0) | (_SYNC if sync else 0)
         inline = nbytes <= INLINE_MAX
-        world, transport = self.group[dest], self.transport
-        if sync:
-            op.ack = transport.irecv(world, wire_tag(self.context, seq, ACK), _EMPTY)
         op.envelope = encode(tag, nbytes, prefix, flags | _INLINE if inline else flags,
                              view if inline else None)
         op.handles.append(transport.isend(world, wire_tag(self.context, seq, ENVELOPE),
@@ -241,6 +265,9 @@ class SendOp(_Operation):
         self.acked = True
         self.envelope: bytes | None = None
         self.data: np.ndarray | None = None
+        #: its cell, while it waits for room in the pair's full ring (`p2p_cells`)
+        self.queued: Handle | None = None
+        self._next_check = 0.0
 
     def poll(self) -> bool:
         """Advance without blocking; True once the send has completed."""
@@ -264,10 +291,24 @@ class SendOp(_Operation):
             self.done = True
             self.envelope = self.data = None
             return True
+        if self.queued is not None and not self.queued.done:
+            self._receiver_alive()
         self._check_deadline(f"rank {self.dest} has not "
                              + ("matched the message" if self.ack is not None or not self.acked
                                 else "taken the message"))
         return False
+
+    def _receiver_alive(self) -> None:
+        """Raise `PeerFailed` (every `CHECK_EVERY` s at most) once the receiver of a cell that
+        waits for room in its full ring can no longer drain it."""
+        now = time.monotonic()
+        if now < self._next_check:
+            return
+        self._next_check = now + CHECK_EVERY
+        channel = self.channel
+        why = channel.transport.lost(channel.group[self.dest])
+        if why is not None:
+            raise why[0]
 
     def value(self) -> None:
         """A send returns nothing."""

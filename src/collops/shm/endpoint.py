@@ -20,6 +20,7 @@ from ..compiled import warn_if_interpreted
 from ..errors import TransportError
 from ..transport import placement
 from ..transport.base import Handle, Transport
+from . import cells
 from . import segment as seg
 from .direct_area import DirectArea, set_slot_capacity
 from .stream_area import StreamArea
@@ -71,13 +72,14 @@ def _protocols(oversubscribed: bool, single_copy: bool | None,
         return rule.value, f"{rule.where}, source {rule.source or '-'}"
 
     found = {name: table(name) for name in ("single_copy", "single_copy_max", "split_min",
-                                            *TABLE_ONLY)}
+                                            "p2p_cells", *TABLE_ONLY)}
     found["single_copy_min"] = table("single_copy_min_oversubscribed" if oversubscribed
                                      else "single_copy_min")
     for name, given, env, variable in (
             ("single_copy", single_copy, prefs.shm_single_copy, "COLLOPS_SHM_SINGLE_COPY"),
             ("single_copy_min", single_copy_min, prefs.shm_single_copy_min,
-             "COLLOPS_SHM_SINGLE_COPY_MIN")):
+             "COLLOPS_SHM_SINGLE_COPY_MIN"),
+            ("p2p_cells", None, prefs.shm_p2p_cells, "COLLOPS_SHM_P2P_CELLS")):
         if given is not None:
             found[name] = (given, "argument")
         elif env is not None:
@@ -152,6 +154,10 @@ class ShmEndpoint(Transport):
         if layout.direct_areas and layout.direct_bytes:
             set_slot_capacity(layout.direct_bytes)
         self._reader = seg.RemoteReader()
+        if not (cells.compiled() and config.settings.compiled):
+            self._protocols["p2p_cells"] = (False, "the compiled cell rings (collops.shm._p2p) "
+                                            "are not in use")
+        self._cells: cells.CellRings | None = None
         #: how this process waits for the others (`waiting`)
         self.ladder = Ladder(self._oversubscribed)
         self._closed = False
@@ -162,6 +168,13 @@ class ShmEndpoint(Transport):
         self._counted: set[int] = set()
         self._init_tables()
         self._attach()
+
+    def point_to_point_cells(self) -> cells.CellRings | None:
+        """The cell rings point-to-point envelopes take (`cells`), when the selection table's
+        ``protocols.shm.p2p_cells`` (or ``COLLOPS_SHM_P2P_CELLS``) chose them; else None."""
+        if self._cells is None and self._protocols["p2p_cells"][0]:
+            self._cells = cells.CellRings(self)
+        return self._cells
 
     def protocol_settings(self) -> dict[str, tuple[Any, str]]:
         """The shm protocol settings in force, each with where it came from."""

@@ -40,6 +40,10 @@ Layout (all offsets are multiples of 64 bytes, so no two writers share a cache l
     call counters     per rank COUNTED_CONTEXTS words: its next call number on each of the
                       first communicator contexts (written by the rank as it takes a call,
                       read by the others only for stall reports)
+    cell rings        one per ordered pair (src, dst) of point-to-point messages (see
+                      `collops.shm.cells`): line 0 consumed (ring tail, by dst), line 1 the
+                      sender's waiting-for-room flag (by src), then `p2p_cells` cells of
+                      `P2P_CELL_BYTES`: a 64-byte header, the dims and dtype token, the payload
 
 The header words of a slot are ``seq, tag, fingerprint, nbytes, kind, aux``; ``seq`` is
 written last and names the slot's message (message k of the pair carries seq k + 1), so a
@@ -107,6 +111,10 @@ DIRECT_SLOTS = 4
 COUNTED_CONTEXTS = 64
 #: bytes of one rank's call counters (whole lines: no other rank writes near them)
 COUNTER_BYTES = COUNTED_CONTEXTS * 8
+#: bytes of one point-to-point cell (a 64-byte header, then dims, dtype token and payload)
+P2P_CELL_BYTES = 1024
+#: the control lines of a cell ring: consumed counter, sender's waiting flag
+CELL_CONTROL = 2 * LINE
 #: bytes per rank a job's segment takes at most (``COLLOPS_SHM_PER_RANK``), besides
 #: `PAIR_RESERVE`: the rank's direct and stream areas, then its share of the pair areas
 DEFAULT_PER_RANK = 16 << 20
@@ -164,7 +172,8 @@ class Layout:
         """Bytes of one rank's block, direct areas, stream areas and call counters (its part of
         the segment besides the pair areas)."""
         return (LINE + self.direct_areas * self.direct_rank_bytes
-                + self.stream_areas * self.stream_rank_bytes + COUNTER_BYTES)
+                + self.stream_areas * self.stream_rank_bytes + COUNTER_BYTES
+                + self.size * self.cell_ring_bytes)
 
     @property
     def ring_offset(self) -> int:
@@ -218,9 +227,28 @@ class Layout:
                          * self.stream_rank_bytes, LINE)
 
     @property
+    def p2p_cells(self) -> int:
+        """Cells of one pair's point-to-point ring (fewer as the pairs multiply)."""
+        return 64 if self.size <= 4 else 16 if self.size <= 16 else 4
+
+    @property
+    def cell_ring_bytes(self) -> int:
+        """Bytes of one pair's cell ring: its control lines and cells."""
+        return CELL_CONTROL + self.p2p_cells * P2P_CELL_BYTES
+
+    @property
+    def cells_offset(self) -> int:
+        """Offset of the first cell ring (after the call counters)."""
+        return _round_up(self.counters_offset + self.size * COUNTER_BYTES, 4096)
+
+    def cell_ring_offset(self, src: int, dst: int) -> int:
+        """Byte offset of the (src -> dst) cell ring's control lines."""
+        return self.cells_offset + (src * self.size + dst) * self.cell_ring_bytes
+
+    @property
     def total_bytes(self) -> int:
         """Size of the whole segment."""
-        return _round_up(self.counters_offset + self.size * COUNTER_BYTES, 4096)
+        return _round_up(self.cells_offset + self.size * self.size * self.cell_ring_bytes, 4096)
 
     def counter_offset(self, rank: int, context: int) -> int:
         """Byte offset of ``rank``'s next call number on ``context`` (< COUNTED_CONTEXTS)."""
