@@ -18,7 +18,8 @@ from collops.algorithms.selection import select
 from collops.algorithms.tuning import load_tuning
 from collops.config import Settings, user_tuning_file
 from collops.errors import ArgumentError, TuningWarning
-from collops.tune.measure import QUICK, measure_job, spec_for
+from collops.tune.grid import measure_job
+from collops.tune.measure import QUICK, spec_for
 from collops.tune.table import machine, write_table
 
 #: µs per call of each algorithm by message bytes: the fake clock's world
@@ -83,7 +84,7 @@ def test_the_command_writes_a_file_that_parses_and_a_report(tmp_path: Path) -> N
                            "--sizes", "8,4K", "--output", str(out), "--report", str(png)],
                           capture_output=True, text=True, timeout=280)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "collops tune: allreduce 8 B" in done.stderr  # progress, size by size
+    assert "collops tune: pass 1/3: allreduce 8 B" in done.stderr  # progress, pass by pass
     table = load_tuning(str(out))
     assert table.measured["transport"] == "inproc" and table.measured["ranks"] == [2]
     assert png.read_bytes()[:4] == b"\x89PNG"
