@@ -78,6 +78,12 @@ class Decision:
         return bool(pairs) and all(b < d * (1 - MIN_GAIN) for b, d in pairs)
 
     @property
+    def rounds_won(self) -> int:
+        """Rounds in which the winner was `MIN_GAIN` faster than the default beside it."""
+        return sum(b < d * (1 - MIN_GAIN)
+                   for b, d in zip(self.best.samples, self.default.samples, strict=False))
+
+    @property
     def speedup(self) -> float:
         """The default's median over the winner's."""
         return self.default.median / self.best.median if self.best.median > 0 else 1.0
@@ -160,6 +166,8 @@ def summary(decisions: Mapping[int, Decision]) -> str:
     lines = []
     for n, d in sorted(decisions.items()):
         mark = "tuned" if d.changed else "default kept"
+        if d.best.label != d.default.label:
+            mark += f" (won {d.rounds_won} of {len(d.best.samples)} rounds)"
         lines.append(f"{n:>10} B  default {d.default.label} {d.default.median * 1e6:.2f} µs"
                      f"  best {d.best.label} {d.best.median * 1e6:.2f} µs"
                      f"  ×{d.speedup:.2f}  {mark}")
