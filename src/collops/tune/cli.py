@@ -129,8 +129,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
             print(f"{collective}, {n} ranks:")
             print(summary({d.nbytes: d for d in decisions}))
     rules = text.count("\n[[")
-    dropped = text.count("# dropped after verification")
-    print(f"wrote {output}: {rules} rule{'s' if rules != 1 else ''}, {dropped} dropped after "
+    dropped = [line[2:] for line in text.splitlines() if line.startswith("# dropped after")]
+    for line in dropped:
+        print(line)
+    print(f"wrote {output}: {rules} rule{'s' if rules != 1 else ''}, {len(dropped)} dropped after "
           f"verification (COLLOPS_TUNING_FILE=... chooses another file; "
           f"COLLOPS_TUNING_FILE= ignores it)")
     if args.report:
