@@ -9,6 +9,7 @@ transport starts, so timing them takes a job per value (not done here).
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import shutil
@@ -81,8 +82,6 @@ def setting_rule(component: str, name: str, value: Any, collective: str, ranks: 
 
 def toml_value(v: Any) -> str:
     """A TOML value (strings as JSON strings, which TOML reads the same)."""
-    import json
-
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, float) and math.isinf(v):
