@@ -4,6 +4,7 @@ default place; a stale or malformed table is a warning or an error naming the li
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,7 +19,8 @@ from collops.algorithms.selection import select
 from collops.algorithms.tuning import load_tuning
 from collops.config import Settings, user_tuning_file
 from collops.errors import ArgumentError, TuningWarning
-from collops.tune.measure import QUICK, measure_job, spec_for
+from collops.tune.grid import measure_job
+from collops.tune.measure import QUICK, spec_for
 from collops.tune.table import machine, write_table
 
 #: µs per call of each algorithm by message bytes: the fake clock's world
@@ -83,7 +85,7 @@ def test_the_command_writes_a_file_that_parses_and_a_report(tmp_path: Path) -> N
                            "--sizes", "8,4K", "--output", str(out), "--report", str(png)],
                           capture_output=True, text=True, timeout=280)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "collops tune: allreduce 8 B" in done.stderr  # progress, size by size
+    assert "collops tune: pass 1/3: allreduce 8 B" in done.stderr  # progress, pass by pass
     table = load_tuning(str(out))
     assert table.measured["transport"] == "inproc" and table.measured["ranks"] == [2]
     assert png.read_bytes()[:4] == b"\x89PNG"
@@ -146,3 +148,26 @@ def test_explain_says_which_file_and_that_it_was_measured_elsewhere(tmp_path: Pa
     assert "measured elsewhere: this host is" in done.stdout
     assert "this call has 2 ranks" in done.stdout
     assert "far away" in done.stdout  # the deciding rule, with its source
+
+
+@pytest.mark.timeout(300)
+def test_compare_default_times_each_row_of_a_file_with_it_in_force_and_without(
+        tmp_path: Path) -> None:
+    path, out = tmp_path / "hand.toml", tmp_path / "rows.json"
+    path.write_text('[[allreduce.rule]]\nalgorithm = "reduce_bcast"\nmin_ranks = 2\n'
+                    'max_ranks = 2\nevidence = { sizes = [8, 4096] }\n\n'
+                    '[[bcast.rule]]\nalgorithm = "linear"\nmin_ranks = 4\n'
+                    'evidence = { sizes = [64] }\n')
+    done = subprocess.run([sys.executable, "-m", "collops", "tune", "-n", "2",
+                           "--transport", "inproc", "--compare-default", str(path),
+                           "--rounds", "3", "--json", str(out)],
+                          capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    # the bcast rule is for 4 ranks and up: not a row of a 2-rank check
+    assert [(r["collective"], r["size"]) for r in rows] == [("allreduce", 8),
+                                                            ("allreduce", 4096)]
+    for r in rows:
+        assert r["tuned_algorithm"] == "reduce_bcast" != r["default_algorithm"]
+        assert len(r["tuned_us"]) == len(r["default_us"]) == 3
+        assert f"allreduce {r['size']} B" in done.stdout

@@ -45,7 +45,7 @@ _BOUNDS = ("min_bytes", "max_bytes", "min_ranks", "max_ranks", "transport", "per
 _RULE_KEYS = frozenset(_BOUNDS + ("algorithm", "exclude", "params", "evidence"))
 #: the table `collops tune` writes about where and how a file was measured
 MEASURED = "measured"
-_PROTOCOL_KEYS = frozenset(_BOUNDS + ("value", "collective"))
+_PROTOCOL_KEYS = frozenset(_BOUNDS + ("value", "collective", "evidence"))
 _PER = ("message", "block")
 
 

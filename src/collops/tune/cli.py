@@ -2,24 +2,32 @@
 
 Started on its own it launches a job per rank count (``-n 2,4``) on the shared-memory
 transport (or threads) and measures there; started by an MPI launcher (``mpiexec -n 8 collops
-tune``) it measures on the job's own ranks over MPI and rank 0 writes the file.
+tune``) it measures on the job's own ranks over MPI and rank 0 writes the file. With
+``--compare-default FILE`` it measures nothing new: it times each row a file's rules were
+measured at with the file in force against the built-in table, alternating, and prints the
+ratios.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ..bench.cli import mpi_world, parse_size
 from ..bench.measure import COLLECTIVES
 from ..config import reload_settings, user_tuning_file
 from ..transport.placement import BIND_POLICIES
 from .decide import Decision, summary
-from .measure import FULL, QUICK, Effort, measure_job
+from .grid import measure_job
+from .measure import FULL, QUICK, Effort
 from .table import command_line, machine, write_table
+from .verify import Checks, Row, compare, rows_of_file, verify_job
 
 DEFAULT_COLLECTIVES = "allgather,alltoall,allreduce,bcast,reduce,barrier"
 QUICK_SIZES = "8,1K,64K,1M"
@@ -46,12 +54,31 @@ def _tune_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bind-to", choices=BIND_POLICIES, default="auto")
     p.add_argument("--report", default=None, metavar="FILE.png",
                    help="also draw the tuned choice against the default per size")
+    p.add_argument("--compare-default", default=None, metavar="FILE",
+                   help="measure nothing new: time the rows FILE's rules were measured at "
+                        "with FILE in force and with the built-in table, alternating, and "
+                        "print tuned / default per row")
+    p.add_argument("--rounds", type=int, default=9,
+                   help="rounds of --compare-default (default 9)")
+    p.add_argument("--json", default=None,
+                   help="with --compare-default, also write the rows to this file")
 
 
-def _job(comm: Any, collectives: list[str], sizes: list[int], effort: Effort
-         ) -> dict[str, list[Decision]]:
-    """What every rank of a tuning job runs; rank 0 shows the progress."""
-    return measure_job(comm, collectives, sizes, effort, progress=_progress)
+Job = tuple[dict[str, list[Decision]], Checks]
+
+
+def _job(comm: Any, collectives: list[str], sizes: list[int], effort: Effort,
+         transport: str) -> Job:
+    """What every rank of a tuning job runs (the passes, then the verification of the rules
+    they make); rank 0 shows the progress."""
+    decisions = measure_job(comm, collectives, sizes, effort, progress=_progress)
+    return decisions, verify_job(comm, decisions, transport, effort, progress=_progress)
+
+
+def _compare_job(comm: Any, path: str, rounds: int) -> list[Row]:
+    """What every rank of a ``--compare-default`` job runs."""
+    return compare(comm, path, rows_of_file(path, comm.size), rounds, FULL,
+                   progress=_progress)
 
 
 def _progress(line: str) -> None:
@@ -74,36 +101,75 @@ def cmd_tune(args: argparse.Namespace) -> int:
     effort = QUICK if args.quick else FULL
     os.environ["COLLOPS_TUNING_FILE"] = ""  # measure against the built-in defaults
     reload_settings()
+    if args.compare_default:
+        return _compare_default(args, counts)
     world = mpi_world()
     results: dict[int, dict[str, list[Decision]]] = {}
+    checks: dict[int, Checks] = {}
     if world is not None:
-        results[world.size] = measure_job(world, collectives, sizes, effort,
-                                          progress=_progress)
+        results[world.size], checks[world.size] = _job(world, collectives, sizes, effort,
+                                                       "mpi")
         if world.rank != 0:
             return 0
         transport, mpi = "mpi", _mpi_library()
     else:
         from ..runtime import spawn
         for n in counts:
-            results[n] = spawn(_job, n, collectives, sizes, effort, transport=args.transport,
-                               timeout=3600, bind_to=args.bind_to)[0]
+            results[n], checks[n] = spawn(_job, n, collectives, sizes, effort, args.transport,
+                                          transport=args.transport, timeout=3600,
+                                          bind_to=args.bind_to)[0]
         transport, mpi = args.transport, None
     output = Path(args.output or user_tuning_file())
     output.parent.mkdir(parents=True, exist_ok=True)
     text = write_table(results, machine(transport, sorted(results), command_line(), mpi),
-                       transport)
+                       transport, checks)
     output.write_text(text)
     for n, per in sorted(results.items()):
         for collective, decisions in per.items():
             print(f"{collective}, {n} ranks:")
             print(summary({d.nbytes: d for d in decisions}))
-    rules = text.count(".rule]]")
-    print(f"wrote {output}: {rules} rule{'s' if rules != 1 else ''} "
-          f"(COLLOPS_TUNING_FILE=... chooses another file; COLLOPS_TUNING_FILE= ignores it)")
+    rules = text.count("\n[[")
+    dropped = [line[2:] for line in text.splitlines() if line.startswith("# dropped after")]
+    for line in dropped:
+        print(line)
+    print(f"wrote {output}: {rules} rule{'s' if rules != 1 else ''}, {len(dropped)} dropped after "
+          f"verification (COLLOPS_TUNING_FILE=... chooses another file; "
+          f"COLLOPS_TUNING_FILE= ignores it)")
     if args.report:
         from .report import plot_report
         plot_report(results, args.report)
         print(f"wrote {args.report}")
+    return 0
+
+
+def _compare_default(args: argparse.Namespace, counts: list[int]) -> int:
+    """``--compare-default FILE``: each of the file's rows, tuned against default."""
+    path = str(Path(args.compare_default).resolve())
+    from ..runtime import spawn
+    found: dict[int, list[Row]] = {}
+    for n in counts:
+        found[n] = spawn(_compare_job, n, path, args.rounds, transport=args.transport,
+                         timeout=3600, bind_to=args.bind_to)[0]
+    print(f"{'ranks':>5}  {'call':<24} {'default':>22} {'tuned':>22}  tuned/default")
+    for n, rows in sorted(found.items()):
+        for r in rows:
+            d, t = np.median(r.default) * 1e6, np.median(r.tuned) * 1e6
+            print(f"{n:>5}  {r.collective + ' ' + str(r.size) + ' B':<24} "
+                  f"{f'{d:.1f} µs ({r.default_algorithm})':>22} "
+                  f"{f'{t:.1f} µs ({r.tuned_algorithm})':>22}  {r.ratio:.2f}")
+        if not rows:
+            print(f"{n:>5}  (no rule of the file covers {n} ranks with evidence sizes)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(
+            {"file": path, "command": command_line(),
+             "rows": [{"ranks": n, "collective": r.collective, "size": r.size,
+                       "default_algorithm": r.default_algorithm,
+                       "tuned_algorithm": r.tuned_algorithm,
+                       "default_us": [round(x * 1e6, 3) for x in r.default],
+                       "tuned_us": [round(x * 1e6, 3) for x in r.tuned],
+                       "ratio": round(r.ratio, 3)}
+                      for n, rows in sorted(found.items()) for r in rows]}, indent=1) + "\n")
+        print(f"wrote {args.json}")
     return 0
 
 

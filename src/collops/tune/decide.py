@@ -1,12 +1,15 @@
 """From timings to rules: the winner per size, kept only where it clearly beats the default.
 
-A candidate's timing is a few repetitions, each the mean time of a batch of calls on the
-slowest rank; the repetitions are interleaved (repetition i of every candidate is taken back to
-back), so repetition i of two candidates saw the machine in the same state. The winner at a
-size is the candidate with the lowest median; it replaces the default only if it is faster by
-more than the noise: at least `MIN_GAIN` faster than the default in *every* repetition, each
+A candidate is an algorithm, or the default algorithm with one protocol setting changed
+(`Timing.setting`). Its timing is repetitions, each the mean time of a batch of calls on the
+slowest rank, taken in several passes over the whole grid spread over the run; within a pass
+the repetitions are interleaved (repetition i of every candidate is taken back to back), so
+repetition i of two candidates saw the machine in the same state. The winner at a size is the
+candidate with the lowest median; it replaces the default only if it is faster by more than the
+noise: at least `MIN_GAIN` faster than the default in *every* repetition of every pass, each
 compared with the default's of the same round — a machine whose speed drifts or jumps between
-rounds (as a shared VM's does) moves both sides of a pair together.
+rounds (as a shared VM's does) moves both sides of a pair together, and a state the machine is
+in for one pass only cannot make a rule.
 
 Neighbouring sizes with the same decision form one rule; a rule's bounds are the
 geometric means between its measured sizes and their neighbours'.
@@ -17,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -26,10 +30,19 @@ MIN_GAIN = 0.05
 
 @dataclass(frozen=True)
 class Timing:
-    """Repetitions (seconds per call) of one algorithm at one size."""
+    """Repetitions (seconds per call) of one candidate at one size: an algorithm, with a
+    protocol setting (``("shm_stream.by_reference", True)``) or with the table's."""
 
     algorithm: str
     samples: tuple[float, ...]
+    setting: tuple[str, Any] | None = None
+
+    @property
+    def label(self) -> str:
+        """The candidate in words: ``ring``, ``shm_stream with shm_stream.by_reference=True``."""
+        if self.setting is None:
+            return self.algorithm
+        return f"{self.algorithm} with {self.setting[0]}={self.setting[1]!r}"
 
     @property
     def median(self) -> float:
@@ -50,11 +63,13 @@ class Decision:
     nbytes: int
     default: Timing
     best: Timing
+    #: the benchmark row's size (bytes per rank, as ``collops bench --sizes`` takes it)
+    size: int | None = None
 
     @property
     def changed(self) -> bool:
         """Whether the winner replaces the default: faster by `MIN_GAIN` in every round."""
-        if self.best.algorithm == self.default.algorithm:
+        if self.best.label == self.default.label:
             return False
         pairs = list(zip(self.best.samples, self.default.samples, strict=False))
         if len(self.best.samples) != len(self.default.samples):  # not interleaved: ranges
@@ -63,18 +78,26 @@ class Decision:
         return bool(pairs) and all(b < d * (1 - MIN_GAIN) for b, d in pairs)
 
     @property
+    def rounds_won(self) -> int:
+        """Rounds in which the winner was `MIN_GAIN` faster than the default beside it."""
+        return sum(b < d * (1 - MIN_GAIN)
+                   for b, d in zip(self.best.samples, self.default.samples, strict=False))
+
+    @property
     def speedup(self) -> float:
         """The default's median over the winner's."""
         return self.default.median / self.best.median if self.best.median > 0 else 1.0
 
 
-def decide(nbytes: int, timings: Sequence[Timing], default: str) -> Decision:
-    """The decision at one size from every candidate's timing (``default`` among them)."""
-    by_name = {t.algorithm: t for t in timings}
+def decide(nbytes: int, timings: Sequence[Timing], default: str,
+           size: int | None = None) -> Decision:
+    """The decision at one size from every candidate's timing (``default``, with the table's
+    protocol settings, among them)."""
+    by_name = {t.label: t for t in timings}
     if default not in by_name:
         raise ValueError(f"the default {default!r} was not timed (timed: {sorted(by_name)})")
-    best = min(timings, key=lambda t: (t.median, t.algorithm != default))
-    return Decision(nbytes, by_name[default], best)
+    best = min(timings, key=lambda t: (t.median, t.label != default))
+    return Decision(nbytes, by_name[default], best, size)
 
 
 def refine_points(by_size: Mapping[int, Decision], align: int = 8) -> list[int]:
@@ -98,8 +121,13 @@ class Range:
 
     @property
     def algorithm(self) -> str:
-        """The winner of the range."""
+        """The winner of the range (for a protocol rule, the default it changes a setting of)."""
         return self.decisions[0].best.algorithm
+
+    @property
+    def setting(self) -> tuple[str, Any] | None:
+        """The protocol setting the range changes (``None``: an algorithm rule)."""
+        return self.decisions[0].best.setting
 
 
 def ranges(decisions: Sequence[Decision]) -> list[Range]:
@@ -114,7 +142,7 @@ def ranges(decisions: Sequence[Decision]) -> list[Range]:
             continue
         j = i
         while (j + 1 < len(ordered) and ordered[j + 1].changed
-               and ordered[j + 1].best.algorithm == d.best.algorithm):
+               and ordered[j + 1].best.label == d.best.label):
             j += 1
         low = 0 if i == 0 else _between(ordered[i - 1].nbytes, d.nbytes)
         high = (None if j == len(ordered) - 1
@@ -125,7 +153,7 @@ def ranges(decisions: Sequence[Decision]) -> list[Range]:
 
 
 def _winner(d: Decision) -> str:
-    return d.best.algorithm if d.changed else d.default.algorithm
+    return d.best.label if d.changed else d.default.label
 
 
 def _between(a: int, b: int) -> int:
@@ -138,7 +166,9 @@ def summary(decisions: Mapping[int, Decision]) -> str:
     lines = []
     for n, d in sorted(decisions.items()):
         mark = "tuned" if d.changed else "default kept"
-        lines.append(f"{n:>10} B  default {d.default.algorithm} {d.default.median * 1e6:.2f} µs"
-                     f"  best {d.best.algorithm} {d.best.median * 1e6:.2f} µs"
+        if d.best.label != d.default.label:
+            mark += f" (won {d.rounds_won} of {len(d.best.samples)} rounds)"
+        lines.append(f"{n:>10} B  default {d.default.label} {d.default.median * 1e6:.2f} µs"
+                     f"  best {d.best.label} {d.best.median * 1e6:.2f} µs"
                      f"  ×{d.speedup:.2f}  {mark}")
     return "\n".join(lines)

@@ -1,16 +1,17 @@
-"""Timing every eligible algorithm on the ranks of a job (every rank runs `measure_job`).
+"""Timing candidates on the ranks of a job (every rank runs the same calls in the same order).
 
-Per collective and size: the built-in default (the call without ``algorithm=``, run with no
-tuning file in force) and every other algorithm the transport offers that can take the call
-are timed in turns — each repetition one batch of calls per candidate, after an untimed
-barrier, the batch long enough to be measured (rank 0's pilot, agreed by all) — and a
-repetition's time is the slowest rank's. Where neighbouring sizes have different winners, the
-size between them is measured too (`decide.refine_points`). A candidate that fails is dropped
-from that size. The clock is a parameter (`Timer`), so the choice can be tested with a fake one.
+A candidate is a zero-argument call and the tuning file in force while it runs (``""``: the
+built-in table alone). A repetition of a candidate is one batch of calls after an untimed
+barrier — the batch long enough to be measured (rank 0's pilot, agreed by all) — and its time
+the slowest rank's. Candidates of one size are timed in turns, repetition i of each back to
+back. Switching the tuning file in force (`Tables`) is a settings change on every process of
+the job, after which one untimed call prepares the call again. The clock is a parameter
+(`Timer`), so the choices can be tested with a fake one.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,16 +21,16 @@ import numpy as np
 
 from ..algorithms.registry import get_algorithm
 from ..algorithms.spec import CallSpec, make_spec
-from ..bench.measure import REGISTRY_NAME, buffers, collops_call, element_count
+from ..bench.measure import REGISTRY_NAME, element_count
+from ..config import reload_settings
 from ..errors import CollopsError
 from ..ops import SUM
-from .decide import Decision, Timing, decide, refine_points
 
-#: (algorithm, size, call, iterations) -> seconds the batch took on this rank
+#: (candidate label, size, call, iterations) -> seconds the batch took on this rank
 Timer = Callable[[str, int, Callable[[], Any], int], float]
 
 
-def wall_timer(algorithm: str, size: int, call: Callable[[], Any], iterations: int) -> float:
+def wall_timer(label: str, size: int, call: Callable[[], Any], iterations: int) -> float:
     """Run ``call`` ``iterations`` times; the seconds it took (the real clock)."""
     start = time.perf_counter()
     for _ in range(iterations):
@@ -39,16 +40,29 @@ def wall_timer(algorithm: str, size: int, call: Callable[[], Any], iterations: i
 
 @dataclass(frozen=True)
 class Effort:
-    """How hard to measure: repetitions, seconds per batch, refinement rounds."""
+    """How hard to measure: passes over the grid, repetitions per pass, seconds per batch,
+    refinement rounds, warm-up calls, rounds of the final verification."""
 
-    repetitions: int = 5
+    passes: int = 3
+    repetitions: int = 3
     batch_seconds: float = 0.04
     refinements: int = 2
     warmup: int = 3
+    verify_rounds: int = 7
 
 
-QUICK = Effort(repetitions=5, batch_seconds=0.01, refinements=1, warmup=2)
+QUICK = Effort(passes=3, repetitions=2, batch_seconds=0.01, refinements=1, warmup=2,
+               verify_rounds=5)
 FULL = Effort()
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way of making a call: its label, the call, and the tuning file in force for it."""
+
+    label: str
+    call: Callable[[], Any]
+    tables: str = ""
 
 
 def spec_for(collective: str, size: int, nprocs: int) -> CallSpec:
@@ -70,59 +84,35 @@ def candidates(comm: Any, spec: CallSpec) -> list[str]:
             if get_algorithm(spec.collective, name).eligible(spec)]
 
 
-def measure_job(comm: Any, collectives: Sequence[str], sizes: Sequence[int], effort: Effort,
-                timer: Timer = wall_timer,
-                progress: Callable[[str], None] | None = None) -> dict[str, list[Decision]]:
-    """Every collective's decisions (every rank must call; all return the same)."""
-    out: dict[str, list[Decision]] = {}
-    for collective in collectives:
-        found: dict[int, Decision] = {}
-        todo = [0] if collective == "barrier" else sorted(set(sizes))
-        for level in range(effort.refinements + 1):
-            for size in todo:
-                found[size] = measure_size(comm, collective, size, effort, timer)
-                if progress is not None and comm.rank == 0:
-                    d = found[size]
-                    progress(f"{collective} {size} B: {d.best.algorithm} "
-                             f"{d.best.median * 1e6:.1f} µs (default {d.default.algorithm} "
-                             f"{d.default.median * 1e6:.1f} µs)")
-            if level == effort.refinements:
-                break
-            todo = [s for s in refine_points(found) if s not in found]
-            if not todo:
-                break
-        out[collective] = [found[s] for s in sorted(found)]
-    return out
+class Tables:
+    """Which tuning file is in force in a job: switched on every process at once (in a job of
+    threads, by the lowest rank of the process), between barriers."""
+
+    def __init__(self, comm: Any) -> None:
+        self.comm = comm
+        pids = comm.allgather_object(os.getpid())
+        self.leader = pids.index(os.getpid()) == comm.rank
+        self.current: str | None = None
+
+    def use(self, path: str) -> bool:
+        """Put ``path`` (``""``: none) in force; whether it changed."""
+        if path == self.current:
+            return False
+        self.comm.barrier()
+        if self.leader:
+            os.environ["COLLOPS_TUNING_FILE"] = path
+            reload_settings()
+        self.comm.barrier()
+        self.current = path
+        return True
 
 
-def measure_size(comm: Any, collective: str, size: int, effort: Effort,
-                 timer: Timer = wall_timer) -> Decision:
-    """Time the default and every candidate for one collective and size."""
-    spec = spec_for(collective, size, comm.size)
-    send, recv = buffers(collective, size, comm.size, comm.rank)
-    default_call = collops_call(comm, collective, send, recv, None)
-    default_call()
-    default = comm.last_algorithm
-    names = [default] + [a for a in candidates(comm, spec) if a != default]
-    calls = {}
-    for name in names:
-        call = default_call if name == default else collops_call(comm, collective, send, recv,
-                                                                  name)
-        if _works(comm, call, effort.warmup):
-            calls[name] = call
-    batch = {name: _batch_size(comm, name, size, call, effort, timer)
-             for name, call in calls.items()}
-    samples: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(effort.repetitions):
-        for name, call in calls.items():
-            comm.barrier()
-            mine = timer(name, size, call, batch[name]) / batch[name]
-            samples[name].append(float(comm.allreduce(np.array([mine]), "max")[0]))
-    timings = [Timing(name, tuple(v)) for name, v in samples.items()]
-    return decide(spec.message_bytes(), timings, default)
+def agreed(comm: Any, flag: bool) -> bool:
+    """Whether ``flag`` holds on every rank."""
+    return bool(comm.allreduce(np.array([int(flag)]), "min")[0])
 
 
-def _works(comm: Any, call: Callable[[], Any], warmup: int) -> bool:
+def works(comm: Any, call: Callable[[], Any], warmup: int) -> bool:
     """Whether ``call`` runs on every rank (a candidate failing anywhere is dropped)."""
     ok = 1
     for _ in range(warmup):
@@ -132,12 +122,26 @@ def _works(comm: Any, call: Callable[[], Any], warmup: int) -> bool:
         except CollopsError:
             ok = 0
             break
-    return bool(comm.allreduce(np.array([ok]), "min")[0])
+    return agreed(comm, bool(ok))
 
 
-def _batch_size(comm: Any, name: str, size: int, call: Callable[[], Any], effort: Effort,
-                timer: Timer) -> int:
+def batch_size(comm: Any, label: str, size: int, call: Callable[[], Any],
+               effort: Effort, timer: Timer) -> int:
     """Calls per batch so that a batch lasts about ``effort.batch_seconds`` (all ranks agree)."""
     comm.barrier()
-    once = float(comm.allreduce(np.array([timer(name, size, call, 1)]), "max")[0])
+    once = float(comm.allreduce(np.array([timer(label, size, call, 1)]), "max")[0])
     return int(min(100_000, max(1, effort.batch_seconds // max(once, 1e-9))))
+
+
+def time_rounds(comm: Any, tables: Tables, size: int, entries: Sequence[Candidate],
+                batches: Sequence[int], rounds: int, timer: Timer) -> list[list[float]]:
+    """``rounds`` repetitions of every entry in turns: seconds per call, the slowest rank's."""
+    samples: list[list[float]] = [[] for _ in entries]
+    for _ in range(rounds):
+        for k, (entry, batch) in enumerate(zip(entries, batches, strict=True)):
+            if tables.use(entry.tables):
+                entry.call()  # prepared again under the settings now in force
+            comm.barrier()
+            mine = timer(entry.label, size, entry.call, batch) / batch
+            samples[k].append(float(comm.allreduce(np.array([mine]), "max")[0]))
+    return samples

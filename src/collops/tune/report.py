@@ -25,7 +25,7 @@ def plot_report(results: Mapping[int, Mapping[str, Sequence[Decision]]],
             line, = ax.plot(xs, ys, marker="o", label=collective)
             for d, x, y in zip(decisions, xs, ys, strict=True):
                 if d.changed:
-                    ax.annotate(d.best.algorithm, (x, y), fontsize=7,
+                    ax.annotate(d.best.label, (x, y), fontsize=7,
                                 xytext=(3, 3), textcoords="offset points",
                                 color=line.get_color())
         ax.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")

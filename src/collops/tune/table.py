@@ -1,15 +1,17 @@
 """A tuning file in the selection table's format, with its evidence and provenance.
 
-Every rule carries its ``source`` (``collops tune`` on which host, when) and an ``evidence``
-table — the sizes it was measured at, the winner's and the default's medians, their spreads and
-the repetitions — and the file a ``[measured]`` table naming the machine (host, CPU model,
+A rule is an algorithm rule (``[[allreduce.rule]]``) or a protocol rule for the default
+algorithm (``[[protocols.shm_stream.by_reference]]`` with ``collective``). Every rule carries
+its ``source`` (``collops tune`` on which host, when) and an ``evidence`` table — the benchmark
+sizes and message bytes it was measured at, the winner's and the default's medians, their
+spreads, the repetitions, and the tuned / default ratios of the final verification — and the
+file a ``[measured]`` table naming the machine (host, CPU model,
 cores, sockets, kernel), the transport and its MPI library, the ranks, the date and the
 command, which `comm.explain` compares with where it runs.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import socket
@@ -20,7 +22,13 @@ from typing import Any
 
 from ..bench.measure import REGISTRY_NAME
 from ..version import __version__
-from .decide import Decision, ranges
+from .decide import Decision, Range, ranges
+from .protocols import setting_rule, toml_value
+from .verify import Check, Checks
+
+#: transports a rule can be bounded to (a resource of theirs bears the name); threads offer
+#: none, so a file measured on threads bounds its rules by rank count alone
+BOUND_TRANSPORTS = ("shm", "mpi")
 
 HEADER = """\
 # collops tuning file, written by `collops tune` on the machine named in [measured].
@@ -59,46 +67,71 @@ def _cpu() -> tuple[str, int]:
 
 
 def write_table(results: Mapping[int, Mapping[str, Sequence[Decision]]],
-                measured: Mapping[str, Any], transport: str) -> str:
-    """The TOML text: ``results`` maps a rank count to each collective's decisions."""
-    lines = [HEADER, "[measured]"]
-    lines += [f"{key} = {_value(value)}" for key, value in measured.items()]
-    source = f"collops tune on {measured['host']}, {str(measured['date'])[:10]}"
+                measured: Mapping[str, Any], transport: str,
+                checks: Mapping[int, Checks] | None = None) -> str:
+    """The TOML text: ``results`` maps a rank count to each collective's decisions; with
+    ``checks`` (by rank count, `verify.verify_job`), only the rules verified are written, with
+    their verification, and the dropped ones are listed in comments."""
+    lines = [HEADER]
+    if measured:
+        lines.append("[measured]")
+        lines += [f"{key} = {toml_value(value)}" for key, value in measured.items()]
+    source = (f"collops tune on {measured.get('host', '?')}, "
+              f"{str(measured.get('date', ''))[:10]}")
     for ranks, per_collective in sorted(results.items()):
         for collective, decisions in per_collective.items():
             name = REGISTRY_NAME.get(collective, collective)
             for r in ranges(decisions):
-                d = r.decisions
-                evidence = {
-                    "bytes": [x.nbytes for x in d],
-                    "median_us": [round(x.best.median * 1e6, 3) for x in d],
-                    "spread": [round(x.best.spread, 3) for x in d],
-                    "default": d[0].default.algorithm,
-                    "default_median_us": [round(x.default.median * 1e6, 3) for x in d],
-                    "repetitions": len(d[0].best.samples)}
-                lines += ["", f"[[{name}.rule]]", f"algorithm = {_value(r.algorithm)}",
-                          f"min_bytes = {r.low}"]
-                if r.high is not None:
-                    lines.append(f"max_bytes = {r.high}")
-                lines += [f"min_ranks = {ranks}", f"max_ranks = {ranks}",
-                          f"transport = {_value(transport)}", f"source = {_value(source)}",
-                          f"evidence = {_inline(evidence)}"]
+                check = None if checks is None else checks.get(ranks, {}).get((collective,
+                                                                               r.low))
+                if checks is not None and (check is None or not check.kept):
+                    lines += ["", _dropped(name, ranks, r, check)]
+                    continue
+                lines += [""] + _rule(name, ranks, r, transport, source, check)
     return "\n".join(lines) + "\n"
 
 
-def _value(v: Any) -> str:
-    """A TOML value (strings as JSON strings, which TOML reads the same)."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_value(x) for x in v) + "]"
-    return json.dumps(str(v), ensure_ascii=False)
+def _rule(name: str, ranks: int, r: Range, transport: str, source: str,
+          check: Check | None) -> list[str]:
+    """One range's rule: an algorithm rule, or a protocol rule for the default algorithm."""
+    d = r.decisions
+    evidence: dict[str, Any] = {
+        "sizes": [x.size for x in d if x.size is not None],
+        "bytes": [x.nbytes for x in d],
+        "median_us": [round(x.best.median * 1e6, 3) for x in d],
+        "spread": [round(x.best.spread, 3) for x in d],
+        "default": d[0].default.algorithm,
+        "default_median_us": [round(x.default.median * 1e6, 3) for x in d],
+        "repetitions": len(d[0].best.samples)}
+    if check is not None:
+        evidence["verified_ratio"] = [round(row.ratio, 3) for row in check.rows]
+        evidence["verified_rounds"] = len(check.rows[0].tuned) if check.rows else 0
+    if r.setting is None:
+        lines = [f"[[{name}.rule]]", f"algorithm = {toml_value(r.algorithm)}",
+                 f"min_bytes = {r.low}"]
+        if r.high is not None:
+            lines.append(f"max_bytes = {r.high}")
+        lines += [f"min_ranks = {ranks}", f"max_ranks = {ranks}"]
+    else:
+        component, key = r.setting[0].split(".", 1)
+        lines = setting_rule(component, key, r.setting[1], name, ranks, r.low, r.high)
+    if transport in BOUND_TRANSPORTS:
+        lines.append(f"transport = {toml_value(transport)}")
+    return lines + [f"source = {toml_value(source)}", f"evidence = {_inline(evidence)}"]
+
+
+def _dropped(name: str, ranks: int, r: Range, check: Check | None) -> str:
+    """A comment naming a rule the verification dropped, and why."""
+    top = "" if r.high is None else str(r.high)
+    why = ("not verified" if check is None or not check.rows else
+           "tuned / default " + ", ".join(f"{row.ratio:.2f} ({row.tuned_algorithm})"
+                                          for row in check.rows))
+    return (f"# dropped after verification: {name} {r.decisions[0].best.label}, "
+            f"{r.low}-{top} B, {ranks} ranks: {why}")
 
 
 def _inline(table: Mapping[str, Any]) -> str:
-    return "{ " + ", ".join(f"{k} = {_value(v)}" for k, v in table.items()) + " }"
+    return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in table.items()) + " }"
 
 
 def command_line() -> str:

@@ -1,0 +1,146 @@
+"""Tuned against default, timed the way ``collops bench`` times a row (every rank runs it).
+
+`compare` times each row's call with a tuning file in force and with the built-in table alone,
+alternating round by round in one job; `verify_job` does it for every rule the tuner is about
+to write, at the sizes the rule was measured at, and keeps a rule only where the file was
+faster than the defaults in every round — the final pass that catches a rule picked while the
+machine was in a state it has since left. ``collops tune --compare-default FILE`` runs
+`compare` over a written file's rules.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..bench.measure import REGISTRY_NAME, buffers, collops_call
+from .decide import Decision, ranges
+from .measure import Candidate, Effort, Tables, Timer, batch_size, time_rounds, wall_timer
+from .protocols import Scratch
+
+#: the benchmark name of a table's collective (``reduce_scatter_block`` → ``reduce_scatter``)
+BENCH_NAME = {v: k for k, v in REGISTRY_NAME.items()}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One benchmark row timed with the tuning file in force and without, round by round."""
+
+    collective: str
+    size: int
+    default_algorithm: str
+    tuned_algorithm: str
+    default: tuple[float, ...]
+    tuned: tuple[float, ...]
+
+    @property
+    def ratio(self) -> float:
+        """The median of the rounds' tuned / default times."""
+        return float(np.median([t / d for t, d in zip(self.tuned, self.default, strict=True)]))
+
+    @property
+    def holds(self) -> bool:
+        """Whether the file was faster than the defaults in every round."""
+        return all(t < d for t, d in zip(self.tuned, self.default, strict=True))
+
+
+def compare(comm: Any, path: str, rows: Sequence[tuple[str, int]], rounds: int,
+            effort: Effort, timer: Timer = wall_timer,
+            progress: Callable[[str], None] | None = None, tables: Tables | None = None
+            ) -> list[Row]:
+    """Each (collective, size) row with the tuning file ``path`` in force against the built-in
+    table, ``rounds`` rounds alternating (every rank must call; all return the same)."""
+    tables = tables or Tables(comm)
+    out = []
+    try:
+        for collective, size in rows:
+            send, recv = buffers(collective, size, comm.size, comm.rank)
+            call = collops_call(comm, collective, send, recv, None)
+            tables.use("")
+            call()
+            default = str(comm.last_algorithm)
+            batch = batch_size(comm, f"defaults:{default}", size, call, effort, timer)
+            tables.use(path)
+            call()
+            tuned = str(comm.last_algorithm)
+            entries = [Candidate(f"tuned:{tuned}", call, path),
+                       Candidate(f"defaults:{default}", call, "")]
+            got = time_rounds(comm, tables, size, entries, [batch, batch], rounds, timer)
+            row = Row(collective, size, default, tuned, tuple(got[1]), tuple(got[0]))
+            out.append(row)
+            if progress is not None and comm.rank == 0:
+                progress(f"check: {collective} {size} B: tuned {tuned} / default {default} "
+                         f"×{row.ratio:.2f}")
+    finally:
+        tables.use("")
+    return out
+
+
+@dataclass(frozen=True)
+class Check:
+    """The verification of one rule: its rows, and whether it is kept."""
+
+    rows: tuple[Row, ...]
+    kept: bool
+
+
+#: (collective, min_bytes) of a rule -> its verification
+Checks = dict[tuple[str, int], Check]
+
+
+def verify_job(comm: Any, decisions: Mapping[str, Sequence[Decision]], transport: str,
+               effort: Effort, timer: Timer = wall_timer,
+               progress: Callable[[str], None] | None = None) -> Checks:
+    """Every rule the decisions make, re-timed against the defaults with the rules in force;
+    a rule is kept where every row of it held and the file chose what the rule says."""
+    from .table import write_table
+
+    scratch = Scratch()
+    tables = Tables(comm)
+    path = scratch.write(write_table({comm.size: decisions}, {}, transport))
+    out: Checks = {}
+    try:
+        for collective, ds in decisions.items():
+            for r in ranges(ds):
+                rows = compare(comm, path, [(collective, d.size or 0) for d in r.decisions],
+                               effort.verify_rounds, effort, timer, progress, tables)
+                chose = all(row.tuned_algorithm == r.algorithm for row in rows)
+                out[(collective, r.low)] = Check(tuple(rows),
+                                                 chose and all(row.holds for row in rows))
+    finally:
+        tables.use("")
+        if tables.leader:
+            scratch.close()
+    return out
+
+
+def rows_of_file(path: str, ranks: int) -> list[tuple[str, int]]:
+    """The benchmark rows a tuning file's rules for ``ranks`` ranks were measured at (their
+    ``evidence.sizes``), in the file's order."""
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    out: list[tuple[str, int]] = []
+
+    def add(collective: str, rule: Mapping[str, Any]) -> None:
+        low, high = rule.get("min_ranks", 1), rule.get("max_ranks")
+        if low <= ranks and (high is None or ranks <= high):
+            for size in rule.get("evidence", {}).get("sizes", []):
+                row = (BENCH_NAME.get(collective, collective), int(size))
+                if row not in out:
+                    out.append(row)
+
+    for name, table in data.items():
+        if name == "protocols":
+            for params in table.values():
+                for rules in params.values():
+                    for rule in rules:
+                        if "collective" in rule:
+                            add(rule["collective"], rule)
+        elif isinstance(table, Mapping):
+            for rule in table.get("rule", []):
+                add(name, rule)
+    return out
