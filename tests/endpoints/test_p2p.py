@@ -16,22 +16,13 @@ import collops
 from collops.endpoints import AGAIN, Client, DispatchError, Recv
 from collops.endpoints.p2p import EAGER_LIMIT, IMMEDIATE_LIMIT
 from collops.errors import ArgumentError, CollectiveTimeout
+from tests.support.endpoints import drive
 
 pytestmark = pytest.mark.timeout(120)
 
 TRANSPORTS = ["inproc", "shm"]
 #: element counts of float64 data: eager (with the header) and larger (named buffer)
 SIZES = [0, 5, EAGER_LIMIT // 8, EAGER_LIMIT // 8 + 1, 40_000]
-
-
-def drive(client: Client, done: Any, timeout: float = 30.0) -> None:
-    """Advance every context of the task until ``done()`` (or fail after ``timeout``)."""
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not reached")
-        if not client.advance():
-            client.wait_for_activity(0.001)
 
 
 def finish(client: Client) -> None:
@@ -68,12 +59,28 @@ def receiver(got: list[Any]) -> Any:
     return on_message
 
 
+def errors_raised(client: Client, count: int) -> list[str]:
+    """The texts of the first ``count`` `ArgumentError`s advancing the task raises."""
+    texts: list[str] = []
+    while len(texts) < count:
+        try:
+            drive(client, lambda: False, timeout=30)
+        except ArgumentError as exc:
+            texts.append(str(exc))
+    return texts
+
+
+def listening(client: Client, dispatch_id: int) -> tuple[Any, list[Any]]:
+    """The task's first context, with a `receiver` set for ``dispatch_id``, and its list."""
+    got: list[Any] = []
+    client.contexts[0].set_dispatch(dispatch_id, receiver(got))
+    return client.contexts[0], got
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_active_message_ping_pong(transport):
     def program(client: Client) -> Any:
-        ctx = client.contexts[0]
-        got: list[Any] = []
-        ctx.set_dispatch(1, receiver(got))
+        ctx, got = listening(client, 1)
         peer = client.endpoint(1 - client.task, 0)
         echoed = []
         for i, n in enumerate(SIZES):
@@ -167,9 +174,7 @@ def test_completion_order_local_then_the_target_then_remote():
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_send_immediate_and_its_limit(transport):
     def program(client: Client) -> Any:
-        ctx = client.contexts[0]
-        got: list[Any] = []
-        ctx.set_dispatch(3, receiver(got))
+        ctx, got = listening(client, 3)
         peer = client.endpoint(1 - client.task, 0)
         with pytest.raises(ArgumentError, match=r"send_immediate.*data.*IMMEDIATE_LIMIT"):
             ctx.send_immediate(peer, 3, b"h", np.zeros(IMMEDIATE_LIMIT, np.uint8))
@@ -214,9 +219,7 @@ def test_rput_and_rget_between_memory_regions(transport):
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_fence_completes_after_every_earlier_transfer(transport):
     def program(client: Client) -> Any:
-        ctx = client.contexts[0]
-        got: list[Any] = []
-        ctx.set_dispatch(4, receiver(got))
+        ctx, got = listening(client, 4)
         order: list[str] = []
         if client.task == 0:
             peer = client.endpoint(1, 0)
@@ -272,13 +275,7 @@ def test_an_unknown_dispatch_id_fails_at_both_ends(transport):
                     s.wait(30)
             assert all(s.error is not None and not s.remote for s in sent)
             return str(failed.value)
-        errors = []
-        while len(errors) < 2:
-            try:
-                drive(client, lambda: False, timeout=30)
-            except ArgumentError as exc:
-                errors.append(str(exc))
-        return errors[-1]
+        return errors_raised(client, 2)[-1]
 
     at_origin, at_target = run(program, 2, transport)
     for text in (at_origin, at_target):
@@ -303,13 +300,7 @@ def test_a_buffer_too_small_or_missing_fails_at_both_ends(transport):
                     ctx.send(client.endpoint(0, 0), 5, header, np.ones(8000)).wait(30)
                 texts.append(str(failed.value))
             return texts
-        texts = []
-        while len(texts) < 2:
-            try:
-                drive(client, lambda: False, timeout=30)
-            except ArgumentError as exc:
-                texts.append(str(exc))
-        return texts
+        return errors_raised(client, 2)
 
     at_target, at_origin = run(program, 2, transport)
     assert at_target == at_origin
@@ -406,3 +397,28 @@ def test_a_send_to_a_context_nobody_advances_times_out():
         return program(client)
 
     collops.spawn(task, 2, transport="inproc", timeout=60)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_progress_thread_runs_the_dispatch_and_keeps_its_errors(transport):
+    def program(client: Client) -> Any:
+        ctx, got = listening(client, 8)
+        if client.task == 1:
+            ctx.start_progress_thread()
+            drive_until = time.monotonic() + 30
+            while (len(got) < 2 or not ctx.dispatch_errors) and time.monotonic() < drive_until:
+                time.sleep(0.001)
+            ctx.stop_progress_thread()
+            return sorted(header for header, _, _ in got), [str(e) for e in ctx.dispatch_errors]
+        peer = client.endpoint(1, 0)
+        sends = [ctx.send(peer, 8, b"small", np.arange(3)), ctx.send(peer, 8, b"large",
+                                                                     np.arange(9000))]
+        for s in sends:
+            s.wait(30)
+        with pytest.raises(ArgumentError, match="dispatch_id=99"):
+            ctx.send(peer, 99, b"", np.ones(2)).wait(30)
+        return None
+
+    _, (headers, errors) = run(program, 2, transport)
+    assert headers == [b"large", b"small"]
+    assert len(errors) == 1 and "dispatch_id=99 on rank 1" in errors[0]

@@ -234,42 +234,49 @@ class Context:
              remote_done: Callable[[Transfer], Any] | None = None) -> Transfer:
         """PAMI_Send: an active message to ``target``'s dispatch ``dispatch_id``; ``done``
         runs once ``data`` may be reused, ``remote_done`` once the target has it."""
-        return self.p2p.send(target, dispatch_id, header, data, done, remote_done)
+        with self.lock:
+            return self.p2p.send(target, dispatch_id, header, data, done, remote_done)
 
     def send_immediate(self, target: Endpoint, dispatch_id: int, header: Any = b"",
                        data: Any = None) -> None:
         """PAMI_Send_immediate: a small active message (`p2p.IMMEDIATE_LIMIT` bytes of header
         and data), copied at once, with no completion callbacks."""
-        self.p2p.send_immediate(target, dispatch_id, header, data)
+        with self.lock:
+            self.p2p.send_immediate(target, dispatch_id, header, data)
 
     def memregion(self, array: Any) -> Memregion:
         """PAMI_Memregion_create: register ``array`` for `rput` and `rget`; send the returned
         `Memregion` to the tasks that will use it."""
-        return self.p2p.memregion(array)
+        with self.lock:
+            return self.p2p.memregion(array)
 
     def memregion_destroy(self, region: Memregion) -> None:
         """PAMI_Memregion_destroy: later puts and gets naming ``region`` fail."""
-        self.p2p.regions.pop(region.region_id, None)
+        with self.lock:
+            self.p2p.regions.pop(region.region_id, None)
 
     def rput(self, local: Memregion, remote: Memregion, nbytes: int, *, local_offset: int = 0,
              remote_offset: int = 0, done: Callable[[Transfer], Any] | None = None,
              remote_done: Callable[[Transfer], Any] | None = None) -> Transfer:
         """PAMI_Rput: copy ``nbytes`` from this context's region ``local`` into ``remote``
         (a region of another context); ``done`` and ``remote_done`` as for `send`."""
-        return self.p2p.rput(local, remote, nbytes, local_offset, remote_offset, done,
-                             remote_done)
+        with self.lock:
+            return self.p2p.rput(local, remote, nbytes, local_offset, remote_offset, done,
+                                 remote_done)
 
     def rget(self, local: Memregion, remote: Memregion, nbytes: int, *, local_offset: int = 0,
              remote_offset: int = 0, done: Callable[[Transfer], Any] | None = None) -> Transfer:
         """PAMI_Rget: copy ``nbytes`` from ``remote`` into this context's region ``local``;
         ``done`` runs once they have landed."""
-        return self.p2p.rget(local, remote, nbytes, local_offset, remote_offset, done)
+        with self.lock:
+            return self.p2p.rget(local, remote, nbytes, local_offset, remote_offset, done)
 
     def fence(self, endpoint: Endpoint | None = None,
               done: Callable[[Transfer], Any] | None = None) -> Transfer:
         """PAMI_Fence_all (or PAMI_Fence_endpoint with ``endpoint``): ``done`` runs once
         every transfer this context started earlier (to ``endpoint``) completed remotely."""
-        return self.p2p.fence(endpoint, done)
+        with self.lock:
+            return self.p2p.fence(endpoint, done)
 
     def post(self, work: Callable[[Context], Any]) -> None:
         """PAMI_Context_post: run ``work(context)`` on this context's next advance, from any

@@ -129,16 +129,23 @@ class PointToPoint:
         target = self._target(call, target)
         dispatch_id = checked_int(call, "dispatch_id", dispatch_id, self.rank)
         blob, array = self._header(call, header), self._data(call, data)
-        transfer = Transfer(self.context, call, target, done, remote_done)
+        head = ("am", self.context.offset, dispatch_id, blob, array.nbytes,
+                dtype_token(array.dtype), array.shape)
+        return self._deliver(head, array, Transfer(self.context, call, target, done,
+                                                   remote_done))
+
+    def _deliver(self, head: tuple[Any, ...], data: np.ndarray, transfer: Transfer) -> Transfer:
+        """Send the record ``head`` + (eager data, payload tag, number) to the transfer's
+        target, and the data as a payload of its own when it is too large to go with it."""
+        target = transfer.target
+        assert target is not None
         number, tag = self._start(transfer)
-        eager = array.tobytes() if array.nbytes <= EAGER_LIMIT else None
-        record = ("am", self.context.offset, dispatch_id, blob, array.nbytes,
-                  dtype_token(array.dtype), array.shape, eager,
-                  None if eager is not None else tag, number)
-        self._send_record(record, target.task, target.context_offset,
+        eager = data.tobytes() if data.nbytes <= EAGER_LIMIT else None
+        self._send_record(head + (eager, None if eager is not None else tag, number),
+                          target.task, target.context_offset,
                           transfer if eager is not None else None)
         if eager is None:
-            self._send_payload(array, target.task, tag, transfer)
+            self._send_payload(data, target.task, tag, transfer)
         return transfer
 
     def send_immediate(self, target: Any, dispatch_id: Any, header: Any, data: Any) -> None:
@@ -188,35 +195,22 @@ class PointToPoint:
              remote_done: Callable[[Transfer], Any] | None) -> Transfer:
         """PAMI_Rput (see `Context.rput`)."""
         call = "Context.rput"
-        nbytes = self._nbytes(call, nbytes)
-        local, local_offset = self._region(call, "local", local, local_offset, nbytes, True)
-        remote, remote_offset = self._region(call, "remote", remote, remote_offset, nbytes,
-                                             False)
+        data, remote, remote_offset = self._one_sided(call, local, remote, nbytes, local_offset,
+                                                      remote_offset)
         target = self.client.endpoint(remote.task, remote.context)
-        transfer = Transfer(self.context, call, target, done, remote_done)
-        number, tag = self._start(transfer)
-        data = self.regions[local.region_id][local_offset:local_offset + nbytes]
-        eager = data.tobytes() if nbytes <= EAGER_LIMIT else None
-        record = ("put", self.context.offset, remote.region_id, remote_offset, nbytes, eager,
-                  None if eager is not None else tag, number)
-        self._send_record(record, target.task, target.context_offset,
-                          transfer if eager is not None else None)
-        if eager is None:
-            self._send_payload(data, target.task, tag, transfer)
-        return transfer
+        head = ("put", self.context.offset, remote.region_id, remote_offset, data.nbytes)
+        return self._deliver(head, data, Transfer(self.context, call, target, done,
+                                                  remote_done))
 
     def rget(self, local: Any, remote: Any, nbytes: Any, local_offset: Any,
              remote_offset: Any, done: Callable[[Transfer], Any] | None) -> Transfer:
         """PAMI_Rget (see `Context.rget`)."""
         call = "Context.rget"
-        nbytes = self._nbytes(call, nbytes)
-        local, local_offset = self._region(call, "local", local, local_offset, nbytes, True)
-        remote, remote_offset = self._region(call, "remote", remote, remote_offset, nbytes,
-                                             False)
+        into, remote, remote_offset = self._one_sided(call, local, remote, nbytes, local_offset,
+                                                      remote_offset)
         target = self.client.endpoint(remote.task, remote.context)
         transfer = Transfer(self.context, call, target, done, None)
         number, tag = self._start(transfer)
-        into = self.regions[local.region_id][local_offset:local_offset + nbytes]
 
         def landed() -> None:
             if self.transfers.pop(number, None) is not None:
@@ -224,14 +218,19 @@ class PointToPoint:
 
         transfer.request = self._receive_payload(into, target.task, tag, landed)
         self._send_record(("get", self.context.offset, remote.region_id, remote_offset,
-                           nbytes, tag, number), target.task, target.context_offset)
+                           into.nbytes, tag, number), target.task, target.context_offset)
         return transfer
 
-    def _nbytes(self, call: str, nbytes: Any) -> int:
-        value = checked_int(call, "nbytes", nbytes, self.rank)
-        if value < 0:
+    def _one_sided(self, call: str, local: Any, remote: Any, nbytes: Any, local_offset: Any,
+                   remote_offset: Any) -> tuple[np.ndarray, Memregion, int]:
+        """A put's or get's checked arguments: the bytes of the local region it reads or
+        writes, the remote region and the offset in it."""
+        count = checked_int(call, "nbytes", nbytes, self.rank)
+        if count < 0:
             raise ArgumentError(call, "nbytes", nbytes, "must be >= 0", self.rank)
-        return value
+        local, start = self._region(call, "local", local, local_offset, count, True)
+        remote, remote_start = self._region(call, "remote", remote, remote_offset, count, False)
+        return self.regions[local.region_id][start:start + count], remote, remote_start
 
     def fence(self, endpoint: Any, done: Callable[[Transfer], Any] | None) -> Transfer:
         """PAMI_Fence_all / PAMI_Fence_endpoint (see `Context.fence`)."""
