@@ -283,6 +283,29 @@ def test_an_unknown_dispatch_id_fails_at_both_ends(transport):
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_failed_send_is_raised_once(transport):
+    """Two refusals handled by one advance: the advance raises the first, the second's wait
+    the second, and nothing raises either again."""
+    def program(client: Client) -> Any:
+        ctx = client.contexts[0]
+        if client.task == 1:
+            errors_raised(client, 2)
+            client.comm.barrier()
+            return None
+        sent = [ctx.send(client.endpoint(1, 0), 55, bytes([i]), np.ones(3)) for i in range(2)]
+        client.comm.barrier()                        # both refusals have come back
+        with pytest.raises(ArgumentError, match="dispatch_id=55"):
+            ctx.advance()
+        with pytest.raises(ArgumentError, match="dispatch_id=55"):
+            sent[1].wait(30)
+        for _ in range(20):
+            ctx.advance()
+        return [s.error is not None for s in sent]
+
+    assert run(program, 2, transport)[0] == [True, True]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_buffer_too_small_or_missing_fails_at_both_ends(transport):
     def program(client: Client) -> Any:
         ctx = client.contexts[0]

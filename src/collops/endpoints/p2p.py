@@ -64,7 +64,10 @@ class PointToPoint:
         self.immediate_targets: set[tuple[int, int]] = set()
         self.fences: list[tuple[Transfer, list[Transfer]]] = []
         self.work: deque[Callable[[Context], Any]] = deque()
+        #: errors of messages this context took, to raise (one per advance)
         self.errors: list[BaseException] = []
+        #: transfers of this context that failed, to raise unless `Transfer.wait` did
+        self.failed: list[Transfer] = []
 
     # -- helpers ---------------------------------------------------------------------------
     @property
@@ -278,7 +281,12 @@ class PointToPoint:
             events += 1
         events += self._poll_requests()
         events += self._poll_fences()
-        if self.errors:             # one per advance: the next advance raises the next
+        while self.failed:          # one error per advance: the next advance raises the next
+            transfer = self.failed.pop(0)
+            if not transfer.reported and transfer.error is not None:
+                transfer.reported = True
+                raise transfer.error
+        if self.errors:
             raise self.errors.pop(0)
         return events
 
@@ -345,7 +353,7 @@ class PointToPoint:
         if transfer.request is not None:        # a failed get: its data will never come
             with self.client.transport_lock:
                 transfer.request.cancel()  # type: ignore[attr-defined]
-        self.errors.append(transfer.error)
+        self.failed.append(transfer)
 
     def _active_message(self, source: int, origin_context: int, dispatch_id: int,
                         header: bytes, nbytes: int, token: str, shape: tuple[int, ...],

@@ -70,6 +70,8 @@ class Transfer:
         self._on_local, self._on_remote = done, remote_done
         self.local = self.remote = False
         self.error: BaseException | None = None
+        #: whether ``error`` has been raised to the user (by `wait` or an advance)
+        self.reported = False
         #: a get's receive of its data (cancelled when the target refuses the get)
         self.request: Request | None = None
 
@@ -103,6 +105,7 @@ class Transfer:
         error, or `CollectiveTimeout` after ``timeout`` seconds."""
         wait_until(self.context, lambda: self.completed, timeout, self.call)
         if self.error is not None:
+            self.reported = True
             raise self.error
 
 
