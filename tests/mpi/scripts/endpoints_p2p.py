@@ -34,23 +34,25 @@ def run(program, tasks, transport, contexts=1):
     return world.allgather_object(mine)[:tasks]
 
 
-test_p2p.run = run
-passed = []
-try:
+def programs():
+    """``(name, call)`` for each test of test_p2p taking a transport (and a task count)."""
     for name, test in inspect.getmembers(test_p2p, inspect.isfunction):
         parameters = list(inspect.signature(test).parameters)
-        if not name.startswith("test_") or parameters[:1] != ["transport"]:
+        if not name.startswith("test_"):
             continue
         if parameters == ["transport", "tasks"]:
-            for tasks in range(3, world.size + 1):
-                test("mpi", tasks)
+            yield name, lambda test=test: [test("mpi", n) for n in range(3, world.size + 1)]
         elif parameters == ["transport"]:
-            test("mpi")
-        else:
-            continue
-        passed.append(name)
-    print(json.dumps({"rank": world.rank, "passed": passed}), flush=True)
+            yield name, lambda test=test: test("mpi")
+
+
+test_p2p.run = run
+report = {"rank": world.rank, "passed": []}
+try:
+    for name, call in programs():
+        call()
+        report["passed"].append(name)
 except Exception as exc:
-    print(json.dumps({"rank": world.rank, "passed": passed,
-                      "error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"}),
-          flush=True)
+    report["error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+finally:
+    print(json.dumps(report), flush=True)
