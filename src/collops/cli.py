@@ -181,7 +181,7 @@ def _load_optional_commands() -> None:
     """Add the subcommands of the packages' front ends (each module's ``COMMAND``)."""
     import importlib
     for module in ("collops.runtime.launcher_cli", "collops.bench.cli", "collops.sim.cli",
-                   "collops.model.cli", "collops.info", "collops.check.cli",
+                   "collops.model_command", "collops.info", "collops.check.cli",
                    "collops.show.cli", "collops.msccl.cli",
                    "collops.tune.cli", "collops.faults.cli"):
         try:

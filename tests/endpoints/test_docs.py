@@ -27,6 +27,18 @@ def test_the_complete_example_runs():
     assert lines[0].count("'amreduce', False") == 1 and lines[1].count("'amreduce', False") == 2
 
 
+def test_the_task_farm_example_runs():
+    section = PAGE.read_text().split("### Example: a task farm", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code.group(1), str(PAGE), "exec"), {"__name__": "docs_example"})
+    farm, same = printed.getvalue().splitlines()
+    assert same == "True"
+    assert farm.startswith("[(1, 285.0), (2, 333328333350000.0)")
+
+
 def test_the_demo_section_succeeds():
     out: list[str] = []
     assert run_endpoints_demo(out.append) == 0

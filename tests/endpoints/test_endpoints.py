@@ -18,19 +18,10 @@ import collops
 from collops import ops
 from collops.check.cases import LAST_NONZERO
 from collops.endpoints import Client, DispatchError, Xfer
+from tests.support.endpoints import drive
 
 TRANSPORTS = ["inproc", "shm"]
 CONTEXTS = 2
-
-
-def drive(client: Client, done: Any, timeout: float = 20.0) -> None:
-    """Advance every context of the task until ``done()`` (or fail after ``timeout``)."""
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not reached")
-        if not client.advance():
-            client.wait_for_activity(0.001)
 
 
 def run(program: Any, tasks: int, transport: str) -> list[Any]:

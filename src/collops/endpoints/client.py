@@ -14,6 +14,7 @@ task's real transport.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ArgumentError
 from ..runtime.comm import Comm
 from .mux import Loopback
+from .p2p import Memregion, PointToPoint, Transfer
 
 if TYPE_CHECKING:
     from .geometry import Geometry, Member
@@ -31,7 +33,8 @@ Dispatch = Callable[..., Any]
 
 
 class Client:
-    """This task's messaging client ``name`` over the task communicator ``comm``."""
+    """This task's messaging client ``name`` over the task communicator ``comm`` (collective
+    over ``comm``: it reserves the point-to-point message space)."""
 
     def __init__(self, name: str, comm: Comm | None = None) -> None:
         if comm is None:
@@ -39,6 +42,9 @@ class Client:
             comm = init()
         self.name = name
         self.comm = comm
+        #: the message space of the contexts' point-to-point (`endpoints.p2p`)
+        self.p2p_comm = comm.dup()
+        self._numbers = itertools.count()
         self.task = comm.rank
         self.tasks = comm.size
         self.transport_lock = threading.RLock()
@@ -116,6 +122,10 @@ class Client:
         """Advance every context of this task once; returns the events handled."""
         return sum(c.advance() for c in list(self.contexts))
 
+    def next_number(self) -> int:
+        """A number this task has not handed out before (transfers, memory regions)."""
+        return next(self._numbers)
+
     def pending(self) -> int:
         """Transfers and active-message parts still in flight on this task's contexts."""
         return sum(c.pending for c in self.contexts)
@@ -153,6 +163,7 @@ class Context:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.thread_error: BaseException | None = None
+        self.p2p = PointToPoint(self)
 
     def __repr__(self) -> str:
         return f"<Context {self.offset} of task {self.client.task}>"
@@ -162,14 +173,29 @@ class Context:
         """This context's endpoint."""
         return Endpoint(self.client, self.offset, self.client.task)
 
-    def advance(self) -> int:
-        """Drive this context's transfers and active-message headers once; events handled.
+    def advance(self, max_loops: int = 1) -> int:
+        """Drive this context's transfers, active messages and posted work, up to
+        ``max_loops`` times until something happens (PAMI_Context_advance); events handled.
 
-        Raises the error of a transfer posted here that failed (not when called by the
-        progress thread, which leaves errors on the transfers).
+        Raises the error of a transfer posted here that failed, or of a message this context
+        could not take (not when called by the progress thread, which leaves errors on the
+        transfers and in `dispatch_errors`).
         """
+        for _ in range(max(1, max_loops)):
+            events = self._advance_once()
+            if events:
+                return events
+        return 0
+
+    def _advance_once(self) -> int:
         with self.lock:
             events = 0
+            try:
+                events += self.p2p.poll()
+            except BaseException as exc:  # noqa: BLE001 - kept by the progress thread
+                if threading.current_thread() is not self._thread:
+                    raise
+                self.dispatch_errors.append(exc)
             for member in list(self.members):
                 events += member.poll_headers()
             failed: Xfer | None = None
@@ -191,8 +217,71 @@ class Context:
 
     @property
     def pending(self) -> int:
-        """Transfers posted here, and active messages this context takes part in, in flight."""
-        return len(self.xfers) + sum(len(m.as_peer) for m in self.members)
+        """Transfers posted here, active messages this context takes part in, and
+        point-to-point transfers, receives, fences and work, in flight."""
+        return len(self.xfers) + sum(len(m.as_peer) for m in self.members) + self.p2p.pending
+
+    # -- PAMI's point-to-point (`endpoints.p2p`) ----------------------------------------------
+    def set_dispatch(self, dispatch_id: int, fn: Dispatch) -> None:
+        """PAMI_Dispatch_set: run ``fn(header, data, origin, recv)`` for each active message
+        sent to this context with ``dispatch_id``. ``data`` is the data when it came with the
+        header (``recv`` None); else ``data`` is None and ``fn`` names the receive buffer
+        through ``recv`` (`Recv`: ``recv.buffer``, optional ``recv.done``)."""
+        self.p2p.dispatch[int(dispatch_id)] = fn
+
+    def send(self, target: Endpoint, dispatch_id: int, header: Any = b"", data: Any = None,
+             done: Callable[[Transfer], Any] | None = None,
+             remote_done: Callable[[Transfer], Any] | None = None) -> Transfer:
+        """PAMI_Send: an active message to ``target``'s dispatch ``dispatch_id``; ``done``
+        runs once ``data`` may be reused, ``remote_done`` once the target has it."""
+        with self.lock:
+            return self.p2p.send(target, dispatch_id, header, data, done, remote_done)
+
+    def send_immediate(self, target: Endpoint, dispatch_id: int, header: Any = b"",
+                       data: Any = None) -> None:
+        """PAMI_Send_immediate: a small active message (`p2p.IMMEDIATE_LIMIT` bytes of header
+        and data), copied at once, with no completion callbacks."""
+        with self.lock:
+            self.p2p.send_immediate(target, dispatch_id, header, data)
+
+    def memregion(self, array: Any) -> Memregion:
+        """PAMI_Memregion_create: register ``array`` for `rput` and `rget`; send the returned
+        `Memregion` to the tasks that will use it."""
+        with self.lock:
+            return self.p2p.memregion(array)
+
+    def memregion_destroy(self, region: Memregion) -> None:
+        """PAMI_Memregion_destroy: later puts and gets naming ``region`` fail."""
+        with self.lock:
+            self.p2p.regions.pop(region.region_id, None)
+
+    def rput(self, local: Memregion, remote: Memregion, nbytes: int, *, local_offset: int = 0,
+             remote_offset: int = 0, done: Callable[[Transfer], Any] | None = None,
+             remote_done: Callable[[Transfer], Any] | None = None) -> Transfer:
+        """PAMI_Rput: copy ``nbytes`` from this context's region ``local`` into ``remote``
+        (a region of another context); ``done`` and ``remote_done`` as for `send`."""
+        with self.lock:
+            return self.p2p.rput(local, remote, nbytes, local_offset, remote_offset, done,
+                                 remote_done)
+
+    def rget(self, local: Memregion, remote: Memregion, nbytes: int, *, local_offset: int = 0,
+             remote_offset: int = 0, done: Callable[[Transfer], Any] | None = None) -> Transfer:
+        """PAMI_Rget: copy ``nbytes`` from ``remote`` into this context's region ``local``;
+        ``done`` runs once they have landed."""
+        with self.lock:
+            return self.p2p.rget(local, remote, nbytes, local_offset, remote_offset, done)
+
+    def fence(self, endpoint: Endpoint | None = None,
+              done: Callable[[Transfer], Any] | None = None) -> Transfer:
+        """PAMI_Fence_all (or PAMI_Fence_endpoint with ``endpoint``): ``done`` runs once
+        every transfer this context started earlier (to ``endpoint``) completed remotely."""
+        with self.lock:
+            return self.p2p.fence(endpoint, done)
+
+    def post(self, work: Callable[[Context], Any]) -> None:
+        """PAMI_Context_post: run ``work(context)`` on this context's next advance, from any
+        thread; it runs again on each advance while it returns `p2p.AGAIN`."""
+        self.p2p.post(work)
 
     def start_progress_thread(self, interval: float = 0.0005) -> None:
         """Advance this context in a background thread until `stop_progress_thread`."""

@@ -20,6 +20,10 @@ message sizes it prints up to three tables:
 
 ``--ts``/``--tc`` replace the derived constants; ``--net k=v`` sets network parameters as in
 ``collops sim``; ``--json FILE`` writes every row as a record.
+
+The network-aware pick (what selection chooses for the collective on the topology, contention
+included) needs the simulator, which sits above this package: the command layer adds it
+(`collops.model_command`) through ``cmd_model``'s ``more_tables``.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -133,7 +137,7 @@ def topology_from_arg(text: str, net: Mapping[str, float | int | str] | None = N
 class Row:
     """One closed-form estimate (the JSON record of ``collops model --json``)."""
 
-    table: str  # "seed004", "cluster", "algorithm" or "loggp"
+    table: str  # "seed004", "cluster", "algorithm", "loggp" or "choice"
     name: str  # exchange, model ("A"/"B") or algorithm
     network: str  # shape, "switch", or the topology spec
     nprocs: int
@@ -262,7 +266,8 @@ CLUSTERS: dict[str, tuple[dict[str, float], float]] = {
 }
 
 
-def _model_args(p: argparse.ArgumentParser) -> None:
+def model_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``collops model``."""
     p.add_argument("--topology", default=None,
                    help="network giving p and the constants (default torus:8x8; with "
                         "--cluster switch:16)")
@@ -295,7 +300,13 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", default=None, metavar="FILE", help="write every row as JSON")
 
 
-def _tables(args: argparse.Namespace) -> tuple[list[str], list[Row]]:
+#: more tables for a collective: (args, topology, p, sizes) -> (texts, rows)
+MoreTables = Callable[[argparse.Namespace, Topology, int, Sequence[int]],
+                      tuple[list[str], list[Row]]]
+
+
+def _tables(args: argparse.Namespace, more_tables: MoreTables | None = None
+            ) -> tuple[list[str], list[Row]]:
     preset, ts1 = CLUSTERS[args.cluster] if args.cluster else ({}, 0.0)
     ts1 = args.ts1 if args.ts1 is not None else ts1
     overrides = {**preset, **network_overrides(args.net)}
@@ -330,6 +341,10 @@ def _tables(args: argparse.Namespace) -> tuple[list[str], list[Row]]:
                                  f"closed form per algorithm ({args.switching} switching)",
                                  "network"))
         rows += per_alg
+        if more_tables is not None:
+            more_texts, more_rows = more_tables(args, topology, p, sizes)
+            texts += more_texts
+            rows += more_rows
     if args.loggp is not None:
         net = loggp_for(topology, p, parse_assignments([args.loggp], "--loggp"))
         per_shape = loggp_rows(net, sizes)
@@ -341,11 +356,11 @@ def _tables(args: argparse.Namespace) -> tuple[list[str], list[Row]]:
     return texts, rows
 
 
-def cmd_model(args: argparse.Namespace) -> int:
+def cmd_model(args: argparse.Namespace, more_tables: MoreTables | None = None) -> int:
     """Closed-form estimates: the seed-004 table, cluster models A and B, per algorithm,
-    LogGP."""
+    LogGP (and ``more_tables`` for a collective)."""
     try:
-        texts, rows = _tables(args)
+        texts, rows = _tables(args, more_tables)
         print("\n\n".join(texts))
         if args.json:
             Path(args.json).write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
@@ -356,4 +371,4 @@ def cmd_model(args: argparse.Namespace) -> int:
 
 
 #: the subcommand this module adds to ``collops``: name, argument set-up, handler
-COMMAND = ("model", _model_args, cmd_model)
+COMMAND = ("model", model_args, cmd_model)
