@@ -119,6 +119,7 @@ from .exceptions import (
     Get_error_string,
 )
 from .group import GROUP_EMPTY, GROUP_NULL, Group
+from .objects import Pickle, pickle
 from .operators import (
     BAND,
     BOR,
