@@ -160,3 +160,39 @@ def case_handles(comm: Any) -> list[tuple[str, Any, Any]]:
     except TypeError:
         pass
     return results
+
+
+@case
+def case_attributes(comm: Any) -> list[tuple[str, Any, Any]]:
+    """Attribute caching: values per communicator (seen by all its handles), copied by Dup as
+    each key's copy_fn says, handed to delete_fn when replaced, deleted or freed."""
+    results = []
+    deleted: list[tuple[str, Any]] = []
+    base = comm.Dup()
+    plain = MPI.Comm.Create_keyval()
+    same = MPI.Comm.Create_keyval(copy_fn=True,
+                                  delete_fn=lambda c, k, v: deleted.append(("same", v)))
+    doubled = MPI.Comm.Create_keyval(copy_fn=lambda c, k, v: 2 * v,
+                                     delete_fn=lambda c, k, v: deleted.append(("doubled", v)))
+    refused = MPI.Comm.Create_keyval(copy_fn=lambda c, k, v: NotImplemented)
+    values = {plain: [1], same: [2], doubled: 21, refused: "x"}
+    results.append(("unset", base.Get_attr(plain), None))
+    for keyval, value in values.items():
+        base.Set_attr(keyval, value)
+    results.append(("set", [base.Get_attr(k) is v for k, v in values.items()], [True] * 4))
+    results.append(("another handle", MPI.Comm(base).Get_attr(same) is values[same], True))
+    results.append(("not on its parent", comm.Get_attr(same), None))
+    dup = base.Dup()
+    results.append(("Dup copies", [dup.Get_attr(k) for k in values], [None, [2], 42, None]))
+    base.Set_attr(doubled, 5)
+    results.append(("replaced value deleted", list(deleted), [("doubled", 21)]))
+    base.Delete_attr(same)
+    results.append(("Delete_attr", (base.Get_attr(same), deleted[-1]), (None, ("same", [2]))))
+    dup.Free()
+    results.append(("Free deletes", sorted(deleted[-2:]), [("doubled", 42), ("same", [2])]))
+    base.Free()
+    results.append(("Free deletes the rest", deleted[-1], ("doubled", 5)))
+    for keyval in values:
+        results.append(("Free_keyval", MPI.Comm.Free_keyval(keyval), MPI.KEYVAL_INVALID))
+    results.append(("TAG_UB", comm.Get_attr(MPI.TAG_UB) >= 32767, True))
+    return results
