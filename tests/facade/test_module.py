@@ -139,3 +139,15 @@ def test_null_communicator_handles_and_buffer_attachment():
     comm.Iflush_buffer().Wait()
     assert comm.Detach_buffer() is buf and comm.Detach_buffer() is None
     comm.Free()
+
+
+def test_predefined_communicators_pickle_as_themselves():
+    import pickle
+    for comm in (MPI.COMM_NULL, MPI.COMM_SELF):
+        assert pickle.loads(pickle.dumps(comm)) is comm
+        copy = pickle.loads(pickle.dumps(MPI.Intracomm(comm)))
+        assert copy == comm and copy is not comm
+    dup = MPI.COMM_SELF.Dup()
+    with pytest.raises(ValueError):
+        pickle.dumps(dup)
+    dup.Free()

@@ -66,6 +66,17 @@ class Comm(Collectives, ObjectCollectives, PointToPoint, Attributes):
     def __repr__(self) -> str:
         return f"<collops.MPI.{type(self).__name__} {self._name or self._comm!r}>"
 
+    def __reduce__(self) -> Any:
+        """Pickled as mpi4py's: COMM_NULL, COMM_SELF and COMM_WORLD are themselves, copies of
+        them equal handles; any other communicator cannot be pickled."""
+        for name in ("COMM_NULL", "COMM_SELF", "COMM_WORLD"):
+            predefined = globals()[name]
+            if self is predefined:
+                return name
+            if self == predefined:
+                return Intracomm, (predefined,)
+        raise ValueError(f"cannot pickle {self!r}: a communicator belongs to its job")
+
     @property
     def collops_comm(self) -> Any:
         """The collops communicator under this handle."""
