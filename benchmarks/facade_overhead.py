@@ -95,6 +95,53 @@ def _vector_own(comm: Any, nbytes: int) -> dict[str, Any]:
     }
 
 
+class _VectorStandIn:
+    """A communicator whose v-collectives return at once (for ``--vector --dispatch``)."""
+
+    rank, size = 0, 2
+
+    def allgatherv(self, x: Any, counts: Any = None, *, displs: Any = None,
+                   out: Any = None) -> Any:
+        return out
+
+    def gatherv(self, x: Any, root: int = 0, counts: Any = None, *, displs: Any = None,
+                out: Any = None) -> Any:
+        return out
+
+    def scatterv(self, x: Any, counts: Any = None, root: int = 0, *, displs: Any = None,
+                 out: Any = None) -> Any:
+        return out
+
+    def alltoallv(self, x: Any, sendcounts: Any, sdispls: Any = None, recvcounts: Any = None,
+                  *, rdispls: Any = None, out: Any = None) -> Any:
+        return out
+
+
+def vector_dispatch(rounds: int, iterations: int, nbytes: int, before: str | None
+                    ) -> dict[str, Any]:
+    """What each facade does per v-call around collops' own call (packing, unpacking,
+    planning), on `_VectorStandIn`: the minimum over ``rounds`` repeats, sides interleaved."""
+    import timeit
+
+    comm = _VectorStandIn()
+    sides = {"facade": _vector_calls(comm, _load_facade(None), nbytes),
+             "direct": _vector_own(comm, nbytes)}
+    if before is not None:
+        sides["facade_before"] = _vector_calls(comm, _load_facade(before), nbytes)
+    out: dict[str, Any] = {}
+    for name in sides["direct"]:
+        best = {side: float("inf") for side in sides}
+        for _ in range(rounds):
+            for side, calls in sides.items():
+                best[side] = min(best[side], timeit.timeit(calls[name], number=iterations))
+        row = {f"{side}_us": t / iterations * 1e6 for side, t in best.items()}
+        for side in sides:
+            if side != "direct":
+                row[f"{side}_added_us"] = row[f"{side}_us"] - row["direct_us"]
+        out[name] = row
+    return out
+
+
 def _vector_rank(comm: Any, rounds: int, iterations: int, nbytes: int,
                  before: str | None) -> dict[str, Any]:
     """Per v-collective the median per-call time of each side, in interleaved rounds."""
@@ -216,6 +263,14 @@ def main() -> None:
     parser.add_argument("--before", default=None,
                         help="with --vector: an older facade package to time alongside")
     args = parser.parse_args()
+    if args.vector and args.dispatch:
+        added = vector_dispatch(max(args.rounds, 5) * 20, args.iterations, args.bytes,
+                                args.before)
+        for name, row in added.items():
+            print(f"{name:12s} " + "   ".join(f"{k} {v:7.3f}" for k, v in row.items()))
+        if args.json:
+            _write(args, {"bytes": args.bytes, "dispatch": added})
+        return
     if args.vector:
         rank0 = collops.spawn(_vector_rank, args.nprocs, args.rounds, args.iterations,
                               args.bytes, args.before, transport="shm", timeout=900)[0]

@@ -15,7 +15,6 @@ import sys
 from typing import Any
 
 from ..errors import CollopsError
-from ..runtime.commbase import CommBase
 from .attributes import Attributes
 from .collectives import Collectives
 from .constants import UNDEFINED
@@ -44,7 +43,7 @@ class Comm(Collectives, ObjectCollectives, PointToPoint, Attributes):
         when None)."""
         if isinstance(comm, Comm):
             comm = comm._comm
-        elif comm is not None and not isinstance(comm, CommBase):
+        elif comm is not None and not hasattr(comm, "rank"):  # a communicator-like object
             raise TypeError(f"Comm() takes a communicator, not {type(comm).__name__}")
         self._comm = _Freed("null") if comm is None else comm
         self._name = ""
