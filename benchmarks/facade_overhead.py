@@ -95,6 +95,16 @@ def _vector_own(comm: Any, nbytes: int) -> dict[str, Any]:
     }
 
 
+def _sides(comm: Any, nbytes: int, before: str | None, own: str) -> dict[str, Any]:
+    """The calls of each side timed: this facade, collops' own API (named ``own``) and, if
+    ``before`` names one, an older facade."""
+    sides = {"facade": _vector_calls(comm, _load_facade(None), nbytes),
+             own: _vector_own(comm, nbytes)}
+    if before is not None:
+        sides["facade_before"] = _vector_calls(comm, _load_facade(before), nbytes)
+    return sides
+
+
 class _VectorStandIn:
     """A communicator whose v-collectives return at once (for ``--vector --dispatch``)."""
 
@@ -123,11 +133,7 @@ def vector_dispatch(rounds: int, iterations: int, nbytes: int, before: str | Non
     planning), on `_VectorStandIn`: the minimum over ``rounds`` repeats, sides interleaved."""
     import timeit
 
-    comm = _VectorStandIn()
-    sides = {"facade": _vector_calls(comm, _load_facade(None), nbytes),
-             "direct": _vector_own(comm, nbytes)}
-    if before is not None:
-        sides["facade_before"] = _vector_calls(comm, _load_facade(before), nbytes)
+    sides = _sides(_VectorStandIn(), nbytes, before, "direct")
     out: dict[str, Any] = {}
     for name in sides["direct"]:
         best = {side: float("inf") for side in sides}
@@ -145,10 +151,7 @@ def vector_dispatch(rounds: int, iterations: int, nbytes: int, before: str | Non
 def _vector_rank(comm: Any, rounds: int, iterations: int, nbytes: int,
                  before: str | None) -> dict[str, Any]:
     """Per v-collective the median per-call time of each side, in interleaved rounds."""
-    sides = {"facade": _vector_calls(comm, _load_facade(None), nbytes),
-             "own_api": _vector_own(comm, nbytes)}
-    if before is not None:
-        sides["facade_before"] = _vector_calls(comm, _load_facade(before), nbytes)
+    sides = _sides(comm, nbytes, before, "own_api")
     out: dict[str, Any] = {}
     for name in sides["own_api"]:
         calls = [(side, calls[name]) for side, calls in sides.items()]
