@@ -15,6 +15,12 @@ the facade's own dispatch alone (``--dispatch``): the same calls in one process 
 communicator stand-in whose methods return at once, against calling the stand-in directly;
 the minimum over ``--rounds`` repeats of ``--iterations`` calls each (the minimum filters out
 the time the process was not running). The difference is what the facade adds to every call.
+
+``--vector`` times the v-collectives with displaced (gapped) blocks instead —
+``Allgatherv``, ``Gatherv``, ``Scatterv``, ``Alltoallv`` through the facade against collops'
+own calls with ``displs=``/``rdispls=`` — and ``--before DIR`` adds, interleaved in the same
+rounds, the facade package found in ``DIR`` (an older ``src/collops/facade``, e.g. from
+``git archive``), loaded as ``collops.facade_before``.
 """
 
 from __future__ import annotations
@@ -33,6 +39,136 @@ def _time(call: Any, iterations: int) -> float:
     for _ in range(iterations):
         call()
     return (time.perf_counter() - start) / iterations
+
+
+def _load_facade(directory: str | None) -> Any:
+    """The facade's ``api`` module: collops' own, or the package in ``directory`` loaded as
+    ``collops.facade_before`` (its relative imports of collops then resolve to this one)."""
+    import importlib
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if directory is None:
+        return importlib.import_module("collops.facade.api")
+    name = "collops.facade_before"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, Path(directory) / "__init__.py", submodule_search_locations=[directory])
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return importlib.import_module(name + ".api")
+
+
+def _vector_calls(comm: Any, mpi: Any, nbytes: int) -> dict[str, Any]:
+    """The v-collectives through facade module ``mpi``, blocks of ``nbytes`` with a gap of
+    one element before each: name -> call."""
+    facade = mpi.wrap(comm)
+    p, n = comm.size, max(1, nbytes // 8)
+    counts, displs = [n] * p, [(n + 1) * j + 1 for j in range(p)]
+    x, whole = np.ones(n), np.zeros(displs[-1] + n + 1)
+    spec = [whole, (counts, displs), mpi.DOUBLE]
+    received = [whole.copy(), (counts, displs), mpi.DOUBLE]
+    return {
+        "Allgatherv": lambda: facade.Allgatherv(x, spec),
+        "Gatherv": lambda: facade.Gatherv(x, spec, 0),
+        "Scatterv": lambda: facade.Scatterv(spec, x, 0),
+        "Alltoallv": lambda: facade.Alltoallv(spec, received),
+    }
+
+
+def _vector_own(comm: Any, nbytes: int) -> dict[str, Any]:
+    """The same calls on collops' own API with ``displs=``/``rdispls=``."""
+    p, n = comm.size, max(1, nbytes // 8)
+    counts, displs = [n] * p, [(n + 1) * j + 1 for j in range(p)]
+    x, whole = np.ones(n), np.zeros(displs[-1] + n + 1)
+    out, received = whole[:displs[-1] + n], np.zeros(displs[-1] + n)
+    return {
+        "Allgatherv": lambda: comm.allgatherv(x, counts, displs=displs, out=out),
+        "Gatherv": lambda: comm.gatherv(x, 0, None, displs=displs if comm.rank == 0 else None,
+                                        out=out if comm.rank == 0 else None),
+        "Scatterv": lambda: comm.scatterv(whole, counts, 0, displs=displs, out=x),
+        "Alltoallv": lambda: comm.alltoallv(whole, counts, displs, counts, rdispls=displs,
+                                            out=received),
+    }
+
+
+def _sides(comm: Any, nbytes: int, before: str | None, own: str) -> dict[str, Any]:
+    """The calls of each side timed: this facade, collops' own API (named ``own``) and, if
+    ``before`` names one, an older facade."""
+    sides = {"facade": _vector_calls(comm, _load_facade(None), nbytes),
+             own: _vector_own(comm, nbytes)}
+    if before is not None:
+        sides["facade_before"] = _vector_calls(comm, _load_facade(before), nbytes)
+    return sides
+
+
+class _VectorStandIn:
+    """A communicator whose v-collectives return at once (for ``--vector --dispatch``)."""
+
+    rank, size = 0, 2
+
+    def allgatherv(self, x: Any, counts: Any = None, *, displs: Any = None,
+                   out: Any = None) -> Any:
+        return out
+
+    def gatherv(self, x: Any, root: int = 0, counts: Any = None, *, displs: Any = None,
+                out: Any = None) -> Any:
+        return out
+
+    def scatterv(self, x: Any, counts: Any = None, root: int = 0, *, displs: Any = None,
+                 out: Any = None) -> Any:
+        return out
+
+    def alltoallv(self, x: Any, sendcounts: Any, sdispls: Any = None, recvcounts: Any = None,
+                  *, rdispls: Any = None, out: Any = None) -> Any:
+        return out
+
+
+def vector_dispatch(rounds: int, iterations: int, nbytes: int, before: str | None
+                    ) -> dict[str, Any]:
+    """What each facade does per v-call around collops' own call (packing, unpacking,
+    planning), on `_VectorStandIn`: the minimum over ``rounds`` repeats, sides interleaved."""
+    import timeit
+
+    sides = _sides(_VectorStandIn(), nbytes, before, "direct")
+    out: dict[str, Any] = {}
+    for name in sides["direct"]:
+        best = {side: float("inf") for side in sides}
+        for _ in range(rounds):
+            for side, calls in sides.items():
+                best[side] = min(best[side], timeit.timeit(calls[name], number=iterations))
+        row = {f"{side}_us": t / iterations * 1e6 for side, t in best.items()}
+        for side in sides:
+            if side != "direct":
+                row[f"{side}_added_us"] = row[f"{side}_us"] - row["direct_us"]
+        out[name] = row
+    return out
+
+
+def _vector_rank(comm: Any, rounds: int, iterations: int, nbytes: int,
+                 before: str | None) -> dict[str, Any]:
+    """Per v-collective the median per-call time of each side, in interleaved rounds."""
+    sides = _sides(comm, nbytes, before, "own_api")
+    out: dict[str, Any] = {}
+    for name in sides["own_api"]:
+        calls = [(side, calls[name]) for side, calls in sides.items()]
+        for _ in range(200):
+            for _, call in calls:
+                call()
+        times: dict[str, list[float]] = {side: [] for side in sides}
+        for k in range(rounds):
+            comm.barrier()
+            for side, call in calls[k % len(calls):] + calls[:k % len(calls)]:
+                times[side].append(_time(call, iterations))
+        out[name] = {f"{side}_us": statistics.median(t) * 1e6 for side, t in times.items()}
+        for side in sides:
+            if side != "own_api":
+                out[name][f"{side}_overhead_us"] = statistics.median(
+                    f - o for f, o in zip(times[side], times["own_api"], strict=True)) * 1e6
+    return out
 
 
 def _rank(comm: Any, rounds: int, iterations: int, nbytes: int) -> dict[str, Any]:
@@ -125,7 +261,28 @@ def main() -> None:
     parser.add_argument("--json", default=None)
     parser.add_argument("--dispatch", action="store_true",
                         help="measure only the facade's dispatch, in this process")
+    parser.add_argument("--vector", action="store_true",
+                        help="time the v-collectives with displaced blocks instead")
+    parser.add_argument("--before", default=None,
+                        help="with --vector: an older facade package to time alongside")
     args = parser.parse_args()
+    if args.vector and args.dispatch:
+        added = vector_dispatch(max(args.rounds, 5) * 20, args.iterations, args.bytes,
+                                args.before)
+        for name, row in added.items():
+            print(f"{name:12s} " + "   ".join(f"{k} {v:7.3f}" for k, v in row.items()))
+        if args.json:
+            _write(args, {"bytes": args.bytes, "dispatch": added})
+        return
+    if args.vector:
+        rank0 = collops.spawn(_vector_rank, args.nprocs, args.rounds, args.iterations,
+                              args.bytes, args.before, transport="shm", timeout=900)[0]
+        for name, row in rank0.items():
+            print(f"{name:12s} " + "   ".join(f"{k} {v:7.3f}" for k, v in row.items()))
+        if args.json:
+            _write(args, {"nprocs": args.nprocs, "bytes": args.bytes, "rounds": args.rounds,
+                          "iterations": args.iterations, "rank0": rank0})
+        return
     added = dispatch(max(args.rounds, 5) * 20, args.iterations, args.bytes)
     for name, row in added.items():
         print(f"{name:28s} dispatch: facade {row['facade_us']:6.3f} us, direct "
@@ -153,6 +310,16 @@ def main() -> None:
         with open(args.json, "w") as f:
             json.dump(record, f, indent=2)
             f.write("\n")
+
+
+def _write(args: argparse.Namespace, record: dict[str, Any]) -> None:
+    """Write ``record`` with the command that made it to ``args.json``."""
+    command = "benchmarks/facade_overhead.py " + " ".join(
+        f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}")
+        for k, v in vars(args).items() if k != "json" and v not in (None, False))
+    with open(args.json, "w") as f:
+        json.dump({"command": command, **record}, f, indent=2)
+        f.write("\n")
 
 
 if __name__ == "__main__":

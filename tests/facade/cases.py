@@ -225,6 +225,75 @@ def case_vector(comm: Any) -> list[tuple[str, Any, Any]]:
 
 
 @case
+def case_vector_in_place(comm: Any) -> list[tuple[str, Any, Any]]:
+    """IN_PLACE v-collectives whose blocks have gaps: the gaps keep what they held."""
+    p, me, results, root = comm.size, comm.rank, [], 0
+    counts = [r + 1 for r in range(p)]
+    displs = [3 * r + 1 for r in range(p)]
+    size = displs[-1] + counts[-1] + 1
+    expected = np.full(size, -1.0)
+    for r in range(p):
+        expected[displs[r]:displs[r] + counts[r]] = data(r, counts[r])
+
+    mine = data(me, counts[me])
+
+    def own() -> np.ndarray:
+        buf = np.full(size, -1.0)
+        buf[displs[me]:displs[me] + counts[me]] = mine
+        return buf
+
+    for label, got in forms(comm, lambda b: comm.Allgatherv(MPI.IN_PLACE, b),
+                            lambda b: comm.Iallgatherv(MPI.IN_PLACE, b),
+                            lambda b: comm.Allgatherv_init(MPI.IN_PLACE, b),
+                            lambda: ([own(), (counts, displs), MPI.DOUBLE],),
+                            lambda b: b[0][0]):
+        results.append(("allgatherv " + label, got, expected))
+    for label, got in forms(comm, lambda b: comm.Gatherv(
+                                MPI.IN_PLACE if me == root else mine, b, root),
+                            lambda b: comm.Igatherv(
+                                MPI.IN_PLACE if me == root else mine, b, root),
+                            None, lambda: ([own(), (counts, displs), MPI.DOUBLE],),
+                            lambda b: b[0][0]):
+        results.append(("gatherv " + label, got if me == root else expected, expected))
+    # alltoallv IN_PLACE: rank me's block for rank j (j + me + 1 elements) at rdispls[j]
+    rcounts = [j + me + 1 for j in range(p)]
+    rdispls = [sum(rcounts[:j]) + 2 * j for j in range(p)]  # a gap of 2 before each block
+    rsize = rdispls[-1] + rcounts[-1] + 1
+
+    def blocks(rank: int, round_: int) -> np.ndarray:
+        """Rank ``rank``'s buffer before the call: block j holds what goes to rank j."""
+        mine = [j + rank + 1 for j in range(p)]
+        at = [sum(mine[:j]) + 2 * j for j in range(p)]
+        buf = np.full(at[-1] + mine[-1] + 1, -1.0)
+        for j in range(p):
+            buf[at[j]:at[j] + mine[j]] = 1000 * round_ + 100 * rank + 10 * j + np.arange(mine[j])
+        return buf
+
+    def received(round_: int) -> np.ndarray:
+        want = np.full(rsize, -1.0)
+        for j in range(p):
+            want[rdispls[j]:rdispls[j] + rcounts[j]] = \
+                1000 * round_ + 100 * j + 10 * me + np.arange(rcounts[j])
+        return want
+
+    buf = blocks(me, 0)
+    comm.Alltoallv(MPI.IN_PLACE, [buf, (rcounts, rdispls), MPI.DOUBLE])
+    results.append(("alltoallv blocking", buf, received(0)))
+    buf = blocks(me, 0)
+    comm.Ialltoallv(MPI.IN_PLACE, [buf, (rcounts, rdispls), MPI.DOUBLE]).Wait()
+    results.append(("alltoallv nonblocking", buf, received(0)))
+    buf = blocks(me, 0)
+    request = comm.Alltoallv_init(MPI.IN_PLACE, [buf, (rcounts, rdispls), MPI.DOUBLE])
+    for round_ in range(2):  # each start reads the buffer as it is then
+        buf[...] = blocks(me, round_)
+        request.Start()
+        request.Wait()
+        results.append((f"alltoallv persistent start {round_}", buf.copy(), received(round_)))
+    request.Free()
+    return results
+
+
+@case
 def case_alltoall(comm: Any) -> list[tuple[str, Any, Any]]:
     p, results = comm.size, []
     expected = np.concatenate([data(j, 2 * p)[2 * comm.rank:2 * comm.rank + 2]
@@ -353,4 +422,4 @@ def run_cases(comm: Any) -> dict[str, list[tuple[str, Any, Any]]]:
     return out
 
 
-from . import cases_p2p  # noqa: E402, F401  (registers the point-to-point cases)
+from . import cases_p2p, cases_requests  # noqa: E402, F401  (register their cases)

@@ -126,3 +126,28 @@ def test_null_communicators_are_equal_and_info_is_accepted():
     assert MPI.Comm.Get_parent() == MPI.COMM_NULL
     MPI.COMM_SELF.Set_info(MPI.Info.Create())
     assert MPI.COMM_SELF.Get_info() == {}
+
+
+def test_null_communicator_handles_and_buffer_attachment():
+    with pytest.raises(TypeError):
+        MPI.Comm((1, 2, 3))
+    assert MPI.Comm() == MPI.COMM_NULL and MPI.COMM_NULL.Get_name() == "MPI_COMM_NULL"
+    comm = MPI.COMM_SELF.Dup()
+    buf = bytearray(64)
+    comm.Attach_buffer(buf)
+    comm.Flush_buffer()
+    comm.Iflush_buffer().Wait()
+    assert comm.Detach_buffer() is buf and comm.Detach_buffer() is None
+    comm.Free()
+
+
+def test_predefined_communicators_pickle_as_themselves():
+    import pickle
+    for comm in (MPI.COMM_NULL, MPI.COMM_SELF):
+        assert pickle.loads(pickle.dumps(comm)) is comm
+        copy = pickle.loads(pickle.dumps(MPI.Intracomm(comm)))
+        assert copy == comm and copy is not comm
+    dup = MPI.COMM_SELF.Dup()
+    with pytest.raises(ValueError):
+        pickle.dumps(dup)
+    dup.Free()

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .comm import COMM_NULL, COMM_SELF, COMM_WORLD, TAG_UB_KEY, Comm, Intracomm, wrap
+from .attributes import TAG_UB_KEY
+from .comm import COMM_NULL, COMM_SELF, COMM_WORLD, Comm, Intracomm, wrap
 from .constants import (
     ANY_SOURCE,
     ANY_TAG,
@@ -119,6 +120,7 @@ from .exceptions import (
     Get_error_string,
 )
 from .group import GROUP_EMPTY, GROUP_NULL, Group
+from .objects import Pickle, pickle
 from .operators import (
     BAND,
     BOR,

@@ -271,23 +271,3 @@ def is_contiguous_blocks(counts: Sequence[int], displs: Sequence[int]) -> bool:
             return False
         at += c
     return True
-
-
-def pack(arr: np.ndarray, counts: Sequence[int], displs: Sequence[int]) -> np.ndarray:
-    """The blocks of ``arr`` at ``displs`` one after another (a view when they already are)."""
-    total = sum(counts)
-    if is_contiguous_blocks(counts, displs):
-        return arr[:total]
-    return np.concatenate([arr[d:d + c] for c, d in zip(counts, displs, strict=True)]) \
-        if counts else arr[:0]
-
-
-def unpack(packed: np.ndarray, arr: np.ndarray, counts: Sequence[int],
-           displs: Sequence[int]) -> None:
-    """Copy consecutive blocks of ``packed`` to ``arr`` at ``displs`` (no-op if a view)."""
-    if is_contiguous_blocks(counts, displs) and np.shares_memory(packed, arr):
-        return
-    at = 0
-    for c, d in zip(counts, displs, strict=True):
-        arr[d:d + c] = packed[at:at + c]
-        at += c

@@ -1,8 +1,9 @@
 """mpi4py's uppercase collectives (buffers) over collops' own, blocking, ``I…`` and ``…_init``.
 
 Each collective is planned once per call (`_Call`: the collops method, its arguments, a
-``before`` step packing displaced blocks into a contiguous buffer, a ``finish`` step
-unpacking them) and run in one of three modes by `Collectives._run`; the ``I…`` and
+``before`` step copying an in-place buffer where collops needs a separate one) and run in
+one of three modes by `Collectives._run`; the v-collectives hand their displacements to
+collops (``displs``/``rdispls``), which places the blocks itself. The ``I…`` and
 ``…_init`` methods are generated from the blocking ones (`_forms`). The commonest forms
 (plain numpy arrays) skip the planning: their fast paths call collops directly.
 """
@@ -16,7 +17,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import CollopsError
-from .buffers import fast_array, integers, is_contiguous_blocks, message, pack, unpack, vector
+from ..runtime.arguments import rows_spanned
+from .buffers import fast_array, integers, is_contiguous_blocks, message, vector
 from .constants import IN_PLACE
 from .exceptions import mpi_error, not_implemented
 from .operators import SUM, Op, as_op
@@ -27,13 +29,12 @@ BLOCKING, NONBLOCKING, PERSISTENT = 0, 1, 2
 
 
 class _Call(NamedTuple):
-    """A planned collective: ``comm.<name>(*args, **kwargs)`` with its pack/unpack steps."""
+    """A planned collective: ``comm.<name>(*args, **kwargs)``, ``before()`` run first."""
 
     name: str
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     before: Callable[[], None] | None = None
-    finish: Callable[[Any], Any] | None = None
 
 
 def _in_place(buf: Any) -> bool:
@@ -47,11 +48,14 @@ def _copier(dst: np.ndarray, src: np.ndarray) -> Callable[[], None]:
     return copy
 
 
-def _unpacker(packed: np.ndarray, arr: np.ndarray, counts: list[int],
-              displs: list[int]) -> Callable[[Any], Any]:
-    def finish(value: Any) -> None:
-        unpack(packed, arr, counts, displs)
-    return finish
+def _displaced(arr: np.ndarray, counts: list[int], displs: list[int],
+               name: str = "displs") -> dict[str, Any]:
+    """The ``out`` and displacements keywords of a v-collective receiving blocks of
+    ``counts`` at ``displs`` of ``arr`` (collops places them; back to back: no
+    displacements, the call's commonest and fastest form)."""
+    if is_contiguous_blocks(counts, displs):
+        return {"out": arr[:sum(counts)]}
+    return {"out": arr[:rows_spanned(displs, counts)], name: displs}
 
 
 Plan = Callable[..., _Call]
@@ -92,15 +96,12 @@ class Collectives:
             if mode == BLOCKING:
                 if call.before is not None:
                     call.before()
-                value = getattr(comm, call.name)(*call.args, **call.kwargs)
-                if call.finish is not None:
-                    call.finish(value)
+                getattr(comm, call.name)(*call.args, **call.kwargs)
                 return None
             if mode == NONBLOCKING:
                 if call.before is not None:
                     call.before()
-                return Request(getattr(comm, "i" + call.name)(*call.args, **call.kwargs),
-                               call.finish)
+                return Request(getattr(comm, "i" + call.name)(*call.args, **call.kwargs))
             persistent = getattr(comm, call.name + "_init")(*call.args, **call.kwargs)
 
             def start() -> Any:
@@ -108,7 +109,7 @@ class Collectives:
                     call.before()
                 persistent.start()
                 return persistent
-            return Prequest(start, call.finish)
+            return Prequest(start)
         except CollopsError as exc:
             raise mpi_error(exc) from None
 
@@ -253,13 +254,7 @@ class Collectives:
         me = comm.rank
         x = arr[displs[me]:displs[me] + counts[me]] if _in_place(sendbuf) else \
             self._send(sendbuf, call)
-        if is_contiguous_blocks(counts, displs):
-            return _Call("gatherv", (x, root, None), {"out": arr[:sum(counts)]})
-        if _in_place(sendbuf):
-            x = x.copy()
-        packed = np.empty(sum(counts), arr.dtype)
-        return _Call("gatherv", (x, root, None), {"out": packed}, None,
-                     _unpacker(packed, arr, counts, displs))
+        return _Call("gatherv", (x, root, None), _displaced(arr, counts, displs))
 
     def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Gather with per-rank counts and displacements at the root."""
@@ -288,9 +283,7 @@ class Collectives:
             self._recv(recvbuf, call)[:counts[me]]
         if is_contiguous_blocks(counts, displs):
             return _Call("scatterv", (arr[:sum(counts)], counts, root), {"out": out})
-        packed = pack(arr, counts, displs)
-        return _Call("scatterv", (packed, counts, root), {"out": out},
-                     lambda: packed.__setitem__(Ellipsis, pack(arr, counts, displs)))
+        return _Call("scatterv", (arr, counts, root), {"out": out, "displs": displs})
 
     def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Scatter with per-rank counts and displacements at the root."""
@@ -322,13 +315,7 @@ class Collectives:
         me = comm.rank
         x = arr[displs[me]:displs[me] + counts[me]] if _in_place(sendbuf) else \
             self._send(sendbuf, call)
-        if is_contiguous_blocks(counts, displs):
-            return _Call("allgatherv", (x, counts), {"out": arr[:sum(counts)]})
-        if _in_place(sendbuf):
-            x = x.copy()
-        packed = np.empty(sum(counts), arr.dtype)
-        return _Call("allgatherv", (x, counts), {"out": packed}, None,
-                     _unpacker(packed, arr, counts, displs))
+        return _Call("allgatherv", (x, counts), _displaced(arr, counts, displs))
 
     def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:
         """Allgather with per-rank counts and displacements."""
@@ -349,20 +336,13 @@ class Collectives:
         comm = self._comm
         rarr, rcounts, rdispls, _ = vector(recvbuf, comm.size, call, "recvbuf", comm.rank,
                                            True)
-        before: Callable[[], None] | None = None
-        if _in_place(sendbuf):
-            sarr, scounts, sdispls = rarr.copy(), rcounts, rdispls
-            before = _copier(sarr, rarr)
+        if _in_place(sendbuf):  # collops copies a send buffer that overlaps the result
+            sarr, scounts, sdispls = rarr, rcounts, rdispls
         else:
             sarr, scounts, sdispls, _ = vector(sendbuf, comm.size, call, "sendbuf", comm.rank,
                                                False)
-        if is_contiguous_blocks(rcounts, rdispls):
-            out, finish = rarr[:sum(rcounts)], None
-        else:
-            out = np.empty(sum(rcounts), rarr.dtype)
-            finish = _unpacker(out, rarr, rcounts, rdispls)
-        return _Call("alltoallv", (sarr, scounts, sdispls, rcounts), {"out": out}, before,
-                     finish)
+        received = _displaced(rarr, rcounts, rdispls, "rdispls")
+        return _Call("alltoallv", (sarr, scounts, sdispls, rcounts), received)
 
     def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:
         """Alltoall with per-rank counts and displacements on both sides."""

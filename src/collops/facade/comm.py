@@ -15,8 +15,9 @@ import sys
 from typing import Any
 
 from ..errors import CollopsError
+from .attributes import Attributes
 from .collectives import Collectives
-from .constants import TAG_UB, UNDEFINED
+from .constants import UNDEFINED
 from .exceptions import ERR_COMM, mpi_error, mpi_exception, not_implemented
 from .group import Group
 from .objects import ObjectCollectives
@@ -34,7 +35,7 @@ class _Freed:
         raise mpi_exception(ERR_COMM, f"{name}: the communicator is {self.what}")
 
 
-class Comm(Collectives, ObjectCollectives, PointToPoint):
+class Comm(Collectives, ObjectCollectives, PointToPoint, Attributes):
     """A communicator handle: collectives, point-to-point and management."""
 
     def __init__(self, comm: Any = None) -> None:
@@ -42,8 +43,11 @@ class Comm(Collectives, ObjectCollectives, PointToPoint):
         when None)."""
         if isinstance(comm, Comm):
             comm = comm._comm
+        elif comm is not None and not hasattr(comm, "rank"):  # a communicator-like object
+            raise TypeError(f"Comm() takes a communicator, not {type(comm).__name__}")
         self._comm = _Freed("null") if comm is None else comm
         self._name = ""
+        self._buffer: Any = None
 
     def __bool__(self) -> bool:
         return not isinstance(self._comm, _Freed)
@@ -60,6 +64,17 @@ class Comm(Collectives, ObjectCollectives, PointToPoint):
 
     def __repr__(self) -> str:
         return f"<collops.MPI.{type(self).__name__} {self._name or self._comm!r}>"
+
+    def __reduce__(self) -> Any:
+        """Pickled as mpi4py's: COMM_NULL, COMM_SELF and COMM_WORLD are themselves, copies of
+        them equal handles; any other communicator cannot be pickled."""
+        for name in ("COMM_NULL", "COMM_SELF", "COMM_WORLD"):
+            predefined = globals()[name]
+            if self is predefined:
+                return name
+            if self == predefined:
+                return Intracomm, (predefined,)
+        raise ValueError(f"cannot pickle {self!r}: a communicator belongs to its job")
 
     @property
     def collops_comm(self) -> Any:
@@ -96,6 +111,8 @@ class Comm(Collectives, ObjectCollectives, PointToPoint):
 
     def Get_name(self) -> str:
         """The communicator's name."""
+        if not self:
+            return "MPI_COMM_NULL"
         return self._name or str(getattr(self._comm, "name", ""))
 
     def Set_name(self, name: str) -> None:
@@ -138,10 +155,6 @@ class Comm(Collectives, ObjectCollectives, PointToPoint):
         """`Get_topology`."""
         return UNDEFINED
 
-    def Get_attr(self, keyval: int) -> Any:
-        """TAG_UB's value for TAG_UB; None for others."""
-        return TAG_UB if keyval == TAG_UB_KEY else None
-
     def Get_info(self) -> Any:
         """The hints in use (none: collops takes its settings from `collops.settings`)."""
         from .environment import Info
@@ -160,10 +173,20 @@ class Comm(Collectives, ObjectCollectives, PointToPoint):
         self.Set_info(value)
 
     def Attach_buffer(self, buf: Any) -> None:
-        """Accepted: buffered sends are ordinary sends here."""
+        """Accepted and kept for `Detach_buffer`: buffered sends are ordinary sends here."""
+        self._buffer = buf
 
-    def Detach_buffer(self) -> None:
-        """Nothing attached to detach."""
+    def Detach_buffer(self) -> Any:
+        """The buffer `Attach_buffer` was given (None if none)."""
+        buf, self._buffer = self._buffer, None
+        return buf
+
+    def Flush_buffer(self) -> None:
+        """Nothing to flush: buffered sends are ordinary sends here."""
+
+    def Iflush_buffer(self) -> Request:
+        """`Flush_buffer`, complete at once."""
+        return Request()
 
     @classmethod
     def Get_parent(cls) -> Intracomm:
@@ -189,9 +212,11 @@ class Comm(Collectives, ObjectCollectives, PointToPoint):
     def Dup(self, info: Any = None) -> Intracomm:
         """The same ranks with a new message space."""
         try:
-            return self._wrapped(self._comm.dup())
+            new = self._wrapped(self._comm.dup())
         except CollopsError as exc:
             raise mpi_error(exc) from None
+        self._copy_attributes(new)
+        return new
 
     Clone = Dup
 
@@ -206,6 +231,7 @@ class Comm(Collectives, ObjectCollectives, PointToPoint):
 
         def finish(value: Any) -> Any:
             new._comm = value
+            self._copy_attributes(new)
             return value
         return new, Request(self._do("idup", "Idup"), finish)
 
@@ -239,6 +265,7 @@ class Comm(Collectives, ObjectCollectives, PointToPoint):
         """Free the communicator (collective); the handle becomes null."""
         if self is COMM_WORLD or self is COMM_SELF:
             raise mpi_exception(ERR_COMM, "Free: cannot free a predefined communicator")
+        self._free_attributes()
         self._do("free", "Free")
         self._comm = _Freed("freed")
 
@@ -266,12 +293,8 @@ _UNSUPPORTED: list[tuple[tuple[str, ...], str]] = [
      "intercommunicators and dynamic processes"),
     (("Create_cart", "Create_graph", "Create_dist_graph", "Neighbor", "Ineighbor",
       "neighbor", "Cart_", "Graph_"), "process topologies"),
-    (("Create_keyval", "Set_attr", "Delete_attr", "Free_keyval"), "attribute caching"),
     (("Win", "File"), "RMA windows and I/O"),
 ]
-
-#: the attribute key of the upper bound of tags
-TAG_UB_KEY = 0
 
 
 class Intracomm(Comm):

@@ -30,18 +30,39 @@ class Group:
     group: CollopsGroup
 
     def __init__(self, group: Group | CollopsGroup | None = None) -> None:
-        """A handle of ``group`` (a facade or collops group; GROUP_EMPTY's when None)."""
-        self.group = COLLOPS_GROUP_EMPTY if group is None else (
+        """A handle of ``group`` (a facade or collops group; GROUP_NULL's when None)."""
+        self.group = _NULL if group is None else (
             group.group if isinstance(group, Group) else group)
 
     def __repr__(self) -> str:
+        if not self:
+            return "<collops.MPI.Group null>"
         return f"<collops.MPI.Group {list(self.group.ranks)}>"
 
+    def __bool__(self) -> bool:
+        return self.group is not _NULL
+
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Group) and other.group == self.group
+        if not isinstance(other, Group):
+            return NotImplemented
+        if not self or not other:
+            return not self and not other
+        return other.group == self.group
 
     def __hash__(self) -> int:
-        return hash(self.group)
+        return hash(self.group) if self else 0
+
+    def __reduce__(self) -> Any:
+        """Pickled as mpi4py's: GROUP_NULL and GROUP_EMPTY are themselves, copies of them
+        equal handles; any other group cannot be pickled (its ranks mean nothing elsewhere)."""
+        for name in ("GROUP_NULL", "GROUP_EMPTY"):
+            if self is globals().get(name):
+                return name
+        if not self:
+            return Group, ()
+        if self.group == COLLOPS_GROUP_EMPTY:
+            return Group, (COLLOPS_GROUP_EMPTY,)
+        raise ValueError(f"cannot pickle {self!r}: a group of processes belongs to its job")
 
     def Get_size(self) -> int:
         """Number of members."""
@@ -118,10 +139,26 @@ class Group:
         return Group(self)
 
     def Free(self) -> None:
-        """Release this handle (GROUP_EMPTY cannot be freed)."""
-        if self is GROUP_EMPTY:
-            raise mpi_exception(ERR_GROUP, "Group.Free: cannot free GROUP_EMPTY")
+        """Release this handle: it becomes null (GROUP_EMPTY and GROUP_NULL cannot be
+        freed)."""
+        if self is GROUP_EMPTY or not self:
+            raise mpi_exception(ERR_GROUP, f"Group.Free: cannot free {self!r}")
+        self.group = _NULL
 
 
-GROUP_EMPTY = Group()
+class _NullGroup:
+    """Stands in for the collops group of a null (or freed) handle."""
+
+    def __eq__(self, other: object) -> bool:
+        return other is self
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __getattr__(self, name: str) -> Any:
+        raise mpi_exception(ERR_GROUP, f"Group: {name} of a null group")
+
+
+_NULL: Any = _NullGroup()
+GROUP_EMPTY = Group(COLLOPS_GROUP_EMPTY)
 GROUP_NULL = Group()

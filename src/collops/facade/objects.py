@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pickle as _pickle
 from typing import Any
 
 from ..errors import CollopsError
-from .exceptions import mpi_error
+from .exceptions import mpi_error, not_implemented
 from .operators import SUM, Op, as_python_op
 
 
@@ -59,3 +60,26 @@ class ObjectCollectives:
     def exscan(self, sendobj: Any, op: Op = SUM) -> Any:
         """``op`` folded over the objects of the ranks before this one (None on rank 0)."""
         return self._call("exscan_object", sendobj, as_python_op(op, "exscan"))
+
+
+class Pickle:
+    """mpi4py's ``MPI.pickle``: how objects become messages (the standard `pickle` at its
+    highest protocol, as collops' object methods use it)."""
+
+    PROTOCOL = _pickle.HIGHEST_PROTOCOL
+
+    def __init__(self, dumps: Any = None, loads: Any = None, protocol: Any = None) -> None:
+        """The standard pickler; another one (``dill``, ``cloudpickle``) is not supported."""
+        if dumps is not None or loads is not None or protocol is not None:
+            raise not_implemented("a custom pickler for object messages", "MPI.pickle")
+
+    def dumps(self, obj: Any) -> bytes:
+        """``obj`` as the bytes of an object message."""
+        return _pickle.dumps(obj, self.PROTOCOL)
+
+    def loads(self, data: Any) -> Any:
+        """The object an object message's bytes hold (None for none)."""
+        return None if len(data) == 0 else _pickle.loads(data)
+
+
+pickle = Pickle()

@@ -43,8 +43,34 @@ class Op:
     def __bool__(self) -> bool:
         return self.op is not None and not self.freed
 
+    def _handle(self) -> Any:
+        """What identifies the operator (None when null or freed): equal handles, equal ops."""
+        return None if self.op is None or self.freed else self.op
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Op):
+            return NotImplemented
+        return self._handle() is other._handle()
+
+    def __hash__(self) -> int:
+        return id(self._handle())
+
+    def __reduce__(self) -> Any:
+        """Pickled as mpi4py's: a predefined handle is itself, a copy of one an equal handle,
+        a user operator a new one of the same (picklable) function."""
+        name = self._name.removeprefix("MPI_")
+        if self.predefined and globals().get(name) is self:
+            return name
+        if self.predefined:
+            return Op, (globals()[name],)
+        if self.function is None:
+            return Op, ()
+        return Op.Create, (self.function, self.op is not None and self.op.commutative)
+
     def __call__(self, x: Any, y: Any) -> Any:
         """``x ∘ y`` for Python objects."""
+        if not self:
+            raise ValueError(f"Op.__call__: {self!r} is null")
         return self.for_objects("Op.__call__")(x, y)
 
     def for_objects(self, call: str) -> Callable[[Any, Any], Any]:

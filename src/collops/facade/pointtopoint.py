@@ -7,12 +7,13 @@ on the rank that calls it: nothing is sent.
 
 from __future__ import annotations
 
-import pickle
+import warnings
 from typing import Any
 
 import numpy as np
 
 from ..errors import CollopsError
+from ..runtime.p2p import loaded
 from .buffers import message
 from .constants import ANY_SOURCE, ANY_TAG
 from .datatypes import _BY_DTYPE
@@ -68,7 +69,7 @@ class Message:
 def _unpickled(value: tuple[Any, Any]) -> tuple[Any, Any]:
     """A received ``(payload, status)`` with the payload unpickled (None stays None)."""
     data, status = value
-    return (None if data is None else pickle.loads(data)), status
+    return loaded(data), status
 
 
 def _null_message(call: str) -> CollopsError:
@@ -289,7 +290,10 @@ class PointToPoint:
 
     def recv(self, buf: Any = None, source: int = ANY_SOURCE, tag: int = ANY_TAG,
              status: Status | None = None) -> Any:
-        """Receive an object (``buf`` is ignored: objects need no buffer here)."""
+        """Receive an object (``buf``, deprecated in mpi4py, is not needed here: a
+        `UserWarning` says so, as mpi4py's does)."""
+        if buf is not None:
+            warnings.warn("the 'buf' argument is deprecated", UserWarning, stacklevel=2)
         obj, got = self._do("recv_object", "recv", source, tag)
         fill(status, got)
         return obj

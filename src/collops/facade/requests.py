@@ -31,6 +31,8 @@ class Status:
 
     def __init__(self, status: Status | None = None) -> None:
         """An empty status (source ANY_SOURCE, tag ANY_TAG), or a copy of ``status``."""
+        if status is not None and not isinstance(status, Status):
+            raise TypeError(f"Status() takes a Status to copy, not {type(status).__name__}")
         self.source = ANY_SOURCE if status is None else status.source
         self.tag = ANY_TAG if status is None else status.tag
         self.error = SUCCESS if status is None else status.error
@@ -102,6 +104,10 @@ class Status:
     def count(self) -> int:
         """Bytes received."""
         return self.Get_count()
+
+    @count.setter
+    def count(self, value: int) -> None:
+        self.nbytes = int(value)
 
     @property
     def cancelled_flag(self) -> bool:
@@ -210,11 +216,21 @@ class Request:
         return self._test(status)
 
     def Get_status(self, status: Status | None = None) -> bool:
-        """Whether complete, without freeing the request."""
+        """Whether complete (advancing it), without completing the request: its status then
+        goes into ``status``; a null request's is empty."""
         if self._request is None:
+            if status is not None:
+                status.__init__()  # type: ignore[misc]
             return True
-        done = bool(getattr(self._request, "done", False))
-        return done
+        try:
+            if not self._request.test():
+                return False
+            fill(status, self._request.wait())
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
+        return True
+
+    get_status = Get_status
 
     def Cancel(self) -> None:
         """Cancel a pending receive (collective operations cannot be cancelled)."""
@@ -226,6 +242,8 @@ class Request:
         except CollopsError as exc:
             raise mpi_error(exc) from None
 
+    cancel = Cancel
+
     def Free(self) -> None:
         """Release the request (an operation in flight still completes)."""
         free = getattr(self._request, "free", None)
@@ -236,32 +254,44 @@ class Request:
     @classmethod
     def Waitall(cls, requests: Sequence[Request], statuses: list[Status] | None = None) -> bool:
         """Wait for every request."""
-        for i, request in enumerate(requests):
-            request._wait(statuses[i] if statuses is not None and i < len(statuses) else None)
+        cls.waitall(requests, statuses)
         return True
 
     @classmethod
     def waitall(cls, requests: Sequence[Request],
                 statuses: list[Status] | None = None) -> list[Any]:
         """Wait for every request; their objects."""
-        return [request._wait(statuses[i] if statuses is not None and i < len(statuses)
-                              else None) for i, request in enumerate(requests)]
+        got = [Status() for _ in requests]
+        values = [request._wait(got[i]) for i, request in enumerate(requests)]
+        _store(statuses, got)
+        return values
 
     @classmethod
     def Testall(cls, requests: Sequence[Request], statuses: list[Status] | None = None) -> bool:
         """Whether all are complete (completing those that are only when all are)."""
-        if not all(r._request is None or r._request.test() for r in requests):
-            return False
-        cls.Waitall(requests, statuses)
-        return True
+        return cls.testall(requests, statuses)[0]
 
     @classmethod
     def testall(cls, requests: Sequence[Request],
                 statuses: list[Status] | None = None) -> tuple[bool, list[Any] | None]:
         """``(flag, objects)``: all complete, and their objects if so."""
-        if not all(r._request is None or r._request.test() for r in requests):
+        if not _all_done(requests):
             return False, None
         return True, cls.waitall(requests, statuses)
+
+    @classmethod
+    def Get_status_all(cls, requests: Sequence[Request],
+                       statuses: list[Status] | None = None) -> bool:
+        """Whether all are complete, without completing them (their statuses if so)."""
+        if not _all_done(requests):
+            return False
+        got = [Status() for _ in requests]
+        for i, request in enumerate(requests):
+            request.Get_status(got[i])
+        _store(statuses, got)
+        return True
+
+    get_status_all = Get_status_all
 
     @classmethod
     def Waitany(cls, requests: Sequence[Request], status: Status | None = None) -> int:
@@ -279,7 +309,7 @@ class Request:
                 status.__init__()  # type: ignore[misc]
             return UNDEFINED, None
         for i in live:  # an already complete one first, as MPI's progress would find it
-            if requests[i]._request.test():
+            if requests[i]._advanced():
                 return i, requests[i]._wait(status)
         try:
             k, _ = wait_any([requests[i]._request for i in live])
@@ -291,50 +321,128 @@ class Request:
     def Testany(cls, requests: Sequence[Request],
                 status: Status | None = None) -> tuple[int, bool]:
         """``(index, flag)``: a completed request's index, or (UNDEFINED, False)."""
-        index, flag, _ = cls._testany(requests, status)
+        index, flag, _ = cls.testany(requests, status)
         return index, flag
 
     @classmethod
     def testany(cls, requests: Sequence[Request],
                 status: Status | None = None) -> tuple[int, bool, Any]:
         """``(index, flag, object)`` of a completed request if any."""
-        return cls._testany(requests, status)
-
-    @classmethod
-    def _testany(cls, requests: Sequence[Request],
-                 status: Status | None) -> tuple[int, bool, Any]:
         live = [i for i, r in enumerate(requests) if r._request is not None]
         if not live:
+            if status is not None:
+                status.__init__()  # type: ignore[misc]
             return UNDEFINED, True, None
         for i in live:
-            if requests[i]._request.test():
+            if requests[i]._advanced():
                 return i, True, requests[i]._wait(status)
         return UNDEFINED, False, None
+
+    @classmethod
+    def Get_status_any(cls, requests: Sequence[Request],
+                       status: Status | None = None) -> tuple[int, bool]:
+        """``(index, flag)`` of a complete request, without completing it (UNDEFINED, True
+        when all are null; UNDEFINED, False when none is complete)."""
+        live = [i for i, r in enumerate(requests) if r._request is not None]
+        if not live:
+            if status is not None:
+                status.__init__()  # type: ignore[misc]
+            return UNDEFINED, True
+        for i in live:
+            if requests[i]._advanced():
+                requests[i].Get_status(status)
+                return i, True
+        return UNDEFINED, False
+
+    get_status_any = Get_status_any
 
     @classmethod
     def Waitsome(cls, requests: Sequence[Request],
                  statuses: list[Status] | None = None) -> list[int] | None:
         """Indices of the requests completed (at least one; None when all are null)."""
-        index = cls.Waitany(requests)
+        return cls.waitsome(requests, statuses)[0]
+
+    @classmethod
+    def waitsome(cls, requests: Sequence[Request], statuses: list[Status] | None = None
+                 ) -> tuple[list[int] | None, list[Any] | None]:
+        """``(indices, objects)`` of the requests completed, at least one (None, None when
+        all are null)."""
+        first = Status()
+        index, value = cls.waitany(requests, first)
         if index == UNDEFINED:
-            return None
-        done = [index] + [i for i, r in enumerate(requests)
-                        if r._request is not None and r._request.test()]
-        for i in done[1:]:
-            requests[i]._wait(None)
-        return done
+            return None, None
+        indices, values, got = _complete_done(requests, statuses is not None)
+        _store(statuses, [first, *got])
+        return [index, *indices], [value, *values]
 
     @classmethod
     def Testsome(cls, requests: Sequence[Request],
                  statuses: list[Status] | None = None) -> list[int] | None:
         """Indices of the requests complete now (None when all are null)."""
+        return cls.testsome(requests, statuses)[0]
+
+    @classmethod
+    def testsome(cls, requests: Sequence[Request], statuses: list[Status] | None = None
+                 ) -> tuple[list[int] | None, list[Any] | None]:
+        """``(indices, objects)`` of the requests complete now (None, None when all are
+        null)."""
+        if all(r._request is None for r in requests):
+            return None, None
+        indices, values, got = _complete_done(requests, statuses is not None)
+        _store(statuses, got)
+        return indices, values
+
+    @classmethod
+    def Get_status_some(cls, requests: Sequence[Request],
+                        statuses: list[Status] | None = None) -> list[int] | None:
+        """Indices of the requests complete now, without completing them (None when all
+        are null)."""
         if all(r._request is None for r in requests):
             return None
-        done = [i for i, r in enumerate(requests)
-                        if r._request is not None and r._request.test()]
-        for i in done:
-            requests[i]._wait(None)
-        return done
+        indices = [i for i, r in enumerate(requests) if r._request is not None and
+                   r._advanced()]
+        got = [Status() for _ in indices]
+        for status, i in zip(got, indices, strict=True):
+            requests[i].Get_status(status)
+        _store(statuses, got)
+        return indices
+
+    get_status_some = Get_status_some
+
+    def _advanced(self) -> bool:
+        """Advance an active request; whether it is complete (its error raised as MPI's)."""
+        try:
+            return bool(self._request.test())
+        except CollopsError as exc:
+            self._release()
+            raise mpi_error(exc) from None
+
+
+def _all_done(requests: Sequence[Request]) -> bool:
+    """Advance every active request; whether all are complete (null ones are)."""
+    done = [r._request is None or r._advanced() for r in requests]  # every one advances
+    return all(done)
+
+
+def _complete_done(requests: Sequence[Request], statuses: bool
+                   ) -> tuple[list[int], list[Any], list[Status]]:
+    """Complete the active requests that are complete now: their indices, values and (when
+    ``statuses``) statuses."""
+    indices = [i for i, r in enumerate(requests) if r._request is not None and r._advanced()]
+    got = [Status() for _ in indices] if statuses else [None] * len(indices)
+    values = [requests[i]._wait(status) for i, status in zip(indices, got, strict=True)]
+    return indices, values, got  # type: ignore[return-value]
+
+
+def _store(statuses: list[Status] | None, got: Sequence[Status]) -> None:
+    """Copy ``got`` into ``statuses`` as mpi4py does: a list grows to hold them all; a shorter
+    sequence of another kind gets the first ones."""
+    if statuses is None:
+        return
+    if len(got) > len(statuses) and isinstance(statuses, list):
+        statuses.extend(Status() for _ in range(len(statuses), len(got)))
+    for target, status in zip(statuses, got, strict=False):
+        target.__init__(status)  # type: ignore[misc]
 
 
 class Prequest(Request):

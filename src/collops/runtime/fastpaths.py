@@ -28,7 +28,7 @@ from .envelope import (
 )
 from .phases import PhaseGenerators
 from .prepared import BoundEntry, PreparedCall
-from .vector_calls import VECTOR_FAST, vector_blocking_spec
+from .vector_calls import VECTOR_FAST, leaves_gaps, vector_blocking_spec
 
 #: the blocking calls whose prepared call is an envelope (dtype, shape and, when they fit,
 #: the data), their data following in a phase of its own when it does not fit
@@ -109,7 +109,7 @@ class FastPaths(PhaseGenerators):
         if not prepared.receives:
             result = recv = None
         elif out is None:
-            result = recv = np.empty(prepared.shape, dt)
+            result = recv = (np.zeros if prepared.zeros else np.empty)(prepared.shape, dt)
             if recv.ndim != 1:
                 recv = recv.reshape(-1)
         elif type(out) is np.ndarray and out.size == prepared.n_out and (
@@ -144,7 +144,8 @@ class FastPaths(PhaseGenerators):
             prepared.compiled.bind_call(
                 self._calls, x.dtype, x.dtype.itemsize, x.shape,
                 prepared.shape if prepared.receives else None, _SLOW,
-                functools.partial(np.empty, prepared.shape, x.dtype))
+                functools.partial(np.zeros if prepared.zeros else np.empty, prepared.shape,
+                                  x.dtype))
             hot = prepared.hot = (op, root, prepared.compiled.call, prepared.name, prepared)
         self._bound_calls[collective] = hot
 
@@ -402,7 +403,8 @@ class FastPaths(PhaseGenerators):
             spec, signature, shape, receives = got
             return self._prepared(spec, algorithm, {}, signature).for_blocking(
                 shape, receives, collective == "exscan" and self.rank == 0,
-                agree=collective in ("gather", "gatherv", "reduce"))
+                agree=collective in ("gather", "gatherv", "reduce"),
+                zeros=receives and leaves_gaps(spec, shape))
         except CollopsError:
             return None
 

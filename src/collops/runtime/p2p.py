@@ -32,12 +32,18 @@ _NULL_STATUS = Status(PROC_NULL, ANY_TAG, 0)
 _TOKENS: dict[np.dtype, str] = {}
 
 
+def loaded(data: Any) -> Any:
+    """The object a received message holds: None for no message (PROC_NULL) or an empty one
+    (a buffer send of nothing, as mpi4py reads it)."""
+    return None if data is None or len(data) == 0 else pickle.loads(data)
+
+
 def _one(op: Any, unpickle: bool = False) -> Generator[Any, None, Any]:
     """The phases of a point-to-point request: one operation, then its value."""
     yield op
     if unpickle:
         data, status = op.value()
-        return pickle.loads(data), status
+        return loaded(data), status
     return op.value()
 
 
@@ -326,7 +332,7 @@ class P2P(CommBase):
         """Receive an object: ``(obj, Status)``."""
         data, status = self._complete(self._start_recv("recv_object", None, source, tag,
                                                        timeout))
-        return (None if data is None else pickle.loads(data)), status
+        return loaded(data), status
 
     def irecv_object(self, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:
         """Start receiving an object; the request's wait gives ``(obj, Status)``."""
@@ -343,4 +349,4 @@ class P2P(CommBase):
         self._complete(self._start_send("sendrecv_object", obj, dest, sendtag, False, timeout,
                                         True))
         data, status = self._complete(receive)
-        return (None if data is None else pickle.loads(data)), status
+        return loaded(data), status

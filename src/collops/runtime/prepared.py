@@ -62,7 +62,7 @@ class PreparedCall:
     __slots__ = ("spec", "signature", "algorithm", "plan", "info", "params", "name",
                  "agree", "length_prefix", "runner", "compiled", "hot", "blocking", "shape",
                  "receives",
-                 "n_out", "none_on_this_rank", "scratch", "send", "recv", "header", "head",
+                 "n_out", "none_on_this_rank", "zeros", "scratch", "send", "recv", "header", "head",
                  "views")
 
     def __init__(self, spec: CallSpec, signature: object, algorithm: Algorithm,
@@ -91,6 +91,8 @@ class PreparedCall:
         self.receives = False
         self.n_out = 0
         self.none_on_this_rank = False
+        #: whether a result the call allocates starts as zeros (gaps no block fills)
+        self.zeros = False
         #: an envelope the call reuses (bcast, scatter), the parts of it sent and received,
         #: the header last written into it and typed views into it
         self.scratch: np.ndarray | None = None
@@ -107,7 +109,8 @@ class PreparedCall:
         return self.algorithm.native is not None and self.algorithm.agrees_on_root
 
     def for_blocking(self, shape: tuple[int, ...], receives: bool,
-                     none_on_this_rank: bool = False, agree: bool = False) -> PreparedCall:
+                     none_on_this_rank: bool = False, agree: bool = False,
+                     zeros: bool = False) -> PreparedCall:
         """This call, prepared for the blocking calls of one argument signature as well: it
         learns its result's ``shape`` (and binds its runner anew). A signature whose spec
         already serves another (an array of another shape and as many elements) gets a copy
@@ -117,6 +120,7 @@ class PreparedCall:
         call.blocking, call.shape, call.receives, call.agree = True, shape, receives, agree
         call.n_out = int(np.prod(shape, dtype=np.int64)) if receives else 0
         call.none_on_this_rank = none_on_this_rank
+        call.zeros = zeros
         call.views = BoundedCache(VIEWS_LIMIT)
         return call
 

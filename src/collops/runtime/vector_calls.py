@@ -4,9 +4,10 @@ displacements, and the spec its general path would make from them (see `FastPath
 A v-call whose counts are given everywhere it needs them is one phase, like its regular form,
 so it takes the same route: its key (``counts``, displacements and, for ``reduce_scatter``,
 the operator) stands where a reduction's operator stands in the prepared calls' keys, and a
-signature run by a compiled runner is bound like any other. Whatever the general path would
-treat specially — counts exchanged, a result with gaps (zeros to write), a bad argument — is
-left to it (None here).
+signature run by a compiled runner is bound like any other; a result with gaps between its
+blocks is allocated as zeros (`leaves_gaps`), as the general path makes it. Whatever the
+general path would treat specially — counts exchanged, a bad argument — is left to it (None
+here).
 """
 
 from __future__ import annotations
@@ -54,15 +55,27 @@ def _counts_ok(counts: tuple[int, ...] | None, p: int) -> bool:
     return counts is not None and len(counts) == p and min(counts, default=0) >= 0
 
 
-def _packed_rows(comm: CommBase, call: str, name: str, displs: tuple[int, ...] | None,
-                 counts: tuple[int, ...]) -> tuple[bool, tuple[int, ...] | None]:
-    """``(usable, displs)``: displacements of received blocks checked (`ArgumentError` if
-    they overlap; None when not given); not ``usable`` when they leave gaps, since the result
-    then needs zeros between its blocks (the general path makes it)."""
+def _placed_rows(comm: CommBase, call: str, name: str, displs: tuple[int, ...] | None,
+                 counts: tuple[int, ...]) -> tuple[int, tuple[int, ...] | None]:
+    """``(rows of the result, displs)``: displacements of received blocks checked
+    (`ArgumentError` if they overlap; None when not given). A result with gaps between its
+    blocks holds zeros there when the call makes it (`leaves_gaps`)."""
     if displs is None:
-        return True, None
+        return sum(counts), None
     checked_displs(call, name, displs, list(counts), comm.rank, True)
-    return rows_spanned(list(displs), list(counts)) == sum(counts), displs
+    return rows_spanned(list(displs), list(counts)), displs
+
+
+def leaves_gaps(spec: CallSpec, shape: tuple[int, ...]) -> bool:
+    """Whether a v-call's result of ``shape`` has elements no block fills (zeros when the
+    call allocates the result; a caller's ``out`` keeps what it held there)."""
+    if spec.collective == "alltoallv":
+        filled = sum(spec.recvcounts or ())
+    elif spec.collective in ("allgatherv", "gatherv"):
+        filled = sum(spec.counts or ())
+    else:
+        return False
+    return math.prod(shape) > filled
 
 
 def vector_blocking_spec(comm: CommBase, collective: str, x: np.ndarray, key: Any, root: int
@@ -79,13 +92,11 @@ def vector_blocking_spec(comm: CommBase, collective: str, x: np.ndarray, key: An
             return None
         root = comm._check_root(collective, root) if collective == "gatherv" else 0
         receives = collective == "allgatherv" or rank == root
-        usable, placed = _packed_rows(comm, collective, "displs",
-                                      displs if receives else None, counts)
-        if not usable:
-            return None
+        total, placed = _placed_rows(comm, collective, "displs",
+                                     displs if receives else None, counts)
         spec = make_spec(collective, p, dt, counts=[c * per_row for c in counts], root=root,
                          displs=None if placed is None else [d * per_row for d in placed])
-        return spec, displaced_signature(spec), (sum(counts), *trailing), receives
+        return spec, displaced_signature(spec), (total, *trailing), receives
     if collective == "reduce_scatter":
         op, counts = key
         if not _counts_ok(counts, p) or sum(counts) != rows:
@@ -104,14 +115,12 @@ def vector_blocking_spec(comm: CommBase, collective: str, x: np.ndarray, key: An
                 return None
         else:
             comm._send_blocks(collective, x, sendcounts, sdispls, ("sendcounts", "sdispls"))
-        usable, placed = _packed_rows(comm, collective, "rdispls", rdispls, recvcounts)
-        if not usable:
-            return None
+        total, placed = _placed_rows(comm, collective, "rdispls", rdispls, recvcounts)
         spec = make_spec(collective, p, dt, sendcounts=[c * per_row for c in sendcounts],
                          sdispls=None if sdispls is None else [d * per_row for d in sdispls],
                          recvcounts=[c * per_row for c in recvcounts],
                          rdispls=None if placed is None else [d * per_row for d in placed])
-        return spec, ("v", per_row), (sum(recvcounts), *trailing), True
+        return spec, ("v", per_row), (total, *trailing), True
     return None
 
 
