@@ -142,13 +142,36 @@ def _awaits(spec: CallSpec, rank: int) -> list[int]:
 
 
 def _waits_for(spec: CallSpec, rank: int) -> list[int]:
-    """The other members whose word for the call ``rank`` waits for (whose slots it reads)."""
+    """The other members whose word for the call ``rank`` waits for: those whose slots it
+    reads, and in a gather or reduce every other member (`_looks_at_all`)."""
+    if _looks_at_all(spec):
+        return [j for j in range(spec.size) if j != rank]
     return [j for j in _awaits(spec, rank) if j != rank]
 
 
+def _looks_at_all(spec: CallSpec) -> bool:
+    """Whether every rank of the call waits for every other rank's word: a gather's or
+    reduce's, whose non-roots receive nothing. Every rank publishes its word there (the
+    fingerprint carries the root), so a non-root that has seen every word knows that every
+    rank made its call with its root; without looking, ranks that each name another as the
+    root would all return None as if the call had succeeded. It costs a non-root a wait for
+    the last rank to arrive, not a round trip (see `direct_area`)."""
+    return vector.regular(spec.collective) in ("gather", "reduce") and spec.size > 1
+
+
 def _readers(spec: CallSpec, rank: int) -> tuple[int, ...]:
-    """The other members that read ``rank``'s slot."""
-    return tuple(m for m in range(spec.size) if m != rank and rank in _awaits(spec, m))
+    """The other members that read or look at ``rank``'s slot (it stays theirs until they
+    acknowledge)."""
+    return tuple(m for m in range(spec.size) if m != rank and rank in _waits_for(spec, m))
+
+
+def _agrees_with(spec: CallSpec, rank: int) -> tuple[int, ...]:
+    """The other readers of a bcast's or scatter's root whose arrival at the root's slot
+    ``rank`` waits for before it completes (a reader, 3 ranks or more): a reader whose root
+    agrees otherwise returns its data while a third rank that named another root raises."""
+    if vector.regular(spec.collective) not in ("bcast", "scatter") or rank == spec.root:
+        return ()
+    return tuple(m for m in range(spec.size) if m not in (rank, spec.root))
 
 
 def _publishes(spec: CallSpec, rank: int) -> bool:
@@ -206,7 +229,7 @@ class DirectExecution(AreaExecution):
     ``confirm`` is false: a phase that follows checks the root, see `bind`)."""
 
     __slots__ = ("spec", "rank", "send", "recv", "k", "slot", "word", "written", "read", "role",
-                 "write_k", "confirms")
+                 "write_k", "confirms", "acknowledged")
 
     def __init__(self, transport: ShmTransport, area: DirectArea, spec: CallSpec, rank: int,
                  send: np.ndarray | None, recv: np.ndarray | None, seq: int, phase: int,
@@ -221,7 +244,7 @@ class DirectExecution(AreaExecution):
         self.confirms = role.confirms and confirm
         self.word = held_word(self.k, role.fingerprint)
         self.written = not role.publishes
-        self.read = False
+        self.read = self.acknowledged = False
         area.inflight += 1
         if not self.written:
             area.queue_write(self, self.k)
@@ -237,7 +260,16 @@ class DirectExecution(AreaExecution):
             return self._may_write()
         if not self.read:
             return not self.area.missing(self.slot, self.word, self.role.others)
+        if not self.acknowledged:
+            return not self._unarrived()
         return not self.confirms or not self.area.unconfirmed(self.slot)
+
+    def _unarrived(self) -> list[int]:
+        """The other readers not yet at the root's slot (`_agrees_with`)."""
+        role = self.role
+        if not role.agrees:
+            return []
+        return self.area.unarrived(self.slot, self.k, role.others[0], role.agrees)
 
     def _awaited(self) -> list[int]:
         area, slot = self.area, self.slot
@@ -245,6 +277,8 @@ class DirectExecution(AreaExecution):
             return area.unacknowledged(slot)
         if not self.read:
             return area.missing(slot, self.word, self.role.others)
+        if not self.acknowledged:
+            return self._unarrived()
         return area.unconfirmed(slot) if self.confirms else []
 
     def _expect(self) -> tuple[int, int, int]:
@@ -270,13 +304,19 @@ class DirectExecution(AreaExecution):
             if role.announces:
                 area.announce(slot, k, role.others)
             _reader_for(area, self.spec, self.rank)(slot, self.send, self.recv)
-            area.acknowledge(slot, k, role.others)
             self.read = True
+        if not self.acknowledged:
+            if self._unarrived():
+                return self._stuck()
+            area.acknowledge(slot, k, role.others)
+            self.acknowledged = True
         if self.confirms and area.unconfirmed(slot):
             return self._stuck()
         return True
 
     def _leave(self) -> None:
+        if self.read and not self.acknowledged:  # it read the slot, whatever ended the call
+            self.area.acknowledge(self.slot, self.k, self.role.others)
         if self.area.own_pending[self.slot] == self.k:
             self.area.own_pending[self.slot] = 0
         self.area.inflight -= 1
@@ -301,6 +341,8 @@ class Role:
     confirms: bool
     #: whether the rank says it found the call before it reads it (`_announces`)
     announces: bool
+    #: the other readers it waits for at its root's slot before it completes (`_agrees_with`)
+    agrees: tuple[int, ...]
     #: how errors name the call
     what: str
 
@@ -322,7 +364,7 @@ def _role(area: DirectArea, spec: CallSpec, rank: int) -> Role:
         awaits = tuple(_awaits(spec, rank))
         return Role(call_fingerprint(spec), _publishes(spec, rank), awaits,
                     tuple(_waits_for(spec, rank)), _readers(spec, rank),
-                    _confirms(spec, rank), _announces(spec, rank),
+                    _confirms(spec, rank), _announces(spec, rank), _agrees_with(spec, rank),
                     f"rank {rank}: {spec.collective}[{NAME}]")
     return kept(area.memo, ("role", spec, rank), make)  # type: ignore[no-any-return]
 
@@ -415,8 +457,10 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
     sleepers = [r for r in area.group if r != transport.rank]
     # the words of peers pinned to this rank's core: waits for them yield at once
     on_my_core = [m for m in range(p) if transport.shares_core(area.group[m])]
+    agrees = _agrees_with(spec, rank)
     local_words = [area.held[m][i] for i in slots for m in on_my_core if m in others] + [
-        area.ack[m][rank][i] for m in on_my_core for i in slots]
+        area.ack[m][rank][i] for m in on_my_core for i in slots] + [
+        area.ack[m][spec.root][i] for i in slots for m in agrees if m in on_my_core]
 
     def slow(status: int, send: Any, recv: Any, seq: int, timeout: float | None,
              phase: int, confirm: bool) -> None:
@@ -435,6 +479,8 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
         # spun and yielded (`Ladder`'s first stages): sleep from here
         if status == 3:
             return _confirm_slowly(call, area, seq, timeout, fingerprint, phase, SLEEP)
+        if status == 4:  # a reader read; the other readers of its root are late
+            return _agree_slowly(call, area, seq, timeout, fingerprint, phase, SLEEP)
         return _finish_slowly(call, area, send, recv, seq, timeout, fingerprint, phase, SLEEP,
                               confirm)
 
@@ -448,6 +494,7 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
         my_data=area.slot_offset[rank],
         held=[area.held[j][i] for i in slots for j in others],
         ack=[area.ack[rank][j][i] for i in slots for j in others],
+        agree=[area.ack[m][spec.root][i] for i in slots for m in agrees],
         ack_of_me=[area.ack[m][rank][i] for m in range(p) for i in slots],
         local_words=local_words,
         sleeper_words=[transport.sleeping_word(r) for r in sleepers], sleeper_ranks=sleepers,
@@ -484,9 +531,31 @@ def _finish_slowly(call: NativeCall, area: DirectArea, send: np.ndarray | None,
     if _announces(spec, rank):
         area.announce(slot, k, others)
     _reader_for(area, spec, rank)(slot, send, recv)
-    area.acknowledge(slot, k, others)
+    _agree_slowly(call, area, seq, timeout, fingerprint, phase, start)
     if confirm and _confirms(spec, rank):
         _confirm_slowly(call, area, seq, timeout, fingerprint, phase, start)
+
+
+def _agree_slowly(call: NativeCall, area: DirectArea, seq: int, timeout: float | None,
+                  fingerprint: int | None = None, phase: int = 0, start: int = SPIN) -> None:
+    """A reader that has read its call waits until the other readers of its root found the
+    call too (`_agrees_with`), raising `CollectiveMismatch` if one made another call; then
+    (whatever the outcome) it acknowledges what it read."""
+    spec, rank = call.spec, call.rank
+    k, slot = call_number(seq, phase), slot_of(seq, phase)
+    others, agrees = _waits_for(spec, rank), _agrees_with(spec, rank)
+    try:
+        if agrees:
+            fingerprint = fingerprint or call_fingerprint(spec)
+            root = others[0]
+            deadline = None if timeout is None else time.monotonic() + timeout
+            area.wait(lambda: not area.unarrived(slot, k, root, agrees),
+                      lambda: area.unarrived(slot, k, root, agrees), deadline,
+                      f"rank {rank}: {spec.collective}[{NAME}]",
+                      call_tag(call.context, seq, phase), fp.describe,
+                      (slot, held_word(k, fingerprint), fingerprint), start, True)
+    finally:
+        area.acknowledge(slot, k, others)
 
 
 def _confirm_slowly(call: NativeCall, area: DirectArea, seq: int, timeout: float | None,

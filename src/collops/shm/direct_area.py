@@ -62,6 +62,9 @@ if TYPE_CHECKING:
 #: or-ed into an acknowledgement word by a reader that found its call and still copies it:
 #: enough for a root's confirmation (`DirectArea.unconfirmed`), not for reusing the slot
 ARRIVED = 1 << 62
+#: or-ed into the acknowledgement words a bcast's or scatter's root writes for its readers
+#: when it gives its call up (`DirectArea.release`): its slot is free, yet nobody arrived
+RELEASED = 1 << 61
 #: bytes of each rank's slot in the direct areas of the job this process attached to last
 #: (what ``shm_direct``'s restriction checks a call against; the layout's default before)
 _slot_capacity = seg.DEFAULT_DIRECT_BYTES
@@ -234,8 +237,11 @@ class DirectArea:
         words, me = self.words, self.index
         occupant, readers = self.occupant[slot]
         if occupant == k:
+            # a bcast's or scatter's root marks the stand-ins, so that a reader waiting for the
+            # others' arrival (`unarrived`) does not take them for agreement
+            stand_in = k | RELEASED if self._confirmed_by_reading(me, slot) else k
             for r in readers:
-                words[self.ack[r][me][slot]] = k
+                words[self.ack[r][me][slot]] = stand_in
             self.unreleased[slot] = [m for m in range(len(self.group)) if m != me]
             self.occupant[slot] = [k, ()]  # type: ignore[call-overload]
             self._released(slot)
@@ -274,6 +280,12 @@ class DirectArea:
         self.occupant[slot] = (k, ())
         self.transport.wake_sleepers(self.group)
         return True
+
+    def unarrived(self, slot: int, k: int, writer: int, readers: Sequence[int]) -> list[int]:
+        """The ``readers`` that have not found call ``k`` in ``writer``'s ``slot`` (said so
+        with `ARRIVED`, or read it; a root's `RELEASED` stand-in does not count)."""
+        words, ack = self.words, self.ack
+        return [r for r in readers if words[ack[r][writer][slot]] & ~ARRIVED != k]
 
     def announce(self, slot: int, k: int, writers: Sequence[int]) -> None:
         """Say that this rank found call ``k`` in the ``writers``' ``slot`` and is reading it
