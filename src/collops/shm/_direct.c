@@ -76,9 +76,9 @@ typedef struct {
     PyObject *inflight_name;
     int publishes;              /* stores its word each call (with data when nbytes) */
     int is_root;                /* the root of a bcast or scatter: it completes once every
-                                 * reader found its call (`shm.direct._confirms`) */
+                                 * reader found its call (`shm.direct_roles.confirms`) */
     int announces;              /* a reader of such a root: it says it found the call before
-                                 * it copies (`shm.direct._announces`) */
+                                 * it copies (`shm.direct_roles.announces`) */
     int store_fingerprint;      /* 0 only to measure what the fingerprint costs */
     /* length prefix: a contribution (each copied piece) starts with a header of prefix_head
      * bytes whose little-endian u64 at prefix_at counts the bytes in use after it; only those
@@ -92,7 +92,7 @@ typedef struct {
     Py_ssize_t *held;           /* [slot][other]: word index of the other's held word */
     Py_ssize_t *ack;            /* [slot][other]: word where this rank acknowledges it */
     Py_ssize_t nagree;          /* a reader of a bcast's or scatter's root, 3 ranks or more:
-                                 * the other readers it waits for (`shm.direct._agrees_with`) */
+                                 * the other readers it waits for (`shm.direct_roles.agrees_with`) */
     Py_ssize_t *agree;          /* [slot][reader]: word where that reader acknowledges the root */
     Py_ssize_t nmembers;
     Py_ssize_t *ack_of_me;      /* [member][slot]: word where member acknowledges this rank */

@@ -40,6 +40,7 @@ from ..errors import ScheduleError
 from ..ops import compiled_kernel, use_compiled_kernels
 from ..schedule import Schedule
 from ..transport.tags import call_tag
+from . import direct_roles as roles
 from . import direct_vector as vector
 from .direct_area import (
     DirectArea,
@@ -48,6 +49,7 @@ from .direct_area import (
     slot_capacity,
     slot_of,
 )
+from .direct_roles import Role, contribution_bytes
 from .execution import AreaExecution
 from .segment import DIRECT_SLOTS
 from .transport import ShmTransport
@@ -96,18 +98,6 @@ def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedu
         "schedule and cannot be built, validated, simulated or costed step by step")
 
 
-def contribution_bytes(spec: CallSpec) -> int:
-    """Bytes one rank writes into its slot (the largest over the ranks)."""
-    c, n = spec.collective, spec.count * spec.itemsize
-    if c in vector.REGULAR:
-        return vector.contribution_bytes(spec)
-    if c == "barrier":
-        return 0
-    if c in ("scatter", "alltoall", "reduce_scatter_block"):
-        return n * spec.size
-    return n
-
-
 def direct_cost(spec: CallSpec, model: CostModel) -> float:
     """Half an α plus half of what the bytes read from the peers' slots (β) and folded in
     (γ) cost a message.
@@ -126,88 +116,8 @@ def direct_cost(spec: CallSpec, model: CostModel) -> float:
     return 0.5 * (model.alpha + reads * model.beta + reduced * model.gamma)
 
 
-# -- what each rank writes, waits for and reads ------------------------------------------------
-def _awaits(spec: CallSpec, rank: int) -> list[int]:
-    """The members whose slot ``rank`` reads (itself included where it reads its own)."""
-    c, p = vector.regular(spec.collective), spec.size
-    if c in ("bcast", "scatter"):
-        return [] if rank == spec.root else [spec.root]
-    if c in ("gather", "reduce"):
-        return list(range(p)) if rank == spec.root else []
-    if c == "scan":
-        return list(range(rank + 1))
-    if c == "exscan":
-        return list(range(rank))
-    return list(range(p))
-
-
-def _waits_for(spec: CallSpec, rank: int) -> list[int]:
-    """The other members whose word for the call ``rank`` waits for: those whose slots it
-    reads, and in a gather or reduce every other member (`_looks_at_all`)."""
-    if _looks_at_all(spec):
-        return [j for j in range(spec.size) if j != rank]
-    return [j for j in _awaits(spec, rank) if j != rank]
-
-
-def _looks_at_all(spec: CallSpec) -> bool:
-    """Whether every rank of the call waits for every other rank's word: a gather's or
-    reduce's, whose non-roots receive nothing. Every rank publishes its word there (the
-    fingerprint carries the root), so a non-root that has seen every word knows that every
-    rank made its call with its root; without looking, ranks that each name another as the
-    root would all return None as if the call had succeeded. It costs a non-root a wait for
-    the last rank to arrive, not a round trip (see `direct_area`)."""
-    return vector.regular(spec.collective) in ("gather", "reduce") and spec.size > 1
-
-
-def _readers(spec: CallSpec, rank: int) -> tuple[int, ...]:
-    """The other members that read or look at ``rank``'s slot (it stays theirs until they
-    acknowledge)."""
-    return tuple(m for m in range(spec.size) if m != rank and rank in _waits_for(spec, m))
-
-
-def _agrees_with(spec: CallSpec, rank: int) -> tuple[int, ...]:
-    """The other readers of a bcast's or scatter's root whose arrival at the root's slot
-    ``rank`` waits for before it completes (a reader, 3 ranks or more): a reader whose root
-    agrees otherwise returns its data while a third rank that named another root raises."""
-    if vector.regular(spec.collective) not in ("bcast", "scatter") or rank == spec.root:
-        return ()
-    return tuple(m for m in range(spec.size) if m not in (rank, spec.root))
-
-
-def _publishes(spec: CallSpec, rank: int) -> bool:
-    """Whether ``rank`` stores its contribution and word for the call."""
-    return bool(_readers(spec, rank)) or rank in _awaits(spec, rank)
-
-
-def _confirms(spec: CallSpec, rank: int) -> bool:
-    """Whether ``rank`` is the root of a bcast or scatter, which completes only once every
-    reader has found its call in its slot: ranks that disagree on the root then meet each
-    other's word (the call number with another fingerprint) and raise `CollectiveMismatch`
-    naming both roots, instead of returning different data. Readers publish nothing for it,
-    so no slot is taken out of call order (a reader's call may start after its later calls);
-    they say they found the call before they copy it (`_announces`), so the root does not
-    wait for their copies."""
-    return (vector.regular(spec.collective) in ("bcast", "scatter") and rank == spec.root
-            and spec.size > 1)
-
-
-def _announces(spec: CallSpec, rank: int) -> bool:
-    """Whether ``rank`` reads the slot of a root that confirms (`_confirms`): it marks its
-    acknowledgement word `ARRIVED` once it finds the call, before it copies."""
-    return vector.regular(spec.collective) in ("bcast", "scatter") and rank != spec.root
-
-
-def _slot_bytes(spec: CallSpec, rank: int) -> int:
-    """The bytes ``rank`` copies into its slot for a call of ``spec``."""
-    if not _publishes(spec, rank):
-        return 0
-    if spec.collective in vector.REGULAR:
-        return vector.own_bytes(spec, rank)
-    return contribution_bytes(spec)
-
-
 def _write(area: DirectArea, spec: CallSpec, slot: int, send: np.ndarray | None) -> None:
-    nbytes = _slot_bytes(spec, area.index)
+    nbytes = roles.slot_bytes(spec, area.index)
     if send is not None and nbytes:
         if spec.collective == "scatterv" and not vector.packed(spec):
             send = vector.pack(spec, send.reshape(-1))
@@ -265,7 +175,7 @@ class DirectExecution(AreaExecution):
         return not self.confirms or not self.area.unconfirmed(self.slot)
 
     def _unarrived(self) -> list[int]:
-        """The other readers not yet at the root's slot (`_agrees_with`)."""
+        """The other readers not yet at the root's slot (`direct_roles.agrees_with`)."""
         role = self.role
         if not role.agrees:
             return []
@@ -324,29 +234,6 @@ class DirectExecution(AreaExecution):
             self.area.unwritten.remove(self)
 
 
-@dataclass(frozen=True)
-class Role:
-    """What a call signature asks of one rank in the direct areas."""
-
-    fingerprint: int
-    #: whether the rank writes its slot (someone reads it)
-    publishes: bool
-    #: the members whose slots it reads, itself included where it reads its own
-    awaits: tuple[int, ...]
-    #: those of them other than itself: the members it waits for
-    others: tuple[int, ...]
-    #: the other members that read its slot
-    readers: tuple[int, ...]
-    #: whether the call completes only once every reader found it (`_confirms`)
-    confirms: bool
-    #: whether the rank says it found the call before it reads it (`_announces`)
-    announces: bool
-    #: the other readers it waits for at its root's slot before it completes (`_agrees_with`)
-    agrees: tuple[int, ...]
-    #: how errors name the call
-    what: str
-
-
 def kept(memo: dict[Any, Any], key: object, make: Callable[[], Any], limit: int = 1024) -> Any:
     """``memo[key]``, made by ``make`` the first time (a memo of more than ``limit`` entries
     is emptied first: call signatures seen once should not pile up)."""
@@ -361,10 +248,11 @@ def kept(memo: dict[Any, Any], key: object, make: Callable[[], Any], limit: int 
 def _role(area: DirectArea, spec: CallSpec, rank: int) -> Role:
     """``rank``'s `Role` in calls of ``spec`` (made once, then kept with the area)."""
     def make() -> Role:
-        awaits = tuple(_awaits(spec, rank))
-        return Role(call_fingerprint(spec), _publishes(spec, rank), awaits,
-                    tuple(_waits_for(spec, rank)), _readers(spec, rank),
-                    _confirms(spec, rank), _announces(spec, rank), _agrees_with(spec, rank),
+        awaits = tuple(roles.awaits(spec, rank))
+        return Role(call_fingerprint(spec), roles.publishes(spec, rank), awaits,
+                    tuple(roles.waits_for(spec, rank)), roles.readers(spec, rank),
+                    roles.confirms(spec, rank), roles.announces(spec, rank),
+                    roles.agrees_with(spec, rank),
                     f"rank {rank}: {spec.collective}[{NAME}]")
     return kept(area.memo, ("role", spec, rank), make)  # type: ignore[no-any-return]
 
@@ -438,7 +326,7 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
     if spec.collective == "scatterv" and call.rank == spec.root and not vector.packed(spec):
         return None  # its blocks are packed into its slot in Python (`_write`)
     rank, c, dt, p = call.rank, spec.collective, spec.dtype, spec.size
-    others = _waits_for(spec, rank)
+    others = roles.waits_for(spec, rank)
     plan, size = read_plan(spec, rank), dt.itemsize
     n = plan.count
     op_code = dt_code = 0
@@ -451,13 +339,13 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
             "reduce": _direct.READ_REDUCE}[plan.kind]
     slots = range(DIRECT_SLOTS)
     src = [area.slot_offset[j][i] + plan.offset for i in slots for j in plan.members]
-    publishes = _publishes(spec, rank)
+    publishes = roles.publishes(spec, rank)
     # without the fingerprint (only to measure its cost): nothing stored, nothing packed
     fingerprint = call_fingerprint(spec) if fingerprinted else 0
     sleepers = [r for r in area.group if r != transport.rank]
     # the words of peers pinned to this rank's core: waits for them yield at once
     on_my_core = [m for m in range(p) if transport.shares_core(area.group[m])]
-    agrees = _agrees_with(spec, rank)
+    agrees = roles.agrees_with(spec, rank)
     local_words = [area.held[m][i] for i in slots for m in on_my_core if m in others] + [
         area.ack[m][rank][i] for m in on_my_core for i in slots] + [
         area.ack[m][spec.root][i] for i in slots for m in agrees if m in on_my_core]
@@ -487,9 +375,9 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
     compiled = _direct.Runner(
         segment=transport.segment_map, ndarray=np.ndarray, area=area,
         occupant=area.occupant, own_pending=area.own_pending,
-        readers=_readers(spec, rank), slow=slow, wake=transport.wake, publishes=publishes,
-        nbytes=_slot_bytes(spec, rank), fingerprint=fingerprint,
-        is_root=_confirms(spec, rank), announces=_announces(spec, rank),
+        readers=roles.readers(spec, rank), slow=slow, wake=transport.wake, publishes=publishes,
+        nbytes=roles.slot_bytes(spec, rank), fingerprint=fingerprint,
+        is_root=roles.confirms(spec, rank), announces=roles.announces(spec, rank),
         mix=held_word(0, fingerprint), my_held=area.held[rank], my_fp=area.fps[rank],
         my_data=area.slot_offset[rank],
         held=[area.held[j][i] for i in slots for j in others],
@@ -520,30 +408,30 @@ def _finish_slowly(call: NativeCall, area: DirectArea, send: np.ndarray | None,
     spec = call.spec
     k, slot, rank = call_number(seq, phase), slot_of(seq, phase), call.rank
     deadline = None if timeout is None else time.monotonic() + timeout
-    others = _waits_for(spec, rank)
+    others = roles.waits_for(spec, rank)
     if fingerprint is None:
         fingerprint = call_fingerprint(spec)
     word = held_word(k, fingerprint)
     area.wait(lambda: not area.missing(slot, word, others),
               lambda: area.missing(slot, word, others), deadline,
               f"rank {rank}: {spec.collective}[{NAME}]", call_tag(call.context, seq, phase),
-              fp.describe, (slot, word, fingerprint), start, not _publishes(spec, rank))
-    if _announces(spec, rank):
+              fp.describe, (slot, word, fingerprint), start, not roles.publishes(spec, rank))
+    if roles.announces(spec, rank):
         area.announce(slot, k, others)
     _reader_for(area, spec, rank)(slot, send, recv)
     _agree_slowly(call, area, seq, timeout, fingerprint, phase, start)
-    if confirm and _confirms(spec, rank):
+    if confirm and roles.confirms(spec, rank):
         _confirm_slowly(call, area, seq, timeout, fingerprint, phase, start)
 
 
 def _agree_slowly(call: NativeCall, area: DirectArea, seq: int, timeout: float | None,
                   fingerprint: int | None = None, phase: int = 0, start: int = SPIN) -> None:
     """A reader that has read its call waits until the other readers of its root found the
-    call too (`_agrees_with`), raising `CollectiveMismatch` if one made another call; then
-    (whatever the outcome) it acknowledges what it read."""
+    call too (`direct_roles.agrees_with`), raising `CollectiveMismatch` if one made another
+    call; then (whatever the outcome) it acknowledges what it read."""
     spec, rank = call.spec, call.rank
     k, slot = call_number(seq, phase), slot_of(seq, phase)
-    others, agrees = _waits_for(spec, rank), _agrees_with(spec, rank)
+    others, agrees = roles.waits_for(spec, rank), roles.agrees_with(spec, rank)
     try:
         if agrees:
             fingerprint = fingerprint or call_fingerprint(spec)
@@ -560,8 +448,9 @@ def _agree_slowly(call: NativeCall, area: DirectArea, seq: int, timeout: float |
 
 def _confirm_slowly(call: NativeCall, area: DirectArea, seq: int, timeout: float | None,
                     fingerprint: int | None = None, phase: int = 0, start: int = SPIN) -> None:
-    """A bcast's or scatter's root waits until every reader found its call (`_confirms`),
-    raising `CollectiveMismatch` if a reader made another call at the same point."""
+    """A bcast's or scatter's root waits until every reader found its call
+    (`direct_roles.confirms`), raising `CollectiveMismatch` if a reader made another call at
+    the same point."""
     spec, rank = call.spec, call.rank
     slot, word = slot_of(seq, phase), held_word(call_number(seq, phase),
                                                 fingerprint or call_fingerprint(spec))
@@ -610,7 +499,7 @@ def read_plan(spec: CallSpec, rank: int) -> ReadPlan:
     """The `ReadPlan` of ``rank`` in a direct call of ``spec``."""
     c, n, p = spec.collective, spec.count, spec.size
     block = rank * n * spec.itemsize  # this rank's block in a whole-buffer contribution
-    awaits = _awaits(spec, rank)
+    awaits = roles.awaits(spec, rank)
     if c in vector.REGULAR:
         return vector.read_plan(spec, rank, awaits, ReadPlan)  # type: ignore[no-any-return]
     if c == "barrier" or (not awaits and c not in ("bcast", "scatter")):
