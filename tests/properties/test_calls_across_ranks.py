@@ -185,15 +185,17 @@ def test_an_invalid_argument_on_one_rank(transport, example):
 ROOTS = {"no root": (1, 0, 0), "a third rank": (2, 0, 2)}
 
 
-def _disagreeing_roots(comm: collops.Comm, collective: str,
-                       scenario: str) -> list[dict[str, Any]]:
-    """The rooted call with this rank's root of ``scenario``, then three allgathers."""
+def _disagreeing_roots(comm: collops.Comm, collective: str, scenario: str,
+                       n: int = 6) -> list[dict[str, Any]]:
+    """The rooted call of ``n`` items per rank's block with this rank's root of ``scenario``,
+    then three allgathers."""
     x = np.arange(6.0) + comm.rank
+    mine = np.arange(float(n * (comm.size if collective == "scatter" else 1))) + comm.rank
     root = ROOTS[scenario][comm.rank]
     if collective == "reduce":
-        first = _outcome(lambda: comm.reduce(x, "sum", root, timeout=CALL_TIMEOUT))
+        first = _outcome(lambda: comm.reduce(mine, "sum", root, timeout=CALL_TIMEOUT))
     else:
-        first = _outcome(lambda: getattr(comm, collective)(x, root, timeout=CALL_TIMEOUT))
+        first = _outcome(lambda: getattr(comm, collective)(mine, root, timeout=CALL_TIMEOUT))
     return [first] + [_outcome(lambda: comm.allgather(x, timeout=FOLLOW_UP_TIMEOUT))
                       for _ in range(3)]
 
@@ -204,25 +206,38 @@ DISAGREEING = [("no root", "bcast"), ("no root", "scatter"), ("no root", "gather
                ("a third rank", "gather"), ("a third rank", "reduce")]
 
 
+#: float64 items of each rank's block at 8 MiB
+LARGE = 1 << 20
+#: at 8 MiB a gather or reduce of 3 ranks goes by ``shm_stream``, whose non-roots wait for
+#: their root: with nobody the root they all time out, and with a third rank the reader whose
+#: root agrees returns while the others time out
+SHM_LARGE = pytest.mark.xfail(strict=True, reason="shm_stream: a gather's or reduce's ranks "
+                              "that disagree on the root wait for their timeout")
+
+
 def _root_cases() -> list[Any]:
-    """(scenario, collective, transport, compiled runners on): threads, then shm's compiled
-    runners and its Python protocol (what a machine without a compiler runs)."""
+    """(scenario, collective, transport, compiled runners on, items): threads, then shm's
+    compiled runners and its Python protocol (what a machine without a compiler runs), at 48
+    bytes; threads and shm at 8 MiB."""
     cases = []
     for scenario, collective in DISAGREEING:
-        cases += [pytest.param(scenario, collective, "inproc", True),
-                  pytest.param(scenario, collective, "shm", True),
-                  pytest.param(scenario, collective, "shm", False, id=f"{scenario}-"
-                               f"{collective}-shm-python")]
+        cases += [pytest.param(scenario, collective, "inproc", True, 6),
+                  pytest.param(scenario, collective, "shm", True, 6),
+                  pytest.param(scenario, collective, "shm", False, 6, id=f"{scenario}-"
+                               f"{collective}-shm-python-6"),
+                  pytest.param(scenario, collective, "inproc", True, LARGE),
+                  pytest.param(scenario, collective, "shm", True, LARGE, marks=SHM_LARGE
+                               if collective in ("gather", "reduce") else ())]
     return cases
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("scenario,collective,transport,compiled", _root_cases())
+@pytest.mark.parametrize("scenario,collective,transport,compiled,n", _root_cases())
 def test_ranks_disagreeing_on_the_root_raise_collective_mismatch(transport, scenario,
-                                                                  collective, compiled):
+                                                                  collective, compiled, n):
     with compiled_runners(compiled):
-        got = collops.spawn(_disagreeing_roots, 3, collective, scenario, transport=transport,
-                            timeout=SPAWN_TIMEOUT)
+        got = collops.spawn(_disagreeing_roots, 3, collective, scenario, n,
+                            transport=transport, timeout=SPAWN_TIMEOUT)
     # every rank is told at once (no rank returns, none waits for its timeout), naming both
     # roots; the communicator then works
     assert all(calls[0].get("error") == "CollectiveMismatch" for calls in got), got
