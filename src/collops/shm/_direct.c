@@ -919,6 +919,20 @@ static int next_seq(Runner *r, PyObject **seqobj, long long *seq) {
     return *seqobj == NULL ? -1 : 1;
 }
 
+/* Hand a bound broadcast's reader to Python's `slow` with `status`, the envelope as its
+ * recv: 0, or -1 with an exception set and `into` released. */
+static int reader_slowly(Runner *r, int status, PyObject *seqobj, PyObject *timeout,
+                         PyObject *into) {
+    PyObject *hand[4] = {Py_None, r->hot_env, seqobj, timeout};
+    PyObject *done_slowly = hand_over(r, status, hand, 0, 1);
+    if (done_slowly == NULL) {
+        Py_DECREF(into);
+        return -1;
+    }
+    Py_DECREF(done_slowly);
+    return 0;
+}
+
 /* bcast(x, out, timeout): a whole bound broadcast (see above). */
 static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
     if (!bound_usage(r, nargs, "bcast"))
@@ -1018,13 +1032,8 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
     char *env = ((ArrayFields *)r->hot_env)->data;
     int late = !await_words(r, &held, 1, word);
     if (late) {  /* Python waits, reads the envelope into env and acknowledges */
-        PyObject *hand[4] = {Py_None, r->hot_env, seqobj, timeout};
-        PyObject *done_slowly = hand_over(r, 2, hand, 0, 1);
-        if (done_slowly == NULL) {
-            Py_DECREF(into);
+        if (reader_slowly(r, 2, seqobj, timeout, into) < 0)
             goto done;
-        }
-        Py_DECREF(done_slowly);
         src = env;
     }
     if (!late && r->announces)
@@ -1035,13 +1044,8 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
     else if (!late)
         copy_bytes(env, src, used_bytes(r, src, ((ArrayFields *)r->hot_env)->dimensions[0]));
     if (!late && !agreed(r, slot, k)) {  /* Python waits for the other readers, acknowledges */
-        PyObject *hand[4] = {Py_None, r->hot_env, seqobj, timeout};
-        PyObject *done_slowly = hand_over(r, 4, hand, 0, 1);
-        if (done_slowly == NULL) {
-            Py_DECREF(into);
+        if (reader_slowly(r, 4, seqobj, timeout, into) < 0)
             goto done;
-        }
-        Py_DECREF(done_slowly);
     } else if (!late)
         acknowledge(r, slot, k);
     if (same)
