@@ -8,6 +8,7 @@ The tests are skipped only when mpi4py or mpiexec is missing (``pip install 'col
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -16,6 +17,7 @@ import pytest
 pytest.importorskip("mpi4py")
 
 from tests.mpi.harness import MPIEXEC, by_rank, environment, mpirun  # noqa: E402
+from tests.mpi.scripts.root_mismatch import root_of  # noqa: E402
 from tests.support.leaks import left_behind, shm_names, still_running  # noqa: E402
 
 pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (pip install mpich)")
@@ -199,13 +201,19 @@ def test_ranks_pinned_one_cpu_each_are_not_taken_for_oversubscribed(tmp_path):
 
 
 @pytest.mark.timeout(240)
-def test_a_root_disagreement_is_a_mismatch_naming_both_roots_over_mpi():
-    proc = mpirun(2, "root_mismatch.py", timeout=200)
-    got = by_rank(proc, 2)
+@pytest.mark.parametrize("ranks,scenario", [(2, "each its own"), (3, "no root"),
+                                            (3, "a third rank")])
+def test_a_root_disagreement_is_a_mismatch_naming_both_roots_over_mpi(ranks, scenario):
+    # bcast, scatter, scatterv, gather and reduce at 8 B and 8 MiB: every rank is told
+    proc = mpirun(ranks, "root_mismatch.py", scenario, timeout=200)
+    got = by_rank(proc, ranks)
     for rank, report in got.items():
-        assert report["after"] == 2.0, report  # the communicator is still usable
+        assert report["after"] == float(ranks), report  # the communicator is still usable
+        assert len(report["results"]) == (20 if scenario == "each its own" else 10), report
         for collective, n, algorithm, error, message in report["results"]:
             case = (rank, collective, n, algorithm)
             assert error == "CollectiveMismatch", (case, error, message)
-            assert "root=0" in message and "root=1" in message, (case, message)
+            roots = re.search(r"root: (\d) vs (\d)", message)  # this rank's, then the other's
+            assert roots and int(roots[1]) == root_of(scenario, rank) != int(roots[2]), (
+                case, message)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -1,11 +1,16 @@
-"""A direct area's mismatch check reads a peer's slot while the peer may publish its next call
-there (a slot serves every other call): a word read across that publish is no mismatch."""
+"""A direct area's words: the mismatch check reads a peer's slot while the peer may publish its
+next call there (a slot serves every other call), and a word read across that publish is no
+mismatch; a root that gives its bcast up frees its slot without its readers' arrival; who
+waits for whose word when ranks may disagree on the root."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from collops.shm.direct_area import DirectArea, held_word
+from collops.algorithms.spec import CallSpec
+from collops.shm import direct_roles as roles
+from collops.shm.direct import call_fingerprint
+from collops.shm.direct_area import ARRIVED, RELEASED, DirectArea, held_word
 
 
 class _Publishing:
@@ -51,3 +56,64 @@ def test_a_peer_that_made_another_call_is_a_mismatch_with_its_fingerprint():
     assert _area(words).mismatched(0, held_word(k, mine), [1]) == [(1, theirs)]
     words[5], words[4] = mine, held_word(k, mine)
     assert _area(words).mismatched(0, held_word(k, mine), [1]) == []
+
+
+class _Transport:
+    def wake_sleepers(self, group: object) -> None:
+        return None
+
+
+def _bcast_area(root: int, size: int, k: int) -> tuple[DirectArea, memoryview]:
+    """Rank ``root``'s view of a 1-slot direct area of ``size`` ranks whose slot 0 holds its
+    bcast's call ``k`` for every other rank to read."""
+    spec = CallSpec("bcast", size, count=1, root=root)
+    fingerprint = call_fingerprint(spec)
+    words = memoryview(bytearray(8 * (4 * size + size * size))).cast("Q")  # as the segment's
+    area = DirectArea.__new__(DirectArea)
+    area.words, area.group = words, list(range(size))
+    area.transport = _Transport()  # type: ignore[assignment]
+    area.index = root
+    area.held = [[4 * m] for m in range(size)]
+    area.fps = [[4 * m + 1] for m in range(size)]
+    # ack[reader][writer][slot]
+    area.ack = [[[4 * size + r * size + w] for w in range(size)] for r in range(size)]
+    area.own_pending, area.unreleased = [0], [[]]
+    readers = tuple(m for m in range(size) if m != root)
+    words[area.fps[root][0]], words[area.held[root][0]] = fingerprint, held_word(k, fingerprint)
+    area.occupant = [(k, readers)]
+    return area, words
+
+
+def test_a_root_that_gives_up_its_bcast_does_not_count_as_its_readers_arrival():
+    # ranks 0 and 1 read root 2's bcast; rank 1 named another root and never arrives: the
+    # stand-in acknowledgement root 2 writes for it when it gives the call up must not tell
+    # rank 0 (waiting for the other readers, `unarrived`) that rank 1 found the call
+    k = 9
+    area, words = _bcast_area(2, 3, k)
+    words[area.ack[0][2][0]] = k | ARRIVED
+    assert area.unarrived(0, k, 2, [1]) == [1]
+    area.release(0, k)
+    assert area.unarrived(0, k, 2, [1]) == [1]
+    assert int(words[area.ack[1][2][0]]) & RELEASED
+    words[area.ack[1][2][0]] = k | ARRIVED  # a reader that does find the call
+    assert area.unarrived(0, k, 2, [1]) == []
+    words[area.ack[1][2][0]] = k  # and read it
+    assert area.unarrived(0, k, 2, [1]) == []
+
+
+def test_who_waits_for_whom_when_ranks_may_disagree_on_the_root():
+    for size in (2, 3, 4):
+        for root in range(size):
+            for rank in range(size):
+                others = [m for m in range(size) if m != rank]
+                for collective in ("gather", "reduce"):
+                    spec = CallSpec(collective, size, count=1, root=root)
+                    # every rank meets every other's word: nobody returns None unseen
+                    assert roles.waits_for(spec, rank) == others
+                    assert roles.readers(spec, rank) == tuple(others)
+                    assert roles.publishes(spec, rank)
+                for collective in ("bcast", "scatter"):
+                    spec = CallSpec(collective, size, count=1, root=root)
+                    readers = [m for m in others if m != root]
+                    want = () if rank == root else tuple(readers)
+                    assert roles.agrees_with(spec, rank) == want

@@ -9,8 +9,10 @@
  * Everything unusual is handed back to Python, which owns the state machine: a slot still
  * being read (status 1: the call has not started, Python runs it the general way), or peers
  * that are late (status 2: the contribution is published, Python waits with its spin, yield,
- * futex sleep, failure, timeout and mismatch checks). Both hand-offs call the `slow` callable
- * given at construction, so a `Runner`'s `run` is a drop-in for the Python path (`_run`).
+ * futex sleep, failure, timeout and mismatch checks; 3: a root's readers have not all found
+ * the call; 4: a reader has read, the other readers of its root have not all found the call).
+ * Every hand-off calls the `slow` callable given at construction, so a `Runner`'s `run` is a
+ * drop-in for the Python path (`_run`).
  *
  * Memory ordering: the data and the fingerprint are stored before the call number with
  * release stores; peers' words are read with acquire loads; a sequentially consistent fence
@@ -74,9 +76,9 @@ typedef struct {
     PyObject *inflight_name;
     int publishes;              /* stores its word each call (with data when nbytes) */
     int is_root;                /* the root of a bcast or scatter: it completes once every
-                                 * reader found its call (`shm.direct._confirms`) */
+                                 * reader found its call (`shm.direct_roles.confirms`) */
     int announces;              /* a reader of such a root: it says it found the call before
-                                 * it copies (`shm.direct._announces`) */
+                                 * it copies (`shm.direct_roles.announces`) */
     int store_fingerprint;      /* 0 only to measure what the fingerprint costs */
     /* length prefix: a contribution (each copied piece) starts with a header of prefix_head
      * bytes whose little-endian u64 at prefix_at counts the bytes in use after it; only those
@@ -89,6 +91,9 @@ typedef struct {
     Py_ssize_t nothers;
     Py_ssize_t *held;           /* [slot][other]: word index of the other's held word */
     Py_ssize_t *ack;            /* [slot][other]: word where this rank acknowledges it */
+    Py_ssize_t nagree;          /* a reader of a bcast's or scatter's root, 3 ranks or more:
+                                 * the other readers it waits for (`shm.direct_roles.agrees_with`) */
+    Py_ssize_t *agree;          /* [slot][reader]: word where that reader acknowledges the root */
     Py_ssize_t nmembers;
     Py_ssize_t *ack_of_me;      /* [member][slot]: word where member acknowledges this rank */
     Py_ssize_t nsleepers;
@@ -272,6 +277,7 @@ static void Runner_dealloc(Runner *r) {
     Py_XDECREF(r->hot_counter);
     PyMem_Free(r->held);
     PyMem_Free(r->ack);
+    PyMem_Free(r->agree);
     PyMem_Free(r->ack_of_me);
     PyMem_Free(r->sleeper_word);
     PyMem_Free(r->sleeper_rank);
@@ -329,10 +335,10 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
         "held", "ack", "ack_of_me", "sleeper_words", "sleeper_ranks", "read_kind",
         "src", "dst", "len", "self_copy", "count", "op", "dtype", "spin_seconds",
         "store_fingerprint", "prefix_at", "prefix_head", "write_prefix", "yield_seconds",
-        "hand_over_core", "local_words", "is_root", "announces", NULL};
+        "hand_over_core", "local_words", "is_root", "announces", "agree", NULL};
     PyObject *segment, *ndarray, *area, *occupant, *own_pending, *readers, *slow, *wake;
     PyObject *my_held, *my_fp, *my_data, *held, *ack, *ack_of_me, *sleeper_words;
-    PyObject *sleeper_ranks, *src, *dst, *len, *self_copy, *local_words = NULL;
+    PyObject *sleeper_ranks, *src, *dst, *len, *self_copy, *local_words = NULL, *agree = NULL;
     int publishes, read_kind, op, dtype;
     Py_ssize_t nbytes, count;
     unsigned long long fingerprint, mix;
@@ -340,13 +346,13 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
     int store_fingerprint = 1, write_prefix = 0, hand_over_core = 0, is_root = 0, announces = 0;
     Py_ssize_t prefix_at = -1, prefix_head = 0;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|pnnpdpOpp", names, &segment, &ndarray, &area,
+            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|pnnpdpOppO", names, &segment, &ndarray, &area,
             &PyList_Type, &occupant, &PyList_Type, &own_pending, &PyTuple_Type, &readers,
             &slow, &wake, &publishes, &nbytes, &fingerprint, &mix, &my_held, &my_fp,
             &my_data, &held, &ack, &ack_of_me, &sleeper_words, &sleeper_ranks, &read_kind,
             &src, &dst, &len, &self_copy, &count, &op, &dtype, &spin, &store_fingerprint,
             &prefix_at, &prefix_head, &write_prefix, &yield, &hand_over_core, &local_words,
-            &is_root, &announces))
+            &is_root, &announces, &agree))
         return -1;
     if (PyList_GET_SIZE(occupant) != NSLOTS || PyList_GET_SIZE(own_pending) != NSLOTS) {
         PyErr_SetString(PyExc_ValueError, "occupant and own_pending need one entry per slot");
@@ -394,6 +400,11 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
     r->nothers = n / NSLOTS;
     if ((r->ack = int_array(ack, NSLOTS * r->nothers, NULL, "ack")) == NULL)
         return -1;
+    if (agree != NULL && agree != Py_None) {
+        if ((r->agree = int_array(agree, -1, &n, "agree")) == NULL)
+            return -1;
+        r->nagree = n / NSLOTS;
+    }
     if ((r->ack_of_me = int_array(ack_of_me, -1, &n, "ack_of_me")) == NULL)
         return -1;
     r->nmembers = n / NSLOTS;
@@ -596,6 +607,14 @@ static int await_arrivals(Runner *r, int slot) {
     return n >= 0 && await_masked(r, words, n, k, ARRIVED);
 }
 
+/* A reader of a bcast's or scatter's root: wait, as `await_arrivals` does, until the other
+ * readers found call `k` in the root's `slot` too (1), or hand over (0: Python waits, raising
+ * `CollectiveMismatch` if one made another call, and acknowledges). Ranks that name another
+ * root never arrive there: without it, a reader whose root agrees would return its data. */
+static int agreed(Runner *r, int slot, uint64_t k) {
+    return r->nagree == 0 || await_masked(r, r->agree + slot * r->nagree, r->nagree, k, ARRIVED);
+}
+
 /* After publishing a contribution this rank awaits nobody for: with more ranks than cores,
  * give the core to a peer that may be waiting on it (see `hand_over_core`). */
 static void after_publishing(Runner *r) {
@@ -671,6 +690,8 @@ static PyObject *run_call(Runner *r, int slot, uint64_t k, uint64_t word, char *
     if (r->announces)
         announce(r, slot, k);
     read_slots(r, slot, send, recv);
+    if (!agreed(r, slot, k))
+        return hand_over(r, 4, args, phase, confirm);  /* Python waits, then acknowledges */
     acknowledge(r, slot, k);
     if (r->is_root && confirm && !await_arrivals(r, slot))
         return hand_over(r, 3, args, phase, 1);  /* Python waits for the readers' arrivals */
@@ -898,6 +919,20 @@ static int next_seq(Runner *r, PyObject **seqobj, long long *seq) {
     return *seqobj == NULL ? -1 : 1;
 }
 
+/* Hand a bound broadcast's reader to Python's `slow` with `status`, the envelope as its
+ * recv: 0, or -1 with an exception set and `into` released. */
+static int reader_slowly(Runner *r, int status, PyObject *seqobj, PyObject *timeout,
+                         PyObject *into) {
+    PyObject *hand[4] = {Py_None, r->hot_env, seqobj, timeout};
+    PyObject *done_slowly = hand_over(r, status, hand, 0, 1);
+    if (done_slowly == NULL) {
+        Py_DECREF(into);
+        return -1;
+    }
+    Py_DECREF(done_slowly);
+    return 0;
+}
+
 /* bcast(x, out, timeout): a whole bound broadcast (see above). */
 static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
     if (!bound_usage(r, nargs, "bcast"))
@@ -997,13 +1032,8 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
     char *env = ((ArrayFields *)r->hot_env)->data;
     int late = !await_words(r, &held, 1, word);
     if (late) {  /* Python waits, reads the envelope into env and acknowledges */
-        PyObject *hand[4] = {Py_None, r->hot_env, seqobj, timeout};
-        PyObject *done_slowly = hand_over(r, 2, hand, 0, 1);
-        if (done_slowly == NULL) {
-            Py_DECREF(into);
+        if (reader_slowly(r, 2, seqobj, timeout, into) < 0)
             goto done;
-        }
-        Py_DECREF(done_slowly);
         src = env;
     }
     if (!late && r->announces)
@@ -1013,7 +1043,10 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
         copy_bytes(((ArrayFields *)into)->data, src + head, n);
     else if (!late)
         copy_bytes(env, src, used_bytes(r, src, ((ArrayFields *)r->hot_env)->dimensions[0]));
-    if (!late)
+    if (!late && !agreed(r, slot, k)) {  /* Python waits for the other readers, acknowledges */
+        if (reader_slowly(r, 4, seqobj, timeout, into) < 0)
+            goto done;
+    } else if (!late)
         acknowledge(r, slot, k);
     if (same)
         result = into;

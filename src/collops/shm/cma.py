@@ -50,6 +50,7 @@ from ..errors import ScheduleError
 from ..schedule import Schedule
 from ..transport.tags import call_tag
 from . import direct as shm_direct
+from . import direct_roles
 from .direct_area import DirectArea, call_number, held_word, slot_of
 from .execution import AreaExecution
 from .transport import ShmTransport
@@ -98,7 +99,7 @@ def cma_cost(spec: CallSpec, model: CostModel) -> float:
 # -- who publishes, who reads: as in shm_direct, less a rank's own slot ------------------------
 def _awaits(spec: CallSpec, rank: int) -> list[int]:
     """The members whose descriptors ``rank`` reads."""
-    return [j for j in shm_direct._awaits(spec, rank) if j != rank]
+    return [j for j in direct_roles.awaits(spec, rank) if j != rank]
 
 
 def _borrowers(spec: CallSpec, rank: int) -> tuple[int, ...]:

@@ -40,6 +40,7 @@ from ..errors import ScheduleError
 from ..ops import compiled_kernel, use_compiled_kernels
 from ..schedule import Schedule
 from ..transport.tags import call_tag
+from . import direct_roles as roles
 from . import direct_vector as vector
 from .direct_area import (
     DirectArea,
@@ -48,6 +49,7 @@ from .direct_area import (
     slot_capacity,
     slot_of,
 )
+from .direct_roles import Role, contribution_bytes
 from .execution import AreaExecution
 from .segment import DIRECT_SLOTS
 from .transport import ShmTransport
@@ -96,18 +98,6 @@ def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedu
         "schedule and cannot be built, validated, simulated or costed step by step")
 
 
-def contribution_bytes(spec: CallSpec) -> int:
-    """Bytes one rank writes into its slot (the largest over the ranks)."""
-    c, n = spec.collective, spec.count * spec.itemsize
-    if c in vector.REGULAR:
-        return vector.contribution_bytes(spec)
-    if c == "barrier":
-        return 0
-    if c in ("scatter", "alltoall", "reduce_scatter_block"):
-        return n * spec.size
-    return n
-
-
 def direct_cost(spec: CallSpec, model: CostModel) -> float:
     """Half an α plus half of what the bytes read from the peers' slots (β) and folded in
     (γ) cost a message.
@@ -126,65 +116,8 @@ def direct_cost(spec: CallSpec, model: CostModel) -> float:
     return 0.5 * (model.alpha + reads * model.beta + reduced * model.gamma)
 
 
-# -- what each rank writes, waits for and reads ------------------------------------------------
-def _awaits(spec: CallSpec, rank: int) -> list[int]:
-    """The members whose slot ``rank`` reads (itself included where it reads its own)."""
-    c, p = vector.regular(spec.collective), spec.size
-    if c in ("bcast", "scatter"):
-        return [] if rank == spec.root else [spec.root]
-    if c in ("gather", "reduce"):
-        return list(range(p)) if rank == spec.root else []
-    if c == "scan":
-        return list(range(rank + 1))
-    if c == "exscan":
-        return list(range(rank))
-    return list(range(p))
-
-
-def _waits_for(spec: CallSpec, rank: int) -> list[int]:
-    """The other members whose word for the call ``rank`` waits for (whose slots it reads)."""
-    return [j for j in _awaits(spec, rank) if j != rank]
-
-
-def _readers(spec: CallSpec, rank: int) -> tuple[int, ...]:
-    """The other members that read ``rank``'s slot."""
-    return tuple(m for m in range(spec.size) if m != rank and rank in _awaits(spec, m))
-
-
-def _publishes(spec: CallSpec, rank: int) -> bool:
-    """Whether ``rank`` stores its contribution and word for the call."""
-    return bool(_readers(spec, rank)) or rank in _awaits(spec, rank)
-
-
-def _confirms(spec: CallSpec, rank: int) -> bool:
-    """Whether ``rank`` is the root of a bcast or scatter, which completes only once every
-    reader has found its call in its slot: ranks that disagree on the root then meet each
-    other's word (the call number with another fingerprint) and raise `CollectiveMismatch`
-    naming both roots, instead of returning different data. Readers publish nothing for it,
-    so no slot is taken out of call order (a reader's call may start after its later calls);
-    they say they found the call before they copy it (`_announces`), so the root does not
-    wait for their copies."""
-    return (vector.regular(spec.collective) in ("bcast", "scatter") and rank == spec.root
-            and spec.size > 1)
-
-
-def _announces(spec: CallSpec, rank: int) -> bool:
-    """Whether ``rank`` reads the slot of a root that confirms (`_confirms`): it marks its
-    acknowledgement word `ARRIVED` once it finds the call, before it copies."""
-    return vector.regular(spec.collective) in ("bcast", "scatter") and rank != spec.root
-
-
-def _slot_bytes(spec: CallSpec, rank: int) -> int:
-    """The bytes ``rank`` copies into its slot for a call of ``spec``."""
-    if not _publishes(spec, rank):
-        return 0
-    if spec.collective in vector.REGULAR:
-        return vector.own_bytes(spec, rank)
-    return contribution_bytes(spec)
-
-
 def _write(area: DirectArea, spec: CallSpec, slot: int, send: np.ndarray | None) -> None:
-    nbytes = _slot_bytes(spec, area.index)
+    nbytes = roles.slot_bytes(spec, area.index)
     if send is not None and nbytes:
         if spec.collective == "scatterv" and not vector.packed(spec):
             send = vector.pack(spec, send.reshape(-1))
@@ -206,7 +139,7 @@ class DirectExecution(AreaExecution):
     ``confirm`` is false: a phase that follows checks the root, see `bind`)."""
 
     __slots__ = ("spec", "rank", "send", "recv", "k", "slot", "word", "written", "read", "role",
-                 "write_k", "confirms")
+                 "write_k", "confirms", "acknowledged")
 
     def __init__(self, transport: ShmTransport, area: DirectArea, spec: CallSpec, rank: int,
                  send: np.ndarray | None, recv: np.ndarray | None, seq: int, phase: int,
@@ -221,7 +154,7 @@ class DirectExecution(AreaExecution):
         self.confirms = role.confirms and confirm
         self.word = held_word(self.k, role.fingerprint)
         self.written = not role.publishes
-        self.read = False
+        self.read = self.acknowledged = False
         area.inflight += 1
         if not self.written:
             area.queue_write(self, self.k)
@@ -237,7 +170,16 @@ class DirectExecution(AreaExecution):
             return self._may_write()
         if not self.read:
             return not self.area.missing(self.slot, self.word, self.role.others)
+        if not self.acknowledged:
+            return not self._unarrived()
         return not self.confirms or not self.area.unconfirmed(self.slot)
+
+    def _unarrived(self) -> list[int]:
+        """The other readers not yet at the root's slot (`direct_roles.agrees_with`)."""
+        role = self.role
+        if not role.agrees:
+            return []
+        return self.area.unarrived(self.slot, self.k, role.others[0], role.agrees)
 
     def _awaited(self) -> list[int]:
         area, slot = self.area, self.slot
@@ -245,6 +187,8 @@ class DirectExecution(AreaExecution):
             return area.unacknowledged(slot)
         if not self.read:
             return area.missing(slot, self.word, self.role.others)
+        if not self.acknowledged:
+            return self._unarrived()
         return area.unconfirmed(slot) if self.confirms else []
 
     def _expect(self) -> tuple[int, int, int]:
@@ -270,39 +214,24 @@ class DirectExecution(AreaExecution):
             if role.announces:
                 area.announce(slot, k, role.others)
             _reader_for(area, self.spec, self.rank)(slot, self.send, self.recv)
-            area.acknowledge(slot, k, role.others)
             self.read = True
+        if not self.acknowledged:
+            if self._unarrived():
+                return self._stuck()
+            area.acknowledge(slot, k, role.others)
+            self.acknowledged = True
         if self.confirms and area.unconfirmed(slot):
             return self._stuck()
         return True
 
     def _leave(self) -> None:
+        if self.read and not self.acknowledged:  # it read the slot, whatever ended the call
+            self.area.acknowledge(self.slot, self.k, self.role.others)
         if self.area.own_pending[self.slot] == self.k:
             self.area.own_pending[self.slot] = 0
         self.area.inflight -= 1
         if not self.written:
             self.area.unwritten.remove(self)
-
-
-@dataclass(frozen=True)
-class Role:
-    """What a call signature asks of one rank in the direct areas."""
-
-    fingerprint: int
-    #: whether the rank writes its slot (someone reads it)
-    publishes: bool
-    #: the members whose slots it reads, itself included where it reads its own
-    awaits: tuple[int, ...]
-    #: those of them other than itself: the members it waits for
-    others: tuple[int, ...]
-    #: the other members that read its slot
-    readers: tuple[int, ...]
-    #: whether the call completes only once every reader found it (`_confirms`)
-    confirms: bool
-    #: whether the rank says it found the call before it reads it (`_announces`)
-    announces: bool
-    #: how errors name the call
-    what: str
 
 
 def kept(memo: dict[Any, Any], key: object, make: Callable[[], Any], limit: int = 1024) -> Any:
@@ -319,10 +248,11 @@ def kept(memo: dict[Any, Any], key: object, make: Callable[[], Any], limit: int 
 def _role(area: DirectArea, spec: CallSpec, rank: int) -> Role:
     """``rank``'s `Role` in calls of ``spec`` (made once, then kept with the area)."""
     def make() -> Role:
-        awaits = tuple(_awaits(spec, rank))
-        return Role(call_fingerprint(spec), _publishes(spec, rank), awaits,
-                    tuple(_waits_for(spec, rank)), _readers(spec, rank),
-                    _confirms(spec, rank), _announces(spec, rank),
+        awaits = tuple(roles.awaits(spec, rank))
+        return Role(call_fingerprint(spec), roles.publishes(spec, rank), awaits,
+                    tuple(roles.waits_for(spec, rank)), roles.readers(spec, rank),
+                    roles.confirms(spec, rank), roles.announces(spec, rank),
+                    roles.agrees_with(spec, rank),
                     f"rank {rank}: {spec.collective}[{NAME}]")
     return kept(area.memo, ("role", spec, rank), make)  # type: ignore[no-any-return]
 
@@ -396,7 +326,7 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
     if spec.collective == "scatterv" and call.rank == spec.root and not vector.packed(spec):
         return None  # its blocks are packed into its slot in Python (`_write`)
     rank, c, dt, p = call.rank, spec.collective, spec.dtype, spec.size
-    others = _waits_for(spec, rank)
+    others = roles.waits_for(spec, rank)
     plan, size = read_plan(spec, rank), dt.itemsize
     n = plan.count
     op_code = dt_code = 0
@@ -409,14 +339,16 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
             "reduce": _direct.READ_REDUCE}[plan.kind]
     slots = range(DIRECT_SLOTS)
     src = [area.slot_offset[j][i] + plan.offset for i in slots for j in plan.members]
-    publishes = _publishes(spec, rank)
+    publishes = roles.publishes(spec, rank)
     # without the fingerprint (only to measure its cost): nothing stored, nothing packed
     fingerprint = call_fingerprint(spec) if fingerprinted else 0
     sleepers = [r for r in area.group if r != transport.rank]
     # the words of peers pinned to this rank's core: waits for them yield at once
     on_my_core = [m for m in range(p) if transport.shares_core(area.group[m])]
+    agrees = roles.agrees_with(spec, rank)
     local_words = [area.held[m][i] for i in slots for m in on_my_core if m in others] + [
-        area.ack[m][rank][i] for m in on_my_core for i in slots]
+        area.ack[m][rank][i] for m in on_my_core for i in slots] + [
+        area.ack[m][spec.root][i] for i in slots for m in agrees if m in on_my_core]
 
     def slow(status: int, send: Any, recv: Any, seq: int, timeout: float | None,
              phase: int, confirm: bool) -> None:
@@ -435,19 +367,22 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
         # spun and yielded (`Ladder`'s first stages): sleep from here
         if status == 3:
             return _confirm_slowly(call, area, seq, timeout, fingerprint, phase, SLEEP)
+        if status == 4:  # a reader read; the other readers of its root are late
+            return _agree_slowly(call, area, seq, timeout, fingerprint, phase, SLEEP)
         return _finish_slowly(call, area, send, recv, seq, timeout, fingerprint, phase, SLEEP,
                               confirm)
 
     compiled = _direct.Runner(
         segment=transport.segment_map, ndarray=np.ndarray, area=area,
         occupant=area.occupant, own_pending=area.own_pending,
-        readers=_readers(spec, rank), slow=slow, wake=transport.wake, publishes=publishes,
-        nbytes=_slot_bytes(spec, rank), fingerprint=fingerprint,
-        is_root=_confirms(spec, rank), announces=_announces(spec, rank),
+        readers=roles.readers(spec, rank), slow=slow, wake=transport.wake, publishes=publishes,
+        nbytes=roles.slot_bytes(spec, rank), fingerprint=fingerprint,
+        is_root=roles.confirms(spec, rank), announces=roles.announces(spec, rank),
         mix=held_word(0, fingerprint), my_held=area.held[rank], my_fp=area.fps[rank],
         my_data=area.slot_offset[rank],
         held=[area.held[j][i] for i in slots for j in others],
         ack=[area.ack[rank][j][i] for i in slots for j in others],
+        agree=[area.ack[m][spec.root][i] for i in slots for m in agrees],
         ack_of_me=[area.ack[m][rank][i] for m in range(p) for i in slots],
         local_words=local_words,
         sleeper_words=[transport.sleeping_word(r) for r in sleepers], sleeper_ranks=sleepers,
@@ -473,26 +408,49 @@ def _finish_slowly(call: NativeCall, area: DirectArea, send: np.ndarray | None,
     spec = call.spec
     k, slot, rank = call_number(seq, phase), slot_of(seq, phase), call.rank
     deadline = None if timeout is None else time.monotonic() + timeout
-    others = _waits_for(spec, rank)
+    others = roles.waits_for(spec, rank)
     if fingerprint is None:
         fingerprint = call_fingerprint(spec)
     word = held_word(k, fingerprint)
     area.wait(lambda: not area.missing(slot, word, others),
               lambda: area.missing(slot, word, others), deadline,
               f"rank {rank}: {spec.collective}[{NAME}]", call_tag(call.context, seq, phase),
-              fp.describe, (slot, word, fingerprint), start, not _publishes(spec, rank))
-    if _announces(spec, rank):
+              fp.describe, (slot, word, fingerprint), start, not roles.publishes(spec, rank))
+    if roles.announces(spec, rank):
         area.announce(slot, k, others)
     _reader_for(area, spec, rank)(slot, send, recv)
-    area.acknowledge(slot, k, others)
-    if confirm and _confirms(spec, rank):
+    _agree_slowly(call, area, seq, timeout, fingerprint, phase, start)
+    if confirm and roles.confirms(spec, rank):
         _confirm_slowly(call, area, seq, timeout, fingerprint, phase, start)
+
+
+def _agree_slowly(call: NativeCall, area: DirectArea, seq: int, timeout: float | None,
+                  fingerprint: int | None = None, phase: int = 0, start: int = SPIN) -> None:
+    """A reader that has read its call waits until the other readers of its root found the
+    call too (`direct_roles.agrees_with`), raising `CollectiveMismatch` if one made another
+    call; then (whatever the outcome) it acknowledges what it read."""
+    spec, rank = call.spec, call.rank
+    k, slot = call_number(seq, phase), slot_of(seq, phase)
+    others, agrees = roles.waits_for(spec, rank), roles.agrees_with(spec, rank)
+    try:
+        if agrees:
+            fingerprint = fingerprint or call_fingerprint(spec)
+            root = others[0]
+            deadline = None if timeout is None else time.monotonic() + timeout
+            area.wait(lambda: not area.unarrived(slot, k, root, agrees),
+                      lambda: area.unarrived(slot, k, root, agrees), deadline,
+                      f"rank {rank}: {spec.collective}[{NAME}]",
+                      call_tag(call.context, seq, phase), fp.describe,
+                      (slot, held_word(k, fingerprint), fingerprint), start, True)
+    finally:
+        area.acknowledge(slot, k, others)
 
 
 def _confirm_slowly(call: NativeCall, area: DirectArea, seq: int, timeout: float | None,
                     fingerprint: int | None = None, phase: int = 0, start: int = SPIN) -> None:
-    """A bcast's or scatter's root waits until every reader found its call (`_confirms`),
-    raising `CollectiveMismatch` if a reader made another call at the same point."""
+    """A bcast's or scatter's root waits until every reader found its call
+    (`direct_roles.confirms`), raising `CollectiveMismatch` if a reader made another call at
+    the same point."""
     spec, rank = call.spec, call.rank
     slot, word = slot_of(seq, phase), held_word(call_number(seq, phase),
                                                 fingerprint or call_fingerprint(spec))
@@ -541,7 +499,7 @@ def read_plan(spec: CallSpec, rank: int) -> ReadPlan:
     """The `ReadPlan` of ``rank`` in a direct call of ``spec``."""
     c, n, p = spec.collective, spec.count, spec.size
     block = rank * n * spec.itemsize  # this rank's block in a whole-buffer contribution
-    awaits = _awaits(spec, rank)
+    awaits = roles.awaits(spec, rank)
     if c in vector.REGULAR:
         return vector.read_plan(spec, rank, awaits, ReadPlan)  # type: ignore[no-any-return]
     if c == "barrier" or (not awaits and c not in ("bcast", "scatter")):

@@ -19,6 +19,23 @@ consecutive calls use different slots and a rank may run a few calls ahead of it
   with another fingerprint is `CollectiveMismatch`, saying what each side called — reads,
   and acknowledges.
 
+**Ranks that disagree on the root.** The fingerprint carries the root, so ranks that meet
+each other's word for a call see the disagreement and raise `CollectiveMismatch` naming both
+roots. Each rank of a rooted call therefore completes only once it has met the word of
+every other rank, and a rank that would otherwise publish nothing leaves its word while it
+waits (`declare`). A gather's or reduce's ranks all publish, so the non-roots, which read
+nothing, wait for every other rank's word (without it, ranks that each name another as the
+root all return None and their slots are never read); the peers' slots stay theirs until
+they acknowledge. A bcast's or scatter's root waits for every reader to say it found the call
+(`ARRIVED`), and each reader, once it has read, for the other readers to say so at the same
+root's slot (`unarrived`) before it acknowledges (without it, a reader whose root agrees
+returns its data while a third rank that named another root raises); a root that gives its
+call up marks the acknowledgements it writes for its readers `RELEASED`, which is not an
+arrival. A check deferred to the next call instead would let a rank return a result from a
+call its peers fail, and a confirmation from the root would cost the readers a round trip;
+these waits cost none on the fast path: each rank waits for the others' arrival at the call,
+which a root already does, and with two ranks a reader has no other reader to wait for.
+
 Matching call numbers exactly, rather than trusting a counter to grow, lets non-blocking
 calls publish out of call order: a multi-phase call's second phase may start after a later
 call's first. A rank writes its contributions in call-number order, whatever order the calls
@@ -62,6 +79,9 @@ if TYPE_CHECKING:
 #: or-ed into an acknowledgement word by a reader that found its call and still copies it:
 #: enough for a root's confirmation (`DirectArea.unconfirmed`), not for reusing the slot
 ARRIVED = 1 << 62
+#: or-ed into the acknowledgement words a bcast's or scatter's root writes for its readers
+#: when it gives its call up (`DirectArea.release`): its slot is free, yet nobody arrived
+RELEASED = 1 << 61
 #: bytes of each rank's slot in the direct areas of the job this process attached to last
 #: (what ``shm_direct``'s restriction checks a call against; the layout's default before)
 _slot_capacity = seg.DEFAULT_DIRECT_BYTES
@@ -234,8 +254,11 @@ class DirectArea:
         words, me = self.words, self.index
         occupant, readers = self.occupant[slot]
         if occupant == k:
+            # a bcast's or scatter's root marks the stand-ins, so that a reader waiting for the
+            # others' arrival (`unarrived`) does not take them for agreement
+            stand_in = k | RELEASED if self._confirmed_by_reading(me, slot) else k
             for r in readers:
-                words[self.ack[r][me][slot]] = k
+                words[self.ack[r][me][slot]] = stand_in
             self.unreleased[slot] = [m for m in range(len(self.group)) if m != me]
             self.occupant[slot] = [k, ()]  # type: ignore[call-overload]
             self._released(slot)
@@ -249,7 +272,7 @@ class DirectArea:
 
     def _confirmed_by_reading(self, member: int, slot: int) -> bool:
         """Whether ``member``'s ``slot`` holds a bcast's or scatter's root contribution, which
-        counts an acknowledgement as its reader's agreement (`direct._confirms`): this rank
+        counts an acknowledgement as its reader's agreement (`direct_roles.confirms`): this rank
         never fakes one there; the root sees this rank's word for the call instead."""
         fingerprint = int(self.words[self.fps[member][slot]])
         return not is_given_up(fingerprint) and fields(fingerprint).collective in ("bcast",
@@ -274,6 +297,12 @@ class DirectArea:
         self.occupant[slot] = (k, ())
         self.transport.wake_sleepers(self.group)
         return True
+
+    def unarrived(self, slot: int, k: int, writer: int, readers: Sequence[int]) -> list[int]:
+        """The ``readers`` that have not found call ``k`` in ``writer``'s ``slot`` (said so
+        with `ARRIVED`, or read it; a root's `RELEASED` stand-in does not count)."""
+        words, ack = self.words, self.ack
+        return [r for r in readers if words[ack[r][writer][slot]] & ~ARRIVED != k]
 
     def announce(self, slot: int, k: int, writers: Sequence[int]) -> None:
         """Say that this rank found call ``k`` in the ``writers``' ``slot`` and is reading it
