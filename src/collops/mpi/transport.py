@@ -39,7 +39,10 @@ message. A dead rank never means a hang: most launchers end the job themselves; 
 does not (``mpiexec -disable-auto-cleanup``), a wait that needs a rank of this node whose
 process is gone raises `PeerFailed` naming it (`liveness`: the pids of this node's ranks,
 checked every ``sleep_slice``), and a rank blocked inside a blocking MPI call (making a
-communicator) aborts the job naming the dead rank. `world()` installs an exception hook so
+communicator) aborts the job naming the dead rank. A rank that returns from its program
+waits alive in ``MPI_Finalize``: it marks itself finished on its node (`liveness.FINISHED`),
+and a peer still waiting for its messages raises `PeerFailed` naming it. A rank that gives a
+call up (`give_up`) tells its peers, who raise `CollectiveMismatch`. `world()` installs an exception hook so
 that an uncaught exception on any rank prints that rank's traceback and aborts the whole job
 (``MPI_Abort``) instead of leaving the other ranks waiting forever.
 """
@@ -58,12 +61,12 @@ from types import TracebackType
 from typing import Any
 
 from .. import config
-from ..algorithms.fingerprint import describe
-from ..errors import PeerFailed, TransportError
+from ..algorithms.fingerprint import GIVEN_UP, describe
+from ..errors import CollectiveMismatch, CollopsError, PeerFailed, TransportError
 from ..transport.base import Capabilities, Handle, Transport
-from ..transport.tags import call_of_tag_base
-from .board import Board
-from .liveness import BlockingGuard, NodePeers, pids_on_node
+from ..transport.tags import PHASE_BITS, SEQ_BITS, call_of_tag_base
+from .board import Board, call_key
+from .liveness import BlockingGuard, NodePeers, node_peers
 
 #: the one MPI tag all collops point-to-point messages use
 WIRE_TAG = 0
@@ -73,6 +76,12 @@ EAGER_LIMIT = 32 * 1024
 _HEADER = struct.Struct("<QQQ")
 HEADER_BYTES = _HEADER.size
 _LARGE = 1 << 63
+#: in the size of a header with fingerprint GIVEN_UP: a `give_up` marker; below it, the rank
+#: that gave the call up first (bits 0-31) and the length of its error's text (from bit 32),
+#: which follows the header
+_GIVEN_UP_BY = 1 << 62
+#: longest error text a marker carries
+_GIVEN_UP_TEXT = 2000
 #: MPI communicators per collops communicator for MPI's own collectives (see `collective_comm`)
 COLLECTIVE_SLOTS = 8
 #: longest sleep between polls in `wait_for_activity`
@@ -139,6 +148,9 @@ class MpiTransport(Transport):
         #: `wait_for_activity`
         self._wakers: list[Any] = []
         self._closed = False
+        #: (rank, tag >> (SEQ_BITS + PHASE_BITS)) of the calls other ranks gave up -> the
+        #: rank that gave the call up first and its error
+        self._given_up: dict[tuple[int, int], tuple[int, str]] = {}
         #: ``hier``'s communicators under each of `collective_comm`'s (by its id)
         self._hier: dict[int, tuple[Any, Any]] = {}
         #: the thread watching this rank's blocking MPI calls (`blocking.Watchdog`)
@@ -174,8 +186,8 @@ class MpiTransport(Transport):
         shared = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
         leader = shared.allreduce(self.rank, op=MPI.MIN)
         masks = shared.allgather(sorted(os.sched_getaffinity(0)))
-        self._peers = NodePeers(pids_on_node(self.comm, shared))
-        shared.Free()
+        self._peers = node_peers(MPI, self.comm, shared)
+        self._node_comm = shared  # under the window of the node's finished words
         leaders = self.comm.allgather(leader)
         number = {lead: i for i, lead in enumerate(sorted(set(leaders)))}
         cpus = len(set().union(*masks))
@@ -205,8 +217,12 @@ class MpiTransport(Transport):
         """``(PeerFailed, True)`` if ``peer`` ran on this node and its process is gone (MPI
         tells nothing of other nodes; their launcher ends the job), else None."""
         if peer != self.rank and self._peers.first_dead({peer}) is not None:
-            return PeerFailed(peer, f"its process (pid {self._peers.pids[peer]}) is gone while "
-                              f"rank {self.rank} waited for it over MPI"), True
+            return self.noted(PeerFailed(
+                peer, f"its process (pid {self._peers.pids[peer]}) is gone while rank "
+                f"{self.rank} waited for it over MPI")), True
+        if peer != self.rank and self._peers.first_finished({peer}) is not None:
+            self._advance()  # take what it sent before it finished
+            return self.finished_error(peer), False
         return None
 
     def isend(self, peer: int, tag: int, data: memoryview, fingerprint: int = 0) -> Handle:
@@ -266,6 +282,12 @@ class MpiTransport(Transport):
                 continue
             message.Recv(self._inbox)
             tag, fingerprint, nbytes = _HEADER.unpack_from(self._inbox)
+            if fingerprint == GIVEN_UP and nbytes & _GIVEN_UP_BY:  # `give_up`'s marker
+                length = (nbytes & ~_GIVEN_UP_BY) >> 32
+                why = bytes(self._inbox_view[HEADER_BYTES: HEADER_BYTES + length])
+                self._given_up[(source, tag >> (SEQ_BITS + PHASE_BITS))] = (
+                    nbytes & 0xFFFF_FFFF, why.decode(errors="replace"))
+                continue
             if nbytes & _LARGE:
                 self._payload_from[source] = (tag, fingerprint, nbytes & ~_LARGE)
                 continue
@@ -340,6 +362,8 @@ class MpiTransport(Transport):
             if waited < self._spin_seconds + self._yield_seconds:
                 os.sched_yield()
                 continue
+            if self._given_up and self._posted:
+                self._check_given_up()
             if now >= self._next_check:
                 self._next_check = now + self._check_every
                 self.check_peers()
@@ -355,20 +379,104 @@ class MpiTransport(Transport):
     def awaited(self) -> set[int]:
         """The ranks this rank waits for: peers of its pending messages and the members of
         MPI collectives in flight."""
-        ranks = {peer for peer, _ in self._posted} | set(self._payload_from)
-        ranks.update(h.peer for _, h in self._pending)
+        ranks = self._awaited_messages()
         for _, group in self._watched:
             ranks.update(group)
         ranks.discard(self.rank)
         return ranks
 
+    def _awaited_messages(self) -> set[int]:
+        """The ranks this rank awaits a message from, or whose receive of its send is due."""
+        ranks = {peer for peer, _ in self._posted} | set(self._payload_from)
+        ranks.update(h.peer for _, h in self._pending)
+        return ranks
+
     def check_peers(self) -> None:
-        """Raise `PeerFailed` if a rank this one waits for ran on this node and is gone."""
-        dead = self._peers.first_dead(self.awaited())
+        """Raise `PeerFailed` if a rank this one waits for ran on this node and is gone, or
+        returned from its program (`liveness.FINISHED`) before sending what this rank awaits
+        or posting the call this rank waits for on a board."""
+        peers = self._peers
+        dead = peers.first_dead(self.awaited())
         if dead is not None:
-            raise PeerFailed(dead, f"its process (pid {self._peers.pids[dead]}, on rank "
-                             f"{self.rank}'s node) is gone while rank {self.rank} waited for "
-                             "it over MPI")
+            raise self.noted(PeerFailed(
+                dead, f"its process (pid {peers.pids[dead]}, on rank {self.rank}'s node) is "
+                f"gone while rank {self.rank} waited for it over MPI"))
+        if peers.words is None:
+            return
+        if peers.first_finished(self._awaited_messages()) is not None:
+            self._advance()  # what it sent before it finished is here by now
+            done = peers.first_finished(self._awaited_messages())
+            if done is not None:
+                raise self.finished_error(done)
+        for waker in self._wakers:
+            done = peers.first_finished(waker.not_posted())
+            if done is not None:
+                raise self.finished_error(done, "for it to make the same call")
+
+    def finished_error(self, peer: int, what: str = "for its messages") -> PeerFailed:
+        """The error of a rank that waits ``what`` from ``peer``, which returned from its
+        program: naming the rank ``peer``'s own failure followed from, if it noted one."""
+        cause = self._peers.cause(peer)
+        if cause is not None:
+            return self.noted(PeerFailed(
+                cause, f"rank {peer}, failing because of it, returned from its program while "
+                f"rank {self.rank} still waited {what} over MPI"))
+        return self.noted(PeerFailed(
+            peer, f"it returned from its program (finished with collops) while rank "
+            f"{self.rank} still waited {what} over MPI"))
+
+    def noted(self, error: PeerFailed) -> PeerFailed:
+        """``error``, its failed rank noted as the cause of this rank's failure
+        (`NodePeers.note_cause`), for the peers that see this rank finish to name it."""
+        self._peers.note_cause(self.rank, error.failed_rank)
+        return error
+
+    def give_up(self, tag_base: int, error: BaseException) -> None:
+        """This rank abandoned the phase of a call whose tag base is ``tag_base`` after
+        ``error``. A `PeerFailed` is noted as the cause of this rank's own failure (`noted`).
+        After any other collops error its peers are told (`given_up`): the call's entry on
+        its communicator's boards holds `fingerprint.GIVEN_UP` where this rank had not
+        posted it, and every other rank gets a marker message, so a peer that waits for a
+        message of this call from this rank raises `CollectiveMismatch`. This rank's own
+        receives of the call are dropped."""
+        if isinstance(error, PeerFailed):
+            self.noted(error)
+            return
+        if not isinstance(error, CollopsError) or self._closed:
+            return
+        call = tag_base >> (SEQ_BITS + PHASE_BITS)
+        for key in [k for k in self._posted if k[1] >> (SEQ_BITS + PHASE_BITS) == call]:
+            del self._posted[key]  # its receives of the call will not be waited for
+        context, seq = call_of_tag_base(tag_base)
+        phase = (tag_base >> SEQ_BITS) & ((1 << PHASE_BITS) - 1)
+        for (_, board_context), board in self._boards.items():
+            if board is not None and board_context == context and phase < 4:
+                board.give_up(call_key(seq, phase, False))
+        # the rank that gave it up first, and its error
+        origin, why = getattr(error, "gave_up", (self.rank, f"{type(error).__name__}: {error}"))
+        text = why.encode()[:_GIVEN_UP_TEXT]
+        marker = _HEADER.pack(tag_base, GIVEN_UP, _GIVEN_UP_BY | len(text) << 32 | origin) + text
+        try:
+            for peer in range(self.size):
+                if peer != self.rank:
+                    self._background.append((self.comm.Isend(marker, peer, WIRE_TAG), marker))
+        except self._MPI.Exception:
+            pass  # MPI itself failed (the error being handled says so): nobody can be told
+
+    def _check_given_up(self) -> None:
+        """Raise `CollectiveMismatch` if a rank this one awaits a message from gave that
+        message's call up (its marker came: nothing more of that call will)."""
+        shift = SEQ_BITS + PHASE_BITS
+        for peer, tag in self._posted:
+            given = self._given_up.get((peer, tag >> shift))
+            if given is not None:
+                origin, why = given
+                how = "it" if origin == peer else f"rank {origin} (world) gave it up first and"
+                exc = CollectiveMismatch(
+                    f"rank {self.rank} (world) awaits a message from rank {peer} (world), "
+                    f"but rank {peer} gave the call up: {how} raised {why}")
+                exc.gave_up = given  # type: ignore[attr-defined]
+                raise exc
 
     def blocking(self, call: str) -> BlockingGuard:
         """A guard for a blocking MPI call: the job is aborted if a rank of this node dies
@@ -473,6 +581,7 @@ class MpiTransport(Transport):
                     time.sleep(1e-3)
         except TransportError:
             pass
+        self._peers.mark_finished(self.rank)  # its peers still waiting for it are told
 
 
 def _returning_errors(MPI: Any, comm: Any) -> Any:
