@@ -42,9 +42,9 @@ checked every ``sleep_slice``), and a rank blocked inside a blocking MPI call (m
 communicator) aborts the job naming the dead rank. A rank that returns from its program
 waits alive in ``MPI_Finalize``: it marks itself finished on its node (`liveness.FINISHED`),
 and a peer still waiting for its messages raises `PeerFailed` naming it. A rank that gives a
-call up (`give_up`) tells its peers, who raise `CollectiveMismatch`. `world()` installs an exception hook so
-that an uncaught exception on any rank prints that rank's traceback and aborts the whole job
-(``MPI_Abort``) instead of leaving the other ranks waiting forever.
+call up (`give_up`) tells its peers, who raise `CollectiveMismatch`. `world()` installs an
+exception hook so that an uncaught exception on any rank prints that rank's traceback and
+aborts the whole job (``MPI_Abort``) instead of leaving the other ranks waiting forever.
 """
 
 from __future__ import annotations
@@ -61,11 +61,12 @@ from types import TracebackType
 from typing import Any
 
 from .. import config
-from ..algorithms.fingerprint import GIVEN_UP, describe
-from ..errors import CollectiveMismatch, CollopsError, PeerFailed, TransportError
+from ..algorithms.fingerprint import describe
+from ..errors import CollopsError, PeerFailed, TransportError
 from ..transport.base import Capabilities, Handle, Transport
-from ..transport.tags import PHASE_BITS, SEQ_BITS, call_of_tag_base
-from .board import Board, call_key
+from ..transport.tags import call_of_tag_base
+from . import given_up
+from .board import Board
 from .liveness import BlockingGuard, NodePeers, node_peers
 
 #: the one MPI tag all collops point-to-point messages use
@@ -76,12 +77,6 @@ EAGER_LIMIT = 32 * 1024
 _HEADER = struct.Struct("<QQQ")
 HEADER_BYTES = _HEADER.size
 _LARGE = 1 << 63
-#: in the size of a header with fingerprint GIVEN_UP: a `give_up` marker; below it, the rank
-#: that gave the call up first (bits 0-31) and the length of its error's text (from bit 32),
-#: which follows the header
-_GIVEN_UP_BY = 1 << 62
-#: longest error text a marker carries
-_GIVEN_UP_TEXT = 2000
 #: MPI communicators per collops communicator for MPI's own collectives (see `collective_comm`)
 COLLECTIVE_SLOTS = 8
 #: longest sleep between polls in `wait_for_activity`
@@ -148,7 +143,7 @@ class MpiTransport(Transport):
         #: `wait_for_activity`
         self._wakers: list[Any] = []
         self._closed = False
-        #: (rank, tag >> (SEQ_BITS + PHASE_BITS)) of the calls other ranks gave up -> the
+        #: (rank, tag >> given_up.CALL_SHIFT) of the calls other ranks gave up -> the
         #: rank that gave the call up first and its error
         self._given_up: dict[tuple[int, int], tuple[int, str]] = {}
         #: ``hier``'s communicators under each of `collective_comm`'s (by its id)
@@ -282,11 +277,9 @@ class MpiTransport(Transport):
                 continue
             message.Recv(self._inbox)
             tag, fingerprint, nbytes = _HEADER.unpack_from(self._inbox)
-            if fingerprint == GIVEN_UP and nbytes & _GIVEN_UP_BY:  # `give_up`'s marker
-                length = (nbytes & ~_GIVEN_UP_BY) >> 32
-                why = bytes(self._inbox_view[HEADER_BYTES: HEADER_BYTES + length])
-                self._given_up[(source, tag >> (SEQ_BITS + PHASE_BITS))] = (
-                    nbytes & 0xFFFF_FFFF, why.decode(errors="replace"))
+            if given_up.is_marker(fingerprint, nbytes):  # `give_up`'s
+                self._given_up[(source, tag >> given_up.CALL_SHIFT)] = given_up.read(
+                    nbytes, self._inbox_view[HEADER_BYTES:])
                 continue
             if nbytes & _LARGE:
                 self._payload_from[source] = (tag, fingerprint, nbytes & ~_LARGE)
@@ -363,7 +356,7 @@ class MpiTransport(Transport):
                 os.sched_yield()
                 continue
             if self._given_up and self._posted:
-                self._check_given_up()
+                given_up.check(self.rank, self._posted, self._given_up)
             if now >= self._next_check:
                 self._next_check = now + self._check_every
                 self.check_peers()
@@ -433,50 +426,12 @@ class MpiTransport(Transport):
 
     def give_up(self, tag_base: int, error: BaseException) -> None:
         """This rank abandoned the phase of a call whose tag base is ``tag_base`` after
-        ``error``. A `PeerFailed` is noted as the cause of this rank's own failure (`noted`).
-        After any other collops error its peers are told (`given_up`): the call's entry on
-        its communicator's boards holds `fingerprint.GIVEN_UP` where this rank had not
-        posted it, and every other rank gets a marker message, so a peer that waits for a
-        message of this call from this rank raises `CollectiveMismatch`. This rank's own
-        receives of the call are dropped."""
+        ``error``. A `PeerFailed` is noted as the cause of this rank's own failure (`noted`);
+        after any other collops error its peers are told (`given_up.tell`)."""
         if isinstance(error, PeerFailed):
             self.noted(error)
-            return
-        if not isinstance(error, CollopsError) or self._closed:
-            return
-        call = tag_base >> (SEQ_BITS + PHASE_BITS)
-        for key in [k for k in self._posted if k[1] >> (SEQ_BITS + PHASE_BITS) == call]:
-            del self._posted[key]  # its receives of the call will not be waited for
-        context, seq = call_of_tag_base(tag_base)
-        phase = (tag_base >> SEQ_BITS) & ((1 << PHASE_BITS) - 1)
-        for (_, board_context), board in self._boards.items():
-            if board is not None and board_context == context and phase < 4:
-                board.give_up(call_key(seq, phase, False))
-        # the rank that gave it up first, and its error
-        origin, why = getattr(error, "gave_up", (self.rank, f"{type(error).__name__}: {error}"))
-        text = why.encode()[:_GIVEN_UP_TEXT]
-        marker = _HEADER.pack(tag_base, GIVEN_UP, _GIVEN_UP_BY | len(text) << 32 | origin) + text
-        try:
-            for peer in range(self.size):
-                if peer != self.rank:
-                    self._background.append((self.comm.Isend(marker, peer, WIRE_TAG), marker))
-        except self._MPI.Exception:
-            pass  # MPI itself failed (the error being handled says so): nobody can be told
-
-    def _check_given_up(self) -> None:
-        """Raise `CollectiveMismatch` if a rank this one awaits a message from gave that
-        message's call up (its marker came: nothing more of that call will)."""
-        shift = SEQ_BITS + PHASE_BITS
-        for peer, tag in self._posted:
-            given = self._given_up.get((peer, tag >> shift))
-            if given is not None:
-                origin, why = given
-                how = "it" if origin == peer else f"rank {origin} (world) gave it up first and"
-                exc = CollectiveMismatch(
-                    f"rank {self.rank} (world) awaits a message from rank {peer} (world), "
-                    f"but rank {peer} gave the call up: {how} raised {why}")
-                exc.gave_up = given  # type: ignore[attr-defined]
-                raise exc
+        elif isinstance(error, CollopsError) and not self._closed:
+            given_up.tell(self, tag_base, error, _HEADER, WIRE_TAG)
 
     def blocking(self, call: str) -> BlockingGuard:
         """A guard for a blocking MPI call: the job is aborted if a rank of this node dies
