@@ -136,6 +136,33 @@ def test_shm_every_survivor_names_the_rank_that_returned_early(tmp_path):
     assert named == {1: 0, 2: 0}
 
 
+def _early_return_before_a_receive_chain(comm: collops.Comm, folder: str) -> None:
+    """Rank 0 returns at once; rank 1 waits in a receive from rank 0, rank 2 in a receive
+    from rank 1 (blocking or not): each writes the rank its error names."""
+    if comm.rank == 0:
+        return
+    try:
+        if comm.rank == 1:
+            comm.recv(source=0, timeout=20.0)
+        else:
+            comm.irecv(source=1).wait()
+    except collops.PeerFailed as exc:
+        Path(folder, f"rank{comm.rank}").write_text(json.dumps(exc.failed_rank))
+        raise
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("transport", ["shm", "inproc"])
+def test_a_receive_chain_names_the_rank_that_returned_early(tmp_path, transport):
+    # rank 2 hears first of rank 1's failure in a receive, which followed from rank 0's
+    # early return (the campaign's point-to-point calls: rank 2 named rank 1 on shm)
+    with pytest.raises(collops.RankFailed):
+        collops.spawn(_early_return_before_a_receive_chain, 3, str(tmp_path),
+                      transport=transport, timeout=40)
+    named = {r: json.loads(Path(tmp_path, f"rank{r}").read_text()) for r in (1, 2)}
+    assert named == {1: 0, 2: 0}
+
+
 def _rank_1_never_calls(comm: collops.Comm, folder: str) -> None:
     Path(folder, f"pid{comm.rank}").write_text(str(os.getpid()))
     if comm.rank == 1:

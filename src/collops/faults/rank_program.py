@@ -47,6 +47,8 @@ class Plan:
     call_timeout: float | None = None
     repeat: bool = False
     large: bool = True
+    #: point-to-point calls among the collectives (`calls.P2P`)
+    p2p: bool = True
 
     def mismatch(self) -> Deviation | None:
         """The deviation the victim makes at call ``at`` (None unless a mismatch trial)."""
@@ -58,7 +60,8 @@ class Plan:
         deviation = self.mismatch()
         forced = {self.at: MISMATCHABLE[deviation.kind][self.seed % len(
             MISMATCHABLE[deviation.kind])]} if deviation else {}
-        return make_calls(self.seed, self.calls, size, forced=forced, large=self.large)
+        return make_calls(self.seed, self.calls, size, forced=forced, large=self.large,
+                          p2p=self.p2p)
 
 
 class InjectedFault(RuntimeError):

@@ -419,10 +419,14 @@ class MpiTransport(Transport):
             f"{self.rank} still waited {what} over MPI"))
 
     def noted(self, error: PeerFailed) -> PeerFailed:
-        """``error``, its failed rank noted as the cause of this rank's failure
-        (`NodePeers.note_cause`), for the peers that see this rank finish to name it."""
-        self._peers.note_cause(self.rank, error.failed_rank)
+        """``error``, its failed rank noted as the cause of this rank's failure."""
+        self.note_cause(error.failed_rank)
         return error
+
+    def note_cause(self, failed: int) -> None:
+        """Note that this rank's failure follows from rank ``failed``'s, for the peers that
+        see this rank finish to name ``failed`` (`NodePeers.note_cause`)."""
+        self._peers.note_cause(self.rank, failed)
 
     def give_up(self, tag_base: int, error: BaseException) -> None:
         """This rank abandoned the phase of a call whose tag base is ``tag_base`` after

@@ -25,7 +25,13 @@ import numpy as np
 
 from ..algorithms.fingerprint import mismatch
 from ..datatypes import address_of
-from ..errors import CollectiveMismatch, CollectiveTimeout, CollopsError, MessageSizeMismatch
+from ..errors import (
+    CollectiveMismatch,
+    CollectiveTimeout,
+    CollopsError,
+    MessageSizeMismatch,
+    PeerFailed,
+)
 from ..ops import Op
 from ..schedule.local import apply_reduce
 from ..schedule.table import Schedule, StepKind
@@ -291,6 +297,10 @@ class Progress:
         tag_base = getattr(ex, "tag_base", None)
         if error is not None and tag_base is not None:
             self.transport.give_up(tag_base, error)
+        elif isinstance(error, PeerFailed):  # a point-to-point operation's: no call to give up
+            note_cause = getattr(self.transport, "note_cause", None)
+            if note_cause is not None:  # the rank named is the cause of this rank's failure
+                note_cause(error.failed_rank)
 
     def _poll_other(self, ex: Any) -> None:
         """Poll an execution nobody is waiting on here: its completion advances its owner, and
