@@ -16,7 +16,9 @@ import pytest
 
 import collops
 from collops.cli import main
-from collops.faults.campaign import KINDS, Outcome, mpiexec, run_campaign
+from collops.faults import calls as fault_calls
+from collops.faults.campaign import KINDS, Outcome, Trial, mpiexec, run_campaign, run_trial
+from collops.faults.rank_program import Plan
 from collops.faults.report import problems, summarise
 
 
@@ -44,6 +46,62 @@ def test_fixed_fault_kinds_meet_the_must_holds(transport, kind, trials):
 @pytest.mark.timeout(60)
 def test_threads_a_rank_returning_early_is_named_by_its_peers():
     _assert_hold(_trials("threads", "return", 1, calls=24, call_timeout=2.0))
+
+
+def _calls_checked(comm: collops.Comm) -> list[tuple[str, bool]]:
+    f = fault_calls
+    calls = f.make_calls(15, 40, comm.size, large=False, p2p=True)
+    return [(c.collective, f.same_result(f.invoke(comm, c, timeout=20.0),
+                                         f.expected(c, comm.rank, comm.size))) for c in calls]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("transport", ["inproc", "shm"])
+def test_the_campaigns_point_to_point_calls_give_numpys_answers(transport):
+    got = collops.spawn(_calls_checked, 3, transport=transport, timeout=100)
+    assert all(ok for rank in got for _, ok in rank), got
+    assert {c for c, _ in got[0]} >= set(fault_calls.P2P)  # each kind of message among them
+
+
+def _p2p_fault_trials(transport: str, kind: str, call: str, trials: int, tmp: Path,
+                      **kw) -> list[Outcome]:
+    """Trials whose fault comes at a point-to-point ``call`` (made by the faulty rank: a
+    ``send``'s sender)."""
+    outcomes = []
+    rng = np.random.default_rng(15)
+    for seed in range(200):
+        plan = Plan(folder=str(tmp / f"t{seed}"), seed=seed, calls=24, kind=kind,
+                    call_timeout=5.0, delay=0.001)
+        calls = plan.call_list(3)
+        at = next((i for i in range(1, 19) if calls[i].collective == call), None)
+        if at is None:
+            continue
+        plan.at, plan.victim = at, calls[at].root if call == "send" else seed % 3
+        Path(plan.folder).mkdir()
+        outcomes.append(run_trial(Trial(transport, kind, 3, plan, kw.get("limit", 30.0)), rng))
+        if len(outcomes) == trials:
+            return outcomes
+    raise AssertionError(f"no {call} in the calls of 200 seeds")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("transport,kind,call", [
+    ("threads", "return", "send"), ("threads", "raise", "isend_irecv"),
+    ("shm", "kill", "sendrecv"), ("shm", "return", "isend_irecv"), ("shm", "raise", "send"),
+])
+def test_faults_at_point_to_point_calls_meet_the_must_holds(transport, kind, call, tmp_path):
+    outcomes = _p2p_fault_trials(transport, kind, call, 1, tmp_path)
+    assert all(o.fault_call == call for o in outcomes), outcomes
+    _assert_hold(outcomes)
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.skipif(mpiexec() is None, reason="no mpiexec (pip install 'collops[mpi]')")
+@pytest.mark.parametrize("call", ["send", "isend_irecv"])
+def test_mpi_a_rank_returning_early_at_a_point_to_point_call_is_named(call, tmp_path):
+    # the rank that returned waits alive in MPI_Finalize: its peers used to time out
+    pytest.importorskip("mpi4py")
+    _assert_hold(_p2p_fault_trials("mpi", "return", call, 1, tmp_path, limit=40.0))
 
 
 #: killed by ``mpiexec`` (SIGKILL): the launcher ended the job itself, which issue 15 item 6
@@ -132,6 +190,33 @@ def test_shm_every_survivor_names_the_rank_that_returned_early(tmp_path):
     # (issue 15: every survivor names the failed rank; the launcher names the first cause)
     with pytest.raises(collops.RankFailed):
         collops.spawn(_early_return_in_a_ring, 3, str(tmp_path), transport="shm", timeout=40)
+    named = {r: json.loads(Path(tmp_path, f"rank{r}").read_text()) for r in (1, 2)}
+    assert named == {1: 0, 2: 0}
+
+
+def _early_return_before_a_receive_chain(comm: collops.Comm, folder: str) -> None:
+    """Rank 0 returns at once; rank 1 waits in a receive from rank 0, rank 2 in a receive
+    from rank 1 (blocking or not): each writes the rank its error names."""
+    if comm.rank == 0:
+        return
+    try:
+        if comm.rank == 1:
+            comm.recv(source=0, timeout=20.0)
+        else:
+            comm.irecv(source=1).wait()
+    except collops.PeerFailed as exc:
+        Path(folder, f"rank{comm.rank}").write_text(json.dumps(exc.failed_rank))
+        raise
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("transport", ["shm", "inproc"])
+def test_a_receive_chain_names_the_rank_that_returned_early(tmp_path, transport):
+    # rank 2 hears first of rank 1's failure in a receive, which followed from rank 0's
+    # early return (the campaign's point-to-point calls: rank 2 named rank 1 on shm)
+    with pytest.raises(collops.RankFailed):
+        collops.spawn(_early_return_before_a_receive_chain, 3, str(tmp_path),
+                      transport=transport, timeout=40)
     named = {r: json.loads(Path(tmp_path, f"rank{r}").read_text()) for r in (1, 2)}
     assert named == {1: 0, 2: 0}
 

@@ -71,3 +71,22 @@ def test_the_names_of_mpich_segments_this_process_maps_are_removed(tmp_path):
         for n in (name, other):
             if os.path.exists(f"/dev/shm/{n}"):
                 os.unlink(f"/dev/shm/{n}")
+
+
+def test_a_finished_rank_and_the_cause_it_noted_are_seen_by_its_node_peers():
+    # ranks 3, 5, 8 on one node share three words (a bytearray standing in for MPI's window)
+    words = memoryview(bytearray(3 * 8)).cast("Q")
+    index = {3: 0, 5: 1, 8: 2}
+    seen_by_3 = NodePeers({5: os.getpid(), 8: os.getpid()}, words, index)
+    rank_5 = NodePeers({3: os.getpid(), 8: os.getpid()}, words, index)
+    rank_8 = NodePeers({3: os.getpid(), 5: os.getpid()}, words, index)
+    assert seen_by_3.first_finished({5, 8}) is None
+    rank_5.note_cause(5, 8)  # rank 5 failed because of rank 8 ...
+    assert seen_by_3.first_finished({5, 8}) is None  # ... but has not finished yet
+    rank_5.mark_finished(5)
+    rank_8.mark_finished(8)
+    assert seen_by_3.first_finished({5, 8}) == 5 and seen_by_3.first_finished({8}) == 8
+    assert seen_by_3.cause(5) == 8 and seen_by_3.cause(8) is None
+    rank_5.note_cause(5, 3)  # only the first cause is kept
+    assert seen_by_3.cause(5) == 8 and seen_by_3.first_finished({5}) == 5
+    assert NodePeers({5: os.getpid()}).first_finished({5}) is None  # no window: never told

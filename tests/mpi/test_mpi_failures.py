@@ -3,6 +3,7 @@ a `CollopsError` naming the call, the rank and MPI's message, and a long wait is
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 pytest.importorskip("mpi4py")
@@ -51,4 +52,41 @@ def test_a_rank_waiting_past_the_threshold_reports_the_stall_once(algorithm):
     stalls = [line for line in proc.stderr.splitlines() if "collops: stall:" in line]
     assert len(stalls) == 1, proc.stderr
     assert "rank 0 has waited" in stalls[0] and f"allreduce[{algorithm}] #1" in stalls[0]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("wait,algorithm", [("allreduce", "mpi_native"),
+                                            ("allreduce", "recursive_doubling"),
+                                            ("iallreduce", "mpi_native"),
+                                            ("recv", "mpi_native")])
+def test_a_rank_that_returns_early_is_named_by_peer_failed(wait, algorithm):
+    # the rank that returned waits alive inside MPI_Finalize: its pid says nothing, its
+    # node's FINISHED word does (its peers used to wait for their 30 s timeout)
+    proc = mpirun(3, "returns_early.py", wait, algorithm, timeout=100)
+    got = {r["rank"]: r for r in reports(proc.stdout)}
+    assert sorted(got) == [0, 1], proc.stdout + proc.stderr
+    for report in got.values():
+        assert report["error"] == "PeerFailed", report
+        assert report["failed_rank"] == 2, report
+        assert "returned from its program" in report["message"], report
+        assert report["seconds"] < 25, report  # told, not timed out
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", ["allreduce out", "allgather dtype", "alltoall shape",
+                                  "bound allreduce timeout", "allreduce out ring",
+                                  "allreduce out recursive_doubling"])
+def test_the_peers_of_a_rank_that_gave_up_are_told(case):
+    # the peers used to wait for their 20 s timeout: MPI's give_up did nothing
+    proc = mpirun(3, "gives_up.py", case, timeout=100)
+    got = by_rank(proc, 3)
+    assert got[1]["error"] == "ArgumentError", got
+    for rank in (0, 2):
+        assert got[rank]["error"] in ("CollectiveMismatch", "PeerFailed"), got
+        assert "rank 1" in got[rank]["message"], got
+        assert got[rank]["seconds"] < 10, got
+    want = (np.arange(5, dtype=np.int64) * 6).tolist()
+    assert all(g["after"] == [want] * 5 for g in got.values()), got
     assert proc.returncode == 0, proc.stderr[-3000:]

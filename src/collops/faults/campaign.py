@@ -76,6 +76,8 @@ class Outcome:
     shm_left: dict[str, int] = field(default_factory=dict)
     aborted_by: int | None = None
     stderr_tail: str = ""
+    #: the call the faulty rank made when it caused the fault (None: SIGINT, or unknown)
+    fault_call: str | None = None
 
 
 def mpiexec() -> str | None:
@@ -152,7 +154,8 @@ def run_trial(trial: Trial, rng: np.random.Generator) -> Outcome:
     return Outcome(trial.transport, trial.kind, trial.ranks, trial.plan.seed, trial.plan.victim,
                    trial.plan.at, None if hung else _shell_status(job.returncode), hung,
                    end - start, fault_time, end, records, len(left), leaked,
-                   int(abort[1]) if (abort := MPI_ABORT.search(stderr)) else None, stderr[-2000:])
+                   int(abort[1]) if (abort := MPI_ABORT.search(stderr)) else None, stderr[-2000:],
+                   None if fault is None else fault.get("call"))
 
 
 def _default_sigint() -> None:

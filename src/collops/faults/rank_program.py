@@ -7,7 +7,8 @@ Rank r writes ``rank<r>.json`` (how its loop ended: completed, or which error at
 and when, and the calls whose result differed from numpy's for the call it made: a rank may
 finish its part of a mismatched call, e.g. a gather's non-root, but never with a wrong
 result), ``ready<r>`` (with the /dev/shm files it maps) once its loop runs, and
-the rank that causes the fault writes ``fault.json`` with the moment it did.
+the rank that causes the fault writes ``fault.json`` with the moment it did and the call it
+did it in.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class Plan:
     call_timeout: float | None = None
     repeat: bool = False
     large: bool = True
+    #: point-to-point calls among the collectives (`calls.P2P`)
+    p2p: bool = True
 
     def mismatch(self) -> Deviation | None:
         """The deviation the victim makes at call ``at`` (None unless a mismatch trial)."""
@@ -58,7 +61,8 @@ class Plan:
         deviation = self.mismatch()
         forced = {self.at: MISMATCHABLE[deviation.kind][self.seed % len(
             MISMATCHABLE[deviation.kind])]} if deviation else {}
-        return make_calls(self.seed, self.calls, size, forced=forced, large=self.large)
+        return make_calls(self.seed, self.calls, size, forced=forced, large=self.large,
+                          p2p=self.p2p)
 
 
 class InjectedFault(RuntimeError):
@@ -79,15 +83,15 @@ def _shm_files() -> list[str]:
         return []
 
 
-def _note_fault(plan: Plan, rank: int) -> None:
-    _write(Path(plan.folder) / "fault.json", {"rank": rank, "kind": plan.kind,
+def _note_fault(plan: Plan, rank: int, call: str) -> None:
+    _write(Path(plan.folder) / "fault.json", {"rank": rank, "kind": plan.kind, "call": call,
                                               "t": time.monotonic()})
 
 
-def _kill_later(plan: Plan, rank: int) -> threading.Timer:
+def _kill_later(plan: Plan, rank: int, call: str) -> threading.Timer:
     """SIGKILL this process ``plan.delay`` seconds from now, whatever it is doing then."""
     def die() -> None:
-        _note_fault(plan, rank)
+        _note_fault(plan, rank, call)
         os.kill(os.getpid(), signal.SIGKILL)
     timer = threading.Timer(plan.delay, die)
     timer.daemon = True
@@ -110,18 +114,18 @@ def run_rank(comm: Any, plan: Plan) -> None:
             deviation = None
             if i == plan.at and plan.kind != "none":
                 if victim and plan.kind == "kill":
-                    timer = _kill_later(plan, rank)
+                    timer = _kill_later(plan, rank, call.collective)
                 elif victim and plan.kind == "raise":
                     record["status"] = "raised"
-                    _note_fault(plan, rank)
+                    _note_fault(plan, rank, call.collective)
                     raise InjectedFault(f"rank {rank} raises on purpose at call {i}")
                 elif victim and plan.kind == "return":
                     record["status"] = "returned"
-                    _note_fault(plan, rank)
+                    _note_fault(plan, rank, call.collective)
                     return
                 elif victim:
                     deviation = plan.mismatch()
-                    _note_fault(plan, rank)
+                    _note_fault(plan, rank, call.collective)
             got = invoke(comm, call, deviation, plan.call_timeout)
             made = deviation.applied(call, comm.size) if deviation else call
             if not same_result(got, expected(made, rank, comm.size)):

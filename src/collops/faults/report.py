@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import asdict, fields
 from typing import Any
 
+from .calls import P2P
 from .campaign import Outcome
 
 #: the issue's bounds on the time from a fault to each survivor's error
@@ -131,6 +132,7 @@ def summarise(outcomes: list[Outcome]) -> list[dict[str, Any]]:
             "median_s": statistics.median(seconds) if seconds else None,
             "max_s": max(seconds) if seconds else None,
             "exit_codes": dict(Counter(str(o.exit_code) for o in group)),
+            "at_p2p": sum(o.fault_call in P2P for o in group),
             "processes_left": sum(o.processes_left for o in group),
             "shm_bytes_left": sum(sum(o.shm_left.values()) for o in group),
             "problems": dict(Counter(p.split(" (")[0] for o in failed for p in problems(o))),
@@ -154,9 +156,11 @@ def _seconds(value: float | None) -> str:
 
 def table(rows: list[dict[str, Any]], markdown: bool = False) -> str:
     """The summary as a plain-text or Markdown table."""
-    head = ["transport", "kind", "trials", "failed", "hangs", "silent", "survivors' errors",
-            "median s", "max s", "exit codes", "procs left", "shm left", "holds"]
-    body = [[r["transport"], r["kind"], str(r["trials"]), str(r["failed"]), str(r["hangs"]),
+    head = ["transport", "kind", "trials", "at p2p", "failed", "hangs", "silent",
+            "survivors' errors", "median s", "max s", "exit codes", "procs left", "shm left",
+            "holds"]
+    body = [[r["transport"], r["kind"], str(r["trials"]), str(r.get("at_p2p", "—")),
+             str(r["failed"]), str(r["hangs"]),
              str(r["silent"]), _counts(r["survivor_errors"]) or "—", _seconds(r["median_s"]),
              _seconds(r["max_s"]), _counts(r["exit_codes"]), str(r["processes_left"]),
              str(r["shm_bytes_left"]), "yes" if holds(r) else "NO"] for r in rows]

@@ -267,8 +267,9 @@ class BlockingCall:
             note_stall(self, f"in MPI's {mpi_function(self.collective)}", self.current)
             dead = self.dead_peer()
             if dead is not None:
-                raise PeerFailed(dead, f"its process (pid {self.transport._peers.pids[dead]}) "
-                                 f"is gone while rank {self.rank} waited in {self.what}")
+                raise self.transport.noted(PeerFailed(
+                    dead, f"its process (pid {self.transport._peers.pids[dead]}) is gone "
+                    f"while rank {self.rank} waited in {self.what}"))
             if time.monotonic() >= deadline:
                 raise self.timeout_error(f"in MPI's {mpi_function(self.collective)}")
         if failed:
@@ -358,9 +359,14 @@ class BoardWait:
                                               self.runner.others)
         return posted or mismatch is not None
 
+    def not_posted(self) -> list[int]:
+        """The world ranks whose entries for this call the board does not show yet."""
+        group = self.runner.native.group
+        return [group[r] for r in self.board.not_posted(self.key, self.runner.others)]
+
     def poll(self) -> bool:
         """True once every rank posted this call; raises on a mismatch, a dead rank of this
-        node or the deadline."""
+        node, one that returned from its program without making it, or the deadline."""
         runner = self.runner
         posted, mismatch = self.board.compare(self.key, runner.fingerprint, runner.others)
         if mismatch is not None:
@@ -373,9 +379,12 @@ class BoardWait:
             self.next_check = now + runner.transport._check_every
             dead = runner.dead_peer()
             if dead is not None:
-                raise PeerFailed(dead, f"its process (pid {runner.transport._peers.pids[dead]})"
-                                 f" is gone while rank {runner.rank} waited for it to start "
-                                 f"{runner.what}")
+                raise runner.transport.noted(PeerFailed(
+                    dead, f"its process (pid {runner.transport._peers.pids[dead]}) is gone "
+                    f"while rank {runner.rank} waited for it to start {runner.what}"))
+            done = runner.transport._peers.first_finished(self.not_posted())
+            if done is not None:
+                raise runner.transport.finished_error(done, f"for it to start {runner.what}")
         if self.deadline is not None and now > self.deadline:
             raise runner.timeout_error("for the other ranks to start it")
         return False

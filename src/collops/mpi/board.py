@@ -92,6 +92,19 @@ class Board:
                 return False, (rank, theirs, their_fp)
         return posted, None
 
+    def give_up(self, key: int) -> bool:
+        """Post `fingerprint.GIVEN_UP` for ``key``'s call unless this rank posted it already
+        (its peers waiting there then raise `CollectiveMismatch`); whether it did."""
+        at = self.mine + ((key >> 1) % RING) * 2
+        if self.words[at + 1] >> 1 >= key >> 1:
+            return False
+        self.post(key, fp.GIVEN_UP)
+        return True
+
+    def not_posted(self, key: int, ranks: Any) -> list[int]:
+        """Those of ``ranks`` whose entry for ``key``'s call is not on the board yet."""
+        words, slot, call = self.words, ((key >> 1) % RING) * 2, key >> 1
+        return [rank for rank in ranks if words[rank * RING * 2 + slot + 1] >> 1 < call]
 
 
 def mismatch_message(rank: int, mine: int, my_key: int, other: int, theirs: int,

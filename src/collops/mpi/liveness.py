@@ -8,6 +8,16 @@ made), so a waiting rank checks them (`NodePeers.first_dead`), as the ``shm`` tr
 the transport's waits raise `PeerFailed` naming the dead rank, and a rank blocked inside a
 blocking MPI call is freed by `BlockingGuard`, which aborts the job naming the dead rank.
 Ranks on other nodes cannot be checked this way.
+
+A rank that returns from its program early stays alive inside ``MPI_Finalize``, so its pid
+says nothing. So the ranks of a node also share a window of one word each
+(`node_peers`): a rank's transport, closing at its exit, marks its word `FINISHED`
+(`NodePeers.mark_finished`), as the ``shm`` transport's ranks mark theirs EXITED. A peer still
+waiting for a message from it, or for its entry on a `board.Board`, then raises `PeerFailed`
+naming it — or the rank its own failure followed from, which a rank that raised `PeerFailed`
+notes in its word (`NodePeers.note_cause`), so every survivor names the first cause. A
+finished rank in an MPI collective already started is not a failure: it left only once its
+part was done.
 """
 
 from __future__ import annotations
@@ -75,11 +85,66 @@ def unlink_mpich_segments(maps: str = "/proc/self/maps") -> list[str]:
     return removed
 
 
-class NodePeers:
-    """The other ranks of this node and their pids."""
+#: a rank's word in its node's window: still running, or returned from its program
+RUNNING, FINISHED = 0, 1
+#: the state's bits of a word; above them, 1 + the rank its failure followed from (if any)
+STATE, CAUSE_SHIFT = 0xFF, 8
 
-    def __init__(self, pids: dict[int, int]) -> None:
+
+def node_peers(MPI: Any, world: Any, shared: Any) -> NodePeers:
+    """The `NodePeers` of this node (``shared``: its ranks of ``world``), with the window of
+    their `FINISHED` words (collective over ``shared``)."""
+    pids = pids_on_node(world, shared)
+    here = shared.allgather(world.Get_rank())
+    size, mine = shared.Get_size(), shared.Get_rank()
+    window = MPI.Win.Allocate_shared(size * 8 if mine == 0 else 0, 8, comm=shared)
+    buf, _ = window.Shared_query(0)
+    words = memoryview(buf).cast("B").cast("Q")
+    words[mine] = RUNNING
+    shared.Barrier()  # every word cleared before any rank may finish
+    return NodePeers(pids, words, {rank: i for i, rank in enumerate(here)}, window)
+
+
+class NodePeers:
+    """The other ranks of this node, their pids and (with ``words``) whether they finished."""
+
+    def __init__(self, pids: dict[int, int], words: Any = None,
+                 index: dict[int, int] | None = None, window: Any = None) -> None:
         self.pids = pids
+        #: one word per rank of the node (`FINISHED` once it returned), by `index` of its rank
+        self.words, self.index = words, index or {}
+        self.window = window  # kept: the words live in it
+
+    def mark_finished(self, rank: int) -> None:
+        """Tell this node's ranks that ``rank`` (this one) returned from its program."""
+        if self.words is not None and rank in self.index:
+            at = self.index[rank]
+            self.words[at] = self.words[at] & ~STATE | FINISHED  # its cause kept
+
+    def note_cause(self, rank: int, failed: int) -> None:
+        """Record that ``rank``'s (this one's) failure follows from rank ``failed``'s (the
+        first such rank only), for the peers that see it finish to name ``failed``."""
+        if self.words is not None and rank in self.index and failed != rank:
+            at = self.index[rank]
+            if not self.words[at] >> CAUSE_SHIFT:
+                self.words[at] = (failed + 1) << CAUSE_SHIFT | self.words[at]
+
+    def cause(self, rank: int) -> int | None:
+        """The rank whose failure ``rank``'s followed from (`note_cause`), if it said."""
+        if self.words is None or rank not in self.index:
+            return None
+        noted = int(self.words[self.index[rank]]) >> CAUSE_SHIFT
+        return noted - 1 if noted else None
+
+    def first_finished(self, ranks: Iterable[int]) -> int | None:
+        """The lowest of ``ranks`` on this node that returned from its program, or None."""
+        if self.words is None:
+            return None
+        words, index = self.words, self.index
+        for rank in sorted(ranks):
+            if rank in self.pids and words[index[rank]] & STATE == FINISHED:
+                return rank
+        return None
 
     def first_dead(self, ranks: Iterable[int] | None = None) -> int | None:
         """The lowest of ``ranks`` (default: all of this node's others) whose process is gone;

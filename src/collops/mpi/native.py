@@ -413,6 +413,13 @@ class NativeExecution:
         posted, mismatch = self.board.compare(self.key, self.fingerprint, others)
         return posted or mismatch is not None
 
+    def not_posted(self) -> list[int]:
+        """The world ranks whose entries for this call the board does not show yet."""
+        assert self.board is not None
+        others = (r for r in range(self.spec.size) if r != self.rank)
+        group = range(self.spec.size) if self.call is None else self.call.group
+        return [group[r] for r in self.board.not_posted(self.key, others)]
+
     def _unwake(self) -> None:
         if self.waking:
             self.transport._wakers.remove(self)

@@ -39,9 +39,12 @@ message. A dead rank never means a hang: most launchers end the job themselves; 
 does not (``mpiexec -disable-auto-cleanup``), a wait that needs a rank of this node whose
 process is gone raises `PeerFailed` naming it (`liveness`: the pids of this node's ranks,
 checked every ``sleep_slice``), and a rank blocked inside a blocking MPI call (making a
-communicator) aborts the job naming the dead rank. `world()` installs an exception hook so
-that an uncaught exception on any rank prints that rank's traceback and aborts the whole job
-(``MPI_Abort``) instead of leaving the other ranks waiting forever.
+communicator) aborts the job naming the dead rank. A rank that returns from its program
+waits alive in ``MPI_Finalize``: it marks itself finished on its node (`liveness.FINISHED`),
+and a peer still waiting for its messages raises `PeerFailed` naming it. A rank that gives a
+call up (`give_up`) tells its peers, who raise `CollectiveMismatch`. `world()` installs an
+exception hook so that an uncaught exception on any rank prints that rank's traceback and
+aborts the whole job (``MPI_Abort``) instead of leaving the other ranks waiting forever.
 """
 
 from __future__ import annotations
@@ -59,11 +62,12 @@ from typing import Any
 
 from .. import config
 from ..algorithms.fingerprint import describe
-from ..errors import PeerFailed, TransportError
+from ..errors import CollopsError, PeerFailed, TransportError
 from ..transport.base import Capabilities, Handle, Transport
 from ..transport.tags import call_of_tag_base
+from . import given_up
 from .board import Board
-from .liveness import BlockingGuard, NodePeers, pids_on_node
+from .liveness import BlockingGuard, NodePeers, node_peers
 
 #: the one MPI tag all collops point-to-point messages use
 WIRE_TAG = 0
@@ -139,6 +143,9 @@ class MpiTransport(Transport):
         #: `wait_for_activity`
         self._wakers: list[Any] = []
         self._closed = False
+        #: (rank, tag >> given_up.CALL_SHIFT) of the calls other ranks gave up -> the
+        #: rank that gave the call up first and its error
+        self._given_up: dict[tuple[int, int], tuple[int, str]] = {}
         #: ``hier``'s communicators under each of `collective_comm`'s (by its id)
         self._hier: dict[int, tuple[Any, Any]] = {}
         #: the thread watching this rank's blocking MPI calls (`blocking.Watchdog`)
@@ -174,8 +181,8 @@ class MpiTransport(Transport):
         shared = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
         leader = shared.allreduce(self.rank, op=MPI.MIN)
         masks = shared.allgather(sorted(os.sched_getaffinity(0)))
-        self._peers = NodePeers(pids_on_node(self.comm, shared))
-        shared.Free()
+        self._peers = node_peers(MPI, self.comm, shared)
+        self._node_comm = shared  # under the window of the node's finished words
         leaders = self.comm.allgather(leader)
         number = {lead: i for i, lead in enumerate(sorted(set(leaders)))}
         cpus = len(set().union(*masks))
@@ -205,8 +212,12 @@ class MpiTransport(Transport):
         """``(PeerFailed, True)`` if ``peer`` ran on this node and its process is gone (MPI
         tells nothing of other nodes; their launcher ends the job), else None."""
         if peer != self.rank and self._peers.first_dead({peer}) is not None:
-            return PeerFailed(peer, f"its process (pid {self._peers.pids[peer]}) is gone while "
-                              f"rank {self.rank} waited for it over MPI"), True
+            return self.noted(PeerFailed(
+                peer, f"its process (pid {self._peers.pids[peer]}) is gone while rank "
+                f"{self.rank} waited for it over MPI")), True
+        if peer != self.rank and self._peers.first_finished({peer}) is not None:
+            self._advance()  # take what it sent before it finished
+            return self.finished_error(peer), False
         return None
 
     def isend(self, peer: int, tag: int, data: memoryview, fingerprint: int = 0) -> Handle:
@@ -266,6 +277,10 @@ class MpiTransport(Transport):
                 continue
             message.Recv(self._inbox)
             tag, fingerprint, nbytes = _HEADER.unpack_from(self._inbox)
+            if given_up.is_marker(fingerprint, nbytes):  # `give_up`'s
+                self._given_up[(source, tag >> given_up.CALL_SHIFT)] = given_up.read(
+                    nbytes, self._inbox_view[HEADER_BYTES:])
+                continue
             if nbytes & _LARGE:
                 self._payload_from[source] = (tag, fingerprint, nbytes & ~_LARGE)
                 continue
@@ -340,6 +355,8 @@ class MpiTransport(Transport):
             if waited < self._spin_seconds + self._yield_seconds:
                 os.sched_yield()
                 continue
+            if self._given_up and self._posted:
+                given_up.check(self.rank, self._posted, self._given_up)
             if now >= self._next_check:
                 self._next_check = now + self._check_every
                 self.check_peers()
@@ -355,20 +372,71 @@ class MpiTransport(Transport):
     def awaited(self) -> set[int]:
         """The ranks this rank waits for: peers of its pending messages and the members of
         MPI collectives in flight."""
-        ranks = {peer for peer, _ in self._posted} | set(self._payload_from)
-        ranks.update(h.peer for _, h in self._pending)
+        ranks = self._awaited_messages()
         for _, group in self._watched:
             ranks.update(group)
         ranks.discard(self.rank)
         return ranks
 
+    def _awaited_messages(self) -> set[int]:
+        """The ranks this rank awaits a message from, or whose receive of its send is due."""
+        ranks = {peer for peer, _ in self._posted} | set(self._payload_from)
+        ranks.update(h.peer for _, h in self._pending)
+        return ranks
+
     def check_peers(self) -> None:
-        """Raise `PeerFailed` if a rank this one waits for ran on this node and is gone."""
-        dead = self._peers.first_dead(self.awaited())
+        """Raise `PeerFailed` if a rank this one waits for ran on this node and is gone, or
+        returned from its program (`liveness.FINISHED`) before sending what this rank awaits
+        or posting the call this rank waits for on a board."""
+        peers = self._peers
+        dead = peers.first_dead(self.awaited())
         if dead is not None:
-            raise PeerFailed(dead, f"its process (pid {self._peers.pids[dead]}, on rank "
-                             f"{self.rank}'s node) is gone while rank {self.rank} waited for "
-                             "it over MPI")
+            raise self.noted(PeerFailed(
+                dead, f"its process (pid {peers.pids[dead]}, on rank {self.rank}'s node) is "
+                f"gone while rank {self.rank} waited for it over MPI"))
+        if peers.words is None:
+            return
+        if peers.first_finished(self._awaited_messages()) is not None:
+            self._advance()  # what it sent before it finished is here by now
+            done = peers.first_finished(self._awaited_messages())
+            if done is not None:
+                raise self.finished_error(done)
+        for waker in self._wakers:
+            done = peers.first_finished(waker.not_posted())
+            if done is not None:
+                raise self.finished_error(done, "for it to make the same call")
+
+    def finished_error(self, peer: int, what: str = "for its messages") -> PeerFailed:
+        """The error of a rank that waits ``what`` from ``peer``, which returned from its
+        program: naming the rank ``peer``'s own failure followed from, if it noted one."""
+        cause = self._peers.cause(peer)
+        if cause is not None:
+            return self.noted(PeerFailed(
+                cause, f"rank {peer}, failing because of it, returned from its program while "
+                f"rank {self.rank} still waited {what} over MPI"))
+        return self.noted(PeerFailed(
+            peer, f"it returned from its program (finished with collops) while rank "
+            f"{self.rank} still waited {what} over MPI"))
+
+    def noted(self, error: PeerFailed) -> PeerFailed:
+        """``error``, its failed rank noted as the cause of this rank's failure."""
+        self.note_cause(error.failed_rank)
+        return error
+
+    def note_cause(self, failed: int) -> None:
+        """Note that this rank's failure follows from rank ``failed``'s, for the peers that
+        see this rank finish to name ``failed`` (`NodePeers.note_cause`)."""
+        self._peers.note_cause(self.rank, failed)
+
+    def give_up(self, tag_base: int, error: BaseException, fingerprint: int | None = None
+                ) -> None:
+        """This rank abandoned the phase of a call whose tag base is ``tag_base`` after
+        ``error``. A `PeerFailed` is noted as the cause of this rank's own failure (`noted`);
+        after any other collops error its peers are told (`given_up.tell`)."""
+        if isinstance(error, PeerFailed):
+            self.noted(error)
+        elif isinstance(error, CollopsError) and not self._closed:
+            given_up.tell(self, tag_base, error, _HEADER, WIRE_TAG)
 
     def blocking(self, call: str) -> BlockingGuard:
         """A guard for a blocking MPI call: the job is aborted if a rank of this node dies
@@ -473,6 +541,7 @@ class MpiTransport(Transport):
                     time.sleep(1e-3)
         except TransportError:
             pass
+        self._peers.mark_finished(self.rank)  # its peers still waiting for it are told
 
 
 def _returning_errors(MPI: Any, comm: Any) -> Any:

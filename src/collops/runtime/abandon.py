@@ -7,8 +7,9 @@ call takes its number anyway (`abandon_call`: the communicator stays in step) an
 transport hears that this rank gave it up
 (`Transport.give_up`): the threads transport fails its peers' receives of that call from this
 rank with `PeerFailed` naming it, the ``shm`` transport leaves a word for the call in the
-communicator's direct area that its peers meet as `CollectiveMismatch`; the ranks that raise
-so give the call up in turn, so ranks that wait for them are told too.
+communicator's direct area that its peers meet as `CollectiveMismatch`, the ``mpi``
+transport the same word on its node's board and a marker message to every other rank; the
+ranks that raise so give the call up in turn, so ranks that wait for them are told too.
 
 A rooted call whose root gave up: its peers are told in the call's own first phase.
 

@@ -25,7 +25,13 @@ import numpy as np
 
 from ..algorithms.fingerprint import mismatch
 from ..datatypes import address_of
-from ..errors import CollectiveMismatch, CollectiveTimeout, CollopsError, MessageSizeMismatch
+from ..errors import (
+    CollectiveMismatch,
+    CollectiveTimeout,
+    CollopsError,
+    MessageSizeMismatch,
+    PeerFailed,
+)
 from ..ops import Op
 from ..schedule.local import apply_reduce
 from ..schedule.table import Schedule, StepKind
@@ -292,6 +298,10 @@ class Progress:
         if error is not None and tag_base is not None:
             info = getattr(ex, "info", None)
             self.transport.give_up(tag_base, error, getattr(info, "fingerprint", None))
+        elif isinstance(error, PeerFailed):  # a point-to-point operation's: no call to give up
+            note_cause = getattr(self.transport, "note_cause", None)
+            if note_cause is not None:  # the rank named is the cause of this rank's failure
+                note_cause(error.failed_rank)
 
     def _poll_other(self, ex: Any) -> None:
         """Poll an execution nobody is waiting on here: its completion advances its owner, and
