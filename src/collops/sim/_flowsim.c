@@ -392,14 +392,15 @@ static int64_t check_u(Sim *s) {
             }
         }
     }
-    for (int64_t k = 0; k < s->touched.n; ++k) {
-        int64_t l = s->touched.v[k];
+    /* held flows on the links whose load changed: U's and those flows left */
+    for (int64_t k = 0; k < s->touched.n + s->removed_links.n; ++k) {
+        int64_t l = k < s->touched.n ? s->touched.v[k] : s->removed_links.v[k - s->touched.n];
         for (int64_t i = 0; i < s->members[l].n; ++i) {
             int64_t g = s->members[l].v[i];
             if (s->f_mark[g] >= s->epoch || s->f_checked[g] == stamp) continue;
             s->f_checked[g] = stamp;
-            /* a held flow keeps a bottleneck that U does not cross: nothing there changed */
-            if (s->l_mark[s->f_bottleneck[g]] != s->epoch) continue;
+            int64_t b = s->f_bottleneck[g];  /* a bottleneck whose load did not change holds */
+            if (s->l_mark[b] != s->epoch && s->l_removed_mark[b] != s->rate_updates) continue;
             if (!has_bottleneck(s, g, stamp) && join_u(s, g) < 0) return -1;
         }
     }
@@ -425,14 +426,16 @@ static int update_rates(Sim *s) {
             return -1;
         }
     }
-    for (int64_t k = 0; k < s->removed_links.n; ++k) {
-        Vec *m = &s->members[s->removed_links.v[k]];
-        for (int64_t i = 0; i < m->n; ++i) if (join_u(s, m->v[i]) < 0) return -1;
+    for (int64_t k = 0; k < s->removed_links.n; ++k) {  /* who may gain where flows left */
+        int64_t l = s->removed_links.v[k];
+        for (int64_t i = 0; i < s->members[l].n; ++i) {
+            int64_t g = s->members[l].v[i];
+            if (s->f_bottleneck[g] == l && join_u(s, g) < 0) return -1;
+        }
     }
-    s->added.n = s->removed_links.n = 0;
+    s->added.n = 0;
     compact_finish(s);
     if (s->refill_all && join_all(s) < 0) return -1;
-    ++s->rate_updates;
     s->stale = 0;
     while (s->members_u.n > 0) {
         if (fill_u(s) < 0) return -1;
@@ -449,6 +452,8 @@ static int update_rates(Sim *s) {
         if (s->f_new[g] != s->f_rate[g])
             if (set_rate(s, g, s->f_new[g]) < 0) return -1;
     }
+    s->removed_links.n = 0;
+    ++s->rate_updates;  /* also the stamp of the links flows leave before the next update */
     return 0;
 }
 
