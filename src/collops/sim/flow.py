@@ -25,6 +25,10 @@ event (an overhead or a copy ending, a last byte arriving) or the earliest flow 
 Flows that drain at the same instant (within a relative 1e-9) end together, which keeps
 symmetric patterns to one rate computation per wave.
 
+`flow_model` runs it compiled (`collops.sim.flow_compiled`: the same events in C, flows
+drained lazily, rates repaired locally) when that was built; `FlowSimulation` below is the
+readable reference the tests hold the compiled run to.
+
 What it models: bandwidth sharing among concurrent messages as it evolves (a rank moves on
 when its own sends finish, not when a round ends), windows, per-message overhead and per-hop
 latency. What it does not: packets, buffers and back-pressure (a flow holds its whole route
