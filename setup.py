@@ -2,7 +2,8 @@
 
 ``collops.shm._direct`` (the blocking fast path of the ``shm_direct`` collectives) and
 ``collops.shm._stream`` (the inner loop of the ``shm_stream`` collectives) and
-``collops.sim._maxmin`` (the flow model's max-min rates) are optional: where no C compiler
+``collops.sim._maxmin`` (the flow model's max-min rates) and ``collops.sim._flowsim`` (the flow
+model's whole run) are optional: where no C compiler
 is at hand the build goes on without them, says so with the reason, and collops runs in
 pure Python (``collops info`` shows what was built, and the
 first shared-memory communicator warns).
@@ -58,4 +59,6 @@ setup(cmdclass={"build_ext": OptionalBuildExt},
                              depends=SHARED, optional=True,
                              extra_compile_args=["-O2", "-std=gnu11"]),
                    Extension("collops.sim._maxmin", ["src/collops/sim/_maxmin.c"],
+                             optional=True, extra_compile_args=["-O2", "-std=gnu11"]),
+                   Extension("collops.sim._flowsim", ["src/collops/sim/_flowsim.c"],
                              optional=True, extra_compile_args=["-O2", "-std=gnu11"])])

@@ -38,7 +38,7 @@ from ..ops import SUM
 from .congestion import CongestionOutcome, RoundStats, congestion_model
 from .credit import CreditPacketSimulation
 from .fastpath import fast_generator
-from .flow import FlowSimulation
+from .flow import flow_model
 from .innetwork import IN_NETWORK_RESOURCE, SWEEPING, in_network_reduction
 from .packet import PacketOutcome, PacketSimulation
 from .program import Program, program_from_schedules
@@ -205,8 +205,8 @@ def run_program(program: Program, topology: Any, placement: np.ndarray,
         return congestion_model(program, topology, placement, excluded=excluded, gamma=gamma,
                                 ordering=ordering, window=window, progress=progress)
     if model == "flow":
-        flows = FlowSimulation(program, topology, placement, excluded=excluded, gamma=gamma,
-                               window=int(window or 0), progress=progress).run()
+        flows = flow_model(program, topology, placement, excluded=excluded, gamma=gamma,
+                           window=int(window or 0), progress=progress)
         return CongestionOutcome(flows.time_s, flows.link_loads, flows.hotspots)
     if model != "packet":
         raise ArgumentError("simulate", "model", model, f"one of {', '.join(MODELS)}")

@@ -25,6 +25,10 @@ event (an overhead or a copy ending, a last byte arriving) or the earliest flow 
 Flows that drain at the same instant (within a relative 1e-9) end together, which keeps
 symmetric patterns to one rate computation per wave.
 
+`flow_model` runs it compiled (`collops.sim.flow_compiled`: the same events in C, flows
+drained lazily, rates repaired locally) when that was built; `FlowSimulation` below is the
+readable reference the tests hold the compiled run to.
+
 What it models: bandwidth sharing among concurrent messages as it evolves (a rank moves on
 when its own sends finish, not when a round ends), windows, per-message overhead and per-hop
 latency. What it does not: packets, buffers and back-pressure (a flow holds its whole route
@@ -62,10 +66,44 @@ class FlowOutcome:
     message_done_s: np.ndarray  # arrival time of every message's last byte
     rate_updates: int  # how often the max-min rates were recomputed
     hotspots: RoundStats  # per time window: the link that carried the most bytes
+    refilled_flows: int = 0  # flows whose rates were filled, summed over the rate updates
+
+
+@dataclass(frozen=True, eq=False)
+class FlowNetwork:
+    """Every message's route and wire bytes, and the links' capacities and loads."""
+
+    route_offsets: np.ndarray  # CSR: message m crosses route_links[offsets[m]:offsets[m+1]]
+    route_links: np.ndarray
+    capacity: np.ndarray  # bytes/s of every link
+    route_latency: np.ndarray  # seconds from a message's source to its destination
+    wire: np.ndarray  # wire bytes of every message (float64)
+    link_loads: np.ndarray  # wire bytes carried by every link
+
+
+def flow_network(program: Program, topology: object, placement: np.ndarray,
+                 excluded: Iterable[int] = frozenset()) -> FlowNetwork:
+    """The routes, wire bytes, capacities and loads of a program's messages."""
+    params = topology.params  # type: ignore[attr-defined]
+    nodes = np.asarray(placement, dtype=np.int64)
+    offsets, links = topology.routes(  # type: ignore[attr-defined]
+        nodes[program.msg_src], nodes[program.msg_dst], frozenset(int(x) for x in excluded))
+    route_offsets = np.asarray(offsets, dtype=np.int64)
+    route_links = np.asarray(links, dtype=np.int64)
+    capacity = np.asarray(topology.link_bandwidth, dtype=np.float64)  # type: ignore[attr-defined]
+    latency = np.asarray(topology.link_latency, dtype=np.float64)  # type: ignore[attr-defined]
+    along = np.r_[0.0, np.cumsum(latency[route_links])]
+    wire = np.asarray(wire_bytes(program.msg_bytes, params.packet_size, params.header_bytes),
+                      dtype=np.float64)
+    hops = np.diff(route_offsets)
+    loads = np.bincount(route_links, weights=np.repeat(wire, hops), minlength=len(capacity))
+    return FlowNetwork(route_offsets, route_links, capacity,
+                       along[route_offsets[1:]] - along[route_offsets[:-1]], wire, loads)
 
 
 class FlowSimulation(WindowedRanks):
-    """One flow-level run of a program (build, then `run`)."""
+    """One flow-level run of a program in Python (build, then `run`): the readable reference
+    of the compiled run (`collops.sim.flow_compiled`), which the tests hold to it."""
 
     def __init__(self, program: Program, topology: object, placement: np.ndarray, *,
                  excluded: Iterable[int] = frozenset(), gamma: float = 0.0, window: int = 0,
@@ -79,22 +117,10 @@ class FlowSimulation(WindowedRanks):
         self.bandwidth = float(params.bandwidth)
         self.gamma = float(gamma)
         self.progress = progress
-        nodes = np.asarray(placement, dtype=np.int64)
-        offsets, links = topology.routes(  # type: ignore[attr-defined]
-            nodes[program.msg_src], nodes[program.msg_dst],
-            frozenset(int(x) for x in excluded))
-        self.route_offsets = np.asarray(offsets, dtype=np.int64)
-        self.route_links = np.asarray(links, dtype=np.int64)
-        self.capacity = np.asarray(topology.link_bandwidth,  # type: ignore[attr-defined]
-                                   dtype=np.float64)
-        latency = np.asarray(topology.link_latency, dtype=np.float64)  # type: ignore[attr-defined]
-        along = np.r_[0.0, np.cumsum(latency[self.route_links])]
-        self.route_latency = (along[self.route_offsets[1:]]
-                              - along[self.route_offsets[:-1]]).tolist()
-        self.wire = wire_bytes(program.msg_bytes, params.packet_size, params.header_bytes)
-        hops = np.diff(self.route_offsets)
-        self.link_loads = np.bincount(self.route_links, weights=np.repeat(self.wire, hops),
-                                      minlength=len(self.capacity))
+        net = flow_network(program, topology, placement, excluded)
+        self.route_offsets, self.route_links = net.route_offsets, net.route_links
+        self.capacity, self.wire, self.link_loads = net.capacity, net.wire, net.link_loads
+        self.route_latency = net.route_latency.tolist()
         self._init_ranks(program)
         self.msg_done = np.zeros(program.num_messages)
         # timed events and flows in the network
@@ -108,6 +134,7 @@ class FlowSimulation(WindowedRanks):
         self.flow_rate = np.zeros(program.num_messages)
         self.rates_stale = False
         self.rate_updates = 0
+        self.refilled_flows = 0
         self.timeline = LinkTimeline(len(self.capacity))
         self.link_rate: np.ndarray = np.zeros(len(self.capacity))
 
@@ -141,7 +168,7 @@ class FlowSimulation(WindowedRanks):
         if self.steps_done != total:
             raise RuntimeError(f"flow model stalled: {total - self.steps_done} steps never ran")
         return FlowOutcome(self.finished, self.link_loads, self.msg_done, self.rate_updates,
-                           self.timeline.stats(self.finished))
+                           self.timeline.stats(self.finished), self.refilled_flows)
 
     def _at(self, time: float, what: int, item: int) -> None:
         self.sequence += 1
@@ -168,6 +195,7 @@ class FlowSimulation(WindowedRanks):
             minlength=len(self.capacity))
         self.rates_stale = False
         self.rate_updates += 1
+        self.refilled_flows += n
 
     def _drain(self, done: np.ndarray) -> None:
         """The flows marked ``done`` left their source: their last byte is on its way."""
@@ -223,6 +251,10 @@ class FlowSimulation(WindowedRanks):
 
 
 def flow_model(program: Program, topology: object, placement: np.ndarray,
-               **options: object) -> FlowOutcome:
-    """Run the flow model (options: excluded, gamma, window, progress)."""
+               compiled: bool = True, **options: object) -> FlowOutcome:
+    """Run the flow model (options: excluded, gamma, window, progress); compiled when the
+    C run is built and ``compiled`` is true, else the Python reference."""
+    from . import flow_compiled
+    if compiled and flow_compiled.available():
+        return flow_compiled.run(program, topology, placement, **options)  # type: ignore[arg-type]
     return FlowSimulation(program, topology, placement, **options).run()  # type: ignore[arg-type]

@@ -1,0 +1,680 @@
+/* The flow model's whole run, compiled: the twin of collops.sim.flow.FlowSimulation.
+ *
+ * run(...) executes a program (steps, messages, routes as arrays) exactly as the Python loop
+ * does — the same timed events in the same (time, sequence) order, the same ranks, CPUs and
+ * windows, flows that drain together within a relative 1e-9 ending together — and differs in
+ * two ways that change nothing but the cost:
+ *
+ * - Flows drain lazily. A flow keeps (bytes left at time t, rate); its finish time sits in a
+ *   heap and is renewed only when its rate changes, instead of every flow being advanced and
+ *   scanned at every event.
+ * - Max-min rates are repaired locally. After a wave of flows starting and ending, only a set
+ *   U of flows is re-filled (the new flows and every flow sharing a link with an ended one),
+ *   the others held at their rates. The result is then checked against the characterisation
+ *   of max-min fairness (Bertsekas & Gallager: a feasible allocation is the max-min fair one
+ *   iff every flow crosses a saturated link on which no flow has a larger rate): a flow of U
+ *   without such a link brings in the held flows that outrank it on its saturated links, a
+ *   held flow that lost its bottleneck joins U, and U is re-filled until the check passes.
+ *   U can grow to every flow, the global filling, so the result is always the max-min
+ *   allocation; in practice a change stays within a neighbourhood.
+ *
+ * Per-link bytes per time window (the hot spots) are accumulated lazily too: a link adds its
+ * rate × elapsed time whenever its rate changes. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DRAINED 1e-9   /* flows whose drain times are this close end together */
+#define TOLERANCE 1e-9 /* relative slack of "saturated" and "largest rate" in the check */
+enum { READY, ISSUED, ARRIVED, LOCAL_DONE };
+
+typedef struct { int64_t *v; int64_t n, cap; } Vec;
+
+static int vec_push(Vec *a, int64_t x) {
+    if (a->n == a->cap) {
+        int64_t cap = a->cap ? 2 * a->cap : 4;
+        int64_t *v = realloc(a->v, sizeof(int64_t) * (size_t)cap);
+        if (!v) return -1;
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = x;
+    return 0;
+}
+
+static void vec_remove(Vec *a, int64_t x) {  /* swap-remove the first x */
+    for (int64_t i = 0; i < a->n; ++i)
+        if (a->v[i] == x) { a->v[i] = a->v[--a->n]; return; }
+}
+
+/* ---- binary heaps: timed events (time, sequence) and keyed entries (key, a, b) ---------- */
+typedef struct { double time; int64_t seq, item; int what; } Event;
+typedef struct { double key; int64_t a, b; } Keyed;
+typedef struct { Event *v; int64_t n, cap; } EventHeap;
+typedef struct { Keyed *v; int64_t n, cap; } KeyedHeap;
+
+static int event_before(const Event *x, const Event *y) {
+    return x->time < y->time || (x->time == y->time && x->seq < y->seq);
+}
+
+#define HEAP_FUNCS(NAME, HEAP, T, LESS)                                                      \
+    static int NAME##_push(HEAP *h, T e) {                                                   \
+        if (h->n == h->cap) {                                                                \
+            int64_t cap = h->cap ? 2 * h->cap : 64;                                          \
+            T *v = realloc(h->v, sizeof(T) * (size_t)cap);                                   \
+            if (!v) return -1;                                                               \
+            h->v = v;                                                                        \
+            h->cap = cap;                                                                    \
+        }                                                                                    \
+        int64_t i = h->n++;                                                                  \
+        while (i > 0) {                                                                      \
+            int64_t parent = (i - 1) / 2;                                                    \
+            if (!LESS(&e, &h->v[parent])) break;                                             \
+            h->v[i] = h->v[parent];                                                          \
+            i = parent;                                                                      \
+        }                                                                                    \
+        h->v[i] = e;                                                                         \
+        return 0;                                                                            \
+    }                                                                                        \
+    static T NAME##_pop(HEAP *h) {                                                           \
+        T top = h->v[0], last = h->v[--h->n];                                                \
+        int64_t i = 0;                                                                       \
+        for (;;) {                                                                           \
+            int64_t child = 2 * i + 1;                                                       \
+            if (child >= h->n) break;                                                        \
+            if (child + 1 < h->n && LESS(&h->v[child + 1], &h->v[child])) ++child;           \
+            if (!LESS(&h->v[child], &last)) break;                                           \
+            h->v[i] = h->v[child];                                                           \
+            i = child;                                                                       \
+        }                                                                                    \
+        if (h->n > 0) h->v[i] = last;                                                        \
+        return top;                                                                          \
+    }
+
+static int keyed_before(const Keyed *x, const Keyed *y) { return x->key < y->key; }
+HEAP_FUNCS(events, EventHeap, Event, event_before)
+HEAP_FUNCS(keyed, KeyedHeap, Keyed, keyed_before)
+
+static int step_before(const int64_t *x, const int64_t *y) { return *x < *y; }
+typedef struct { int64_t *v; int64_t n, cap; } StepHeap;
+HEAP_FUNCS(steps, StepHeap, int64_t, step_before)
+
+/* ---- the simulation's state ---------------------------------------------------------------- */
+typedef struct {
+    /* the program (read only, but waiting) */
+    const int64_t *kind, *step_bytes, *step_rank, *succ_ptr, *succ_idx, *msg_of_step;
+    const int64_t *send_of_msg, *recv_of_msg, *roff, *rlinks;
+    const double *capacity, *latency, *wire;
+    int64_t *waiting;
+    double *msg_done;
+    int64_t nlinks, send_kind, recv_kind, window;
+    int refill_all;  /* re-fill every flow at every update (the check of the local repair) */
+    double overhead, bandwidth, gamma;
+    /* clock, ranks, timed events */
+    double now, finished;
+    int64_t steps_done, rate_updates, sequence, starts, refilled;
+    EventHeap events;
+    double *cpu_free;
+    int64_t *in_flight;
+    StepHeap *pending;
+    /* flows in the network, by slot */
+    int64_t nslots, nactive;
+    int64_t *f_msg, *f_version, *f_start, *f_mark, *f_checked, *f_bottleneck;
+    double *f_rate, *f_left, *f_time, *f_new;
+    char *f_frozen;
+    Vec free_slots, added, removed_links, members_u, done;
+    KeyedHeap finish;
+    int stale;
+    /* links */
+    Vec *members;
+    int64_t *l_mark, *l_count, *l_stat_mark, *l_removed_mark;
+    double *l_left, *l_usage, *l_max, *l_rate, *l_time;
+    int64_t epoch;
+    Vec touched;
+    KeyedHeap fill;
+    /* hot spots: rows (windows x links) of bytes, flows started per window */
+    double *rows, *counts, width;
+    int64_t nwindows;
+} Sim;
+
+static int push_event(Sim *s, double time, int what, int64_t item) {
+    Event e = {time, ++s->sequence, item, what};
+    return events_push(&s->events, e);
+}
+
+/* ---- hot spots ------------------------------------------------------------------------------ */
+static void timeline_fit(Sim *s, double time) {
+    while (time >= s->width * (double)s->nwindows) {
+        int64_t half = s->nwindows / 2, nl = s->nlinks;
+        for (int64_t w = 0; w < half; ++w) {
+            for (int64_t l = 0; l < nl; ++l)
+                s->rows[w * nl + l] = s->rows[2 * w * nl + l] + s->rows[(2 * w + 1) * nl + l];
+            s->counts[w] = s->counts[2 * w] + s->counts[2 * w + 1];
+        }
+        memset(s->rows + half * nl, 0, sizeof(double) * (size_t)(half * nl));
+        for (int64_t w = half; w < s->nwindows; ++w) s->counts[w] = 0.0;
+        s->width *= 2;
+    }
+}
+
+static void timeline_flush(Sim *s, int64_t l) {
+    double start = s->l_time[l], end = s->now, rate = s->l_rate[l];
+    s->l_time[l] = end;
+    if (end <= start || rate == 0.0) return;
+    timeline_fit(s, end);
+    int64_t first = (int64_t)(start / s->width), last = (int64_t)(end / s->width);
+    if (last > s->nwindows - 1) last = s->nwindows - 1;
+    for (int64_t w = first; w <= last; ++w) {
+        double lo = fmax(start, (double)w * s->width), hi = fmin(end, (double)(w + 1) * s->width);
+        if (hi > lo) s->rows[w * s->nlinks + l] += rate * (hi - lo);
+    }
+}
+
+/* ---- flows ------------------------------------------------------------------------------------ */
+#define ROUTE(s, slot, p) for (int64_t p = (s)->roff[(s)->f_msg[slot]]; \
+                               p < (s)->roff[(s)->f_msg[slot] + 1]; ++p)
+
+/* Drop the finish heap's stale entries once they outnumber the current ones. */
+static void compact_finish(Sim *s) {
+    KeyedHeap *h = &s->finish;
+    if (h->n < 4 * s->nactive + 1024) return;
+    int64_t kept = 0;
+    for (int64_t i = 0; i < h->n; ++i)
+        if (s->f_version[h->v[i].a] == h->v[i].b) h->v[kept++] = h->v[i];
+    h->n = 0;
+    for (int64_t i = 0; i < kept; ++i) keyed_push(h, h->v[i]);  /* room is there: no failure */
+}
+
+static int set_rate(Sim *s, int64_t slot, double rate) {
+    double old = s->f_rate[slot];
+    s->f_left[slot] -= old * (s->now - s->f_time[slot]);
+    s->f_time[slot] = s->now;
+    s->f_rate[slot] = rate;
+    ++s->f_version[slot];
+    double left = s->f_left[slot];
+    double end = left > 0 ? (rate > 0 ? s->now + left / rate : INFINITY) : s->now;
+    ROUTE(s, slot, p) {
+        int64_t l = s->rlinks[p];
+        timeline_flush(s, l);
+        s->l_rate[l] += fmin(rate, s->bandwidth) - fmin(old, s->bandwidth);
+    }
+    if (isinf(end)) return 0;
+    Keyed e = {end, slot, s->f_version[slot]};
+    return keyed_push(&s->finish, e);
+}
+
+static int grow_slots(Sim *s) {
+    int64_t n = s->nslots ? 2 * s->nslots : 1024;
+#define GROW(field, T) { T *p = realloc(s->field, sizeof(T) * (size_t)n); if (!p) return -1; \
+                         s->field = p; }
+    GROW(f_msg, int64_t) GROW(f_version, int64_t) GROW(f_start, int64_t) GROW(f_mark, int64_t)
+    GROW(f_checked, int64_t) GROW(f_bottleneck, int64_t) GROW(f_rate, double) GROW(f_left, double)
+    GROW(f_time, double) GROW(f_new, double) GROW(f_frozen, char)
+#undef GROW
+    for (int64_t i = n - 1; i >= s->nslots; --i) {
+        s->f_version[i] = 0;
+        s->f_start[i] = -1;
+        s->f_mark[i] = s->f_checked[i] = -1;
+        if (vec_push(&s->free_slots, i) < 0) return -1;
+    }
+    s->nslots = n;
+    return 0;
+}
+
+static int start_flow(Sim *s, int64_t msg) {
+    if (s->free_slots.n == 0 && grow_slots(s) < 0) return -1;
+    int64_t slot = s->free_slots.v[--s->free_slots.n];
+    s->f_msg[slot] = msg;
+    s->f_left[slot] = s->wire[msg];
+    s->f_rate[slot] = 0.0;
+    s->f_time[slot] = s->now;
+    s->f_start[slot] = s->starts++;
+    ++s->f_version[slot];
+    ++s->nactive;
+    ROUTE(s, slot, p) if (vec_push(&s->members[s->rlinks[p]], slot) < 0) return -1;
+    s->stale = 1;
+    timeline_fit(s, s->now);
+    s->counts[(int64_t)(s->now / s->width)] += 1.0;
+    return vec_push(&s->added, slot);
+}
+
+static int end_flow(Sim *s, int64_t slot) {
+    ROUTE(s, slot, p) {
+        int64_t l = s->rlinks[p];
+        vec_remove(&s->members[l], slot);
+        timeline_flush(s, l);
+        s->l_rate[l] -= fmin(s->f_rate[slot], s->bandwidth);
+        if (s->members[l].n == 0) s->l_rate[l] = 0.0;
+        if (s->l_removed_mark[l] != s->rate_updates) {
+            s->l_removed_mark[l] = s->rate_updates;
+            if (vec_push(&s->removed_links, l) < 0) return -1;
+        }
+    }
+    ++s->f_version[slot];
+    s->f_start[slot] = -1;
+    --s->nactive;
+    s->stale = 1;
+    return vec_push(&s->free_slots, slot);
+}
+
+/* ---- max-min rates, repaired locally ---------------------------------------------------------- */
+static int in_u(const Sim *s, int64_t g) { return s->f_mark[g] == s->epoch; }
+static double rate_of(const Sim *s, int64_t g) { return in_u(s, g) ? s->f_new[g] : s->f_rate[g]; }
+
+/* A flow joins U for the next filling (marked epoch + 1: until then it counts as held). */
+static int join_u(Sim *s, int64_t g) {
+    if (s->f_mark[g] >= s->epoch) return 0;
+    s->f_mark[g] = s->epoch + 1;
+    return vec_push(&s->members_u, g);
+}
+
+static double share_of(const Sim *s, int64_t l) {
+    return (s->l_left[l] > 0 ? s->l_left[l] : 0.0) / (double)s->l_count[l];
+}
+
+/* Progressive filling of U's flows over the capacity the held flows leave. */
+static int fill_u(Sim *s) {
+    ++s->epoch;  /* a new epoch for links; U's marks are moved along */
+    for (int64_t k = 0; k < s->members_u.n; ++k) s->f_mark[s->members_u.v[k]] = s->epoch;
+    s->touched.n = 0;
+    for (int64_t k = 0; k < s->members_u.n; ++k) {
+        int64_t g = s->members_u.v[k];
+        s->f_frozen[g] = 0;
+        ROUTE(s, g, p) {
+            int64_t l = s->rlinks[p];
+            if (s->l_mark[l] != s->epoch) {
+                s->l_mark[l] = s->epoch;
+                s->l_count[l] = 0;
+                if (vec_push(&s->touched, l) < 0) return -1;
+            }
+            ++s->l_count[l];
+        }
+    }
+    s->fill.n = 0;
+    for (int64_t k = 0; k < s->touched.n; ++k) {
+        int64_t l = s->touched.v[k];
+        double left = s->capacity[l];
+        for (int64_t i = 0; i < s->members[l].n; ++i) {
+            int64_t g = s->members[l].v[i];
+            if (!in_u(s, g)) left -= s->f_rate[g];
+        }
+        s->l_left[l] = left;
+        Keyed e = {share_of(s, l), l, 0};
+        if (keyed_push(&s->fill, e) < 0) return -1;
+    }
+    double level = 0.0;
+    while (s->fill.n > 0) {
+        Keyed e = keyed_pop(&s->fill);
+        int64_t l = e.a;
+        if (s->l_count[l] == 0) continue;
+        double share = share_of(s, l);
+        if (share > e.key) {  /* its share grew since it was pushed: back in at the new one */
+            Keyed again = {share, l, 0};
+            if (keyed_push(&s->fill, again) < 0) return -1;
+            continue;
+        }
+        if (share > level) level = share;
+        for (int64_t i = 0; i < s->members[l].n; ++i) {
+            int64_t g = s->members[l].v[i];
+            if (!in_u(s, g) || s->f_frozen[g]) continue;
+            s->f_frozen[g] = 1;
+            s->f_new[g] = level;
+            s->f_bottleneck[g] = l;
+            ROUTE(s, g, p) {
+                s->l_left[s->rlinks[p]] -= level;
+                --s->l_count[s->rlinks[p]];
+            }
+        }
+    }
+    return 0;
+}
+
+static void link_stats(Sim *s, int64_t l, int64_t stamp) {
+    if (s->l_stat_mark[l] == stamp) return;
+    s->l_stat_mark[l] = stamp;
+    double usage = 0.0, top = 0.0;
+    for (int64_t i = 0; i < s->members[l].n; ++i) {
+        double r = rate_of(s, s->members[l].v[i]);
+        usage += r;
+        if (r > top) top = r;
+    }
+    s->l_usage[l] = usage;
+    s->l_max[l] = top;
+}
+
+static int saturated(const Sim *s, int64_t l) {
+    return s->l_usage[l] >= s->capacity[l] * (1.0 - TOLERANCE);
+}
+
+static int is_bottleneck(Sim *s, int64_t l, double rate, int64_t stamp) {
+    link_stats(s, l, stamp);
+    return saturated(s, l) && rate >= s->l_max[l] * (1.0 - TOLERANCE);
+}
+
+/* Whether flow g crosses a saturated link where no flow has a larger rate (recorded). */
+static int has_bottleneck(Sim *s, int64_t g, int64_t stamp) {
+    double r = rate_of(s, g);
+    if (is_bottleneck(s, s->f_bottleneck[g], r, stamp)) return 1;
+    ROUTE(s, g, p) {
+        int64_t l = s->rlinks[p];
+        if (is_bottleneck(s, l, r, stamp)) { s->f_bottleneck[g] = l; return 1; }
+    }
+    return 0;
+}
+
+/* The max-min check of U's filling; returns the number of flows that joined U (-1: memory). */
+static int64_t check_u(Sim *s) {
+    int64_t stamp = s->epoch, before = s->members_u.n;
+    for (int64_t k = 0; k < before; ++k) {
+        int64_t u = s->members_u.v[k];
+        if (has_bottleneck(s, u, stamp)) continue;
+        double r = s->f_new[u];
+        int64_t joined = 0;
+        ROUTE(s, u, p) {
+            int64_t l = s->rlinks[p];
+            if (!saturated(s, l)) continue;
+            for (int64_t i = 0; i < s->members[l].n; ++i) {
+                int64_t h = s->members[l].v[i];
+                if (!in_u(s, h) && s->f_rate[h] > r * (1.0 + TOLERANCE)) {
+                    if (join_u(s, h) < 0) return -1;
+                    ++joined;
+                }
+            }
+        }
+        if (joined == 0) {  /* cannot happen for an exact filling; take its neighbours */
+            ROUTE(s, u, p) {
+                int64_t l = s->rlinks[p];
+                for (int64_t i = 0; i < s->members[l].n; ++i)
+                    if (join_u(s, s->members[l].v[i]) < 0) return -1;
+            }
+        }
+    }
+    /* held flows on the links whose load changed: U's and those flows left */
+    for (int64_t k = 0; k < s->touched.n + s->removed_links.n; ++k) {
+        int64_t l = k < s->touched.n ? s->touched.v[k] : s->removed_links.v[k - s->touched.n];
+        for (int64_t i = 0; i < s->members[l].n; ++i) {
+            int64_t g = s->members[l].v[i];
+            if (s->f_mark[g] >= s->epoch || s->f_checked[g] == stamp) continue;
+            s->f_checked[g] = stamp;
+            int64_t b = s->f_bottleneck[g];  /* a bottleneck whose load did not change holds */
+            if (s->l_mark[b] != s->epoch && s->l_removed_mark[b] != s->rate_updates) continue;
+            if (!has_bottleneck(s, g, stamp) && join_u(s, g) < 0) return -1;
+        }
+    }
+    return s->members_u.n - before;
+}
+
+static int join_all(Sim *s) {  /* every flow in the network that crosses a link */
+    for (int64_t g = 0; g < s->nslots; ++g)
+        if (s->f_start[g] >= 0 && s->roff[s->f_msg[g]] < s->roff[s->f_msg[g] + 1]
+                && join_u(s, g) < 0)
+            return -1;
+    return 0;
+}
+
+static int update_rates(Sim *s) {
+    s->epoch += 2;  /* past every mark of the last update */
+    s->members_u.n = 0;
+    for (int64_t k = 0; k < s->added.n; ++k) {
+        int64_t g = s->added.v[k];
+        if (s->roff[s->f_msg[g]] == s->roff[s->f_msg[g] + 1]) {
+            if (set_rate(s, g, s->bandwidth) < 0) return -1;  /* on one node: unbounded */
+        } else if (join_u(s, g) < 0) {
+            return -1;
+        }
+    }
+    for (int64_t k = 0; k < s->removed_links.n; ++k) {  /* who may gain where flows left */
+        int64_t l = s->removed_links.v[k];
+        for (int64_t i = 0; i < s->members[l].n; ++i) {
+            int64_t g = s->members[l].v[i];
+            if (s->f_bottleneck[g] == l && join_u(s, g) < 0) return -1;
+        }
+    }
+    s->added.n = 0;
+    compact_finish(s);
+    if (s->refill_all && join_all(s) < 0) return -1;
+    s->stale = 0;
+    while (s->members_u.n > 0) {
+        if (fill_u(s) < 0) return -1;
+        s->refilled += s->members_u.n;
+        if (s->refill_all) break;  /* every flow was filled: nothing to check */
+        int64_t joined = check_u(s);
+        if (joined < 0) return -1;
+        if (joined == 0) break;
+        /* most flows may change: fill them all at once rather than widen U step by step */
+        if (2 * s->members_u.n > s->nactive && join_all(s) < 0) return -1;
+    }
+    for (int64_t k = 0; k < s->members_u.n; ++k) {
+        int64_t g = s->members_u.v[k];
+        if (s->f_new[g] != s->f_rate[g])
+            if (set_rate(s, g, s->f_new[g]) < 0) return -1;
+    }
+    s->removed_links.n = 0;
+    ++s->rate_updates;  /* also the stamp of the links flows leave before the next update */
+    return 0;
+}
+
+/* ---- ranks and steps (as collops.sim.ranks.WindowedRanks) ------------------------------------ */
+static int ready(Sim *s, int64_t step);
+
+static int issue(Sim *s, int64_t rank) {
+    StepHeap *pending = &s->pending[rank];
+    while (pending->n > 0 && (s->window == 0 || s->in_flight[rank] < s->window)) {
+        int64_t step = steps_pop(pending);
+        ++s->in_flight[rank];
+        s->cpu_free[rank] = fmax(s->now, s->cpu_free[rank]) + s->overhead;
+        if (push_event(s, s->cpu_free[rank], ISSUED, step) < 0) return -1;
+    }
+    return 0;
+}
+
+static int complete(Sim *s, int64_t step) {
+    ++s->steps_done;
+    if (s->now > s->finished) s->finished = s->now;
+    for (int64_t i = s->succ_ptr[step]; i < s->succ_ptr[step + 1]; ++i) {
+        int64_t next = s->succ_idx[i];
+        if (--s->waiting[next] == 0 && ready(s, next) < 0) return -1;
+    }
+    return 0;
+}
+
+static int ready(Sim *s, int64_t step) {
+    int64_t rank = s->step_rank[step];
+    if (s->kind[step] == s->send_kind) {
+        if (steps_push(&s->pending[rank], step) < 0) return -1;
+        return issue(s, rank);
+    }
+    if (s->kind[step] == s->recv_kind) return complete(s, step);
+    double start = fmax(s->now, s->cpu_free[rank]);
+    s->cpu_free[rank] = start + (double)s->step_bytes[step] * s->gamma;
+    return push_event(s, s->cpu_free[rank], LOCAL_DONE, step);
+}
+
+static int arrived(Sim *s, int64_t msg) {
+    s->msg_done[msg] = s->now;
+    if (s->now > s->finished) s->finished = s->now;
+    int64_t rank = s->step_rank[s->send_of_msg[msg]];
+    --s->in_flight[rank];
+    if (issue(s, rank) < 0) return -1;
+    int64_t recv = s->recv_of_msg[msg];
+    if (--s->waiting[recv] == 0) return ready(s, recv);
+    return 0;
+}
+
+static int handle_due(Sim *s) {
+    while (s->events.n > 0 && s->events.v[0].time <= s->now) {
+        Event e = events_pop(&s->events);
+        int rc = 0;
+        if (e.what == READY) rc = ready(s, e.item);
+        else if (e.what == ISSUED) {
+            rc = start_flow(s, s->msg_of_step[e.item]);
+            if (rc == 0) rc = complete(s, e.item);  /* a send's successors wait for its issue */
+        } else if (e.what == ARRIVED) rc = arrived(s, e.item);
+        else rc = complete(s, e.item);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+static int by_start(const void *x, const void *y, void *arg) {
+    const Sim *s = arg;
+    int64_t a = s->f_start[*(const int64_t *)x], b = s->f_start[*(const int64_t *)y];
+    return (a > b) - (a < b);
+}
+
+static int finish_is_current(const Sim *s, const Keyed *e) {
+    return s->f_version[e->a] == e->b;
+}
+
+/* The flows that drain first (and those within DRAINED of them) leave their source. */
+static int drain_first(Sim *s, double soonest) {
+    double start = s->now, limit = soonest * (1.0 + DRAINED);
+    s->done.n = 0;
+    while (s->finish.n > 0) {
+        Keyed top = s->finish.v[0];
+        if (!finish_is_current(s, &top)) { keyed_pop(&s->finish); continue; }
+        if (top.key - start > limit) break;
+        keyed_pop(&s->finish);
+        if (vec_push(&s->done, top.a) < 0) return -1;
+    }
+    qsort_r(s->done.v, (size_t)s->done.n, sizeof(int64_t), by_start, s);
+    s->now = start + soonest;
+    for (int64_t k = 0; k < s->done.n; ++k) {
+        int64_t slot = s->done.v[k], msg = s->f_msg[slot];
+        if (push_event(s, s->now + s->latency[msg], ARRIVED, msg) < 0) return -1;
+        if (end_flow(s, slot) < 0) return -1;
+    }
+    return 0;
+}
+
+static int simulate(Sim *s, int64_t nsteps, PyObject *progress) {
+    for (int64_t step = 0; step < nsteps; ++step)
+        if (s->waiting[step] == 0 && push_event(s, 0.0, READY, step) < 0) return -1;
+    int64_t turns = 0;
+    while (s->events.n > 0 || s->nactive > 0) {
+        if (s->events.n > 0 && s->events.v[0].time <= s->now) {
+            if (handle_due(s) < 0) return -1;
+            continue;
+        }
+        if (s->stale && update_rates(s) < 0) return -1;
+        double next_event = s->events.n > 0 ? s->events.v[0].time : INFINITY;
+        while (s->finish.n > 0 && !finish_is_current(s, &s->finish.v[0])) keyed_pop(&s->finish);
+        double soonest = INFINITY;
+        if (s->nactive > 0 && s->finish.n > 0) soonest = fmax(0.0, s->finish.v[0].key - s->now);
+        if (s->nactive > 0 && s->now + soonest <= next_event && !isinf(soonest)) {
+            if (drain_first(s, soonest) < 0) return -1;
+        } else if (!isinf(next_event)) {
+            s->now = next_event;
+            if (handle_due(s) < 0) return -1;
+        } else {
+            break;  /* flows that never drain: the caller reports the stall */
+        }
+        if (progress != Py_None && (++turns & 0xffff) == 0) {
+            PyObject *r = PyObject_CallFunction(progress, "LL", (long long)s->steps_done,
+                                                (long long)nsteps);
+            if (!r) return -2;
+            Py_DECREF(r);
+        }
+    }
+    for (int64_t l = 0; l < s->nlinks; ++l) timeline_flush(s, l);
+    return 0;
+}
+
+static void release(Sim *s, int64_t nranks) {
+    free(s->waiting); free(s->events.v); free(s->cpu_free); free(s->in_flight);
+    if (s->pending) for (int64_t r = 0; r < nranks; ++r) free(s->pending[r].v);
+    free(s->pending);
+    free(s->f_msg); free(s->f_version); free(s->f_start); free(s->f_mark); free(s->f_checked);
+    free(s->f_bottleneck);
+    free(s->f_rate); free(s->f_left); free(s->f_time); free(s->f_new);
+    free(s->f_frozen);
+    free(s->free_slots.v); free(s->added.v); free(s->removed_links.v); free(s->members_u.v);
+    free(s->done.v); free(s->finish.v); free(s->touched.v); free(s->fill.v);
+    if (s->members) for (int64_t l = 0; l < s->nlinks; ++l) free(s->members[l].v);
+    free(s->members);
+    free(s->l_mark); free(s->l_count); free(s->l_stat_mark); free(s->l_removed_mark);
+    free(s->l_left); free(s->l_usage); free(s->l_max); free(s->l_rate); free(s->l_time);
+}
+
+#define NBUF 17
+static PyObject *run(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer b[NBUF];
+    long long nranks, window, send_kind, recv_kind;
+    int refill_all = 0;
+    double overhead, bandwidth, gamma, width;
+    PyObject *progress;
+    memset(b, 0, sizeof(b));
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*y*y*w*w*w*LLdddLLdO|p",
+                          &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &b[6], &b[7], &b[8], &b[9],
+                          &b[10], &b[11], &b[12], &b[13], &b[14], &b[15], &b[16], &nranks,
+                          &window, &overhead, &bandwidth, &gamma, &send_kind, &recv_kind,
+                          &width, &progress, &refill_all))
+        return NULL;
+    Sim s;
+    memset(&s, 0, sizeof(s));
+    PyObject *result = NULL;
+    int64_t nsteps = b[0].len / 8;
+    s.kind = b[0].buf; s.step_bytes = b[1].buf; s.step_rank = b[2].buf; s.succ_ptr = b[3].buf;
+    s.succ_idx = b[4].buf; s.msg_of_step = b[6].buf; s.send_of_msg = b[7].buf;
+    s.recv_of_msg = b[8].buf; s.roff = b[9].buf; s.rlinks = b[10].buf; s.capacity = b[11].buf;
+    s.latency = b[12].buf; s.wire = b[13].buf; s.msg_done = b[14].buf; s.rows = b[15].buf;
+    s.counts = b[16].buf;
+    s.nlinks = b[11].len / 8;
+    s.nwindows = b[16].len / 8;
+    s.window = window; s.overhead = overhead; s.bandwidth = bandwidth; s.gamma = gamma;
+    s.send_kind = send_kind; s.recv_kind = recv_kind; s.width = width;
+    s.epoch = 0;
+    s.refill_all = refill_all;
+    if (b[5].len / 8 != nsteps || b[15].len / 8 != s.nwindows * s.nlinks) {
+        PyErr_SetString(PyExc_ValueError, "array lengths disagree");
+        goto done;
+    }
+    s.waiting = malloc(sizeof(int64_t) * (size_t)(nsteps + 1));
+    s.cpu_free = calloc((size_t)nranks + 1, sizeof(double));
+    s.in_flight = calloc((size_t)nranks + 1, sizeof(int64_t));
+    s.pending = calloc((size_t)nranks + 1, sizeof(StepHeap));
+    s.members = calloc((size_t)s.nlinks + 1, sizeof(Vec));
+    size_t nl = (size_t)s.nlinks + 1;
+    s.l_mark = malloc(sizeof(int64_t) * nl); s.l_count = calloc(nl, sizeof(int64_t));
+    s.l_stat_mark = malloc(sizeof(int64_t) * nl); s.l_removed_mark = malloc(sizeof(int64_t) * nl);
+    s.l_left = calloc(nl, sizeof(double)); s.l_usage = calloc(nl, sizeof(double));
+    s.l_max = calloc(nl, sizeof(double)); s.l_rate = calloc(nl, sizeof(double));
+    s.l_time = calloc(nl, sizeof(double));
+    if (!s.waiting || !s.cpu_free || !s.in_flight || !s.pending || !s.members || !s.l_mark
+            || !s.l_count || !s.l_stat_mark || !s.l_removed_mark || !s.l_left || !s.l_usage
+            || !s.l_max || !s.l_rate || !s.l_time) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(s.waiting, b[5].buf, sizeof(int64_t) * (size_t)nsteps);
+    for (int64_t l = 0; l < s.nlinks; ++l) s.l_mark[l] = s.l_stat_mark[l] = s.l_removed_mark[l] = -1;
+    int rc = simulate(&s, nsteps, progress);
+    if (rc == -1) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (rc == -2) goto done;
+    result = Py_BuildValue("dLLdL", s.finished, (long long)s.steps_done,
+                           (long long)s.rate_updates, s.width, (long long)s.refilled);
+done:
+    release(&s, nranks);
+    for (int i = 0; i < NBUF; ++i) if (b[i].obj) PyBuffer_Release(&b[i]);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"run", run, METH_VARARGS, "Run the flow model over a program's arrays (see the module)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "collops.sim._flowsim",
+    "The flow model's event loop and local max-min repair (compiled).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__flowsim(void) { return PyModule_Create(&module); }
