@@ -386,3 +386,34 @@ def test_a_contribution_that_raises_fails_a_tree_gather_and_leaves_nothing_in_fl
     results = run(program, 3, transport)
     assert "endpoint 5" in results[0][0] and "KeyError" in results[0][0]
     assert [pending for _, pending in results] == [0, 0, 0]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_destroyed_geometries_and_clients_give_their_contexts_back(transport):
+    """Geometries and clients made and destroyed without end reuse the same communicator ids
+    (each holds some: without destroy they run out), and still compute right."""
+    def task(comm: collops.Comm) -> Any:
+        def lowest_free() -> list[int]:  # the ids the next ten communicators get
+            probes = [comm.dup() for _ in range(10)]
+            ids = [p.context for p in probes]
+            for p in probes:
+                p.free()
+            return ids
+
+        first = lowest_free()
+        sums = []
+        for round_ in range(40):
+            client = Client(f"round{round_}", comm)
+            client.create_contexts(1)
+            geometry = client.geometry()
+            x = geometry.post(Xfer("allreduce", None, np.arange(3.0) * (comm.rank + 1),
+                                   op="sum"), via=client.contexts[0].endpoint)
+            sums.append(np.asarray(x.wait(timeout=30)).tolist())
+            geometry.destroy()
+            client.destroy()
+        return first, lowest_free(), sums
+
+    got = collops.spawn(task, 2, transport=transport, timeout=90)
+    for first, again, sums in got:
+        assert again == first
+        assert all(s == (np.arange(3.0) * 3).tolist() for s in sums)

@@ -147,6 +147,12 @@ class Client:
         for c in self.contexts:
             c.stop_progress_thread()
 
+    def destroy(self) -> None:
+        """Close the client and give back its point-to-point communicator
+        (PAMI_Client_destroy; collective over the client's tasks, as making it was)."""
+        self.close()
+        self.p2p_comm.free()
+
 
 class Context:
     """A communication resource of one task, with its own progress (several per task)."""

@@ -410,7 +410,8 @@ class Geometry:
             seen[ep.task] = slot[-1] + 1
         slots = max(seen.values())
         # reserve one communicator context per (block, slot pair): collective over all tasks
-        reserved = [client.comm.dup().context for _ in range(3 * slots * slots)]
+        self._reserved = [client.comm.dup() for _ in range(3 * slots * slots)]
+        reserved = [c.context for c in self._reserved]
         group = getattr(client.comm, "_group", list(range(client.tasks)))
         task_rank = [group[ep.task] for ep in self.endpoints]
         self._cpus = client.task_cpus()
@@ -437,6 +438,13 @@ class Geometry:
 
     def __repr__(self) -> str:
         return f"<Geometry {self.name} of {self.size} endpoints, {len(self._members)} here>"
+
+    def destroy(self) -> None:
+        """Give the geometry's communicator contexts back (PAMI_Geometry_destroy; collective
+        over the client's tasks, as making it was): a program may make geometries without end."""
+        for comm in self._reserved:
+            comm.free()
+        self._reserved = []
 
     # -- members -------------------------------------------------------------------------------
     @property
