@@ -410,6 +410,7 @@ class Geometry:
             seen[ep.task] = slot[-1] + 1
         slots = max(seen.values())
         # reserve one communicator context per (block, slot pair): collective over all tasks
+        self.destroyed = False
         self._reserved = [client.comm.dup() for _ in range(3 * slots * slots)]
         reserved = [c.context for c in self._reserved]
         group = getattr(client.comm, "_group", list(range(client.tasks)))
@@ -441,10 +442,21 @@ class Geometry:
 
     def destroy(self) -> None:
         """Give the geometry's communicator contexts back (PAMI_Geometry_destroy; collective
-        over the client's tasks, as making it was): a program may make geometries without end."""
+        over the client's tasks, as making it was): its transfers in flight here complete
+        first, as a freed communicator's calls do; afterwards it takes no transfer."""
+        while self._in_flight():
+            self.client.advance()
+            self.client.wait_for_activity(0.001)
+        self._members = {}
         for comm in self._reserved:
             comm.free()
         self._reserved = []
+        self.destroyed = True
+
+    def _in_flight(self) -> bool:
+        """Whether a transfer of this geometry is still in flight on this task."""
+        return any(x.geometry is self for c in self.client.contexts for x in c.xfers) or any(
+            m.as_peer for m in self._members.values())
 
     # -- members -------------------------------------------------------------------------------
     @property
@@ -454,6 +466,9 @@ class Geometry:
 
     def member(self, endpoint: Endpoint) -> Member:
         """The local member behind ``endpoint``."""
+        if self.destroyed:
+            raise ArgumentError("Geometry", "geometry", self.name, "was destroyed",
+                                self.client.task)
         try:
             return self._members[endpoint]
         except KeyError:
@@ -514,6 +529,9 @@ class Geometry:
     # -- posting -------------------------------------------------------------------------------
     def post(self, xfer: Xfer, via: Endpoint | None = None) -> Xfer:
         """Post ``xfer`` without blocking through ``via`` (default: the first local endpoint)."""
+        if self.destroyed:
+            raise ArgumentError("Geometry.post", "geometry", self.name, "was destroyed",
+                                self.client.task)
         if via is None:
             if not self._members:
                 raise ArgumentError("Geometry.post", "via", None,
