@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,15 @@ import pytest
 import collops
 from collops.cli import main
 from collops.faults import calls as fault_calls
-from collops.faults.campaign import KINDS, Outcome, Trial, mpiexec, run_campaign, run_trial
+from collops.faults.campaign import (
+    KINDS,
+    Outcome,
+    Trial,
+    abort_of,
+    mpiexec,
+    run_campaign,
+    run_trial,
+)
 from collops.faults.rank_program import Plan
 from collops.faults.report import problems, summarise
 
@@ -135,6 +144,22 @@ def _outcome(**changes) -> Outcome:
                 hung=False, seconds=1.0, fault_time=10.0, end_time=11.0,
                 records={0: dict(peer_failed), 1: None, 2: dict(peer_failed)})
     return Outcome(**{**base, **changes})
+
+
+def test_an_mpi_job_aborted_over_a_dead_peer_counts_for_its_silent_ranks():
+    """A survivor that aborts the MPI job because a peer of its node died (at exit, or
+    blocked in MPI's own call) names the dead rank on stderr: the ranks ended with the job
+    are judged by that name, whatever the launcher's exit code."""
+    for line in ("collops: MPI rank 1 (pid 8413) is gone; rank 2 aborts the job instead of "
+                 "finalizing MPI\n",
+                 "collops: MPI rank 1 (pid 8413) died while rank 0 was blocked in "
+                 "MPI_Allreduce; aborting the job\n"):
+        aborted, named = abort_of("other output\n" + line)
+        silent = _outcome(transport="mpi", exit_code=1, records={0: None, 1: None, 2: None},
+                          aborted_by=aborted, abort_named=named)
+        assert problems(silent) == [], line
+        assert problems(replace(silent, abort_named=0)), line  # named the wrong rank
+    assert abort_of("collops: uncaught ValueError on MPI rank 2 of 3\n") == (2, None)
 
 
 def test_the_judge_passes_a_clean_trial_and_names_every_kind_of_failure():

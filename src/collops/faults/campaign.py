@@ -39,6 +39,10 @@ TRANSPORT_KINDS = {"shm": KINDS, "mpi": tuple(k for k in KINDS if not k.startswi
                    "threads": tuple(k for k in KINDS if k != "kill")}
 #: what collops prints on stderr when an uncaught exception makes it abort an MPI job
 MPI_ABORT = re.compile(r"collops: uncaught \w+ on MPI rank (\d+) of")
+#: what collops prints when a rank aborts an MPI job because a peer of its node died: (dead,
+#: aborting rank) — at exit (`MpiTransport.close`) or blocked in MPI's own call (the guards)
+MPI_DEAD_ABORT = re.compile(r"collops: MPI rank (\d+) \(pid \d+\) (?:is gone; rank (\d+) "
+                            r"aborts the job|died while rank (\d+) was blocked)")
 MARKER = "COLLOPS_FAULT_TRIAL"
 SHM = "/dev/shm"
 
@@ -78,6 +82,8 @@ class Outcome:
     stderr_tail: str = ""
     #: the call the faulty rank made when it caused the fault (None: SIGINT, or unknown)
     fault_call: str | None = None
+    #: the rank a collops abort named dead, when a rank aborted the job because of it
+    abort_named: int | None = None
 
 
 def mpiexec() -> str | None:
@@ -151,11 +157,21 @@ def run_trial(trial: Trial, rng: np.random.Generator) -> Outcome:
     leaked = shm_left(_mapped_by_ranks(folder, trial.ranks))
     for name in leaked:  # reported, then removed: the campaign itself leaves nothing
         Path(SHM, name).unlink(missing_ok=True)
+    aborted_by, named = abort_of(stderr)
     return Outcome(trial.transport, trial.kind, trial.ranks, trial.plan.seed, trial.plan.victim,
                    trial.plan.at, None if hung else _shell_status(job.returncode), hung,
-                   end - start, fault_time, end, records, len(left), leaked,
-                   int(abort[1]) if (abort := MPI_ABORT.search(stderr)) else None, stderr[-2000:],
-                   None if fault is None else fault.get("call"))
+                   end - start, fault_time, end, records, len(left), leaked, aborted_by,
+                   stderr[-2000:], None if fault is None else fault.get("call"), named)
+
+
+def abort_of(stderr: str) -> tuple[int | None, int | None]:
+    """From collops' messages on an MPI job's stderr: the rank that aborted the job, and the
+    rank it named dead when it aborted over a dead peer."""
+    dead = MPI_DEAD_ABORT.search(stderr)
+    if dead is not None:
+        return int(dead[2] or dead[3]), int(dead[1])
+    abort = MPI_ABORT.search(stderr)
+    return (int(abort[1]) if abort else None), None
 
 
 def _default_sigint() -> None:

@@ -38,6 +38,8 @@ def _names_the_cause(o: Outcome, record: dict[str, Any] | None) -> bool:
     if record is None:
         if o.aborted_by is None:
             return False
+        if o.abort_named is not None:  # a rank aborted the job naming a dead peer
+            return o.abort_named == o.victim
         aborter = o.records.get(o.aborted_by)
         if aborter is None:
             return o.kind == "raise" and o.aborted_by == o.victim
