@@ -28,7 +28,7 @@ from collops.faults.campaign import (
     run_trial,
 )
 from collops.faults.rank_program import Plan
-from collops.faults.report import problems, summarise
+from collops.faults.report import describe, problems, summarise
 
 
 def _trials(transport: str, kind: str, trials: int = 2, **kw) -> list[Outcome]:
@@ -113,26 +113,15 @@ def test_mpi_a_rank_returning_early_at_a_point_to_point_call_is_named(call, tmp_
     _assert_hold(_p2p_fault_trials("mpi", "return", call, 1, tmp_path, limit=40.0))
 
 
-#: killed by ``mpiexec`` (SIGKILL): the launcher ended the job itself, which issue 15 item 6
-#: accepts ("where the launcher does not end the job itself …, collops notices")
-KILLED_BY_LAUNCHER = 9
-
-
-def _collops_problems(o: Outcome) -> list[str]:
-    """`problems` of an MPI trial that are collops': a survivor with no record of its own is
-    fine when ``mpiexec`` killed the job. (MPICH's own ``mpich_shm_*`` file, which MPICH
-    leaves when one of its ranks is SIGKILLed, must not be left either: the transport
-    removes its name once the node's ranks have attached it, `liveness.unlink_mpich_segments`.)"""
-    return [p for p in problems(o)
-            if not ("no record" in p and o.exit_code == KILLED_BY_LAUNCHER)]
-
-
 @pytest.mark.timeout(150)
 @pytest.mark.skipif(mpiexec() is None, reason="no mpiexec (pip install 'collops[mpi]')")
 def test_mpi_a_killed_rank_is_named_by_the_survivors_or_ends_the_job():
     pytest.importorskip("mpi4py")
     outcomes = _trials("mpi", "kill", 2, calls=24, call_timeout=3.0, limit=20.0)
-    found = {f"seed={o.seed} victim={o.victim}": _collops_problems(o) for o in outcomes}
+    # (MPICH's own ``mpich_shm_*`` file, which MPICH leaves when one of its ranks is
+    # SIGKILLed, must not be left either: `liveness.unlink_mpich_segments`)
+    found = {f"seed={o.seed} victim={o.victim} exit={o.exit_code} stderr={o.stderr_tail!r}":
+             problems(o) for o in outcomes}
     assert not any(found.values()), found
 
 
@@ -160,6 +149,28 @@ def test_an_mpi_job_aborted_over_a_dead_peer_counts_for_its_silent_ranks():
         assert problems(silent) == [], line
         assert problems(replace(silent, abort_named=0)), line  # named the wrong rank
     assert abort_of("collops: uncaught ValueError on MPI rank 2 of 3\n") == (2, None)
+
+
+HYDRA_BROKEN_PIPE = (
+    "[proxy:0@vm] HYDU_sock_write (sock.c:250): write error (Broken pipe)\n"
+    "[mpiexec@vm] main (mpiexec.c:270): process manager error waiting for completion\n")
+
+
+def test_an_mpi_job_the_launcher_ended_after_a_kill_is_accepted_and_said_so():
+    """Issue 15 asks collops to notice a dead rank "where the launcher does not end the job
+    itself": MPICH's mpiexec ends it itself with the victim's signal (exit 9) or, when the
+    killed rank's pipe broke mid-message, with its own process-manager failure (exit 255)."""
+    silent = dict(transport="mpi", records={0: None, 1: None, 2: None})
+    for exit_code, tail in ((9, ""), (255, HYDRA_BROKEN_PIPE)):
+        ended = _outcome(exit_code=exit_code, stderr_tail=tail, **silent)
+        assert problems(ended) == [], exit_code
+        assert describe(ended, 0) == "ended by mpiexec"
+    # no launcher's word: the silent survivors are collops' failure
+    assert len(problems(_outcome(exit_code=255, **silent))) == 2
+    assert len(problems(_outcome(exit_code=1, stderr_tail=HYDRA_BROKEN_PIPE, **silent))) == 2
+    # only a killed rank; and not on the transports collops launches itself
+    assert problems(_outcome(exit_code=9, kind="raise", **silent))
+    assert problems(_outcome(exit_code=9, records={0: None, 1: None, 2: None}))
 
 
 def test_the_judge_passes_a_clean_trial_and_names_every_kind_of_failure():

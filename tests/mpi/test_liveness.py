@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import array
+import fcntl
 import os
 import subprocess
 import sys
+import termios
 import threading
+import time
 
 import pytest
 
+from collops.mpi.abort import wait_until_read
 from collops.mpi.liveness import BlockingGuard, NodePeers, alive, unlink_mpich_segments
 
 
@@ -35,21 +40,50 @@ def test_a_killed_process_is_dead_even_before_it_is_reaped():
 
 
 @pytest.mark.timeout(30)
-def test_the_guard_of_a_blocking_call_aborts_once_a_node_peer_dies(capfd):
+def test_the_guard_of_a_blocking_call_aborts_once_a_node_peer_dies():
     child = _child()
     aborted = threading.Event()
+    said: list[str] = []
+
+    def abort(message: str) -> None:
+        said.append(message)
+        aborted.set()
+
     try:
         with BlockingGuard(NodePeers({1: child.pid}), 0, "MPI_Comm_create_group",
-                           aborted.set, interval=0.01):
+                           abort, interval=0.01):
             assert not aborted.wait(0.1)
             child.kill()
             assert aborted.wait(10)
     finally:
         child.kill()
         child.wait()
-    err = capfd.readouterr().err
-    assert f"MPI rank 1 (pid {child.pid}) died while rank 0 was blocked in " \
-        "MPI_Comm_create_group; aborting the job" in err
+    assert said == [f"collops: MPI rank 1 (pid {child.pid}) died while rank 0 was blocked in "
+                    "MPI_Comm_create_group; aborting the job"]
+
+
+@pytest.mark.timeout(30)
+def test_an_aborted_job_waits_until_its_message_is_read():
+    # MPI_Abort makes mpiexec kill every rank: what still sat in the stderr pipe was lost,
+    # and the job ended with exit code 1 and no reason (seen in the fault campaign)
+    read, write = os.pipe()
+    taken: list[bytes] = []
+
+    def reader() -> None:
+        time.sleep(0.3)  # a slow launcher
+        taken.append(os.read(read, 1 << 16))
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    os.write(write, b"collops: rank 1 aborts the job\n")
+    wait_until_read(write)
+    unread = array.array("i", [0])
+    fcntl.ioctl(write, termios.FIONREAD, unread)
+    thread.join()
+    os.close(read)
+    os.close(write)
+    assert unread[0] == 0  # it did not return while the message sat in the pipe
+    assert taken == [b"collops: rank 1 aborts the job\n"]
 
 
 def test_the_names_of_mpich_segments_this_process_maps_are_removed(tmp_path):

@@ -32,12 +32,29 @@ def _survivors(o: Outcome) -> list[int]:
     return [r for r in range(o.ranks) if r != o.victim]
 
 
+#: how ``mpiexec`` (MPICH's Hydra) ends a job on its own when one of its ranks is SIGKILLed:
+#: it reports the signal as its exit code, or its process manager fails on the dead rank's
+#: closed pipe (exit 255) — either way before the survivors could say a word
+LAUNCHER_KILLED, LAUNCHER_FAILED = 9, 255
+HYDRA_FAILURE = "process manager error"
+
+
+def ended_by_launcher(o: Outcome) -> bool:
+    """Whether ``mpiexec`` itself ended MPI trial ``o`` after its victim was killed (issue 15
+    asks collops to notice a dead rank only "where the launcher does not end the job
+    itself"); no collops message aborted it."""
+    return (o.transport == "mpi" and o.kind == "kill" and o.aborted_by is None
+            and (o.exit_code == LAUNCHER_KILLED
+                 or (o.exit_code == LAUNCHER_FAILED and HYDRA_FAILURE in o.stderr_tail)))
+
+
 def _names_the_cause(o: Outcome, record: dict[str, Any] | None) -> bool:
     """Whether a rank's error names what went wrong (on MPI, the job may instead have been
-    aborted by the faulty rank, which collops' message on stderr names)."""
+    aborted by the faulty rank, which collops' message on stderr names, or ended by the
+    launcher itself)."""
     if record is None:
         if o.aborted_by is None:
-            return False
+            return ended_by_launcher(o)
         if o.abort_named is not None:  # a rank aborted the job naming a dead peer
             return o.abort_named == o.victim
         aborter = o.records.get(o.aborted_by)
@@ -59,7 +76,9 @@ def describe(o: Outcome, rank: int) -> str:
     """How a rank ended in a few words: ``PeerFailed(1)``, ``completed``, ``no record``."""
     record = o.records.get(rank)
     if record is None:
-        return "no record" if o.aborted_by is None else f"aborted by {o.aborted_by}"
+        if o.aborted_by is not None:
+            return f"aborted by {o.aborted_by}"
+        return "ended by mpiexec" if ended_by_launcher(o) else "no record"
     if record.get("status") != "error":
         return str(record.get("status"))
     failed = record.get("failed_rank")

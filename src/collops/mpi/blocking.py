@@ -26,7 +26,6 @@ other, so the choice must not depend on anything that differs between ranks.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from typing import Any
@@ -38,6 +37,7 @@ from ..algorithms import fingerprint as fp
 from ..algorithms.native import NativeCall
 from ..errors import CollectiveMismatch, CollectiveTimeout, PeerFailed, ScheduleError
 from ..transport.stall import report, watch_of
+from .abort import abort_job
 from .board import Board, call_key, raise_mismatch
 from .liveness import GUARD_INTERVAL
 from .native import (
@@ -84,12 +84,10 @@ class Watchdog:
                            runner.current)
             dead = None if runner is None else runner.dead_peer()
             if runner is not None and dead is not None and self.blocked is runner:
-                sys.stderr.write(
-                    f"collops: MPI rank {dead} (pid {transport._peers.pids[dead]}) died while "
-                    f"rank {runner.rank} was blocked in {mpi_function(runner.collective)} "
-                    f"({runner.what}), which cannot be interrupted; aborting the job\n")
-                sys.stderr.flush()
-                transport._MPI.COMM_WORLD.Abort(1)
+                abort_job(f"collops: MPI rank {dead} (pid {transport._peers.pids[dead]}) died "
+                          f"while rank {runner.rank} was blocked in "
+                          f"{mpi_function(runner.collective)} ({runner.what}), which cannot be "
+                          f"interrupted; aborting the job")
                 return
 
 

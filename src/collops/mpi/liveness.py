@@ -23,7 +23,6 @@ part was done.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from collections.abc import Callable, Iterable
 from types import TracebackType
@@ -158,10 +157,10 @@ class NodePeers:
 
 class BlockingGuard:
     """While the ``with`` block runs a blocking MPI call, a thread checks this node's pids and,
-    if one is gone, writes why to stderr and calls ``abort`` (``MPI_Abort``): a blocked call
-    never returns when a peer died, so ending the job is the only way out."""
+    if one is gone, calls ``abort`` with why (`abort.abort_job`: stderr, then ``MPI_Abort``):
+    a blocked call never returns when a peer died, so ending the job is the only way out."""
 
-    def __init__(self, peers: NodePeers, rank: int, call: str, abort: Callable[[], None],
+    def __init__(self, peers: NodePeers, rank: int, call: str, abort: Callable[[str], None],
                  interval: float = GUARD_INTERVAL) -> None:
         self.peers, self.rank, self.call = peers, rank, call
         self.abort, self.interval = abort, interval
@@ -185,9 +184,6 @@ class BlockingGuard:
         while not self._done.wait(self.interval):
             dead = self.peers.first_dead()
             if dead is not None:
-                sys.stderr.write(
-                    f"collops: MPI rank {dead} (pid {self.peers.pids[dead]}) died while rank "
-                    f"{self.rank} was blocked in {self.call}; aborting the job\n")
-                sys.stderr.flush()
-                self.abort()
+                self.abort(f"collops: MPI rank {dead} (pid {self.peers.pids[dead]}) died "
+                           f"while rank {self.rank} was blocked in {self.call}; aborting the job")
                 return

@@ -49,15 +49,9 @@ aborts the whole job (``MPI_Abort``) instead of leaving the other ranks waiting 
 
 from __future__ import annotations
 
-import array
-import fcntl
 import os
 import struct
-import sys
-import termios
 import time
-import traceback
-from types import TracebackType
 from typing import Any
 
 from .. import config
@@ -66,6 +60,7 @@ from ..errors import CollopsError, PeerFailed, TransportError
 from ..transport.base import Capabilities, Handle, Transport
 from ..transport.tags import call_of_tag_base
 from . import given_up
+from .abort import abort_job, install_abort_hook
 from .board import Board
 from .liveness import BlockingGuard, NodePeers, node_peers
 
@@ -441,8 +436,7 @@ class MpiTransport(Transport):
     def blocking(self, call: str) -> BlockingGuard:
         """A guard for a blocking MPI call: the job is aborted if a rank of this node dies
         meanwhile (a blocked call would never return)."""
-        return BlockingGuard(self._peers, self.rank, call,
-                             lambda: self._MPI.COMM_WORLD.Abort(1))
+        return BlockingGuard(self._peers, self.rank, call, abort_job)
 
     # -- MPI's own collectives -----------------------------------------------------------------
     def collective_comm(self, group: tuple[int, ...], context: int, slot: int) -> Any:
@@ -529,11 +523,8 @@ class MpiTransport(Transport):
         self._closed = True
         dead = self._peers.first_dead()
         if dead is not None:  # MPI_Finalize would wait for it for ever
-            sys.stderr.write(f"collops: MPI rank {dead} (pid {self._peers.pids[dead]}) is gone; "
-                             f"rank {self.rank} aborts the job instead of finalizing MPI\n")
-            sys.stderr.flush()
-            _unlink_mapped_shm()
-            self._MPI.COMM_WORLD.Abort(1)
+            abort_job(f"collops: MPI rank {dead} (pid {self._peers.pids[dead]}) is gone; "
+                      f"rank {self.rank} aborts the job instead of finalizing MPI")
         end = time.monotonic() + grace
         try:
             while (self._background or self._pending) and time.monotonic() < end:
@@ -557,64 +548,3 @@ def _fill(h: Handle, out: memoryview, payload: memoryview, fingerprint: int) -> 
     if payload.nbytes == out.nbytes and payload.nbytes:
         out[:] = payload
     h.done = True
-
-
-def _unlink_mapped_shm() -> None:
-    """Unlink the shared-memory files this process has mapped (MPI_Abort would leave them).
-
-    MPICH removes its ``/dev/shm/mpich_shm_*`` segment in ``MPI_Finalize``, not on abort; the
-    ranks that still use it keep their mappings, as unlinking only drops the name.
-    """
-    try:
-        with open("/proc/self/maps") as maps:
-            fields = [line.split(None, 5) for line in maps]
-    except OSError:
-        return
-    paths = {f[5].strip() for f in fields if len(f) == 6}
-    for path in paths:
-        if path.startswith("/dev/shm/") and not path.endswith("(deleted)"):
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-
-
-def _wait_until_read(fd: int, limit: float = 2.0) -> None:
-    """Wait (at most ``limit`` s) until the reader of pipe ``fd`` has taken what was written.
-
-    ``mpiexec`` forwards each rank's stderr through a pipe; ``MPI_Abort`` makes it kill every
-    rank and exit, and whatever still sits in that pipe is lost, so the traceback would vanish.
-    Where ``fd`` is not a pipe (a terminal, a file) there is nothing to wait for.
-    """
-    unread = array.array("i", [0])
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        try:
-            fcntl.ioctl(fd, termios.FIONREAD, unread)
-        except OSError:
-            return
-        if unread[0] == 0:
-            return
-        time.sleep(0.001)
-
-
-def install_abort_hook(rank: int, size: int) -> None:
-    """Make an uncaught exception print this rank's traceback and abort the whole MPI job."""
-
-    def abort(kind: type[BaseException], value: BaseException,
-              tb: TracebackType | None) -> None:
-        text = "".join(traceback.format_exception(kind, value, tb))
-        sys.stderr.write(f"collops: uncaught {kind.__name__} on MPI rank {rank} of {size}; "
-                         f"aborting the job\n[rank {rank}] " +
-                         text.rstrip("\n").replace("\n", f"\n[rank {rank}] ") + "\n")
-        sys.stderr.flush()
-        sys.stdout.flush()
-        _unlink_mapped_shm()
-        for stream in (sys.stderr, sys.stdout):
-            try:
-                _wait_until_read(stream.fileno())
-            except (AttributeError, ValueError, OSError):
-                pass
-        _mpi().COMM_WORLD.Abort(1)
-
-    sys.excepthook = abort
