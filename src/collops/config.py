@@ -46,6 +46,9 @@ setting                   environment variable                 meaning
                                                                network: ``row-major``
                                                                (default), ``random``, or a
                                                                file of node ids
+``call_cache``            ``COLLOPS_CALL_CACHE``               prepared calls a communicator
+                                                               keeps (one per signature; the
+                                                               oldest goes first), 4096
 ``ranks_per_node``        ``COLLOPS_RANKS_PER_NODE``           MPI: take ranks ``k*n`` to
                                                                ``k*n+n-1`` for one node (to
                                                                test node-aware algorithms on
@@ -66,6 +69,8 @@ from .errors import SettingError
 
 #: seconds a rank waits in one call before it reports the stall (`collops.transport.stall`)
 DEFAULT_STALL_REPORT = 60.0
+#: prepared calls a communicator keeps unless ``COLLOPS_CALL_CACHE`` says otherwise
+DEFAULT_CALL_CACHE = 4096
 
 
 def user_tuning_file(env: dict[str, str] | None = None) -> str:
@@ -110,13 +115,14 @@ class Settings:
     placement: str = "row-major"
     #: MPI: ranks per "node" in place of MPI's shared-memory split (None: MPI's)
     ranks_per_node: int | None = None
+    #: prepared calls (one per call signature) a communicator keeps (`runtime.cache`)
+    call_cache: int = DEFAULT_CALL_CACHE
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
         """Read the settings from ``env`` (default: the process environment)."""
         env = dict(os.environ if env is None else env)
         single_copy = env.get("COLLOPS_SHM_SINGLE_COPY")
-        single_copy_min = env.get("COLLOPS_SHM_SINGLE_COPY_MIN")
         p2p_cells = env.get("COLLOPS_SHM_P2P_CELLS")
         overrides = {}
         for c in COLLECTIVES:
@@ -132,7 +138,7 @@ class Settings:
             algorithms=overrides,
             compiled=_flag(env.get("COLLOPS_COMPILED", "1")),
             shm_single_copy=_flag(single_copy) if single_copy else None,
-            shm_single_copy_min=int(single_copy_min) if single_copy_min else None,
+            shm_single_copy_min=_count(env, "COLLOPS_SHM_SINGLE_COPY_MIN", zero=True),
             shm_p2p_cells=_flag(p2p_cells) if p2p_cells else None,
             shm_per_rank=_bytes(env, "COLLOPS_SHM_PER_RANK"),
             spin_seconds=_seconds(env, "COLLOPS_SPIN_SECONDS", cls.spin_seconds),
@@ -141,6 +147,7 @@ class Settings:
             topology=env.get("COLLOPS_TOPOLOGY", "").strip() or None,
             placement=env.get("COLLOPS_PLACEMENT", "").strip() or "row-major",
             ranks_per_node=_count(env, "COLLOPS_RANKS_PER_NODE"),
+            call_cache=_count(env, "COLLOPS_CALL_CACHE") or DEFAULT_CALL_CACHE,
         )
 
 
@@ -149,13 +156,15 @@ def _flag(value: str) -> bool:
     return value.strip().lower() not in ("0", "no", "false", "off")
 
 
-def _count(env: dict[str, str], name: str) -> int | None:
-    """A positive whole number from ``env[name]`` (None when unset or empty)."""
+def _count(env: dict[str, str], name: str, zero: bool = False) -> int | None:
+    """A positive (with ``zero``: or zero) whole number from ``env[name]`` (None when unset
+    or empty)."""
     text = env.get(name, "").strip()
     if not text:
         return None
-    if not text.isdigit() or int(text) <= 0:
-        raise ValueError(f"{name} must be a positive whole number, not {text!r}")
+    if not text.isdigit() or (int(text) == 0 and not zero):
+        kind = "whole number ≥ 0" if zero else "positive whole number"
+        raise SettingError(f"{name} must be a {kind}, not {text!r}")
     return int(text)
 
 
@@ -171,7 +180,7 @@ def _bytes(env: dict[str, str], name: str) -> int | None:
     except ValueError:
         value = 0
     if value <= 0:
-        raise ValueError(f"{name} must be a positive byte count such as 16M, not {text!r}")
+        raise SettingError(f"{name} must be a positive byte count such as 16M, not {text!r}")
     return value
 
 

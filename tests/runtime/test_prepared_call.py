@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import collops
+from collops import config
 
 
 def _x(rank, shape, seed):
@@ -64,7 +65,6 @@ def test_blocking_nonblocking_and_persistent_calls_share_one_prepared_call(trans
 
 
 def _many_signatures(comm, limit):
-    comm._cache.limit = limit
     me = comm.rank
     got, sizes = [], []
     for round_ in range(2):
@@ -76,9 +76,16 @@ def _many_signatures(comm, limit):
 
 
 @pytest.mark.timeout(90)
-def test_the_cache_stays_within_its_bound_and_results_stay_right():
+def test_the_cache_stays_within_its_bound_and_results_stay_right(monkeypatch):
     p, limit = 2, 6
-    for me, (got, sizes) in enumerate(collops.spawn(_many_signatures, p, limit, timeout=80)):
+    monkeypatch.setenv("COLLOPS_CALL_CACHE", str(limit))
+    config.reload_settings()
+    try:
+        outcomes = collops.spawn(_many_signatures, p, limit, timeout=80)
+    finally:
+        monkeypatch.delenv("COLLOPS_CALL_CACHE")
+        config.reload_settings()
+    for me, (got, sizes) in enumerate(outcomes):
         assert max(sizes) <= limit
         k = 0
         for round_ in range(2):

@@ -127,7 +127,7 @@ class CommBase:
         #: phase of any call; (collective, dtype, shape, op, root, algorithm) for a blocking
         #: call's arguments (None: they do not fit `FastPaths._fast`); (collective,
         #: "envelope", root, algorithm) for a blocking bcast's or scatter's envelope
-        self._cache = BoundedCache()
+        self._cache = BoundedCache(_cfg.settings.call_cache)
         #: the prepared call a persistent request kept for the first phase of the call it
         #: starts now (`PersistentRequest.start`), used instead of the cache's
         self._pinned: PreparedCall | None = None
