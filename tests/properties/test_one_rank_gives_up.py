@@ -33,6 +33,13 @@ def _bad_call(comm: collops.Comm, case: str) -> Any:
         for _ in range(2):
             comm.allreduce(x, "sum", timeout=CALL_TIMEOUT)
         return comm.allreduce(x, "sum", timeout=-1.0 if bad else CALL_TIMEOUT)
+    if case.startswith("gatherv out"):  # the root's out is checked once the counts are in
+        rows = 100_000 if case.endswith("large") else 2
+        return comm.gatherv(np.ones(rows + comm.rank), root=BAD,
+                            out=np.empty(1) if bad else None, timeout=CALL_TIMEOUT)
+    if case == "gatherv misspelt keyword":  # an algorithm parameter no algorithm takes
+        extra = {"recvcounts": (2, 3, 4)} if bad else {}
+        return comm.gatherv(np.ones(2 + comm.rank), root=0, timeout=CALL_TIMEOUT, **extra)
     raise AssertionError(case)
 
 
@@ -53,7 +60,8 @@ def _one_rank(comm: collops.Comm, case: str) -> dict[str, Any]:
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("case", ["allreduce out", "allgather dtype", "alltoall shape",
-                                  "bound allreduce timeout"])
+                                  "bound allreduce timeout", "gatherv out small",
+                                  "gatherv out large", "gatherv misspelt keyword"])
 @pytest.mark.parametrize("transport", ["inproc", "shm"])
 def test_the_peers_of_a_rank_that_gave_up_are_told(transport, case):
     got = collops.spawn(_one_rank, 3, case, transport=transport, timeout=SPAWN_TIMEOUT)

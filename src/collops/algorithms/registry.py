@@ -238,3 +238,21 @@ def get_algorithm(collective: str, name: str, rank: int | None = None,
 def all_algorithms() -> list[Algorithm]:
     """Every registered algorithm of every collective."""
     return [a for c in COLLECTIVES for a in _REGISTRY[c].values()]
+
+
+def check_call_params(collective: str, params: Mapping[str, Any],
+                      rank: int | None = None) -> None:
+    """Refuse a call's algorithm parameters that no registered algorithm takes (a misspelt
+    keyword such as ``recvcounts=`` would otherwise be dropped by automatic selection, which
+    passes each algorithm only the parameters it knows) or whose value is not one value."""
+    known = {p.name for a in all_algorithms() for p in a.params}
+    for name, value in params.items():
+        if name not in known:
+            raise ArgumentError(collective, name, value,
+                                "not an argument of the call nor a parameter of any algorithm "
+                                f"(parameters: {', '.join(sorted(known))})", rank)
+        try:
+            hash(value)
+        except TypeError:
+            raise ArgumentError(collective, name, value, "must be one value (a number, a "
+                                "string, a tuple), not a mutable container", rank) from None

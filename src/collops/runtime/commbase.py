@@ -15,7 +15,7 @@ from .. import config as _cfg
 from ..algorithms import fingerprint as fp
 from ..algorithms import selection
 from ..algorithms.native import NativeCall
-from ..algorithms.registry import Algorithm
+from ..algorithms.registry import Algorithm, check_call_params
 from ..algorithms.spec import CallSpec
 from ..datatypes import address_of, as_array
 from ..errors import ArgumentError
@@ -128,6 +128,8 @@ class CommBase:
         #: call's arguments (None: they do not fit `FastPaths._fast`); (collective,
         #: "envelope", root, algorithm) for a blocking bcast's or scatter's envelope
         self._cache = BoundedCache(_cfg.settings.call_cache)
+        #: ``(call number, phase)`` of the phase `_execute` started last
+        self._last_started: tuple[int, int] | None = None
         #: the prepared call a persistent request kept for the first phase of the call it
         #: starts now (`PersistentRequest.start`), used instead of the cache's
         self._pinned: PreparedCall | None = None
@@ -223,17 +225,27 @@ class CommBase:
             call = self._prepared(spec, algorithm, params, counts_signature)
         else:
             self._pinned = None
-        return call.start(self, send, recv, seq, phase, self._timeout(timeout, spec.collective),
-                          in_place, agree)
+        started = call.start(self, send, recv, seq, phase,
+                             self._timeout(timeout, spec.collective), in_place, agree)
+        self._last_started = (seq, phase)  # read by the request that yields it (`Request`)
+        return started
 
     def _prepared(self, spec: CallSpec, algorithm: str | None, params: dict[str, Any],
                   counts_signature: object = None) -> PreparedCall:
         """The prepared call of a signature, prepared on first use (`_prepare`)."""
         if self._generation != _cfg.generation:
             self._new_generation()
-        key = (spec, algorithm, tuple(sorted(params.items())) if params else (),
-               counts_signature)
-        call = self._cache.get(key)
+        if params:
+            try:
+                key = (spec, algorithm, tuple(sorted(params.items())), counts_signature)
+                call = self._cache.get(key)
+            except TypeError:
+                call = None
+            if call is None:
+                check_call_params(spec.collective, params, self.rank)
+        else:
+            key = (spec, algorithm, (), counts_signature)
+            call = self._cache.get(key)
         if call is None:
             call = self._cache.put(key, self._prepare(spec, algorithm, params,
                                                       counts_signature))

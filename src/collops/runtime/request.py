@@ -12,6 +12,7 @@ from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ArgumentError
+from ..transport.tags import make_tag_base
 from .abandon import abandon_call
 from .engine import Execution
 from .failure_site import locate_failure
@@ -56,14 +57,17 @@ class Request:
             pending.add(self)
         #: whether a phase has started (a request for a phase of a call numbered already)
         self._started = False
+        #: ``(call number, phase)`` of this request's latest phase (None: none yet)
+        self._phase: tuple[int, int] | None = None
         taken = comm._call_number[0]
         try:
             self._advance()
         except ArgumentError as exc:  # its peers may wait for this rank: they are told
             took = comm._call_number[0] != taken
             # not when a phase of a call made (and numbered) already raised it: a request
-            # inside a phase generator's step, or one that ran a phase without a number
-            if not comm._stepping and (took or not self._started):
+            # inside a phase generator's step, or one that ran a phase without a number;
+            # nor when a later phase's check raised it (`_give_up_next_phase` told them)
+            if not comm._stepping and self._phase is None and (took or not self._started):
                 abandon_call(comm, exc, int(taken) if took else None)
             raise
 
@@ -94,13 +98,26 @@ class Request:
             try:
                 self._current = self._phases.send(None)
                 self._started = True
+                self._phase = comm._last_started
             except StopIteration as stop:
                 self._done = True
                 self._current = None
                 self._value = stop.value
+            except ArgumentError as exc:
+                if self._phase is not None and comm._stepping == 1:
+                    self._give_up_next_phase(exc)
+                raise
             finally:
                 comm.blocking_phase = outer
                 comm._stepping -= 1
+
+    def _give_up_next_phase(self, error: ArgumentError) -> None:
+        """A check before this call's next phase failed on this rank alone (a root's ``out``
+        seen once the counts are known): its peers, already in that phase, are told."""
+        assert self._phase is not None
+        seq, phase = self._phase
+        self._done, self._current = True, None
+        self._comm.transport.give_up(make_tag_base(self._comm.context, seq, phase + 1), error)
 
     def _advance_from_progress(self) -> None:
         """Start the next phase from another wait; keep an error for this request's wait."""
