@@ -78,7 +78,7 @@ def test_a_rank_that_returns_early_is_named_by_peer_failed(wait, algorithm):
 @pytest.mark.parametrize("case", ["allreduce out", "allgather dtype", "alltoall shape",
                                   "bound allreduce timeout", "allreduce out ring",
                                   "allreduce out recursive_doubling", "gatherv out small",
-                                  "gatherv misspelt keyword"])
+                                  "gatherv misspelt keyword", "split color"])
 def test_the_peers_of_a_rank_that_gave_up_are_told(case):
     # the peers used to wait for their 20 s timeout: MPI's give_up did nothing
     proc = mpirun(3, "gives_up.py", case, timeout=100)

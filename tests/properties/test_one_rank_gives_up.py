@@ -40,6 +40,12 @@ def _bad_call(comm: collops.Comm, case: str) -> Any:
     if case == "gatherv misspelt keyword":  # an algorithm parameter no algorithm takes
         extra = {"recvcounts": (2, 3, 4)} if bad else {}
         return comm.gatherv(np.ones(2 + comm.rank), root=0, timeout=CALL_TIMEOUT, **extra)
+    if case == "split color":  # the communicator's own checks, before its call takes a number
+        return comm.split("red" if bad else 0)
+    if case == "split_type":
+        return comm.split_type("nodes" if bad else "shared")
+    if case == "create group":
+        return comm.create([0, 1] if bad else comm.group.incl([0, 1]))
     raise AssertionError(case)
 
 
@@ -61,7 +67,8 @@ def _one_rank(comm: collops.Comm, case: str) -> dict[str, Any]:
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("case", ["allreduce out", "allgather dtype", "alltoall shape",
                                   "bound allreduce timeout", "gatherv out small",
-                                  "gatherv out large", "gatherv misspelt keyword"])
+                                  "gatherv out large", "gatherv misspelt keyword",
+                                  "split color", "split_type", "create group"])
 @pytest.mark.parametrize("transport", ["inproc", "shm"])
 def test_the_peers_of_a_rank_that_gave_up_are_told(transport, case):
     got = collops.spawn(_one_rank, 3, case, transport=transport, timeout=SPAWN_TIMEOUT)

@@ -25,7 +25,8 @@ next call matches everywhere.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -115,6 +116,18 @@ def give_up(error: ArgumentError, start: Callable[[], Any]) -> Generator[Any, No
         raise error from None
     yield _GivingUp(first_phase, error)
     raise error
+
+
+@contextmanager
+def giving_up(comm: Any) -> Iterator[None]:
+    """The local checks of a collective that has not taken its number yet (a communicator's
+    `split`): an `ArgumentError` among them gives the call up (`abandon_call`) before it is
+    raised, so the peers already in the call are told."""
+    try:
+        yield
+    except ArgumentError as exc:
+        abandon_call(comm, exc)
+        raise
 
 
 def abandon_call(comm: Any, error: CollopsError, taken: int | None = None) -> None:

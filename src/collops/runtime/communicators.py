@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import ArgumentError, CommunicatorFreed, CommunicatorLimit
 from ..transport.tags import CALL_BITS, CONTEXT_LIMIT
+from .abandon import giving_up
 from .arguments import checked_int
 from .context_ids import (
     BOOTSTRAP,
@@ -140,9 +141,10 @@ class Communicators(FastPaths):
 
         A rank passing ``color=None`` (or `UNDEFINED`) takes part but gets None back.
         """
-        colour = None if color is None else checked_int("split", "color", color, self.rank)
-        colour = None if colour == UNDEFINED else colour
-        key = checked_int("split", "key", key, self.rank)
+        with giving_up(self):
+            colour = None if color is None else checked_int("split", "color", color, self.rank)
+            colour = None if colour == UNDEFINED else colour
+            key = checked_int("split", "key", key, self.rank)
         seq = self._reserve()
         return Request(self, self._split("split", colour, key, seq,  # type: ignore[no-any-return]
                                          f"{self.name}.split({color})"), True).wait()
@@ -173,7 +175,8 @@ class Communicators(FastPaths):
     def create(self, group: Group) -> Comm | None:
         """A communicator over ``group`` (a subgroup of this one's; its order gives the ranks),
         collective over this communicator; None on ranks outside the group."""
-        ranks = self._subgroup("create", group)
+        with giving_up(self):
+            ranks = self._subgroup("create", group)
         me = self.transport.rank
         seq = self._reserve()
         color = 0 if me in ranks else None
@@ -217,10 +220,11 @@ class Communicators(FastPaths):
         communicator, ordered by ``(key, rank)``; ``None`` (or `UNDEFINED`) gives None."""
         if split_type == UNDEFINED:
             split_type = None
-        if split_type is not None and split_type not in SPLIT_TYPES:
-            raise ArgumentError("split_type", "split_type", split_type,
-                                f"must be one of {SPLIT_TYPES} or None", self.rank)
-        key = checked_int("split_type", "key", key, self.rank)
+        with giving_up(self):
+            if split_type is not None and split_type not in SPLIT_TYPES:
+                raise ArgumentError("split_type", "split_type", split_type,
+                                    f"must be one of {SPLIT_TYPES} or None", self.rank)
+            key = checked_int("split_type", "key", key, self.rank)
         nodes = self.transport.capabilities().node_of_rank
         color = None if split_type is None else (
             int(nodes[self.transport.rank]) if nodes else 0)
