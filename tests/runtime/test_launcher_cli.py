@@ -86,6 +86,24 @@ def test_a_positive_timeout_is_accepted(tmp_path: Path) -> None:
     assert out.split() == [b"2", b"2"]
 
 
+@pytest.mark.timeout(60)
+def test_a_missing_program_or_no_ranks_is_said_once_before_any_rank_starts(
+        tmp_path: Path) -> None:
+    missing = str(tmp_path / "missing.py")
+    for args, said in ((["-n", "3", missing], f"no such program file: {missing!r}"),
+                       (["-n", "3", "python", missing], "no such program file"),
+                       (["-n", "0", missing], "-n must be at least 1")):
+        launcher = _collops("run", *args)
+        out, err = launcher.communicate(timeout=30)
+        assert launcher.returncode == 2, err
+        assert err.decode().count(said) == 1 and out == b"", err
+    # ``python -c`` and ``python -m`` name no file
+    launcher = _collops("run", "-n", "2", "python", "-c", "print('ran')")
+    out, err = launcher.communicate(timeout=30)
+    assert launcher.returncode == 0, err
+    assert out.split() == [b"ran", b"ran"]
+
+
 def test_version_prints_the_version() -> None:
     launcher = _collops("--version")
     out, err = launcher.communicate(timeout=30)

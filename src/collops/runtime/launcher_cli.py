@@ -43,9 +43,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run a program on N processes; each gets its world from collops.init()."""
     from .launcher import launch_program
     if args.nprocs < 1:
-        print("collops run: -n must be at least 1")
+        print("collops run: -n must be at least 1", file=sys.stderr)
         return 2
-    return launch_program(args.nprocs, python_arguments([args.program, *args.args]),
+    arguments = python_arguments([args.program, *args.args])
+    if not arguments[0].startswith("-") and not os.path.isfile(arguments[0]):
+        # said once, before any rank starts, rather than by every rank's interpreter
+        print(f"collops run: no such program file: {arguments[0]!r}", file=sys.stderr)
+        return 2
+    return launch_program(args.nprocs, arguments,
                           timeout=args.timeout, tag_output=args.tag_output,
                           bind_to=args.bind_to,
                           environment=mpi4py_environment() if args.mpi4py else None)
