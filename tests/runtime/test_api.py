@@ -274,6 +274,19 @@ def test_spawn_reports_the_failing_rank_with_traceback():
     assert "boom on two" in str(info.value) and "Traceback" in info.value.traceback_text
 
 
+@pytest.mark.parametrize("transport", ["inproc", "shm"])
+def test_spawn_refuses_its_own_bad_arguments_before_any_rank_starts(transport):
+    def body(comm):
+        return comm.rank
+    cases = [((None, 2), {}, "fn"), ((body, 0), {}, "nprocs"), ((body, "2"), {}, "nprocs"),
+             ((body, 2), {"timeout": -1}, "timeout"), ((body, 2), {"timeout": 0}, "timeout"),
+             ((body, 2), {"timeout": "5"}, "timeout")]
+    for args, kw, name in cases:
+        with pytest.raises(collops.ArgumentError, match=f"argument {name}="):
+            collops.spawn(*args, transport=transport, **kw)
+    assert collops.spawn(body, 2, transport=transport, timeout=30) == [0, 1]
+
+
 def test_world_without_launcher_has_size_one():
     if os.environ.get("COLLOPS_JOB"):
         pytest.skip("running inside a launched job")

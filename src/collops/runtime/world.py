@@ -11,6 +11,7 @@ from ..errors import ArgumentError
 from ..transport.base import Transport
 from ..transport.inproc import Fabric
 from ..transport.placement import check_policy
+from .arguments import checked_timeout
 from .comm import Comm
 from .threads import ThreadJob
 
@@ -97,8 +98,11 @@ def spawn(fn: Callable[..., Any], nprocs: int, *args: Any, transport: str = "inp
     ``bind_to`` (``auto``, ``core``, ``none``) pins the processes of ``transport="shm"`` to
     CPUs as ``collops run --bind-to`` does (`collops.transport.placement`).
     """
+    if not callable(fn):
+        raise ArgumentError("spawn", "fn", fn, "must be callable as fn(comm, *args)")
     if not isinstance(nprocs, int) or nprocs < 1:
         raise ArgumentError("spawn", "nprocs", nprocs, "must be a positive integer")
+    timeout = checked_timeout("spawn", timeout, None)
     check_policy(bind_to, "spawn")
     if transport == "inproc":
         return ThreadJob(fn, nprocs, args).run(timeout)
