@@ -12,6 +12,7 @@ here).
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from typing import TYPE_CHECKING, Any
@@ -33,11 +34,18 @@ if TYPE_CHECKING:
 VECTOR_FAST = frozenset({"allgatherv", "gatherv", "reduce_scatter", "alltoallv"})
 
 
+_INT = frozenset({int})
+
+
 def _ints(values: Any) -> tuple[int, ...] | None:
     """``values`` as a tuple of ints (None for None); raises TypeError when it is not one."""
     if values is None:
         return None
-    if isinstance(values, (str, bytes)):
+    if type(values) is tuple or type(values) is list:  # the common case, without a loop
+        as_tuple = tuple(values)
+        if _INT.issuperset(map(type, as_tuple)):
+            return as_tuple
+    elif isinstance(values, (str, bytes)):
         raise TypeError(values)
     return tuple(operator.index(v) for v in values)
 
@@ -46,7 +54,7 @@ def vector_key(*parts: Any) -> tuple[Any, ...] | None:
     """The hashable key of a v-call's counts and displacements (None: not all of them are
     sequences of integers, which the general path reports)."""
     try:
-        return tuple(_ints(part) for part in parts)
+        return tuple(map(_ints, parts))
     except TypeError:
         return None
 
@@ -124,11 +132,17 @@ def vector_blocking_spec(comm: CommBase, collective: str, x: np.ndarray, key: An
     return None
 
 
+#: a scatterv root's envelope for one ``x`` and key: the blocks' headers, where each block's
+#: rows go in the envelope (view, first row, rows), the root's result shape, and the bound
+#: runner's layout (byte offsets and lengths of the blocks in ``x``, headers, ``x``'s bytes)
+RootLayout = tuple[np.ndarray, list[tuple[np.ndarray, int, int]], tuple[int, ...],
+                   tuple[list[int], list[int], bytes, int]]
+
+
 def _root_layout(comm: FastPaths, envelope: PreparedCall, x: np.ndarray, key: Any
-                 ) -> tuple[np.ndarray, list[tuple[np.ndarray, int, int]], tuple[int, ...]] | None:
-    """``(heads, [(where block j's rows go in the envelope, first row, rows)], root's shape)``
-    of a scatterv root's envelope for ``x`` and ``key`` (counts, displs), or None when the
-    rows do not all fit it (or anything else the general path must take)."""
+                 ) -> RootLayout | None:
+    """The `RootLayout` of a scatterv root's envelope for ``x`` and ``key`` (counts, displs),
+    or None when the rows do not all fit it (or anything else the general path must take)."""
     counts, displs = key
     p, dt = comm.size, x.dtype
     if dt.kind not in _FAST_KINDS or x.ndim == 0 or x.ndim > 8 or not _counts_ok(counts, p):
@@ -142,7 +156,8 @@ def _root_layout(comm: FastPaths, envelope: PreparedCall, x: np.ndarray, key: An
                                  for d, c in zip(displs, counts, strict=True)):
         return None
     block, trailing = envelope.shape[0], x.shape[1:]
-    if max(counts, default=0) * _row_size(x) * dt.itemsize > block - _DATA_AT:
+    row_bytes = _row_size(x) * dt.itemsize
+    if max(counts, default=0) * row_bytes > block - _DATA_AT:
         return None
     heads = np.empty((p, _DATA_AT), np.uint8)
     places = []
@@ -154,7 +169,9 @@ def _root_layout(comm: FastPaths, envelope: PreparedCall, x: np.ndarray, key: An
             return None
         heads[j] = head
         places.append((_envelope_view(blocks[j], dt, (c, *trailing)), d, c))
-    return heads, places, (counts[comm.rank], *trailing)
+    compiled = ([d * row_bytes if c else 0 for d, c in zip(displs, counts, strict=True)],
+                [c * row_bytes for c in counts], heads.tobytes(), x.nbytes)
+    return heads, places, (counts[comm.rank], *trailing), compiled
 
 
 def fast_scatterv(comm: FastPaths, x: Any, key: Any, root: Any, out: Any,
@@ -162,33 +179,71 @@ def fast_scatterv(comm: FastPaths, x: Any, key: Any, root: Any, out: Any,
     """A blocking scatterv whose rows fit its envelope, through the envelope's prepared call
     and its bound runner, as the general path (`_scatterv`) runs it: the root writes each
     rank's header and rows into the rank's block; a non-root reads its block, or runs the
-    phases that follow when the rows did not fit. `_SLOW` before the call takes its number
-    for anything else."""
+    phases that follow when the rows did not fit. A signature run so once is then bound to
+    the envelope's compiled runner, which runs the whole call (the root's ``key``, a
+    non-root's ``()``). `_SLOW` before the call takes its number for anything else."""
+    bound = comm._bound("scatterv", key, root, algorithm)
+    if bound is not None:
+        got, timeout = comm._call_bound("scatterv", bound, x, out, timeout)
+        if got is None:  # the root sent another signature: its envelope is in recv
+            return _received(comm, bound[4], out, root, comm._call_number[0] - 1, algorithm,
+                             timeout)
+        if got is not _SLOW:
+            return got
     envelope = comm._fast_envelope("scatterv", x, root, out, algorithm)
     if envelope is None:
         return _SLOW
-    if comm.rank == root:
-        layout_key = ("scatterv", x.dtype, x.shape, key)
-        layout = envelope.views.get(layout_key, _SLOW)
-        if layout is _SLOW:
-            layout = envelope.views.put(layout_key, _root_layout(comm, envelope, x, key))
-        if layout is None or (out is not None and np.may_share_memory(out, x)):
-            return _SLOW
-        heads, places, shape = layout
-        if out is not None and (out.size != math.prod(shape) or out.dtype != x.dtype):
-            return _SLOW  # the general path raises, naming ``out``
-        assert envelope.send is not None
-        envelope.send.reshape(comm.size, -1)[:, :_DATA_AT] = heads
-        envelope.head = None  # scatter's cached head is not in it any more
-        for place, d, c in places:
-            place[...] = x[d: d + c]
-        mine = places[comm.rank][0]
-        return comm._envelope_call("scatterv", envelope, mine, shape, out, root, algorithm,
-                                   timeout)
-    seq, timeout = comm._next_call(timeout, "scatterv")
-    envelope.run_blocking(comm, None, envelope.recv, seq, timeout)
+    if comm.rank != root:
+        seq, timeout = comm._next_call(timeout, "scatterv")
+        envelope.run_blocking(comm, None, envelope.recv, seq, timeout)
+        return _received(comm, envelope, out, root, seq, algorithm, timeout)
+    layout_key = ("scatterv", x.dtype, x.shape, key)
+    layout = envelope.views.get(layout_key, _SLOW)
+    if layout is _SLOW:
+        layout = envelope.views.put(layout_key, _root_layout(comm, envelope, x, key))
+    if layout is None or (out is not None and np.may_share_memory(out, x)):
+        return _SLOW
+    heads, places, shape, compiled = layout
+    if out is not None and (out.size != math.prod(shape) or out.dtype != x.dtype):
+        return _SLOW  # the general path raises, naming ``out``
+    assert envelope.send is not None
+    envelope.send.reshape(comm.size, -1)[:, :_DATA_AT] = heads
+    envelope.head = None  # scatter's cached head is not in it any more
+    for place, d, c in places:
+        place[...] = x[d: d + c]
+    mine = places[comm.rank][0]
+    got = comm._envelope_call("scatterv", envelope, mine, shape, out, root, algorithm, timeout)
+    if algorithm is None and envelope.compiled is not None:
+        rank = comm.rank
+        _bind(comm, envelope, key, root, x.dtype, x.shape, shape, heads[rank].tobytes(),
+              compiled[1][rank], compiled[0][rank], compiled)
+    return got
+
+
+def _bind(comm: FastPaths, envelope: PreparedCall, key: Any, root: int, dtype: np.dtype,
+          shape: tuple[int, ...], result: tuple[int, ...], head: bytes, nbytes: int,
+          own: int = 0, layout: Any = None) -> None:
+    """Let the compiled runner of a scatterv's ``envelope`` run whole calls of one signature
+    (``key``, ``root``; arrays of ``shape``, results of ``result``): a non-root whose block
+    has header ``head`` and ``nbytes`` of data, or the root with its blocks' ``layout``
+    (`RootLayout`) and its own result ``own`` bytes into its ``x``."""
+    p, block = comm.size, envelope.shape[0]
+    envelope.compiled.bind_bcast(
+        comm._calls, envelope.recv, dtype, shape, nbytes, head, _SLOW,
+        functools.partial(np.empty, result, dtype), result, p if layout else 1,
+        block if layout else 0, own, layout)
+    comm._bound_calls["scatterv"] = (key, root, envelope.compiled.bcast, envelope.name,
+                                     envelope)
+
+
+def _received(comm: FastPaths, envelope: PreparedCall, out: Any, root: int, seq: int,
+              algorithm: str | None, timeout: float | None) -> Any:
+    """A non-root's result of scatterv call ``seq`` whose envelope ``envelope.recv`` holds:
+    its rows (binding the signature to the compiled runner), or else the phases that follow
+    run as the general path runs them."""
     assert envelope.header is not None and envelope.recv is not None
-    inline, dtype, shape, _ = _parse_header(envelope.header.tobytes())
+    raw = envelope.header.tobytes()
+    inline, dtype, shape, _ = _parse_header(raw)
     if not inline:
         return Request(comm, comm._scatterv_received(
             "scatterv", envelope.recv, dtype, shape, out, root, seq, algorithm, {},
@@ -196,4 +251,6 @@ def fast_scatterv(comm: FastPaths, x: Any, key: Any, root: Any, out: Any,
     view = _envelope_view(envelope.recv, dtype, shape)
     result = comm._out("scatterv", out, shape, dtype)  # raises, naming a wrong ``out``
     result.reshape(shape)[...] = view
+    if algorithm is None and envelope.compiled is not None and len(shape) <= 8:
+        _bind(comm, envelope, (), root, dtype, shape, shape, raw, view.nbytes)
     return result.reshape(shape)
