@@ -7,7 +7,9 @@ the operator) stands where a reduction's operator stands in the prepared calls' 
 signature run by a compiled runner is bound like any other; a result with gaps between its
 blocks is allocated as zeros (`leaves_gaps`), as the general path makes it. Whatever the
 general path would treat specially — counts exchanged, a bad argument — is left to it (None
-here).
+here). ``scatterv`` is an envelope, as ``scatter`` is (`fast_scatterv`): a repeated signature
+whose rows fit is bound to the envelope's compiled runner with a per-block layout; one whose
+rows do not sends the counts and runs its data phase from its prepared call.
 """
 
 from __future__ import annotations
