@@ -33,11 +33,20 @@ SHAPES = [(np.uint8, CHUNK + 1), (np.float64, 5 * RING // 16 + 3), (np.int32, 10
           (np.complex64, CHUNK // 8)]
 
 
+def _counts(p, n):
+    """The v-forms' blocks: uneven, one item fewer per rank."""
+    return [n - j for j in range(p)]
+
+
 def _input(collective, p, rank, dtype, n, salt):
     """Rank ``rank``'s send buffer (None where it sends nothing)."""
-    if collective in ("bcast", "scatter") and rank != 0:
+    if collective in ("bcast", "scatter", "scatterv") and rank != 0:
         return None
     items = n * p if collective in ("scatter", "alltoall", "reduce_scatter_block") else n
+    if collective in ("gatherv", "allgatherv"):
+        items = _counts(p, n)[rank]
+    elif collective == "scatterv":
+        items = sum(_counts(p, n))
     return ((np.arange(items) * (rank + 3) + salt) % 251).astype(dtype)
 
 
@@ -47,9 +56,12 @@ def _expected(collective, p, rank, dtype, n, salt):
         return xs[0]
     if collective == "scatter":
         return xs[0][rank * n:(rank + 1) * n]
-    if collective == "gather":
+    if collective == "scatterv":
+        at = sum(_counts(p, n)[:rank])
+        return xs[0][at: at + _counts(p, n)[rank]]
+    if collective in ("gather", "gatherv"):
         return np.concatenate(xs) if rank == 0 else None
-    if collective == "allgather":
+    if collective in ("allgather", "allgatherv"):
         return np.concatenate(xs)
     if collective == "reduce":  # in rank order, as the stream's root folds
         return functools.reduce(np.add, xs) if rank == 0 else None
@@ -60,9 +72,16 @@ def _expected(collective, p, rank, dtype, n, salt):
     return np.concatenate([x[rank * n:(rank + 1) * n] for x in xs])  # alltoall
 
 
-def _call(comm, collective, x, blocking):
+def _call(comm, collective, x, blocking, n=0):
     prefix = "" if blocking else "i"
     fn = getattr(comm, prefix + collective)
+    counts = _counts(comm.size, n)
+    if collective == "scatterv":  # the counts at the root only
+        return fn(x, counts if comm.rank == 0 else None, 0, algorithm=NAME)
+    if collective == "gatherv":
+        return fn(x, 0, counts, algorithm=NAME)
+    if collective == "allgatherv":
+        return fn(x, counts, algorithm=NAME)
     if collective in ("bcast", "scatter", "gather"):
         return fn(x, 0, algorithm=NAME)
     if collective == "reduce":
@@ -88,7 +107,7 @@ def _everything(comm):
         for dtype, n in SHAPES:
             for _ in range(2):
                 salt += 1
-                got = _call(comm, collective, _input(collective, p, r, dtype, n, salt), True)
+                got = _call(comm, collective, _input(collective, p, r, dtype, n, salt), True, n)
                 if not _same(got, _expected(collective, p, r, dtype, n, salt)):
                     wrong.append(("blocking", collective, np.dtype(dtype).name, n))
                 if comm.last_algorithm != NAME:
@@ -99,7 +118,7 @@ def _everything(comm):
     for collective in shm_stream.SUPPORTED:
         for dtype, n in SHAPES[:3]:
             salt += 1
-            req = _call(comm, collective, _input(collective, p, r, dtype, n, salt), False)
+            req = _call(comm, collective, _input(collective, p, r, dtype, n, salt), False, n)
             requests.append((collective, dtype, n, salt, req))
             requests.append((None, None, 0, 0, comm.iallreduce(small, algorithm="shm_direct")))
     for collective, dtype, n, s, req in reversed(requests):

@@ -53,14 +53,8 @@ class FastPaths(PhaseGenerators):
         """
         bound = self._bound(collective, op, root, algorithm)
         if bound is not None:
-            try:
-                timeout = self._timeout(timeout, collective)
-            except ArgumentError as exc:  # only this rank may see it: its peers are told
-                abandon_call(self, exc)
-                raise
-            got = bound[2](x, out, timeout)
+            got, timeout = self._call_bound(collective, bound, x, out, timeout)
             if got is not _SLOW:
-                self.last_algorithm = bound[3]
                 if got is None and bound[4].header is not None:
                     # the root sent another signature: parse its envelope
                     return self._received(collective, bound[4], out, root,
@@ -76,6 +70,21 @@ class FastPaths(PhaseGenerators):
         if prepared is None:
             return _SLOW
         return self._run_prepared(collective, prepared, x, op, root, out, algorithm, timeout)
+
+    def _call_bound(self, collective: str, bound: BoundEntry, x: Any, out: Any,
+                    timeout: float | None) -> tuple[Any, float | None]:
+        """``(result, timeout)`` of the compiled whole call ``bound`` (`_bound`): its result,
+        None (a bcast's or scatter's root sent another signature, whose envelope the caller
+        parses) or `_SLOW` (nothing ran)."""
+        try:
+            timeout = self._timeout(timeout, collective)
+        except ArgumentError as exc:  # only this rank may see it: its peers are told
+            abandon_call(self, exc)
+            raise
+        got = bound[2](x, out, timeout)
+        if got is not _SLOW:
+            self.last_algorithm = bound[3]
+        return got, timeout
 
     def _lookup(self, collective: str, x: Any, op: Any, root: int, algorithm: str | None
                 ) -> PreparedCall | None:

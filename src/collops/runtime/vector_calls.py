@@ -7,11 +7,14 @@ the operator) stands where a reduction's operator stands in the prepared calls' 
 signature run by a compiled runner is bound like any other; a result with gaps between its
 blocks is allocated as zeros (`leaves_gaps`), as the general path makes it. Whatever the
 general path would treat specially — counts exchanged, a bad argument — is left to it (None
-here).
+here). ``scatterv`` is an envelope, as ``scatter`` is (`fast_scatterv`): a repeated signature
+whose rows fit is bound to the envelope's compiled runner with a per-block layout; one whose
+rows do not sends the counts and runs its data phase from its prepared call.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from typing import TYPE_CHECKING, Any
@@ -20,8 +23,10 @@ import numpy as np
 
 from ..algorithms.spec import CallSpec, make_spec, prefix
 from .arguments import checked_displs, displaced_signature, rows_spanned
+from .cache import SHARED
 from .commbase import _SLOW, _row_size
 from .envelope import _DATA_AT, _FAST_KINDS, _bcast_head, _envelope_view, _parse_header
+from .phases import _counting_head, _counts_fit
 from .request import Request
 
 if TYPE_CHECKING:
@@ -33,11 +38,18 @@ if TYPE_CHECKING:
 VECTOR_FAST = frozenset({"allgatherv", "gatherv", "reduce_scatter", "alltoallv"})
 
 
+_INT = frozenset({int})
+
+
 def _ints(values: Any) -> tuple[int, ...] | None:
     """``values`` as a tuple of ints (None for None); raises TypeError when it is not one."""
     if values is None:
         return None
-    if isinstance(values, (str, bytes)):
+    if type(values) is tuple or type(values) is list:  # the common case, without a loop
+        as_tuple = tuple(values)
+        if _INT.issuperset(map(type, as_tuple)):
+            return as_tuple
+    elif isinstance(values, (str, bytes)):
         raise TypeError(values)
     return tuple(operator.index(v) for v in values)
 
@@ -46,7 +58,7 @@ def vector_key(*parts: Any) -> tuple[Any, ...] | None:
     """The hashable key of a v-call's counts and displacements (None: not all of them are
     sequences of integers, which the general path reports)."""
     try:
-        return tuple(_ints(part) for part in parts)
+        return tuple(map(_ints, parts))
     except TypeError:
         return None
 
@@ -124,11 +136,21 @@ def vector_blocking_spec(comm: CommBase, collective: str, x: np.ndarray, key: An
     return None
 
 
+#: a scatterv root's envelope for one ``x`` and key: the blocks' headers, where each block's
+#: rows go in the envelope (view, first row, rows), the root's result shape, and the bound
+#: runner's layout (byte offsets and lengths of the blocks in ``x``, headers, ``x``'s bytes)
+RootLayout = tuple[np.ndarray, list[tuple[np.ndarray, int, int]], tuple[int, ...],
+                   tuple[list[int], list[int], bytes, int]]
+#: one whose rows do not fit the envelope: the blocks (headers and counts), the root's result
+#: shape, and the spec of the data phase that follows
+CountedLayout = tuple[np.ndarray, tuple[int, ...], CallSpec]
+
+
 def _root_layout(comm: FastPaths, envelope: PreparedCall, x: np.ndarray, key: Any
-                 ) -> tuple[np.ndarray, list[tuple[np.ndarray, int, int]], tuple[int, ...]] | None:
-    """``(heads, [(where block j's rows go in the envelope, first row, rows)], root's shape)``
-    of a scatterv root's envelope for ``x`` and ``key`` (counts, displs), or None when the
-    rows do not all fit it (or anything else the general path must take)."""
+                 ) -> RootLayout | CountedLayout | None:
+    """The `RootLayout` of a scatterv root's envelope for ``x`` and ``key`` (counts, displs),
+    a `CountedLayout` when the rows do not all fit it but the counts do, or None (anything
+    else the general path must take)."""
     counts, displs = key
     p, dt = comm.size, x.dtype
     if dt.kind not in _FAST_KINDS or x.ndim == 0 or x.ndim > 8 or not _counts_ok(counts, p):
@@ -142,8 +164,10 @@ def _root_layout(comm: FastPaths, envelope: PreparedCall, x: np.ndarray, key: An
                                  for d, c in zip(displs, counts, strict=True)):
         return None
     block, trailing = envelope.shape[0], x.shape[1:]
-    if max(counts, default=0) * _row_size(x) * dt.itemsize > block - _DATA_AT:
-        return None
+    row_bytes = _row_size(x) * dt.itemsize
+    inline = max(counts, default=0) * row_bytes <= block - _DATA_AT
+    if not inline:
+        return _counted_layout(comm, envelope, x, counts, displs)
     heads = np.empty((p, _DATA_AT), np.uint8)
     places = []
     assert envelope.send is not None
@@ -154,46 +178,170 @@ def _root_layout(comm: FastPaths, envelope: PreparedCall, x: np.ndarray, key: An
             return None
         heads[j] = head
         places.append((_envelope_view(blocks[j], dt, (c, *trailing)), d, c))
-    return heads, places, (counts[comm.rank], *trailing)
+    compiled = ([d * row_bytes if c else 0 for d, c in zip(displs, counts, strict=True)],
+                [c * row_bytes for c in counts], heads.tobytes(), x.nbytes)
+    return heads, places, (counts[comm.rank], *trailing), compiled
+
+
+def _counted_layout(comm: FastPaths, envelope: PreparedCall, x: np.ndarray,
+                    counts: tuple[int, ...], displs: tuple[int, ...]) -> CountedLayout | None:
+    """The `CountedLayout` of a scatterv root whose rows do not fit its envelope: each block
+    its rank's header and every rank's count, as the general path (`_scatterv`) writes them
+    (None when the counts do not fit a block either)."""
+    p, dt, trailing = comm.size, x.dtype, x.shape[1:]
+    block = envelope.shape[0]
+    if not _counts_fit(block, p):
+        return None
+    blocks = np.zeros((p, _DATA_AT + 8 * p), np.uint8)
+    for j, c in enumerate(counts):
+        head = _bcast_head(dt, (c, *trailing), False)
+        if head is None:
+            return None
+        blocks[j, :_DATA_AT] = _counting_head(head, p)
+        blocks[j, _DATA_AT:] = np.asarray(counts, "<i8").view(np.uint8)
+    per_row = _row_size(x)
+    spec = make_spec("scatterv", p, dt, counts=[c * per_row for c in counts],
+                     root=comm.rank, displs=[d * per_row for d in displs])
+    return blocks, (counts[comm.rank], *trailing), spec
 
 
 def fast_scatterv(comm: FastPaths, x: Any, key: Any, root: Any, out: Any,
                   algorithm: str | None, timeout: float | None) -> Any:
-    """A blocking scatterv whose rows fit its envelope, through the envelope's prepared call
-    and its bound runner, as the general path (`_scatterv`) runs it: the root writes each
-    rank's header and rows into the rank's block; a non-root reads its block, or runs the
-    phases that follow when the rows did not fit. `_SLOW` before the call takes its number
-    for anything else."""
+    """A blocking scatterv through its envelope's prepared call and bound runner, as the
+    general path (`_scatterv`) runs it: the root writes each rank's header and rows into the
+    rank's block (or, when they do not fit, the counts, and the data phase follows); a
+    non-root reads its block, and runs the data phase when the rows did not fit. A signature
+    whose rows fit, run so once, is then bound to the envelope's compiled runner, which runs
+    the whole call (the root's ``key``, a non-root's ``()``). `_SLOW` before the call takes
+    its number for anything else."""
+    bound = comm._bound("scatterv", key, root, algorithm)
+    if bound is not None:
+        got, timeout = comm._call_bound("scatterv", bound, x, out, timeout)
+        if got is None:  # the root sent another signature: its envelope is in recv
+            return _received(comm, bound[4], out, root, comm._call_number[0] - 1, algorithm,
+                             timeout)
+        if got is not _SLOW:
+            return got
     envelope = comm._fast_envelope("scatterv", x, root, out, algorithm)
     if envelope is None:
         return _SLOW
-    if comm.rank == root:
-        layout_key = ("scatterv", x.dtype, x.shape, key)
-        layout = envelope.views.get(layout_key, _SLOW)
-        if layout is _SLOW:
-            layout = envelope.views.put(layout_key, _root_layout(comm, envelope, x, key))
-        if layout is None or (out is not None and np.may_share_memory(out, x)):
-            return _SLOW
-        heads, places, shape = layout
-        if out is not None and (out.size != math.prod(shape) or out.dtype != x.dtype):
-            return _SLOW  # the general path raises, naming ``out``
-        assert envelope.send is not None
-        envelope.send.reshape(comm.size, -1)[:, :_DATA_AT] = heads
-        envelope.head = None  # scatter's cached head is not in it any more
-        for place, d, c in places:
-            place[...] = x[d: d + c]
-        mine = places[comm.rank][0]
-        return comm._envelope_call("scatterv", envelope, mine, shape, out, root, algorithm,
-                                   timeout)
+    if comm.rank != root:
+        seq, timeout = comm._next_call(timeout, "scatterv")
+        envelope.run_blocking(comm, None, envelope.recv, seq, timeout)
+        return _received(comm, envelope, out, root, seq, algorithm, timeout)
+    layout_key = ("scatterv", x.dtype, x.shape, key)
+    layout = envelope.views.get(layout_key, _SLOW)
+    if layout is _SLOW:
+        layout = envelope.views.put(layout_key, _root_layout(comm, envelope, x, key))
+    if layout is None or (out is not None and np.may_share_memory(out, x)):
+        return _SLOW
+    shape = layout[-2]
+    if out is not None and (out.size != math.prod(shape) or out.dtype != x.dtype):
+        return _SLOW  # the general path raises, naming ``out``
+    if len(layout) == 3:
+        return _root_counted(comm, envelope, layout, x, out, root, algorithm, timeout)
+    heads, places, shape, compiled = layout
+    assert envelope.send is not None
+    envelope.send.reshape(comm.size, -1)[:, :_DATA_AT] = heads
+    envelope.head = None  # scatter's cached head is not in it any more
+    for place, d, c in places:
+        place[...] = x[d: d + c]
+    mine = places[comm.rank][0]
+    got = comm._envelope_call("scatterv", envelope, mine, shape, out, root, algorithm, timeout)
+    if algorithm is None and envelope.compiled is not None:
+        rank = comm.rank
+        _bind(comm, envelope, key, root, x.dtype, x.shape, shape, heads[rank].tobytes(),
+              compiled[1][rank], compiled[0][rank], compiled)
+    return got
+
+
+def _root_counted(comm: FastPaths, envelope: PreparedCall, layout: CountedLayout,
+                  x: np.ndarray, out: Any, root: int, algorithm: str | None,
+                  timeout: float | None) -> Any:
+    """A scatterv root whose rows do not fit its envelope: the counts in the envelope, then
+    the data phase from its prepared call (`_SLOW` until a general call prepared it)."""
+    blocks, shape, spec = layout
+    data = comm._known(spec, algorithm)
+    if data is None:
+        return _SLOW
+    result = np.empty(shape, x.dtype) if out is None else out
+    assert envelope.send is not None
+    envelope.send.reshape(comm.size, -1)[:, : blocks.shape[1]] = blocks
+    envelope.head = None
     seq, timeout = comm._next_call(timeout, "scatterv")
-    envelope.run_blocking(comm, None, envelope.recv, seq, timeout)
+    # a data phase that checks the root itself spares the direct envelope's confirmation
+    envelope.run_blocking(comm, envelope.send, envelope.recv, seq, timeout,
+                          confirm=not (data.checks_root and envelope.name == "shm_direct"))
+    data.run_blocking(comm, x.reshape(-1), result.reshape(-1), seq, timeout, 1)
+    return result.reshape(shape)
+
+
+def _bind(comm: FastPaths, envelope: PreparedCall, key: Any, root: int, dtype: np.dtype,
+          shape: tuple[int, ...], result: tuple[int, ...], head: bytes, nbytes: int,
+          own: int = 0, layout: Any = None) -> None:
+    """Let the compiled runner of a scatterv's ``envelope`` run whole calls of one signature
+    (``key``, ``root``; arrays of ``shape``, results of ``result``): a non-root whose block
+    has header ``head`` and ``nbytes`` of data, or the root with its blocks' ``layout``
+    (`RootLayout`) and its own result ``own`` bytes into its ``x``."""
+    p, block = comm.size, envelope.shape[0]
+    envelope.compiled.bind_bcast(
+        comm._calls, envelope.recv, dtype, shape, nbytes, head, _SLOW,
+        functools.partial(np.empty, result, dtype), result, p if layout else 1,
+        block if layout else 0, own, layout)
+    comm._bound_calls["scatterv"] = (key, root, envelope.compiled.bcast, envelope.name,
+                                     envelope)
+
+
+def _received(comm: FastPaths, envelope: PreparedCall, out: Any, root: int, seq: int,
+              algorithm: str | None, timeout: float | None) -> Any:
+    """A non-root's result of scatterv call ``seq`` whose envelope ``envelope.recv`` holds:
+    its rows (binding the signature to the compiled runner), or else the phases that follow
+    run as the general path runs them."""
     assert envelope.header is not None and envelope.recv is not None
-    inline, dtype, shape, _ = _parse_header(envelope.header.tobytes())
+    raw = envelope.header.tobytes()
+    inline, dtype, shape, _ = _parse_header(raw)
     if not inline:
+        got = _received_data(comm, envelope.recv, dtype, shape, out, root, seq, algorithm,
+                             timeout)
+        if got is not _SLOW:
+            return got
         return Request(comm, comm._scatterv_received(
             "scatterv", envelope.recv, dtype, shape, out, root, seq, algorithm, {},
             timeout), True).wait()
     view = _envelope_view(envelope.recv, dtype, shape)
     result = comm._out("scatterv", out, shape, dtype)  # raises, naming a wrong ``out``
     result.reshape(shape)[...] = view
+    if algorithm is None and envelope.compiled is not None and len(shape) <= 8:
+        _bind(comm, envelope, (), root, dtype, shape, shape, raw, view.nbytes)
     return result.reshape(shape)
+
+
+def _received_data(comm: FastPaths, env: np.ndarray, dtype: np.dtype, shape: tuple[int, ...],
+                   out: Any, root: int, seq: int, algorithm: str | None,
+                   timeout: float | None) -> Any:
+    """The data phase of a non-root's scatterv whose envelope block ``env`` holds the counts,
+    from its prepared call; `_SLOW` (nothing run) until a general call prepared it, when the
+    counts came apart, or for an ``out`` the general path must report."""
+    p = comm.size
+    if not _counts_fit(len(env), p):
+        return _SLOW
+    raw = env[_DATA_AT: _DATA_AT + 8 * p].tobytes()
+    trailing = shape[1:]
+    spec_key = ("scatterv data", raw, dtype, trailing, root)
+    spec = SHARED.get(spec_key)
+    if spec is None:
+        per_row = math.prod(trailing)
+        rows = np.frombuffer(raw, "<i8").tolist()
+        spec = SHARED.put(spec_key, make_spec("scatterv", p, dtype, root=root,
+                                              counts=[r * per_row for r in rows]))
+    data = comm._known(spec, algorithm)
+    if data is None:
+        return _SLOW
+    if out is None:
+        result = np.empty(shape, dtype)
+    elif out.size == math.prod(shape) and (out.dtype is dtype or out.dtype == dtype):
+        result = out if out.shape == shape else out.reshape(shape)
+    else:
+        return _SLOW
+    data.run_blocking(comm, None, result.reshape(-1), seq, timeout, 1)
+    return result

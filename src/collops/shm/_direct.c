@@ -126,6 +126,12 @@ typedef struct {
     Py_ssize_t hot_blocks;      /* blocks the root writes: 1 (bcast), one per rank (scatter) */
     Py_ssize_t hot_block;       /* bytes from one block to the next in the slot */
     Py_ssize_t hot_own;         /* where the root's own result starts in its x */
+    /* a scatterv root's blocks (NULL: a scatter's, `hot_nbytes` each from byte j * hot_nbytes
+     * of x under `hot_head`): block j is hot_lengths[j] bytes from byte hot_offsets[j] of x
+     * under the header at hot_heads + j * prefix_head; x holds hot_x_bytes */
+    Py_ssize_t *hot_offsets, *hot_lengths;
+    char *hot_heads;
+    Py_ssize_t hot_x_bytes;
     char hot_head[HOT_HEAD_MAX];
     PyObject *hot_env;          /* the envelope the general path parses (template.recv) */
     PyObject *hot_slow;         /* what `bcast` returns when it did nothing */
@@ -285,6 +291,9 @@ static void Runner_dealloc(Runner *r) {
     PyMem_Free(r->dst);
     PyMem_Free(r->len);
     PyMem_Free(r->local_words);
+    PyMem_Free(r->hot_offsets);
+    PyMem_Free(r->hot_lengths);
+    PyMem_Free(r->hot_heads);
     Py_TYPE(r)->tp_free((PyObject *)r);
 }
 
@@ -790,17 +799,58 @@ static int bind_counter(Runner *r, PyObject *counter) {
     return 0;
 }
 
+/* A scatterv root's `layout` (offsets, lengths, heads, x_bytes) for `blocks` blocks of
+ * `block` bytes, checked (every block within x and within its slot block) and copied into
+ * fresh arrays: 0, or -1 with an exception set. */
+static int blocks_layout(Runner *r, PyObject *layout, Py_ssize_t blocks, Py_ssize_t block,
+                         Py_ssize_t **offsets, Py_ssize_t **lengths, char **heads,
+                         Py_ssize_t *x_bytes) {
+    PyObject *offs, *lens;
+    Py_buffer hv;
+    if (!PyArg_ParseTuple(layout, "OOy*n", &offs, &lens, &hv, x_bytes))
+        return -1;
+    int ok = hv.len == blocks * r->prefix_head && *x_bytes >= 0;
+    *offsets = ok ? int_array(offs, blocks, NULL, "layout offsets") : NULL;
+    *lengths = *offsets ? int_array(lens, blocks, NULL, "layout lengths") : NULL;
+    *heads = *lengths ? PyMem_Malloc(hv.len ? hv.len : 1) : NULL;
+    if (*heads != NULL)
+        memcpy(*heads, hv.buf, hv.len);
+    for (Py_ssize_t j = 0; *heads != NULL && j < blocks; j++)
+        ok = ok && (*lengths)[j] >= 0 && (*offsets)[j] >= 0
+             && (*offsets)[j] + (*lengths)[j] <= *x_bytes
+             && r->prefix_head + (*lengths)[j] <= block;
+    PyBuffer_Release(&hv);
+    if (*heads != NULL && ok)
+        return 0;
+    if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "bind_bcast: a layout of one block per rank, each "
+                        "within x and its slot block, and their headers");
+    PyMem_Free(*offsets);
+    PyMem_Free(*lengths);
+    PyMem_Free(*heads);
+    *offsets = *lengths = NULL;
+    *heads = NULL;
+    return -1;
+}
+
 /* bind_bcast(counter, env, dtype, shape, nbytes, head, slow, alloc[, out_shape, blocks, block,
- * own]): a scatter's envelope has `blocks` blocks `block` bytes apart, each a header and
- * `nbytes` of data, and the root's result (of `out_shape`) starts at byte `own` of its x */
+ * own, layout]): a scatter's envelope has `blocks` blocks `block` bytes apart, each a header and
+ * `nbytes` of data, and the root's result (of `out_shape`) starts at byte `own` of its x. A
+ * scatterv root's `layout` is (offsets, lengths, heads, x_bytes): block j holds lengths[j]
+ * bytes from byte offsets[j] of its x (of x_bytes) under the header heads[j * len(head):];
+ * its own result is then `nbytes` from `own`. */
 static PyObject *Runner_bind_bcast(Runner *r, PyObject *args) {
     PyObject *counter, *env, *descr, *shape, *slow, *alloc, *out_shape = Py_None;
+    PyObject *layout = Py_None;
     Py_ssize_t nbytes, blocks = 1, block = 0, own = 0;
     Py_buffer head;
-    if (!PyArg_ParseTuple(args, "OOOO!ny*OO|Onnn", &counter, &env, &descr, &PyTuple_Type, &shape,
-                          &nbytes, &head, &slow, &alloc, &out_shape, &blocks, &block, &own))
+    if (!PyArg_ParseTuple(args, "OOOO!ny*OO|OnnnO", &counter, &env, &descr, &PyTuple_Type,
+                          &shape, &nbytes, &head, &slow, &alloc, &out_shape, &blocks, &block,
+                          &own, &layout))
         return NULL;
     PyObject *result = NULL;
+    Py_ssize_t *offsets = NULL, *lengths = NULL, x_bytes = nbytes * blocks;
+    char *heads = NULL;
     Py_ssize_t nd = PyTuple_GET_SIZE(shape);
     ArrayFields *e = (ArrayFields *)env;
     if ((PyObject *)Py_TYPE(env) != r->ndarray || e->nd != 1 || !(e->flags & NPY_C_CONTIGUOUS)
@@ -831,11 +881,23 @@ static PyObject *Runner_bind_bcast(Runner *r, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "bind_bcast: blocks must hold a header and the data");
         goto done;
     }
+    if (layout != Py_None && blocks_layout(r, layout, blocks, block, &offsets, &lengths,
+                                           &heads, &x_bytes) < 0)
+        goto done;
+    if (bind_counter(r, counter) < 0)
+        goto done;
     r->hot_blocks = blocks;
     r->hot_block = block;
     r->hot_own = own;
-    if (bind_counter(r, counter) < 0)
-        goto done;
+    r->hot_x_bytes = x_bytes;
+    PyMem_Free(r->hot_offsets);
+    PyMem_Free(r->hot_lengths);
+    PyMem_Free(r->hot_heads);
+    r->hot_offsets = offsets;
+    r->hot_lengths = lengths;
+    r->hot_heads = heads;
+    offsets = lengths = NULL;
+    heads = NULL;
     memcpy(r->hot_head, head.buf, head.len);
     Py_XSETREF(r->hot_descr, Py_NewRef(descr));
     Py_XSETREF(r->hot_env, Py_NewRef(env));
@@ -844,6 +906,9 @@ static PyObject *Runner_bind_bcast(Runner *r, PyObject *args) {
     r->hot_bound = 1;
     result = Py_NewRef(Py_None);
 done:
+    PyMem_Free(offsets);
+    PyMem_Free(lengths);
+    PyMem_Free(heads);
     PyBuffer_Release(&head);
     return result;
 }
@@ -938,7 +1003,7 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
     if (!bound_usage(r, nargs, "bcast"))
         return NULL;
     PyObject *x = args[0], *out = args[1], *timeout = args[2];
-    Py_ssize_t n = r->hot_nbytes, head = r->prefix_head, all = n * r->hot_blocks;
+    Py_ssize_t n = r->hot_nbytes, head = r->prefix_head, all = r->hot_x_bytes;
     int out_fits = out != Py_None && array_fits(r, out, r->hot_out_nd, r->hot_out_dims, 1);
     if (r->is_root) {
         if (!bound_array(r, x, 0))
@@ -989,10 +1054,16 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
         }
         take_call(r, seq);
         char *xd = ((ArrayFields *)x)->data, *dst = r->base + r->my_data[slot];
-        for (Py_ssize_t j = 0; j < r->hot_blocks; j++, dst += r->hot_block) {
-            memcpy(dst, r->hot_head, head);
-            copy_bytes(dst + head, xd + j * n, n);
-        }
+        if (r->hot_offsets != NULL)  /* a scatterv's: each block its header, length, place */
+            for (Py_ssize_t j = 0; j < r->hot_blocks; j++, dst += r->hot_block) {
+                memcpy(dst, r->hot_heads + j * head, head);
+                copy_bytes(dst + head, xd + r->hot_offsets[j], r->hot_lengths[j]);
+            }
+        else
+            for (Py_ssize_t j = 0; j < r->hot_blocks; j++, dst += r->hot_block) {
+                memcpy(dst, r->hot_head, head);
+                copy_bytes(dst + head, xd + j * n, n);
+            }
         if (r->store_fingerprint)
             store_word(r, r->my_fp[slot], r->fingerprint);
         store_word(r, r->my_held[slot], word);

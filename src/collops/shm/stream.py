@@ -24,7 +24,9 @@ _stream`) where it was built, else with the same protocol in Python (`PyPlan`):
   its block in rank order;
 * ``allreduce``: that reduce-scatter into the rank's block of the result, then an allgather
   of the blocks, as two phases of the call (`ChainExecution`); when the count does not
-  divide among the ranks, a reduce to rank 0 and a bcast from it instead.
+  divide among the ranks, a reduce to rank 0 and a bcast from it instead;
+* ``scatterv``, ``gatherv``, ``allgatherv``: as their regular forms, with blocks of their own
+  lengths at their own displacements (`stream_vector`).
 
 A writer's ring is a FIFO over calls. Its control lines hold its *filled* counter (chunks
 published, cumulative over the job, so nothing is ever reset), a header per slot — the
@@ -80,7 +82,9 @@ from ..errors import ScheduleError
 from ..schedule import Schedule
 from ..transport.tags import call_tag
 from . import direct as shm_direct
+from . import stream_vector
 from .direct_area import DirectArea, call_number, held_word
+from .direct_vector import regular
 from .roll_call import ROOTED, RollCall
 from .stream_plan import _addresses, plan_for
 from .stream_protocol import DONE, MOVED, NAME
@@ -98,7 +102,7 @@ from .stream_run import (
 
 RESOURCE = "shm_stream"
 SUPPORTED = ("bcast", "scatter", "gather", "allgather", "alltoall", "reduce", "allreduce",
-             "reduce_scatter_block")
+             "reduce_scatter_block", *stream_vector.SUPPORTED)
 #: the collectives right with ``x`` as ``out`` (`Algorithm.in_place`): allreduce writes its
 #: input into the rings (or the peers read it by reference and are waited for) before its
 #: fold and its allgather phase write the result, and the fold copies an own contribution it
@@ -135,7 +139,9 @@ def stream_cost(spec: CallSpec, model: CostModel) -> float:
     A model, not a calibration: where the stream is taken unasked is the selection table's
     to say (``defaults.toml``).
     """
-    c, n, p = spec.collective, spec.count * spec.itemsize, spec.size
+    c, n, p = regular(spec.collective), spec.count * spec.itemsize, spec.size
+    if c != spec.collective:  # a v-form: its largest block
+        n = spec.message_bytes()
     if c == "allreduce":
         part = n * (p - 1) / p
         return 2 * model.alpha + 2 * part * model.beta + part * model.gamma
@@ -166,7 +172,7 @@ def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, se
 def _roll_call(direct: DirectArea, spec: CallSpec, rank: int, seq: int, phase: int,
                fingerprint: int) -> RollCall | None:
     """A rooted call's `RollCall` (its root waits for every member's word), else None."""
-    if spec.collective not in ROOTED or spec.size == 1:
+    if regular(spec.collective) not in ROOTED or spec.size == 1:
         return None
     return RollCall(direct, spec.size, spec.root, rank, seq, phase, fingerprint)
 

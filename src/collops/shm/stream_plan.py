@@ -15,6 +15,7 @@ from ..algorithms.spec import CallSpec
 from ..datatypes import address_of
 from ..errors import ArgumentError
 from . import direct as shm_direct
+from . import stream_vector
 from .stream_area import StreamArea
 from .stream_protocol import (
     IN_OWN,
@@ -153,6 +154,8 @@ def _layout_of(spec: CallSpec, me: int, chunk: int, whole: bool = False) -> tupl
     reduce_scatter_block what an alltoall does, into the folding ranks' scratch, where the
     rank's own contribution has no place: it is folded from where it is.
     """
+    if spec.collective in stream_vector.SUPPORTED:
+        return stream_vector.layout_of(spec, me, chunk, whole)
     c, p, root = spec.collective, spec.size, spec.root
     folded = c in FOLDED
     c = {"reduce": "gather", "reduce_scatter_block": "alltoall"}.get(c, c)
