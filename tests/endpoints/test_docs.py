@@ -22,9 +22,10 @@ def test_the_complete_example_runs():
     assert len(lines) == 2
     assert "affinity_tree" in lines[0] and lines[0].endswith("[10 10]")
     assert lines[0].count("'allreduce', [4.0, 4.0, 4.0]") == 2
-    assert lines[0].count("'ambroadcast', [0, 1, 2, 3]") == 1
+    assert lines[0].count("'ambroadcast', [0, 1, 2, 3]") == 2  # the root's callback runs too
     assert lines[1].count("'ambroadcast', [0, 1, 2, 3]") == 2 and lines[1].endswith("None")
     assert lines[0].count("'amreduce', False") == 1 and lines[1].count("'amreduce', False") == 2
+    assert lines[0].count("((0, 0), 'amreduce', [10, 10])") == 1
 
 
 def test_the_task_farm_example_runs():

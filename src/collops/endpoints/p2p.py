@@ -29,7 +29,16 @@ from ..datatypes import as_array, dtype_from_token, dtype_token
 from ..errors import ArgumentError
 from ..runtime.arguments import checked_int
 from ..runtime.matching import ANY_SOURCE
-from .p2p_values import AGAIN, Memregion, Recv, Transfer, bytes_of, error_from, error_record
+from .p2p_values import (
+    AGAIN,
+    Memregion,
+    Recv,
+    Transfer,
+    bytes_of,
+    error_from,
+    error_record,
+    recv_buffer_error,
+)
 from .xfer import DispatchError
 
 if TYPE_CHECKING:
@@ -375,7 +384,8 @@ class PointToPoint:
             return
         recv = Recv(origin, nbytes, dtype, shape)
         if fn is not None:
-            error = self._call(fn, header, None, origin, recv) or self._checked(recv)
+            error = self._call(fn, header, None, origin, recv) or recv_buffer_error(
+                "Context.send (dispatch's recv)", recv, self.rank)
         into = bytes_of(recv.buffer)[:nbytes] if error is None else np.empty(nbytes, np.uint8)
         assert tag is not None
 
@@ -393,22 +403,6 @@ class PointToPoint:
         except Exception as exc:  # noqa: BLE001 - reported to both ends
             return DispatchError(f"the dispatch function on task {self.rank}, context "
                                  f"{self.context.offset} raised {type(exc).__name__}: {exc}")
-        return None
-
-    def _checked(self, recv: Recv) -> BaseException | None:
-        call, buffer = "Context.send (dispatch's recv)", recv.buffer
-        if buffer is None:
-            return ArgumentError(call, "recv.buffer", None, f"the dispatch function named no "
-                                 f"buffer for the {recv.nbytes} bytes from {recv.origin}",
-                                 self.rank)
-        if not isinstance(buffer, np.ndarray) or not buffer.flags.c_contiguous \
-                or not buffer.flags.writeable:
-            return ArgumentError(call, "recv.buffer", type(buffer).__name__, "must be a "
-                                 "writeable C-contiguous numpy array", self.rank)
-        if buffer.nbytes < recv.nbytes:
-            return ArgumentError(call, "recv.buffer", buffer.shape,
-                                 f"holds {buffer.nbytes} bytes, the message from "
-                                 f"{recv.origin} has {recv.nbytes}", self.rank)
         return None
 
     def _region_at(self, call: str, region_id: int, offset: int,
