@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import collops
-from collops.endpoints import AGAIN, Client, DispatchError, Recv
+from collops.endpoints import AGAIN, Client, DispatchError, Memregion, Recv
 from collops.endpoints.p2p import EAGER_LIMIT, IMMEDIATE_LIMIT
 from collops.errors import ArgumentError, CollectiveTimeout
 from tests.support.endpoints import drive
@@ -420,6 +420,38 @@ def test_a_send_to_a_context_nobody_advances_times_out():
         return program(client)
 
     collops.spawn(task, 2, transport="inproc", timeout=60)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_send_to_a_context_the_target_never_created_fails_at_both_ends(transport):
+    """Task 1 made two contexts; sends, puts and an immediate to its context 5 fail by name at
+    the origin (eager and payload-carrying alike) and are raised by task 1's advance."""
+    def program(client: Client) -> Any:
+        ctx = client.contexts[0]
+        if client.task == 1:
+            return errors_raised(client, 4)
+        missing = client.endpoint(1, 5)
+        local = ctx.memregion(np.arange(9000, dtype=np.float64))
+        remote = Memregion(1, 5, 0, local.nbytes)
+        transfers = [ctx.send(missing, 1, b"", np.ones(3)),
+                     ctx.send(missing, 1, b"", np.ones(9000)),
+                     ctx.rput(local, remote, local.nbytes)]
+        texts = []
+        for transfer in transfers:
+            with pytest.raises(ArgumentError) as failed:
+                transfer.wait(30)
+            texts.append(str(failed.value))
+        ctx.send_immediate(missing, 1, b"x")
+        texts += errors_raised(client, 1)
+        return texts
+
+    at_origin, at_target = run(program, 2, transport, contexts=2)
+    assert len(at_origin) == 4 and len(at_target) == 4
+    for text in at_origin + at_target:
+        assert "task 1 has no context 5 (it created 2" in text, text
+        assert "target='endpoint (task 1, context 5)' on rank 1" in text
+    assert sum("Context.rput" in t for t in at_origin) == 1
+    assert sum("Context.send" in t for t in at_target) == 3
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
