@@ -477,3 +477,26 @@ def test_a_progress_thread_runs_the_dispatch_and_keeps_its_errors(transport):
     _, (headers, errors) = run(program, 2, transport)
     assert headers == [b"large", b"small"]
     assert len(errors) == 1 and "dispatch_id=99 on rank 1" in errors[0]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_progress_thread_is_woken_by_an_arrival_not_by_its_interval(transport):
+    """A progress thread waits on the transport between advances, so an active message is
+    taken at once even when its interval (the longest single wait) is far longer than the
+    test allows."""
+    def program(client: Client) -> Any:
+        ctx, got = listening(client, 3)
+        if client.task == 1:
+            arrived = threading.Event()
+            ctx.set_dispatch(3, lambda *args: arrived.set())
+            client.comm.barrier()
+            ctx.start_progress_thread(interval=60.0)
+            taken = arrived.wait(20.0)
+            ctx.stop_progress_thread()
+            return taken
+        client.comm.barrier()
+        time.sleep(0.2)                             # the thread is waiting by now
+        ctx.send(client.endpoint(1, 0), 3, b"", np.ones(2)).wait(30)
+        return True
+
+    assert run(program, 2, transport) == [True, True]

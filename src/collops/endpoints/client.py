@@ -292,7 +292,9 @@ class Context:
         self.p2p.post(work)
 
     def start_progress_thread(self, interval: float = 0.0005) -> None:
-        """Advance this context in a background thread until `stop_progress_thread`."""
+        """Advance this context in a background thread until `stop_progress_thread`; after
+        an advance that found nothing it waits on the transport (`Client.wait_for_activity`:
+        the transport's own wait, ended by an arrival) for at most ``interval`` s."""
         if self._thread is not None:
             return
         self._stop.clear()
@@ -301,7 +303,7 @@ class Context:
             while not self._stop.is_set():
                 try:
                     if not self.advance():
-                        self._stop.wait(interval)
+                        self.client.wait_for_activity(interval)
                 except BaseException as exc:  # noqa: BLE001 - surfaced by the transfers
                     self.thread_error = exc
                     return
