@@ -139,9 +139,10 @@ def main() -> None:
               f"{result['ambroadcast_8B_us']:8.2f} µs  idle advance "
               f"{result['idle_advance_us']:6.2f} µs  (load {' '.join(load)})")
     if args.json:
-        record = {"command": "python benchmarks/am_latency.py " + " ".join(
-            f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "json"),
-            "rows": rows}
+        command = (f"python benchmarks/am_latency.py --transport {args.transport} "
+                   f"--iterations {args.iterations} --tasks {args.tasks}"
+                   + (" --progress-thread" if args.progress_thread else ""))
+        record = {"command": command, "rows": rows}
         Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
 
 
