@@ -31,6 +31,7 @@ from ..datatypes import as_array, dtype_from_token, dtype_token
 from ..errors import ArgumentError
 from ..runtime.arguments import checked_int
 from ..runtime.matching import ANY_SOURCE
+from . import client as client_module  # a cycle: the package imports client first
 from .p2p_values import (
     AGAIN,
     Memregion,
@@ -91,8 +92,7 @@ class PointToPoint:
         return self.client.task
 
     def _target(self, call: str, target: Any) -> Endpoint:
-        from .client import Endpoint
-        if not isinstance(target, Endpoint) or target.client is not self.client:
+        if not isinstance(target, client_module.Endpoint) or target.client is not self.client:
             raise ArgumentError(call, "target", target, "must be an endpoint of client "
                                 f"{self.client.name!r} (client.endpoint(task, context))",
                                 self.rank)
