@@ -197,22 +197,35 @@ def test_a_named_buffer_too_small_fails_the_transfer_by_name(transport):
 
 
 @pytest.mark.timeout(120)
-def test_a_root_without_a_dispatch_callback_is_refused_at_post():
+def test_a_root_without_a_callback_or_whose_header_handler_raises_is_refused_at_post():
     def program(client: Client) -> Any:
         geometry = client.geometry()
         ctx = client.contexts[0]
+        peer_calls = []
         if client.task:
-            ctx.endpoint.register_dispatch("ambroadcast", 4, lambda d, i: None)
+            ctx.endpoint.register_dispatch("ambroadcast", 4, lambda d, i: peer_calls.append(4))
+            ctx.endpoint.register_dispatch("ambroadcast", 5, lambda d, i: peer_calls.append(5))
+        else:
+            def refuse(data: Any, info: Any) -> None:
+                raise ValueError("not now")
+            ctx.endpoint.register_dispatch("ambroadcast", 5, refuse, two_phase=True)
         client.comm.barrier()
-        message = ""
+        messages = []
         if client.task == 0:
-            try:
-                geometry.post(Xfer("ambroadcast", None, np.arange(3), 4), via=ctx.endpoint)
-            except DispatchError as exc:
-                message = str(exc)
+            for dispatch_id in (4, 5):
+                try:
+                    geometry.post(Xfer("ambroadcast", None, np.arange(3), dispatch_id),
+                                  via=ctx.endpoint)
+                except DispatchError as exc:
+                    messages.append(str(exc))
             assert not client.pending()
         client.comm.barrier()
-        return message
+        for _ in range(20):                          # nothing was announced to the peers
+            client.advance()
+        return messages, peer_calls, client.pending()
 
-    message = run(program, 2, "inproc")[0]
-    assert "no dispatch callback 4" in message and "ambroadcast" in message
+    (messages, _, pending), (_, peer_calls, peer_pending) = run(program, 2, "inproc")
+    assert len(messages) == 2 and pending == 0
+    assert "no dispatch callback 4" in messages[0] and "ambroadcast" in messages[0]
+    assert "root's dispatch callback" in messages[1] and "ValueError: not now" in messages[1]
+    assert peer_calls == [] and peer_pending == 0
