@@ -500,3 +500,28 @@ def test_a_progress_thread_is_woken_by_an_arrival_not_by_its_interval(transport)
         return True
 
     assert run(program, 2, transport) == [True, True]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_message_another_context_routed_counts_as_pending_until_handled(transport):
+    """Any context's advance takes the task's control messages; one for context 1 taken by
+    context 0 is pending on context 1 until context 1 advances and runs its dispatch."""
+    def program(client: Client) -> Any:
+        ctx0, ctx1 = client.contexts
+        got: list[Any] = []
+        ctx1.set_dispatch(2, receiver(got))
+        client.comm.barrier()
+        if client.task == 0:
+            ctx0.send(client.endpoint(1, 1), 2, b"to 1", np.arange(3)).wait(30)
+            return None
+        deadline = time.monotonic() + 30
+        while not ctx1.pending:
+            assert time.monotonic() < deadline, "context 0 never took the message"
+            if not ctx0.advance():
+                client.wait_for_activity(0.001)
+        seen_before = list(got)
+        drive(client, lambda: bool(got))
+        return seen_before, [(h, t, d.tolist()) for h, t, d in got], ctx1.pending
+
+    _, (before, after, pending) = run(program, 2, transport, contexts=2)
+    assert before == [] and after == [(b"to 1", 0, [0, 1, 2])] and pending == 0

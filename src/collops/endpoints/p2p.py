@@ -361,9 +361,10 @@ class PointToPoint:
 
     @property
     def pending(self) -> int:
-        """Transfers, receives, fences and posted work in flight."""
+        """Transfers, receives, fences and posted work in flight, and messages routed here
+        by another context's advance and not handled yet."""
         return (len(self.transfers) + len(self.receiving) + len(self.fences)
-                + len(self.work))
+                + len(self.work) + len(self.inbox))
 
     # -- the target's side -----------------------------------------------------------------
     def _handle(self, record: tuple[Any, ...], source: int) -> None:
