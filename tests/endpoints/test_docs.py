@@ -7,6 +7,8 @@ import io
 import re
 from pathlib import Path
 
+import pytest
+
 from collops.endpoints_demo import run_endpoints_demo
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "endpoints.md"
@@ -22,9 +24,10 @@ def test_the_complete_example_runs():
     assert len(lines) == 2
     assert "affinity_tree" in lines[0] and lines[0].endswith("[10 10]")
     assert lines[0].count("'allreduce', [4.0, 4.0, 4.0]") == 2
-    assert lines[0].count("'ambroadcast', [0, 1, 2, 3]") == 1
+    assert lines[0].count("'ambroadcast', [0, 1, 2, 3]") == 2  # the root's callback runs too
     assert lines[1].count("'ambroadcast', [0, 1, 2, 3]") == 2 and lines[1].endswith("None")
     assert lines[0].count("'amreduce', False") == 1 and lines[1].count("'amreduce', False") == 2
+    assert lines[0].count("((0, 0), 'amreduce', [10, 10])") == 1
 
 
 def test_the_task_farm_example_runs():
@@ -37,6 +40,20 @@ def test_the_task_farm_example_runs():
     farm, same = printed.getvalue().splitlines()
     assert same == "True"
     assert farm.startswith("[(1, 285.0), (2, 333328333350000.0)")
+
+
+@pytest.mark.parametrize("transport", ["inproc", "shm"])
+def test_the_active_messages_into_named_buffers_example_runs(transport):
+    section = PAGE.read_text().split("### Example: active messages into buffers", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None
+    source = code.group(1).replace("collops.spawn(task, 3)",
+                                   f"collops.spawn(task, 3, transport={transport!r})")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(source, str(PAGE), "exec"), {"__name__": "docs_example"})
+    assert printed.getvalue().splitlines() == [
+        "[1. 2. 3.] [0, 1, 2] [18. 18. 18. 18.] True", "True True"]
 
 
 def test_the_demo_section_succeeds():

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import collops
-from collops.endpoints import AGAIN, Client, DispatchError, Recv
+from collops.endpoints import AGAIN, Client, DispatchError, Memregion, Recv
 from collops.endpoints.p2p import EAGER_LIMIT, IMMEDIATE_LIMIT
 from collops.errors import ArgumentError, CollectiveTimeout
 from tests.support.endpoints import drive
@@ -423,6 +423,38 @@ def test_a_send_to_a_context_nobody_advances_times_out():
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_send_to_a_context_the_target_never_created_fails_at_both_ends(transport):
+    """Task 1 made two contexts; sends, puts and an immediate to its context 5 fail by name at
+    the origin (eager and payload-carrying alike) and are raised by task 1's advance."""
+    def program(client: Client) -> Any:
+        ctx = client.contexts[0]
+        if client.task == 1:
+            return errors_raised(client, 4)
+        missing = client.endpoint(1, 5)
+        local = ctx.memregion(np.arange(9000, dtype=np.float64))
+        remote = Memregion(1, 5, 0, local.nbytes)
+        transfers = [ctx.send(missing, 1, b"", np.ones(3)),
+                     ctx.send(missing, 1, b"", np.ones(9000)),
+                     ctx.rput(local, remote, local.nbytes)]
+        texts = []
+        for transfer in transfers:
+            with pytest.raises(ArgumentError) as failed:
+                transfer.wait(30)
+            texts.append(str(failed.value))
+        ctx.send_immediate(missing, 1, b"x")
+        texts += errors_raised(client, 1)
+        return texts
+
+    at_origin, at_target = run(program, 2, transport, contexts=2)
+    assert len(at_origin) == 4 and len(at_target) == 4
+    for text in at_origin + at_target:
+        assert "task 1 has no context 5 (it created 2" in text, text
+        assert "target='endpoint (task 1, context 5)' on rank 1" in text
+    assert sum("Context.rput" in t for t in at_origin) == 1
+    assert sum("Context.send" in t for t in at_target) == 3
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_progress_thread_runs_the_dispatch_and_keeps_its_errors(transport):
     def program(client: Client) -> Any:
         ctx, got = listening(client, 8)
@@ -445,3 +477,51 @@ def test_a_progress_thread_runs_the_dispatch_and_keeps_its_errors(transport):
     _, (headers, errors) = run(program, 2, transport)
     assert headers == [b"large", b"small"]
     assert len(errors) == 1 and "dispatch_id=99 on rank 1" in errors[0]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_progress_thread_is_woken_by_an_arrival_not_by_its_interval(transport):
+    """A progress thread waits on the transport between advances, so an active message is
+    taken at once even when its interval (the longest single wait) is far longer than the
+    test allows."""
+    def program(client: Client) -> Any:
+        ctx, got = listening(client, 3)
+        if client.task == 1:
+            arrived = threading.Event()
+            ctx.set_dispatch(3, lambda *args: arrived.set())
+            client.comm.barrier()
+            ctx.start_progress_thread(interval=60.0)
+            taken = arrived.wait(20.0)
+            ctx.stop_progress_thread()
+            return taken
+        client.comm.barrier()
+        time.sleep(0.2)                             # the thread is waiting by now
+        ctx.send(client.endpoint(1, 0), 3, b"", np.ones(2)).wait(30)
+        return True
+
+    assert run(program, 2, transport) == [True, True]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_message_another_context_routed_counts_as_pending_until_handled(transport):
+    """Any context's advance takes the task's control messages; one for context 1 taken by
+    context 0 is pending on context 1 until context 1 advances and runs its dispatch."""
+    def program(client: Client) -> Any:
+        ctx0, ctx1 = client.contexts
+        got: list[Any] = []
+        ctx1.set_dispatch(2, receiver(got))
+        client.comm.barrier()
+        if client.task == 0:
+            ctx0.send(client.endpoint(1, 1), 2, b"to 1", np.arange(3)).wait(30)
+            return None
+        deadline = time.monotonic() + 30
+        while not ctx1.pending:
+            assert time.monotonic() < deadline, "context 0 never took the message"
+            if not ctx0.advance():
+                client.wait_for_activity(0.001)
+        seen_before = list(got)
+        drive(client, lambda: bool(got))
+        return seen_before, [(h, t, d.tolist()) for h, t, d in got], ctx1.pending
+
+    _, (before, after, pending) = run(program, 2, transport, contexts=2)
+    assert before == [] and after == [(b"to 1", 0, [0, 1, 2])] and pending == 0

@@ -1,5 +1,6 @@
-"""PAMI's point-to-point on endpoints over MPI: tests/endpoints/test_p2p's programs under real
-``mpiexec -n 4`` (`scripts/endpoints_p2p.py`)."""
+"""PAMI's point-to-point and active-message collectives on endpoints over MPI:
+tests/endpoints/test_p2p's and test_am_buffers' programs under real ``mpiexec -n 4``
+(`scripts/endpoints_programs.py`)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,20 @@ import pytest
 
 pytest.importorskip("mpi4py")
 
-from tests.endpoints import test_p2p  # noqa: E402
+from tests.endpoints import test_am_buffers, test_p2p  # noqa: E402
 from tests.mpi.harness import MPIEXEC, by_rank, mpirun  # noqa: E402
 
 pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (pip install mpich)")
 
 
 @pytest.mark.timeout(200)
-def test_the_point_to_point_programs_pass_over_mpi():
-    proc = mpirun(4, "endpoints_p2p.py", timeout=180)
-    expected = sorted(name for name, test in inspect.getmembers(test_p2p, inspect.isfunction)
-                      if name.startswith("test_")
+@pytest.mark.parametrize("module", [test_p2p, test_am_buffers],
+                         ids=["point_to_point", "active_message_collectives"])
+def test_the_endpoint_programs_pass_over_mpi(module):
+    name = module.__name__.rsplit(".", 1)[1]
+    proc = mpirun(4, "endpoints_programs.py", name, timeout=180)
+    expected = sorted(n for n, test in inspect.getmembers(module, inspect.isfunction)
+                      if n.startswith("test_")
                       and list(inspect.signature(test).parameters)[:1] == ["transport"])
     for report in by_rank(proc, 4).values():
         assert "error" not in report, report["error"]

@@ -162,6 +162,8 @@ class Context:
         self.offset = offset
         self.lock = threading.RLock()
         self.dispatch: dict[tuple[str, int], Dispatch] = {}
+        #: the (collective, dispatch id) whose callbacks are two-phase (`register_dispatch`)
+        self.two_phase: set[tuple[str, int]] = set()
         self.members: list[Member] = []
         self.xfers: list[Xfer] = []
         #: errors of dispatch callbacks run here for other endpoints' active messages
@@ -290,7 +292,9 @@ class Context:
         self.p2p.post(work)
 
     def start_progress_thread(self, interval: float = 0.0005) -> None:
-        """Advance this context in a background thread until `stop_progress_thread`."""
+        """Advance this context in a background thread until `stop_progress_thread`; after
+        an advance that found nothing it waits on the transport (`Client.wait_for_activity`:
+        the transport's own wait, ended by an arrival) for at most ``interval`` s."""
         if self._thread is not None:
             return
         self._stop.clear()
@@ -299,7 +303,7 @@ class Context:
             while not self._stop.is_set():
                 try:
                     if not self.advance():
-                        self._stop.wait(interval)
+                        self.client.wait_for_activity(interval)
                 except BaseException as exc:  # noqa: BLE001 - surfaced by the transfers
                     self.thread_error = exc
                     return
@@ -369,10 +373,20 @@ class Endpoint:
                                 f"({self.client.task})")
         return self.client.context(self.context_offset)
 
-    def register_dispatch(self, collective: str, dispatch_id: int, fn: Dispatch) -> None:
+    def register_dispatch(self, collective: str, dispatch_id: int, fn: Dispatch, *,
+                          two_phase: bool = False) -> None:
         """Run ``fn(data, delivery)`` when a ``collective`` transfer with ``dispatch_id``
-        reaches this endpoint (for amgather/amreduce it returns this endpoint's data)."""
-        self.context.dispatch[(collective, int(dispatch_id))] = fn
+        reaches this endpoint (an amgather/amreduce peer's returns its contribution).
+
+        ``two_phase`` (active messages; PAMI's header handler): ``fn(None, delivery)`` runs
+        when the header arrives, and may set ``delivery.recv.buffer`` (the data lands there)
+        and ``delivery.recv.done``; naming no buffer, ``fn(data, delivery)`` runs as well."""
+        key = (collective, int(dispatch_id))
+        self.context.dispatch[key] = fn
+        if two_phase:
+            self.context.two_phase.add(key)
+        else:
+            self.context.two_phase.discard(key)
 
     @property
     def geometries(self) -> list[Geometry]:

@@ -4,10 +4,12 @@ and work posted to a context's progress.
 
 Everything travels by collops' own point-to-point (`runtime/p2p.py`) on a communicator the
 client reserves at creation (a `dup` of its task communicator), so it never meets the user's
-messages or the geometries'. A context takes its *control* messages — pickled records: an
-active message's header (with its data when small: eager), acknowledgements, put and get
-requests, fence markers — with tag = its context offset, from any task, in the order each
-task sent them. A larger payload is a message of its own under a tag unique to the transfer
+messages or the geometries'. *Control* messages — pickled records: an active message's
+header (with its data when small: eager), acknowledgements, put and get requests, fence
+markers — travel to a task under one tag, `CONTROL_TAG`, with the target context's offset;
+whichever context of the task advances routes them to their contexts' inboxes in the order
+each task sent them, and refuses, at both ends, one for a context the task never created. A
+larger payload is a message of its own under a tag unique to the transfer
 (`PAYLOAD_BASE` + a number the sending task never reuses while it is in flight): the receiver
 posts it straight into the buffer the dispatch function named through its `Recv` (PAMI's
 ``pami_recv_t``) or into the memory region. The target acknowledges every `send`, `rput` and
@@ -29,7 +31,17 @@ from ..datatypes import as_array, dtype_from_token, dtype_token
 from ..errors import ArgumentError
 from ..runtime.arguments import checked_int
 from ..runtime.matching import ANY_SOURCE
-from .p2p_values import AGAIN, Memregion, Recv, Transfer, bytes_of, error_from, error_record
+from . import client as client_module  # a cycle: the package imports client first
+from .p2p_values import (
+    AGAIN,
+    Memregion,
+    Recv,
+    Transfer,
+    bytes_of,
+    error_from,
+    error_record,
+    recv_buffer_error,
+)
 from .xfer import DispatchError
 
 if TYPE_CHECKING:
@@ -45,8 +57,10 @@ EAGER_LIMIT = 4096
 IMMEDIATE_LIMIT = 512
 #: bytes of an active message's header
 HEADER_LIMIT = 4096
-#: tags at and above this carry payloads; below it, a context offset's control messages
+#: tags at and above this carry payloads
 PAYLOAD_BASE = 1 << 29
+#: the tag of every control message to a task, the target context inside
+CONTROL_TAG = 0
 
 
 class PointToPoint:
@@ -64,6 +78,8 @@ class PointToPoint:
         self.immediate_targets: set[tuple[int, int]] = set()
         self.fences: list[tuple[Transfer, list[Transfer]]] = []
         self.work: deque[Callable[[Context], Any]] = deque()
+        #: control records routed to this context (`_route`), with their source task
+        self.inbox: deque[tuple[tuple[Any, ...], int]] = deque()
         #: errors of messages this context took, to raise (one per advance)
         self.errors: list[BaseException] = []
         #: transfers of this context that failed, to raise unless `Transfer.wait` did
@@ -76,8 +92,7 @@ class PointToPoint:
         return self.client.task
 
     def _target(self, call: str, target: Any) -> Endpoint:
-        from .client import Endpoint
-        if not isinstance(target, Endpoint) or target.client is not self.client:
+        if not isinstance(target, client_module.Endpoint) or target.client is not self.client:
             raise ArgumentError(call, "target", target, "must be an endpoint of client "
                                 f"{self.client.name!r} (client.endpoint(task, context))",
                                 self.rank)
@@ -101,7 +116,7 @@ class PointToPoint:
     def _send_record(self, record: tuple[Any, ...], task: int, context: int,
                      transfer: Transfer | None = None) -> None:
         with self.client.transport_lock:
-            request = self.client.p2p_comm.isend_object(record, task, context)
+            request = self.client.p2p_comm.isend_object((context, record), task, CONTROL_TAG)
         self.sending.append((request, transfer))
 
     def _send_payload(self, array: np.ndarray, task: int, tag: int,
@@ -270,14 +285,10 @@ class PointToPoint:
             if work(self.context) is AGAIN:
                 self.work.append(work)
             events += 1
-        comm = self.client.p2p_comm
-        while True:
-            with self.client.transport_lock:
-                message = comm.improbe(ANY_SOURCE, self.context.offset)
-                if message is None:
-                    break
-                raw, status = message.recv()
-            self._handle(pickle.loads(raw.tobytes()), status.source)
+        events += self._route()
+        while self.inbox:
+            record, source = self.inbox.popleft()
+            self._handle(record, source)
             events += 1
         events += self._poll_requests()
         events += self._poll_fences()
@@ -289,6 +300,40 @@ class PointToPoint:
         if self.errors:
             raise self.errors.pop(0)
         return events
+
+    def _route(self) -> int:
+        """Take the control messages that arrived for any context of this task into their
+        contexts' inboxes (in arrival order: under the transport lock); refuse those for a
+        context this task never created, at both ends."""
+        comm, contexts, routed = self.client.p2p_comm, self.client.contexts, 0
+        with self.client.transport_lock:
+            while (message := comm.improbe(ANY_SOURCE, CONTROL_TAG)) is not None:
+                raw, status = message.recv()
+                offset, record = pickle.loads(raw.tobytes())
+                routed += 1
+                if offset < len(contexts):
+                    contexts[offset].p2p.inbox.append((record, status.source))
+                else:
+                    self._refuse(record, status.source, offset)
+        return routed
+
+    def _refuse(self, record: tuple[Any, ...], source: int, offset: int) -> None:
+        """Answer a message sent to context ``offset``, which this task never created: the
+        origin's transfer fails, and this context's advance raises."""
+        kind, origin_context = record[0], record[1]
+        call = {"am": "Context.send", "put": "Context.rput", "get": "Context.rget",
+                "fence": "Context.fence"}.get(kind, "Context")
+        error = ArgumentError(call, "target", f"endpoint (task {self.rank}, context {offset})",
+                              f"task {self.rank} has no context {offset} (it created "
+                              f"{len(self.client.contexts)}: Client.create_contexts); sent by "
+                              f"task {source}, context {origin_context}", self.rank)
+        self.errors.append(error)
+        if kind == "ack":
+            return
+        if kind in ("am", "put") and record[-2] is not None:  # drain its payload
+            self._receive_payload(np.empty(record[4], np.uint8), source, record[-2],
+                                  lambda: None)
+        self._send_record(("ack", record[-1], error_record(error)), source, origin_context)
 
     def _poll_requests(self) -> int:
         events = 0
@@ -316,9 +361,10 @@ class PointToPoint:
 
     @property
     def pending(self) -> int:
-        """Transfers, receives, fences and posted work in flight."""
+        """Transfers, receives, fences and posted work in flight, and messages routed here
+        by another context's advance and not handled yet."""
         return (len(self.transfers) + len(self.receiving) + len(self.fences)
-                + len(self.work))
+                + len(self.work) + len(self.inbox))
 
     # -- the target's side -----------------------------------------------------------------
     def _handle(self, record: tuple[Any, ...], source: int) -> None:
@@ -342,9 +388,11 @@ class PointToPoint:
             record = None if error is None else error_record(error)
             self._send_record(("ack", number, record), task, context)
 
-    def _acknowledged(self, number: int, error: tuple[Any, ...] | None) -> None:
-        transfer = self.transfers.pop(number, None)
+    def _acknowledged(self, number: int | None, error: tuple[Any, ...] | None) -> None:
+        transfer = self.transfers.pop(number, None) if number is not None else None
         if transfer is None:
+            if number is None and error is not None:   # a refused send_immediate
+                self.errors.append(error_from(error))
             return
         if error is None:
             transfer.complete_remote()
@@ -375,7 +423,8 @@ class PointToPoint:
             return
         recv = Recv(origin, nbytes, dtype, shape)
         if fn is not None:
-            error = self._call(fn, header, None, origin, recv) or self._checked(recv)
+            error = self._call(fn, header, None, origin, recv) or recv_buffer_error(
+                "Context.send (dispatch's recv)", recv, self.rank)
         into = bytes_of(recv.buffer)[:nbytes] if error is None else np.empty(nbytes, np.uint8)
         assert tag is not None
 
@@ -393,22 +442,6 @@ class PointToPoint:
         except Exception as exc:  # noqa: BLE001 - reported to both ends
             return DispatchError(f"the dispatch function on task {self.rank}, context "
                                  f"{self.context.offset} raised {type(exc).__name__}: {exc}")
-        return None
-
-    def _checked(self, recv: Recv) -> BaseException | None:
-        call, buffer = "Context.send (dispatch's recv)", recv.buffer
-        if buffer is None:
-            return ArgumentError(call, "recv.buffer", None, f"the dispatch function named no "
-                                 f"buffer for the {recv.nbytes} bytes from {recv.origin}",
-                                 self.rank)
-        if not isinstance(buffer, np.ndarray) or not buffer.flags.c_contiguous \
-                or not buffer.flags.writeable:
-            return ArgumentError(call, "recv.buffer", type(buffer).__name__, "must be a "
-                                 "writeable C-contiguous numpy array", self.rank)
-        if buffer.nbytes < recv.nbytes:
-            return ArgumentError(call, "recv.buffer", buffer.shape,
-                                 f"holds {buffer.nbytes} bytes, the message from "
-                                 f"{recv.origin} has {recv.nbytes}", self.rank)
         return None
 
     def _region_at(self, call: str, region_id: int, offset: int,

@@ -136,6 +136,23 @@ def error_from(record: tuple[Any, ...]) -> CollopsError:
     return DispatchError(record[1])
 
 
+def recv_buffer_error(call: str, recv: Recv, rank: int) -> ArgumentError | None:
+    """Why ``recv.buffer`` cannot take the ``recv.nbytes`` bytes (None when it can)."""
+    buffer = recv.buffer
+    if buffer is None:
+        return ArgumentError(call, "recv.buffer", None, f"the dispatch function named no "
+                             f"buffer for the {recv.nbytes} bytes from {recv.origin}", rank)
+    if not isinstance(buffer, np.ndarray) or not buffer.flags.c_contiguous \
+            or not buffer.flags.writeable:
+        return ArgumentError(call, "recv.buffer", type(buffer).__name__, "must be a "
+                             "writeable C-contiguous numpy array", rank)
+    if buffer.nbytes < recv.nbytes:
+        return ArgumentError(call, "recv.buffer", buffer.shape,
+                             f"holds {buffer.nbytes} bytes, the message from "
+                             f"{recv.origin} has {recv.nbytes}", rank)
+    return None
+
+
 def bytes_of(array: np.ndarray) -> np.ndarray:
     """A flat uint8 view of a C-contiguous array."""
     return array.reshape(-1).view(np.uint8)

@@ -18,6 +18,7 @@ from .catalog import Verdict
 if TYPE_CHECKING:
     from .client import Endpoint
     from .geometry import Geometry
+    from .p2p_values import Recv
 
 #: active-message collectives and the collective that moves their data
 AM_COLLECTIVES = {"ambroadcast": "bcast", "amscatter": "scatter", "amgather": "gather",
@@ -40,6 +41,8 @@ class Delivery:
     #: for active messages: dtype and per-endpoint shape the root announced
     dtype: np.dtype | None = None
     shape: tuple[int, ...] | None = None
+    #: for a two-phase callback's header call: where it may name the receive buffer
+    recv: Recv | None = None
 
 
 class Xfer:
