@@ -39,6 +39,7 @@ from ..algorithms.spec import make_spec
 from ..errors import ArgumentError
 from ..ops import Op
 from . import slot_codec
+from .commbase import _SLOW
 from .slot_codec import HEAD, TOO_BIG
 
 try:  # the compiled codec (`_slots.c`); `slot_codec` is the same in Python
@@ -54,20 +55,32 @@ SLOT = 512
 Pickled = tuple[bytes, list[pickle.PickleBuffer]]
 
 
-def _codec() -> Any:
-    """The slot codec in use: compiled unless missing or ``COLLOPS_COMPILED=0``."""
-    return _slots if _slots is not None and config.settings.compiled else slot_codec
+class Slots:
+    """A communicator's reused slot buffers: one slot and one per rank, to send and to
+    receive. A blocking call's slots are decoded into new objects before it returns, so the
+    next call may overwrite them."""
+
+    __slots__ = ("send", "recv", "send_all", "recv_all")
+
+    def __init__(self, size: int) -> None:
+        self.send, self.recv = np.empty(SLOT, np.uint8), np.empty(SLOT, np.uint8)
+        self.send_all = np.empty(size * SLOT, np.uint8)
+        self.recv_all = np.empty(size * SLOT, np.uint8)
 
 
-def _scratch(comm: Comm, role: str, nbytes: int) -> np.ndarray:
-    """The communicator's reused buffer of ``nbytes`` for slots sent or received (``role``):
-    a blocking call's slots are decoded into new objects before it returns, so the next call
-    may overwrite them."""
-    pool = comm._object_slots
-    buf = pool.get((role, nbytes))
-    if buf is None:
-        buf = pool[role, nbytes] = np.empty(nbytes, np.uint8)
-    return buf
+def _prepared(comm: Comm) -> tuple[Any, Slots]:
+    """The slot codec in use (compiled unless missing or ``COLLOPS_COMPILED=0``) and the
+    communicator's `Slots`."""
+    own = comm._object_slots
+    if own is None:
+        own = comm._object_slots = Slots(comm.size)
+    return (_slots if _slots is not None and config.settings.compiled else slot_codec), own
+
+
+def _root(comm: Comm, call: str, root: Any) -> None:
+    """Check a rooted object call's ``root`` (at once when it is a plain rank)."""
+    if type(root) is not int or not 0 <= root < comm.size:
+        comm._check_root(call, root)
 
 
 def _too_big(rows: np.ndarray, n: int) -> None:
@@ -156,11 +169,13 @@ def _lengths(frames: Sequence[np.ndarray]) -> np.ndarray:
 
 def bcast_object(comm: Comm, obj: Any, root: int = 0) -> Any:
     """Broadcast a picklable object from ``root``."""
-    comm._check_root("bcast_object", root)
-    codec = _codec()
-    slot = _scratch(comm, "send", SLOT)
+    _root(comm, "bcast_object", root)
+    codec, own = _prepared(comm)
+    slot = own.send
     big = codec.encode(slot, 0, SLOT, obj) if comm.rank == root else None
-    got_slot = comm.bcast(slot, root, out=_scratch(comm, "recv", SLOT))
+    got_slot = comm._fast("bcast", slot, None, root, own.recv, None, None)
+    if got_slot is _SLOW:
+        got_slot = comm.bcast(slot, root, out=own.recv)
     if comm.rank == root:
         return obj if big is None else _bcast_frames(comm, obj, _frames(*big), root)
     got = codec.decode(got_slot, SLOT, 1, 0, 1)
@@ -185,10 +200,12 @@ def _gathered(comm: Comm, obj: Any, count: int, root: int | None = None) -> list
     """The objects of ranks 0 … ``count`` − 1: small, every rank's slot gathered everywhere in
     one round; else (some rank's object did not fit) as frames, to every rank (``root``
     None) or to ``root`` only (None elsewhere)."""
-    codec = _codec()
-    mine = _scratch(comm, "send", SLOT)
+    codec, own = _prepared(comm)
+    mine = own.send
     big = codec.encode(mine, 0, SLOT, obj)
-    rows = comm.allgather(mine, out=_scratch(comm, "recv", comm.size * SLOT))
+    rows = comm._fast("allgather", mine, None, 0, own.recv_all, None, None)
+    if rows is _SLOW:
+        rows = comm.allgather(mine, out=own.recv_all)
     got = codec.decode(rows, SLOT, comm.size, 0, count)
     if got is not None:
         return got  # type: ignore[no-any-return]
@@ -233,7 +250,7 @@ def _exchange_lengths(comm: Comm, mine: np.ndarray) -> list[list[int]]:
 
 def gather_object(comm: Comm, obj: Any, root: int = 0) -> list[Any] | None:
     """Every rank's object, in rank order, on ``root``; None elsewhere."""
-    comm._check_root("gather_object", root)
+    _root(comm, "gather_object", root)
     here = comm.rank == root
     got = _gathered(comm, obj, comm.size if here else 0, root)
     return got if here else None
@@ -248,17 +265,19 @@ def allgather_object(comm: Comm, obj: Any) -> list[Any]:
 
 def scatter_object(comm: Comm, objs: Sequence[Any] | None, root: int = 0) -> Any:
     """Object ``objs[rank]`` of the root's sequence, on each rank."""
-    comm._check_root("scatter_object", root)
-    codec = _codec()
+    _root(comm, "scatter_object", root)
+    codec, own = _prepared(comm)
     per_rank: list[list[np.ndarray]] = []
     rows = None
     if comm.rank == root:
         if objs is None or len(objs) != comm.size:
             raise ArgumentError("scatter_object", "objs", objs,
                                 f"the root needs a sequence of {comm.size} objects", comm.rank)
-        rows = _scratch(comm, "send", comm.size * SLOT)
+        rows = own.send_all
         per_rank = _encode_rows(codec, rows, objs)
-    mine = comm.scatter(rows, root, out=_scratch(comm, "recv", SLOT))
+    mine = comm._fast("scatter", rows, None, root, own.recv, None, None)
+    if mine is _SLOW:
+        mine = comm.scatter(rows, root, out=own.recv)
     got = codec.decode(mine, SLOT, 1, 0, 1)
     return got[0] if got is not None else _scatter_frames(comm, per_rank, root)
 
@@ -304,10 +323,12 @@ def alltoall_object(comm: Comm, objs: Sequence[Any]) -> list[Any]:
     if len(objs) != comm.size:
         raise ArgumentError("alltoall_object", "objs", objs,
                             f"needs one object per rank ({comm.size})", comm.rank)
-    codec = _codec()
-    rows = _scratch(comm, "send", comm.size * SLOT)
+    codec, own = _prepared(comm)
+    rows = own.send_all
     per_dest = _encode_rows(codec, rows, objs)
-    got_rows = comm.alltoall(rows, out=_scratch(comm, "recv", comm.size * SLOT))
+    got_rows = comm._fast("alltoall", rows, None, 0, own.recv_all, None, None)
+    if got_rows is _SLOW:
+        got_rows = comm.alltoall(rows, out=own.recv_all)
     got = codec.decode(got_rows, SLOT, comm.size, 0, comm.size)
     if got is not None:
         return got  # type: ignore[no-any-return]
