@@ -144,6 +144,36 @@ def test_objects_at_the_slot_boundary_and_small_arrays(compiled: bool, fits: boo
         assert exscan == (None if r == 0 else "".join(o[1] for o in objs[:r]))
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("compiled", [True, False])
+def test_small_arrays_in_objects_take_one_round_and_large_ones_the_frames(monkeypatch,
+                                                                        compiled: bool):
+    frames_paths = []
+    real = objects._gather_frames
+
+    def counting(comm, frames, root):
+        frames_paths.append(comm.rank)
+        return real(comm, frames, root)
+
+    monkeypatch.setattr(objects, "_gather_frames", counting)
+
+    def body(comm):
+        small = comm.allgather_object({"a": np.arange(8.0) + comm.rank})
+        ones = len(frames_paths)
+        comm.barrier()
+        large = comm.allgather_object({"a": np.arange(100.0) + comm.rank})
+        return small, ones, large
+    with compiled_runners(compiled):
+        got = collops.spawn(body, 2, transport="inproc", timeout=100)
+    for small, ones, large in got:
+        assert [o["a"].tolist() for o in small] == [(np.arange(8.0) + j).tolist()
+                                                    for j in range(2)]
+        assert [o["a"].tolist() for o in large] == [(np.arange(100.0) + j).tolist()
+                                                    for j in range(2)]
+        assert ones == 0
+    assert sorted(frames_paths) == [0, 1]
+
+
 PICKLED: list[int] = []
 
 
@@ -226,9 +256,14 @@ def test_the_codec_fills_a_slot_up_to_its_size_and_reads_what_it_is_asked(codec)
     assert pickle.loads(main) == longer and buffers == []
     assert codec.decode(rows, slot, 4, 0, 1) is None
     assert codec.decode(rows, slot, 3, 0, 1) == [exact]  # the fourth not among the total
-    array = np.arange(4)
+    # a small array stays in band, in the slot; a larger one travels out of band
+    small = np.arange(4)
+    assert codec.encode(rows, 3 * slot, slot, {"x": small}) is None
+    np.testing.assert_array_equal(codec.decode(rows, slot, 4, 3, 1)[0]["x"], small)
+    array = np.arange(room // 8 + 1)
     main, buffers = codec.encode(rows, 3 * slot, slot, {"x": array})
     assert len(buffers) == 1 and np.shares_memory(np.asarray(buffers[0]), array)
+    assert len(main) < room
     np.testing.assert_array_equal(pickle.loads(main, buffers=buffers)["x"], array)
     assert codec.decode(rows, slot, 4, 0, 4) is None
     # slots out of the buffer, or a corrupt length, are errors, not reads out of bounds

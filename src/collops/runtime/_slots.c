@@ -1,8 +1,9 @@
 /* collops.runtime._slots: the object collectives' slot codec, compiled (`runtime.objects`).
  *
  * A slot is `slot` bytes: an int64 header (the pickle's length, or TOO_BIG = -1) and the
- * pickle after it. `encode` pickles one object with protocol 5 and a buffer callback and
- * writes it into a slot when it fits with no out-of-band buffer; `decode` checks the headers
+ * pickle after it. `encode` pickles one object with protocol 5 — buffers (numpy arrays…) of
+ * at most `slot` − HEAD bytes in band, larger ones out of band — and writes it into a slot
+ * when it fits with no out-of-band buffer; `decode` checks the headers
  * of the slots and unpickles those asked for, or says that one did not fit. The same
  * codec in Python is `runtime.slot_codec`; this file only saves the interpreter's work
  * around the two pickle calls.
@@ -20,6 +21,29 @@ static PyObject *pickle_loads;  /* pickle.loads */
 static PyObject *protocol;      /* 5 */
 static PyObject *callback_kw;   /* ("buffer_callback",) */
 
+/* The buffer callback of one `encode`, `self` its (list, in_band): a buffer of at most
+ * in_band bytes stays in the pickle (a true result), a larger one is appended to the list and
+ * travels out of band. */
+static PyObject *keep_large(PyObject *self, PyObject *buffer) {
+    Py_ssize_t in_band = PyLong_AsSsize_t(PyTuple_GET_ITEM(self, 1)), len;
+    Py_buffer view;
+    if (PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();  /* not contiguous: out of band, as pickle's own `raw` would fail */
+        len = in_band + 1;
+    } else {
+        len = view.len;
+        PyBuffer_Release(&view);
+    }
+    if (len <= in_band)
+        Py_RETURN_TRUE;
+    if (PyList_Append(PyTuple_GET_ITEM(self, 0), buffer) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef keep_large_def = {"keep_large", keep_large, METH_O,
+                                     "Keep a large buffer out of band."};
+
 /* encode(buffer, at, slot, obj) -> None | (pickle, buffers): obj pickled once into the slot
  * at byte `at` of `buffer` (None), else the slot says TOO_BIG and the pickle and its
  * out-of-band buffers come back for the frames' path. */
@@ -33,7 +57,9 @@ static PyObject *encode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if ((at == -1 || slot == -1) && PyErr_Occurred()) return NULL;
     PyObject *buffers = PyList_New(0);
     if (buffers == NULL) return NULL;
-    PyObject *append = PyObject_GetAttrString(buffers, "append");
+    PyObject *state = Py_BuildValue("(On)", buffers, slot - HEAD);
+    PyObject *append = state == NULL ? NULL : PyCFunction_New(&keep_large_def, state);
+    Py_XDECREF(state);
     if (append == NULL) {
         Py_DECREF(buffers);
         return NULL;

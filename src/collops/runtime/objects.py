@@ -13,10 +13,11 @@ not tell them all (gather, reduce and the scans take the allgather), the slot's 
 so; an alltoall's or scatter's sender with one object too big marks all its slots. Only then
 do the ranks take the general path below. Slot buffers are the communicator's, reused.
 
-**Large objects** go as frames: the pickle stream carries only the object's structure, while
-large buffers (numpy arrays and other PickleBuffer-aware data) travel out of band, each moved by
-its own array collective straight from the object's memory, so an object holding a large array
-is not copied into one pickle, and no 2 GiB limit applies. Frame lengths are exchanged first;
+**Large objects** go as frames: the pickle stream carries the object's structure (and buffers
+of at most a slot's size, so a small array stays in the slot), while larger buffers (numpy
+arrays and other PickleBuffer-aware data) travel out of band, each moved by its own array
+collective straight from the object's memory, so an object holding a large array is not
+copied into one pickle, and no 2 GiB limit applies. Frame lengths are exchanged first;
 then one collective per frame index.
 
 Reductions (`reduce_object`, `allreduce_object`, `scan_object`, `exscan_object`) fold the

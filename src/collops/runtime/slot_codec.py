@@ -20,10 +20,21 @@ _HEADER = struct.Struct("<q")
 
 def encode(buffer: Any, at: int, slot: int, obj: Any
            ) -> tuple[bytes, list[pickle.PickleBuffer]] | None:
-    """``obj`` pickled once (protocol 5) into the slot at byte ``at`` of ``buffer`` (None),
-    else that slot says `TOO_BIG` and the pickle and its out-of-band buffers come back."""
+    """``obj`` pickled once (protocol 5; buffers of at most ``slot`` − `HEAD` bytes in band,
+    larger ones out of band) into the slot at byte ``at`` of ``buffer`` (None), else that slot
+    says `TOO_BIG` and the pickle and its out-of-band buffers come back."""
     buffers: list[pickle.PickleBuffer] = []
-    main = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+
+    def keep_large(b: pickle.PickleBuffer) -> bool:
+        try:
+            small = b.raw().nbytes <= slot - HEAD
+        except BufferError:  # not contiguous: out of band
+            small = False
+        if not small:
+            buffers.append(b)
+        return small
+
+    main = pickle.dumps(obj, protocol=5, buffer_callback=keep_large)
     view = memoryview(buffer).cast("B")
     if at < 0 or slot < HEAD or at + slot > len(view):
         raise ValueError("encode: the slot lies outside the buffer")
