@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import collops
+from collops import config
 
 
 def alone(comm):
@@ -32,8 +33,18 @@ def alone(comm):
     return got, handed_over, comm.last_algorithm
 
 
+@pytest.fixture
+def built_in_table(monkeypatch):
+    """The built-in selection table only (no user tuning file), here and in spawned ranks."""
+    monkeypatch.setenv("COLLOPS_TUNING_FILE", "")
+    config.reload_settings()
+    yield
+    monkeypatch.undo()
+    config.reload_settings()
+
+
 @pytest.mark.timeout(120)
-def test_a_lone_root_bcasts_and_scatters_without_handing_over():
+def test_a_lone_root_bcasts_and_scatters_without_handing_over(built_in_table):
     [(got, handed_over, algorithm)] = collops.spawn(alone, 1, transport="shm", timeout=100)
     x = np.arange(64, dtype=np.float64)
     assert got == [v for i in range(5) for v in ((x + i).tolist(), (x + i).tolist(), {"i": i})]
