@@ -24,7 +24,7 @@ PROGRAM = textwrap.dedent("""
 
     class Blocker(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path, target=None):
-            if name in ("collops.shm._direct", "collops.shm._stream"):
+            if name in ("collops.shm._direct", "collops.shm._stream", "collops.runtime._slots"):
                 raise ImportError(f"{name} blocked by the test")
             return None
 
@@ -37,10 +37,10 @@ PROGRAM = textwrap.dedent("""
 
     def work(comm):
         x = np.arange(5.0) * (comm.rank + 1)
-        return [comm.allreduce(x).tolist() for _ in range(2)]
+        return [comm.allreduce(x).tolist() for _ in range(2)], comm.allgather_object(comm.rank)
 
     expected = (np.arange(5.0) * 3).tolist()
-    assert collops.spawn(work, 2, transport="shm", timeout=60) == [[expected] * 2] * 2
+    assert collops.spawn(work, 2, transport="shm", timeout=60) == [([expected] * 2, [0, 1])] * 2
     print("ok")
 """)
 

@@ -34,7 +34,8 @@ def test_versions_are_this_interpreter_and_numpy(report):
 
 def test_compiled_runners_are_present_in_this_build(report):
     runners = {r["module"]: r for r in report["compiled"]["runners"]}
-    assert set(runners) == {"collops.shm._direct", "collops.shm._stream"}
+    assert set(runners) == {"collops.shm._direct", "collops.shm._stream",
+                            "collops.runtime._slots"}
     for runner in runners.values():
         assert runner["present"] and runner["error"] is None
 

@@ -20,6 +20,7 @@ from .errors import PerformanceWarning
 RUNNERS = {
     "collops.shm._direct": ("collops.shm.direct", "_direct"),
     "collops.shm._stream": ("collops.shm.stream_plan", "_stream"),
+    "collops.runtime._slots": ("collops.runtime.objects", "_slots"),
 }
 #: what to do when a runner is missing
 FIX = ("install a C compiler (e.g. gcc) and reinstall collops "

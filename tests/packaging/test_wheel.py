@@ -18,7 +18,7 @@ import pytest
 import collops
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNNERS = ("collops/shm/_direct.", "collops/shm/_stream.")
+RUNNERS = ("collops/shm/_direct.", "collops/shm/_stream.", "collops/runtime/_slots.")
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,8 @@ def test_the_sdist_carries_the_c_sources_and_the_documents(dist: Path) -> None:
     with tarfile.open(_one(dist, "collops-*.tar.gz")) as sdist:
         names = {n.split("/", 1)[1] for n in sdist.getnames() if "/" in n}
     for needed in ("src/collops/shm/_direct.c", "src/collops/shm/_stream.c",
-                   "src/collops/shm/_shm_wait.h", "LICENSE", "CHANGELOG.md", "README.md",
+                   "src/collops/shm/_shm_wait.h", "src/collops/runtime/_slots.c", "LICENSE",
+                   "CHANGELOG.md", "README.md",
                    "setup.py", "pyproject.toml", "src/collops/algorithms/defaults.toml"):
         assert needed in names, needed
 

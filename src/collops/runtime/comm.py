@@ -15,7 +15,6 @@ derive from `CollopsError` and name the call, the argument and the rank.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -26,6 +25,7 @@ from ..algorithms.registry import get_algorithm
 from ..algorithms.spec import CallSpec, make_spec
 from ..datatypes import as_array
 from ..errors import ArgumentError, CollopsError
+from . import objects
 from .commbase import _SLOW, _row_size
 from .communicators import Communicators
 from .p2p import P2P
@@ -359,51 +359,16 @@ class Comm(Communicators, P2P):
         Request(self, one(), True).wait()
 
     # -- objects -----------------------------------------------------------------------------
-    def bcast_object(self, obj: Any, root: int = 0) -> Any:
-        """Broadcast any picklable object (pickle 5, large buffers out of band)."""
-        from .objects import bcast_object
-        return bcast_object(self, obj, root)
-
-    def gather_object(self, obj: Any, root: int = 0) -> list[Any] | None:
-        """Every rank's object in a list on the root; None elsewhere."""
-        from .objects import gather_object
-        return gather_object(self, obj, root)
-
-    def allgather_object(self, obj: Any) -> list[Any]:
-        """Every rank's object in a list on every rank."""
-        from .objects import allgather_object
-        return allgather_object(self, obj)
-
-    def scatter_object(self, objs: Sequence[Any] | None, root: int = 0) -> Any:
-        """Object ``objs[rank]`` of the root's list, on each rank."""
-        from .objects import scatter_object
-        return scatter_object(self, objs, root)
-
-    def alltoall_object(self, objs: Sequence[Any]) -> list[Any]:
-        """``objs[j]`` goes to rank j; returns the objects received, in rank order."""
-        from .objects import alltoall_object
-        return alltoall_object(self, objs)
-
-    def reduce_object(self, obj: Any, op: Any = None, root: int = 0) -> Any:
-        """``op`` (default ``operator.add``; a collops operator, its name or any callable)
-        folded over the ranks' objects in rank order, on ``root``; None elsewhere."""
-        from .objects import reduce_object
-        return reduce_object(self, obj, op, root)
-
-    def allreduce_object(self, obj: Any, op: Any = None) -> Any:
-        """`reduce_object` with the result on every rank."""
-        from .objects import allreduce_object
-        return allreduce_object(self, obj, op)
-
-    def scan_object(self, obj: Any, op: Any = None) -> Any:
-        """``op`` folded over the objects of ranks 0 … this rank (inclusive prefix)."""
-        from .objects import scan_object
-        return scan_object(self, obj, op)
-
-    def exscan_object(self, obj: Any, op: Any = None) -> Any:
-        """``op`` folded over the objects of ranks before this one (None on rank 0)."""
-        from .objects import exscan_object
-        return exscan_object(self, obj, op)
+    # the object collectives (`objects`) are this class's methods as they are, one call less
+    bcast_object = objects.bcast_object
+    gather_object = objects.gather_object
+    allgather_object = objects.allgather_object
+    scatter_object = objects.scatter_object
+    alltoall_object = objects.alltoall_object
+    reduce_object = objects.reduce_object
+    allreduce_object = objects.allreduce_object
+    scan_object = objects.scan_object
+    exscan_object = objects.exscan_object
 
 
 __all__ = ["Comm", "Request", "wait_all", "CollopsError"]

@@ -123,6 +123,8 @@ class CommBase:
         self.timeout = checked_timeout("Comm", timeout, self.rank)
         self.name = name
         self.last_algorithm: str | None = None
+        #: the object collectives' reused slot buffers (`objects.Slots`), made on first use
+        self._object_slots: Any = None
         #: signature -> its `PreparedCall`: (spec, algorithm, params, counts signature) for a
         #: phase of any call; (collective, dtype, shape, op, root, algorithm) for a blocking
         #: call's arguments (None: they do not fit `FastPaths._fast`); (collective,

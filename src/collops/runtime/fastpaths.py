@@ -27,7 +27,7 @@ from .envelope import (
     _parse_header,
 )
 from .phases import PhaseGenerators
-from .prepared import BoundEntry, PreparedCall
+from .prepared import PreparedCall
 from .vector_calls import VECTOR_FAST, leaves_gaps, vector_blocking_spec
 
 #: the blocking calls whose prepared call is an envelope (dtype, shape and, when they fit,
@@ -43,7 +43,7 @@ class FastPaths(PhaseGenerators):
     def _fast(self, collective: str, x: Any, op: Any, root: Any, out: Any,
               algorithm: str | None, timeout: float | None) -> Any:
         """A blocking call on contiguous arrays from its `PreparedCall`: the one bound to the
-        collective's last signature (`_bound`: its compiled runner checks the arrays and runs
+        collective's last signature (its compiled runner checks the arrays and runs
         the whole call), else the one the cache holds for the arguments (`_lookup`) — a
         single-phase call's, or a bcast's or scatter's envelope's (`_through_envelope`).
 
@@ -51,10 +51,23 @@ class FastPaths(PhaseGenerators):
         signature run here by a compiled runner is then bound to it (`_bind_call`,
         `_bind_bcast`).
         """
-        bound = self._bound(collective, op, root, algorithm)
-        if bound is not None:
-            got, timeout = self._call_bound(collective, bound, x, out, timeout)
+        # the compiled whole call bound to ``collective`` with this ``op`` and ``root``, unless
+        # an algorithm is asked for or the settings changed since (inline: the hottest path)
+        bound = self._bound_calls.get(collective)
+        if (bound is not None and (bound[0] is op or (type(op) is tuple and bound[0] == op))
+                and type(root) is int and root == bound[1]
+                and algorithm is None and self._generation == _cfg.generation):
+            if timeout is None and self.timeout is None:
+                timeout = _cfg.settings.timeout
+            else:
+                try:
+                    timeout = self._timeout(timeout, collective)
+                except ArgumentError as exc:  # only this rank may see it: its peers are told
+                    abandon_call(self, exc)
+                    raise
+            got = bound[2](x, out, timeout)
             if got is not _SLOW:
+                self.last_algorithm = bound[3]
                 if got is None and bound[4].header is not None:
                     # the root sent another signature: parse its envelope
                     return self._received(collective, bound[4], out, root,
@@ -266,7 +279,7 @@ class FastPaths(PhaseGenerators):
                ) -> BoundEntry | None:
         """``(op, root, call, algorithm name, prepared call)``: the compiled whole call bound to
         ``collective`` with ``op`` and ``root`` (None: nothing bound, or an algorithm asked
-        for, or the settings changed since)."""
+        for, or the settings changed since); `_fast` inlines the same test."""
         hot = self._bound_calls.get(collective)
         if (hot is not None and (hot[0] is op or (type(op) is tuple and hot[0] == op))
                 and type(root) is int and root == hot[1]

@@ -6,15 +6,18 @@ Every object is pickled once, with protocol 5, and unpickled once where it arriv
 out-of-band buffer travels in a fixed-size slot — its length in the slot's header, the bytes
 after it — through the ordinary array collective of `SLOT` bytes per rank (allgather, bcast,
 scatter, alltoall), which takes the transports' fast paths: mpi4py's lowercase methods' one
-round, with no sizes exchanged first. Where ranks must agree whether anyone's object was too
-big and the collective does not tell them all (gather, reduce and the scans take the
-allgather; alltoall adds a one-word allreduce), the slot's header says so, and only then do
-the ranks take the general path below.
+round, with no sizes exchanged first. A compiled codec (`_slots.c`; `slot_codec` in Python)
+pickles an object straight into its slot and unpickles only the slots this rank needs, in one
+call each. Where ranks must agree whether anyone's object was too big and the collective does
+not tell them all (gather, reduce and the scans take the allgather), the slot's header says
+so; an alltoall's or scatter's sender with one object too big marks all its slots. Only then
+do the ranks take the general path below. Slot buffers are the communicator's, reused.
 
-**Large objects** go as frames: the pickle stream carries only the object's structure, while
-large buffers (numpy arrays and other PickleBuffer-aware data) travel out of band, each moved by
-its own array collective straight from the object's memory, so an object holding a large array
-is not copied into one pickle, and no 2 GiB limit applies. Frame lengths are exchanged first;
+**Large objects** go as frames: the pickle stream carries the object's structure (and buffers
+of at most a slot's size, so a small array stays in the slot), while larger buffers (numpy
+arrays and other PickleBuffer-aware data) travel out of band, each moved by its own array
+collective straight from the object's memory, so an object holding a large array is not
+copied into one pickle, and no 2 GiB limit applies. Frame lengths are exchanged first;
 then one collective per frame index.
 
 Reductions (`reduce_object`, `allreduce_object`, `scan_object`, `exscan_object`) fold the
@@ -27,71 +30,71 @@ from __future__ import annotations
 
 import operator
 import pickle
-import struct
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import config
 from ..algorithms.spec import make_spec
 from ..errors import ArgumentError
 from ..ops import Op
+from . import slot_codec
+from .commbase import _SLOW
+from .slot_codec import HEAD, TOO_BIG
 
-#: bytes per rank of the one-round path, and of its header (payload length, or `TOO_BIG`)
+try:  # the compiled codec (`_slots.c`); `slot_codec` is the same in Python
+    from . import _slots
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _slots = None  # type: ignore[assignment]
+
+#: bytes per rank of the one-round path (its first `HEAD` bytes: the pickle's length, or
+#: `TOO_BIG`)
 SLOT = 512
-HEAD = 8
-TOO_BIG = -1
+
+#: a pickle that did not fit its slot: the stream and its out-of-band buffers
+Pickled = tuple[bytes, list[pickle.PickleBuffer]]
 
 
-_HEADER = struct.Struct("<q")
+class Slots:
+    """A communicator's reused slot buffers: one slot and one per rank, to send and to
+    receive. A blocking call's slots are decoded into new objects before it returns, so the
+    next call may overwrite them."""
+
+    __slots__ = ("send", "recv", "send_all", "recv_all")
+
+    def __init__(self, size: int) -> None:
+        self.send, self.recv = np.empty(SLOT, np.uint8), np.empty(SLOT, np.uint8)
+        self.send_all = np.empty(size * SLOT, np.uint8)
+        self.recv_all = np.empty(size * SLOT, np.uint8)
 
 
-def _slot(frames: Sequence[np.ndarray] | bytes) -> np.ndarray:
-    """A slot holding a small single-frame pickle (its frames, or its bytes), else one saying
-    it is too big."""
-    slot = np.empty(SLOT, np.uint8)
-    view = slot.data
-    small = frames if isinstance(frames, bytes) else (
-        frames[0].data if len(frames) == 1 else None)
-    if small is not None and len(small) <= SLOT - HEAD:
-        _HEADER.pack_into(view, 0, len(small))
-        view[HEAD: HEAD + len(small)] = small
-    else:
-        _HEADER.pack_into(view, 0, TOO_BIG)
-    return slot
+def _prepared(comm: Comm) -> tuple[Any, Slots]:
+    """The slot codec in use (compiled unless missing or ``COLLOPS_COMPILED=0``) and the
+    communicator's `Slots`."""
+    own = comm._object_slots
+    if own is None:
+        own = comm._object_slots = Slots(comm.size)
+    return (_slots if _slots is not None and config.settings.compiled else slot_codec), own
 
 
-def _pickled(obj: Any) -> tuple[bytes | None, list[np.ndarray]]:
-    """``obj`` pickled once: its bytes when small with no out-of-band buffer (no frames),
-    else its frames."""
-    buffers: list[pickle.PickleBuffer] = []
-    main = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
-    if not buffers and len(main) <= SLOT - HEAD:
-        return main, []
-    return None, _frames(main, buffers)
+def _root(comm: Comm, call: str, root: Any) -> None:
+    """Check a rooted object call's ``root`` (at once when it is a plain rank)."""
+    if type(root) is not int or not 0 <= root < comm.size:
+        comm._check_root(call, root)
 
 
-def _fits(slots: np.ndarray) -> bool:
-    """Whether every slot of ``slots`` (rows) holds its object."""
-    view = slots.reshape(-1).data
-    return all(_HEADER.unpack_from(view, r * SLOT)[0] != TOO_BIG for r in range(len(slots)))
+def _too_big(rows: np.ndarray, n: int) -> None:
+    """Mark the ``n`` slots of ``rows`` too big: every receiver takes the frames' path."""
+    for r in range(n):
+        rows[r * SLOT: r * SLOT + HEAD].view(np.int64)[0] = TOO_BIG
 
 
-def _unslot(slot: np.ndarray) -> Any:
-    view = slot.data
-    n = _HEADER.unpack_from(view, 0)[0]
-    return pickle.loads(view[HEAD: HEAD + n])
-
-
-def _unslot_all(rows: np.ndarray) -> list[Any]:
-    """The object of every slot of ``rows``."""
-    view = rows.reshape(-1).data
-    out = []
-    for r in range(len(rows)):
-        at = r * SLOT
-        n = _HEADER.unpack_from(view, at)[0]
-        out.append(pickle.loads(view[at + HEAD: at + HEAD + n]))
-    return out
+def _slot_frames(rows: np.ndarray, r: int) -> list[np.ndarray]:
+    """The frames of the pickle slot ``r`` of ``rows`` holds (a copy: the slot is reused)."""
+    at = r * SLOT
+    n = int(rows[at: at + HEAD].view(np.int64)[0])
+    return [rows[at + HEAD: at + HEAD + n].copy()]
 
 
 def _python_op(op: Any) -> Callable[[Any, Any], Any]:
@@ -167,13 +170,17 @@ def _lengths(frames: Sequence[np.ndarray]) -> np.ndarray:
 
 def bcast_object(comm: Comm, obj: Any, root: int = 0) -> Any:
     """Broadcast a picklable object from ``root``."""
-    comm._check_root("bcast_object", root)
-    small, frames = _pickled(obj) if comm.rank == root else (None, [])
-    slot = _slot(small or frames) if comm.rank == root else np.empty(SLOT, np.uint8)
-    comm.bcast(slot, root, out=slot)
-    if _fits(slot[None, :]):
-        return obj if comm.rank == root else _unslot(slot)
-    return _bcast_frames(comm, obj, frames, root)
+    _root(comm, "bcast_object", root)
+    codec, own = _prepared(comm)
+    slot = own.send
+    big = codec.encode(slot, 0, SLOT, obj) if comm.rank == root else None
+    got_slot = comm._fast("bcast", slot, None, root, own.recv, None, None)
+    if got_slot is _SLOW:
+        got_slot = comm.bcast(slot, root, out=own.recv)
+    if comm.rank == root:
+        return obj if big is None else _bcast_frames(comm, obj, _frames(*big), root)
+    got = codec.decode(got_slot, SLOT, 1, 0, 1)
+    return got[0] if got is not None else _bcast_frames(comm, None, [], root)
 
 
 def _bcast_frames(comm: Comm, obj: Any, frames: list[np.ndarray], root: int) -> Any:
@@ -190,11 +197,22 @@ def _bcast_frames(comm: Comm, obj: Any, frames: list[np.ndarray], root: int) -> 
     return obj if comm.rank == root else loads(out)
 
 
-def _all_slots(comm: Comm, mine: bytes | list[np.ndarray]) -> np.ndarray | None:
-    """Every rank's slot (rows, in rank order), or None when some object did not fit."""
-    slots = comm.allgather(_slot(mine), out=np.empty(comm.size * SLOT, np.uint8))
-    rows = slots.reshape(comm.size, SLOT)
-    return rows if _fits(rows) else None
+def _gathered(comm: Comm, obj: Any, count: int, root: int | None = None) -> list[Any] | None:
+    """The objects of ranks 0 … ``count`` − 1: small, every rank's slot gathered everywhere in
+    one round; else (some rank's object did not fit) as frames, to every rank (``root``
+    None) or to ``root`` only (None elsewhere)."""
+    codec, own = _prepared(comm)
+    mine = own.send
+    big = codec.encode(mine, 0, SLOT, obj)
+    rows = comm._fast("allgather", mine, None, 0, own.recv_all, None, None)
+    if rows is _SLOW:
+        rows = comm.allgather(mine, out=own.recv_all)
+    got = codec.decode(rows, SLOT, comm.size, 0, count)
+    if got is not None:
+        return got  # type: ignore[no-any-return]
+    frames = _frames(*big) if big is not None else _slot_frames(rows, comm.rank)
+    everyone = _gather_frames(comm, frames, root)
+    return None if everyone is None else everyone[:count]
 
 
 def _gather_frames(comm: Comm, frames: list[np.ndarray], root: int | None
@@ -233,51 +251,48 @@ def _exchange_lengths(comm: Comm, mine: np.ndarray) -> list[list[int]]:
 
 def gather_object(comm: Comm, obj: Any, root: int = 0) -> list[Any] | None:
     """Every rank's object, in rank order, on ``root``; None elsewhere."""
-    comm._check_root("gather_object", root)
-    small, frames = _pickled(obj)
-    rows = _all_slots(comm, small or frames)
-    if rows is None:
-        return _gather_frames(comm, _as_frames(small, frames), root)
-    return _unslot_all(rows) if comm.rank == root else None
-
-
-def _as_frames(small: bytes | None, frames: list[np.ndarray]) -> list[np.ndarray]:
-    """The frames of a pickle `_pickled` returned as bytes or as frames."""
-    return [np.frombuffer(small, np.uint8)] if small is not None else frames
+    _root(comm, "gather_object", root)
+    here = comm.rank == root
+    got = _gathered(comm, obj, comm.size if here else 0, root)
+    return got if here else None
 
 
 def allgather_object(comm: Comm, obj: Any) -> list[Any]:
     """Every rank's object, in rank order, on every rank."""
-    small, frames = _pickled(obj)
-    rows = _all_slots(comm, small or frames)
-    if rows is not None:
-        return _unslot_all(rows)
-    result = _gather_frames(comm, _as_frames(small, frames), None)
-    assert result is not None
-    return result
+    got = _gathered(comm, obj, comm.size)
+    assert got is not None
+    return got
 
 
 def scatter_object(comm: Comm, objs: Sequence[Any] | None, root: int = 0) -> Any:
     """Object ``objs[rank]`` of the root's sequence, on each rank."""
-    comm._check_root("scatter_object", root)
+    _root(comm, "scatter_object", root)
+    codec, own = _prepared(comm)
     per_rank: list[list[np.ndarray]] = []
-    slots = np.empty(comm.size * SLOT, np.uint8)
+    rows = None
     if comm.rank == root:
         if objs is None or len(objs) != comm.size:
             raise ArgumentError("scatter_object", "objs", objs,
                                 f"the root needs a sequence of {comm.size} objects", comm.rank)
-        per_rank = [dumps(o) for o in objs]
-        rows = slots.reshape(comm.size, SLOT)
-        for r, frames in enumerate(per_rank):
-            rows[r] = _slot(frames)
-        if not _fits(rows):  # one too big: every rank takes the frames' path
-            for r in range(comm.size):
-                _HEADER.pack_into(memoryview(rows[r]), 0, TOO_BIG)
-    mine_slot = comm.scatter(slots if comm.rank == root else None, root,
-                             out=np.empty(SLOT, np.uint8))
-    if _fits(mine_slot[None, :]):
-        return _unslot(mine_slot)
-    return _scatter_frames(comm, per_rank, root)
+        rows = own.send_all
+        per_rank = _encode_rows(codec, rows, objs)
+    mine = comm._fast("scatter", rows, None, root, own.recv, None, None)
+    if mine is _SLOW:
+        mine = comm.scatter(rows, root, out=own.recv)
+    got = codec.decode(mine, SLOT, 1, 0, 1)
+    return got[0] if got is not None else _scatter_frames(comm, per_rank, root)
+
+
+def _encode_rows(codec: Any, rows: np.ndarray, objs: Sequence[Any]) -> list[list[np.ndarray]]:
+    """Each of ``objs`` pickled once into its slot of ``rows``; when one does not fit, every
+    slot says so and the frames of every object come back (else none)."""
+    bigs = [codec.encode(rows, j * SLOT, SLOT, o) for j, o in enumerate(objs)]
+    if all(big is None for big in bigs):
+        return []
+    frames = [_slot_frames(rows, j) if big is None else _frames(*big)
+              for j, big in enumerate(bigs)]
+    _too_big(rows, len(objs))
+    return frames
 
 
 def _scatter_frames(comm: Comm, per_rank: list[list[np.ndarray]], root: int) -> Any:
@@ -303,17 +318,22 @@ def _scatter_frames(comm: Comm, per_rank: list[list[np.ndarray]], root: int) -> 
 
 
 def alltoall_object(comm: Comm, objs: Sequence[Any]) -> list[Any]:
-    """``objs[j]`` goes to rank j; returns the received objects in rank order."""
+    """``objs[j]`` goes to rank j; returns the received objects in rank order. One round
+    when every object fits its slot: a rank with one that does not marks all its slots, so
+    every rank sees it and all take the frames' path."""
     if len(objs) != comm.size:
         raise ArgumentError("alltoall_object", "objs", objs,
                             f"needs one object per rank ({comm.size})", comm.rank)
-    per_dest = [dumps(o) for o in objs]
-    rows = np.stack([_slot(frames) for frames in per_dest]).reshape(-1)
-    got = comm.alltoall(rows, out=np.empty(comm.size * SLOT, np.uint8)).reshape(comm.size, SLOT)
-    mine_fit = _fits(rows.reshape(comm.size, SLOT)) and _fits(got)
-    if comm.allreduce(np.array([mine_fit], np.int64), "min")[0]:
-        return _unslot_all(got)
-    return _alltoall_frames(comm, per_dest)
+    codec, own = _prepared(comm)
+    rows = own.send_all
+    per_dest = _encode_rows(codec, rows, objs)
+    got_rows = comm._fast("alltoall", rows, None, 0, own.recv_all, None, None)
+    if got_rows is _SLOW:
+        got_rows = comm.alltoall(rows, out=own.recv_all)
+    got = codec.decode(got_rows, SLOT, comm.size, 0, comm.size)
+    if got is not None:
+        return got  # type: ignore[no-any-return]
+    return _alltoall_frames(comm, per_dest or [_slot_frames(rows, j) for j in range(comm.size)])
 
 
 def _alltoall_frames(comm: Comm, per_dest: list[list[np.ndarray]]) -> list[Any]:
@@ -348,26 +368,24 @@ def reduce_object(comm: Comm, obj: Any, op: Any = None, root: int = 0) -> Any:
 
 
 def allreduce_object(comm: Comm, obj: Any, op: Any = None) -> Any:
-    """``op`` folded over the ranks' objects in rank order, on every rank: small objects are
-    gathered everywhere in one round and folded on each rank; large ones folded on rank 0
-    and broadcast."""
+    """``op`` folded over the ranks' objects in rank order, on every rank (every rank
+    gathers them all and folds them)."""
     fn = _python_op(op)
-    small, frames = _pickled(obj)
-    rows = _all_slots(comm, small or frames)
-    if rows is not None:
-        return _fold(_unslot_all(rows), fn)
-    gathered = _gather_frames(comm, _as_frames(small, frames), 0)
-    return bcast_object(comm, None if gathered is None else _fold(gathered, fn), 0)
+    got = _gathered(comm, obj, comm.size)
+    assert got is not None
+    return _fold(got, fn)
 
 
 def scan_object(comm: Comm, obj: Any, op: Any = None) -> Any:
     """``op`` folded over the objects of ranks 0 … rank, on each rank."""
     fn = _python_op(op)
-    return _fold(allgather_object(comm, obj)[: comm.rank + 1], fn)
+    got = _gathered(comm, obj, comm.rank + 1)
+    assert got is not None
+    return _fold(got, fn)
 
 
 def exscan_object(comm: Comm, obj: Any, op: Any = None) -> Any:
     """``op`` folded over the objects of ranks 0 … rank − 1 (None on rank 0, as in mpi4py)."""
     fn = _python_op(op)
-    before = allgather_object(comm, obj)[: comm.rank]
+    before = _gathered(comm, obj, comm.rank)
     return _fold(before, fn) if before else None

@@ -377,7 +377,7 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
         occupant=area.occupant, own_pending=area.own_pending,
         readers=roles.readers(spec, rank), slow=slow, wake=transport.wake, publishes=publishes,
         nbytes=roles.slot_bytes(spec, rank), fingerprint=fingerprint,
-        is_root=roles.confirms(spec, rank), announces=roles.announces(spec, rank),
+        is_root=roles.is_root(spec, rank), announces=roles.announces(spec, rank),
         mix=held_word(0, fingerprint), my_held=area.held[rank], my_fp=area.fps[rank],
         my_data=area.slot_offset[rank],
         held=[area.held[j][i] for i in slots for j in others],

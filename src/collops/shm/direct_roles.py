@@ -76,6 +76,12 @@ def publishes(spec: CallSpec, rank: int) -> bool:
     return bool(readers(spec, rank)) or rank in awaits(spec, rank)
 
 
+def is_root(spec: CallSpec, rank: int) -> bool:
+    """Whether ``rank`` is the root of a bcast or scatter: the rank that writes the data (and
+    `confirms` it, unless it is alone)."""
+    return vector.regular(spec.collective) in ("bcast", "scatter") and rank == spec.root
+
+
 def confirms(spec: CallSpec, rank: int) -> bool:
     """Whether ``rank`` is the root of a bcast or scatter, which completes only once every
     reader has found its call in its slot: ranks that disagree on the root then meet each
@@ -84,8 +90,7 @@ def confirms(spec: CallSpec, rank: int) -> bool:
     so no slot is taken out of call order (a reader's call may start after its later calls);
     they say they found the call before they copy it (`announces`), so the root does not
     wait for their copies."""
-    return (vector.regular(spec.collective) in ("bcast", "scatter") and rank == spec.root
-            and spec.size > 1)
+    return is_root(spec, rank) and spec.size > 1
 
 
 def announces(spec: CallSpec, rank: int) -> bool:

@@ -1,0 +1,6 @@
+import pickle
+from typing import Any
+
+def encode(buffer: Any, at: int, slot: int, obj: Any
+           ) -> tuple[bytes, list[pickle.PickleBuffer]] | None: ...
+def decode(buffer: Any, slot: int, total: int, first: int, count: int) -> list[Any] | None: ...
