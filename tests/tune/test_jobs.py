@@ -11,12 +11,14 @@ import sys
 import tomllib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import collops
 from collops import config
 from collops.algorithms import tuning
 from collops.algorithms.tuning import load_tuning
+from collops.errors import TransportError
 from collops.tune.jobs import JobKnob, setting_file, tune_job_settings
 from collops.tune.measure import QUICK
 from collops.tune.table import machine, write_table
@@ -107,6 +109,51 @@ def test_a_job_reads_the_job_wide_rule_bounded_by_its_rank_count(tmp_path: Path,
         assert collops.spawn(split_min, 2, transport="shm", timeout=100) == [3 << 20] * 2
         built_in = tuning.setting("shm", "split_min").value
         assert collops.spawn(split_min, 3, transport="shm", timeout=100) == [built_in] * 3
+    finally:
+        monkeypatch.delenv("COLLOPS_TUNING_FILE")
+        config.reload_settings()
+
+
+def test_a_value_whose_job_cannot_start_is_dropped_and_the_others_decided():
+    launch, _ = fake_launch(faster_from_512k)
+
+    def refusing(path, rows):
+        if path and "8388608" in Path(path).read_text():
+            raise TransportError("shared memory for 2 ranks: too small")
+        return launch(path, rows)
+
+    (rule,) = tune_job_settings(2, ROWS, QUICK, True, refusing, knobs=KNOBS)
+    assert (rule.value, rule.kept) == (524288, True)
+
+
+@pytest.mark.timeout(120)
+def test_a_job_laid_out_by_a_tuning_file_runs_the_collectives_right(tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    path = tmp_path / "layout.toml"
+    path.write_text(setting_file("direct_bytes", 32768, 2) + "\n"
+                    + setting_file("stream_chunk_bytes", 65536, 2))
+    monkeypatch.setenv("COLLOPS_TUNING_FILE", str(path))
+    config.reload_settings()
+
+    def body(comm):
+        out = {"direct_bytes": comm.transport.direct_bytes, "errors": []}
+        for count in (5000, 40000, 300000):  # float64: 40 KB, 320 KB, 2.4 MB a rank
+            x = np.arange(count, dtype=np.float64) + comm.rank
+            checks = {
+                "allgather": (comm.allgather(x), np.concatenate(
+                    [np.arange(count) + r for r in range(comm.size)])),
+                "bcast": (comm.bcast(x), np.arange(count, dtype=np.float64)),
+                "allreduce": (comm.allreduce(x), 2 * np.arange(count) + 1.0)}
+            if count == 40000:  # fits the built-in slots, not these
+                out["allgather_40000"] = str(comm.last_algorithm)
+            out["errors"] += [f"{name} {count}" for name, (got, want) in checks.items()
+                              if not np.array_equal(np.asarray(got).ravel(), want)]
+        return out
+
+    try:
+        for got in collops.spawn(body, 2, transport="shm", timeout=100):
+            assert got["direct_bytes"] == 32768 and got["errors"] == []
+            assert got["allgather_40000"] != "shm_direct"
     finally:
         monkeypatch.delenv("COLLOPS_TUNING_FILE")
         config.reload_settings()

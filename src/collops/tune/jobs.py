@@ -28,6 +28,7 @@ import numpy as np
 
 from ..algorithms import tuning
 from ..bench.measure import buffers, collops_call
+from ..errors import CollopsError
 from ..transport import placement
 from .decide import MIN_GAIN
 from .measure import Effort, batch_size, wall_timer
@@ -37,7 +38,7 @@ from .verify import Row
 #: the component whose settings a job reads as it starts
 COMPONENT = "shm"
 #: rows below this many bytes per rank never reach the settings tuned here
-JOB_MIN_BYTES = 65536
+JOB_MIN_BYTES = 4096
 #: the most a kept rule may slow any row of its verification (tuned / default median)
 NOISE_BOUND = 1.1
 #: passes over the candidates (a pass: a job each), with --quick and without
@@ -69,12 +70,16 @@ class JobKnob:
 
 
 #: single copy from 512 KiB or from 8 MiB (the built-in table: 2 MiB; a job of more ranks
-#: than CPUs: always, else from 1 or 8 MiB); single-copy messages split from 1 or 4 MiB on
-#: (built in: 256 KiB)
+#: than CPUs: always, else from 1 or 8 MiB); the stream's chunks of 64 or 256 KiB (built in:
+#: 128 KiB); direct slots of 32 or 128 KiB a rank (built in: 64 KiB); single-copy messages
+#: split from 1 or 4 MiB on (built in: 256 KiB). A value whose job cannot start (its segment
+#: does not fit) is dropped.
 JOB_KNOBS: tuple[JobKnob, ...] = (
     JobKnob("single_copy_min", (524288, 8388608), quick=True, oversubscribed=False),
     JobKnob("single_copy_min_oversubscribed", (1048576, 8388608), quick=True,
             oversubscribed=True),
+    JobKnob("stream_chunk_bytes", (65536, 262144), quick=True),
+    JobKnob("direct_bytes", (32768, 131072)),
     JobKnob("split_min", (1048576, 4194304)),
 )
 
@@ -163,13 +168,21 @@ def tune_job_settings(ranks: int, rows: Sequence[JobRow], effort: Effort, quick:
         passes = JOB_PASSES[quick]
         for number in range(1, passes + 1):
             random.Random(seed + number).shuffle(order)
-            for candidate in order:
-                got = launch(candidates[candidate], rows)
+            for candidate in list(order):
+                try:
+                    got = launch(candidates[candidate], rows)
+                except CollopsError as exc:
+                    if candidate is None:
+                        raise
+                    order.remove(candidate)
+                    del samples[candidate]
+                    if progress is not None:
+                        progress(f"job pass {number}/{passes}, {ranks} ranks, "
+                                 f"{_label(candidate)}: dropped ({exc})".splitlines()[0])
+                    continue
                 samples[candidate].append([t for _, t in got])
                 if progress is not None:
-                    label = "defaults" if candidate is None else \
-                        f"{COMPONENT}.{candidate[0]}={candidate[1]}"
-                    progress(f"job pass {number}/{passes}, {ranks} ranks, {label}: "
+                    progress(f"job pass {number}/{passes}, {ranks} ranks, {_label(candidate)}: "
                              + ", ".join(f"{c} {s} B {t * 1e6:.1f} µs"
                                          for (c, s), (_, t) in zip(rows, got, strict=True)))
         chosen = []
@@ -187,6 +200,10 @@ def tune_job_settings(ranks: int, rows: Sequence[JobRow], effort: Effort, quick:
         return [replace(r, checked=tuple(checked), kept=kept) for r in chosen]
     finally:
         scratch.close()
+
+
+def _label(candidate: tuple[str, Any] | None) -> str:
+    return "defaults" if candidate is None else f"{COMPONENT}.{candidate[0]}={candidate[1]}"
 
 
 def _winner(knob: JobKnob, default: Any, ranks: int, rows: Sequence[JobRow],
