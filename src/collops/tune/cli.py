@@ -133,7 +133,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             if args.transport == "shm":
                 kept = write_table({n: results[n]}, {}, args.transport, {n: checks[n]})
                 job_rules[n] = tune_job_settings(
-                    n, job_rows(collectives, sizes), effort, args.quick,
+                    n, job_rows(collectives, sizes, args.quick), effort, args.quick,
                     _launcher(n, args.bind_to, effort), _progress, base=kept)
         transport, mpi = args.transport, None
     output = Path(args.output or user_tuning_file())

@@ -37,8 +37,9 @@ from .verify import Row
 
 #: the component whose settings a job reads as it starts
 COMPONENT = "shm"
-#: rows below this many bytes per rank never reach the settings tuned here
-JOB_MIN_BYTES = 4096
+#: rows below this many bytes per rank never reach the settings tuned here; --quick times the
+#: large rows alone (its job-wide settings are the single copy's and the stream's)
+JOB_MIN_BYTES = {False: 4096, True: 262144}
 #: the most a kept rule may slow any row of its verification (tuned / default median)
 NOISE_BOUND = 1.1
 #: passes over the candidates (a pass: a job each), with --quick and without
@@ -106,10 +107,10 @@ class JobRule:
         return f"{COMPONENT}.{self.name}"
 
 
-def job_rows(collectives: Sequence[str], sizes: Sequence[int]) -> list[JobRow]:
+def job_rows(collectives: Sequence[str], sizes: Sequence[int], quick: bool) -> list[JobRow]:
     """The rows the job-wide settings are timed at: the sizes from `JOB_MIN_BYTES`."""
     return [(c, s) for c in collectives if c != "barrier"
-            for s in sorted(set(sizes)) if s >= JOB_MIN_BYTES]
+            for s in sorted(set(sizes)) if s >= JOB_MIN_BYTES[quick]]
 
 
 def setting_file(name: str, value: Any, ranks: int) -> str:
