@@ -153,7 +153,7 @@ def tune_job_settings(ranks: int, rows: Sequence[JobRow], effort: Effort, quick:
     knobs = [k for k in knobs if (k.quick or not quick) and k.read_by(ranks)]
     if not rows or not knobs:
         return []
-    scratch = Scratch()
+    scratch, start = Scratch(), time.perf_counter()
     try:
         candidates: dict[tuple[str, Any] | None, str] = {
             None: scratch.write(base) if base.strip() else ""}
@@ -201,6 +201,8 @@ def tune_job_settings(ranks: int, rows: Sequence[JobRow], effort: Effort, quick:
         return [replace(r, checked=tuple(checked), kept=kept) for r in chosen]
     finally:
         scratch.close()
+        if progress is not None:
+            progress(f"job-wide settings, {ranks} ranks: {time.perf_counter() - start:.0f} s")
 
 
 def _label(candidate: tuple[str, Any] | None) -> str:
