@@ -16,7 +16,9 @@ A table names collectives and protocol components::
     chunk = 2048
 
     [[protocols.shm.single_copy_min]]  # a protocol setting: rules with a ``value``, first
-    value = 2097152                    # match wins (same bounds, and ``collective``)
+    value = 2097152                    # match wins (same bounds, and ``collective``); a
+    min_ranks = 4                      # job-wide one (read as a job starts) takes rank
+                                       # bounds alone
     source = "docs/performance.md#huge-pages-and-the-kernels-single-copy"
 
 A transport matches ``transport = "t"`` when one of the communicator's resources is named
@@ -141,18 +143,28 @@ class Tuning:
                 return rule
         return None
 
-    def setting(self, component: str, name: str, spec: CallSpec | None = None) -> Setting:
+    def setting(self, component: str, name: str, spec: CallSpec | None = None,
+                ranks: int | None = None) -> Setting:
         """The first rule of protocol setting ``component.name`` that covers the call
-        ``spec`` (``None``: the first rule for every call)."""
+        ``spec`` (``None``: the first rule for every call of a job, bounded at most by the
+        job's ``ranks``)."""
         for s in self.protocols.get(component, {}).get(name, ()):
             if spec is None:
-                if s.collective is None and s.bounds == Bounds():
+                if s.collective is None and _job_wide(s.bounds, ranks):
                     return s
             elif s.collective in (None, spec.collective) and s.bounds.covers(
                     s.bounds.nbytes_of(spec), spec.size):
                 return s
         raise KeyError(f"{self.source}: no rule of [protocols.{component}.{name}] covers "
                        f"{spec or 'every call'}")
+
+
+def _job_wide(bounds: Bounds, ranks: int | None) -> bool:
+    """Whether a setting rule bounded by ``bounds`` holds for every call of a job of
+    ``ranks`` ranks (``None``: of any size): it bounds the rank count at most."""
+    unbounded = Bounds(min_ranks=bounds.min_ranks, max_ranks=bounds.max_ranks)
+    return bounds == unbounded and (bounds.covers(0, ranks) if ranks is not None
+                                    else bounds == Bounds())
 
 
 def load_tuning(path: str) -> Tuning:
@@ -191,16 +203,17 @@ def builtin_protocols() -> Tuning:
 
 
 def setting(component: str, name: str, spec: CallSpec | None = None,
-            tuning_file: str | None = None) -> Setting:
-    """The rule of protocol setting ``component.name`` in force for ``spec``: the user's
-    table's (``tuning_file``) if it has one covering the call, else the built-in one's."""
+            tuning_file: str | None = None, ranks: int | None = None) -> Setting:
+    """The rule of protocol setting ``component.name`` in force for ``spec`` (``None``: for a
+    whole job of ``ranks`` ranks): the user's table's (``tuning_file``) if it has one
+    covering the call, else the built-in one's."""
     if tuning_file:
         user = _user_protocols(tuning_file)
         try:
-            return user.setting(component, name, spec)
+            return user.setting(component, name, spec, ranks)
         except KeyError:
             pass
-    return builtin_protocols().setting(component, name, spec)
+    return builtin_protocols().setting(component, name, spec, ranks)
 
 
 def forget_user_tables() -> None:

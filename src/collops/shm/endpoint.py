@@ -60,15 +60,16 @@ TABLE_ONLY = ("pull_after", "pull_bytes", "pull_max", "split_piece_min", "split_
 
 
 def _protocols(oversubscribed: bool, single_copy: bool | None,
-               single_copy_min: int | None) -> dict[str, tuple[Any, str]]:
-    """The shm protocol settings in force, each with where it comes from: the arguments, then
-    the settings (``COLLOPS_SHM_SINGLE_COPY*``), then the selection tables. Messages go
-    single-copy (the receiver reads them from the sender's memory) up to ``single_copy_max``
-    and from ``single_copy_min`` bytes; those between are pipelined through the bulk area."""
+               single_copy_min: int | None, ranks: int) -> dict[str, tuple[Any, str]]:
+    """The shm protocol settings in force in a job of ``ranks`` ranks, each with where it
+    comes from: the arguments, then the settings (``COLLOPS_SHM_SINGLE_COPY*``), then the
+    selection tables. Messages go single-copy (the receiver reads them from the sender's
+    memory) up to ``single_copy_max`` and from ``single_copy_min`` bytes; those between are
+    pipelined through the bulk area."""
     prefs = config.settings
 
     def table(name: str) -> tuple[Any, str]:
-        rule = tuning.setting("shm", name, None, prefs.tuning_file)
+        rule = tuning.setting("shm", name, None, prefs.tuning_file, ranks)
         return rule.value, f"{rule.where}, source {rule.source or '-'}"
 
     found = {name: table(name) for name in ("single_copy", "single_copy_max", "split_min",
@@ -129,7 +130,8 @@ class ShmEndpoint(Transport):
         allowed = bool(self._words[seg.H_CMA])
         self._oversubscribed = size > placement.job_cpu_count()
         self._binding = placement.binding_of_job(size)
-        self._protocols = _protocols(self._oversubscribed, single_copy, single_copy_min)
+        self._protocols = _protocols(self._oversubscribed, single_copy, single_copy_min,
+                                     size)
         if not allowed:
             self._protocols["single_copy"] = (False, "the kernel forbids cross-memory attach")
         self._single_copy = bool(self._protocols["single_copy"][0])

@@ -62,7 +62,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import config
-from ..errors import TransportError
+from ..errors import ArgumentError, TransportError
 
 SHM_DIR = "/dev/shm"
 PREFIX = "collops-"
@@ -153,7 +153,8 @@ class Layout:
         the least that would do when the rest cannot hold the smallest pair areas."""
         if per_rank is None:
             per_rank = config.settings.shm_per_rank or DEFAULT_PER_RANK
-        base = cls(size, stream_areas=DEFAULT_STREAM_AREAS if size <= STREAM_MAX_RANKS else 0)
+        base = cls(size, stream_areas=DEFAULT_STREAM_AREAS if size <= STREAM_MAX_RANKS else 0,
+                   **_tabled_sizes(size))
         budget = (PAIR_RESERVE + size * (per_rank - base.rank_area_bytes)) // (size * size)
         geometry = _pair_geometry(budget, base.slot_bytes)
         if geometry is None:
@@ -309,6 +310,30 @@ class Layout:
 
 def _round_up(n: int, multiple: int) -> int:
     return (n + multiple - 1) // multiple * multiple
+
+
+#: sizes of the layout the selection tables set (``protocols.shm.<name>``, read as the job's
+#: segment is laid out; a tuning file may set them per rank count, as `collops tune` does)
+TABLED_SIZES = ("direct_bytes", "stream_chunk_bytes")
+
+
+def _tabled_sizes(size: int) -> dict[str, int]:
+    """The `TABLED_SIZES` the selection tables give a job of ``size`` ranks (each a positive
+    multiple of 4096); `TransportError` when the tuning file in force cannot be read."""
+    from ..algorithms import tuning
+
+    found = {}
+    for name in TABLED_SIZES:
+        try:
+            rule = tuning.setting("shm", name, None, config.settings.tuning_file, size)
+        except ArgumentError as exc:
+            raise TransportError(f"the layout of a job of {size} ranks: {exc}") from exc
+        value = rule.value
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or value % 4096:
+            raise TransportError(f"{rule.where}: shm.{name} must be a positive multiple of "
+                                 f"4096 bytes, not {value!r}")
+        found[name] = value
+    return found
 
 
 def _pair_geometry(budget: int, slot_bytes: int) -> tuple[int, int, int] | None:

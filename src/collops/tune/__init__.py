@@ -6,7 +6,8 @@ turns the timings into rules (a winner only where it beats the default by more t
 in every round of every pass, sizes between measured ones split at their geometric mean);
 `verify` re-times each rule against the defaults with the rules in force and drops those that
 do not hold; `table` writes them in the selection table's own format with their evidence and
-the machine they came from.
+the machine they came from. `jobs` tunes the settings a shared-memory job reads as it starts
+(``protocols.shm.*``), a job per candidate value.
 """
 
 from .decide import Decision, Timing, decide, ranges, refine_points

@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,16 @@ from ..config import reload_settings, user_tuning_file
 from ..transport.placement import BIND_POLICIES
 from .decide import Decision, summary
 from .grid import measure_job
+from .jobs import (
+    JobRow,
+    JobRule,
+    Launch,
+    compare_jobs,
+    job_rows,
+    job_rows_of_file,
+    time_rows,
+    tune_job_settings,
+)
 from .measure import FULL, QUICK, Effort
 from .table import command_line, machine, write_table
 from .verify import Checks, Row, compare, rows_of_file, verify_job
@@ -106,6 +117,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     world = mpi_world()
     results: dict[int, dict[str, list[Decision]]] = {}
     checks: dict[int, Checks] = {}
+    job_rules: dict[int, list[JobRule]] = {}
     if world is not None:
         results[world.size], checks[world.size] = _job(world, collectives, sizes, effort,
                                                        "mpi")
@@ -118,11 +130,16 @@ def cmd_tune(args: argparse.Namespace) -> int:
             results[n], checks[n] = spawn(_job, n, collectives, sizes, effort, args.transport,
                                           transport=args.transport, timeout=3600,
                                           bind_to=args.bind_to)[0]
+            if args.transport == "shm":
+                kept = write_table({n: results[n]}, {}, args.transport, {n: checks[n]})
+                job_rules[n] = tune_job_settings(
+                    n, job_rows(collectives, sizes, args.quick), effort, args.quick,
+                    _launcher(n, args.bind_to, effort), _progress, base=kept)
         transport, mpi = args.transport, None
     output = Path(args.output or user_tuning_file())
     output.parent.mkdir(parents=True, exist_ok=True)
     text = write_table(results, machine(transport, sorted(results), command_line(), mpi),
-                       transport, checks)
+                       transport, checks, job_rules)
     output.write_text(text)
     for n, per in sorted(results.items()):
         for collective, decisions in per.items():
@@ -142,14 +159,43 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
-def _compare_default(args: argparse.Namespace, counts: list[int]) -> int:
-    """``--compare-default FILE``: each of the file's rows, tuned against default."""
-    path = str(Path(args.compare_default).resolve())
+def _launcher(n: int, bind_to: str, effort: Effort) -> Launch:
+    """Runs `jobs.time_rows` in a new shared-memory job of ``n`` ranks with a tuning file in
+    force as the job starts."""
     from ..runtime import spawn
+
+    def launch(path: str, rows: Sequence[JobRow]) -> list[tuple[str, float]]:
+        os.environ["COLLOPS_TUNING_FILE"] = path
+        reload_settings()
+        try:
+            return list(spawn(time_rows, n, rows, effort, transport="shm", timeout=600,
+                              bind_to=bind_to)[0])
+        finally:
+            os.environ["COLLOPS_TUNING_FILE"] = ""
+            reload_settings()
+    return launch
+
+
+def _compare_default(args: argparse.Namespace, counts: list[int]) -> int:
+    """``--compare-default FILE``: each of the file's rows, tuned against default; under an
+    MPI launcher on the job's own ranks (rank 0 prints). Rows of job-wide settings are timed
+    in jobs without the file and with it, alternating."""
+    path = str(Path(args.compare_default).resolve())
     found: dict[int, list[Row]] = {}
-    for n in counts:
-        found[n] = spawn(_compare_job, n, path, args.rounds, transport=args.transport,
-                         timeout=3600, bind_to=args.bind_to)[0]
+    world = mpi_world()
+    if world is not None:
+        found[world.size] = _compare_job(world, path, args.rounds)
+        if world.rank != 0:
+            return 0
+    else:
+        from ..runtime import spawn
+        for n in counts:
+            found[n] = spawn(_compare_job, n, path, args.rounds, transport=args.transport,
+                             timeout=3600, bind_to=args.bind_to)[0]
+            wide = job_rows_of_file(path, n) if args.transport == "shm" else []
+            if wide:
+                found[n] += compare_jobs(_launcher(n, args.bind_to, FULL), path, wide,
+                                         args.rounds, _progress, n)
     print(f"{'ranks':>5}  {'call':<24} {'default':>22} {'tuned':>22}  tuned/default")
     for n, rows in sorted(found.items()):
         for r in rows:

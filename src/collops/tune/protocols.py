@@ -2,8 +2,8 @@
 reads when it is prepared, tried with the default algorithm in a tuning file of its own.
 
 Only settings read per call can be switched within a job; the shared-memory transport's own
-thresholds (``protocols.shm.*``: single copy, the pipeline's chunk) are fixed when a job's
-transport starts, so timing them takes a job per value (not done here).
+thresholds (``protocols.shm.*``: single copy, the split) are fixed when a job's transport
+starts, so they are timed with a job per value (`jobs`).
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from typing import Any
 from ..bench.measure import REGISTRY_NAME
 from ..version import __version__
 from .decide import Decision, Range, ranges
+from .jobs import JobRule, rule_lines
 from .protocols import setting_rule, toml_value
 from .verify import Check, Checks
 
@@ -68,10 +69,12 @@ def _cpu() -> tuple[str, int]:
 
 def write_table(results: Mapping[int, Mapping[str, Sequence[Decision]]],
                 measured: Mapping[str, Any], transport: str,
-                checks: Mapping[int, Checks] | None = None) -> str:
+                checks: Mapping[int, Checks] | None = None,
+                job_rules: Mapping[int, Sequence[JobRule]] | None = None) -> str:
     """The TOML text: ``results`` maps a rank count to each collective's decisions; with
     ``checks`` (by rank count, `verify.verify_job`), only the rules verified are written, with
-    their verification, and the dropped ones are listed in comments."""
+    their verification, and the dropped ones are listed in comments; ``job_rules`` (by rank
+    count, `jobs.tune_job_settings`) adds the job-wide settings the same way."""
     lines = [HEADER]
     if measured:
         lines.append("[measured]")
@@ -88,6 +91,8 @@ def write_table(results: Mapping[int, Mapping[str, Sequence[Decision]]],
                     lines += ["", _dropped(name, ranks, r, check)]
                     continue
                 lines += [""] + _rule(name, ranks, r, transport, source, check)
+        for rule in (job_rules or {}).get(ranks, ()):
+            lines += [""] + rule_lines(rule, source)
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,298 @@
+"""Job-wide protocol settings (``protocols.shm.*``), tuned with a job per candidate value.
+
+The shared-memory transport reads these as a job starts (from which size a message goes
+single copy, from which a single-copy message is split), so a value cannot be switched within
+a job as the per-call settings of `protocols.KNOBS` are. Each candidate value is timed in jobs
+of its own, started with a tuning file holding that one setting bounded to the job's rank
+count beside the algorithm rules the file will hold (those verified), over the same rows (the
+grid's sizes from `JOB_MIN_BYTES`, each collective with the algorithm those rules choose).
+The jobs run in passes, each pass one job per candidate in a shuffled order, and a candidate's
+row in a pass is compared with the default's of the same pass. A value wins where it was
+`decide.MIN_GAIN` faster than the default in every pass on some row and no row's median was
+slower by more than `MIN_GAIN`; the verification then alternates jobs with the provisional
+file in force and without (`compare_jobs`), and keeps the rules only where they held in every
+round and no row was slower beyond noise (`NOISE_BOUND`).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ..algorithms import tuning
+from ..bench.measure import buffers, collops_call
+from ..errors import CollopsError
+from ..transport import placement
+from .decide import MIN_GAIN
+from .measure import Effort, batch_size, wall_timer
+from .protocols import Scratch, toml_value
+from .verify import Row
+
+#: the component whose settings a job reads as it starts
+COMPONENT = "shm"
+#: rows below this many bytes per rank never reach the settings tuned here; --quick times the
+#: large rows alone (its job-wide settings are the single copy's and the stream's)
+JOB_MIN_BYTES = {False: 4096, True: 262144}
+#: the most a kept rule may slow any row of its verification (tuned / default median)
+NOISE_BOUND = 1.1
+#: passes over the candidates (a pass: a job each), with --quick and without
+JOB_PASSES = {True: 2, False: 3}
+#: rounds of the verification (a round: a job without the rules and one with them)
+VERIFY_ROUNDS = {True: 2, False: 3}
+
+#: (collective, bytes per rank): one benchmark row
+JobRow = tuple[str, int]
+#: runs a job of the given tuning file ("": the built-in table) over the rows; per row the
+#: algorithm that ran and seconds per call
+Launch = Callable[[str, Sequence[JobRow]], list[tuple[str, float]]]
+
+
+@dataclass(frozen=True)
+class JobKnob:
+    """A setting ``protocols.shm.<name>``, the values to try, whether ``--quick`` does, and
+    which jobs read it (``oversubscribed``: those of more ranks than CPUs only, ``False``:
+    the others only, ``None``: all)."""
+
+    name: str
+    values: tuple[int, ...]
+    quick: bool = False
+    oversubscribed: bool | None = None
+
+    def read_by(self, ranks: int) -> bool:
+        """Whether a job of ``ranks`` ranks on this machine reads the setting."""
+        return self.oversubscribed in (None, ranks > placement.job_cpu_count())
+
+
+#: single copy from 512 KiB or from 8 MiB (the built-in table: 2 MiB; a job of more ranks
+#: than CPUs: always, else from 1 or 8 MiB); the stream's chunks of 64 or 256 KiB (built in:
+#: 128 KiB); direct slots of 32 or 128 KiB a rank (built in: 64 KiB); single-copy messages
+#: split from 1 or 4 MiB on (built in: 256 KiB). A value whose job cannot start (its segment
+#: does not fit) is dropped.
+JOB_KNOBS: tuple[JobKnob, ...] = (
+    JobKnob("single_copy_min", (524288, 8388608), quick=True, oversubscribed=False),
+    JobKnob("single_copy_min_oversubscribed", (1048576, 8388608), quick=True,
+            oversubscribed=True),
+    JobKnob("stream_chunk_bytes", (65536, 262144), quick=True),
+    JobKnob("direct_bytes", (32768, 131072)),
+    JobKnob("split_min", (1048576, 4194304)),
+)
+
+
+@dataclass(frozen=True)
+class JobRule:
+    """A job-wide setting the passes chose for ``ranks`` ranks, with its evidence and its
+    verification (``rows``, tuned / default per row; ``kept``: it held)."""
+
+    name: str
+    value: Any
+    default: Any
+    ranks: int
+    rows: tuple[JobRow, ...]
+    median_us: tuple[float, ...]
+    default_median_us: tuple[float, ...]
+    passes: int
+    checked: tuple[Row, ...] = ()
+    kept: bool = False
+
+    @property
+    def key(self) -> str:
+        """``shm.<name>``."""
+        return f"{COMPONENT}.{self.name}"
+
+
+def job_rows(collectives: Sequence[str], sizes: Sequence[int], quick: bool) -> list[JobRow]:
+    """The rows the job-wide settings are timed at: the sizes from `JOB_MIN_BYTES`."""
+    return [(c, s) for c in collectives if c != "barrier"
+            for s in sorted(set(sizes)) if s >= JOB_MIN_BYTES[quick]]
+
+
+def setting_file(name: str, value: Any, ranks: int) -> str:
+    """A tuning file holding the one job-wide setting ``protocols.shm.<name> = value`` for
+    jobs of ``ranks`` ranks."""
+    return (f"[[protocols.{COMPONENT}.{name}]]\nmin_ranks = {ranks}\nmax_ranks = {ranks}\n"
+            f"value = {toml_value(value)}\n")
+
+
+def time_rows(comm: Any, rows: Sequence[JobRow], effort: Effort) -> list[tuple[str, float]]:
+    """What every rank of a job runs: each row with the built-in choice of algorithm, the
+    median of ``effort.repetitions`` batches (seconds per call, the slowest rank's)."""
+    out = []
+    for collective, size in rows:
+        send, recv = buffers(collective, size, comm.size, comm.rank)
+        call = collops_call(comm, collective, send, recv, None)
+        for _ in range(effort.warmup):
+            call()
+        algorithm = str(comm.last_algorithm)
+        batch = batch_size(comm, algorithm, size, call, effort, wall_timer)
+        samples = []
+        for _ in range(max(3, effort.repetitions)):
+            comm.barrier()
+            start = time.perf_counter()
+            for _ in range(batch):
+                call()
+            mine = (time.perf_counter() - start) / batch
+            samples.append(float(comm.allreduce(np.array([mine]), "max")[0]))
+        out.append((algorithm, float(np.median(samples))))
+    return out
+
+
+def tune_job_settings(ranks: int, rows: Sequence[JobRow], effort: Effort, quick: bool,
+                      launch: Launch, progress: Callable[[str], None] | None = None,
+                      knobs: Sequence[JobKnob] = JOB_KNOBS, seed: int = 0,
+                      base: str = "") -> list[JobRule]:
+    """The job-wide settings for jobs of ``ranks`` ranks, timed beside the tuning-file text
+    ``base`` (the algorithm rules already chosen): the winners of the passes, each verified
+    (``kept``) or not; none when there is no row."""
+    knobs = [k for k in knobs if (k.quick or not quick) and k.read_by(ranks)]
+    if not rows or not knobs:
+        return []
+    scratch, start = Scratch(), time.perf_counter()
+    try:
+        candidates: dict[tuple[str, Any] | None, str] = {
+            None: scratch.write(base) if base.strip() else ""}
+        defaults = {k.name: tuning.setting(COMPONENT, k.name, None, None, ranks).value
+                    for k in knobs}
+        for knob in knobs:
+            for value in knob.values:
+                if value != defaults[knob.name]:
+                    candidates[(knob.name, value)] = scratch.write(
+                        setting_file(knob.name, value, ranks) + "\n" + base)
+        samples: dict[tuple[str, Any] | None, list[list[float]]] = {c: [] for c in candidates}
+        order = list(candidates)
+        passes = JOB_PASSES[quick]
+        for number in range(1, passes + 1):
+            random.Random(seed + number).shuffle(order)
+            for candidate in list(order):
+                try:
+                    got = launch(candidates[candidate], rows)
+                except CollopsError as exc:
+                    if candidate is None:
+                        raise
+                    order.remove(candidate)
+                    del samples[candidate]
+                    if progress is not None:
+                        progress(f"job pass {number}/{passes}, {ranks} ranks, "
+                                 f"{_label(candidate)}: dropped ({exc})".splitlines()[0])
+                    continue
+                samples[candidate].append([t for _, t in got])
+                if progress is not None:
+                    progress(f"job pass {number}/{passes}, {ranks} ranks, {_label(candidate)}: "
+                             + ", ".join(f"{c} {s} B {t * 1e6:.1f} µs"
+                                         for (c, s), (_, t) in zip(rows, got, strict=True)))
+        chosen = []
+        for knob in knobs:
+            rule = _winner(knob, defaults[knob.name], ranks, rows, samples)
+            if rule is not None:
+                chosen.append(rule)
+        if not chosen:
+            return []
+        path = scratch.write("".join(setting_file(r.name, r.value, ranks) + "\n"
+                                     for r in chosen) + base)
+        checked = compare_jobs(launch, path, rows, VERIFY_ROUNDS[quick], progress, ranks,
+                               candidates[None])
+        kept = _holds(chosen, checked)
+        return [replace(r, checked=tuple(checked), kept=kept) for r in chosen]
+    finally:
+        scratch.close()
+        if progress is not None:
+            progress(f"job-wide settings, {ranks} ranks: {time.perf_counter() - start:.0f} s")
+
+
+def _label(candidate: tuple[str, Any] | None) -> str:
+    return "defaults" if candidate is None else f"{COMPONENT}.{candidate[0]}={candidate[1]}"
+
+
+def _winner(knob: JobKnob, default: Any, ranks: int, rows: Sequence[JobRow],
+            samples: Mapping[tuple[str, Any] | None, list[list[float]]]) -> JobRule | None:
+    """The value of ``knob`` that beat the defaults (see the module docstring), if one did."""
+    base = np.array(samples[None])  # passes × rows
+    best: tuple[float, JobRule] | None = None
+    for (name, value), got in ((c, np.array(s)) for c, s in samples.items() if c):
+        if name != knob.name:
+            continue
+        won = (got < base * (1 - MIN_GAIN)).all(axis=0)
+        ratios = np.median(got, axis=0) / np.median(base, axis=0)
+        if not won.any() or ratios.max() > 1 + MIN_GAIN:
+            continue
+        score = float(np.exp(np.log(ratios).mean()))
+        rule = JobRule(knob.name, value, default, ranks, tuple(rows),
+                       tuple(round(float(x) * 1e6, 3) for x in np.median(got, axis=0)),
+                       tuple(round(float(x) * 1e6, 3) for x in np.median(base, axis=0)),
+                       len(base))
+        if best is None or score < best[0]:
+            best = (score, rule)
+    return None if best is None else best[1]
+
+
+def _holds(chosen: Sequence[JobRule], checked: Sequence[Row]) -> bool:
+    """Whether the verification upholds the rules: every row a rule won faster in every
+    round, no row slower than `NOISE_BOUND`."""
+    base = {(r.collective, r.size): r for r in checked}
+    won = {row for rule in chosen for row, t, d in zip(rule.rows, rule.median_us,
+                                                      rule.default_median_us, strict=True)
+           if t < d * (1 - MIN_GAIN)}
+    return (all(base[row].holds for row in won if row in base)
+            and all(r.ratio <= NOISE_BOUND for r in checked))
+
+
+def compare_jobs(launch: Launch, path: str, rows: Sequence[JobRow], rounds: int,
+                 progress: Callable[[str], None] | None = None, ranks: int = 0,
+                 without: str = "") -> list[Row]:
+    """Each row in jobs with the tuning file ``without`` ("": the built-in table) and with
+    ``path``, alternating (which goes first alternating too), ``rounds`` rounds."""
+    default: list[list[tuple[str, float]]] = []
+    tuned: list[list[tuple[str, float]]] = []
+    for number in range(rounds):
+        for which in ((default, without), (tuned, path))[:: 1 if number % 2 == 0 else -1]:
+            which[0].append(launch(which[1], rows))
+        if progress is not None:
+            progress(f"job check {number + 1}/{rounds}, {ranks} ranks: " + ", ".join(
+                f"{c} {s} B ×{t / d:.2f}" for (c, s), (_, d), (_, t)
+                in zip(rows, default[-1], tuned[-1], strict=True)))
+    return [Row(c, s, default[0][i][0], f"{tuned[0][i][0]} (job-wide settings)",
+                tuple(run[i][1] for run in default), tuple(run[i][1] for run in tuned))
+            for i, (c, s) in enumerate(rows)]
+
+
+def job_rows_of_file(path: str, ranks: int) -> list[JobRow]:
+    """The rows a tuning file's job-wide rules for ``ranks`` ranks were measured at."""
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    out: list[JobRow] = []
+    for rules in data.get("protocols", {}).get(COMPONENT, {}).values():
+        for rule in rules:
+            low, high = rule.get("min_ranks", 1), rule.get("max_ranks", math.inf)
+            evidence = rule.get("evidence", {})
+            if "collective" in rule or not low <= ranks <= high:
+                continue
+            for row in zip(evidence.get("collectives", []), evidence.get("sizes", []),
+                           strict=False):
+                if row not in out:
+                    out.append((str(row[0]), int(row[1])))
+    return out
+
+
+def rule_lines(rule: JobRule, source: str) -> list[str]:
+    """A kept rule as table lines, or a comment naming a dropped one and why."""
+    ratios = [round(r.ratio, 3) for r in rule.checked]
+    if not rule.kept:
+        return [f"# dropped after verification: protocols.{rule.key} = {rule.value!r}, "
+                f"{rule.ranks} ranks: tuned / default "
+                + ", ".join(f"{x:.2f}" for x in ratios)]
+    evidence = {"collectives": [c for c, _ in rule.rows], "sizes": [s for _, s in rule.rows],
+                "median_us": list(rule.median_us),
+                "default_median_us": list(rule.default_median_us),
+                "default": rule.default, "passes": rule.passes, "verified_ratio": ratios,
+                "verified_rounds": len(rule.checked[0].tuned) if rule.checked else 0}
+    return [f"[[protocols.{rule.key}]]  # job-wide: read as the job's transport starts",
+            f"min_ranks = {rule.ranks}", f"max_ranks = {rule.ranks}",
+            f"value = {toml_value(rule.value)}", f"source = {toml_value(source)}",
+            "evidence = { " + ", ".join(f"{k} = {toml_value(v)}" for k, v in evidence.items())
+            + " }"]
