@@ -27,7 +27,7 @@ from .envelope import (
     _parse_header,
 )
 from .phases import PhaseGenerators
-from .prepared import PreparedCall
+from .prepared import BoundEntry, PreparedCall
 from .vector_calls import VECTOR_FAST, leaves_gaps, vector_blocking_spec
 
 #: the blocking calls whose prepared call is an envelope (dtype, shape and, when they fit,
