@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import CollopsError
 from ..runtime.p2p import loaded
-from .buffers import message
+from .buffers import fast_array, message
 from .constants import ANY_SOURCE, ANY_TAG
 from .datatypes import _BY_DTYPE
 from .exceptions import mpi_error, not_implemented
@@ -89,6 +89,14 @@ MESSAGE_NULL = Message()
 _MAPPED = _BY_DTYPE
 
 
+def _as_is(buf: Any) -> np.ndarray | None:
+    """The array collops takes as it is for the commonest specs — an ndarray of a predefined
+    type's dtype, ``[ndarray, its own predefined type]`` — or None: parse the spec."""
+    if type(buf) is np.ndarray:
+        return buf if buf.dtype in _MAPPED else None
+    return fast_array(buf)
+
+
 class _Both:
     """A send and a receive completing together; the receive's value is the value."""
 
@@ -125,10 +133,14 @@ class PointToPoint:
             raise mpi_error(exc) from None
 
     def _out(self, buf: Any, call: str, stage: Stage) -> np.ndarray:
-        return message(buf, call, "buf", self._comm.rank, True, 1, stage)[0]
+        arr = _as_is(buf)
+        return message(buf, call, "buf", self._comm.rank, True, 1, stage)[0] if arr is None \
+            else arr
 
     def _in(self, buf: Any, call: str, stage: Stage) -> np.ndarray:
-        return message(buf, call, "buf", self._comm.rank, False, 1, stage)[0]
+        arr = _as_is(buf)
+        return message(buf, call, "buf", self._comm.rank, False, 1, stage)[0] if arr is None \
+            else arr
 
     def _staged(self, method: str, call: str, stage: Stage, *args: Any) -> Request:
         """`Request` of ``comm.<method>(*args)`` started now, its gapped buffers packed first
@@ -140,12 +152,13 @@ class PointToPoint:
     def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
         """Send ``buf`` to ``dest``."""
         comm = self._comm
-        if type(buf) is not np.ndarray or buf.dtype not in _MAPPED:  # else: as it is
+        arr = buf if type(buf) is np.ndarray and buf.dtype in _MAPPED else _as_is(buf)
+        if arr is None:  # else: as it is
             stage = Stage()
-            buf = message(buf, "Send", "buf", comm.rank, False, 1, stage)[0]
+            arr = message(buf, "Send", "buf", comm.rank, False, 1, stage)[0]
             stage.pack()
         try:
-            comm.send(buf, dest, tag)
+            comm.send(arr, dest, tag)
         except CollopsError as exc:
             raise mpi_error(exc) from None
 
@@ -176,12 +189,13 @@ class PointToPoint:
         """Receive into ``buf``."""
         comm = self._comm
         stage = None
-        if type(buf) is not np.ndarray or buf.dtype not in _MAPPED:  # else: as it is
+        arr = buf if type(buf) is np.ndarray and buf.dtype in _MAPPED else _as_is(buf)
+        if arr is None:  # else: as it is
             stage = Stage()
-            buf = message(buf, "Recv", "buf", comm.rank, True, 1, stage)[0]
+            arr = message(buf, "Recv", "buf", comm.rank, True, 1, stage)[0]
             stage.pack()
         try:
-            got = comm.recv(buf, source, tag)
+            got = comm.recv(arr, source, tag)
         except CollopsError as exc:
             raise mpi_error(exc) from None
         if stage:
