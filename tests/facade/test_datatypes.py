@@ -9,7 +9,7 @@ import pytest
 
 import collops
 from collops import MPI, config
-from collops.facade.buffers import message
+from collops.facade.buffers import fast_array, message
 from collops.facade.comm import wrap
 from collops.facade.staging import Stage
 
@@ -95,6 +95,11 @@ def test_errors_are_named():
     with pytest.raises(MPI.Exception) as info:
         message([np.zeros(8), 1, t], "Send", "buf", 0, False, 1, Stage())
     assert info.value.Get_error_class() == MPI.ERR_TYPE and "Commit" in str(info.value)
+    one = MPI.DOUBLE.Create_contiguous(1)  # its elements are the array's own, yet uncommitted
+    with pytest.raises(MPI.Exception, match="Commit"):
+        message([np.zeros(2), one], "Send", "buf", 0, False, 1, Stage())
+    assert fast_array([np.zeros(2), one]) is None and fast_array([np.zeros(2), one.Commit()]) \
+        is not None
     t.Commit()
     with pytest.raises(MPI.Exception, match="beyond the buffer"):
         message([np.zeros(8), 3, t], "Send", "buf", 0, False, 1, Stage())

@@ -66,6 +66,8 @@ class Datatype:
         new = cls()
         new._set(base, tmap, name, predefined)
         new.committed = predefined
+        if not predefined:  # the fast path takes committed types only (`Commit`)
+            new.exact = None
         return new
 
     def __repr__(self) -> str:
@@ -183,8 +185,9 @@ class Datatype:
 
     def Commit(self) -> Datatype:
         """Make the type usable in communication (a derived type must be committed)."""
-        self._checked("Commit")
+        base = self._checked("Commit")
         self.committed = True
+        self.exact = base if self.multiplier == 1 and not self.gaps else None
         return self
 
     def Free(self) -> None:
@@ -198,8 +201,7 @@ class Datatype:
         """A new type with the same type map (committed if this one is)."""
         self._checked("Dup")
         new = Datatype._make(self.base, self.tmap, self._name, False)
-        new.committed = self.committed
-        return new
+        return new.Commit() if self.committed else new
 
     Create_dup = Dup
 
