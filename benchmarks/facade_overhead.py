@@ -16,6 +16,9 @@ communicator stand-in whose methods return at once, against calling the stand-in
 the minimum over ``--rounds`` repeats of ``--iterations`` calls each (the minimum filters out
 the time the process was not running). The difference is what the facade adds to every call.
 
+The dispatch also times ``Send``/``Recv`` with an ndarray and with ``[buf, MPI.DOUBLE]``
+against the stand-in's ``send``/``recv``.
+
 ``--vector`` times the v-collectives with displaced (gapped) blocks instead —
 ``Allgatherv``, ``Gatherv``, ``Scatterv``, ``Alltoallv`` through the facade against collops'
 own calls with ``displs=``/``rdispls=`` — and ``--before DIR`` adds, interleaved in the same
@@ -220,6 +223,12 @@ class _StandIn:
     def bcast(self, x: Any, root: int = 0, *, out: Any = None) -> Any:
         return out
 
+    def send(self, x: Any, dest: int, tag: int = 0) -> None:
+        return None
+
+    def recv(self, out: Any = None, source: int = -2, tag: int = -1) -> Any:
+        return out, None
+
 
 def dispatch(rounds: int, iterations: int, nbytes: int) -> dict[str, Any]:
     """The facade's dispatch cost per call, from the minimum over rounds (see the docstring)."""
@@ -240,6 +249,10 @@ def dispatch(rounds: int, iterations: int, nbytes: int) -> dict[str, Any]:
             lambda: facade.Allreduce(sx, sr, MPI.SUM),
             lambda: comm.allreduce(x, MPI.SUM.op, out=r)),
         "Bcast(ndarray)": (lambda: facade.Bcast(x, 0), lambda: comm.bcast(x, 0, out=x)),
+        "Send(ndarray)": (lambda: facade.Send(x, 1, 0), lambda: comm.send(x, 1, 0)),
+        "Send([buf, DOUBLE])": (lambda: facade.Send(sx, 1, 0), lambda: comm.send(x, 1, 0)),
+        "Recv(ndarray)": (lambda: facade.Recv(r, 1, 0), lambda: comm.recv(r, 1, 0)),
+        "Recv([buf, DOUBLE])": (lambda: facade.Recv(sr, 1, 0), lambda: comm.recv(r, 1, 0)),
     }
     out = {}
     for name, (through_facade, own) in pairs.items():

@@ -422,4 +422,4 @@ def run_cases(comm: Any) -> dict[str, list[tuple[str, Any, Any]]]:
     return out
 
 
-from . import cases_p2p, cases_requests  # noqa: E402, F401  (register their cases)
+from . import cases_datatypes, cases_p2p, cases_requests  # noqa: E402, F401  (register their cases)

@@ -79,7 +79,9 @@ UNSUPPORTED = {
     "Neighbor_allgather": lambda comm: comm.Neighbor_allgather(np.zeros(1), np.zeros(1)),
     "Alltoallw": lambda comm: comm.Alltoallw(np.zeros(1), np.zeros(1)),
     "Open_port": lambda comm: MPI.Open_port(),
-    "Create_vector": lambda comm: MPI.DOUBLE.Create_vector(2, 1, 2),
+    "Create_struct": lambda comm: MPI.Datatype.Create_struct([1, 1], [0, 8],
+                                                             [MPI.DOUBLE, MPI.INT]),
+    "Create_darray": lambda comm: MPI.DOUBLE.Create_darray(2, 0, 1, [4], [1], [0], [2]),
 }
 
 

@@ -141,6 +141,7 @@ from .operators import (
 )
 from .pointtopoint import MESSAGE_NULL, Message
 from .requests import REQUEST_NULL, Prequest, Request, Status
+from .typemaps import ORDER_C, ORDER_FORTRAN
 
 TAG_UB = TAG_UB_KEY
 ERR_LASTUSEDCODE = ERR_LASTCODE

@@ -7,6 +7,7 @@ datatype]``; for the v-collectives ``[buf, counts]``, ``[buf, (counts, displs)]`
 datatype]``. A datatype is a `Datatype` or a typecode (``'d'``). ``MPI.IN_PLACE`` is handled
 by each call; ``MPI.BOTTOM`` (absolute addresses) is refused. Counts and displacements are
 in elements of the datatype; the parsed forms give them in elements of its numpy base dtype.
+A datatype with gaps gives a packed array registered with the call's `Stage`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import numpy as np
 from ..errors import ArgumentError
 from .constants import BOTTOM, IN_PLACE
 from .datatypes import Datatype, datatype_of, from_typecode
+from .exceptions import ERR_TYPE, mpi_exception, not_implemented
+from .staging import Stage
 
 
 class BufferSpecError(ArgumentError, TypeError):
@@ -36,6 +39,9 @@ def _datatype(value: Any, call: str, argument: str, rank: int | None) -> Datatyp
     if isinstance(value, Datatype):
         if not value:
             raise _error(call, argument, value, "the datatype is null or freed", rank)
+        if not value.committed:
+            raise mpi_exception(ERR_TYPE, f"{call}: {argument}: the datatype {value!r} is not "
+                                "committed (call its Commit() first)")
         return value
     if isinstance(value, str):
         return from_typecode(value, call)
@@ -191,28 +197,34 @@ def fast_array(spec: Any) -> np.ndarray | None:
 
 
 def message(spec: Any, call: str, argument: str, rank: int | None,
-            writable: bool, blocks: int = 1) -> tuple[np.ndarray, Datatype]:
+            writable: bool, blocks: int = 1, stage: Stage | None = None
+            ) -> tuple[np.ndarray, Datatype]:
     """A spec's data as a 1-D array of base elements, and its type. For a collective's buffer
     of ``blocks`` blocks (one per rank: gather's receive, scatter's send, …) a spec's count is
-    per block, as in mpi4py; without one the buffer must split into ``blocks`` equal blocks."""
+    per block, as in mpi4py; without one the buffer must split into ``blocks`` equal blocks.
+    A datatype with gaps gives a packed array of ``stage`` (`Stage.add`)."""
     if type(spec) is np.ndarray and spec.ndim == 1 and spec.flags.c_contiguous and (
             spec.flags.writeable or not writable):
         return spec, datatype_of(spec.dtype, call)
     buf, count, displ, given = _parts(spec, call, argument, rank)
     arr, datatype = _typed(_array(buf, call, argument, rank, writable), given, call,
                            argument, rank)
-    if count is None and displ is None and datatype.multiplier == 1 and blocks == 1:
+    if count is None and displ is None and datatype.multiplier == 1 and blocks == 1 and (
+            not datatype.gaps):
         return arr, datatype
-    step = datatype.multiplier
-    start = 0 if displ is None else _integer(displ, call, argument, rank) * step
+    step = datatype.tmap.span
+    first = 0 if displ is None else _integer(displ, call, argument, rank)
     if count is None:
-        entries = (arr.size - start) // step
+        entries = (arr.size - first * step) // step if step else 0
         if blocks > 1 and entries % blocks:
             raise _error(call, argument, entries, f"cannot infer the count: {entries} entries "
                          f"do not split into {blocks} blocks", rank)
         n = entries // blocks * blocks
     else:
         n = _integer(count, call, argument, rank) * blocks
+    if datatype.gaps:
+        return _staged(arr, n, first, datatype, stage, call, argument, rank, writable), datatype
+    start = first * step
     stop = start + n * step
     if stop > arr.size:
         raise _error(call, argument, (n, displ), f"count {n} from displacement {displ or 0} "
@@ -220,20 +232,38 @@ def message(spec: Any, call: str, argument: str, rank: int | None,
     return arr[start:stop], datatype
 
 
+def _staged(arr: np.ndarray, count: int, first: int, datatype: Datatype, stage: Stage | None,
+            call: str, argument: str, rank: int | None, writable: bool,
+            blocks: list[tuple[int, int]] | None = None) -> np.ndarray:
+    """The packed array of ``count`` elements of a gapped ``datatype`` from element
+    ``first`` of ``arr`` (or of each ``(count, first)`` of ``blocks``), added to ``stage``."""
+    if stage is None:
+        raise not_implemented("a datatype with gaps in this buffer argument", call)
+    parts = [datatype.positions(n, at) for n, at in blocks or [(count, first)]]
+    positions = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    if positions.size and (int(positions.min()) < 0 or int(positions.max()) >= arr.size):
+        raise _error(call, argument, (count, first), f"the datatype's elements reach "
+                     f"[{int(positions.min())}, {int(positions.max())}], beyond the buffer's "
+                     f"{arr.size} base elements", rank)
+    return stage.add(arr, positions, writable)
+
+
 def vector(spec: Any, size: int, call: str, argument: str, rank: int | None,
-           writable: bool) -> tuple[np.ndarray, list[int], list[int], Datatype]:
+           writable: bool, stage: Stage | None = None
+           ) -> tuple[np.ndarray, list[int], list[int], Datatype]:
     """A v-collective's spec: the whole buffer (base elements), each rank's count and
     displacement in base elements, and the type. Counts default to equal blocks, displacements
-    to the counts' prefix sums."""
+    to the counts' prefix sums. A datatype with gaps gives a packed array of ``stage`` holding
+    the blocks back to back."""
     buf, counts, displs, given = _parts(spec, call, argument, rank, vector=True)
     arr, datatype = _typed(_array(buf, call, argument, rank, writable), given, call,
                            argument, rank)
-    step = datatype.multiplier
+    step = datatype.tmap.span
     if counts is None:
-        if (arr.size // step) % size:
-            raise _error(call, argument, arr.size // step, f"no counts given and the buffer's "
-                         f"{arr.size // step} elements do not split equally over {size} ranks",
-                         rank)
+        if not step or (arr.size // step) % size:
+            raise _error(call, argument, arr.size // max(step, 1), f"no counts given and the "
+                         f"buffer's {arr.size // max(step, 1)} elements do not split equally "
+                         f"over {size} ranks", rank)
         counts = [arr.size // step // size] * size
     elif isinstance(counts, (int, np.integer)):
         counts = [int(counts)] * size
@@ -243,6 +273,12 @@ def vector(spec: Any, size: int, call: str, argument: str, rank: int | None,
     elif isinstance(displs, (int, np.integer)):  # a stride: block r at r * displs
         displs = [int(displs) * r for r in range(size)]
     displs = integers(displs, size, call, argument, rank)
+    per = datatype.multiplier
+    if datatype.gaps:
+        packed = _staged(arr, 0, 0, datatype, stage, call, argument, rank, writable,
+                         list(zip(counts, displs, strict=True)))
+        return packed, [c * per for c in counts], [sum(counts[:r]) * per
+                                                   for r in range(size)], datatype
     for r in range(size):
         if (displs[r] + counts[r]) * step > arr.size:
             raise _error(call, argument, (counts[r], displs[r]), f"rank {r}'s block "

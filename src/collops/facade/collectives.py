@@ -10,6 +10,7 @@ collops (``displs``/``rdispls``), which places the blocks itself. The ``I…`` a
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -23,18 +24,21 @@ from .constants import IN_PLACE
 from .exceptions import mpi_error, not_implemented
 from .operators import SUM, Op, as_op
 from .requests import Prequest, Request
+from .staging import Stage
 
 _ndarray = np.ndarray
 BLOCKING, NONBLOCKING, PERSISTENT = 0, 1, 2
 
 
 class _Call(NamedTuple):
-    """A planned collective: ``comm.<name>(*args, **kwargs)``, ``before()`` run first."""
+    """A planned collective: ``comm.<name>(*args, **kwargs)``, ``before()`` run first; the
+    buffers of gapped datatypes packed before it and written back after it (``stage``)."""
 
     name: str
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     before: Callable[[], None] | None = None
+    stage: Stage | None = None
 
 
 def _in_place(buf: Any) -> bool:
@@ -59,6 +63,16 @@ def _displaced(arr: np.ndarray, counts: list[int], displs: list[int],
 
 
 Plan = Callable[..., _Call]
+
+
+def _staged(plan: Callable[..., _Call]) -> Callable[..., _Call]:
+    """A plan given a `Stage` for its gapped buffers, which the planned call then carries."""
+    @functools.wraps(plan)
+    def planned(self: Any, *args: Any, **kwargs: Any) -> _Call:
+        stage = Stage()
+        found = plan(self, *args, stage=stage, **kwargs)
+        return found._replace(stage=stage) if stage else found
+    return planned
 
 
 def _forms(blocking: Callable[..., Any], plan: Plan) -> tuple[Callable[..., Request],
@@ -92,32 +106,38 @@ class Collectives:
 
     def _run(self, call: _Call, mode: int) -> Any:
         comm = self._comm
+        stage = call.stage
+        before = call.before if not stage else stage.before(call.before)
         try:
             if mode == BLOCKING:
-                if call.before is not None:
-                    call.before()
+                if before is not None:
+                    before()
                 getattr(comm, call.name)(*call.args, **call.kwargs)
+                if stage:
+                    stage.unpack()
                 return None
+            finish = None if not stage else stage.finisher()
             if mode == NONBLOCKING:
-                if call.before is not None:
-                    call.before()
-                return Request(getattr(comm, "i" + call.name)(*call.args, **call.kwargs))
+                if before is not None:
+                    before()
+                return Request(getattr(comm, "i" + call.name)(*call.args, **call.kwargs),
+                               finish)
             persistent = getattr(comm, call.name + "_init")(*call.args, **call.kwargs)
 
             def start() -> Any:
-                if call.before is not None:
-                    call.before()
+                if before is not None:
+                    before()
                 persistent.start()
                 return persistent
-            return Prequest(start)
+            return Prequest(start, finish)
         except CollopsError as exc:
             raise mpi_error(exc) from None
 
-    def _recv(self, buf: Any, call: str, blocks: int = 1) -> np.ndarray:
-        return message(buf, call, "recvbuf", self._comm.rank, True, blocks)[0]
+    def _recv(self, buf: Any, call: str, stage: Stage, blocks: int = 1) -> np.ndarray:
+        return message(buf, call, "recvbuf", self._comm.rank, True, blocks, stage)[0]
 
-    def _send(self, buf: Any, call: str, blocks: int = 1) -> np.ndarray:
-        return message(buf, call, "sendbuf", self._comm.rank, False, blocks)[0]
+    def _send(self, buf: Any, call: str, stage: Stage, blocks: int = 1) -> np.ndarray:
+        return message(buf, call, "sendbuf", self._comm.rank, False, blocks, stage)[0]
 
     # -- barrier and broadcast -------------------------------------------------------------
     def Barrier(self) -> None:
@@ -127,8 +147,10 @@ class Collectives:
         except CollopsError as exc:
             raise mpi_error(exc) from None
 
-    def _bcast(self, buf: Any, root: int, call: str) -> _Call:
-        arr = message(buf, call, "buf", self._comm.rank, self._comm.rank != root)[0]
+    @_staged
+    def _bcast(self, buf: Any, root: int, call: str, *, stage: Stage) -> _Call:
+        arr = message(buf, call, "buf", self._comm.rank, self._comm.rank != root, 1,
+                      stage)[0]
         return _Call("bcast", (arr, root), {"out": arr})
 
     def Bcast(self, buf: Any, root: int = 0) -> None:
@@ -143,10 +165,11 @@ class Collectives:
         self._run(self._bcast(buf, root, "Bcast"), BLOCKING)
 
     # -- reductions --------------------------------------------------------------------------
+    @_staged
     def _reduction(self, name: str, sendbuf: Any, recvbuf: Any, op: Any, call: str,
-                   root: int | None = None) -> _Call:
-        out = self._recv(recvbuf, call)
-        x = out if _in_place(sendbuf) else self._send(sendbuf, call)
+                   root: int | None = None, *, stage: Stage) -> _Call:
+        out = self._recv(recvbuf, call, stage)
+        x = out if _in_place(sendbuf) else self._send(sendbuf, call, stage)
         args = (x, as_op(op, call)) if root is None else (x, as_op(op, call), root)
         return _Call(name, args, {"out": out})
 
@@ -162,10 +185,12 @@ class Collectives:
                 raise mpi_error(exc) from None
         self._run(self._reduction("allreduce", sendbuf, recvbuf, op, "Allreduce"), BLOCKING)
 
-    def _reduce(self, sendbuf: Any, recvbuf: Any, op: Any, root: int, call: str) -> _Call:
+    @_staged
+    def _reduce(self, sendbuf: Any, recvbuf: Any, op: Any, root: int, call: str, *,
+                stage: Stage) -> _Call:
         if self._comm.rank == root:
             return self._reduction("reduce", sendbuf, recvbuf, op, call, root)
-        return _Call("reduce", (self._send(sendbuf, call), as_op(op, call), root), {})
+        return _Call("reduce", (self._send(sendbuf, call, stage), as_op(op, call), root), {})
 
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: Op = SUM, root: int = 0) -> None:
         """The reduction of every rank's ``sendbuf`` into the root's ``recvbuf``."""
@@ -179,9 +204,11 @@ class Collectives:
                 raise mpi_error(exc) from None
         self._run(self._reduce(sendbuf, recvbuf, op, root, "Reduce"), BLOCKING)
 
-    def _scan(self, name: str, sendbuf: Any, recvbuf: Any, op: Any, call: str) -> _Call:
-        out = self._recv(recvbuf, call)
-        x = out.copy() if _in_place(sendbuf) else self._send(sendbuf, call)
+    @_staged
+    def _scan(self, name: str, sendbuf: Any, recvbuf: Any, op: Any, call: str, *,
+              stage: Stage) -> _Call:
+        out = self._recv(recvbuf, call, stage)
+        x = out.copy() if _in_place(sendbuf) else self._send(sendbuf, call, stage)
         before = _copier(x, out) if _in_place(sendbuf) else None
         return _Call(name, (x, as_op(op, call)), {"out": out}, before)
 
@@ -193,25 +220,29 @@ class Collectives:
         """Exclusive prefix reduction into ``recvbuf`` (rank 0's is left as it is)."""
         self._run(self._scan("exscan", sendbuf, recvbuf, op, "Exscan"), BLOCKING)
 
-    def _reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any, call: str) -> _Call:
+    @_staged
+    def _reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any, call: str, *,
+                              stage: Stage) -> _Call:
         size = self._comm.size
         if _in_place(sendbuf):
-            full = self._recv(recvbuf, call, size)
+            full = self._recv(recvbuf, call, stage, size)
             x = full.copy()
             return _Call("reduce_scatter_block", (x, as_op(op, call)),
                          {"out": full[:full.size // size]}, _copier(x, full))
-        return _Call("reduce_scatter_block", (self._send(sendbuf, call, size), as_op(op, call)),
-                     {"out": self._recv(recvbuf, call)})
+        return _Call("reduce_scatter_block",
+                     (self._send(sendbuf, call, stage, size), as_op(op, call)),
+                     {"out": self._recv(recvbuf, call, stage)})
 
     def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
         """Block ``rank`` of the reduction of every rank's ``sendbuf``, into ``recvbuf``."""
         self._run(self._reduce_scatter_block(sendbuf, recvbuf, op, "Reduce_scatter_block"),
                   BLOCKING)
 
+    @_staged
     def _reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any,
-                        call: str) -> _Call:
+                        call: str, *, stage: Stage) -> _Call:
         comm = self._comm
-        full, datatype = message(recvbuf, call, "recvbuf", comm.rank, True)
+        full, datatype = message(recvbuf, call, "recvbuf", comm.rank, True, 1, stage)
         if recvcounts is None:  # every rank's receive count, as mpi4py gathers them
             counts = [int(c) for c in comm.allgather_object(full.size)]
         else:
@@ -221,7 +252,7 @@ class Collectives:
             x = full[:sum(counts)].copy()
             before: Callable[[], None] | None = _copier(x, full[:sum(counts)])
         else:
-            x, before = self._send(sendbuf, call), None
+            x, before = self._send(sendbuf, call, stage), None
         return _Call("reduce_scatter", (x, as_op(op, call), counts),
                      {"out": full[:counts[comm.rank]]}, before)
 
@@ -232,55 +263,66 @@ class Collectives:
                   BLOCKING)
 
     # -- gather, scatter, allgather, alltoall -------------------------------------------------
-    def _gather(self, sendbuf: Any, recvbuf: Any, root: int, call: str) -> _Call:
+    @_staged
+    def _gather(self, sendbuf: Any, recvbuf: Any, root: int, call: str, *,
+                stage: Stage) -> _Call:
         comm = self._comm
         if comm.rank != root:
-            return _Call("gather", (self._send(sendbuf, call), root), {})
-        full = self._recv(recvbuf, call, comm.size)
+            return _Call("gather", (self._send(sendbuf, call, stage), root), {})
+        full = self._recv(recvbuf, call, stage, comm.size)
         n = full.size // comm.size
         x = full[comm.rank * n:(comm.rank + 1) * n] if _in_place(sendbuf) else \
-            self._send(sendbuf, call)
+            self._send(sendbuf, call, stage)
         return _Call("gather", (x, root), {"out": full})
 
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Every rank's ``sendbuf``, in rank order, into the root's ``recvbuf``."""
         self._run(self._gather(sendbuf, recvbuf, root, "Gather"), BLOCKING)
 
-    def _gatherv(self, sendbuf: Any, recvbuf: Any, root: int, call: str) -> _Call:
+    @_staged
+    def _gatherv(self, sendbuf: Any, recvbuf: Any, root: int, call: str, *,
+                 stage: Stage) -> _Call:
         comm = self._comm
         if comm.rank != root:
-            return _Call("gatherv", (self._send(sendbuf, call), root, None), {})
-        arr, counts, displs, _ = vector(recvbuf, comm.size, call, "recvbuf", comm.rank, True)
+            return _Call("gatherv", (self._send(sendbuf, call, stage), root, None), {})
+        arr, counts, displs, _ = vector(recvbuf, comm.size, call, "recvbuf", comm.rank, True,
+                                        stage)
         me = comm.rank
         x = arr[displs[me]:displs[me] + counts[me]] if _in_place(sendbuf) else \
-            self._send(sendbuf, call)
+            self._send(sendbuf, call, stage)
         return _Call("gatherv", (x, root, None), _displaced(arr, counts, displs))
 
     def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Gather with per-rank counts and displacements at the root."""
         self._run(self._gatherv(sendbuf, recvbuf, root, "Gatherv"), BLOCKING)
 
-    def _scatter(self, sendbuf: Any, recvbuf: Any, root: int, call: str) -> _Call:
+    @_staged
+    def _scatter(self, sendbuf: Any, recvbuf: Any, root: int, call: str, *,
+                 stage: Stage) -> _Call:
         comm = self._comm
         if comm.rank != root:
-            return _Call("scatter", (None, root), {"out": self._recv(recvbuf, call)})
-        x = self._send(sendbuf, call, comm.size)
+            return _Call("scatter", (None, root), {"out": self._recv(recvbuf, call, stage)})
+        x = self._send(sendbuf, call, stage, comm.size)
         out = np.empty(x.size // comm.size, x.dtype) if _in_place(recvbuf) else \
-            self._recv(recvbuf, call)
+            self._recv(recvbuf, call, stage)
         return _Call("scatter", (x, root), {"out": out})
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Block ``rank`` of the root's ``sendbuf`` into each rank's ``recvbuf``."""
         self._run(self._scatter(sendbuf, recvbuf, root, "Scatter"), BLOCKING)
 
-    def _scatterv(self, sendbuf: Any, recvbuf: Any, root: int, call: str) -> _Call:
+    @_staged
+    def _scatterv(self, sendbuf: Any, recvbuf: Any, root: int, call: str, *,
+                  stage: Stage) -> _Call:
         comm = self._comm
         if comm.rank != root:
-            return _Call("scatterv", (None, None, root), {"out": self._recv(recvbuf, call)})
-        arr, counts, displs, _ = vector(sendbuf, comm.size, call, "sendbuf", comm.rank, False)
+            return _Call("scatterv", (None, None, root),
+                         {"out": self._recv(recvbuf, call, stage)})
+        arr, counts, displs, _ = vector(sendbuf, comm.size, call, "sendbuf", comm.rank, False,
+                                        stage)
         me = comm.rank
         out = np.empty(counts[me], arr.dtype) if _in_place(recvbuf) else \
-            self._recv(recvbuf, call)[:counts[me]]
+            self._recv(recvbuf, call, stage)[:counts[me]]
         if is_contiguous_blocks(counts, displs):
             return _Call("scatterv", (arr[:sum(counts)], counts, root), {"out": out})
         return _Call("scatterv", (arr, counts, root), {"out": out, "displs": displs})
@@ -289,12 +331,13 @@ class Collectives:
         """Scatter with per-rank counts and displacements at the root."""
         self._run(self._scatterv(sendbuf, recvbuf, root, "Scatterv"), BLOCKING)
 
-    def _allgather(self, sendbuf: Any, recvbuf: Any, call: str) -> _Call:
+    @_staged
+    def _allgather(self, sendbuf: Any, recvbuf: Any, call: str, *, stage: Stage) -> _Call:
         comm = self._comm
-        full = self._recv(recvbuf, call, comm.size)
+        full = self._recv(recvbuf, call, stage, comm.size)
         n = full.size // comm.size
         x = full[comm.rank * n:(comm.rank + 1) * n] if _in_place(sendbuf) else \
-            self._send(sendbuf, call)
+            self._send(sendbuf, call, stage)
         return _Call("allgather", (x,), {"out": full})
 
     def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:
@@ -309,38 +352,42 @@ class Collectives:
                 raise mpi_error(exc) from None
         self._run(self._allgather(sendbuf, recvbuf, "Allgather"), BLOCKING)
 
-    def _allgatherv(self, sendbuf: Any, recvbuf: Any, call: str) -> _Call:
+    @_staged
+    def _allgatherv(self, sendbuf: Any, recvbuf: Any, call: str, *, stage: Stage) -> _Call:
         comm = self._comm
-        arr, counts, displs, _ = vector(recvbuf, comm.size, call, "recvbuf", comm.rank, True)
+        arr, counts, displs, _ = vector(recvbuf, comm.size, call, "recvbuf", comm.rank, True,
+                                        stage)
         me = comm.rank
         x = arr[displs[me]:displs[me] + counts[me]] if _in_place(sendbuf) else \
-            self._send(sendbuf, call)
+            self._send(sendbuf, call, stage)
         return _Call("allgatherv", (x, counts), _displaced(arr, counts, displs))
 
     def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:
         """Allgather with per-rank counts and displacements."""
         self._run(self._allgatherv(sendbuf, recvbuf, "Allgatherv"), BLOCKING)
 
-    def _alltoall(self, sendbuf: Any, recvbuf: Any, call: str) -> _Call:
-        out = self._recv(recvbuf, call, self._comm.size)
+    @_staged
+    def _alltoall(self, sendbuf: Any, recvbuf: Any, call: str, *, stage: Stage) -> _Call:
+        out = self._recv(recvbuf, call, stage, self._comm.size)
         if _in_place(sendbuf):
             x = out.copy()
             return _Call("alltoall", (x,), {"out": out}, _copier(x, out))
-        return _Call("alltoall", (self._send(sendbuf, call, self._comm.size),), {"out": out})
+        return _Call("alltoall", (self._send(sendbuf, call, stage, self._comm.size),), {"out": out})
 
     def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
         """Block j of every rank's ``sendbuf`` to rank j's ``recvbuf``, in rank order."""
         self._run(self._alltoall(sendbuf, recvbuf, "Alltoall"), BLOCKING)
 
-    def _alltoallv(self, sendbuf: Any, recvbuf: Any, call: str) -> _Call:
+    @_staged
+    def _alltoallv(self, sendbuf: Any, recvbuf: Any, call: str, *, stage: Stage) -> _Call:
         comm = self._comm
         rarr, rcounts, rdispls, _ = vector(recvbuf, comm.size, call, "recvbuf", comm.rank,
-                                           True)
+                                           True, stage)
         if _in_place(sendbuf):  # collops copies a send buffer that overlaps the result
             sarr, scounts, sdispls = rarr, rcounts, rdispls
         else:
             sarr, scounts, sdispls, _ = vector(sendbuf, comm.size, call, "sendbuf", comm.rank,
-                                               False)
+                                               False, stage)
         received = _displaced(rarr, rcounts, rdispls, "rdispls")
         return _Call("alltoallv", (sarr, scounts, sdispls, rcounts), received)
 

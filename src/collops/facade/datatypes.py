@@ -1,48 +1,73 @@
-"""mpi4py's predefined datatypes over numpy dtypes, and contiguous derived types.
+"""mpi4py's predefined datatypes over numpy dtypes, and derived types over one of them.
 
-A `Datatype` is a numpy base dtype times a multiplier: a predefined type has multiplier 1,
-``Create_contiguous(n)`` multiplies it by ``n``. Buffers are moved as arrays of the base
-dtype, so every count the facade hands collops is in base elements.
+A `Datatype` is a numpy base dtype and the positions of an element's base elements
+(`typemaps.TypeMap`): a predefined type is one base element, ``Create_contiguous(n)`` of it
+``n`` in a row — *dense* types, whose buffers are used in place as arrays of the base dtype.
+Types with gaps (``Create_vector``, ``Create_indexed``, ``Create_indexed_block``,
+``Create_subarray``, their ``h`` forms, ``Create_struct`` of one base type,
+``Create_resized``) are moved through a packed copy (`staging`). Every count the facade hands
+collops is in base elements.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ..datatypes import pair_dtype
+from . import typemaps
 from .exceptions import ERR_TYPE, mpi_exception, not_implemented
+from .typemaps import ORDER_C, TypeMap
+
+#: position arrays a type keeps for the (count, first) it was used with last
+_POSITIONS_KEPT = 8
 
 
 class Datatype:
-    """An MPI datatype: ``base`` numpy dtype times ``multiplier`` elements."""
+    """An MPI datatype: ``base`` numpy dtype and the type map of one element (`TypeMap`)."""
 
-    __slots__ = ("base", "multiplier", "_name", "predefined", "committed", "freed", "exact")
+    __slots__ = ("base", "multiplier", "_name", "predefined", "committed", "freed", "exact",
+                 "tmap", "gaps", "_positions")
     base: np.dtype | None
     #: ``base`` when one element is one base element (and the type is usable), else None:
     #: the one comparison the fast path of ``[array, datatype]`` makes
     exact: np.dtype | None
+    #: base elements in one element of the type (its size)
     multiplier: int
     _name: str
     predefined: bool
+    committed: bool
+    freed: bool
+    tmap: TypeMap
+    #: whether the type's elements are not a dense run (`typemaps.is_dense`): staged
+    gaps: bool
 
     def __init__(self, datatype: Datatype | None = None) -> None:
         """A new handle of ``datatype`` (DATATYPE_NULL when None), as mpi4py's constructor."""
-        self.base: np.dtype | None = None if datatype is None else datatype.base
-        self.multiplier = 1 if datatype is None else datatype.multiplier
-        self._name = "" if datatype is None else datatype._name
-        self.predefined = False if datatype is None else datatype.predefined
-        self.committed = True
+        self._set(None if datatype is None else datatype.base,
+                  typemaps.dense(1) if datatype is None else datatype.tmap,
+                  "" if datatype is None else datatype._name,
+                  False if datatype is None else datatype.predefined)
+        self.committed = True if datatype is None else datatype.committed
+
+    def _set(self, base: np.dtype | None, tmap: TypeMap, name: str, predefined: bool) -> None:
+        self.base, self.tmap, self._name, self.predefined = base, tmap, name, predefined
+        self.multiplier = int(tmap.offsets.size)
+        self.gaps = not typemaps.is_dense(tmap)
         self.freed = False
-        self.exact = self.base if self.multiplier == 1 else None
+        self.exact = base if self.multiplier == 1 and not self.gaps else None
+        self._positions: dict[tuple[int, int], np.ndarray] = {}
 
     @classmethod
-    def _make(cls, base: np.dtype | None, multiplier: int, name: str,
+    def _make(cls, base: np.dtype | None, tmap: TypeMap, name: str,
               predefined: bool) -> Datatype:
         new = cls()
-        new.base, new.multiplier, new._name, new.predefined = base, multiplier, name, predefined
-        new.exact = base if multiplier == 1 else None
+        new._set(base, tmap, name, predefined)
+        new.committed = predefined
+        if not predefined:  # the fast path takes committed types only (`Commit`)
+            new.exact = None
         return new
 
     def __repr__(self) -> str:
@@ -65,15 +90,34 @@ class Datatype:
             raise mpi_exception(ERR_TYPE, f"{call}: invalid datatype {self!r}")
         return self.base
 
+    def positions(self, count: int, first: int) -> np.ndarray:
+        """Where ``count`` elements from element ``first`` of a buffer have their base
+        elements (`typemaps.positions`), kept for the next call with the same arguments."""
+        key = (count, first)
+        found = self._positions.get(key)
+        if found is None:
+            if len(self._positions) >= _POSITIONS_KEPT:
+                self._positions.clear()
+            found = self._positions[key] = typemaps.positions(self.tmap, count, first)
+        return found
+
     def Get_size(self) -> int:
         """Bytes of data in one element of this type."""
         return self._checked("Get_size").itemsize * self.multiplier
 
     def Get_extent(self) -> tuple[int, int]:
-        """``(lb, extent)``: contiguous types have lower bound 0 and extent = size."""
-        return 0, self.Get_size()
+        """``(lb, extent)`` in bytes."""
+        itemsize = self._checked("Get_extent").itemsize
+        return self.tmap.lower * itemsize, self.tmap.span * itemsize
 
-    Get_true_extent = Get_extent
+    def Get_true_extent(self) -> tuple[int, int]:
+        """``(true_lb, true_extent)``: the bytes the data itself spans."""
+        itemsize = self._checked("Get_true_extent").itemsize
+        offsets = self.tmap.offsets
+        if not offsets.size:
+            return 0, 0
+        low = int(offsets.min())
+        return low * itemsize, (int(offsets.max()) + 1 - low) * itemsize
 
     @property
     def size(self) -> int:
@@ -83,17 +127,28 @@ class Datatype:
     @property
     def extent(self) -> int:
         """The extent in bytes."""
-        return self.Get_size()
+        return self.Get_extent()[1]
 
     @property
     def lb(self) -> int:
-        """The lower bound (0)."""
-        return 0
+        """The lower bound in bytes."""
+        return self.Get_extent()[0]
 
     @property
     def ub(self) -> int:
-        """The upper bound (= the extent)."""
-        return self.Get_size()
+        """The upper bound in bytes (lb + extent)."""
+        lb, extent = self.Get_extent()
+        return lb + extent
+
+    @property
+    def true_lb(self) -> int:
+        """The true lower bound in bytes."""
+        return self.Get_true_extent()[0]
+
+    @property
+    def true_extent(self) -> int:
+        """The true extent in bytes."""
+        return self.Get_true_extent()[1]
 
     @property
     def is_predefined(self) -> bool:
@@ -117,7 +172,7 @@ class Datatype:
     def typechar(self) -> str:
         """The buffer-protocol character of the base dtype (``'d'`` for DOUBLE)."""
         base = self._checked("typechar")
-        return base.char if self.multiplier == 1 else ""
+        return base.char if self.exact is not None else ""
 
     def tocode(self) -> str:
         """`typechar`."""
@@ -129,9 +184,10 @@ class Datatype:
         return from_typecode(code, "Datatype.fromcode")
 
     def Commit(self) -> Datatype:
-        """Make the type usable (every type here is)."""
-        self._checked("Commit")
+        """Make the type usable in communication (a derived type must be committed)."""
+        base = self._checked("Commit")
         self.committed = True
+        self.exact = base if self.multiplier == 1 and not self.gaps else None
         return self
 
     def Free(self) -> None:
@@ -142,21 +198,96 @@ class Datatype:
         self.exact = None
 
     def Dup(self) -> Datatype:
-        """A new handle of the same type."""
+        """A new type with the same type map (committed if this one is)."""
         self._checked("Dup")
-        return Datatype._make(self.base, self.multiplier, self._name, False)
+        new = Datatype._make(self.base, self.tmap, self._name, False)
+        return new.Commit() if self.committed else new
+
+    Create_dup = Dup
+
+    # -- constructors ----------------------------------------------------------------------
+    def _derived(self, call: str, build: Any, *args: Any) -> Datatype:
+        base = self._checked(call)
+        return Datatype._make(base, build(self.tmap, *args, call), "", False)
+
+    def _elements(self, nbytes: Any, call: str, what: str) -> int:
+        return typemaps.elements(nbytes, self._checked(call).itemsize, call, what)
 
     def Create_contiguous(self, count: int) -> Datatype:
         """``count`` elements of this type, one after another."""
-        base = self._checked("Create_contiguous")
-        if int(count) < 0:
-            raise mpi_exception(ERR_TYPE, f"Create_contiguous: count {count} is negative")
-        return Datatype._make(base, self.multiplier * int(count), "", False)
+        return self._derived("Create_contiguous", typemaps.contiguous, count)
+
+    def Create_vector(self, count: int, blocklength: int, stride: int) -> Datatype:
+        """``count`` blocks of ``blocklength`` elements, ``stride`` elements apart."""
+        stride = typemaps._integer(stride, "Create_vector", "stride") * self.tmap.span
+        return self._derived("Create_vector", typemaps.vector, count, blocklength, stride)
+
+    def Create_hvector(self, count: int, blocklength: int, stride: int) -> Datatype:
+        """`Create_vector` with the stride in bytes."""
+        stride = self._elements(stride, "Create_hvector", "stride")
+        return self._derived("Create_hvector", typemaps.vector, count, blocklength, stride)
+
+    def Create_indexed(self, blocklengths: Sequence[int],
+                       displacements: Sequence[int]) -> Datatype:
+        """Blocks of ``blocklengths`` elements at ``displacements`` (in elements)."""
+        span = self.tmap.span
+        starts = [typemaps._integer(d, "Create_indexed", "displacements") * span
+                  for d in displacements]
+        return self._derived("Create_indexed", typemaps.indexed, blocklengths, starts)
+
+    def Create_hindexed(self, blocklengths: Sequence[int],
+                        displacements: Sequence[int]) -> Datatype:
+        """`Create_indexed` with displacements in bytes."""
+        starts = [self._elements(d, "Create_hindexed", "displacement") for d in displacements]
+        return self._derived("Create_hindexed", typemaps.indexed, blocklengths, starts)
+
+    def Create_indexed_block(self, blocklength: int,
+                             displacements: Sequence[int]) -> Datatype:
+        """Blocks of ``blocklength`` elements at ``displacements`` (in elements)."""
+        return self.Create_indexed([blocklength] * len(displacements), displacements)
+
+    def Create_hindexed_block(self, blocklength: int,
+                              displacements: Sequence[int]) -> Datatype:
+        """`Create_indexed_block` with displacements in bytes."""
+        return self.Create_hindexed([blocklength] * len(displacements), displacements)
+
+    def Create_subarray(self, sizes: Sequence[int], subsizes: Sequence[int],
+                        starts: Sequence[int], order: int = ORDER_C) -> Datatype:
+        """The block ``subsizes`` at ``starts`` of an array of ``sizes`` of this type."""
+        return self._derived("Create_subarray", typemaps.subarray, sizes, subsizes, starts,
+                             order)
+
+    def Create_resized(self, lb: int, extent: int) -> Datatype:
+        """The same data with lower bound ``lb`` and extent ``extent`` (bytes)."""
+        lower = self._elements(lb, "Create_resized", "lower bound")
+        span = self._elements(extent, "Create_resized", "extent")
+        return self._derived("Create_resized", typemaps.resized, lower, span)
+
+    @classmethod
+    def Create_struct(cls, blocklengths: Sequence[int], displacements: Sequence[int],
+                      datatypes: Sequence[Datatype]) -> Datatype:
+        """Blocks of ``blocklengths`` elements of ``datatypes`` at byte ``displacements``
+        (every type of one base dtype: collops moves one dtype per message)."""
+        call = "Create_struct"
+        bases = {t._checked(call) for t in datatypes}
+        if len(bases) > 1:
+            raise not_implemented("a struct of several base types", f"Datatype.{call}")
+        if not (len(blocklengths) == len(displacements) == len(datatypes)) or not bases:
+            raise mpi_exception(ERR_TYPE, f"{call}: needs one block length, displacement "
+                                "and datatype per block, at least one")
+        base = bases.pop()
+        copies = []
+        for length, displacement, t in zip(blocklengths, displacements, datatypes,
+                                           strict=True):
+            start = typemaps.elements(displacement, base.itemsize, call, "displacement")
+            copies.append((t.tmap, typemaps._ranges([start], typemaps._counts(
+                [length], call, "blocklengths"), t.tmap.span)))
+        return Datatype._make(base, typemaps.laid_out(copies), "", False)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("Create_") or name in ("Pack", "Unpack", "Pack_size",
                                                     "Get_envelope", "Get_contents"):
-            raise not_implemented("derived datatypes other than contiguous", f"Datatype.{name}")
+            raise not_implemented("this datatype constructor or query", f"Datatype.{name}")
         raise AttributeError(name)
 
 
@@ -165,8 +296,8 @@ _BY_DTYPE: dict[np.dtype, Datatype] = {}
 
 
 def _define(name: str, dtype: Any) -> Datatype:
-    datatype = Datatype._make(None if dtype is None else np.dtype(dtype), 1, f"MPI_{name}",
-                              True)
+    datatype = Datatype._make(None if dtype is None else np.dtype(dtype), typemaps.dense(1),
+                              f"MPI_{name}", True)
     PREDEFINED[name] = datatype
     if datatype.base is not None:
         _BY_DTYPE.setdefault(datatype.base, datatype)

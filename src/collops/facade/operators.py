@@ -125,8 +125,11 @@ class Op:
     def Reduce_local(self, inbuf: Any, inoutbuf: Any) -> None:
         """``inoutbuf = inbuf ∘ inoutbuf``, locally."""
         from .buffers import message
-        left = message(inbuf, "Reduce_local", "inbuf", None, False)[0]
-        right = message(inoutbuf, "Reduce_local", "inoutbuf", None, True)[0]
+        from .staging import Stage
+        stage = Stage()
+        left = message(inbuf, "Reduce_local", "inbuf", None, False, 1, stage)[0]
+        right = message(inoutbuf, "Reduce_local", "inoutbuf", None, True, 1, stage)[0]
+        stage.pack()
         if left.size != right.size:
             from ..errors import ArgumentError
             from .exceptions import mpi_error
@@ -135,6 +138,7 @@ class Op:
         op = self.for_buffers("Reduce_local")
         op.check(right.dtype, "Reduce_local")
         op.combine_into(right, left, right.copy())
+        stage.unpack()
 
 
 def _predefined(name: str) -> Op:

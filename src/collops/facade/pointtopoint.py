@@ -14,11 +14,12 @@ import numpy as np
 
 from ..errors import CollopsError
 from ..runtime.p2p import loaded
-from .buffers import message
+from .buffers import fast_array, message
 from .constants import ANY_SOURCE, ANY_TAG
 from .datatypes import _BY_DTYPE
 from .exceptions import mpi_error, not_implemented
 from .requests import Prequest, Request, Status, fill
+from .staging import Stage
 
 
 class Message:
@@ -41,16 +42,21 @@ class Message:
 
     def Recv(self, buf: Any, status: Status | None = None) -> None:
         """Receive the matched message into ``buf``."""
-        arr = message(buf, "Message.Recv", "buf", None, True)[0]
+        stage = Stage()
+        arr = message(buf, "Message.Recv", "buf", None, True, 1, stage)[0]
+        stage.pack()
         try:
             fill(status, self._take("Message.Recv").recv(arr))
         except CollopsError as exc:
             raise mpi_error(exc) from None
+        stage.unpack()
 
     def Irecv(self, buf: Any) -> Request:
         """Non-blocking `Recv`."""
-        arr = message(buf, "Message.Irecv", "buf", None, True)[0]
-        return Request(self._take("Message.Irecv").irecv(arr))
+        stage = Stage()
+        arr = message(buf, "Message.Irecv", "buf", None, True, 1, stage)[0]
+        stage.pack()
+        return Request(self._take("Message.Irecv").irecv(arr), stage.finisher())
 
     def recv(self, status: Status | None = None) -> Any:
         """Receive the matched message as an object."""
@@ -81,6 +87,14 @@ MESSAGE_NULL = Message()
 #: the dtypes with a predefined datatype: an array of one goes to collops as it is (collops
 #: checks its layout), anything else through the buffer-spec parser
 _MAPPED = _BY_DTYPE
+
+
+def _as_is(buf: Any) -> np.ndarray | None:
+    """The array collops takes as it is for the commonest specs — an ndarray of a predefined
+    type's dtype, ``[ndarray, its own predefined type]`` — or None: parse the spec."""
+    if type(buf) is np.ndarray:
+        return buf if buf.dtype in _MAPPED else None
+    return fast_array(buf)
 
 
 class _Both:
@@ -118,20 +132,33 @@ class PointToPoint:
         except CollopsError as exc:
             raise mpi_error(exc) from None
 
-    def _out(self, buf: Any, call: str) -> np.ndarray:
-        return message(buf, call, "buf", self._comm.rank, True)[0]
+    def _out(self, buf: Any, call: str, stage: Stage) -> np.ndarray:
+        arr = _as_is(buf)
+        return message(buf, call, "buf", self._comm.rank, True, 1, stage)[0] if arr is None \
+            else arr
 
-    def _in(self, buf: Any, call: str) -> np.ndarray:
-        return message(buf, call, "buf", self._comm.rank, False)[0]
+    def _in(self, buf: Any, call: str, stage: Stage) -> np.ndarray:
+        arr = _as_is(buf)
+        return message(buf, call, "buf", self._comm.rank, False, 1, stage)[0] if arr is None \
+            else arr
+
+    def _staged(self, method: str, call: str, stage: Stage, *args: Any) -> Request:
+        """`Request` of ``comm.<method>(*args)`` started now, its gapped buffers packed first
+        and a receive's written back when it completes."""
+        stage.pack()
+        return Request(self._do(method, call, *args), stage.finisher())
 
     # -- buffers --------------------------------------------------------------------------
     def Send(self, buf: Any, dest: int, tag: int = 0) -> None:
         """Send ``buf`` to ``dest``."""
         comm = self._comm
-        if type(buf) is not np.ndarray or buf.dtype not in _MAPPED:  # else: as it is
-            buf = message(buf, "Send", "buf", comm.rank, False)[0]
+        arr = buf if type(buf) is np.ndarray and buf.dtype in _MAPPED else _as_is(buf)
+        if arr is None:  # else: as it is
+            stage = Stage()
+            arr = message(buf, "Send", "buf", comm.rank, False, 1, stage)[0]
+            stage.pack()
         try:
-            comm.send(buf, dest, tag)
+            comm.send(arr, dest, tag)
         except CollopsError as exc:
             raise mpi_error(exc) from None
 
@@ -139,86 +166,118 @@ class PointToPoint:
 
     def Ssend(self, buf: Any, dest: int, tag: int = 0) -> None:
         """Send, completing once the receive has matched."""
-        self._do("ssend", "Ssend", self._in(buf, "Ssend"), dest, tag)
+        stage = Stage()
+        arr = self._in(buf, "Ssend", stage)
+        stage.pack()
+        self._do("ssend", "Ssend", arr, dest, tag)
 
     def Isend(self, buf: Any, dest: int, tag: int = 0) -> Request:
         """Non-blocking Send."""
-        return Request(self._do("isend", "Isend", self._in(buf, "Isend"), dest, tag))
+        stage = Stage()
+        return self._staged("isend", "Isend", stage, self._in(buf, "Isend", stage), dest, tag)
 
     Ibsend = Irsend = Isend
 
     def Issend(self, buf: Any, dest: int, tag: int = 0) -> Request:
         """Non-blocking Ssend."""
-        return Request(self._do("issend", "Issend", self._in(buf, "Issend"), dest, tag))
+        stage = Stage()
+        return self._staged("issend", "Issend", stage, self._in(buf, "Issend", stage), dest,
+                            tag)
 
     def Recv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG,
              status: Status | None = None) -> None:
         """Receive into ``buf``."""
         comm = self._comm
-        if type(buf) is not np.ndarray or buf.dtype not in _MAPPED:  # else: as it is
-            buf = message(buf, "Recv", "buf", comm.rank, True)[0]
+        stage = None
+        arr = buf if type(buf) is np.ndarray and buf.dtype in _MAPPED else _as_is(buf)
+        if arr is None:  # else: as it is
+            stage = Stage()
+            arr = message(buf, "Recv", "buf", comm.rank, True, 1, stage)[0]
+            stage.pack()
         try:
-            got = comm.recv(buf, source, tag)
+            got = comm.recv(arr, source, tag)
         except CollopsError as exc:
             raise mpi_error(exc) from None
+        if stage:
+            stage.unpack()
         if status is not None:
             fill(status, got)
 
     def Irecv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:
         """Non-blocking Recv."""
-        return Request(self._do("irecv", "Irecv", self._out(buf, "Irecv"), source, tag))
+        stage = Stage()
+        return self._staged("irecv", "Irecv", stage, self._out(buf, "Irecv", stage), source,
+                            tag)
 
     def Sendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None,
                  source: int = ANY_SOURCE, recvtag: int = ANY_TAG,
                  status: Status | None = None) -> None:
         """Send ``sendbuf`` to ``dest`` and receive into ``recvbuf`` at once."""
-        out = None if recvbuf is None else self._out(recvbuf, "Sendrecv")
-        fill(status, self._do("sendrecv", "Sendrecv", self._in(sendbuf, "Sendrecv"), dest,
-                              sendtag, out, source, recvtag))
+        stage = Stage()
+        out = None if recvbuf is None else self._out(recvbuf, "Sendrecv", stage)
+        x = self._in(sendbuf, "Sendrecv", stage)
+        stage.pack()
+        fill(status, self._do("sendrecv", "Sendrecv", x, dest, sendtag, out, source, recvtag))
+        stage.unpack()
 
     def Isendrecv(self, sendbuf: Any, dest: int, sendtag: int = 0, recvbuf: Any = None,
                   source: int = ANY_SOURCE, recvtag: int = ANY_TAG) -> Request:
         """Non-blocking Sendrecv (MPI-4)."""
-        out = None if recvbuf is None else self._out(recvbuf, "Isendrecv")
+        stage = Stage()
+        out = None if recvbuf is None else self._out(recvbuf, "Isendrecv", stage)
+        x = self._in(sendbuf, "Isendrecv", stage)
+        stage.pack()
         receive = self._do("irecv", "Isendrecv", out, source, recvtag)
-        send = self._do("isend", "Isendrecv", self._in(sendbuf, "Isendrecv"), dest, sendtag)
-        return Request(_Both(send, receive))
+        send = self._do("isend", "Isendrecv", x, dest, sendtag)
+        return Request(_Both(send, receive), stage.finisher())
 
     def Isendrecv_replace(self, buf: Any, dest: int, sendtag: int = 0,
                           source: int = ANY_SOURCE, recvtag: int = ANY_TAG) -> Request:
         """Non-blocking Sendrecv_replace (MPI-4)."""
-        arr = self._out(buf, "Isendrecv_replace")
+        stage = Stage()
+        arr = self._out(buf, "Isendrecv_replace", stage)
+        stage.pack()
         receive = self._do("irecv", "Isendrecv_replace", arr, source, recvtag)
         send = self._do("isend", "Isendrecv_replace", arr.copy(), dest, sendtag)
-        return Request(_Both(send, receive))
+        return Request(_Both(send, receive), stage.finisher())
 
     def Sendrecv_replace(self, buf: Any, dest: int, sendtag: int = 0,
                          source: int = ANY_SOURCE, recvtag: int = ANY_TAG,
                          status: Status | None = None) -> None:
         """Send ``buf`` and receive into it."""
-        arr = self._out(buf, "Sendrecv_replace")
+        stage = Stage()
+        arr = self._out(buf, "Sendrecv_replace", stage)
+        stage.pack()
         fill(status, self._do("sendrecv", "Sendrecv_replace", arr.copy(), dest, sendtag, arr,
                               source, recvtag))
+        stage.unpack()
 
     def Send_init(self, buf: Any, dest: int, tag: int = 0) -> Prequest:
         """Persistent Send: each Start sends ``buf`` as it is then."""
-        arr = self._in(buf, "Send_init")
-        isend = self._p2p("isend", "Send_init")
-        return Prequest(lambda: isend(arr, dest, tag))
+        return self._persistent("isend", "Send_init", buf, False, dest, tag)
 
     Bsend_init = Rsend_init = Send_init
 
     def Ssend_init(self, buf: Any, dest: int, tag: int = 0) -> Prequest:
         """Persistent Ssend."""
-        arr = self._in(buf, "Ssend_init")
-        issend = self._p2p("issend", "Ssend_init")
-        return Prequest(lambda: issend(arr, dest, tag))
+        return self._persistent("issend", "Ssend_init", buf, False, dest, tag)
 
     def Recv_init(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Prequest:
         """Persistent Recv."""
-        arr = self._out(buf, "Recv_init")
-        irecv = self._p2p("irecv", "Recv_init")
-        return Prequest(lambda: irecv(arr, source, tag))
+        return self._persistent("irecv", "Recv_init", buf, True, source, tag)
+
+    def _persistent(self, method: str, call: str, buf: Any, receive: bool, peer: int,
+                    tag: int) -> Prequest:
+        """A persistent request each of whose starts runs ``comm.<method>(arr, peer, tag)``
+        (gapped buffers packed at each start, a receive's written back at each completion)."""
+        stage = Stage()
+        arr = (self._out if receive else self._in)(buf, call, stage)
+        start = self._p2p(method, call)
+
+        def begin() -> Any:
+            stage.pack()
+            return start(arr, peer, tag)
+        return Prequest(begin, stage.finisher())
 
     # -- probes ----------------------------------------------------------------------------
     def Probe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG,

@@ -31,7 +31,7 @@ import numpy as np
 from ..datatypes import dtype_from_token
 from ..errors import CollectiveTimeout, PeerFailed, TransportError, TruncationError
 from ..transport.base import Handle, Transport
-from ..transport.tags import PHASE_BITS, SEQ_BITS, make_tag_base
+from ..transport.tags import P2P_PHASE, SEQ_BITS, make_tag_base
 from .engine import CallInfo
 from .matching import ANY_SOURCE, Envelope, Matcher, Posted
 from .p2p_cells import CellRoute
@@ -39,8 +39,6 @@ from .status import Status
 
 #: the parts of one message, in the low bits of its sequence number's tag
 ENVELOPE, DATA, ACK = 0, 1, 2
-#: the phase no collective uses: point-to-point traffic's own tag space in every context
-P2P_PHASE = (1 << PHASE_BITS) - 1
 #: largest payload carried inside its envelope
 INLINE_MAX = 4096
 #: seconds between checks that the peers a receive waits for are still there

@@ -57,7 +57,13 @@ import numpy as np
 from ..algorithms.fingerprint import describe, given_up
 from ..errors import CollectiveMismatch, CollopsError, PeerFailed, TransportError
 from ..transport.base import Capabilities, Handle
-from ..transport.tags import CALL_BITS, PHASE_BITS, SEQ_BITS, call_of_tag_base
+from ..transport.tags import (
+    CALL_BITS,
+    PHASE_BITS,
+    SEQ_BITS,
+    call_of_tag_base,
+    is_point_to_point,
+)
 from . import segment as seg
 from .bulk import BulkTransfers
 from .direct_area import DirectArea, slot_of
@@ -151,26 +157,38 @@ class ShmTransport(BulkTransfers):
                          deadline)
 
     def close(self) -> None:
-        """Deliver what this rank still owes its peers before it stops: messages queued
-        for room in a full ring (a receive's FIN, an eager message) would otherwise never
-        leave, and a peer would wait for them forever. Gives up on a failed or exited peer
-        and after `CLOSE_FLUSH_SECONDS`; idempotent."""
+        """Deliver what this rank still owes its peers before it stops, as MPI_Finalize
+        completes a rank's sends: messages queued for room in a full ring (a receive's FIN,
+        an eager message, a point-to-point cell) would otherwise never leave, and a large
+        point-to-point send nobody waited for could not be read once this process is gone.
+        Gives up on a failed or exited peer and after `CLOSE_FLUSH_SECONDS`; idempotent."""
         if self._closed:
             return
         self._closed = True
         deadline = time.monotonic() + CLOSE_FLUSH_SECONDS
-        words, queues = self._words, self._send_queue
+        words, cells = self._words, self._cells
         while time.monotonic() < deadline and not words[seg.H_FAILED]:
-            owed = [p for p in self._ranks if queues[p]
+            owed = [p for p in self._ranks if self._owes(p)
                     and words[self._state_word[p]] not in (seg.EXITED, seg.FAILED)]
             if not owed:
                 return
             try:
                 moved = self._advance()  # drains this rank's rings too: the peer may wait
+                if cells is not None:
+                    moved |= cells.progress()
             except CollopsError:
                 return
             if not moved:
                 time.sleep(CLOSE_POLL_SECONDS)
+
+    def _owes(self, peer: int) -> bool:
+        """Whether this rank has something to deliver to ``peer`` before it may stop: a
+        message queued for room, or a point-to-point payload the peer has not read yet."""
+        if self._send_queue[peer] or (self._cells is not None and self._cells.queued[peer]):
+            return True
+        return (any(is_point_to_point(tag) for tag in self._rendezvous_sends[peer])
+                or any(is_point_to_point(tag) for tag in self._streams[peer])
+                or any(is_point_to_point(out.h.tag) for out in self._pipe_out[peer]))
 
     def capabilities(self) -> Capabilities:
         """What this transport offers ("shm_direct": direct areas for small collectives;

@@ -20,6 +20,8 @@ CALL_BITS = 20
 CONTEXT_BITS = 16
 #: communicator contexts a job can hold at once (ids 0 … CONTEXT_LIMIT - 1)
 CONTEXT_LIMIT = 1 << CONTEXT_BITS
+#: the phase no collective uses: point-to-point messages' own tag space in every context
+P2P_PHASE = (1 << PHASE_BITS) - 1
 
 
 def make_tag_base(context: int, call_seq: int, phase: int) -> int:
@@ -33,6 +35,11 @@ def call_of_tag_base(tag_base: int) -> tuple[int, int]:
     """``(context, call number mod 2**CALL_BITS)`` of a phase's tag base."""
     call = tag_base >> (SEQ_BITS + PHASE_BITS)
     return (call >> CALL_BITS) & ((1 << CONTEXT_BITS) - 1), call & ((1 << CALL_BITS) - 1)
+
+
+def is_point_to_point(tag: int) -> bool:
+    """Whether ``tag`` is a point-to-point message's (phase `P2P_PHASE`)."""
+    return (tag >> SEQ_BITS) & P2P_PHASE == P2P_PHASE
 
 
 def call_tag(context: int, seq: int, phase: int) -> tuple[int, int]:
