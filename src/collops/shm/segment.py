@@ -35,8 +35,10 @@ Layout (all offsets are multiples of 64 bytes, so no two writers share a cache l
     stream areas      one per communicator context below ``stream_areas`` (see
                       `collops.shm.stream`): per rank (the writer) a page of
                       control lines — line 0 its filled counter, line 1 + r the drained
-                      counter of reader r, then one header line per chunk slot — and a ring
-                      of stream_chunks chunks of stream_chunk_bytes
+                      counter of reader r, one header line per chunk slot, then the roll
+                      call's lines (`ROLL_LINES`: its words, their fingerprints, the calls
+                      it is done with; see `collops.shm.roll_call`) — and a ring of
+                      stream_chunks chunks of stream_chunk_bytes
     call counters     per rank COUNTED_CONTEXTS words: its next call number on each of the
                       first communicator contexts (written by the rank as it takes a call,
                       read by the others only for stall reports)
@@ -107,6 +109,11 @@ DEFAULT_STREAM_CHUNK_BYTES = 128 * 1024
 STREAM_MAX_RANKS = 63
 #: slots per rank in a direct area (successive calls use them in turn)
 DIRECT_SLOTS = 4
+#: a stream area's roll-call words per rank (`collops.shm.roll_call`: successive rooted calls
+#: and phases use them in turn), and the control lines holding them: words, fingerprints,
+#: calls done
+ROLL_SLOTS = 64
+ROLL_LINES = 3 * ROLL_SLOTS * WORD // LINE
 #: communicator contexts whose next call numbers the segment holds (for stall reports)
 COUNTED_CONTEXTS = 64
 #: bytes of one rank's call counters (whole lines: no other rank writes near them)
@@ -210,8 +217,9 @@ class Layout:
     @property
     def stream_control_bytes(self) -> int:
         """Bytes of one rank's control lines in a stream area: its filled counter, one
-        drained counter per reader, one header per chunk slot (page aligned)."""
-        return _round_up(LINE * (1 + self.size + self.stream_chunks), 4096)
+        drained counter per reader, one header per chunk slot, the roll call's lines (page
+        aligned)."""
+        return _round_up(LINE * (1 + self.size + self.stream_chunks + ROLL_LINES), 4096)
 
     @property
     def stream_rank_bytes(self) -> int:
