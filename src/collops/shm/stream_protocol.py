@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import PeerFailed, TransportError
+from . import kernel
 from . import segment as seg
 from .stream_area import StreamArea
 
@@ -51,7 +52,7 @@ def own_block_source(own: tuple[int, int, int], src: int, nbytes: int, send: int
     ``own_from`` (IN_SEND or IN_RECV), or IN_RECV when a reader whose buffers sit as this
     rank's would copy them aliased."""
     to = recv + own[1] + src - own[0]
-    return IN_RECV if seg.aliased(to, send + src, nbytes) else own_from
+    return IN_RECV if kernel.aliased(to, send + src, nbytes) else own_from
 
 
 # -- the protocol in Python (when the extension is missing or COLLOPS_COMPILED=0) ---------------

@@ -15,7 +15,7 @@ the job's segment (see `segment` for the layout). Three protocols move a message
   invites the sender (SPLIT, carrying the receive buffer's address) to write pieces from the
   back with `process_vm_writev` whenever it polls, the two claiming pieces through words of
   the pair area (see "split single copy" below). Buffers whose kernel copy would suffer 4 KiB
-  aliasing are pipelined instead (`segment.aliased`).
+  aliasing are pipelined instead (`kernel.aliased`).
 * **pipelined** (in between, or without single copy): the receiver answers a request-to-send
   with clear-to-send when its receive is posted and the pair's bulk area is free; the sender
   then streams chunks into the bulk area's chunk slots while the receiver copies earlier
@@ -58,6 +58,7 @@ from ..algorithms.fingerprint import describe, given_up
 from ..errors import CollectiveMismatch, CollopsError, PeerFailed, TransportError
 from ..transport.base import Capabilities, Handle
 from ..transport.tags import CALL_BITS, PHASE_BITS, SEQ_BITS, call_of_tag_base
+from . import kernel
 from . import segment as seg
 from .bulk import BulkTransfers
 from .direct_area import DirectArea, slot_of
@@ -363,7 +364,7 @@ class ShmTransport(BulkTransfers):
         try:
             if ready():
                 return
-            seg.futex_wait(self._base_address + doorbell * 8, ring, timeout)
+            kernel.futex_wait(self._base_address + doorbell * 8, ring, timeout)
         finally:
             words[sleeping] = 0
 
