@@ -53,11 +53,13 @@ class RollBook:
         self.last = [0] * ROLL_SLOTS
 
 
-def book_of(direct: DirectArea) -> RollBook:
-    """The `RollBook` of ``direct``'s communicator on this rank."""
-    book = direct.memo.get(RollBook)
+def book_of(direct: DirectArea, area: StreamArea) -> RollBook:
+    """The `RollBook` of ``direct``'s communicator on this rank (kept on the stream area, for
+    the life of the job: a memo that forgets it would let a word be overwritten early)."""
+    group = tuple(direct.group)
+    book = area.roll_books.get(group)
     if book is None:
-        book = direct.memo[RollBook] = RollBook()
+        book = area.roll_books[group] = RollBook()
     assert isinstance(book, RollBook)
     return book
 
@@ -71,7 +73,7 @@ class RollCall:
 
     def __init__(self, direct: DirectArea, area: StreamArea, seq: int, phase: int,
                  fingerprint: int) -> None:
-        self.direct, self.book = direct, book_of(direct)
+        self.direct, self.book = direct, book_of(direct, area)
         self.words = direct.words
         self.k = k = call_number(seq, phase)
         self.slot = slot = (2 * seq + phase) % ROLL_SLOTS

@@ -61,6 +61,8 @@ class StreamArea:
         #: numbers of the calls this rank left unfinished (an error ended them), most recent
         #: last: their chunks are drained unread (`stream_protocol.skip_abandoned`)
         self.abandoned: deque[int] = deque(maxlen=64)
+        #: per communicator group: its `roll_call.RollBook` on this rank (never forgotten)
+        self.roll_books: dict[tuple[int, ...], Any] = {}
         #: what the algorithms using this area work out once per call signature
         self.memo: dict[object, object] = {}
         transport._segment.prefault(base[0], self.size * lay.stream_rank_bytes)
