@@ -90,7 +90,8 @@ class RollCall:
         self.my_done = area.roll_done[group[me]] + slot
         self.written = False
         self.left = 1
-        self._write()
+        # no wake: the call's stream part, which follows, wakes the peers as it moves
+        self._write(wake=False)
 
     def _free(self) -> bool:
         """Whether every peer is done with the call whose word this rank's slot holds."""
@@ -98,15 +99,17 @@ class RollCall:
         words = self.words
         return not last or all(words[d] == last for d in self.dones)
 
-    def _write(self) -> bool:
-        """Store this rank's word once its slot is free; whether it is stored."""
+    def _write(self, wake: bool = True) -> bool:
+        """Store this rank's word once its slot is free (``wake``: wake the peers asleep);
+        whether it is stored."""
         if not self.written and self._free():
             words = self.words
             words[self.my_fp] = self.fingerprint
             words[self.my_held] = self.word
             self.book.last[self.slot] = self.k
             self.written = True
-            self.direct.transport.wake_sleepers(self.direct.group)
+            if wake:
+                self.direct.transport.wake_sleepers(self.direct.group)
         return self.written
 
     def ready(self) -> bool:
@@ -156,8 +159,8 @@ class RollCall:
 
     def end(self) -> None:
         """This rank is done with the call (whatever ended it): say so, so the peers may
-        store their words for a later call in the slot."""
+        store their words for a later call in the slot (no wake: a peer waits for this only
+        when it runs half the slots ahead, and looks again within its sleep slice)."""
         if self.left:
             self.left = 0
             self.words[self.my_done] = self.k
-            self.direct.transport.wake_sleepers(self.direct.group)
