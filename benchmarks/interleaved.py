@@ -49,9 +49,10 @@ def main() -> None:
 
     from collops.bench.measure import buffers, collops_call
     from collops.bench.mpi_worker import mpi_call
+    from collops.shm import kernel
     from collops.shm import segment as seg
 
-    cma = seg.cross_memory_attach_works()  # it forks: before MPI starts its threads
+    cma = kernel.cross_memory_attach_works()  # it forks: before MPI starts its threads
 
     from mpi4py import MPI
 

@@ -25,7 +25,8 @@ from . import config
 from .algorithms import COLLECTIVES, algorithms
 from .compiled import runner_status
 from .errors import TransportError
-from .shm.segment import DEFAULT_PER_RANK, PAIR_RESERVE, Layout, cross_memory_attach_works
+from .shm.kernel import cross_memory_attach_works
+from .shm.segment import DEFAULT_PER_RANK, PAIR_RESERVE, Layout
 from .transport.placement import BIND_POLICIES, plan_binding, usable_cpus
 
 #: ranks the shared-memory figures are given for besides ``--nprocs``

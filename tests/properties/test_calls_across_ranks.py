@@ -180,54 +180,69 @@ def test_an_invalid_argument_on_one_rank(transport, example):
     assert not waited, [r["got"] for r in reports]
 
 
-#: roots each rank names, by scenario, on 3 ranks: nobody names itself (rank 0 names 1, the
-#: others 0), or rank 2 is the root for all but rank 1, which names rank 0
-ROOTS = {"no root": (1, 0, 0), "a third rank": (2, 0, 2)}
+#: roots each rank names, by scenario: nobody names itself (rank 0 names 1, the others 0), or
+#: rank 2 is the root for all but rank 1, which names rank 0 — and the property test's
+#: disagreements (`Deviation`: one rank names the root's successor), root 0, deviant rank d
+ROOTS = {"no root": (1, 0, 0), "a third rank": (2, 0, 2),
+         **{f"{p} ranks, rank {d} names 1": tuple(int(r == d) for r in range(p))
+            for p in (3, 4) for d in range(p)}}
 
 
 def _disagreeing_roots(comm: collops.Comm, collective: str, scenario: str,
                        n: int = 6) -> list[dict[str, Any]]:
     """The rooted call of ``n`` items per rank's block with this rank's root of ``scenario``,
-    then three allgathers."""
+    then three allgathers and the rooted call again with every rank naming root 0."""
     x = np.arange(6.0) + comm.rank
     mine = np.arange(float(n * (comm.size if collective == "scatter" else 1))) + comm.rank
-    root = ROOTS[scenario][comm.rank]
-    if collective == "reduce":
-        first = _outcome(lambda: comm.reduce(mine, "sum", root, timeout=CALL_TIMEOUT))
-    else:
-        first = _outcome(lambda: getattr(comm, collective)(mine, root, timeout=CALL_TIMEOUT))
-    return [first] + [_outcome(lambda: comm.allgather(x, timeout=FOLLOW_UP_TIMEOUT))
-                      for _ in range(3)]
+
+    def rooted(root: int) -> Any:
+        if collective == "reduce":
+            return comm.reduce(mine, "sum", root, timeout=CALL_TIMEOUT)
+        return getattr(comm, collective)(mine, root, timeout=CALL_TIMEOUT)
+
+    first = _outcome(lambda: rooted(ROOTS[scenario][comm.rank]))
+    after = [_outcome(lambda: comm.allgather(x, timeout=FOLLOW_UP_TIMEOUT)) for _ in range(3)]
+    return [first, *after, _outcome(lambda: rooted(0))]
+
+
+def _agreed(collective: str, size: int, n: int) -> list[Any]:
+    """numpy's result of `_disagreeing_roots`'s last call (root 0) on each rank."""
+    blocks = [np.arange(float(n * (size if collective == "scatter" else 1))) + r
+              for r in range(size)]
+    if collective == "bcast":
+        return [blocks[0]] * size
+    if collective == "scatter":
+        return [blocks[0][r * n:(r + 1) * n] for r in range(size)]
+    if collective == "gather":
+        return [np.concatenate(blocks)] + [None] * (size - 1)
+    return [np.sum(blocks, axis=0)] + [None] * (size - 1)
 
 
 #: the rooted calls whose ranks disagree on the root, by scenario
-DISAGREEING = [("no root", "bcast"), ("no root", "scatter"), ("no root", "gather"),
-               ("no root", "reduce"), ("a third rank", "bcast"), ("a third rank", "scatter"),
-               ("a third rank", "gather"), ("a third rank", "reduce")]
+DISAGREEING = [(scenario, collective) for scenario in ("no root", "a third rank")
+               for collective in ("bcast", "scatter", "gather", "reduce")]
 
 
 #: float64 items of each rank's block at 8 MiB
 LARGE = 1 << 20
-#: at 8 MiB a gather or reduce of 3 ranks goes by ``shm_stream``, whose non-roots wait for
-#: their root: with nobody the root they all time out, and with a third rank the reader whose
-#: root agrees returns while the others time out
-SHM_LARGE = pytest.mark.xfail(strict=True, reason="shm_stream: a gather's or reduce's ranks "
-                              "that disagree on the root wait for their timeout")
 
 
 def _root_cases() -> list[Any]:
     """(scenario, collective, transport, compiled runners on, items): threads, then shm's
     compiled runners and its Python protocol (what a machine without a compiler runs), at 48
-    bytes; threads and shm at 8 MiB."""
+    bytes; threads and shm at 8 MiB (shm's streams, both ways, with every scenario)."""
     cases = []
     for scenario, collective in DISAGREEING:
         cases += [pytest.param(scenario, collective, "inproc", True, 6),
                   pytest.param(scenario, collective, "shm", True, 6),
                   pytest.param(scenario, collective, "shm", False, 6, id=f"{scenario}-"
                                f"{collective}-shm-python-6"),
-                  pytest.param(scenario, collective, "inproc", True, LARGE),
-                  pytest.param(scenario, collective, "shm", True, LARGE, marks=SHM_LARGE
-                               if collective in ("gather", "reduce") else ())]
+                  pytest.param(scenario, collective, "inproc", True, LARGE)]
+    for scenario in ROOTS:
+        for collective in ("bcast", "scatter", "gather", "reduce"):
+            cases += [pytest.param(scenario, collective, "shm", True, LARGE),
+                      pytest.param(scenario, collective, "shm", False, LARGE, id=f"{scenario}-"
+                                   f"{collective}-shm-python-{LARGE}")]
     return cases
 
 
@@ -235,14 +250,18 @@ def _root_cases() -> list[Any]:
 @pytest.mark.parametrize("scenario,collective,transport,compiled,n", _root_cases())
 def test_ranks_disagreeing_on_the_root_raise_collective_mismatch(transport, scenario,
                                                                   collective, compiled, n):
+    size = len(ROOTS[scenario])
     with compiled_runners(compiled):
-        got = collops.spawn(_disagreeing_roots, 3, collective, scenario, n,
+        got = collops.spawn(_disagreeing_roots, size, collective, scenario, n,
                             transport=transport, timeout=SPAWN_TIMEOUT)
     # every rank is told at once (no rank returns, none waits for its timeout), naming both
-    # roots; the communicator then works
+    # roots; the communicator then works, for small calls and for the rooted call agreed
     assert all(calls[0].get("error") == "CollectiveMismatch" for calls in got), got
     assert all(re.search(r"root: \d vs \d", calls[0]["message"]) for calls in got), got
     assert all("result" in after for calls in got for after in calls[1:]), got
-    x = [np.arange(6.0) + rank for rank in range(3)]
+    x = [np.arange(6.0) + rank for rank in range(size)]
     assert all(np.array_equal(after["result"], np.concatenate(x)) for calls in got
-               for after in calls[1:]), got
+               for after in calls[1:4]), got
+    want = _agreed(collective, size, n)
+    assert all(same_result(calls[4]["result"], want[rank])
+               for rank, calls in enumerate(got)), [calls[4] for calls in got]

@@ -8,7 +8,7 @@ in the window, at its edges, outside it — meets lengths that are a multiple of
 loop's 64 bytes nor the piece, through the direct slots and the stream rings, and the
 results are compared with numpy's. Then calls that receive enough for the stream's
 non-temporal stores (`copy_streaming`), at odd alignments and lengths; the transport's own
-copies between its bulk area and the user's buffers (`segment.copy_memory`, compiled and
+copies between its bulk area and the user's buffers (`kernel.copy_memory`, compiled and
 in Python) and its single copies (`RemoteReader`, aliased ones through a bounce buffer).
 """
 
@@ -94,12 +94,12 @@ def test_copies_that_bypass_the_cache_match_numpy(offset):
 
 @pytest.mark.parametrize("copy", ["compiled", "python"])
 def test_the_transports_copy_matches_numpy_at_every_distance(copy):
-    from collops.shm import segment as seg
+    from collops.shm import kernel
     if copy == "compiled":
         from collops.shm import _stream
         fn = _stream.copy
     else:
-        fn = seg._copy_in_pieces
+        fn = kernel._copy_in_pieces
     for nbytes in (1, 2048, 2049, 300_001):
         source = _at(0, nbytes, 3)
         for offset in OFFSETS:
@@ -133,11 +133,11 @@ def test_single_copies_at_every_distance_match_numpy():
     aliased ones go through the bounce buffer, a piece at a time."""
     import os
 
-    from collops.shm import segment as seg
-    if not seg.cross_memory_attach_works():
+    from collops.shm import kernel
+    if not kernel.cross_memory_attach_works():
         pytest.skip("cross-memory attach is not permitted here")
-    reader = seg.RemoteReader()
-    for nbytes in (2049, seg.BOUNCE_BYTES + 5000):
+    reader = kernel.RemoteReader()
+    for nbytes in (2049, kernel.BOUNCE_BYTES + 5000):
         source = _at(0, nbytes, 3)
         for offset in OFFSETS:
             for move in (reader.read, reader.write):

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable
 from typing import IO, Any
 
 from ..errors import CollectiveTimeout, RankFailed, TransportError
+from ..shm import kernel
 from ..shm import segment as seg
 from ..transport import placement
 from ..transport.base import Transport
@@ -116,7 +117,7 @@ class _Job:
         for r in range(self.nprocs):
             w = self.layout.rank_word(r, seg.R_DOORBELL)
             self.words[w] = (self.words[w] + 1) & 0xFFFFFFFF
-            seg.futex_wake(self.segment.address + w * 8)
+            kernel.futex_wake(self.segment.address + w * 8)
 
     def close(self) -> None:
         """Unmap the segment and close the launcher's descriptor (the ranks' mappings keep

@@ -99,7 +99,7 @@ yield:
 #define COPY_WHOLE_FROM (1024 * 1024)
 
 /* Whether a copy of `n` bytes from `src` to `dst` is in the 4 KiB-aliasing slow case (see
- * `copy_bytes`), for glibc's memcpy and the kernel's copy alike (`segment.aliased` in
+ * `copy_bytes`), for glibc's memcpy and the kernel's copy alike (`kernel.aliased` in
  * Python). */
 static inline int aliased(uintptr_t dst, uintptr_t src, size_t n) {
     uintptr_t delta = (dst - src) & 4095;

@@ -8,6 +8,7 @@ import time
 
 from ..errors import PeerFailed, TransportError
 from ..transport.base import Handle
+from . import kernel
 from . import segment as seg
 from .endpoint import (
     _FENCE,
@@ -111,9 +112,9 @@ class BulkTransfers(ShmEndpoint):
             return
         readable = address != 0 and self._single_copy
         if (readable and kind == seg.RTS_CMA and not self._oversubscribed
-                and seg.aliased(_address(out), address, n)):
+                and kernel.aliased(_address(out), address, n)):
             # the kernel's copy would crawl (1 MiB in 450 µs instead of 110): through the
-            # bulk area instead, whose copies go around it (`seg.copy_memory`)
+            # bulk area instead, whose copies go around it (`kernel.copy_memory`)
             readable = False
         if (readable and kind == seg.RTS_CMA and n >= self._split_min
                 and self._split_in[src] is None):
@@ -372,7 +373,7 @@ class BulkTransfers(ShmEndpoint):
             p = base + (count % nchunks) * slot
             if not transfer.address:
                 transfer.address = _address(transfer.data)
-            seg.copy_memory(self._base_address + p, transfer.address + offset, end - offset)
+            kernel.copy_memory(self._base_address + p, transfer.address + offset, end - offset)
             count += 1
             words[filled_word] = count
             transfer.offset = min(offset + transfer.piece, n)
@@ -402,7 +403,7 @@ class BulkTransfers(ShmEndpoint):
                 if not transfer.local:
                     transfer.local = _address(transfer.out)
                 # the slots start on a page, numpy's arrays 16 bytes into one: around aliasing
-                seg.copy_memory(transfer.local + front, self._base_address + p, end - front)
+                kernel.copy_memory(transfer.local + front, self._base_address + p, end - front)
             transfer.front = min(front + transfer.piece, transfer.n)
             count += 1
             words[drained_word] = count

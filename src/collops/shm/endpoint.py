@@ -20,7 +20,7 @@ from ..compiled import warn_if_interpreted
 from ..errors import TransportError
 from ..transport import placement
 from ..transport.base import Handle, Transport
-from . import cells
+from . import cells, kernel
 from . import segment as seg
 from .direct_area import DirectArea, set_slot_capacity
 from .stream_area import StreamArea
@@ -155,7 +155,7 @@ class ShmEndpoint(Transport):
                               int(self._protocols["split_piece_max"][0]))
         if layout.direct_areas and layout.direct_bytes:
             set_slot_capacity(layout.direct_bytes)
-        self._reader = seg.RemoteReader()
+        self._reader = kernel.RemoteReader()
         if not (cells.compiled() and config.settings.compiled):
             self._protocols["p2p_cells"] = (False, "the compiled cell rings (collops.shm._p2p) "
                                             "are not in use")
@@ -291,5 +291,5 @@ class ShmEndpoint(Transport):
     def _wake(self, peer: int) -> None:
         words, w = self._words, self._doorbell_word[peer]
         words[w] = (words[w] + 1) & _MASK32
-        seg.futex_wake(self._base_address + w * 8)
+        kernel.futex_wake(self._base_address + w * 8)
 

@@ -1,99 +1,166 @@
-"""Roll call: the members of a rooted native call meet the root's word for the call.
+"""Roll call: every member of a rooted streamed call meets every other member's word for it.
 
-A bcast or scatter root hears from no one, and two ranks that each believe themselves the
-root of a gather or reduce wait for data nobody sends: ranks that disagree on the root would
-return different data or hang. ``shm_stream`` runs its rooted calls with a roll call beside
-the data: the root stores its held word for the call (call number and fingerprint, which
-holds the root) in its direct slot; every other member waits for that word and acknowledges
-it; the root completes once every member has. Two ranks that each believe themselves the root
-both store a word, and each meets the other's — the call's number with another fingerprint —
-while it waits: `CollectiveMismatch` naming both calls (`DirectArea.check`, with the call's
-``expect``). Only the root writes: a member's word in its own slot could wait behind the
-acknowledgement of a later call whose execution started first, and deadlock.
+A bcast or scatter root hears from no one, and ranks that each believe another the root of a
+gather or reduce write their blocks for a root that reads none: ranks that disagree on the
+root would return different data or hang. ``shm_stream`` therefore runs its rooted calls with
+a roll call beside the data: each member stores its word for the call (call number and
+fingerprint, which holds the root) and completes only once every other member's word for the
+call is its own. Ranks that disagree meet a word with the call's number and another
+fingerprint: `CollectiveMismatch` naming both roots, on every rank — a rank whose word matches
+some peers' still differs from the word of a rank that named another root, so no rank returns
+from a call another fails. Waiting for every word costs no round trip: the members need each
+other for the data anyway, and the words are stored as the call begins.
+
+The words are not the direct slots (`DirectArea`): a word there waits for the slot's previous
+call to be acknowledged, in the direct area's one write order, and a member's word queued
+behind a later call's acknowledgement could deadlock. Each rank has `ROLL_SLOTS` words of its
+own in its stream area's control page, written by nobody else and waited for by nobody but
+the roll call: phase ``ph`` of call ``seq`` uses word ``(2 seq + ph) mod ROLL_SLOTS``. A rank
+overwrites its word for an earlier call there only once every peer has said it is done with
+that call (its *done* word in that slot holds the call's number, written whatever ended the
+call: success or error), so no peer misses a word. That wait is for a call half the slots
+(32 calls) earlier, which never waits for this one — unless a rank begins a phase more than
+32 calls after later ones (a non-blocking bcast's data phase waits for its envelope): then
+the call waits until the earlier one is done everywhere, or its timeout. A rank that gives a
+call up before it could store its word (its slot still busy) stores none; its peers then
+raise for their own reasons or at their timeout. The fingerprint beside each word is for the
+error message.
 """
 
 from __future__ import annotations
 
-from .direct_area import DirectArea, call_number, held_word, slot_of
+from typing import TYPE_CHECKING
+
+from ..algorithms.fingerprint import mismatch
+from ..errors import CollectiveMismatch
+from .direct_area import DirectArea, call_number, held_word
+from .segment import ROLL_SLOTS
+
+if TYPE_CHECKING:
+    from .stream_area import StreamArea
 
 #: the collectives with a root
 ROOTED = frozenset({"bcast", "scatter", "gather", "reduce"})
 
 
+class RollBook:
+    """One rank's roll calls on one communicator: the call whose word each slot holds."""
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        #: per slot: the number of the call this rank last wrote there (0: none)
+        self.last = [0] * ROLL_SLOTS
+
+
+def book_of(direct: DirectArea, area: StreamArea) -> RollBook:
+    """The `RollBook` of ``direct``'s communicator on this rank (kept on the stream area, for
+    the life of the job: a memo that forgets it would let a word be overwritten early)."""
+    group = tuple(direct.group)
+    book = area.roll_books.get(group)
+    if book is None:
+        book = area.roll_books[group] = RollBook()
+    assert isinstance(book, RollBook)
+    return book
+
+
 class RollCall:
-    """One member's part of a roll call: the root stores its word and waits for every
-    member's acknowledgement; the others wait for the root's word and acknowledge it."""
+    """One member's part of a roll call: store its word, then wait until every other member's
+    word for the call is the same."""
 
-    __slots__ = ("area", "slot", "k", "word", "fingerprint", "root", "is_root", "others",
-                 "written", "left", "write_k")
+    __slots__ = ("direct", "book", "words", "slot", "k", "word", "fingerprint", "others",
+                 "theirs", "fps", "dones", "my_held", "my_fp", "my_done", "written", "left")
 
-    def __init__(self, area: DirectArea, size: int, root: int, rank: int, seq: int,
-                 phase: int, fingerprint: int) -> None:
-        self.area = area
+    def __init__(self, direct: DirectArea, area: StreamArea, seq: int, phase: int,
+                 fingerprint: int) -> None:
+        self.direct, self.book = direct, book_of(direct, area)
+        self.words = direct.words
         self.k = k = call_number(seq, phase)
-        self.slot = slot_of(seq, phase)
+        self.slot = slot = (2 * seq + phase) % ROLL_SLOTS
         self.fingerprint = fingerprint
         self.word = held_word(k, fingerprint)
-        self.root = root
-        self.is_root = is_root = rank == root
-        #: the root: the members that acknowledge its word; the others: the root
-        self.others = tuple(j for j in range(size) if j != rank) if is_root else (root,)
-        self.written = not is_root
+        group, me = direct.group, direct.index
+        #: the other members (group ranks) and the words of theirs this call reads
+        self.others = [m for m in range(len(group)) if m != me]
+        self.theirs = [area.roll_held[group[m]] + slot for m in self.others]
+        self.fps = [area.roll_fps[group[m]] + slot for m in self.others]
+        self.dones = [area.roll_done[group[m]] + slot for m in self.others]
+        self.my_held = area.roll_held[group[me]] + slot
+        self.my_fp = area.roll_fps[group[me]] + slot
+        self.my_done = area.roll_done[group[me]] + slot
+        self.written = False
         self.left = 1
-        if is_root:
-            if not area.unwritten and area.writable(self.slot):
-                self._write()
-            else:
-                area.inflight += 1
-                area.queue_write(self, k)
-        else:
-            self.poll()  # the root's word may be there already: acknowledge before the data
+        # no wake: the call's stream part, which follows, wakes the peers as it moves
+        self._write(wake=False)
 
-    def _write(self) -> None:
-        self.area.publish(self.slot, self.k, self.fingerprint, self.others)
-        self.written = True
+    def _free(self) -> bool:
+        """Whether every peer is done with the call whose word this rank's slot holds."""
+        last = self.book.last[self.slot]
+        words = self.words
+        return not last or all(words[d] == last for d in self.dones)
+
+    def _write(self, wake: bool = True) -> bool:
+        """Store this rank's word once its slot is free (``wake``: wake the peers asleep);
+        whether it is stored."""
+        if not self.written and self._free():
+            words = self.words
+            words[self.my_fp] = self.fingerprint
+            words[self.my_held] = self.word
+            self.book.last[self.slot] = self.k
+            self.written = True
+            if wake:
+                self.direct.transport.wake_sleepers(self.direct.group)
+        return self.written
 
     def ready(self) -> bool:
-        """Whether `poll` can move: the word may be stored, or the awaited words have come."""
-        area = self.area
+        """Whether `poll` can move: the word may be stored, or every peer's word has come."""
         if not self.written:
-            return area.unwritten[0] is self and area.writable(self.slot)
-        return not self.awaited()
+            return self._free()
+        words, word = self.words, self.word
+        return all(words[w] == word for w in self.theirs)
 
     def awaited(self) -> list[int]:
-        """The members this rank waits for: readers of the slot's last call, the members
-        yet to acknowledge the root's word, or (elsewhere) the root."""
-        area = self.area
-        if not self.written or self.is_root:
-            return area.unacknowledged(self.slot)
-        return area.missing(self.slot, self.word, self.others)
+        """The members (group ranks) this rank waits for: those yet to finish the slot's last
+        call, or those whose word for this call has not come."""
+        words = self.words
+        if not self.written:
+            last = self.book.last[self.slot]
+            return [m for m, d in zip(self.others, self.dones, strict=True) if words[d] != last]
+        return [m for m, w in zip(self.others, self.theirs, strict=True)
+                if words[w] != self.word]
 
     def poll(self) -> bool:
-        """Advance without blocking; True once the root's word is stored and every member
-        has acknowledged it (the root), or this rank has (the others)."""
+        """Advance without blocking; True once every member's word for the call is this
+        rank's (the call is then done with here)."""
         if not self.left:
             return True
-        area = self.area
-        if not self.written:
-            if not (area.unwritten[0] is self and area.writable(self.slot)):
+        if not self._write():
+            return False
+        words, word = self.words, self.word
+        for w in self.theirs:
+            if words[w] != word:
                 return False
-            area.unwritten.popleft()
-            area.inflight -= 1
-            self._write()
-        if self.is_root:
-            if area.unacknowledged(self.slot):
-                return False
-        else:
-            if area.missing(self.slot, self.word, self.others):
-                return False
-            area.acknowledge(self.slot, self.k, self.others)
-        self.left = 0
+        self.end()
         return True
 
+    def check(self, what: str) -> None:
+        """Raise `CollectiveMismatch` if a member's word is for this call with another
+        fingerprint (each word read once, and its fingerprint only if it is the one the word
+        was made from: a word read across a peer's store is looked at again next round)."""
+        words, k = self.words, self.k
+        for m, w, f in zip(self.others, self.theirs, self.fps, strict=True):
+            theirs = int(words[w])
+            if theirs >> 24 != k or theirs == self.word:
+                continue
+            fingerprint = int(words[f])
+            if held_word(k, fingerprint) == theirs == int(words[w]):
+                raise CollectiveMismatch(
+                    f"{what}: {mismatch(self.fingerprint, fingerprint, f'rank {m}')}")
+
     def end(self) -> None:
-        """Give up (the call failed): leave the write queue."""
+        """This rank is done with the call (whatever ended it): say so, so the peers may
+        store their words for a later call in the slot (no wake: a peer waits for this only
+        when it runs half the slots ahead, and looks again within its sleep slice)."""
         if self.left:
             self.left = 0
-            if not self.written:
-                self.area.unwritten.remove(self)
-                self.area.inflight -= 1
+            self.words[self.my_done] = self.k

@@ -40,10 +40,12 @@ call and stops at one of another call. That chunk is handed to the call it belon
 rank has begun it (calls may begin in different orders on different ranks: the data phase
 of a non-blocking bcast starts when its envelope arrives); one with this call's number and
 another fingerprint is `CollectiveMismatch`, saying what each side called. A rank writes its
-calls' chunks in the order it began them (`StreamArea.unwritten`).
+calls' chunks in the order it began them (`StreamArea.unwritten`). A call an error ended
+leaves chunks in the rings; a rank drains past those of the calls it gave up
+(`StreamArea.abandoned`) as it begins or waits in later calls, so the writers' slots free.
 
-A rooted call's root also waits for every member's word for the call in the direct area
-(`roll_call`), so ranks that disagree on the root raise `CollectiveMismatch`.
+A rooted call's members also wait for each other's word for the call (`roll_call`), so
+ranks that disagree on the root all raise `CollectiveMismatch`.
 
 A call is done on a rank once it has written all its chunks and read all it needs — not when
 its readers have read them: the ring holds them, so a writer never waits for a reader beyond
@@ -83,11 +85,12 @@ from ..schedule import Schedule
 from ..transport.tags import call_tag
 from . import direct as shm_direct
 from . import stream_vector
-from .direct_area import DirectArea, call_number, held_word
+from .direct_area import DirectArea, call_number, held_word, slot_of
 from .direct_vector import regular
 from .roll_call import ROOTED, RollCall
+from .stream_area import StreamArea
 from .stream_plan import _addresses, plan_for
-from .stream_protocol import DONE, MOVED, NAME
+from .stream_protocol import DONE, MOVED, NAME, skip_abandoned
 from .stream_run import (
     ChainExecution,
     FoldingExecution,
@@ -122,7 +125,7 @@ def register() -> None:
             restrictions=(ranks,), cost=stream_cost,
             needs=frozenset({shm_direct.RESOURCE, RESOURCE}), native=native,
             transports=shm_direct.TRANSPORTS, in_place=collective in IN_PLACE,
-            agrees_on_root=True))  # the root's roll call (`roll_call`)
+            agrees_on_root=True))  # the members' roll call (`roll_call`)
 
 
 def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:
@@ -164,30 +167,35 @@ def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, se
         prepared = plan_for(area, spec, tuple(direct.group), rank)
         ex = _execution(transport, direct, area, spec, prepared, rank, _flat(send),
                         _flat(recv), seq, phase, context, timeout,
-                        _roll_call(direct, spec, rank, seq, phase, prepared.fingerprint))
+                        _roll_call(direct, area, spec, seq, phase, prepared.fingerprint))
     ex.poll()
     return ex
 
 
-def _roll_call(direct: DirectArea, spec: CallSpec, rank: int, seq: int, phase: int,
+def _roll_call(direct: DirectArea, area: StreamArea, spec: CallSpec, seq: int, phase: int,
                fingerprint: int) -> RollCall | None:
-    """A rooted call's `RollCall` (its root waits for every member's word), else None."""
+    """A rooted call's `RollCall` (its members wait for each other's word), else None."""
     if regular(spec.collective) not in ROOTED or spec.size == 1:
         return None
-    return RollCall(direct, spec.size, spec.root, rank, seq, phase, fingerprint)
+    return RollCall(direct, area, seq, phase, fingerprint)
 
 
 def _hear_every_member(direct: DirectArea, roll: RollCall, spec: CallSpec, rank: int,
                        seq: int, phase: int, context: int, timeout: float | None) -> None:
-    """Finish a streamed call's ``roll`` call: the one wait, from its spin, until the root
-    heard every member (or a mismatch, failure or the deadline raises)."""
+    """Finish a streamed call's ``roll`` call: the one wait, from its spin, until every
+    member's word has come (or a mismatch, failure or the deadline raises)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     what = f"rank {rank}: {spec.collective}[{NAME}]"
-    expect = (roll.slot, roll.word, roll.fingerprint)
+    word = held_word(call_number(seq, phase), roll.fingerprint)
+
+    def awaited() -> list[int]:  # read on each round of the wait: a peer's other word raises
+        roll.check(what)
+        return roll.awaited()
+
     try:
         while not roll.poll():
-            direct.wait(roll.ready, roll.awaited, deadline, what,
-                        call_tag(context, seq, phase), fp.describe, expect)
+            direct.wait(roll.ready, awaited, deadline, what, call_tag(context, seq, phase),
+                        fp.describe, (slot_of(seq, phase), word, roll.fingerprint))
     finally:
         roll.end()
 
@@ -210,7 +218,9 @@ def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None) -> Call
            timeout: float | None, phase: int = 0) -> None:
         flat_send, flat_recv = _flat(send), _flat(recv)
         ex: StreamExecution | FoldingExecution | ChainExecution
-        roll = None if chained else _roll_call(direct, spec, rank, seq, phase, fingerprint)
+        roll = None if chained else _roll_call(direct, area, spec, seq, phase, fingerprint)
+        if area.abandoned:  # chunks of a call this rank gave up may hold a writer back
+            skip_abandoned(area, direct.group)
         if alone is not None and not progress.active and not area.active:
             # nothing else in flight here: the whole call in C, as a rule; else on from there
             state = alone.state.copy()

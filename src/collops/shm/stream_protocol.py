@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import PeerFailed, TransportError
+from . import kernel
 from . import segment as seg
 from .stream_area import StreamArea
 
@@ -51,7 +52,7 @@ def own_block_source(own: tuple[int, int, int], src: int, nbytes: int, send: int
     ``own_from`` (IN_SEND or IN_RECV), or IN_RECV when a reader whose buffers sit as this
     rank's would copy them aliased."""
     to = recv + own[1] + src - own[0]
-    return IN_RECV if seg.aliased(to, send + src, nbytes) else own_from
+    return IN_RECV if kernel.aliased(to, send + src, nbytes) else own_from
 
 
 # -- the protocol in Python (when the extension is missing or COLLOPS_COMPILED=0) ---------------
@@ -283,6 +284,35 @@ class PyPlan:
         if state[S_SELF] < self.own[2]:
             return True
         return self._moved_all(state) and self._references_drained(state)
+
+
+def skip_abandoned(area: StreamArea, writers: Sequence[int]) -> None:
+    """Drain past the chunks at this rank's cursor on each of the ``writers``' rings (world
+    ranks) that belong to calls it left unfinished (`StreamArea.abandoned`) or are not for
+    it, so that its later calls read on and the writers may reuse the slots."""
+    if area.abandoned:
+        for w in writers:
+            if w != area.me:
+                _skip(area, w)
+
+
+def _skip(area: StreamArea, writer: int) -> None:
+    words, nchunks, abandoned = area.words, area.nchunks, area.abandoned
+    filled = int(words[area.filled[writer]])
+    cur = start = max(int(area.cursors[writer]), filled - nchunks)
+    bit, headers = 1 << area.me, area.headers[writer] // seg.WORD
+    while cur < filled:
+        h = headers + 8 * (cur % nchunks)
+        seq = int(words[h + H_SEQ])
+        mask, call = int(words[h + H_MASK]), int(words[h + H_CALL])
+        if seq == cur + 1 == int(words[h + H_SEQ]) and mask & bit \
+                and call >> 24 not in abandoned:
+            break  # a chunk for a call this rank has not given up
+        cur += 1
+    if cur != start:
+        area.cursors[writer] = cur
+        words[area.drained[writer][area.me]] = cur
+        area.transport.wake_sleepers([writer])
 
 
 def _bits(mask: int) -> list[int]:

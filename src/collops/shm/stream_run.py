@@ -36,6 +36,7 @@ from .stream_protocol import (
     S_FOREIGN_WRITER,
     S_RECEIVED,
     S_WRITTEN,
+    skip_abandoned,
 )
 from .transport import ShmTransport
 from .waiting import SPIN, YIELD
@@ -57,7 +58,7 @@ class StreamExecution(AreaExecution):
                  timeout: float | None, state: np.ndarray | None = None,
                  roll: RollCall | None = None) -> None:
         self.stream, self.spec = area, spec
-        #: a rooted call's roll call (`roll_call`), done once the root heard every member
+        #: a rooted call's roll call (`roll_call`), done once every member's word came
         self.roll = roll
         #: whether the stream part is done (the roll call may still wait)
         self.streamed = False
@@ -74,6 +75,10 @@ class StreamExecution(AreaExecution):
         self.spin = _spin(transport)
         self.moved = False
         area.active.append(self)
+        if area.abandoned:
+            if k in area.abandoned:  # a number used again (a new communicator, same context)
+                area.abandoned.remove(k)
+            skip_abandoned(area, direct.group)
         if self.state[S_WRITTEN] < self.nwrites:
             area.unwritten.append(self)
         self._begin(transport, direct, f"rank {rank}: {prepared.collective}[{NAME}]",
@@ -105,7 +110,9 @@ class StreamExecution(AreaExecution):
         status = self._step(spin)
         moved = self.moved
         if status == FOREIGN:
-            # a chunk of another call this rank has begun: give it to that call
+            # a chunk of another call this rank has begun: give it to that call; of one it
+            # gave up: drain past it
+            self._skip_abandoned()
             for other in list(self.stream.active):
                 if other is not self and other.left:
                     other._step(0.0)
@@ -117,18 +124,25 @@ class StreamExecution(AreaExecution):
         if status == FAILED:
             self._failed()
         if status == FOREIGN or not moved:
-            self._check()  # only when stuck: the checks cost more than a chunk
+            # only when stuck: the checks cost more than a chunk; a writer may wait for this
+            # rank to drain the chunks of a call it gave up
+            self._skip_abandoned()
+            self._check()
         return False
 
     def _roll_called(self) -> bool:
         """Whether the streamed call's roll call is done (else check why not)."""
         if self.roll is None or self.roll.poll():
             return True
+        self._skip_abandoned()
         return self._stuck()
 
     def _awaited(self) -> list[int]:
         """The group ranks this call waits for: writers not fully read, a reader to drain,
-        members the roll call has not heard."""
+        members the roll call has not heard (read on every round of a wait: a member's word
+        for the call with another fingerprint raises `CollectiveMismatch` here)."""
+        if self.roll is not None:
+            self.roll.check(self.what)
         if self.streamed:
             return [] if self.roll is None else self.roll.awaited()
         state, prepared, group = self.state, self.prepared, self.area.group
@@ -182,9 +196,17 @@ class StreamExecution(AreaExecution):
         stream.active.remove(self)
         if self in stream.unwritten:
             stream.unwritten.remove(self)
+        if not (self.streamed and (self.roll is None or not self.roll.left)):
+            # an error ended the call: its chunks still to read are drained unread, now and
+            # as later calls meet them, so the rings go on serving the communicator
+            stream.abandoned.append(self.word >> 24)
+            self._skip_abandoned()
         if self.roll is not None:
             self.roll.end()
         self.send = self.recv = None
+
+    def _skip_abandoned(self) -> None:
+        skip_abandoned(self.stream, self.area.group)
 
 
 def _areas_of(call: NativeCall) -> tuple[ShmTransport, DirectArea, StreamArea]:

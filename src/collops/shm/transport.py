@@ -15,7 +15,7 @@ the job's segment (see `segment` for the layout). Three protocols move a message
   invites the sender (SPLIT, carrying the receive buffer's address) to write pieces from the
   back with `process_vm_writev` whenever it polls, the two claiming pieces through words of
   the pair area (see "split single copy" below). Buffers whose kernel copy would suffer 4 KiB
-  aliasing are pipelined instead (`segment.aliased`).
+  aliasing are pipelined instead (`kernel.aliased`).
 * **pipelined** (in between, or without single copy): the receiver answers a request-to-send
   with clear-to-send when its receive is posted and the pair's bulk area is free; the sender
   then streams chunks into the bulk area's chunk slots while the receiver copies earlier
@@ -64,6 +64,7 @@ from ..transport.tags import (
     call_of_tag_base,
     is_point_to_point,
 )
+from . import kernel
 from . import segment as seg
 from .bulk import BulkTransfers
 from .direct_area import DirectArea, slot_of
@@ -381,7 +382,7 @@ class ShmTransport(BulkTransfers):
         try:
             if ready():
                 return
-            seg.futex_wait(self._base_address + doorbell * 8, ring, timeout)
+            kernel.futex_wait(self._base_address + doorbell * 8, ring, timeout)
         finally:
             words[sleeping] = 0
 
