@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from collops.algorithms import get_algorithm
-from collops.sim import flow_compiled
+from collops.sim import flow_compiled, simulate
 from collops.sim.api import call_specs
-from collops.sim.flow import FlowSimulation
+from collops.sim.flow import FlowSimulation, flow_network
 from collops.sim.program import Program, program_from_schedules
 from collops.sim.step_programs import step_generator
-from collops.topology import parse_topology, place
+from collops.topology import NetworkParams, parse_topology, place
 
 
 def _both(collective: str, algorithm: str, p: int, size: int,
@@ -81,3 +81,33 @@ def test_flow_model_runs_both_programs_alike(window: int, algorithm: str, params
         assert a.time_s == b.time_s
         np.testing.assert_array_equal(a.message_done_s, b.message_done_s)
         np.testing.assert_array_equal(a.link_loads, b.link_loads)
+
+
+@pytest.mark.parametrize("model", ["flow", "packet"])
+def test_simulate_takes_the_vectorised_steps_when_asked(model: str) -> None:
+    topology = parse_topology("torus:2x2x4")
+    args = dict(size_bytes=512, model=model, params={"order": "random", "seed": 2}, window=1,
+                gamma=0.0)
+    fast = simulate("alltoall", "linear", topology, fast=True, **args)
+    built = simulate("alltoall", "linear", topology, fast=False, **args)
+    assert (fast.source, built.source) == ("vectorised steps", "registry")
+    assert fast.time_s == built.time_s
+    np.testing.assert_array_equal(fast.link_loads, built.link_loads)
+
+
+def test_flow_network_in_chunks_equals_the_routes_at_once(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """Routes taken a few pairs at a time give the routes, latencies and loads of one call."""
+    topology = parse_topology("torus:4x4x4", NetworkParams(hop_latency=3e-7))
+    nodes = place(topology, 64, "row-major")
+    fast, _ = _both("alltoall", "linear", 64, 100, {"order": "random"})
+    offsets, links = topology.routes(nodes[fast.msg_src], nodes[fast.msg_dst])
+    monkeypatch.setattr(type(topology), "_pair_chunk", lambda self, max_links=0: 7)
+    net = flow_network(fast, topology, nodes)
+    assert net.route_links.dtype == np.int32
+    np.testing.assert_array_equal(net.route_offsets, offsets)
+    np.testing.assert_array_equal(net.route_links, links)
+    hops = np.diff(np.asarray(offsets))
+    np.testing.assert_allclose(net.route_latency, hops * 3e-7, rtol=1e-12)
+    expected = np.bincount(links, weights=np.repeat(net.wire, hops), minlength=len(net.capacity))
+    np.testing.assert_array_equal(net.link_loads, expected)
