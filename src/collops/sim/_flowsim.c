@@ -607,7 +607,10 @@ static int simulate(Sim *s, int64_t nsteps, PyObject *progress) {
 static void release(Sim *s, int64_t nranks) {
     free(s->waiting); free(s->events.v); free(s->cpu_free); free(s->in_flight);
     if (s->pending)
-        for (int64_t r = 0; r < nranks; ++r) { free(s->pending[r].run.v); free(s->pending[r].heap.v); }
+        for (int64_t r = 0; r < nranks; ++r) {
+            free(s->pending[r].run.v);
+            free(s->pending[r].heap.v);
+        }
     free(s->pending);
     free(s->f_msg); free(s->f_version); free(s->f_start); free(s->f_mark); free(s->f_checked);
     free(s->f_bottleneck);
