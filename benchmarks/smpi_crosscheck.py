@@ -23,11 +23,14 @@ Usage (needs ``smpicc``/``smpirun``: ``apt-get install libsimgrid-dev``; not par
 
     .venv/bin/python benchmarks/smpi_crosscheck.py [--topology torus:4x4x4] [--size 65536]
         [--windows 1,2,4,8] [--orders shift,random,plain] [--idle 21] [--tie-break both]
-        [--congestion] [--json docs/bench/smpi_crosscheck.json]
+        [--congestion] [--json docs/bench/smpi_crosscheck.json] [--smpi-from RECORD.json]
 
 It prints one line per (order, window): both times, the ratios random/shift and plain/shift
 of each simulator, and the wall time of each run; ``--json`` records all of it, with the CPU
 seconds of each run (a fairer speed comparison than wall time on a shared machine).
+``--smpi-from`` takes SMPI's rows (time, wall and CPU seconds) from a record this script wrote
+for the same scenario instead of running SMPI again (a 512-rank run takes half an hour on a
+loaded machine); the new record names its source in ``smpi_from``.
 """
 
 from __future__ import annotations
@@ -139,8 +142,11 @@ def main() -> int:
     ap.add_argument("--congestion", action="store_true",
                     help="also run the congestion model (lockstep rounds)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--smpi-from", default=None,
+                    help="reuse SMPI's rows of this record (same scenario) instead of SMPI")
     args = ap.parse_args()
-    if not shutil.which("smpicc") or not shutil.which("smpirun"):
+    saved = saved_smpi_rows(args.smpi_from, args) if args.smpi_from else None
+    if saved is None and (not shutil.which("smpicc") or not shutil.which("smpirun")):
         print("smpicc/smpirun not found: apt-get install libsimgrid-dev", file=sys.stderr)
         return 2
     windows = [int(w) for w in args.windows.split(",")]
@@ -165,16 +171,20 @@ def main() -> int:
                                                        args.bandwidth))
         (work / "hosts.txt").write_text("".join(f"node-{h}\n" for h in hosts))
         binary = work / "alltoall_window"
-        subprocess.run(["smpicc", "-O2", "-o", str(binary), str(PROGRAM)], check=True,
-                       capture_output=True)
+        if saved is None:
+            subprocess.run(["smpicc", "-O2", "-o", str(binary), str(PROGRAM)], check=True,
+                           capture_output=True)
         for order in orders:
             order_file = work / f"{order}.txt"
             order_file.write_text("".join(
                 " ".join(map(str, linear_destinations(r, p, order, args.seed))) + "\n"
                 for r in range(p)))
             for window in windows:
-                smpi_s, smpi_wall, smpi_cpu = run_smpi(work, binary, p, order_file, window,
-                                                       args.size)
+                if saved is None:
+                    smpi_s, smpi_wall, smpi_cpu = run_smpi(work, binary, p, order_file,
+                                                           window, args.size)
+                else:
+                    smpi_s, smpi_wall, smpi_cpu = saved[(order, window)]
                 row: dict[str, Any] = {"order": order, "window": window, "smpi_s": smpi_s,
                                        "smpi_wall_s": smpi_wall, "smpi_cpu_s": smpi_cpu}
                 line = f"{order:>7} W={window:<2} smpi {smpi_s * 1e3:8.3f} ms ({smpi_wall:5.1f} s)"
@@ -199,9 +209,29 @@ def main() -> int:
     if args.json:
         record = {"benchmark": "smpi_crosscheck", "topology": args.topology, "ranks": p,
                   "idle_nodes": idle_nodes, "size": args.size, "bandwidth": args.bandwidth,
-                  "smpi_config": SMPI_CONFIG, "rows": rows}
+                  "smpi_config": SMPI_CONFIG, "smpi_from": args.smpi_from, "rows": rows}
         Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
     return 0
+
+
+def saved_smpi_rows(path: str, args: argparse.Namespace) -> dict[tuple[str, int],
+                                                                   tuple[float, float, float]]:
+    """SMPI's (simulated, wall, CPU seconds) per (order, window) from a record of this script,
+    which must describe the same scenario."""
+    record = json.loads(Path(path).read_text())
+    for key, wanted in (("topology", args.topology), ("size", args.size),
+                        ("bandwidth", args.bandwidth), ("smpi_config", SMPI_CONFIG)):
+        if record.get(key) != wanted:
+            raise SystemExit(f"--smpi-from {path}: its {key} is {record.get(key)!r}, "
+                             f"not {wanted!r}")
+    rows = {(str(r["order"]), int(r["window"])): (float(r["smpi_s"]), float(r["smpi_wall_s"]),
+                                                  float(r["smpi_cpu_s"]))
+            for r in record["rows"]}
+    wanted_cells = {(o, int(w)) for o in args.orders.split(",") for w in args.windows.split(",")}
+    missing = sorted(wanted_cells - set(rows))
+    if missing:
+        raise SystemExit(f"--smpi-from {path}: no SMPI run of (order, window) {missing}")
+    return rows
 
 
 def ratio_table(rows: list[dict[str, Any]], windows: list[int], flow_key: str) -> str:

@@ -29,7 +29,7 @@
 
 #define DRAINED 1e-9   /* flows whose drain times are this close end together */
 #define TOLERANCE 1e-9 /* relative slack of "saturated" and "largest rate" in the check */
-enum { READY, ISSUED, ARRIVED, LOCAL_DONE };
+enum { ISSUED, ARRIVED, LOCAL_DONE };
 
 typedef struct { int64_t *v; int64_t n, cap; } Vec;
 
@@ -102,11 +102,31 @@ static int step_before(const int64_t *x, const int64_t *y) { return *x < *y; }
 typedef struct { int64_t *v; int64_t n, cap; } StepHeap;
 HEAP_FUNCS(steps, StepHeap, int64_t, step_before)
 
+/* A rank's ready sends, taken smallest step first: a run of steps that became ready in
+ * increasing order (a queue, O(1) each: the usual case, sends ready in schedule order) beside
+ * a heap of those that came out of order. */
+typedef struct { Vec run; int64_t head; StepHeap heap; } Pending;
+
+static int pending_push(Pending *q, int64_t step) {
+    if (q->head == q->run.n) q->head = q->run.n = 0;
+    if (q->run.n == 0 || step > q->run.v[q->run.n - 1]) return vec_push(&q->run, step);
+    return steps_push(&q->heap, step);
+}
+
+static int pending_empty(const Pending *q) { return q->head == q->run.n && q->heap.n == 0; }
+
+static int64_t pending_pop(Pending *q) {
+    if (q->head < q->run.n && (q->heap.n == 0 || q->run.v[q->head] < q->heap.v[0]))
+        return q->run.v[q->head++];
+    return steps_pop(&q->heap);
+}
+
 /* ---- the simulation's state ---------------------------------------------------------------- */
 typedef struct {
     /* the program (read only, but waiting) */
     const int64_t *kind, *step_bytes, *step_rank, *succ_ptr, *succ_idx, *msg_of_step;
-    const int64_t *send_of_msg, *recv_of_msg, *roff, *rlinks;
+    const int64_t *send_of_msg, *recv_of_msg, *roff;
+    const int32_t *rlinks;
     const double *capacity, *latency, *wire;
     int64_t *waiting;
     double *msg_done;
@@ -119,7 +139,7 @@ typedef struct {
     EventHeap events;
     double *cpu_free;
     int64_t *in_flight;
-    StepHeap *pending;
+    Pending *pending;
     /* flows in the network, by slot */
     int64_t nslots, nactive;
     int64_t *f_msg, *f_version, *f_start, *f_mark, *f_checked, *f_bottleneck;
@@ -461,9 +481,9 @@ static int update_rates(Sim *s) {
 static int ready(Sim *s, int64_t step);
 
 static int issue(Sim *s, int64_t rank) {
-    StepHeap *pending = &s->pending[rank];
-    while (pending->n > 0 && (s->window == 0 || s->in_flight[rank] < s->window)) {
-        int64_t step = steps_pop(pending);
+    Pending *pending = &s->pending[rank];
+    while (!pending_empty(pending) && (s->window == 0 || s->in_flight[rank] < s->window)) {
+        int64_t step = pending_pop(pending);
         ++s->in_flight[rank];
         s->cpu_free[rank] = fmax(s->now, s->cpu_free[rank]) + s->overhead;
         if (push_event(s, s->cpu_free[rank], ISSUED, step) < 0) return -1;
@@ -484,7 +504,7 @@ static int complete(Sim *s, int64_t step) {
 static int ready(Sim *s, int64_t step) {
     int64_t rank = s->step_rank[step];
     if (s->kind[step] == s->send_kind) {
-        if (steps_push(&s->pending[rank], step) < 0) return -1;
+        if (pending_push(&s->pending[rank], step) < 0) return -1;
         return issue(s, rank);
     }
     if (s->kind[step] == s->recv_kind) return complete(s, step);
@@ -508,8 +528,7 @@ static int handle_due(Sim *s) {
     while (s->events.n > 0 && s->events.v[0].time <= s->now) {
         Event e = events_pop(&s->events);
         int rc = 0;
-        if (e.what == READY) rc = ready(s, e.item);
-        else if (e.what == ISSUED) {
+        if (e.what == ISSUED) {
             rc = start_flow(s, s->msg_of_step[e.item]);
             if (rc == 0) rc = complete(s, e.item);  /* a send's successors wait for its issue */
         } else if (e.what == ARRIVED) rc = arrived(s, e.item);
@@ -551,8 +570,10 @@ static int drain_first(Sim *s, double soonest) {
 }
 
 static int simulate(Sim *s, int64_t nsteps, PyObject *progress) {
+    /* the steps ready at the start, in order: as READY events at time 0 they would come
+     * before every event they cause, so they are handled at once (no heap of them all) */
     for (int64_t step = 0; step < nsteps; ++step)
-        if (s->waiting[step] == 0 && push_event(s, 0.0, READY, step) < 0) return -1;
+        if (s->waiting[step] == 0 && ready(s, step) < 0) return -1;
     int64_t turns = 0;
     while (s->events.n > 0 || s->nactive > 0) {
         if (s->events.n > 0 && s->events.v[0].time <= s->now) {
@@ -585,7 +606,11 @@ static int simulate(Sim *s, int64_t nsteps, PyObject *progress) {
 
 static void release(Sim *s, int64_t nranks) {
     free(s->waiting); free(s->events.v); free(s->cpu_free); free(s->in_flight);
-    if (s->pending) for (int64_t r = 0; r < nranks; ++r) free(s->pending[r].v);
+    if (s->pending)
+        for (int64_t r = 0; r < nranks; ++r) {
+            free(s->pending[r].run.v);
+            free(s->pending[r].heap.v);
+        }
     free(s->pending);
     free(s->f_msg); free(s->f_version); free(s->f_start); free(s->f_mark); free(s->f_checked);
     free(s->f_bottleneck);
@@ -629,14 +654,16 @@ static PyObject *run(PyObject *self, PyObject *args) {
     s.send_kind = send_kind; s.recv_kind = recv_kind; s.width = width;
     s.epoch = 0;
     s.refill_all = refill_all;
-    if (b[5].len / 8 != nsteps || b[15].len / 8 != s.nwindows * s.nlinks) {
+    int64_t nmsgs = b[7].len / 8;
+    if (b[5].len / 8 != nsteps || b[15].len / 8 != s.nwindows * s.nlinks
+            || b[9].len / 8 != nmsgs + 1 || b[10].len / 4 != s.roff[nmsgs]) {  /* int32 links */
         PyErr_SetString(PyExc_ValueError, "array lengths disagree");
         goto done;
     }
     s.waiting = malloc(sizeof(int64_t) * (size_t)(nsteps + 1));
     s.cpu_free = calloc((size_t)nranks + 1, sizeof(double));
     s.in_flight = calloc((size_t)nranks + 1, sizeof(int64_t));
-    s.pending = calloc((size_t)nranks + 1, sizeof(StepHeap));
+    s.pending = calloc((size_t)nranks + 1, sizeof(Pending));
     s.members = calloc((size_t)s.nlinks + 1, sizeof(Vec));
     size_t nl = (size_t)s.nlinks + 1;
     s.l_mark = malloc(sizeof(int64_t) * nl); s.l_count = calloc(nl, sizeof(int64_t));

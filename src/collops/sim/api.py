@@ -12,6 +12,9 @@ Which path produced the messages is recorded in ``SimResult.source``:
 * ``"registry"`` — schedules built by the registry and levelled (`collops.sim.program`);
 * ``"vectorised"`` — a vectorised generator mirroring a step-by-step registry builder
   (`collops.sim.fastpath`), used by the congestion model for large regular calls;
+* ``"vectorised steps"`` — the registry's whole program (steps and messages) of a large
+  ``linear`` or ``random_chunked`` alltoall written as arrays (`collops.sim.step_programs`),
+  used by the event-driven models (flow, packet);
 * ``"in-network"`` — a reduction combined in the switches (`collops.sim.innetwork`).
 
 A named algorithm is simulated as that algorithm's schedule, on every network: a reduce or
@@ -43,6 +46,7 @@ from .innetwork import IN_NETWORK_RESOURCE, SWEEPING, in_network_reduction
 from .packet import PacketOutcome, PacketSimulation
 from .program import Program, program_from_schedules
 from .progress import progress_bar
+from .step_programs import step_generator
 from .timeline import hops_to_windows
 
 MODELS = ("congestion", "flow", "packet")
@@ -273,7 +277,8 @@ def _use_in_network(collective: str, alg: Any, topo: Any, in_network: bool | Non
 def _program(collective: str, name: str, alg: Any, specs: list[CallSpec],
              params: Mapping[str, Any], model: str, fast: bool | None, update: Any) -> Program:
     p = len(specs)
-    gen = fast_generator(collective, name, specs[0]) if model == "congestion" else None
+    gen = (fast_generator(collective, name, specs[0]) if model == "congestion"
+           else step_generator(collective, name, specs[0]))
     uniform = all(s is specs[0] or s == specs[0] for s in specs)
     if gen is not None and uniform and (fast or (fast is None and p * p >= FAST_PATH_MESSAGES)):
         return gen(specs[0], alg.resolve(params))

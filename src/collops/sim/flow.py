@@ -74,7 +74,7 @@ class FlowNetwork:
     """Every message's route and wire bytes, and the links' capacities and loads."""
 
     route_offsets: np.ndarray  # CSR: message m crosses route_links[offsets[m]:offsets[m+1]]
-    route_links: np.ndarray
+    route_links: np.ndarray  # int32 link ids (half the memory of int64 at 4096 ranks)
     capacity: np.ndarray  # bytes/s of every link
     route_latency: np.ndarray  # seconds from a message's source to its destination
     wire: np.ndarray  # wire bytes of every message (float64)
@@ -83,22 +83,33 @@ class FlowNetwork:
 
 def flow_network(program: Program, topology: object, placement: np.ndarray,
                  excluded: Iterable[int] = frozenset()) -> FlowNetwork:
-    """The routes, wire bytes, capacities and loads of a program's messages."""
+    """The routes, wire bytes, capacities and loads of a program's messages (routes taken
+    from the topology in chunks, so that only the int32 link ids of all routes are held)."""
     params = topology.params  # type: ignore[attr-defined]
     nodes = np.asarray(placement, dtype=np.int64)
-    offsets, links = topology.routes(  # type: ignore[attr-defined]
-        nodes[program.msg_src], nodes[program.msg_dst], frozenset(int(x) for x in excluded))
-    route_offsets = np.asarray(offsets, dtype=np.int64)
-    route_links = np.asarray(links, dtype=np.int64)
     capacity = np.asarray(topology.link_bandwidth, dtype=np.float64)  # type: ignore[attr-defined]
     latency = np.asarray(topology.link_latency, dtype=np.float64)  # type: ignore[attr-defined]
-    along = np.r_[0.0, np.cumsum(latency[route_links])]
+    if len(capacity) >= 1 << 31:
+        raise ValueError(f"{len(capacity)} links: the flow model numbers links in int32")
     wire = np.asarray(wire_bytes(program.msg_bytes, params.packet_size, params.header_bytes),
                       dtype=np.float64)
-    hops = np.diff(route_offsets)
-    loads = np.bincount(route_links, weights=np.repeat(wire, hops), minlength=len(capacity))
-    return FlowNetwork(route_offsets, route_links, capacity,
-                       along[route_offsets[1:]] - along[route_offsets[:-1]], wire, loads)
+    n = program.num_messages
+    route_offsets = np.zeros(n + 1, dtype=np.int64)
+    route_latency = np.zeros(n)
+    loads = np.zeros(len(capacity))
+    pieces = []
+    for start, stop, offsets, links in topology.route_chunks(  # type: ignore[attr-defined]
+            nodes[program.msg_src], nodes[program.msg_dst], frozenset(int(x) for x in excluded)):
+        offsets = np.asarray(offsets, dtype=np.int64)
+        links = np.asarray(links, dtype=np.int32)
+        route_offsets[start + 1:stop + 1] = route_offsets[start] + offsets[1:]
+        along = np.r_[0.0, np.cumsum(latency[links])]
+        route_latency[start:stop] = along[offsets[1:]] - along[offsets[:-1]]
+        loads += np.bincount(links, weights=np.repeat(wire[start:stop], np.diff(offsets)),
+                             minlength=len(capacity))
+        pieces.append(links)
+    route_links = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int32)
+    return FlowNetwork(route_offsets, route_links, capacity, route_latency, wire, loads)
 
 
 class FlowSimulation(WindowedRanks):
@@ -118,7 +129,7 @@ class FlowSimulation(WindowedRanks):
         self.gamma = float(gamma)
         self.progress = progress
         net = flow_network(program, topology, placement, excluded)
-        self.route_offsets, self.route_links = net.route_offsets, net.route_links
+        self.route_offsets, self.route_links = net.route_offsets, net.route_links.astype(np.int64)
         self.capacity, self.wire, self.link_loads = net.capacity, net.wire, net.link_loads
         self.route_latency = net.route_latency.tolist()
         self._init_ranks(program)

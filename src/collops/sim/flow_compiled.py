@@ -62,7 +62,7 @@ def run(program: Program, topology: object, placement: np.ndarray, *,
     finished, steps_done, rate_updates, width, refilled = _compiled.run(
         kind, _int64(program.step_bytes), _int64(program.step_rank), _int64(program.succ_ptr),
         _int64(program.succ_idx), waiting, msg_of_step, send_steps, recv_steps,
-        net.route_offsets, net.route_links, net.capacity,
+        net.route_offsets, np.ascontiguousarray(net.route_links, dtype=np.int32), net.capacity,
         np.ascontiguousarray(net.route_latency, dtype=np.float64), net.wire, msg_done,
         timeline.rows, timeline.counts, program.nranks, int(window), float(params.overhead),
         float(params.bandwidth), float(gamma), int(StepKind.SEND), int(StepKind.RECV),
