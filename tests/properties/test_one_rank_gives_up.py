@@ -40,6 +40,8 @@ def _bad_call(comm: collops.Comm, case: str) -> Any:
     if case == "gatherv misspelt keyword":  # an algorithm parameter no algorithm takes
         extra = {"recvcounts": (2, 3, 4)} if bad else {}
         return comm.gatherv(np.ones(2 + comm.rank), root=0, timeout=CALL_TIMEOUT, **extra)
+    if case == "allgather_object timeout":
+        return comm.allgather_object(comm.rank, timeout=-1.0 if bad else CALL_TIMEOUT)
     if case == "split color":  # the communicator's own checks, before its call takes a number
         return comm.split("red" if bad else 0)
     if case == "split_type":
@@ -68,7 +70,8 @@ def _one_rank(comm: collops.Comm, case: str) -> dict[str, Any]:
 @pytest.mark.parametrize("case", ["allreduce out", "allgather dtype", "alltoall shape",
                                   "bound allreduce timeout", "gatherv out small",
                                   "gatherv out large", "gatherv misspelt keyword",
-                                  "split color", "split_type", "create group"])
+                                  "split color", "split_type", "create group",
+                                  "allgather_object timeout"])
 @pytest.mark.parametrize("transport", ["inproc", "shm"])
 def test_the_peers_of_a_rank_that_gave_up_are_told(transport, case):
     got = collops.spawn(_one_rank, 3, case, transport=transport, timeout=SPAWN_TIMEOUT)

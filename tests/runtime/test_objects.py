@@ -78,9 +78,9 @@ class _Recorder:
     def wrap(self, original):
         recorder = self
 
-        def _run_phase(comm, spec, send, recv, tag):
+        def _run_phase(comm, spec, send, recv, tag, timeout=None):
             recorder.phases.append((comm.rank, spec.collective, tag, spec, send))
-            return original(comm, spec, send, recv, tag)
+            return original(comm, spec, send, recv, tag, timeout)
         return _run_phase
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import operator
 import pickle
+import time
 
 import numpy as np
 import pytest
@@ -38,24 +39,27 @@ def same(a, b) -> bool:
     return bool(a == b)
 
 
-def every_form(comm, big_rank: int):
-    """Each object collective once; ``big_rank``'s object is large (−1: none)."""
+def every_form(comm, big_rank: int, timeout: float | None = None):
+    """Each object collective once; ``big_rank``'s object is large (−1: none); with
+    ``timeout``, every call is given it."""
     p, r = comm.size, comm.rank
     mine = thing(r, r == big_rank)
+    kw = {} if timeout is None else {"timeout": timeout}
     out = {
-        "allgather": comm.allgather_object(mine),
-        "gather": comm.gather_object(mine, root=p - 1),
-        "bcast": comm.bcast_object(mine if r == 1 % p else None, root=1 % p),
+        "allgather": comm.allgather_object(mine, **kw),
+        "gather": comm.gather_object(mine, root=p - 1, **kw),
+        "bcast": comm.bcast_object(mine if r == 1 % p else None, root=1 % p, **kw),
         "scatter": comm.scatter_object([thing(j, j == big_rank) for j in range(p)]
-                                       if r == 0 else None, root=0),
-        "alltoall": comm.alltoall_object([(r, j, thing(j, r == big_rank)) for j in range(p)]),
-        "allreduce": comm.allreduce_object(r + 1),
-        "reduce": comm.reduce_object([r], root=0),
-        "scan": comm.scan_object(r + 1),
-        "exscan": comm.exscan_object(r + 1),
-        "max": comm.allreduce_object(r * 7 % p, "max"),
-        "maxloc": comm.allreduce_object((r % 2, r), collops.MAXLOC),
-        "callable": comm.allreduce_object(str(r), lambda a, b: a + b),
+                                       if r == 0 else None, root=0, **kw),
+        "alltoall": comm.alltoall_object([(r, j, thing(j, r == big_rank)) for j in range(p)],
+                                         **kw),
+        "allreduce": comm.allreduce_object(r + 1, **kw),
+        "reduce": comm.reduce_object([r], root=0, **kw),
+        "scan": comm.scan_object(r + 1, **kw),
+        "exscan": comm.exscan_object(r + 1, **kw),
+        "max": comm.allreduce_object(r * 7 % p, "max", **kw),
+        "maxloc": comm.allreduce_object((r % 2, r), collops.MAXLOC, **kw),
+        "callable": comm.allreduce_object(str(r), lambda a, b: a + b, **kw),
     }
     return out
 
@@ -89,6 +93,38 @@ def check(got, p: int, big_rank: int) -> None:
 def test_every_object_collective_small_and_large(transport: str, p: int, big_rank: int):
     got = collops.spawn(every_form, p, big_rank, transport=transport, timeout=150)
     check(got, p, big_rank)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("transport", ["inproc", "shm"])
+@pytest.mark.parametrize("big_rank", [-1, 1])
+def test_every_object_collective_takes_a_timeout(transport: str, big_rank: int):
+    got = collops.spawn(every_form, 3, big_rank, 30.0, transport=transport, timeout=150)
+    check(got, 3, big_rank)
+
+
+def _late_peer(comm, call: str):
+    """Rank 0 calls at once with a short timeout; rank 1 comes 3 s late."""
+    if comm.rank == 1:
+        time.sleep(3.0)
+    try:
+        if call == "allgather":
+            comm.allgather_object(comm.rank, timeout=0.5 if comm.rank == 0 else 20.0)
+        else:
+            comm.bcast_object({"a": 1} if comm.rank == 0 else None, root=0,
+                              timeout=0.5 if comm.rank == 0 else 20.0)
+    except collops.CollopsError as exc:
+        return type(exc).__name__
+    return "completed"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("transport", ["inproc", "shm"])
+@pytest.mark.parametrize("call", ["allgather", "bcast"])
+def test_an_object_call_waiting_past_its_timeout_raises(transport: str, call: str):
+    # rank 1 then completes with what rank 0 had sent, or is told: never left waiting
+    got = collops.spawn(_late_peer, 2, call, transport=transport, timeout=90)
+    assert got[0] == "CollectiveTimeout", got
 
 
 @pytest.mark.timeout(180)
@@ -151,9 +187,9 @@ def test_small_arrays_in_objects_take_one_round_and_large_ones_the_frames(monkey
     frames_paths = []
     real = objects._gather_frames
 
-    def counting(comm, frames, root):
+    def counting(comm, frames, root, timeout):
         frames_paths.append(comm.rank)
-        return real(comm, frames, root)
+        return real(comm, frames, root, timeout)
 
     monkeypatch.setattr(objects, "_gather_frames", counting)
 

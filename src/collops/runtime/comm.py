@@ -348,12 +348,12 @@ class Comm(Communicators, P2P):
     exscan_init = persistent(exscan)
 
     def _run_phase(self, spec: CallSpec, send: np.ndarray | None, recv: np.ndarray | None,
-                   signature: object) -> None:
+                   signature: object, timeout: float | None = None) -> None:
         """Run one schedule to completion with library-chosen algorithm (internal helper)."""
         seq = self._reserve()
 
         def one() -> Phases:
-            yield self._execute(spec, send, recv, seq, 0, None, {}, None,
+            yield self._execute(spec, send, recv, seq, 0, None, {}, timeout,
                                 counts_signature=signature)
 
         Request(self, one(), True).wait()

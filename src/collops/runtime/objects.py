@@ -40,6 +40,8 @@ from ..algorithms.spec import make_spec
 from ..errors import ArgumentError
 from ..ops import Op
 from . import slot_codec
+from .abandon import giving_up
+from .arguments import checked_timeout
 from .commbase import _SLOW
 from .slot_codec import HEAD, TOO_BIG
 
@@ -76,6 +78,15 @@ def _prepared(comm: Comm) -> tuple[Any, Slots]:
     if own is None:
         own = comm._object_slots = Slots(comm.size)
     return (_slots if _slots is not None and config.settings.compiled else slot_codec), own
+
+
+def _limit(comm: Comm, call: str, timeout: Any) -> float | None:
+    """A call's ``timeout`` checked (None: the communicator's); one only this rank got wrong
+    gives the call up, so its peers are told."""
+    if timeout is None:
+        return None
+    with giving_up(comm):
+        return checked_timeout(call, timeout, comm.rank)
 
 
 def _root(comm: Comm, call: str, root: Any) -> None:
@@ -168,57 +179,60 @@ def _lengths(frames: Sequence[np.ndarray]) -> np.ndarray:
     return np.asarray([len(f) for f in frames], np.int64)
 
 
-def bcast_object(comm: Comm, obj: Any, root: int = 0) -> Any:
+def bcast_object(comm: Comm, obj: Any, root: int = 0, *, timeout: float | None = None) -> Any:
     """Broadcast a picklable object from ``root``."""
     _root(comm, "bcast_object", root)
+    t = _limit(comm, "bcast_object", timeout)
     codec, own = _prepared(comm)
     slot = own.send
     big = codec.encode(slot, 0, SLOT, obj) if comm.rank == root else None
-    got_slot = comm._fast("bcast", slot, None, root, own.recv, None, None)
+    got_slot = comm._fast("bcast", slot, None, root, own.recv, None, t)
     if got_slot is _SLOW:
-        got_slot = comm.bcast(slot, root, out=own.recv)
+        got_slot = comm.bcast(slot, root, out=own.recv, timeout=t)
     if comm.rank == root:
-        return obj if big is None else _bcast_frames(comm, obj, _frames(*big), root)
+        return obj if big is None else _bcast_frames(comm, obj, _frames(*big), root, t)
     got = codec.decode(got_slot, SLOT, 1, 0, 1)
-    return got[0] if got is not None else _bcast_frames(comm, None, [], root)
+    return got[0] if got is not None else _bcast_frames(comm, None, [], root, t)
 
 
-def _bcast_frames(comm: Comm, obj: Any, frames: list[np.ndarray], root: int) -> Any:
-    lengths = comm.bcast(_lengths(frames) if comm.rank == root else None, root)
+def _bcast_frames(comm: Comm, obj: Any, frames: list[np.ndarray], root: int,
+                  t: float | None) -> Any:
+    lengths = comm.bcast(_lengths(frames) if comm.rank == root else None, root, timeout=t)
     out: list[np.ndarray] = []
     for k, n in enumerate(lengths.tolist()):
         buf = frames[k] if comm.rank == root else np.empty(n, np.uint8)
         spec = make_spec("bcast", comm.size, np.uint8, count=n, root=root)
         if comm.rank == root:
-            comm._run_phase(spec, buf, np.empty(n, np.uint8), ("object", k))
+            comm._run_phase(spec, buf, np.empty(n, np.uint8), ("object", k), t)
         else:
-            comm._run_phase(spec, None, buf, ("object", k))
+            comm._run_phase(spec, None, buf, ("object", k), t)
         out.append(buf)
     return obj if comm.rank == root else loads(out)
 
 
-def _gathered(comm: Comm, obj: Any, count: int, root: int | None = None) -> list[Any] | None:
+def _gathered(comm: Comm, obj: Any, count: int, root: int | None = None,
+              t: float | None = None) -> list[Any] | None:
     """The objects of ranks 0 … ``count`` − 1: small, every rank's slot gathered everywhere in
     one round; else (some rank's object did not fit) as frames, to every rank (``root``
     None) or to ``root`` only (None elsewhere)."""
     codec, own = _prepared(comm)
     mine = own.send
     big = codec.encode(mine, 0, SLOT, obj)
-    rows = comm._fast("allgather", mine, None, 0, own.recv_all, None, None)
+    rows = comm._fast("allgather", mine, None, 0, own.recv_all, None, t)
     if rows is _SLOW:
-        rows = comm.allgather(mine, out=own.recv_all)
+        rows = comm.allgather(mine, out=own.recv_all, timeout=t)
     got = codec.decode(rows, SLOT, comm.size, 0, count)
     if got is not None:
         return got  # type: ignore[no-any-return]
     frames = _frames(*big) if big is not None else _slot_frames(rows, comm.rank)
-    everyone = _gather_frames(comm, frames, root)
+    everyone = _gather_frames(comm, frames, root, t)
     return None if everyone is None else everyone[:count]
 
 
-def _gather_frames(comm: Comm, frames: list[np.ndarray], root: int | None
-                   ) -> list[Any] | None:
+def _gather_frames(comm: Comm, frames: list[np.ndarray], root: int | None,
+                   t: float | None) -> list[Any] | None:
     mine = _lengths(frames)
-    table = _exchange_lengths(comm, mine)
+    table = _exchange_lengths(comm, mine, t)
     depth = max(len(row) for row in table)
     received: list[list[np.ndarray]] = [[] for _ in range(comm.size)]
     for k in range(depth):
@@ -228,7 +242,7 @@ def _gather_frames(comm: Comm, frames: list[np.ndarray], root: int | None
         whole = np.empty(sum(counts), np.uint8) if gets else None
         coll = "allgatherv" if root is None else "gatherv"
         spec = make_spec(coll, comm.size, np.uint8, counts=counts, root=root or 0)
-        comm._run_phase(spec, mine_k, whole, ("object", k))
+        comm._run_phase(spec, mine_k, whole, ("object", k), t)
         if whole is not None:
             offsets = np.cumsum([0] + counts)
             for r in range(comm.size):
@@ -239,9 +253,9 @@ def _gather_frames(comm: Comm, frames: list[np.ndarray], root: int | None
     return [loads(fr) for fr in received]
 
 
-def _exchange_lengths(comm: Comm, mine: np.ndarray) -> list[list[int]]:
-    counts = comm.allgather(np.asarray([len(mine)], np.int64))
-    flat = comm.allgatherv(mine, counts=counts.tolist())
+def _exchange_lengths(comm: Comm, mine: np.ndarray, t: float | None) -> list[list[int]]:
+    counts = comm.allgather(np.asarray([len(mine)], np.int64), timeout=t)
+    flat = comm.allgatherv(mine, counts=counts.tolist(), timeout=t)
     out, pos = [], 0
     for n in counts.tolist():
         out.append(flat[pos: pos + n].tolist())
@@ -249,24 +263,28 @@ def _exchange_lengths(comm: Comm, mine: np.ndarray) -> list[list[int]]:
     return out
 
 
-def gather_object(comm: Comm, obj: Any, root: int = 0) -> list[Any] | None:
+def gather_object(comm: Comm, obj: Any, root: int = 0, *, timeout: float | None = None
+                  ) -> list[Any] | None:
     """Every rank's object, in rank order, on ``root``; None elsewhere."""
     _root(comm, "gather_object", root)
     here = comm.rank == root
-    got = _gathered(comm, obj, comm.size if here else 0, root)
+    got = _gathered(comm, obj, comm.size if here else 0, root,
+                    _limit(comm, "gather_object", timeout))
     return got if here else None
 
 
-def allgather_object(comm: Comm, obj: Any) -> list[Any]:
+def allgather_object(comm: Comm, obj: Any, *, timeout: float | None = None) -> list[Any]:
     """Every rank's object, in rank order, on every rank."""
-    got = _gathered(comm, obj, comm.size)
+    got = _gathered(comm, obj, comm.size, None, _limit(comm, "allgather_object", timeout))
     assert got is not None
     return got
 
 
-def scatter_object(comm: Comm, objs: Sequence[Any] | None, root: int = 0) -> Any:
+def scatter_object(comm: Comm, objs: Sequence[Any] | None, root: int = 0, *,
+                   timeout: float | None = None) -> Any:
     """Object ``objs[rank]`` of the root's sequence, on each rank."""
     _root(comm, "scatter_object", root)
+    t = _limit(comm, "scatter_object", timeout)
     codec, own = _prepared(comm)
     per_rank: list[list[np.ndarray]] = []
     rows = None
@@ -276,11 +294,11 @@ def scatter_object(comm: Comm, objs: Sequence[Any] | None, root: int = 0) -> Any
                                 f"the root needs a sequence of {comm.size} objects", comm.rank)
         rows = own.send_all
         per_rank = _encode_rows(codec, rows, objs)
-    mine = comm._fast("scatter", rows, None, root, own.recv, None, None)
+    mine = comm._fast("scatter", rows, None, root, own.recv, None, t)
     if mine is _SLOW:
-        mine = comm.scatter(rows, root, out=own.recv)
+        mine = comm.scatter(rows, root, out=own.recv, timeout=t)
     got = codec.decode(mine, SLOT, 1, 0, 1)
-    return got[0] if got is not None else _scatter_frames(comm, per_rank, root)
+    return got[0] if got is not None else _scatter_frames(comm, per_rank, root, t)
 
 
 def _encode_rows(codec: Any, rows: np.ndarray, objs: Sequence[Any]) -> list[list[np.ndarray]]:
@@ -295,13 +313,14 @@ def _encode_rows(codec: Any, rows: np.ndarray, objs: Sequence[Any]) -> list[list
     return frames
 
 
-def _scatter_frames(comm: Comm, per_rank: list[list[np.ndarray]], root: int) -> Any:
+def _scatter_frames(comm: Comm, per_rank: list[list[np.ndarray]], root: int,
+                    t: float | None) -> Any:
     if comm.rank == root:
         depth = max(len(f) for f in per_rank)
         table = np.zeros((comm.size, depth), np.int64)
         for r, frames in enumerate(per_rank):
             table[r, : len(frames)] = _lengths(frames) + 1  # 0 marks "no such frame"
-    table = comm.bcast(table if comm.rank == root else None, root)
+    table = comm.bcast(table if comm.rank == root else None, root, timeout=t)
     mine: list[np.ndarray] = []
     for k in range(table.shape[1]):
         counts = np.maximum(table[:, k] - 1, 0).tolist()
@@ -311,38 +330,42 @@ def _scatter_frames(comm: Comm, per_rank: list[list[np.ndarray]], root: int) -> 
                                    for f in per_rank])
         recv = np.empty(counts[comm.rank], np.uint8)
         spec = make_spec("scatterv", comm.size, np.uint8, counts=counts, root=root)
-        comm._run_phase(spec, send, recv, ("object", k))
+        comm._run_phase(spec, send, recv, ("object", k), t)
         if table[comm.rank, k]:
             mine.append(recv)
     return loads(mine)
 
 
-def alltoall_object(comm: Comm, objs: Sequence[Any]) -> list[Any]:
+def alltoall_object(comm: Comm, objs: Sequence[Any], *, timeout: float | None = None
+                    ) -> list[Any]:
     """``objs[j]`` goes to rank j; returns the received objects in rank order. One round
     when every object fits its slot: a rank with one that does not marks all its slots, so
     every rank sees it and all take the frames' path."""
     if len(objs) != comm.size:
         raise ArgumentError("alltoall_object", "objs", objs,
                             f"needs one object per rank ({comm.size})", comm.rank)
+    t = _limit(comm, "alltoall_object", timeout)
     codec, own = _prepared(comm)
     rows = own.send_all
     per_dest = _encode_rows(codec, rows, objs)
-    got_rows = comm._fast("alltoall", rows, None, 0, own.recv_all, None, None)
+    got_rows = comm._fast("alltoall", rows, None, 0, own.recv_all, None, t)
     if got_rows is _SLOW:
-        got_rows = comm.alltoall(rows, out=own.recv_all)
+        got_rows = comm.alltoall(rows, out=own.recv_all, timeout=t)
     got = codec.decode(got_rows, SLOT, comm.size, 0, comm.size)
     if got is not None:
         return got  # type: ignore[no-any-return]
-    return _alltoall_frames(comm, per_dest or [_slot_frames(rows, j) for j in range(comm.size)])
+    return _alltoall_frames(comm, per_dest or [_slot_frames(rows, j) for j in range(comm.size)],
+                            t)
 
 
-def _alltoall_frames(comm: Comm, per_dest: list[list[np.ndarray]]) -> list[Any]:
+def _alltoall_frames(comm: Comm, per_dest: list[list[np.ndarray]], t: float | None
+                     ) -> list[Any]:
     my_depth = max(len(f) for f in per_dest)
-    depth = int(comm.allreduce(np.asarray([my_depth], np.int64), "MAX")[0])
+    depth = int(comm.allreduce(np.asarray([my_depth], np.int64), "MAX", timeout=t)[0])
     lengths = np.zeros((comm.size, depth), np.int64)
     for j, frames in enumerate(per_dest):
         lengths[j, : len(frames)] = _lengths(frames) + 1  # 0 marks "no such frame"
-    incoming = comm.alltoall(lengths)
+    incoming = comm.alltoall(lengths, timeout=t)
     received: list[list[np.ndarray]] = [[] for _ in range(comm.size)]
     for k in range(depth):
         send_counts = np.maximum(lengths[:, k] - 1, 0).tolist()
@@ -351,7 +374,7 @@ def _alltoall_frames(comm: Comm, per_dest: list[list[np.ndarray]]) -> list[Any]:
         recv = np.empty(sum(recv_counts), np.uint8)
         spec = make_spec("alltoallv", comm.size, np.uint8, sendcounts=send_counts,
                          recvcounts=recv_counts)
-        comm._run_phase(spec, send, recv, ("object-v", k))
+        comm._run_phase(spec, send, recv, ("object-v", k), t)
         offsets = np.cumsum([0] + recv_counts)
         for r in range(comm.size):
             if incoming[r, k]:
@@ -359,33 +382,36 @@ def _alltoall_frames(comm: Comm, per_dest: list[list[np.ndarray]]) -> list[Any]:
     return [loads(fr) for fr in received]
 
 
-def reduce_object(comm: Comm, obj: Any, op: Any = None, root: int = 0) -> Any:
+def reduce_object(comm: Comm, obj: Any, op: Any = None, root: int = 0, *,
+                  timeout: float | None = None) -> Any:
     """``op`` (default ``operator.add``) folded over the ranks' objects in rank order, on
     ``root``; None elsewhere."""
     fn = _python_op(op)
-    gathered = gather_object(comm, obj, root)
+    gathered = gather_object(comm, obj, root, timeout=timeout)
     return None if gathered is None else _fold(gathered, fn)
 
 
-def allreduce_object(comm: Comm, obj: Any, op: Any = None) -> Any:
+def allreduce_object(comm: Comm, obj: Any, op: Any = None, *, timeout: float | None = None
+                     ) -> Any:
     """``op`` folded over the ranks' objects in rank order, on every rank (every rank
     gathers them all and folds them)."""
     fn = _python_op(op)
-    got = _gathered(comm, obj, comm.size)
+    got = _gathered(comm, obj, comm.size, None, _limit(comm, "allreduce_object", timeout))
     assert got is not None
     return _fold(got, fn)
 
 
-def scan_object(comm: Comm, obj: Any, op: Any = None) -> Any:
+def scan_object(comm: Comm, obj: Any, op: Any = None, *, timeout: float | None = None) -> Any:
     """``op`` folded over the objects of ranks 0 … rank, on each rank."""
     fn = _python_op(op)
-    got = _gathered(comm, obj, comm.rank + 1)
+    got = _gathered(comm, obj, comm.rank + 1, None, _limit(comm, "scan_object", timeout))
     assert got is not None
     return _fold(got, fn)
 
 
-def exscan_object(comm: Comm, obj: Any, op: Any = None) -> Any:
+def exscan_object(comm: Comm, obj: Any, op: Any = None, *, timeout: float | None = None
+                  ) -> Any:
     """``op`` folded over the objects of ranks 0 … rank − 1 (None on rank 0, as in mpi4py)."""
     fn = _python_op(op)
-    before = _gathered(comm, obj, comm.rank)
+    before = _gathered(comm, obj, comm.rank, None, _limit(comm, "exscan_object", timeout))
     return _fold(before, fn) if before else None
