@@ -57,17 +57,8 @@ class FastPaths(PhaseGenerators):
         if (bound is not None and (bound[0] is op or (type(op) is tuple and bound[0] == op))
                 and type(root) is int and root == bound[1]
                 and algorithm is None and self._generation == _cfg.generation):
-            if timeout is None and self.timeout is None:
-                timeout = _cfg.settings.timeout
-            else:
-                try:
-                    timeout = self._timeout(timeout, collective)
-                except ArgumentError as exc:  # only this rank may see it: its peers are told
-                    abandon_call(self, exc)
-                    raise
-            got = bound[2](x, out, timeout)
+            got, timeout = self._call_bound(collective, bound, x, out, timeout)
             if got is not _SLOW:
-                self.last_algorithm = bound[3]
                 if got is None and bound[4].header is not None:
                     # the root sent another signature: parse its envelope
                     return self._received(collective, bound[4], out, root,
@@ -89,11 +80,14 @@ class FastPaths(PhaseGenerators):
         """``(result, timeout)`` of the compiled whole call ``bound`` (`_bound`): its result,
         None (a bcast's or scatter's root sent another signature, whose envelope the caller
         parses) or `_SLOW` (nothing ran)."""
-        try:
-            timeout = self._timeout(timeout, collective)
-        except ArgumentError as exc:  # only this rank may see it: its peers are told
-            abandon_call(self, exc)
-            raise
+        if timeout is None and self.timeout is None:
+            timeout = _cfg.settings.timeout  # the default needs no check
+        else:
+            try:
+                timeout = self._timeout(timeout, collective)
+            except ArgumentError as exc:  # only this rank may see it: its peers are told
+                abandon_call(self, exc)
+                raise
         got = bound[2](x, out, timeout)
         if got is not _SLOW:
             self.last_algorithm = bound[3]
