@@ -28,9 +28,9 @@ from .measure import (
     agreed,
     batch_size,
     candidates,
+    osu_timer,
     spec_for,
     time_rounds,
-    wall_timer,
     works,
 )
 from .protocols import KNOBS, Knob, Scratch, alternatives, setting_rule
@@ -57,9 +57,10 @@ class Point:
 
 
 def measure_job(comm: Any, collectives: Sequence[str], sizes: Sequence[int], effort: Effort,
-                timer: Timer = wall_timer, progress: Callable[[str], None] | None = None,
+                timer: Timer | None = None, progress: Callable[[str], None] | None = None,
                 knobs: Sequence[Knob] = KNOBS, seed: int = 0) -> dict[str, list[Decision]]:
     """Every collective's decisions (every rank must call; all return the same)."""
+    timer = timer or osu_timer(comm)
     tables, scratch = Tables(comm), Scratch()
     points: dict[tuple[str, int], Point] = {}
 

@@ -31,7 +31,7 @@ from ..bench.measure import buffers, collops_call
 from ..errors import CollopsError
 from ..transport import placement
 from .decide import MIN_GAIN
-from .measure import Effort, batch_size, wall_timer
+from .measure import Effort, batch_size, osu_timer
 from .protocols import Scratch, toml_value
 from .verify import Row
 
@@ -130,14 +130,11 @@ def time_rows(comm: Any, rows: Sequence[JobRow], effort: Effort) -> list[tuple[s
         for _ in range(effort.warmup):
             call()
         algorithm = str(comm.last_algorithm)
-        batch = batch_size(comm, algorithm, size, call, effort, wall_timer)
+        timer = osu_timer(comm)
+        batch = batch_size(comm, algorithm, size, call, effort, timer)
         samples = []
         for _ in range(max(3, effort.repetitions)):
-            comm.barrier()
-            start = time.perf_counter()
-            for _ in range(batch):
-                call()
-            mine = (time.perf_counter() - start) / batch
+            mine = timer(algorithm, size, call, batch) / batch
             samples.append(float(comm.allreduce(np.array([mine]), "max")[0]))
         out.append((algorithm, float(np.median(samples))))
     return out

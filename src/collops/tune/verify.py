@@ -19,7 +19,7 @@ import numpy as np
 
 from ..bench.measure import REGISTRY_NAME, buffers, collops_call
 from .decide import Decision, ranges
-from .measure import Candidate, Effort, Tables, Timer, batch_size, time_rounds, wall_timer
+from .measure import Candidate, Effort, Tables, Timer, batch_size, osu_timer, time_rounds
 from .protocols import Scratch
 
 #: the benchmark name of a table's collective (``reduce_scatter_block`` → ``reduce_scatter``)
@@ -49,11 +49,12 @@ class Row:
 
 
 def compare(comm: Any, path: str, rows: Sequence[tuple[str, int]], rounds: int,
-            effort: Effort, timer: Timer = wall_timer,
+            effort: Effort, timer: Timer | None = None,
             progress: Callable[[str], None] | None = None, tables: Tables | None = None
             ) -> list[Row]:
     """Each (collective, size) row with the tuning file ``path`` in force against the built-in
     table, ``rounds`` rounds alternating (every rank must call; all return the same)."""
+    timer = timer or osu_timer(comm)
     tables = tables or Tables(comm)
     out = []
     try:
@@ -93,12 +94,13 @@ Checks = dict[tuple[str, int], Check]
 
 
 def verify_job(comm: Any, decisions: Mapping[str, Sequence[Decision]], transport: str,
-               effort: Effort, timer: Timer = wall_timer,
+               effort: Effort, timer: Timer | None = None,
                progress: Callable[[str], None] | None = None) -> Checks:
     """Every rule the decisions make, re-timed against the defaults with the rules in force;
     a rule is kept where every row of it held and the file chose what the rule says."""
     from .table import write_table
 
+    timer = timer or osu_timer(comm)
     scratch = Scratch()
     tables = Tables(comm)
     path = scratch.write(write_table({comm.size: decisions}, {}, transport))
