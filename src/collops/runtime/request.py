@@ -95,10 +95,12 @@ class Request:
             comm = self._comm
             outer, comm.blocking_phase = comm.blocking_phase, self._blocking
             comm._stepping += 1
+            comm._last_started = None  # so a phase this step did not start is not taken
             try:
                 self._current = self._phases.send(None)
                 self._started = True
-                self._phase = comm._last_started
+                if comm._last_started is not None:
+                    self._phase = comm._last_started
             except StopIteration as stop:
                 self._done = True
                 self._current = None
