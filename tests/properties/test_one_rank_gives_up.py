@@ -16,6 +16,10 @@ import collops
 CALL_TIMEOUT = 20.0
 SPAWN_TIMEOUT = 90.0
 BAD = 1
+#: cases whose call is a gather-like one the bad rank gives up after its first phase: a
+#: non-root other than it needs only root 0's word for the data phase, so it may complete
+#: its part, as an MPI non-root would (root 0 still raises)
+OFF_ROOT_NEEDS_NOBODY = ("gatherv misspelt keyword",)
 
 
 def _bad_call(comm: collops.Comm, case: str) -> Any:
@@ -77,7 +81,8 @@ def test_the_peers_of_a_rank_that_gave_up_are_told(transport, case):
     got = collops.spawn(_one_rank, 3, case, transport=transport, timeout=SPAWN_TIMEOUT)
     assert got[BAD]["error"] == "ArgumentError", got
     for rank, g in enumerate(got):
-        if rank != BAD:
+        if rank != BAD and not (rank != 0 and case in OFF_ROOT_NEEDS_NOBODY
+                                and g["error"] is None):
             assert g["error"] in ("CollectiveMismatch", "PeerFailed"), got
             assert f"rank {BAD}" in g["message"], got
             assert g["seconds"] < CALL_TIMEOUT / 2, got

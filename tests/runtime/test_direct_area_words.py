@@ -1,7 +1,7 @@
 """A direct area's words: the mismatch check reads a peer's slot while the peer may publish its
 next call there (a slot serves every other call), and a word read across that publish is no
-mismatch; a root that gives its bcast up frees its slot without its readers' arrival; who
-waits for whose word when ranks may disagree on the root."""
+mismatch; a root that gives its bcast up frees its slot without its readers; who waits for
+whose word when ranks may disagree on the root."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 from collops.algorithms.spec import CallSpec
 from collops.shm import direct_roles as roles
 from collops.shm.direct import call_fingerprint
-from collops.shm.direct_area import ARRIVED, RELEASED, DirectArea, held_word
+from collops.shm.direct_area import DirectArea, held_word
 
 
 class _Publishing:
@@ -84,21 +84,15 @@ def _bcast_area(root: int, size: int, k: int) -> tuple[DirectArea, memoryview]:
     return area, words
 
 
-def test_a_root_that_gives_up_its_bcast_does_not_count_as_its_readers_arrival():
-    # ranks 0 and 1 read root 2's bcast; rank 1 named another root and never arrives: the
-    # stand-in acknowledgement root 2 writes for it when it gives the call up must not tell
-    # rank 0 (waiting for the other readers, `unarrived`) that rank 1 found the call
+def test_a_root_that_gives_up_its_bcast_frees_its_slot_without_its_readers():
+    # root 2's readers 0 and 1 never came: once it gives the call up its slot is its own
+    # again, and the stand-ins it wrote read as "read call k", never as an arrival still due
     k = 9
     area, words = _bcast_area(2, 3, k)
-    words[area.ack[0][2][0]] = k | ARRIVED
-    assert area.unarrived(0, k, 2, [1]) == [1]
+    assert not area.writable(0) and area.unconfirmed(0) == [0, 1]
     area.release(0, k)
-    assert area.unarrived(0, k, 2, [1]) == [1]
-    assert int(words[area.ack[1][2][0]]) & RELEASED
-    words[area.ack[1][2][0]] = k | ARRIVED  # a reader that does find the call
-    assert area.unarrived(0, k, 2, [1]) == []
-    words[area.ack[1][2][0]] = k  # and read it
-    assert area.unarrived(0, k, 2, [1]) == []
+    assert area.writable(0)
+    assert [int(words[area.ack[r][2][0]]) for r in (0, 1)] == [k, k]
 
 
 def test_who_waits_for_whom_when_ranks_may_disagree_on_the_root():
@@ -108,12 +102,17 @@ def test_who_waits_for_whom_when_ranks_may_disagree_on_the_root():
                 others = [m for m in range(size) if m != rank]
                 for collective in ("gather", "reduce"):
                     spec = CallSpec(collective, size, count=1, root=root)
-                    # every rank meets every other's word: nobody returns None unseen
-                    assert roles.waits_for(spec, rank) == others
-                    assert roles.readers(spec, rank) == tuple(others)
+                    # the root reads every slot; a non-root waits for its root's word, so
+                    # ranks that each name another as the root never all return None
+                    want = others if rank == root else [root]
+                    assert roles.waits_for(spec, rank) == want
+                    assert roles.names_its_root(spec, rank) == (rank != root)
+                    assert roles.readers(spec, rank) == (
+                        tuple(others) if rank == root else (root,))
                     assert roles.publishes(spec, rank)
                 for collective in ("bcast", "scatter"):
                     spec = CallSpec(collective, size, count=1, root=root)
-                    readers = [m for m in others if m != root]
-                    want = () if rank == root else tuple(readers)
-                    assert roles.agrees_with(spec, rank) == want
+                    # a reader reads its root's slot; the root waits for every reader's arrival
+                    assert roles.waits_for(spec, rank) == ([] if rank == root else [root])
+                    assert roles.confirms(spec, rank) == (rank == root)
+                    assert roles.announces(spec, rank) == (rank != root)

@@ -91,9 +91,6 @@ typedef struct {
     Py_ssize_t nothers;
     Py_ssize_t *held;           /* [slot][other]: word index of the other's held word */
     Py_ssize_t *ack;            /* [slot][other]: word where this rank acknowledges it */
-    Py_ssize_t nagree;          /* a reader of a bcast's or scatter's root, 3 ranks or more:
-                                 * the other readers it waits for (`shm.direct_roles.agrees_with`) */
-    Py_ssize_t *agree;          /* [slot][reader]: word where that reader acknowledges the root */
     Py_ssize_t nmembers;
     Py_ssize_t *ack_of_me;      /* [member][slot]: word where member acknowledges this rank */
     Py_ssize_t nsleepers;
@@ -283,7 +280,6 @@ static void Runner_dealloc(Runner *r) {
     Py_XDECREF(r->hot_counter);
     PyMem_Free(r->held);
     PyMem_Free(r->ack);
-    PyMem_Free(r->agree);
     PyMem_Free(r->ack_of_me);
     PyMem_Free(r->sleeper_word);
     PyMem_Free(r->sleeper_rank);
@@ -344,10 +340,10 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
         "held", "ack", "ack_of_me", "sleeper_words", "sleeper_ranks", "read_kind",
         "src", "dst", "len", "self_copy", "count", "op", "dtype", "spin_seconds",
         "store_fingerprint", "prefix_at", "prefix_head", "write_prefix", "yield_seconds",
-        "hand_over_core", "local_words", "is_root", "announces", "agree", NULL};
+        "hand_over_core", "local_words", "is_root", "announces", NULL};
     PyObject *segment, *ndarray, *area, *occupant, *own_pending, *readers, *slow, *wake;
     PyObject *my_held, *my_fp, *my_data, *held, *ack, *ack_of_me, *sleeper_words;
-    PyObject *sleeper_ranks, *src, *dst, *len, *self_copy, *local_words = NULL, *agree = NULL;
+    PyObject *sleeper_ranks, *src, *dst, *len, *self_copy, *local_words = NULL;
     int publishes, read_kind, op, dtype;
     Py_ssize_t nbytes, count;
     unsigned long long fingerprint, mix;
@@ -355,13 +351,13 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
     int store_fingerprint = 1, write_prefix = 0, hand_over_core = 0, is_root = 0, announces = 0;
     Py_ssize_t prefix_at = -1, prefix_head = 0;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|pnnpdpOppO", names, &segment, &ndarray, &area,
+            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|pnnpdpOpp", names, &segment, &ndarray, &area,
             &PyList_Type, &occupant, &PyList_Type, &own_pending, &PyTuple_Type, &readers,
             &slow, &wake, &publishes, &nbytes, &fingerprint, &mix, &my_held, &my_fp,
             &my_data, &held, &ack, &ack_of_me, &sleeper_words, &sleeper_ranks, &read_kind,
             &src, &dst, &len, &self_copy, &count, &op, &dtype, &spin, &store_fingerprint,
             &prefix_at, &prefix_head, &write_prefix, &yield, &hand_over_core, &local_words,
-            &is_root, &announces, &agree))
+            &is_root, &announces))
         return -1;
     if (PyList_GET_SIZE(occupant) != NSLOTS || PyList_GET_SIZE(own_pending) != NSLOTS) {
         PyErr_SetString(PyExc_ValueError, "occupant and own_pending need one entry per slot");
@@ -409,11 +405,6 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
     r->nothers = n / NSLOTS;
     if ((r->ack = int_array(ack, NSLOTS * r->nothers, NULL, "ack")) == NULL)
         return -1;
-    if (agree != NULL && agree != Py_None) {
-        if ((r->agree = int_array(agree, -1, &n, "agree")) == NULL)
-            return -1;
-        r->nagree = n / NSLOTS;
-    }
     if ((r->ack_of_me = int_array(ack_of_me, -1, &n, "ack_of_me")) == NULL)
         return -1;
     r->nmembers = n / NSLOTS;
@@ -616,14 +607,6 @@ static int await_arrivals(Runner *r, int slot) {
     return n >= 0 && await_masked(r, words, n, k, ARRIVED);
 }
 
-/* A reader of a bcast's or scatter's root: wait, as `await_arrivals` does, until the other
- * readers found call `k` in the root's `slot` too (1), or hand over (0: Python waits, raising
- * `CollectiveMismatch` if one made another call, and acknowledges). Ranks that name another
- * root never arrive there: without it, a reader whose root agrees would return its data. */
-static int agreed(Runner *r, int slot, uint64_t k) {
-    return r->nagree == 0 || await_masked(r, r->agree + slot * r->nagree, r->nagree, k, ARRIVED);
-}
-
 /* After publishing a contribution this rank awaits nobody for: with more ranks than cores,
  * give the core to a peer that may be waiting on it (see `hand_over_core`). */
 static void after_publishing(Runner *r) {
@@ -699,8 +682,6 @@ static PyObject *run_call(Runner *r, int slot, uint64_t k, uint64_t word, char *
     if (r->announces)
         announce(r, slot, k);
     read_slots(r, slot, send, recv);
-    if (!agreed(r, slot, k))
-        return hand_over(r, 4, args, phase, confirm);  /* Python waits, then acknowledges */
     acknowledge(r, slot, k);
     if (r->is_root && confirm && !await_arrivals(r, slot))
         return hand_over(r, 3, args, phase, 1);  /* Python waits for the readers' arrivals */
@@ -1114,10 +1095,7 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
         copy_bytes(((ArrayFields *)into)->data, src + head, n);
     else if (!late)
         copy_bytes(env, src, used_bytes(r, src, ((ArrayFields *)r->hot_env)->dimensions[0]));
-    if (!late && !agreed(r, slot, k)) {  /* Python waits for the other readers, acknowledges */
-        if (reader_slowly(r, 4, seqobj, timeout, into) < 0)
-            goto done;
-    } else if (!late)
+    if (!late)
         acknowledge(r, slot, k);
     if (same)
         result = into;

@@ -24,8 +24,7 @@ class Runner:
                  write_prefix: bool = False, yield_seconds: float = 0.0,
                  hand_over_core: bool = False,
                  local_words: Sequence[int] | None = None, is_root: bool = False,
-                 announces: bool = False,
-                 agree: Sequence[int] | None = None) -> None: ...
+                 announces: bool = False) -> None: ...
     def run(self, send: Any, recv: Any, seq: int, timeout: float | None,
             phase: int = 0, confirm: bool = True) -> None:
         """One blocking direct call (``confirm`` false: a root does not wait for its readers

@@ -170,16 +170,7 @@ class DirectExecution(AreaExecution):
             return self._may_write()
         if not self.read:
             return not self.area.missing(self.slot, self.word, self.role.others)
-        if not self.acknowledged:
-            return not self._unarrived()
         return not self.confirms or not self.area.unconfirmed(self.slot)
-
-    def _unarrived(self) -> list[int]:
-        """The other readers not yet at the root's slot (`direct_roles.agrees_with`)."""
-        role = self.role
-        if not role.agrees:
-            return []
-        return self.area.unarrived(self.slot, self.k, role.others[0], role.agrees)
 
     def _awaited(self) -> list[int]:
         area, slot = self.area, self.slot
@@ -187,8 +178,6 @@ class DirectExecution(AreaExecution):
             return area.unacknowledged(slot)
         if not self.read:
             return area.missing(slot, self.word, self.role.others)
-        if not self.acknowledged:
-            return self._unarrived()
         return area.unconfirmed(slot) if self.confirms else []
 
     def _expect(self) -> tuple[int, int, int]:
@@ -216,8 +205,6 @@ class DirectExecution(AreaExecution):
             _reader_for(area, self.spec, self.rank)(slot, self.send, self.recv)
             self.read = True
         if not self.acknowledged:
-            if self._unarrived():
-                return self._stuck()
             area.acknowledge(slot, k, role.others)
             self.acknowledged = True
         if self.confirms and area.unconfirmed(slot):
@@ -252,7 +239,6 @@ def _role(area: DirectArea, spec: CallSpec, rank: int) -> Role:
         return Role(call_fingerprint(spec), roles.publishes(spec, rank), awaits,
                     tuple(roles.waits_for(spec, rank)), roles.readers(spec, rank),
                     roles.confirms(spec, rank), roles.announces(spec, rank),
-                    roles.agrees_with(spec, rank),
                     f"rank {rank}: {spec.collective}[{NAME}]")
     return kept(area.memo, ("role", spec, rank), make)  # type: ignore[no-any-return]
 
@@ -345,10 +331,8 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
     sleepers = [r for r in area.group if r != transport.rank]
     # the words of peers pinned to this rank's core: waits for them yield at once
     on_my_core = [m for m in range(p) if transport.shares_core(area.group[m])]
-    agrees = roles.agrees_with(spec, rank)
     local_words = [area.held[m][i] for i in slots for m in on_my_core if m in others] + [
-        area.ack[m][rank][i] for m in on_my_core for i in slots] + [
-        area.ack[m][spec.root][i] for i in slots for m in agrees if m in on_my_core]
+        area.ack[m][rank][i] for m in on_my_core for i in slots]
 
     def slow(status: int, send: Any, recv: Any, seq: int, timeout: float | None,
              phase: int, confirm: bool) -> None:
@@ -367,8 +351,6 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
         # spun and yielded (`Ladder`'s first stages): sleep from here
         if status == 3:
             return _confirm_slowly(call, area, seq, timeout, fingerprint, phase, SLEEP)
-        if status == 4:  # a reader read; the other readers of its root are late
-            return _agree_slowly(call, area, seq, timeout, fingerprint, phase, SLEEP)
         return _finish_slowly(call, area, send, recv, seq, timeout, fingerprint, phase, SLEEP,
                               confirm)
 
@@ -382,7 +364,6 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
         my_data=area.slot_offset[rank],
         held=[area.held[j][i] for i in slots for j in others],
         ack=[area.ack[rank][j][i] for i in slots for j in others],
-        agree=[area.ack[m][spec.root][i] for i in slots for m in agrees],
         ack_of_me=[area.ack[m][rank][i] for m in range(p) for i in slots],
         local_words=local_words,
         sleeper_words=[transport.sleeping_word(r) for r in sleepers], sleeper_ranks=sleepers,
@@ -418,32 +399,12 @@ def _finish_slowly(call: NativeCall, area: DirectArea, send: np.ndarray | None,
               fp.describe, (slot, word, fingerprint), start, not roles.publishes(spec, rank))
     if roles.announces(spec, rank):
         area.announce(slot, k, others)
-    _reader_for(area, spec, rank)(slot, send, recv)
-    _agree_slowly(call, area, seq, timeout, fingerprint, phase, start)
-    if confirm and roles.confirms(spec, rank):
-        _confirm_slowly(call, area, seq, timeout, fingerprint, phase, start)
-
-
-def _agree_slowly(call: NativeCall, area: DirectArea, seq: int, timeout: float | None,
-                  fingerprint: int | None = None, phase: int = 0, start: int = SPIN) -> None:
-    """A reader that has read its call waits until the other readers of its root found the
-    call too (`direct_roles.agrees_with`), raising `CollectiveMismatch` if one made another
-    call; then (whatever the outcome) it acknowledges what it read."""
-    spec, rank = call.spec, call.rank
-    k, slot = call_number(seq, phase), slot_of(seq, phase)
-    others, agrees = roles.waits_for(spec, rank), roles.agrees_with(spec, rank)
     try:
-        if agrees:
-            fingerprint = fingerprint or call_fingerprint(spec)
-            root = others[0]
-            deadline = None if timeout is None else time.monotonic() + timeout
-            area.wait(lambda: not area.unarrived(slot, k, root, agrees),
-                      lambda: area.unarrived(slot, k, root, agrees), deadline,
-                      f"rank {rank}: {spec.collective}[{NAME}]",
-                      call_tag(call.context, seq, phase), fp.describe,
-                      (slot, held_word(k, fingerprint), fingerprint), start, True)
+        _reader_for(area, spec, rank)(slot, send, recv)
     finally:
         area.acknowledge(slot, k, others)
+    if confirm and roles.confirms(spec, rank):
+        _confirm_slowly(call, area, seq, timeout, fingerprint, phase, start)
 
 
 def _confirm_slowly(call: NativeCall, area: DirectArea, seq: int, timeout: float | None,

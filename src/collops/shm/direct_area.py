@@ -21,20 +21,21 @@ consecutive calls use different slots and a rank may run a few calls ahead of it
 
 **Ranks that disagree on the root.** The fingerprint carries the root, so ranks that meet
 each other's word for a call see the disagreement and raise `CollectiveMismatch` naming both
-roots. Each rank of a rooted call therefore completes only once it has met the word of
-every other rank, and a rank that would otherwise publish nothing leaves its word while it
-waits (`declare`). A gather's or reduce's ranks all publish, so the non-roots, which read
-nothing, wait for every other rank's word (without it, ranks that each name another as the
-root all return None and their slots are never read); the peers' slots stay theirs until
-they acknowledge. A bcast's or scatter's root waits for every reader to say it found the call
-(`ARRIVED`), and each reader, once it has read, for the other readers to say so at the same
-root's slot (`unarrived`) before it acknowledges (without it, a reader whose root agrees
-returns its data while a third rank that named another root raises); a root that gives its
-call up marks the acknowledgements it writes for its readers `RELEASED`, which is not an
-arrival. A check deferred to the next call instead would let a rank return a result from a
-call its peers fail, and a confirmation from the root would cost the readers a round trip;
-these waits cost none on the fast path: each rank waits for the others' arrival at the call,
-which a root already does, and with two ranks a reader has no other reader to wait for.
+roots; a rank that waits looks, on every round of its wait, at every member's word for the
+call, not only at those it waits for. Every rank of a rooted call meets the word of the
+root it named: a reader reads its root's slot, and a gather's or reduce's non-root, which
+reads nothing, waits for its root's word (`direct_roles.names_its_root`; without it, ranks
+that each name another as the root would all return None). A root meets every rank's: a
+gather's or reduce's reads every slot, and a bcast's or scatter's waits until every reader
+said it found the call (`ARRIVED`) before it completes (`direct_roles.confirms`); a reader
+that publishes nothing leaves its word while it waits (`declare`). So a disagreement never
+goes unnoticed: a rank that names a rank that is no root waits for it and meets a word of
+another fingerprint (that rank's own, or a root's), and a root meets the word of every rank
+that named another. A rank whose root agrees with it may complete its part while a third
+rank that named another root raises, as an MPI non-root would: it returns what the root it
+named sent. Waiting for every rank instead, so that every rank raises, would cost every
+rooted call a wait for the last rank to arrive — on more ranks than cores, a rank's time
+off its core (docs/performance.md, "nothing gets slower").
 
 Matching call numbers exactly, rather than trusting a counter to grow, lets non-blocking
 calls publish out of call order: a multi-phase call's second phase may start after a later
@@ -79,9 +80,6 @@ if TYPE_CHECKING:
 #: or-ed into an acknowledgement word by a reader that found its call and still copies it:
 #: enough for a root's confirmation (`DirectArea.unconfirmed`), not for reusing the slot
 ARRIVED = 1 << 62
-#: or-ed into the acknowledgement words a bcast's or scatter's root writes for its readers
-#: when it gives its call up (`DirectArea.release`): its slot is free, yet nobody arrived
-RELEASED = 1 << 61
 #: bytes of each rank's slot in the direct areas of the job this process attached to last
 #: (what ``shm_direct``'s restriction checks a call against; the layout's default before)
 _slot_capacity = seg.DEFAULT_DIRECT_BYTES
@@ -127,6 +125,8 @@ class DirectArea:
         self.words = transport._words
         self.group = list(group)
         self.index = self.group.index(transport.rank)
+        #: every member but this rank, whose words for a call it waits for or looks at
+        self.others = [m for m in range(len(self.group)) if m != self.index]
         self.capacity = lay.direct_bytes
         base = [lay.direct_rank_offset(area, r) for r in self.group]
         #: words holding each member's slot call numbers and fingerprints: [member][slot]
@@ -254,11 +254,8 @@ class DirectArea:
         words, me = self.words, self.index
         occupant, readers = self.occupant[slot]
         if occupant == k:
-            # a bcast's or scatter's root marks the stand-ins, so that a reader waiting for the
-            # others' arrival (`unarrived`) does not take them for agreement
-            stand_in = k | RELEASED if self._confirmed_by_reading(me, slot) else k
             for r in readers:
-                words[self.ack[r][me][slot]] = stand_in
+                words[self.ack[r][me][slot]] = k
             self.unreleased[slot] = [m for m in range(len(self.group)) if m != me]
             self.occupant[slot] = [k, ()]  # type: ignore[call-overload]
             self._released(slot)
@@ -297,12 +294,6 @@ class DirectArea:
         self.occupant[slot] = (k, ())
         self.transport.wake_sleepers(self.group)
         return True
-
-    def unarrived(self, slot: int, k: int, writer: int, readers: Sequence[int]) -> list[int]:
-        """The ``readers`` that have not found call ``k`` in ``writer``'s ``slot`` (said so
-        with `ARRIVED`, or read it; a root's `RELEASED` stand-in does not count)."""
-        words, ack = self.words, self.ack
-        return [r for r in readers if words[ack[r][writer][slot]] & ~ARRIVED != k]
 
     def announce(self, slot: int, k: int, writers: Sequence[int]) -> None:
         """Say that this rank found call ``k`` in the ``writers``' ``slot`` and is reading it
@@ -376,7 +367,7 @@ class DirectArea:
             slot, word, mine = expect
             if declare:  # ranks that each wait for another as their root meet their words
                 self.declare(slot, word, mine)
-            for m, theirs in self.mismatched(slot, word, awaited):
+            for m, theirs in self.mismatched(slot, word, self.others):
                 self.release(slot, word >> 24)
                 if slot % 2 == 0:  # a first phase: a peer may be in the call's next one
                     self.declare(slot + 1, word + (1 << 24), mine)

@@ -40,35 +40,27 @@ def awaits(spec: CallSpec, rank: int) -> list[int]:
 
 def waits_for(spec: CallSpec, rank: int) -> list[int]:
     """The other members whose word for the call ``rank`` waits for: those whose slots it
-    reads, and in a gather or reduce every other member (`looks_at_all`)."""
-    if looks_at_all(spec):
-        return [j for j in range(spec.size) if j != rank]
+    reads, and a gather's or reduce's non-root its root (`names_its_root`)."""
+    if names_its_root(spec, rank):
+        return [spec.root]
     return [j for j in awaits(spec, rank) if j != rank]
 
 
-def looks_at_all(spec: CallSpec) -> bool:
-    """Whether every rank of the call waits for every other rank's word: a gather's or
-    reduce's, whose non-roots receive nothing. Every rank publishes its word there (the
-    fingerprint carries the root), so a non-root that has seen every word knows that every
-    rank made its call with its root; without looking, ranks that each name another as the
-    root would all return None as if the call had succeeded. It costs a non-root a wait for
-    the last rank to arrive, not a round trip (see `collops.shm.direct_area`)."""
-    return vector.regular(spec.collective) in ("gather", "reduce") and spec.size > 1
+def names_its_root(spec: CallSpec, rank: int) -> bool:
+    """Whether ``rank`` is a gather's or reduce's non-root, which reads nothing yet waits for
+    its root's word for the call (the fingerprint carries the root): without it, ranks that
+    each name another as the root would all return None as if the call had succeeded. It
+    costs a non-root the wait for its root to begin the call, not a round trip; a non-root
+    whose root agrees with it may complete while a third rank that named another root raises,
+    as an MPI non-root would (see `collops.shm.direct_area`)."""
+    return (vector.regular(spec.collective) in ("gather", "reduce") and spec.size > 1
+            and rank != spec.root)
 
 
 def readers(spec: CallSpec, rank: int) -> tuple[int, ...]:
     """The other members that read or look at ``rank``'s slot (it stays theirs until they
     acknowledge)."""
     return tuple(m for m in range(spec.size) if m != rank and rank in waits_for(spec, m))
-
-
-def agrees_with(spec: CallSpec, rank: int) -> tuple[int, ...]:
-    """The other readers of a bcast's or scatter's root whose arrival at the root's slot
-    ``rank`` waits for before it completes (a reader, 3 ranks or more): a reader whose root
-    agrees otherwise returns its data while a third rank that named another root raises."""
-    if vector.regular(spec.collective) not in ("bcast", "scatter") or rank == spec.root:
-        return ()
-    return tuple(m for m in range(spec.size) if m not in (rank, spec.root))
 
 
 def publishes(spec: CallSpec, rank: int) -> bool:
@@ -125,7 +117,5 @@ class Role:
     confirms: bool
     #: whether the rank says it found the call before it reads it (`announces`)
     announces: bool
-    #: the other readers it waits for at its root's slot before it completes (`agrees_with`)
-    agrees: tuple[int, ...]
     #: how errors name the call
     what: str

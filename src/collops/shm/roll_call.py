@@ -1,24 +1,34 @@
-"""Roll call: every member of a rooted streamed call meets every other member's word for it.
+"""Roll call: every member of a rooted streamed call meets the word of the root it named.
 
 A bcast or scatter root hears from no one, and ranks that each believe another the root of a
 gather or reduce write their blocks for a root that reads none: ranks that disagree on the
 root would return different data or hang. ``shm_stream`` therefore runs its rooted calls with
 a roll call beside the data: each member stores its word for the call (call number and
-fingerprint, which holds the root) and completes only once every other member's word for the
-call is its own. Ranks that disagree meet a word with the call's number and another
-fingerprint: `CollectiveMismatch` naming both roots, on every rank — a rank whose word matches
-some peers' still differs from the word of a rank that named another root, so no rank returns
-from a call another fails. Waiting for every word costs no round trip: the members need each
-other for the data anyway, and the words are stored as the call begins.
+fingerprint, which holds the root) as the call begins; a root completes only once every
+other member's word for the call is its own, a non-root once its root's is. Ranks that
+disagree meet a word with the call's number and another fingerprint: `CollectiveMismatch`
+naming both roots — a rank that named a rank that is no root meets that rank's word, a root
+the word of every rank that named another; a waiting rank looks at every member's word, not
+only those it waits for. A non-root whose root agrees with it may complete while a third
+rank that named another root raises, as an MPI non-root would (waiting for every member
+instead costs every call a wait for the last rank, see `collops.shm.direct_area`). Waiting
+for the root's word costs no round trip: the root stores it as the call begins. A gather's or
+reduce's non-root writes its chunks only once it has its root's word (`root_heard`): a rank
+that named as the root a rank that is none would otherwise leave chunks in its ring that
+rank never reads, holding the ring's slots for ever.
 
 The words are not the direct slots (`DirectArea`): a word there waits for the slot's previous
 call to be acknowledged, in the direct area's one write order, and a member's word queued
 behind a later call's acknowledgement could deadlock. Each rank has `ROLL_SLOTS` words of its
 own in its stream area's control page, written by nobody else and waited for by nobody but
 the roll call: phase ``ph`` of call ``seq`` uses word ``(2 seq + ph) mod ROLL_SLOTS``. A rank
-overwrites its word for an earlier call there only once every peer has said it is done with
-that call (its *done* word in that slot holds the call's number, written whatever ended the
-call: success or error), so no peer misses a word. That wait is for a call half the slots
+overwrites its word for an earlier call there only once it and every peer have said they are
+done with that call (a *done* word per slot holds the number of the last call the rank is
+done with there, written whatever ended the call: success or error), so no peer misses a
+word. A rank may finish a later call in the slot before a peer is done with the earlier one
+(a non-root hears only its root), so a done word counts if it holds that call *or a later
+one*; and as a rank writes its word only once its own earlier call there is done, its done
+words only grow. That wait is for a call half the slots
 (32 calls) earlier, which never waits for this one — unless a rank begins a phase more than
 32 calls after later ones (a non-blocking bcast's data phase waits for its envelope): then
 the call waits until the earlier one is done everywhere, or its timeout. A rank that gives a
@@ -65,14 +75,15 @@ def book_of(direct: DirectArea, area: StreamArea) -> RollBook:
 
 
 class RollCall:
-    """One member's part of a roll call: store its word, then wait until every other member's
-    word for the call is the same."""
+    """One member's part of a roll call: store its word, then wait until the words it needs
+    for the call (its root's; at the root, every other member's) are the same."""
 
     __slots__ = ("direct", "book", "words", "slot", "k", "word", "fingerprint", "others",
-                 "theirs", "fps", "dones", "my_held", "my_fp", "my_done", "written", "left")
+                 "theirs", "fps", "dones", "heard", "root_word", "my_held", "my_fp", "my_done",
+                 "written", "left")
 
     def __init__(self, direct: DirectArea, area: StreamArea, seq: int, phase: int,
-                 fingerprint: int) -> None:
+                 fingerprint: int, root: int) -> None:
         self.direct, self.book = direct, book_of(direct, area)
         self.words = direct.words
         self.k = k = call_number(seq, phase)
@@ -85,23 +96,36 @@ class RollCall:
         self.theirs = [area.roll_held[group[m]] + slot for m in self.others]
         self.fps = [area.roll_fps[group[m]] + slot for m in self.others]
         self.dones = [area.roll_done[group[m]] + slot for m in self.others]
+        #: the members whose word the call waits for and their words' indices: the root's,
+        #: or at the root every other member's
+        self.heard = [(m, w) for m, w in zip(self.others, self.theirs, strict=True)
+                      if me == root or m == root]
+        #: the root's word's index, at a non-root (-1 at the root)
+        self.root_word = -1 if me == root else area.roll_held[group[root]] + slot
         self.my_held = area.roll_held[group[me]] + slot
         self.my_fp = area.roll_fps[group[me]] + slot
         self.my_done = area.roll_done[group[me]] + slot
         self.written = False
         self.left = 1
-        # no wake: the call's stream part, which follows, wakes the peers as it moves
-        self._write(wake=False)
+        # a root wakes the non-roots that wait for its word before they write (`root_heard`);
+        # else no wake: the call's stream part, which follows, wakes the peers as it moves;
+        # a word whose slot is still busy is stored as the call moves (`poll`, `store`)
+        self.store()
 
     def _free(self) -> bool:
-        """Whether every peer is done with the call whose word this rank's slot holds."""
+        """Whether this rank and every peer are done with the call whose word this rank's
+        slot holds (or a later call there)."""
         last = self.book.last[self.slot]
         words = self.words
-        return not last or all(words[d] == last for d in self.dones)
+        return not last or (words[self.my_done] >= last
+                            and all(words[d] >= last for d in self.dones))
 
-    def _write(self, wake: bool = True) -> bool:
-        """Store this rank's word once its slot is free (``wake``: wake the peers asleep);
-        whether it is stored."""
+    def store(self, wake: bool | None = None) -> bool:
+        """Store this rank's word once its slot is free (``wake``: wake the peers asleep; by
+        default only a root, whose non-roots wait for its word before they write); whether
+        it is stored."""
+        if wake is None:
+            wake = self.root_word < 0
         if not self.written and self._free():
             words = self.words
             words[self.my_fp] = self.fingerprint
@@ -117,7 +141,14 @@ class RollCall:
         if not self.written:
             return self._free()
         words, word = self.words, self.word
-        return all(words[w] == word for w in self.theirs)
+        return all(words[w] == word for _, w in self.heard)
+
+    def root_heard(self) -> bool:
+        """Whether this rank's root stored its word for the call and it is this rank's (at
+        the root: always). A non-root writes its chunks only then: ranks that named it the
+        root while it was none would otherwise leave chunks in their rings that it never
+        reads, holding the rings' slots for ever."""
+        return self.root_word < 0 or self.words[self.root_word] == self.word
 
     def awaited(self) -> list[int]:
         """The members (group ranks) this rank waits for: those yet to finish the slot's last
@@ -125,19 +156,18 @@ class RollCall:
         words = self.words
         if not self.written:
             last = self.book.last[self.slot]
-            return [m for m, d in zip(self.others, self.dones, strict=True) if words[d] != last]
-        return [m for m, w in zip(self.others, self.theirs, strict=True)
-                if words[w] != self.word]
+            return [m for m, d in zip(self.others, self.dones, strict=True) if words[d] < last]
+        return [m for m, w in self.heard if words[w] != self.word]
 
     def poll(self) -> bool:
-        """Advance without blocking; True once every member's word for the call is this
-        rank's (the call is then done with here)."""
+        """Advance without blocking; True once the words it waits for are this rank's (the
+        call is then done with here)."""
         if not self.left:
             return True
-        if not self._write():
+        if not self.store(True):
             return False
         words, word = self.words, self.word
-        for w in self.theirs:
+        for _, w in self.heard:
             if words[w] != word:
                 return False
         self.end()

@@ -44,8 +44,8 @@ calls' chunks in the order it began them (`StreamArea.unwritten`). A call an err
 leaves chunks in the rings; a rank drains past those of the calls it gave up
 (`StreamArea.abandoned`) as it begins or waits in later calls, so the writers' slots free.
 
-A rooted call's members also wait for each other's word for the call (`roll_call`), so
-ranks that disagree on the root all raise `CollectiveMismatch`.
+A rooted call's members also wait for their root's word for the call, and the root for every
+member's (`roll_call`), so ranks that disagree on the root raise `CollectiveMismatch`.
 
 A call is done on a rank once it has written all its chunks and read all it needs — not when
 its readers have read them: the ring holds them, so a writer never waits for a reader beyond
@@ -174,16 +174,17 @@ def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, se
 
 def _roll_call(direct: DirectArea, area: StreamArea, spec: CallSpec, seq: int, phase: int,
                fingerprint: int) -> RollCall | None:
-    """A rooted call's `RollCall` (its members wait for each other's word), else None."""
+    """A rooted call's `RollCall` (its members wait for their root's word, the root for
+    every member's), else None."""
     if regular(spec.collective) not in ROOTED or spec.size == 1:
         return None
-    return RollCall(direct, area, seq, phase, fingerprint)
+    return RollCall(direct, area, seq, phase, fingerprint, spec.root)
 
 
-def _hear_every_member(direct: DirectArea, roll: RollCall, spec: CallSpec, rank: int,
+def _hear_the_roll(direct: DirectArea, roll: RollCall, spec: CallSpec, rank: int,
                        seq: int, phase: int, context: int, timeout: float | None) -> None:
-    """Finish a streamed call's ``roll`` call: the one wait, from its spin, until every
-    member's word has come (or a mismatch, failure or the deadline raises)."""
+    """Finish a streamed call's ``roll`` call: the one wait, from its spin, until the words
+    it waits for have come (or a mismatch, failure or the deadline raises)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     what = f"rank {rank}: {spec.collective}[{NAME}]"
     word = held_word(call_number(seq, phase), roll.fingerprint)
@@ -221,7 +222,8 @@ def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None) -> Call
         roll = None if chained else _roll_call(direct, area, spec, seq, phase, fingerprint)
         if area.abandoned:  # chunks of a call this rank gave up may hold a writer back
             skip_abandoned(area, direct.group)
-        if alone is not None and not progress.active and not area.active:
+        if alone is not None and not progress.active and not area.active and (
+                roll is None or roll.root_heard()):
             # nothing else in flight here: the whole call in C, as a rule; else on from there
             state = alone.state.copy()
             status = alone.plan.advance(state, *_addresses(alone, flat_send, flat_recv),
@@ -229,7 +231,7 @@ def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None) -> Call
                                         fingerprint, True, spin)
             if status & ~MOVED == DONE:
                 if roll is not None and not roll.poll():
-                    _hear_every_member(direct, roll, spec, rank, seq, phase, context, timeout)
+                    _hear_the_roll(direct, roll, spec, rank, seq, phase, context, timeout)
                 return
             ex = StreamExecution(transport, direct, area, spec, alone, rank, flat_send,
                                  flat_recv, seq, phase, context, timeout, state, roll)

@@ -86,10 +86,14 @@ class StreamExecution(AreaExecution):
 
     def _may_write(self) -> bool:
         unwritten = self.stream.unwritten
-        return bool(unwritten) and unwritten[0] is self
+        return bool(unwritten) and unwritten[0] is self and (
+            self.roll is None or self.roll.root_heard())
 
     def _step(self, spin: float) -> int:
         """`Plan.advance` for this call: its status; ``self.moved`` says whether it moved."""
+        roll = self.roll
+        if roll is not None and not roll.written:
+            roll.store()  # its slot was busy as the call began: a non-root may wait for it
         may_write = self._may_write()
         status = self.plan.advance(self.state, self.send_address, self.recv_address,
                                    self.word, self.fingerprint, may_write, spin)
@@ -99,8 +103,11 @@ class StreamExecution(AreaExecution):
         return int(status & ~MOVED)
 
     def _ready(self) -> bool:
+        roll = self.roll
         if self.streamed:
-            return self.roll is not None and self.roll.ready()
+            return roll is not None and roll.ready()
+        if roll is not None and not roll.written and roll.ready():
+            return True  # the word may be stored (`_step`)
         return bool(self.plan.ready(self.state, self.send_address, self.recv_address,
                                     self.word, self.fingerprint, self._may_write()))
 
