@@ -1,0 +1,261 @@
+"""``alltoallv`` through the direct slots (``shm_direct``): each rank's counts are its own.
+
+A writer's slot starts with a header of ``1 + 3p`` little-endian u64 words: a flag (its
+blocks did not fit), the bytes it sends to each member, the bytes it expects from each, and
+where in the slot its block for each lies (the blocks follow the header packed in rank
+order). A reader checks each writer's header against its own counts both ways (a
+send to it of another length, or a block it sends of a length the writer does not expect:
+`CollectiveMismatch` naming both ranks, on each rank of the pair) and copies its blocks to
+its ``rdispls``; its own block it copies from ``x`` directly.
+
+Whether a writer's blocks fit is the writer's own business, as its counts are: one whose
+blocks for its peers do not all fit its slot sets the flag and sends its blocks as messages
+instead (tagged with the call's next phase, so no wait of this phase mistakes them for a
+peer's other call); its readers, seeing the flag, receive them. Every rank therefore takes
+the same protocol whatever the counts, and the selection (which may depend only on what all
+ranks agree on) needs no bound on them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..algorithms.native import NativeAlgorithm, NativeCall
+from ..algorithms.registry import Algorithm, CostModel, add_algorithm
+from ..algorithms.spec import CallSpec, prefix
+from ..errors import CollectiveMismatch
+from ..transport.tags import make_tag_base
+from . import direct
+from .direct_area import DirectArea
+from .transport import ShmTransport
+
+#: the header's flag: this writer's blocks go as messages
+OVERFLOW = 1
+#: a header's words are u64; the blocks start at a 64-byte boundary after it
+WORD = 8
+ALIGN = 64
+
+
+def head_words(p: int) -> int:
+    """Words of a writer's header for ``p`` members: the flag, then the bytes it sends to,
+    expects from and (in its slot) writes at for each member, padded to 64 bytes."""
+    return -(-(1 + 3 * p) * WORD // ALIGN) * ALIGN // WORD
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One rank's part in an alltoallv of one spec, in bytes: its header, its writes into
+    its slot (``(from, bytes, to)``), where its blocks start in its ``x`` and their bytes, its
+    own block (``(from, bytes, to)``) and what it expects from each member (``(bytes, at)``
+    in recv)."""
+
+    head: np.ndarray
+    overflows: bool
+    writes: tuple[tuple[int, int, int], ...]
+    sends: tuple[int, ...]
+    sfrom: tuple[int, ...]
+    own: tuple[int, int, int]
+    expects: tuple[tuple[int, int], ...]
+
+
+@functools.lru_cache(maxsize=1024)
+def layout_of(spec: CallSpec, rank: int, slot_bytes: int) -> Layout:
+    """The `Layout` of ``rank`` in an alltoallv of ``spec`` on slots of ``slot_bytes``: its
+    blocks for the other members packed after the header in rank order, unless they do not
+    all fit (then they go as messages)."""
+    p, size = spec.size, spec.itemsize
+    sends = tuple(c * size for c in spec.sendcounts)
+    sfrom = tuple(d * size for d in (spec.sdispls or prefix(spec.sendcounts)))
+    recvs = tuple(c * size for c in spec.recvcounts)
+    rat = tuple(d * size for d in (spec.rdispls or prefix(spec.recvcounts)))
+    words = np.zeros(head_words(p), "<u8")
+    at = [0] * p
+    end = words.nbytes
+    for j, n in enumerate(sends):
+        if j != rank and n:
+            at[j], end = end, end + n
+    overflows = end > slot_bytes
+    words[0] = OVERFLOW if overflows else 0
+    words[1: 1 + p] = sends
+    words[1 + p: 1 + 2 * p] = recvs
+    words[1 + 2 * p: 1 + 3 * p] = at
+    writes = () if overflows else tuple(
+        (sfrom[j], n, at[j]) for j, n in enumerate(sends) if j != rank and n)
+    return Layout(words, overflows, writes, sends, sfrom, (sfrom[rank], sends[rank], rat[rank]),
+                  tuple(zip(recvs, rat, strict=True)))
+
+
+def check_header(spec: CallSpec, rank: int, writer: int, words: np.ndarray,
+                 layout: Layout, slot_bytes: int) -> int:
+    """Where ``rank``'s block lies in ``writer``'s slot, after checking its header
+    (``words``): `CollectiveMismatch` when the two ranks disagree about a block between them,
+    either way, or when the block would not lie inside the slot."""
+    p, size = spec.size, spec.itemsize
+    sent, expected = int(words[1 + rank]), int(words[1 + p + rank])
+    at = int(words[1 + 2 * p + rank])
+    mine, theirs = layout.expects[writer][0], layout.sends[writer]
+    what = f"rank {rank}: alltoallv[{direct.NAME}]"
+    if sent != mine:
+        raise CollectiveMismatch(
+            f"{what}: rank {writer} sends {sent // size} elements to rank {rank}, which "
+            f"expects {mine // size} (its recvcounts[{writer}])")
+    if expected != theirs:
+        raise CollectiveMismatch(
+            f"{what}: rank {rank} sends {theirs // size} elements to rank {writer}, which "
+            f"expects {expected // size} (its recvcounts[{rank}])")
+    if not int(words[0]) & OVERFLOW and sent and not words.nbytes <= at <= slot_bytes - sent:
+        raise CollectiveMismatch(f"{what}: rank {writer}'s header puts its block for rank "
+                                 f"{rank} at byte {at}, outside its slot")
+    return at
+
+
+class AlltoallvExecution(direct.DirectExecution):
+    """An alltoallv in flight through the direct slots (`DirectExecution`'s protocol, with
+    this module's header and per-destination blocks, and messages for a writer whose blocks
+    do not fit)."""
+
+    __slots__ = ("layout", "handles", "context", "seq", "phase")
+
+    def __init__(self, transport: ShmTransport, area: DirectArea, spec: CallSpec, rank: int,
+                 send: np.ndarray | None, recv: np.ndarray | None, seq: int, phase: int,
+                 context: int, timeout: float | None) -> None:
+        self.layout = layout_of(spec, rank, area.capacity)
+        self.handles: list[Any] = []
+        self.context, self.seq, self.phase = context, seq, phase
+        super().__init__(transport, area, spec, rank, send, recv, seq, phase, context, timeout)
+
+    def _tag(self) -> int:
+        """The messages' tag: the call's next phase, which no wait of this one watches."""
+        return make_tag_base(self.context, self.seq, self.phase + 1)
+
+    def _write(self) -> None:
+        """The header and (when they fit) the blocks into this rank's slot; else the
+        blocks as messages."""
+        lay, area = self.layout, self.area
+        slot = area.slots[area.index][self.slot]
+        slot[: lay.head.nbytes] = lay.head.view(np.uint8)
+        send = self.send.view(np.uint8) if self.send is not None else None
+        for src, n, dst in lay.writes:
+            assert send is not None
+            slot[dst: dst + n] = send[src: src + n]
+        if lay.overflows and send is not None:
+            fp = self.role.fingerprint
+            for j, (src, n) in enumerate(zip(lay.sfrom, lay.sends, strict=True)):
+                if j != self.rank and n:
+                    self.handles.append(self.transport.isend(
+                        area.group[j], self._tag(), send[src: src + n].data, fp))
+
+    def _read(self) -> None:
+        """Check every writer's header, copy the blocks that came through slots, receive
+        those that come as messages, and copy this rank's own block."""
+        lay, area, spec, me = self.layout, self.area, self.spec, self.rank
+        recv = self.recv.view(np.uint8) if self.recv is not None else None
+        heads = lay.head.size
+        for w in self.role.others:
+            slot = area.slots[w][self.slot]
+            words = slot[: heads * WORD].view("<u8")
+            start = check_header(spec, me, w, words, lay, area.capacity)
+            n, at = lay.expects[w]
+            if not n:
+                continue
+            assert recv is not None
+            if int(words[0]) & OVERFLOW:
+                self.handles.append(self.transport.irecv(
+                    area.group[w], self._tag(), recv[at: at + n].data))
+            else:
+                recv[at: at + n] = slot[start: start + n]
+        src, n, dst = lay.own
+        if n and recv is not None and self.send is not None:
+            recv[dst: dst + n] = self.send.view(np.uint8)[src: src + n]
+
+    def _messages_done(self) -> bool:
+        """Whether this rank's sends and receives of blocks that did not fit are done."""
+        if not self.handles:
+            return True
+        self.transport.progress()
+        for h in self.handles:
+            if h.error is not None:
+                raise h.error
+            if h.done and h.nbytes and h.fingerprint and h.fingerprint != self.role.fingerprint:
+                raise CollectiveMismatch(f"{self.what}: a block from rank {h.peer} of another "
+                                         "call")
+        self.handles = [h for h in self.handles if not h.done]
+        return not self.handles
+
+    def _ready(self) -> bool:
+        if self.acknowledged:
+            return False  # messages: the transport's own activity wakes the wait
+        return super()._ready()
+
+    def _awaited(self) -> list[int]:
+        if self.acknowledged:
+            return sorted({self.area.group.index(h.peer) for h in self.handles})
+        return super()._awaited()
+
+    def _advance(self, spin: float) -> bool:
+        area, slot, k, role = self.area, self.slot, self.k, self.role
+        if not self.written:
+            if not self._may_write():
+                return self._stuck()
+            self._write()
+            area.publish(slot, k, role.fingerprint, role.readers)
+            area.unwritten.popleft()
+            self.written = True
+        if not self.read:
+            if area.missing(slot, self.word, role.others):
+                return self._stuck()
+            self.read = True  # whatever the headers say, the slots are done with
+            self._read()
+        if not self.acknowledged:
+            area.acknowledge(slot, k, role.others)
+            self.acknowledged = True
+        return self._messages_done() or self._stuck()
+
+
+def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, seq: int,
+          phase: int, timeout: float | None) -> AlltoallvExecution:
+    """Start an alltoallv (its number ``seq``, phase ``phase``) through its direct area."""
+    transport, area = direct.area_of(call)
+    return AlltoallvExecution(transport, area, call.spec, call.rank, send, recv, seq, phase,
+                              call.context, timeout)
+
+
+def _run(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, seq: int,
+         timeout: float | None, phase: int = 0, confirm: bool = True) -> None:
+    """A blocking alltoallv as `start` begins it, progressing the other calls meanwhile."""
+    ex = start(call, send, recv, seq, phase, timeout)
+    if not ex.poll():
+        call.progress.wait(ex)
+
+
+def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None
+         ) -> Callable[..., None]:
+    """A blocking alltoallv of one signature: ``fn(send, recv, seq, timeout, phase=0)``
+    (``length_prefix``: envelopes only, never an alltoallv's)."""
+    direct.area_of(call)  # raises without a direct area
+    return functools.partial(_run, call)
+
+
+def alltoallv_cost(spec: CallSpec, model: CostModel) -> float:
+    """Half an α: one synchronisation, no message (the counts are each rank's own, so the
+    bytes, which the ranks may not agree on, are left out)."""
+    return 0.5 * model.alpha
+
+
+def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Any:
+    return direct._no_schedule(rank, spec, params)
+
+
+def register() -> None:
+    """Add the ``shm_direct`` record of ``alltoallv``."""
+    add_algorithm(Algorithm(
+        "alltoallv", direct.NAME, "alltoallv through shared-memory slots: each rank's blocks "
+        "at fixed offsets of its slot with their lengths in a header (as messages when they "
+        "do not fit), read straight from the peers' slots", _no_schedule,
+        cost=alltoallv_cost, needs=frozenset({direct.RESOURCE}),
+        native=NativeAlgorithm(start, bind), transports=direct.TRANSPORTS))
