@@ -25,13 +25,15 @@ from typing import Any
 
 import numpy as np
 
+from .. import config
 from ..algorithms.native import NativeAlgorithm, NativeCall
 from ..algorithms.registry import Algorithm, CostModel, add_algorithm
 from ..algorithms.spec import CallSpec, prefix
 from ..errors import CollectiveMismatch
 from ..transport.tags import make_tag_base
 from . import direct
-from .direct_area import DirectArea
+from .direct_area import DirectArea, held_word
+from .segment import DIRECT_SLOTS
 from .transport import ShmTransport
 
 #: the header's flag: this writer's blocks go as messages
@@ -119,14 +121,16 @@ class AlltoallvExecution(direct.DirectExecution):
     this module's header and per-destination blocks, and messages for a writer whose blocks
     do not fit)."""
 
-    __slots__ = ("layout", "handles", "context", "seq", "phase")
+    __slots__ = ("layout", "handles", "context", "seq", "phase", "published")
 
     def __init__(self, transport: ShmTransport, area: DirectArea, spec: CallSpec, rank: int,
                  send: np.ndarray | None, recv: np.ndarray | None, seq: int, phase: int,
-                 context: int, timeout: float | None) -> None:
+                 context: int, timeout: float | None, published: bool = False) -> None:
         self.layout = layout_of(spec, rank, area.capacity)
         self.handles: list[Any] = []
         self.context, self.seq, self.phase = context, seq, phase
+        #: the compiled runner published this rank's slot already (it fits: no messages)
+        self.published = published
         super().__init__(transport, area, spec, rank, send, recv, seq, phase, context, timeout)
 
     def _tag(self) -> int:
@@ -199,6 +203,9 @@ class AlltoallvExecution(direct.DirectExecution):
 
     def _advance(self, spin: float) -> bool:
         area, slot, k, role = self.area, self.slot, self.k, self.role
+        if not self.written and self.published:
+            area.unwritten.remove(self)
+            self.written = True
         if not self.written:
             if not self._may_write():
                 return self._stuck()
@@ -226,9 +233,13 @@ def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, se
 
 
 def _run(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, seq: int,
-         timeout: float | None, phase: int = 0, confirm: bool = True) -> None:
-    """A blocking alltoallv as `start` begins it, progressing the other calls meanwhile."""
-    ex = start(call, send, recv, seq, phase, timeout)
+         timeout: float | None, phase: int = 0, confirm: bool = True,
+         published: bool = False) -> None:
+    """A blocking alltoallv as `start` begins it (``published``: the compiled runner wrote
+    this rank's slot already), progressing the other calls meanwhile."""
+    transport, area = direct.area_of(call)
+    ex = AlltoallvExecution(transport, area, call.spec, call.rank, send, recv, seq, phase,
+                            call.context, timeout, published)
     if not ex.poll():
         call.progress.wait(ex)
 
@@ -236,9 +247,48 @@ def _run(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, seq
 def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None
          ) -> Callable[..., None]:
     """A blocking alltoallv of one signature: ``fn(send, recv, seq, timeout, phase=0)``
-    (``length_prefix``: envelopes only, never an alltoallv's)."""
-    direct.area_of(call)  # raises without a direct area
-    return functools.partial(_run, call)
+    (``length_prefix``: envelopes only, never an alltoallv's). Compiled (`_compiled_runner`)
+    when this rank's blocks fit its slot; else the Python protocol (`_run`)."""
+    transport, area = direct.area_of(call)
+    return _compiled_runner(call, transport, area) or functools.partial(_run, call)
+
+
+def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
+                     ) -> Callable[..., None] | None:
+    """The compiled blocking runner of ``call`` (None: not built, disabled, or this rank's
+    blocks go as messages): it writes the header and blocks, waits for the peers' words,
+    checks their headers and copies (`_direct`'s ``READ_TABLE``), and hands back to the
+    Python protocol whatever else happens."""
+    _direct = direct._direct
+    if _direct is None or not config.settings.compiled:
+        return None
+    spec, rank, p = call.spec, call.rank, call.spec.size
+    lay = layout_of(spec, rank, area.capacity)
+    if lay.overflows:
+        return None
+    others = [j for j in range(p) if j != rank]
+    fingerprint = direct.call_fingerprint(spec)
+
+    def slow(status: int, send: Any, recv: Any, seq: int, timeout: float | None,
+             phase: int, confirm: bool) -> None:
+        # 1: the slot was busy, nothing ran; 2 (peers late) and 5 (a header asks for more):
+        # published, the rest in Python
+        send = None if send is None else send.reshape(-1)
+        recv = None if recv is None else recv.reshape(-1)
+        _run(call, send, recv, seq, timeout, phase, confirm, published=status != 1)
+
+    slots = range(DIRECT_SLOTS)
+    compiled = _direct.Runner(
+        **direct.runner_words(call, transport, area, others, ()),
+        readers=tuple(others), slow=slow, publishes=True, nbytes=0, fingerprint=fingerprint,
+        mix=held_word(0, fingerprint), read_kind=_direct.READ_TABLE,
+        src=[area.slot_offset[j][i] for i in slots for j in others],
+        dst=[lay.expects[j][1] for j in others], len=[lay.expects[j][0] for j in others],
+        self_copy=(lay.own[0], lay.own[2], lay.own[1]), count=0, op=0, dtype=0,
+        head=lay.head.tobytes(), writes=[v for w in lay.writes for v in w],
+        back=[lay.sends[j] for j in others], table=(1 + rank, 1 + p + rank, 1 + 2 * p + rank),
+        slot_bytes=area.capacity)
+    return compiled.run  # type: ignore[no-any-return]
 
 
 def alltoallv_cost(spec: CallSpec, model: CostModel) -> float:
