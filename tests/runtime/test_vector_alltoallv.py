@@ -1,7 +1,8 @@
 """alltoallv through the direct slots (`collops.shm.direct_alltoallv`) against numpy, on
 threads and on ``shm`` (compiled and ``COLLOPS_COMPILED=0``), 2 to 4 ranks: zero counts,
 send and receive displacements with gaps, counts given and exchanged, blocks too large for a
-slot (sent as messages by the writer that overflows, alone or among writers that fit), and
+slot (read out of the writer's memory, or sent as messages, by the writer that overflows,
+alone or among writers that fit), and
 ranks whose counts disagree (`CollectiveMismatch` on both ranks of the pair, no hang)."""
 
 from __future__ import annotations
@@ -81,12 +82,15 @@ def test_alltoallv_on_shm_matches_numpy(p, compiled, monkeypatch):
         assert all(a == {"shm_direct"} for a in chosen), chosen
 
 
+@pytest.mark.parametrize("single_copy", ["1", "0"])
 @pytest.mark.parametrize("compiled", ["1", "0"])
 @pytest.mark.parametrize("p", [2, 3])
-def test_blocks_that_do_not_fit_a_slot_go_as_messages(p, compiled, monkeypatch):
+def test_blocks_that_do_not_fit_a_slot_go_around_it(p, compiled, single_copy, monkeypatch):
     """Rank 0's blocks exceed its slot (64 KiB), the others' fit: every rank still takes
-    ``shm_direct`` and gets numpy's result."""
+    ``shm_direct`` and gets numpy's result, its readers copying rank 0's blocks out of its
+    memory (single copy) or receiving them as messages (``COLLOPS_SHM_SINGLE_COPY=0``)."""
     monkeypatch.setenv("COLLOPS_COMPILED", compiled)
+    monkeypatch.setenv("COLLOPS_SHM_SINGLE_COPY", single_copy)
     chosen = collops.spawn(_body(3, big=5000), p, transport="shm", timeout=200)
     assert all(a == {"shm_direct"} for a in chosen), chosen
 

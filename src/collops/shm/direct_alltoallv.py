@@ -9,9 +9,11 @@ send to it of another length, or a block it sends of a length the writer does no
 its ``rdispls``; its own block it copies from ``x`` directly.
 
 Whether a writer's blocks fit is the writer's own business, as its counts are: one whose
-blocks for its peers do not all fit its slot sets the flag and sends its blocks as messages
-instead (tagged with the call's next phase, so no wait of this phase mistakes them for a
-peer's other call); its readers, seeing the flag, receive them. Every rank therefore takes
+blocks for its peers do not all fit its slot sets a flag and puts their addresses in its
+header instead, and its readers copy them straight out of its memory (`process_vm_readv`; it
+completes once they have all acknowledged), or, where the kernel does not permit that, it
+sends them as messages (tagged with the call's next phase, so no wait of this phase mistakes
+them for a peer's other call) and its readers receive them. Every rank therefore takes
 the same protocol whatever the counts, and the selection (which may depend only on what all
 ranks agree on) needs no bound on them.
 """
@@ -36,8 +38,11 @@ from .direct_area import DirectArea, held_word
 from .segment import DIRECT_SLOTS
 from .transport import ShmTransport
 
-#: the header's flag: this writer's blocks go as messages
+#: the header's flags: this writer's blocks do not fit its slot; they go as messages, or,
+#: where the kernel permits single copies, its readers copy them out of its memory from the
+#: addresses in its header (it completes once they all have)
 OVERFLOW = 1
+BY_REFERENCE = 2
 #: a header's words are u64; the blocks start at a 64-byte boundary after it
 WORD = 8
 ALIGN = 64
@@ -121,7 +126,7 @@ class AlltoallvExecution(direct.DirectExecution):
     this module's header and per-destination blocks, and messages for a writer whose blocks
     do not fit)."""
 
-    __slots__ = ("layout", "handles", "context", "seq", "phase", "published")
+    __slots__ = ("layout", "handles", "context", "seq", "phase", "published", "by_reference")
 
     def __init__(self, transport: ShmTransport, area: DirectArea, spec: CallSpec, rank: int,
                  send: np.ndarray | None, recv: np.ndarray | None, seq: int, phase: int,
@@ -131,6 +136,7 @@ class AlltoallvExecution(direct.DirectExecution):
         self.context, self.seq, self.phase = context, seq, phase
         #: the compiled runner published this rank's slot already (it fits: no messages)
         self.published = published
+        self.by_reference = self.layout.overflows and transport.capabilities().single_copy
         super().__init__(transport, area, spec, rank, send, recv, seq, phase, context, timeout)
 
     def _tag(self) -> int:
@@ -142,8 +148,16 @@ class AlltoallvExecution(direct.DirectExecution):
         blocks as messages."""
         lay, area = self.layout, self.area
         slot = area.slots[area.index][self.slot]
-        slot[: lay.head.nbytes] = lay.head.view(np.uint8)
         send = self.send.view(np.uint8) if self.send is not None else None
+        if self.by_reference:  # the blocks' addresses where the slot's offsets would be
+            head = lay.head.copy()
+            head[0] |= BY_REFERENCE
+            p = self.spec.size
+            base = 0 if send is None else send.ctypes.data
+            head[1 + 2 * p: 1 + 3 * p] = [base + at for at in lay.sfrom]
+            slot[: head.nbytes] = head.view(np.uint8)
+            return
+        slot[: lay.head.nbytes] = lay.head.view(np.uint8)
         for src, n, dst in lay.writes:
             assert send is not None
             slot[dst: dst + n] = send[src: src + n]
@@ -168,7 +182,9 @@ class AlltoallvExecution(direct.DirectExecution):
             if not n:
                 continue
             assert recv is not None
-            if int(words[0]) & OVERFLOW:
+            if int(words[0]) & BY_REFERENCE:
+                self.transport.read_from(area.group[w], start, recv.ctypes.data + at, n)
+            elif int(words[0]) & OVERFLOW:
                 self.handles.append(self.transport.irecv(
                     area.group[w], self._tag(), recv[at: at + n].data))
             else:
@@ -192,12 +208,14 @@ class AlltoallvExecution(direct.DirectExecution):
         return not self.handles
 
     def _ready(self) -> bool:
-        if self.acknowledged:
-            return False  # messages: the transport's own activity wakes the wait
+        if self.acknowledged:  # messages: the transport's own activity wakes the wait
+            return self.by_reference and not self.area.unacknowledged(self.slot)
         return super()._ready()
 
     def _awaited(self) -> list[int]:
         if self.acknowledged:
+            if self.by_reference:
+                return self.area.unacknowledged(self.slot)
             return sorted({self.area.group.index(h.peer) for h in self.handles})
         return super()._awaited()
 
@@ -221,6 +239,8 @@ class AlltoallvExecution(direct.DirectExecution):
         if not self.acknowledged:
             area.acknowledge(slot, k, role.others)
             self.acknowledged = True
+        if self.by_reference:  # its readers copy from its memory until they acknowledge
+            return not area.unacknowledged(slot) or self._stuck()
         return self._messages_done() or self._stuck()
 
 
