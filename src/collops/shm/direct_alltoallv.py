@@ -21,7 +21,7 @@ ranks agree on) needs no bound on them.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -317,15 +317,11 @@ def alltoallv_cost(spec: CallSpec, model: CostModel) -> float:
     return 0.5 * model.alpha
 
 
-def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Any:
-    return direct._no_schedule(rank, spec, params)
-
-
 def register() -> None:
     """Add the ``shm_direct`` record of ``alltoallv``."""
     add_algorithm(Algorithm(
         "alltoallv", direct.NAME, "alltoallv through shared-memory slots: each rank's blocks "
-        "at fixed offsets of its slot with their lengths in a header (as messages when they "
-        "do not fit), read straight from the peers' slots", _no_schedule,
+        "packed after a header of their lengths, read straight from the peers' slots (beyond "
+        "a slot: out of the writer's memory, or as messages)", direct._no_schedule,
         cost=alltoallv_cost, needs=frozenset({direct.RESOURCE}),
         native=NativeAlgorithm(start, bind), transports=direct.TRANSPORTS))
