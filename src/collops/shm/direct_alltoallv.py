@@ -122,9 +122,9 @@ def check_header(spec: CallSpec, rank: int, writer: int, words: np.ndarray,
 
 
 class AlltoallvExecution(direct.DirectExecution):
-    """An alltoallv in flight through the direct slots (`DirectExecution`'s protocol, with
-    this module's header and per-destination blocks, and messages for a writer whose blocks
-    do not fit)."""
+    """An alltoallv in flight through the direct slots (`DirectExecution`'s protocol with
+    this module's header and packed blocks; a writer whose blocks do not fit has them read
+    out of its memory, or sends them as messages)."""
 
     __slots__ = ("layout", "handles", "context", "seq", "phase", "published", "by_reference")
 
@@ -169,22 +169,26 @@ class AlltoallvExecution(direct.DirectExecution):
                         area.group[j], self._tag(), send[src: src + n].data, fp))
 
     def _read(self) -> None:
-        """Check every writer's header, copy the blocks that came through slots, receive
-        those that come as messages, and copy this rank's own block."""
+        """Check every writer's header (all of them before anything moves), then copy the
+        blocks that came through slots or by reference, receive those that come as
+        messages, and copy this rank's own block."""
         lay, area, spec, me = self.layout, self.area, self.spec, self.rank
         recv = self.recv.view(np.uint8) if self.recv is not None else None
         heads = lay.head.size
+        found = []
         for w in self.role.others:
             slot = area.slots[w][self.slot]
             words = slot[: heads * WORD].view("<u8")
-            start = check_header(spec, me, w, words, lay, area.capacity)
+            found.append((w, slot, int(words[0]), check_header(spec, me, w, words, lay,
+                                                               area.capacity)))
+        for w, slot, flags, start in found:
             n, at = lay.expects[w]
             if not n:
                 continue
             assert recv is not None
-            if int(words[0]) & BY_REFERENCE:
+            if flags & BY_REFERENCE:
                 self.transport.read_from(area.group[w], start, recv.ctypes.data + at, n)
-            elif int(words[0]) & OVERFLOW:
+            elif flags & OVERFLOW:
                 self.handles.append(self.transport.irecv(
                     area.group[w], self._tag(), recv[at: at + n].data))
             else:
