@@ -135,3 +135,39 @@ def test_overlapping_receive_regions_are_an_argument_error():
         return True
 
     assert collops.spawn(body, 2, transport="shm", timeout=60) == [True, True]
+
+
+@pytest.mark.parametrize("reader_compiled", ["1", "0"])
+def test_a_header_placing_a_block_outside_the_slot_is_a_mismatch(reader_compiled,
+                                                                  monkeypatch):
+    """Rank 0's header (corrupted here) puts its block for rank 1 past the end of its slot:
+    rank 1 raises instead of reading past it, compiled or not."""
+    monkeypatch.setenv("COLLOPS_COMPILED", reader_compiled)
+
+    def body(comm):
+        import os
+
+        from collops import config
+        from collops.shm import direct_alltoallv
+
+        x = np.ones((2 * 3, 1))
+        if comm.rank == 0:
+            os.environ["COLLOPS_COMPILED"] = "0"
+            config.reload_settings()
+            write = direct_alltoallv.AlltoallvExecution._write
+
+            def corrupt(self):  # type: ignore[no-untyped-def]
+                write(self)
+                slot = self.area.slots[self.area.index][self.slot]
+                words = slot[: self.layout.head.nbytes].view("<u8")
+                words[1 + 2 * comm.size + 1] = self.area.capacity - 8
+
+            direct_alltoallv.AlltoallvExecution._write = corrupt
+        try:
+            comm.alltoallv(x, [3, 3], None, [3, 3], timeout=30)
+        except collops.CollectiveMismatch as exc:
+            return str(exc)
+        return None
+
+    said = collops.spawn(body, 2, transport="shm", timeout=100)
+    assert said[0] is None and "outside its slot" in said[1], said
