@@ -7,8 +7,9 @@ collops is imported: ``shm_direct`` (`direct`), ``shm_cma`` (`cma`) and ``shm_st
 (`stream`). Importing it attaches no shared memory.
 """
 
-from . import cma, direct, stream
+from . import cma, direct, direct_alltoallv, stream
 
 direct.register()
+direct_alltoallv.register()
 cma.register()
 stream.register()

@@ -10,7 +10,9 @@
  * being read (status 1: the call has not started, Python runs it the general way), or peers
  * that are late (status 2: the contribution is published, Python waits with its spin, yield,
  * futex sleep, failure, timeout and mismatch checks; 3: a root's readers have not all found
- * the call; 4: a reader has read, the other readers of its root have not all found the call).
+ * the call; 4: a reader has read, the other readers of its root have not all found the call;
+ * 5: an alltoallv writer's header asks for more than slot copies — its blocks come as
+ * messages, or its counts disagree with this rank's — Python reads the call and acknowledges).
  * Every hand-off calls the `slow` callable given at construction, so a `Runner`'s `run` is a
  * drop-in for the Python path (`_run`).
  *
@@ -39,7 +41,7 @@
 #define NPY_C_CONTIGUOUS 0x0001
 #define NPY_WRITEABLE 0x0400
 
-enum { READ_NONE = 0, READ_COPY = 1, READ_SELF = 2, READ_REDUCE = 3 };
+enum { READ_NONE = 0, READ_COPY = 1, READ_SELF = 2, READ_REDUCE = 3, READ_TABLE = 4 };
 enum { OP_SUM = 0, OP_PROD, OP_MIN, OP_MAX, OP_BAND, OP_BOR, OP_BXOR };
 enum { DT_I1 = 0, DT_I2, DT_I4, DT_I8, DT_U1, DT_U2, DT_U4, DT_U8, DT_F4, DT_F8 };
 
@@ -103,6 +105,15 @@ typedef struct {
     Py_ssize_t *len;            /* [piece]: bytes (READ_COPY) */
     Py_ssize_t self_src, self_dst, self_len;   /* READ_SELF: send -> recv */
     Py_ssize_t count;           /* READ_REDUCE: items */
+    /* an alltoallv (`collops.shm.direct_alltoallv`): this rank writes `whead_len` header bytes
+     * and then `nwrites` pieces (from, bytes, to: send -> its slot) instead of `nbytes`; as
+     * READ_TABLE it checks each writer's header words table[0..2] (what the writer sends it,
+     * expects from it, where its block lies) against len[i] and back[i] before copying, and
+     * copies its own block as READ_SELF does */
+    char *whead;
+    Py_ssize_t whead_len, nwrites;
+    Py_ssize_t *writes, *back;
+    Py_ssize_t table[3], slot_bytes;
     int op, dtype;
     double spin_seconds;
     double yield_seconds;       /* then polling with sched_yield (the GIL released) */
@@ -287,6 +298,9 @@ static void Runner_dealloc(Runner *r) {
     PyMem_Free(r->dst);
     PyMem_Free(r->len);
     PyMem_Free(r->local_words);
+    PyMem_Free(r->whead);
+    PyMem_Free(r->writes);
+    PyMem_Free(r->back);
     PyMem_Free(r->hot_offsets);
     PyMem_Free(r->hot_lengths);
     PyMem_Free(r->hot_heads);
@@ -340,10 +354,14 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
         "held", "ack", "ack_of_me", "sleeper_words", "sleeper_ranks", "read_kind",
         "src", "dst", "len", "self_copy", "count", "op", "dtype", "spin_seconds",
         "store_fingerprint", "prefix_at", "prefix_head", "write_prefix", "yield_seconds",
-        "hand_over_core", "local_words", "is_root", "announces", NULL};
+        "hand_over_core", "local_words", "is_root", "announces", "head", "writes", "back",
+        "table", "slot_bytes", NULL};
     PyObject *segment, *ndarray, *area, *occupant, *own_pending, *readers, *slow, *wake;
     PyObject *my_held, *my_fp, *my_data, *held, *ack, *ack_of_me, *sleeper_words;
     PyObject *sleeper_ranks, *src, *dst, *len, *self_copy, *local_words = NULL;
+    PyObject *writes = NULL, *back = NULL, *table = NULL;
+    Py_buffer head = {0};
+    Py_ssize_t slot_bytes = 0;
     int publishes, read_kind, op, dtype;
     Py_ssize_t nbytes, count;
     unsigned long long fingerprint, mix;
@@ -351,14 +369,25 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
     int store_fingerprint = 1, write_prefix = 0, hand_over_core = 0, is_root = 0, announces = 0;
     Py_ssize_t prefix_at = -1, prefix_head = 0;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|pnnpdpOpp", names, &segment, &ndarray, &area,
+            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|pnnpdpOppy*OOOn", names, &segment, &ndarray, &area,
             &PyList_Type, &occupant, &PyList_Type, &own_pending, &PyTuple_Type, &readers,
             &slow, &wake, &publishes, &nbytes, &fingerprint, &mix, &my_held, &my_fp,
             &my_data, &held, &ack, &ack_of_me, &sleeper_words, &sleeper_ranks, &read_kind,
             &src, &dst, &len, &self_copy, &count, &op, &dtype, &spin, &store_fingerprint,
             &prefix_at, &prefix_head, &write_prefix, &yield, &hand_over_core, &local_words,
-            &is_root, &announces))
+            &is_root, &announces, &head, &writes, &back, &table, &slot_bytes))
         return -1;
+    if (head.buf != NULL) {  /* kept as a copy: the runner outlives the argument */
+        r->whead = PyMem_Malloc(head.len ? head.len : 1);
+        if (r->whead == NULL) {
+            PyBuffer_Release(&head);
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(r->whead, head.buf, head.len);
+        r->whead_len = head.len;
+        PyBuffer_Release(&head);
+    }
     if (PyList_GET_SIZE(occupant) != NSLOTS || PyList_GET_SIZE(own_pending) != NSLOTS) {
         PyErr_SetString(PyExc_ValueError, "occupant and own_pending need one entry per slot");
         return -1;
@@ -444,6 +473,21 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
     if (local_words != NULL && local_words != Py_None
         && (r->local_words = int_array(local_words, -1, &r->nlocal, "local_words")) == NULL)
         return -1;
+    if (writes != NULL && writes != Py_None) {
+        if ((r->writes = int_array(writes, -1, &n, "writes")) == NULL)
+            return -1;
+        r->nwrites = n / 3;
+    }
+    if (read_kind == READ_TABLE) {
+        Py_ssize_t *t = table == NULL ? NULL : int_array(table, 3, NULL, "table");
+        if (t == NULL || back == NULL)
+            return -1;
+        memcpy(r->table, t, sizeof r->table);
+        PyMem_Free(t);
+        if ((r->back = int_array(back, r->npieces, NULL, "back")) == NULL)
+            return -1;
+        r->slot_bytes = slot_bytes;
+    }
     return 0;
 }
 
@@ -517,9 +561,38 @@ static inline Py_ssize_t used_bytes(const Runner *r, const char *piece, Py_ssize
     return r->prefix_head + (Py_ssize_t)n;
 }
 
-static void read_slots(Runner *r, int slot, char *send, char *recv) {
+/* An alltoallv's reads (READ_TABLE): every writer's header checked first — it writes its
+ * blocks into its slot, sends this rank len[i] bytes and expects back[i], its block lies
+ * inside the slot — then the blocks copied, and this rank's own. 0 when a header asks for
+ * more (Python reads the call, status 5). */
+static int read_table(Runner *r, const Py_ssize_t *src, char *send, char *recv) {
+    Py_ssize_t np = r->npieces, at[np ? np : 1];
+    for (Py_ssize_t i = 0; i < np; i++) {
+        uint64_t w[4];
+        const char *head = r->base + src[i];
+        memcpy(&w[0], head, 8);
+        memcpy(&w[1], head + 8 * r->table[0], 8);
+        memcpy(&w[2], head + 8 * r->table[1], 8);
+        memcpy(&w[3], head + 8 * r->table[2], 8);
+        if (w[0] != 0 || w[1] != (uint64_t)r->len[i] || w[2] != (uint64_t)r->back[i]
+            || (r->len[i] && (w[3] < (uint64_t)r->whead_len
+                              || w[3] > (uint64_t)(r->slot_bytes - r->len[i]))))
+            return 0;
+        at[i] = (Py_ssize_t)w[3];
+    }
+    for (Py_ssize_t i = 0; i < np; i++)
+        if (r->len[i])
+            copy_bytes(recv + r->dst[i], r->base + src[i] + at[i], r->len[i]);
+    if (r->self_len)
+        copy_bytes(recv + r->self_dst, send + r->self_src, r->self_len);
+    return 1;
+}
+
+static int read_slots(Runner *r, int slot, char *send, char *recv) {
     Py_ssize_t np = r->npieces, *src = r->src + slot * np;
     switch (r->read_kind) {
+    case READ_TABLE:
+        return read_table(r, src, send, recv);
     case READ_COPY:
         for (Py_ssize_t i = 0; i < np; i++)
             copy_bytes(recv + r->dst[i], r->base + src[i], used_bytes(r, r->base + src[i], r->len[i]));
@@ -539,6 +612,7 @@ static void read_slots(Runner *r, int slot, char *send, char *recv) {
             fold(r->dtype, r->op, recv, r->base + src[i], r->count);
         break;
     }
+    return 1;
 }
 
 /* Whether one of the `n` words at `index` still short of `word` (the bits of `ignore` left
@@ -634,7 +708,14 @@ static int publish(Runner *r, int slot, uint64_t k, uint64_t word, const char *s
     Py_DECREF(kobj);
     if (occ == NULL)
         return -1;
-    if (r->nbytes && send != NULL)
+    if (r->whead_len) {  /* an alltoallv's header and blocks */
+        char *mine = r->base + r->my_data[slot];
+        memcpy(mine, r->whead, r->whead_len);
+        for (Py_ssize_t i = 0; i < r->nwrites; i++) {
+            const Py_ssize_t *w = r->writes + 3 * i;
+            copy_bytes(mine + w[2], send + w[0], w[1]);
+        }
+    } else if (r->nbytes && send != NULL)
         copy_bytes(r->base + r->my_data[slot], send,
                    r->write_prefix ? used_bytes(r, send, r->nbytes) : r->nbytes);
     if (r->store_fingerprint)
@@ -681,7 +762,8 @@ static PyObject *run_call(Runner *r, int slot, uint64_t k, uint64_t word, char *
         return hand_over(r, 2, args, phase, confirm);
     if (r->announces)
         announce(r, slot, k);
-    read_slots(r, slot, send, recv);
+    if (!read_slots(r, slot, send, recv))
+        return hand_over(r, 5, args, phase, confirm);  /* Python reads and acknowledges */
     acknowledge(r, slot, k);
     if (r->is_root && confirm && !await_arrivals(r, slot))
         return hand_over(r, 3, args, phase, 1);  /* Python waits for the readers' arrivals */
@@ -1302,6 +1384,7 @@ PyMODINIT_FUNC PyInit__direct(void) {
     if (PyModule_AddObjectRef(m, "Runner", (PyObject *)&RunnerType) < 0
         || PyModule_AddIntConstant(m, "READ_NONE", READ_NONE) < 0
         || PyModule_AddIntConstant(m, "READ_COPY", READ_COPY) < 0
+        || PyModule_AddIntConstant(m, "READ_TABLE", READ_TABLE) < 0
         || PyModule_AddIntConstant(m, "READ_SELF", READ_SELF) < 0
         || PyModule_AddIntConstant(m, "READ_REDUCE", READ_REDUCE) < 0) {
         Py_DECREF(m);

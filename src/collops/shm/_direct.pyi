@@ -7,6 +7,7 @@ READ_NONE: int
 READ_COPY: int
 READ_SELF: int
 READ_REDUCE: int
+READ_TABLE: int
 
 class Runner:
     """The blocking fast path of one shm_direct call signature on one rank."""
@@ -24,7 +25,9 @@ class Runner:
                  write_prefix: bool = False, yield_seconds: float = 0.0,
                  hand_over_core: bool = False,
                  local_words: Sequence[int] | None = None, is_root: bool = False,
-                 announces: bool = False) -> None: ...
+                 announces: bool = False, head: bytes | None = None,
+                 writes: Sequence[int] | None = None, back: Sequence[int] | None = None,
+                 table: tuple[int, int, int] | None = None, slot_bytes: int = 0) -> None: ...
     def run(self, send: Any, recv: Any, seq: int, timeout: float | None,
             phase: int = 0, confirm: bool = True) -> None:
         """One blocking direct call (``confirm`` false: a root does not wait for its readers

@@ -368,7 +368,8 @@ static int copy_from_process(int64_t pid, char *local, uint64_t remote, size_t n
 
 /* Read what writer row `k` has for this call, at most `limit` chunks: the chunks read (or
  * skipped); -1 when a chunk of another call blocks the ring, -2 when a reference chunk could
- * not be copied (both recorded in `state`). */
+ * not be copied or a chunk's bytes would lie outside the writer's block in `recv` (errno
+ * EMSGSIZE: a corrupt header, or a writer whose lengths differ; all recorded in `state`). */
 static int read_from(Plan *p, Py_ssize_t k, int64_t *state, char *recv, uint64_t word,
                      int64_t limit) {
     const int64_t *w = p->writer + R_COLS * k;
@@ -407,6 +408,14 @@ static int read_from(Plan *p, Py_ssize_t k, int64_t *state, char *recv, uint64_t
             state[S_FOREIGN_CALL] = (int64_t)call;
             state[S_FOREIGN_FP] = (int64_t)fp;
             result = -1;
+            break;
+        }
+        if (offset > (uint64_t)w[R_EXPECT] || nbytes > (uint64_t)(w[R_EXPECT] - *received)
+            || nbytes > (uint64_t)w[R_EXPECT] - offset
+            || (!source && nbytes > (uint64_t)p->chunk_bytes)) {
+            state[S_FAILED_WRITER] = rank;
+            state[S_ERRNO] = EMSGSIZE;
+            result = -2;
             break;
         }
         if (source) {

@@ -311,7 +311,7 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
     spec = call.spec
     if spec.collective == "scatterv" and call.rank == spec.root and not vector.packed(spec):
         return None  # its blocks are packed into its slot in Python (`_write`)
-    rank, c, dt, p = call.rank, spec.collective, spec.dtype, spec.size
+    rank, c, dt = call.rank, spec.collective, spec.dtype
     others = roles.waits_for(spec, rank)
     plan, size = read_plan(spec, rank), dt.itemsize
     n = plan.count
@@ -328,11 +328,6 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
     publishes = roles.publishes(spec, rank)
     # without the fingerprint (only to measure its cost): nothing stored, nothing packed
     fingerprint = call_fingerprint(spec) if fingerprinted else 0
-    sleepers = [r for r in area.group if r != transport.rank]
-    # the words of peers pinned to this rank's core: waits for them yield at once
-    on_my_core = [m for m in range(p) if transport.shares_core(area.group[m])]
-    local_words = [area.held[m][i] for i in slots for m in on_my_core if m in others] + [
-        area.ack[m][rank][i] for m in on_my_core for i in slots]
 
     def slow(status: int, send: Any, recv: Any, seq: int, timeout: float | None,
              phase: int, confirm: bool) -> None:
@@ -355,29 +350,42 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
                               confirm)
 
     compiled = _direct.Runner(
-        segment=transport.segment_map, ndarray=np.ndarray, area=area,
-        occupant=area.occupant, own_pending=area.own_pending,
-        readers=roles.readers(spec, rank), slow=slow, wake=transport.wake, publishes=publishes,
+        **runner_words(call, transport, area, others),
+        readers=roles.readers(spec, rank), slow=slow, publishes=publishes,
         nbytes=roles.slot_bytes(spec, rank), fingerprint=fingerprint,
         is_root=roles.is_root(spec, rank), announces=roles.announces(spec, rank),
-        mix=held_word(0, fingerprint), my_held=area.held[rank], my_fp=area.fps[rank],
-        my_data=area.slot_offset[rank],
-        held=[area.held[j][i] for i in slots for j in others],
-        ack=[area.ack[rank][j][i] for i in slots for j in others],
-        ack_of_me=[area.ack[m][rank][i] for m in range(p) for i in slots],
-        local_words=local_words,
-        sleeper_words=[transport.sleeping_word(r) for r in sleepers], sleeper_ranks=sleepers,
-        read_kind=kind, src=src, dst=[d * size for d in plan.dst],
+        mix=held_word(0, fingerprint), read_kind=kind, src=src, dst=[d * size for d in plan.dst],
         len=[m * size for m in plan.piece_lengths()], self_copy=(plan.self_from * size, 0,
                                                                  n * size),
         count=n, op=op_code, dtype=dt_code,
-        spin_seconds=area.ladder.compiled_spin, yield_seconds=area.ladder.yield_seconds,
-        hand_over_core=area.oversubscribed,
         store_fingerprint=fingerprinted,
         prefix_at=-1 if length_prefix is None else length_prefix[0],
         prefix_head=0 if length_prefix is None else length_prefix[1],
         write_prefix=length_prefix is not None and c == "bcast")
     return compiled.run
+
+
+def runner_words(call: NativeCall, transport: ShmTransport, area: DirectArea,
+                 others: list[int]) -> dict[str, Any]:
+    """The compiled runner's arguments that place ``call``'s rank in its direct area: its
+    words, its peers' (``others``: those it waits for) and how it waits."""
+    rank, p, slots = call.rank, call.spec.size, range(DIRECT_SLOTS)
+    sleepers = [r for r in area.group if r != transport.rank]
+    # the words of peers pinned to this rank's core: waits for them yield at once
+    on_my_core = [m for m in range(p) if transport.shares_core(area.group[m])]
+    local_words = [area.held[m][i] for i in slots for m in on_my_core if m in others] + [
+        area.ack[m][rank][i] for m in on_my_core for i in slots]
+    return dict(
+        segment=transport.segment_map, ndarray=np.ndarray, area=area,
+        occupant=area.occupant, own_pending=area.own_pending, wake=transport.wake,
+        my_held=area.held[rank], my_fp=area.fps[rank], my_data=area.slot_offset[rank],
+        held=[area.held[j][i] for i in slots for j in others],
+        ack=[area.ack[rank][j][i] for i in slots for j in others],
+        ack_of_me=[area.ack[m][rank][i] for m in range(p) for i in slots],
+        local_words=local_words,
+        sleeper_words=[transport.sleeping_word(r) for r in sleepers], sleeper_ranks=sleepers,
+        spin_seconds=area.ladder.compiled_spin, yield_seconds=area.ladder.yield_seconds,
+        hand_over_core=area.oversubscribed)
 
 
 def _finish_slowly(call: NativeCall, area: DirectArea, send: np.ndarray | None,

@@ -163,6 +163,10 @@ class PyPlan:
                 state[S_FOREIGN_WRITER], foreign = rank, True
                 state[S_FOREIGN_CALL], state[S_FOREIGN_FP] = _signed(call), _signed(fingerprint)
                 break
+            if offset > expect or n > expect - received or n > expect - offset or (
+                    not source and n > self.chunk_bytes):  # outside the block: never copied
+                state[S_FAILED_WRITER], state[S_ERRNO], failed = rank, errno.EMSGSIZE, True
+                break
             if source:
                 try:
                     self.transport.read_from(rank, source, recv + dst + offset, n)

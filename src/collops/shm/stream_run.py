@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from collections.abc import Callable
@@ -170,6 +171,11 @@ class StreamExecution(AreaExecution):
         """Raise for the reference chunk `advance` could not copy: `PeerFailed` naming the
         writer when its process is gone, else a `TransportError`."""
         writer, err = int(self.state[S_FAILED_WRITER]), int(self.state[S_ERRNO])
+        if err == errno.EMSGSIZE:  # a chunk whose bytes would lie outside the block
+            raise CollectiveMismatch(
+                f"{self.what}: rank {self.area.group.index(writer)} wrote a chunk whose "
+                "offset and length lie outside its block here (a corrupt header, or lengths "
+                "that differ between the ranks); nothing was copied")
         error = self.transport.single_copy_error(
             writer, err, os.strerror(err) if err else "process_vm_readv failed")
         member = self.area.group.index(writer)
