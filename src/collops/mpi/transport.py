@@ -149,11 +149,12 @@ class MpiTransport(Transport):
         self._pools: dict[tuple[tuple[int, ...], int], list[Any]] = {
             (tuple(range(self.size)), 0):
                 [self._collective_base.Dup() for _ in range(COLLECTIVE_SLOTS)]}
-        #: each pool's fingerprint board (None: its ranks span nodes), see `board`
-        self._boards = {key: Board.for_comm(MPI, pool[0]) for key, pool in self._pools.items()}
         self._peers = NodePeers({})
         nodes, cpus_here = self._nodes()
         self._capabilities = Capabilities("mpi", nodes, resources=frozenset({"mpi"}))
+        #: each pool's fingerprint board (None: its ranks span nodes), see `board`
+        self._boards = {key: self._board_for(key[0], pool[0])
+                        for key, pool in self._pools.items()}
         ranks_here = nodes.count(nodes[self.rank])
         s = config.settings
         self._spin_seconds = s.spin_seconds if ranks_here <= cpus_here else 0.0
@@ -250,6 +251,10 @@ class MpiTransport(Transport):
         else:
             _fill(h, out, memoryview(arrived[0]), arrived[1])
         return h
+
+    def drop_receive(self, h: Handle) -> None:
+        """Forget the receive ``h``, not completed: nobody waits for it any more."""
+        self._posted.pop((h.peer, h.tag), None)
 
     def _drain(self) -> bool:
         """Take every message MPI has for us off its queue; True if there was any."""
@@ -460,7 +465,7 @@ class MpiTransport(Transport):
                     first = _returning_errors(self._MPI,
                                               base.Create_group(members, context & 0x7FFF))
                     pool = [first] + [first.Dup() for _ in range(COLLECTIVE_SLOTS - 1)]
-                    self._boards[key] = Board.for_comm(self._MPI, first)
+                    self._boards[key] = self._board_for(group, first)
             except self._MPI.Exception as exc:
                 raise mpi_error(self.rank, f"making an MPI communicator over ranks "
                                 f"{list(group)}", exc) from exc
@@ -493,6 +498,15 @@ class MpiTransport(Transport):
             got = self._hier[id(mc)] = (
                 node_comm, None if leaders == MPI.COMM_NULL else _returning_errors(MPI, leaders))
         return got
+
+    def _board_for(self, group: tuple[int, ...], comm: Any) -> Board | None:
+        """A board over ``comm`` (collective over it) when ``group`` lies on one node — as
+        `capabilities` has the nodes, so ``COLLOPS_RANKS_PER_NODE`` splits one machine into
+        nodes that agree across them as real ones do — else None."""
+        nodes = self._capabilities.node_of_rank
+        if len({nodes[r] for r in group}) > 1:
+            return None
+        return Board.for_comm(self._MPI, comm)
 
     def board(self, group: tuple[int, ...], context: int) -> Board | None:
         """The fingerprint board of ``collective_comm``'s pool over ``group`` (made with it;
