@@ -117,3 +117,18 @@ def test_the_peers_on_other_nodes_of_a_rank_that_gave_up_are_told(n, case):
     want = (np.arange(5, dtype=np.int64) * sum(range(1, n + 1))).tolist()
     assert all(g["after"] == [want] * 5 for g in got.values()), got
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("n", [3, 4])
+def test_a_schedule_against_the_agreement_across_nodes_is_a_mismatch_on_every_rank(n):
+    # rank 0 runs a schedule, the others mpi_native; rank 0 waited for data the others never
+    # sent, and they for its part of the agreement, until every rank's timeout
+    proc = mpirun(n, "cross_path.py", timeout=100, options=EVERY_RANK_A_NODE)
+    for report in by_rank(proc, n).values():
+        for algorithm, error, seconds, message in report["results"]:
+            assert error == "CollectiveMismatch", (algorithm, report)
+            assert seconds < 10, (algorithm, report)
+        want = (np.arange(3.0) * n + sum(range(n))).tolist()
+        assert report["after"] == [want] * 3, report
+    assert proc.returncode == 0, proc.stderr[-3000:]

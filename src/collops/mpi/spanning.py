@@ -46,7 +46,7 @@ class SpanningAgreement:
     """One phase's agreement among the ranks of ``group`` (world ranks; this is ``rank``)."""
 
     __slots__ = ("transport", "group", "rank", "size", "tag_base", "fingerprint", "blocking",
-                 "what", "folded", "inbox", "round", "receive", "sent", "odd", "done")
+                 "what", "folded", "inbox", "round", "receive", "told", "odd", "done")
 
     def __init__(self, transport: Any, group: Sequence[int], rank: int, context: int, seq: int,
                  phase: int, fingerprint: int, blocking: bool, what: str) -> None:
@@ -59,8 +59,8 @@ class SpanningAgreement:
         self.inbox = np.empty(WORDS, np.uint64)
         self.round = 0
         self.receive: Handle | None = None
-        #: every message this rank owes the others has been sent
-        self.sent = False
+        #: the others have heard that this rank gave the call up
+        self.told = False
         #: the rank whose message was not of this call (fingerprint, size), and its fingerprint
         self.odd: tuple[int, int] | None = None
         self.done = False
@@ -71,14 +71,13 @@ class SpanningAgreement:
         """Send this round's message and post its receive (or finish after the last)."""
         distance = 1 << self.round
         if distance >= self.size:
-            self.sent, self.done = True, True
+            self.done = True
             return
         me, group, base = self.rank, self.group, self.tag_base | AGREEMENT_BIT
         # an eager send: its bytes are copied at once
         self.transport.isend(group[(me + distance) % self.size], base | me,
                              self.folded.data.cast("B"), self.fingerprint)
         source = (me - distance) % self.size
-        self.sent = distance * 2 >= self.size
         self.receive = self.transport.irecv(group[source], base | source,
                                             self.inbox.data.cast("B"))
 
@@ -168,12 +167,13 @@ class SpanningAgreement:
                 raise
 
     def give_up(self, error: BaseException) -> None:
-        """This rank left the agreement after ``error``: its receive is dropped (a later
-        call's wait must not meet it), and the ranks still waiting for its messages are told
-        (nothing to tell once it sent them all)."""
+        """This rank left the call after ``error``: its receive is dropped (a later call's
+        wait must not meet it), and the others are told (`MpiTransport.give_up`) — those
+        still waiting for its agreement messages, and any that runs the call another way (a
+        schedule's messages: a mismatch the agreement found) and waits for its data."""
         if self.receive is not None:
             self.transport.drop_receive(self.receive)
             self.receive = None
-        if not self.sent:
-            self.sent = True
+        if not self.told:
+            self.told = True
             self.transport.give_up(self.tag_base, error, self.fingerprint)
