@@ -128,6 +128,7 @@ def test_a_schedule_against_the_agreement_across_nodes_is_a_mismatch_on_every_ra
     for report in by_rank(proc, n).values():
         for algorithm, error, seconds, message in report["results"]:
             assert error == "CollectiveMismatch", (algorithm, report)
+            assert f"allreduce[{algorithm}]" in message, (algorithm, report)  # the cause
             assert seconds < 10, (algorithm, report)
         want = (np.arange(3.0) * n + sum(range(n))).tolist()
         assert report["after"] == [want] * 3, report
