@@ -177,3 +177,30 @@ class SpanningAgreement:
         if not self.told:
             self.told = True
             self.transport.give_up(self.tag_base, error, self.fingerprint)
+
+
+# -- a rank that runs the call without the agreement (a schedule) ------------------------------
+def crossed(posted: dict[tuple[int, int], Any], tag: int) -> Any:
+    """The entry of ``posted`` (``(peer, tag)`` -> receive) taken off it for a schedule's
+    receive in the call and phase of the agreement message ``tag``, which arrived with no
+    receive of its own, if there is one: its sender agrees on the call while this rank runs
+    it without an agreement, so they make different calls, and that receive is where this
+    rank's schedule hears it (its peer may not be the sender, who may send it nothing before
+    the agreement ends)."""
+    phase = tag >> SEQ_BITS
+    for peer, posted_tag in posted:
+        if posted_tag >> SEQ_BITS == phase and not posted_tag & AGREEMENT_BIT:
+            return posted.pop((peer, posted_tag))
+    return None
+
+
+def crossing(unexpected: dict[tuple[int, int], Any], tag: int) -> tuple[int, int] | None:
+    """``(size, fingerprint)`` of an agreement message in ``unexpected`` (``(peer, tag)`` ->
+    ``(bytes, fingerprint)``) of the call and phase of ``tag``, a schedule's receive being
+    posted: as `crossed`, the agreement message came first."""
+    phase = tag >> SEQ_BITS
+    for (_, arrived_tag), arrived in unexpected.items():
+        if arrived_tag >> SEQ_BITS == phase and arrived_tag & AGREEMENT_BIT and \
+                isinstance(arrived, tuple):
+            return len(arrived[0]), arrived[1]
+    return None

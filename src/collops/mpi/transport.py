@@ -58,8 +58,8 @@ from .. import config
 from ..algorithms.fingerprint import describe
 from ..errors import CollopsError, PeerFailed, TransportError
 from ..transport.base import Capabilities, Handle, Transport
-from ..transport.tags import SEQ_BITS, call_of_tag_base
-from . import given_up
+from ..transport.tags import call_of_tag_base, is_point_to_point
+from . import given_up, spanning
 from .abort import abort_job, install_abort_hook
 from .board import Board
 from .liveness import BlockingGuard, NodePeers, node_peers
@@ -245,9 +245,10 @@ class MpiTransport(Transport):
         h = Handle(peer, tag)
         key = (peer, tag)
         arrived = self._unexpected.pop(key, None)
-        if arrived is None and self._unexpected and not tag & AGREEMENT_BIT:
-            crossed = self._crossing(tag)
-            if crossed is not None:  # as `_crossed`, the agreement message came first
+        if arrived is None and self._unexpected and not tag & AGREEMENT_BIT and \
+                not is_point_to_point(tag):
+            crossed = spanning.crossing(self._unexpected, tag)
+            if crossed is not None:  # the agreement message came first
                 h.nbytes, h.fingerprint, h.done = crossed[0], crossed[1], True
                 return h
         if arrived is None:
@@ -292,8 +293,8 @@ class MpiTransport(Transport):
                 continue
             payload = self._inbox_view[HEADER_BYTES: HEADER_BYTES + nbytes]
             posted = self._posted.pop((source, tag), None)
-            if posted is None and tag & AGREEMENT_BIT:
-                posted = self._crossed(tag)
+            if posted is None and tag & AGREEMENT_BIT and not is_point_to_point(tag):
+                posted = spanning.crossed(self._posted, tag)
                 if posted is not None:  # its receiver learns the sender's call from it
                     posted[0].nbytes, posted[0].fingerprint = nbytes, fingerprint
                     posted[0].done = True
@@ -302,28 +303,6 @@ class MpiTransport(Transport):
                 self._unexpected[(source, tag)] = (bytes(payload), fingerprint)
             else:
                 _fill(posted[0], posted[1], payload, fingerprint)
-
-    def _crossed(self, tag: int) -> tuple[Handle, memoryview] | None:
-        """A receive of a schedule's data posted in the call and phase of the agreement
-        message ``tag`` (taken off the posted ones), if any: its sender agrees on the call
-        while this rank runs it without an agreement, so they make different calls, and that
-        receive is where this rank's schedule hears it (its peer may not be the sender, who
-        may never send it anything before the agreement ends)."""
-        phase = tag >> SEQ_BITS
-        for peer, posted_tag in self._posted:
-            if posted_tag >> SEQ_BITS == phase and not posted_tag & AGREEMENT_BIT:
-                return self._posted.pop((peer, posted_tag))
-        return None
-
-    def _crossing(self, tag: int) -> tuple[int, int] | None:
-        """``(size, fingerprint)`` of an agreement message in the call and phase of ``tag``,
-        a schedule's receive, that arrived unexpected (`_crossed`)."""
-        phase = tag >> SEQ_BITS
-        for (_, arrived_tag), arrived in self._unexpected.items():
-            if arrived_tag >> SEQ_BITS == phase and arrived_tag & AGREEMENT_BIT and \
-                    not isinstance(arrived, _LargeArrival):
-                return len(arrived[0]), arrived[1]
-        return None
 
     def _receive_large(self, h: Handle, out: memoryview, message: Any, fingerprint: int,
                        nbytes: int) -> None:
