@@ -61,7 +61,7 @@ class SpanningAgreement:
         self.receive: Handle | None = None
         #: the others have heard that this rank gave the call up
         self.told = False
-        #: the rank whose message was not of this call (fingerprint, size), and its fingerprint
+        #: ``(rank, fingerprint)`` of the first message of another call, named in the error
         self.odd: tuple[int, int] | None = None
         self.done = False
         self._step()
