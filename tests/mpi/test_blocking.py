@@ -14,10 +14,13 @@ pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (pip install
 
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("n", [2, 4])
-def test_blocking_calls_run_mpis_blocking_collectives_and_refuse_mismatches(n):
+@pytest.mark.parametrize("nodes", ["one node", "a node per rank"])
+def test_blocking_calls_run_mpis_blocking_collectives_and_refuse_mismatches(n, nodes):
     # before: every blocking call started a non-blocking execution (MPI_I… polled from
-    # Python) after a separate fingerprint allreduce
-    proc = mpirun(n, "blocking.py", timeout=130)
+    # Python) after a separate fingerprint allreduce. Across nodes (COLLOPS_RANKS_PER_NODE=1),
+    # a call made blocking on one rank and non-blocking on another used to hang
+    options = ("-genv", "COLLOPS_RANKS_PER_NODE", "1") if nodes == "a node per rank" else ()
+    proc = mpirun(n, "blocking.py", timeout=130, options=options)
     for rank, report in by_rank(proc, n).items():
         assert report["checked"] == 81, report
         assert report["executions"] == [0, 1], report  # none for the blocking calls

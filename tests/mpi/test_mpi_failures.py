@@ -91,3 +91,45 @@ def test_the_peers_of_a_rank_that_gave_up_are_told(case):
     want = (np.arange(5, dtype=np.int64) * 6).tolist()
     assert all(g["after"] == [want] * 5 for g in got.values()), got
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+#: mpiexec's option making every rank a "node" of its own, so the ranks agree on each call
+#: across nodes (`collops.mpi.spanning`), as on a cluster
+EVERY_RANK_A_NODE = ("-genv", "COLLOPS_RANKS_PER_NODE", "1")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("n,case", [(2, "allreduce out"), (3, "allgather dtype"),
+                                    (4, "bound allreduce timeout"), (3, "gatherv out large"),
+                                    (4, "split color"), (3, "alltoall shape"),
+                                    (3, "allreduce out recursive_doubling")])
+def test_the_peers_on_other_nodes_of_a_rank_that_gave_up_are_told(n, case):
+    # a peer on another node, waiting inside the agreement MPI_Allreduce, used to wait for its
+    # 20 s timeout; on one machine the job used the node's board whatever the node setting
+    proc = mpirun(n, "gives_up.py", case, timeout=100, options=EVERY_RANK_A_NODE)
+    got = by_rank(proc, n)
+    assert all(g["spans_nodes"] for g in got.values()), got
+    assert got[1]["error"] == "ArgumentError", got
+    for rank in set(got) - {1}:
+        assert got[rank]["error"] in ("CollectiveMismatch", "PeerFailed"), got
+        assert "rank 1" in got[rank]["message"], got
+        assert got[rank]["seconds"] < 10, got
+    want = (np.arange(5, dtype=np.int64) * sum(range(1, n + 1))).tolist()
+    assert all(g["after"] == [want] * 5 for g in got.values()), got
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("n", [3, 4])
+def test_a_schedule_against_the_agreement_across_nodes_is_a_mismatch_on_every_rank(n):
+    # rank 0 runs a schedule, the others mpi_native; rank 0 waited for data the others never
+    # sent, and they for its part of the agreement, until every rank's timeout
+    proc = mpirun(n, "cross_path.py", timeout=100, options=EVERY_RANK_A_NODE)
+    for report in by_rank(proc, n).values():
+        for algorithm, error, seconds, message in report["results"]:
+            assert error == "CollectiveMismatch", (algorithm, report)
+            assert f"allreduce[{algorithm}]" in message, (algorithm, report)  # the cause
+            assert seconds < 10, (algorithm, report)
+        want = (np.arange(3.0) * n + sum(range(n))).tolist()
+        assert report["after"] == [want] * 3, report
+    assert proc.returncode == 0, proc.stderr[-3000:]

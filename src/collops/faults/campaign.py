@@ -33,9 +33,12 @@ from .rank_program import RANK_FAULTS, Plan, plan_json
 #: every fault kind, and the ones each transport can take (a thread cannot be killed)
 KINDS = ("kill", "sigint", "sigint-twice", "raise", "return", "mismatch-root", "mismatch-op",
          "mismatch-dtype", "mismatch-count", "mismatch-collective")
-TRANSPORTS = ("shm", "threads", "mpi")
+#: ``mpi-nodes``: MPI with every rank a node of its own (``COLLOPS_RANKS_PER_NODE=1``), so
+#: the ranks agree on each call across nodes (`collops.mpi.spanning`), as on a cluster
+TRANSPORTS = ("shm", "threads", "mpi", "mpi-nodes")
+_MPI_KINDS = tuple(k for k in KINDS if not k.startswith("sigint"))
 #: (SIGINT of ``mpiexec`` tests MPICH's launcher, not collops)
-TRANSPORT_KINDS = {"shm": KINDS, "mpi": tuple(k for k in KINDS if not k.startswith("sigint")),
+TRANSPORT_KINDS = {"shm": KINDS, "mpi": _MPI_KINDS, "mpi-nodes": _MPI_KINDS,
                    "threads": tuple(k for k in KINDS if k != "kill")}
 #: what collops prints on stderr when an uncaught exception makes it abort an MPI job
 MPI_ABORT = re.compile(r"collops: uncaught \w+ on MPI rank (\d+) of")
@@ -117,7 +120,8 @@ def _command(trial: Trial) -> list[str]:
         raise RuntimeError("no mpiexec: pip install 'collops[mpi]'")
     # without auto clean-up mpiexec leaves the survivors of a dead rank running, so what
     # collops itself does about the dead rank is what the trial sees
-    return [launcher, "-disable-auto-cleanup", "-n", n, sys.executable, *program]
+    nodes = ("-genv", "COLLOPS_RANKS_PER_NODE", "1") if trial.transport == "mpi-nodes" else ()
+    return [launcher, "-disable-auto-cleanup", *nodes, "-n", n, sys.executable, *program]
 
 
 def _environment(trial: Trial, marker: str) -> dict[str, str]:

@@ -23,7 +23,8 @@ def _names(allowed: tuple[str, ...]) -> Callable[[str], list[str]]:
 
 def _faults_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--transports", type=_names(TRANSPORTS), default=["threads", "shm"],
-                   help="comma-separated: threads, shm, mpi (default threads,shm)")
+                   help="comma-separated: threads, shm, mpi, mpi-nodes (MPI, a node per "
+                        "rank) (default threads,shm)")
     p.add_argument("--kinds", type=_names(KINDS), default=list(KINDS),
                    help="comma-separated fault kinds (default all): " + ", ".join(KINDS))
     p.add_argument("--trials", type=int, default=50, help="trials per kind (default 50)")

@@ -43,7 +43,7 @@ def ended_by_launcher(o: Outcome) -> bool:
     """Whether ``mpiexec`` itself ended MPI trial ``o`` after its victim was killed (issue 15
     asks collops to notice a dead rank only "where the launcher does not end the job
     itself"); no collops message aborted it."""
-    return (o.transport == "mpi" and o.kind == "kill" and o.aborted_by is None
+    return (o.transport.startswith("mpi") and o.kind == "kill" and o.aborted_by is None
             and (o.exit_code == LAUNCHER_KILLED
                  or (o.exit_code == LAUNCHER_FAILED and HYDRA_FAILURE in o.stderr_tail)))
 

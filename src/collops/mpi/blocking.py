@@ -10,12 +10,14 @@ path inside `Comm` runs it: MPI's blocking and non-blocking collectives never ma
 other, so the choice must not depend on anything that differs between ranks.
 
 * **Mismatches.** Before it enters MPI, a rank knows every rank makes the same call: on a
-  communicator whose ranks share a node through the `Board` (shared memory), else through a
-  blocking 16-byte ``MPI_Allreduce`` of the fingerprint (``check=0`` skips both).
-* **Time limits.** A call with a timeout runs the agreement and MPI's blocking collective on
-  a helper thread and waits for it with the deadline, so it raises `CollectiveTimeout` as the
-  non-blocking form does; the abandoned thread enters MPI once the late ranks come, so they
-  complete the call, as they would with an abandoned request.
+  communicator whose ranks share a node through the `Board` (shared memory), else through
+  the `SpanningAgreement` of the transport's messages, which a peer's give-up interrupts
+  (``check=0`` skips both).
+* **Time limits.** The agreement waits with the deadline itself (a timeout there gives the
+  call up, so the late ranks are told). A call with a timeout runs MPI's blocking collective
+  on a helper thread and waits for it with the deadline, so it raises `CollectiveTimeout` as
+  the non-blocking form does; the abandoned thread enters MPI once the late ranks come, so
+  they complete the call, as they would with an abandoned request.
 * **Dead peers.** A rank waiting for the others' entries checks that the ranks of its node
   live; while it is inside an untimed blocking MPI call, the transport's `Watchdog` thread
   does, and ends the job with ``MPI_Abort`` and a message naming the dead rank (a blocked MPI
@@ -33,9 +35,8 @@ from typing import Any
 import numpy as np
 
 from .. import config
-from ..algorithms import fingerprint as fp
 from ..algorithms.native import NativeCall
-from ..errors import CollectiveMismatch, CollectiveTimeout, PeerFailed, ScheduleError
+from ..errors import CollectiveTimeout, PeerFailed, ScheduleError
 from ..transport.stall import report, watch_of
 from .abort import abort_job
 from .board import Board, call_key, raise_mismatch
@@ -48,8 +49,11 @@ from .native import (
     in_place,
     mpi_function,
 )
+from .spanning import SpanningAgreement
 from .transport import COLLECTIVE_SLOTS, MAX_SLEEP, MpiTransport, mpi_error
 
+#: where a call waits while it agrees with the ranks of other nodes (errors, stall reports)
+SPANNING = "agreeing on the call with the ranks of other nodes"
 #: the algorithm stall reports name for this module's waits (`runtime.stall` reads it)
 NAME = MPI_NATIVE.name
 
@@ -115,10 +119,6 @@ class BlockingCall:
         self.checked = f"{self.what}, checked before {mpi_function(spec.collective)}"
         self.watchdog = Watchdog.of(transport) if transport._peers.pids or \
             config.settings.stall_report is not None else None
-        self._mine = np.empty(2, np.uint64)
-        self._agreed = np.empty(2, np.uint64)
-        self._mine[0] = self.fingerprint
-        self._mine[1] = ~self.fingerprint & (2**64 - 1)
         # the whole-call binding (`bind_call`)
         self._counter: Any = None
         self._hot: tuple[Any, ...] | None = None
@@ -142,7 +142,7 @@ class BlockingCall:
         key = call_key(seq, phase, True)
         self.current, self.limit = seq, timeout
         try:
-            self._agree(mc, key, seq, deadline, send, recv)
+            self._agree(mc, key, seq, phase, deadline, send, recv)
             if deadline is not None:
                 self._timed(mc, send, recv, deadline)
             elif self.watchdog is None:
@@ -164,8 +164,8 @@ class BlockingCall:
         if earlier_execution(self.native, seq, None) is not None:
             self.native.progress.wait(SlotWait(self, seq, deadline))
 
-    def _agree(self, mc: Any, key: int, seq: int, deadline: float | None, send: Any,
-               recv: Any) -> None:
+    def _agree(self, mc: Any, key: int, seq: int, phase: int, deadline: float | None,
+               send: Any, recv: Any) -> None:
         """Return once every rank makes this call (raise `CollectiveMismatch` if not)."""
         board = self.board
         if board is not None:
@@ -190,20 +190,14 @@ class BlockingCall:
                 finally:
                     transport._wakers.remove(wait)
         elif self.agree_first:
-            if deadline is not None:
-                self._timed(mc, self._mine, self._agreed, deadline, self._agreement)
+            agreement = SpanningAgreement(
+                self.transport, self.native.group, self.rank, self.native.context, seq, phase,
+                self.fingerprint, True, self.checked)
+            if self.native.progress.active:  # drive the calls in flight meanwhile
+                self.native.progress.wait(SpanningWait(self, agreement, seq, deadline))
             else:
-                self._agreement(mc, self._mine, self._agreed)
-            highest, lowest = int(self._agreed[0]), ~int(self._agreed[1]) & (2**64 - 1)
-            if highest != self.fingerprint or lowest != self.fingerprint:
-                other = highest if highest != self.fingerprint else lowest
-                raise CollectiveMismatch(
-                    f"rank {self.rank}: {fp.mismatch(self.fingerprint, other, 'another rank')}"
-                    f" ({self.what} call #{seq}, checked before "
-                    f"{mpi_function(self.collective)})")
-
-    def _agreement(self, mc: Any, mine: Any, agreed: Any) -> None:
-        mc.Allreduce(mine, agreed, self._MPI.MAX)
+                agreement.wait(deadline, lambda: self.timeout_error(SPANNING),
+                               lambda: note_stall(self, SPANNING, seq))
 
     def _await_alone(self, wait: BoardWait) -> None:
         """Wait for the board with no other call in flight: poll, then yield the core, then
@@ -244,13 +238,12 @@ class BlockingCall:
         """A rank of this communicator on this node whose process is gone (its world rank)."""
         return self.transport._peers.first_dead(self.native.group[r] for r in self.others)
 
-    def _timed(self, mc: Any, send: Any, recv: Any, deadline: float,
-               operation: Any = None) -> None:
+    def _timed(self, mc: Any, send: Any, recv: Any, deadline: float) -> None:
         """MPI's blocking call on a helper thread, waited for until ``deadline``; the
         abandoned thread finishes the call when the late ranks come."""
         done = threading.Event()
         failed: list[BaseException] = []
-        run = operation or self.operation
+        run = self.operation
 
         def blocking() -> None:
             try:
@@ -385,6 +378,33 @@ class BoardWait:
                 raise runner.transport.finished_error(done, f"for it to start {runner.what}")
         if self.deadline is not None and now > self.deadline:
             raise runner.timeout_error("for the other ranks to start it")
+        return False
+
+
+class SpanningWait:
+    """Waiting for a blocking call's agreement with the ranks of other nodes
+    (`SpanningAgreement`), as an execution the progress engine drives with the calls in
+    flight."""
+
+    __slots__ = ("runner", "agreement", "seq", "context", "spec", "rank", "call", "left",
+                 "deadline")
+
+    def __init__(self, runner: BlockingCall, agreement: SpanningAgreement, seq: int,
+                 deadline: float | None) -> None:
+        self.runner, self.agreement, self.seq, self.deadline = runner, agreement, seq, deadline
+        self.context, self.spec, self.rank = runner.native.context, runner.spec, runner.rank
+        self.call = runner.native  # its group, for stall reports
+        self.left = 1
+
+    def poll(self) -> bool:
+        """True once the ranks agree; raises on a mismatch, a call given up, the deadline."""
+        if self.agreement.poll():
+            self.left = 0
+            return True
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            error = self.runner.timeout_error(SPANNING)
+            self.agreement.give_up(error)
+            raise error
         return False
 
 

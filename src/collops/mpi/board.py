@@ -5,8 +5,9 @@ MPI cannot tell mismatched calls apart, and what it does with them is worse than
 MPICH aborts the job on a count mismatch (a truncated message, whatever the error handler),
 hangs on calls of different kinds and silently mixes the data of calls that differ only in
 operator or dtype. So no rank may enter MPI's collective before it knows every rank makes the
-same call. A communicator spanning nodes agrees with one 16-byte ``MPI_Allreduce`` first;
-that doubles the cost of a small call. When all ranks of a communicator share a node, each
+same call. A communicator spanning nodes agrees through small messages first
+(`spanning.SpanningAgreement`), at the cost of log2(p) message rounds. When all ranks of a
+communicator share a node (as `MpiTransport.capabilities` has the nodes), each
 instead posts ``(call key, fingerprint)`` into its row of an MPI-3 shared-memory window (a
 ring of `RING` entries) and waits until every other rank has posted the same call there
 (`Board.compare`): the cost of a shared-memory flag, and a `CollectiveMismatch` naming both

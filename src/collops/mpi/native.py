@@ -15,9 +15,9 @@ that of an MPI pair type — and otherwise a user-defined ``MPI.Op`` running the
 on numpy views (non-commutative operators are declared so, and MPI keeps rank order).
 
 MPI cannot tell mismatched calls apart: a rank calling allreduce while another calls bcast
-is undefined behaviour. So by default (parameter ``check=1``) a call first agrees on the
-call's fingerprint with a 16-byte allreduce (the maximum of ``fp`` and of ``~fp``) and raises
-`CollectiveMismatch` if the ranks differ, before the data collective is posted; ``check=0``
+is undefined behaviour. So by default (parameter ``check=1``) the ranks first agree on the
+call's fingerprint — on a node's `Board`, across nodes by `spanning.SpanningAgreement` — and
+raise `CollectiveMismatch` if they differ, before the data collective is posted; ``check=0``
 skips it. A timeout raises `CollectiveTimeout`; MPI does not say which ranks are missing.
 An error MPI returns while a call starts or runs is a `TransportError` naming the call, the
 MPI function, the rank and MPI's message; a rank of this node that died while the call waited
@@ -50,18 +50,20 @@ from ..algorithms.native import NativeAlgorithm, NativeCall
 from ..algorithms.registry import Algorithm, CostModel, Param, add_algorithm, algorithms
 from ..algorithms.selection import rank_independent
 from ..algorithms.spec import COLLECTIVES, CallSpec
-from ..errors import CollectiveMismatch, CollectiveTimeout, ScheduleError
+from ..errors import CollectiveTimeout, ScheduleError
 from ..ops import BUILTIN_OPS, Op
 from ..schedule import Schedule
 from ..transport.tags import CALL_BITS, CONTEXT_BITS, call_of_tag_base
 from .board import Board, call_key, raise_mismatch
+from .spanning import SpanningAgreement
 from .transport import COLLECTIVE_SLOTS, MpiTransport, mpi_error
 
 NAME = "mpi_native"
 #: how much cheaper than the best schedule estimate MPI's own collective is assumed to be
 NATIVE_DISCOUNT = 0.9
-CHECK = Param("check", 1, "agree on the call's fingerprint first (one 16-byte allreduce), so "
-              "mismatched calls raise instead of hanging; 0 skips it", minimum=0)
+CHECK = Param("check", 1, "agree on the call's fingerprint first (on the node's board, or "
+              "in log2(p) small messages across nodes), so mismatched calls raise instead of "
+              "hanging; 0 skips it", minimum=0)
 
 
 def mpi_function(collective: str) -> str:
@@ -318,7 +320,7 @@ class NativeExecution:
     __slots__ = ("transport", "mc", "spec", "rank", "send", "recv", "request", "left",
                  "deadline", "timeout", "fingerprint", "agreement", "check", "call", "seq",
                  "context", "waiting_for", "failed", "board", "key", "posted",
-                 "waking", "flavour", "steps", "what")
+                 "waking", "flavour", "steps", "what", "phase")
 
     def __init__(self, transport: MpiTransport, mc: Any, spec: CallSpec, rank: int,
                  send: np.ndarray | None, recv: np.ndarray | None, check: bool,
@@ -339,8 +341,10 @@ class NativeExecution:
         self.fingerprint = call_fingerprint(spec, flavour.name)
         #: the steps of a call that runs MPI operations one after the other (``hier``)
         self.steps: deque[Any] = deque()
-        self.agreement: np.ndarray | None = None
-        #: where this node's ranks post their calls: no agreement through MPI then
+        #: the agreement with the ranks of other nodes, while it runs (no `Board` then)
+        self.agreement: SpanningAgreement | None = None
+        self.phase = phase
+        #: where this node's ranks post their calls: they agree there then
         self.board = board if check else None
         self.check = check and self.board is None
         self.key = call_key(seq, phase, False)
@@ -398,9 +402,16 @@ class NativeExecution:
             self._unwake()
             self.request = self._post()
         elif self.check:
-            mine = np.array([self.fingerprint, ~self.fingerprint & (2**64 - 1)], np.uint64)
-            self.agreement = np.empty(2, np.uint64)
-            self.request = self.mc.Iallreduce(mine, self.agreement, self.transport._MPI.MAX)
+            if self.agreement is None:
+                assert self.call is not None
+                self.agreement = SpanningAgreement(
+                    self.transport, self.call.group, self.rank, self.context, self.seq,
+                    self.phase, self.fingerprint, False,
+                    f"{self.what}, checked before {mpi_function(self.spec.collective)}")
+            if not self.agreement.poll():
+                return False
+            self.agreement = None
+            self.request = self._post()
         else:
             self.request = self._post()
         self._watch()
@@ -459,21 +470,18 @@ class NativeExecution:
                 while self.request is None or self.request.Test():
                     if self.request is not None:
                         self.transport.unwatch(self.request)
-                    if self.agreement is None:
-                        self.request = self._next_step()
-                        if self.request is None:
-                            self.left = 0
-                            return True
-                        self._watch()
-                        continue
-                    self._agree(self.agreement)
-                    self.agreement = None
-                    self.request = self._post()
+                    self.request = self._next_step()
+                    if self.request is None:
+                        self.left = 0
+                        return True
                     self._watch()
             if self.deadline is not None and time.monotonic() > self.deadline:
                 if self.request is not None:
                     self.transport.unwatch(self.request)
-                raise self.timeout_error()
+                error = self.timeout_error()
+                if self.agreement is not None:  # the late ranks are told
+                    self.agreement.give_up(error)
+                raise error
         except self.transport._MPI.Exception as exc:
             raise self._mpi_error(exc) from exc
         except BaseException:
@@ -482,26 +490,16 @@ class NativeExecution:
             raise
         return False
 
-    def _agree(self, agreement: np.ndarray) -> None:
-        highest, lowest = int(agreement[0]), ~int(agreement[1]) & (2**64 - 1)
-        if highest == lowest == self.fingerprint:
-            return
-        other = highest if highest != self.fingerprint else lowest
-        raise CollectiveMismatch(
-            f"rank {self.rank}: {fp.mismatch(self.fingerprint, other, 'another rank')} "
-            f"({self.what}, checked "
-            f"before {mpi_function(self.spec.collective)})")
-
     def timeout_error(self) -> CollectiveTimeout:
         """The error describing where this call stopped."""
-        if self.request is None and self.posted:
+        if self.agreement is not None:
+            where = "agreeing on the call with the ranks of other nodes"
+        elif self.request is None and self.posted:
             where = "for the other ranks of this node to start it"
         elif self.request is None:
             where = (f"for the earlier call #{self.waiting_for} on this communicator, which "
                      f"shares its MPI communicator, to finish before starting "
                      f"{mpi_function(self.spec.collective)}")
-        elif self.agreement is not None:
-            where = "agreeing on the call"
         else:
             where = f"in MPI's non-blocking {mpi_function(self.spec.collective)}"
         return CollectiveTimeout(

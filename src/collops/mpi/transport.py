@@ -58,11 +58,12 @@ from .. import config
 from ..algorithms.fingerprint import describe
 from ..errors import CollopsError, PeerFailed, TransportError
 from ..transport.base import Capabilities, Handle, Transport
-from ..transport.tags import call_of_tag_base
-from . import given_up
+from ..transport.tags import call_of_tag_base, is_point_to_point
+from . import given_up, spanning
 from .abort import abort_job, install_abort_hook
 from .board import Board
 from .liveness import BlockingGuard, NodePeers, node_peers
+from .spanning import AGREEMENT_BIT
 
 #: the one MPI tag all collops point-to-point messages use
 WIRE_TAG = 0
@@ -149,11 +150,12 @@ class MpiTransport(Transport):
         self._pools: dict[tuple[tuple[int, ...], int], list[Any]] = {
             (tuple(range(self.size)), 0):
                 [self._collective_base.Dup() for _ in range(COLLECTIVE_SLOTS)]}
-        #: each pool's fingerprint board (None: its ranks span nodes), see `board`
-        self._boards = {key: Board.for_comm(MPI, pool[0]) for key, pool in self._pools.items()}
         self._peers = NodePeers({})
         nodes, cpus_here = self._nodes()
         self._capabilities = Capabilities("mpi", nodes, resources=frozenset({"mpi"}))
+        #: each pool's fingerprint board (None: its ranks span nodes), see `board`
+        self._boards = {key: self._board_for(key[0], pool[0])
+                        for key, pool in self._pools.items()}
         ranks_here = nodes.count(nodes[self.rank])
         s = config.settings
         self._spin_seconds = s.spin_seconds if ranks_here <= cpus_here else 0.0
@@ -243,6 +245,12 @@ class MpiTransport(Transport):
         h = Handle(peer, tag)
         key = (peer, tag)
         arrived = self._unexpected.pop(key, None)
+        if arrived is None and self._unexpected and not tag & AGREEMENT_BIT and \
+                not is_point_to_point(tag):
+            crossed = spanning.crossing(self._unexpected, tag)
+            if crossed is not None:  # the agreement message came first
+                h.nbytes, h.fingerprint, h.done = crossed[0], crossed[1], True
+                return h
         if arrived is None:
             self._posted[key] = (h, out)
         elif isinstance(arrived, _LargeArrival):
@@ -250,6 +258,10 @@ class MpiTransport(Transport):
         else:
             _fill(h, out, memoryview(arrived[0]), arrived[1])
         return h
+
+    def drop_receive(self, h: Handle) -> None:
+        """Forget the receive ``h``, not completed: nobody waits for it any more."""
+        self._posted.pop((h.peer, h.tag), None)
 
     def _drain(self) -> bool:
         """Take every message MPI has for us off its queue; True if there was any."""
@@ -281,6 +293,12 @@ class MpiTransport(Transport):
                 continue
             payload = self._inbox_view[HEADER_BYTES: HEADER_BYTES + nbytes]
             posted = self._posted.pop((source, tag), None)
+            if posted is None and tag & AGREEMENT_BIT and not is_point_to_point(tag):
+                posted = spanning.crossed(self._posted, tag)
+                if posted is not None:  # its receiver learns the sender's call from it
+                    posted[0].nbytes, posted[0].fingerprint = nbytes, fingerprint
+                    posted[0].done = True
+                    continue
             if posted is None:
                 self._unexpected[(source, tag)] = (bytes(payload), fingerprint)
             else:
@@ -460,7 +478,7 @@ class MpiTransport(Transport):
                     first = _returning_errors(self._MPI,
                                               base.Create_group(members, context & 0x7FFF))
                     pool = [first] + [first.Dup() for _ in range(COLLECTIVE_SLOTS - 1)]
-                    self._boards[key] = Board.for_comm(self._MPI, first)
+                    self._boards[key] = self._board_for(group, first)
             except self._MPI.Exception as exc:
                 raise mpi_error(self.rank, f"making an MPI communicator over ranks "
                                 f"{list(group)}", exc) from exc
@@ -493,6 +511,15 @@ class MpiTransport(Transport):
             got = self._hier[id(mc)] = (
                 node_comm, None if leaders == MPI.COMM_NULL else _returning_errors(MPI, leaders))
         return got
+
+    def _board_for(self, group: tuple[int, ...], comm: Any) -> Board | None:
+        """A board over ``comm`` (collective over it) when ``group`` lies on one node — as
+        `capabilities` has the nodes, so ``COLLOPS_RANKS_PER_NODE`` splits one machine into
+        nodes that agree across them as real ones do — else None."""
+        nodes = self._capabilities.node_of_rank
+        if len({nodes[r] for r in group}) > 1:
+            return None
+        return Board.for_comm(self._MPI, comm)
 
     def board(self, group: tuple[int, ...], context: int) -> Board | None:
         """The fingerprint board of ``collective_comm``'s pool over ``group`` (made with it;

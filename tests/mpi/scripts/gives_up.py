@@ -4,7 +4,8 @@
 is wrong, on MPI's default algorithms: ``mpi_native`` on the node's board), or
 ``allreduce out <algorithm>`` for a schedule's messages. Each rank prints ``{"rank": r,
 "error": type, "message": text, "failed_rank": r, "seconds": time to its error, "after":
-five allreduces' results}``.
+five allreduces' results, "spans_nodes": whether the world's calls agree across nodes (no
+board: ``COLLOPS_RANKS_PER_NODE`` split the job)}``.
 """
 
 import json
@@ -44,4 +45,5 @@ if case.startswith("allreduce out "):
     report = schedule_case(comm, case.split()[-1])
 else:
     report = cases._one_rank(comm, case)
+report["spans_nodes"] = comm.transport.board(tuple(comm._group), comm.context) is None
 print(json.dumps({"rank": comm.rank, **report}), flush=True)
