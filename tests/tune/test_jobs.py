@@ -19,6 +19,7 @@ from collops import config
 from collops.algorithms import tuning
 from collops.algorithms.tuning import load_tuning
 from collops.errors import TransportError
+from collops.tune import across
 from collops.tune.jobs import JobKnob, setting_file, tune_job_settings
 from collops.tune.measure import QUICK
 from collops.tune.table import machine, write_table
@@ -55,8 +56,9 @@ def test_a_value_faster_in_every_pass_and_in_the_check_becomes_a_rule(tmp_path: 
     (rule,) = tune_job_settings(2, ROWS, QUICK, True, launch, knobs=KNOBS)
     assert (rule.name, rule.value, rule.default, rule.kept) == ("single_copy_min", 524288,
                                                                 BUILT_IN, True)
-    # two passes of three jobs (the defaults, two values), then two rounds of two
-    assert len(jobs) == 3 * 2 + 2 * 2
+    # two passes of three jobs (the defaults, two values), then the verification's rounds of
+    # two: all of them, as the rule would be kept
+    assert len(jobs) == 3 * 2 + across.ROUNDS[True][1] * 2
     assert [r.ratio for r in rule.checked] == pytest.approx([1.0, 0.7])
     path = tmp_path / "t.toml"
     path.write_text(write_table({2: {}}, machine("shm", [2], "collops tune -n 2"), "shm",

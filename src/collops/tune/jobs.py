@@ -10,8 +10,8 @@ The jobs run in passes, each pass one job per candidate in a shuffled order, and
 row in a pass is compared with the default's of the same pass. A value wins where it was
 `decide.MIN_GAIN` faster than the default in every pass on some row and no row's median was
 slower by more than `MIN_GAIN`; the verification then alternates jobs with the provisional
-file in force and without (`compare_jobs`), and keeps the rules only where they held in every
-round and no row was slower beyond noise (`NOISE_BOUND`).
+file in force and without (`compare_jobs`), and keeps the rules only where they beat the
+defaults mode by mode (`across`: per-job modes of a call's time, as with more ranks than cores).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from ..algorithms import tuning
 from ..bench.measure import buffers, collops_call
 from ..errors import CollopsError
 from ..transport import placement
+from . import across
 from .decide import MIN_GAIN
 from .measure import Effort, batch_size, osu_timer
 from .protocols import Scratch, toml_value
@@ -40,12 +41,8 @@ COMPONENT = "shm"
 #: rows below this many bytes per rank never reach the settings tuned here; --quick times the
 #: large rows alone (its job-wide settings are the single copy's and the stream's)
 JOB_MIN_BYTES = {False: 4096, True: 262144}
-#: the most a kept rule may slow any row of its verification (tuned / default median)
-NOISE_BOUND = 1.1
 #: passes over the candidates (a pass: a job each), with --quick and without
 JOB_PASSES = {True: 2, False: 3}
-#: rounds of the verification (a round: a job without the rules and one with them)
-VERIFY_ROUNDS = {True: 2, False: 3}
 
 #: (collective, bytes per rank): one benchmark row
 JobRow = tuple[str, int]
@@ -192,9 +189,17 @@ def tune_job_settings(ranks: int, rows: Sequence[JobRow], effort: Effort, quick:
             return []
         path = scratch.write("".join(setting_file(r.name, r.value, ranks) + "\n"
                                      for r in chosen) + base)
-        checked = compare_jobs(launch, path, rows, VERIFY_ROUNDS[quick], progress, ranks,
-                               candidates[None])
-        kept = _holds(chosen, checked)
+        won = {row for rule in chosen for row, t, d in zip(
+            rule.rows, rule.median_us, rule.default_median_us, strict=True)
+            if t < d * (1 - MIN_GAIN)}
+
+        def won_by(row: Row) -> bool:
+            return (row.collective, row.size) in won
+
+        first, most = across.ROUNDS[quick]
+        checked = compare_jobs(launch, path, rows, first, progress, ranks, candidates[None],
+                               most, lambda got: across.settled(got, won_by))
+        kept = across.holds(checked, won_by)
         return [replace(r, checked=tuple(checked), kept=kept) for r in chosen]
     finally:
         scratch.close()
@@ -228,34 +233,34 @@ def _winner(knob: JobKnob, default: Any, ranks: int, rows: Sequence[JobRow],
     return None if best is None else best[1]
 
 
-def _holds(chosen: Sequence[JobRule], checked: Sequence[Row]) -> bool:
-    """Whether the verification upholds the rules: every row a rule won faster in every
-    round, no row slower than `NOISE_BOUND`."""
-    base = {(r.collective, r.size): r for r in checked}
-    won = {row for rule in chosen for row, t, d in zip(rule.rows, rule.median_us,
-                                                      rule.default_median_us, strict=True)
-           if t < d * (1 - MIN_GAIN)}
-    return (all(base[row].holds for row in won if row in base)
-            and all(r.ratio <= NOISE_BOUND for r in checked))
-
-
 def compare_jobs(launch: Launch, path: str, rows: Sequence[JobRow], rounds: int,
                  progress: Callable[[str], None] | None = None, ranks: int = 0,
-                 without: str = "") -> list[Row]:
+                 without: str = "", most: int = 0,
+                 settled: Callable[[list[Row]], bool] | None = None,
+                 suffix: str = " (job-wide settings)") -> list[Row]:
     """Each row in jobs with the tuning file ``without`` ("": the built-in table) and with
-    ``path``, alternating (which goes first alternating too), ``rounds`` rounds."""
+    ``path``, alternating (which goes first alternating too): ``rounds`` rounds, then more up
+    to ``most`` until ``settled`` says the rows so far decide. A row's tuned algorithm is
+    named with ``suffix``."""
     default: list[list[tuple[str, float]]] = []
     tuned: list[list[tuple[str, float]]] = []
-    for number in range(rounds):
+
+    def found() -> list[Row]:
+        return [Row(c, s, default[0][i][0], f"{tuned[0][i][0]}{suffix}",
+                    tuple(run[i][1] for run in default), tuple(run[i][1] for run in tuned))
+                for i, (c, s) in enumerate(rows)]
+
+    number = 0
+    while number < rounds or (number < most and settled is not None
+                              and not settled(found())):
         for which in ((default, without), (tuned, path))[:: 1 if number % 2 == 0 else -1]:
             which[0].append(launch(which[1], rows))
+        number += 1
         if progress is not None:
-            progress(f"job check {number + 1}/{rounds}, {ranks} ranks: " + ", ".join(
+            progress(f"job check {number}/{max(rounds, most)}, {ranks} ranks: " + ", ".join(
                 f"{c} {s} B ×{t / d:.2f}" for (c, s), (_, d), (_, t)
                 in zip(rows, default[-1], tuned[-1], strict=True)))
-    return [Row(c, s, default[0][i][0], f"{tuned[0][i][0]} (job-wide settings)",
-                tuple(run[i][1] for run in default), tuple(run[i][1] for run in tuned))
-            for i, (c, s) in enumerate(rows)]
+    return found()
 
 
 def job_rows_of_file(path: str, ranks: int) -> list[JobRow]:
