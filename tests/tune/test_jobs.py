@@ -166,7 +166,7 @@ def test_the_command_times_job_wide_settings_and_compare_default_re_times_them(
         tmp_path: Path) -> None:
     out = tmp_path / "t.toml"
     done = subprocess.run([sys.executable, "-m", "collops", "tune", "-n", "2", "--quick",
-                           "--collectives", "allreduce", "--sizes", "8,1M",
+                           "--collectives", "allreduce,pingpong", "--sizes", "8,1M",
                            "--output", str(out)], capture_output=True, text=True, timeout=280)
     assert done.returncode == 0, done.stderr[-3000:]
     # --quick times the job-wide settings at the large sizes alone
@@ -174,6 +174,9 @@ def test_the_command_times_job_wide_settings_and_compare_default_re_times_them(
     assert any("2 ranks, defaults: allreduce 1048576 B" in line for line in passes)
     assert not any("allreduce 8 B" in line for line in passes)
     assert "shm.single_copy_min" in done.stderr  # a candidate value, in a job of its own
+    # the point-to-point rows at every size, with the cells' settings as candidates
+    assert any("pingpong 8 B" in line and "pingpong 1048576 B" in line for line in passes)
+    assert "shm.p2p_cell_bytes=4096" in done.stderr
     load_tuning(str(out))
     hand, rows = tmp_path / "hand.toml", tmp_path / "rows.json"
     hand.write_text(setting_file("split_min", 1 << 20, 2)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..bench.cli import mpi_world, parse_size
-from ..bench.measure import COLLECTIVES
+from ..bench.measure import COLLECTIVES, POINT_TO_POINT
 from ..config import reload_settings, user_tuning_file
 from ..transport.placement import BIND_POLICIES
 from .across import verify_in_jobs
@@ -41,7 +41,7 @@ from .measure import FULL, QUICK, Effort
 from .table import command_line, machine, write_table
 from .verify import Checks, Row, compare, rows_of_file, verify_job
 
-DEFAULT_COLLECTIVES = "allgather,alltoall,allreduce,bcast,reduce,barrier"
+DEFAULT_COLLECTIVES = "allgather,alltoall,allreduce,bcast,reduce,barrier,pingpong"
 QUICK_SIZES = "8,1K,64K,1M"
 FULL_SIZES = "8,64,512,4K,32K,256K,2M"
 
@@ -83,6 +83,7 @@ def _job(comm: Any, collectives: list[str], sizes: list[int], effort: Effort,
          transport: str) -> Job:
     """What every rank of a tuning job runs (the passes, then the verification of the rules
     they make); rank 0 shows the progress."""
+    collectives = [c for c in collectives if c not in POINT_TO_POINT]  # job-wide rows alone
     decisions = measure_job(comm, collectives, sizes, effort, progress=_progress)
     return decisions, verify_job(comm, decisions, transport, effort, progress=_progress)
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..algorithms import tuning
-from ..bench.measure import buffers, collops_call
+from ..bench.measure import POINT_TO_POINT, buffers, collops_call, time_scale
 from ..errors import CollopsError
 from ..transport import placement
 from . import across
@@ -58,7 +58,7 @@ class JobKnob:
     the others only, ``None``: all)."""
 
     name: str
-    values: tuple[int, ...]
+    values: tuple[Any, ...]
     quick: bool = False
     oversubscribed: bool | None = None
 
@@ -70,13 +70,17 @@ class JobKnob:
 #: single copy from 512 KiB or from 8 MiB (the built-in table: 2 MiB; a job of more ranks
 #: than CPUs: always, else from 1 or 8 MiB); the stream's chunks of 64 or 256 KiB (built in:
 #: 128 KiB); direct slots of 32 or 128 KiB a rank (built in: 64 KiB); single-copy messages
-#: split from 1 or 4 MiB on (built in: 256 KiB). A value whose job cannot start (its segment
-#: does not fit) is dropped.
+#: split from 1 or 4 MiB on (built in: 256 KiB); point-to-point envelopes as transport
+#: messages instead of cells (built in: cells), cells of 256 B or 4 KiB (built in: 1 KiB, a
+#: payload up to about 950 B inline). A value whose job cannot start (its segment does not
+#: fit) is dropped.
 JOB_KNOBS: tuple[JobKnob, ...] = (
     JobKnob("single_copy_min", (524288, 8388608), quick=True, oversubscribed=False),
     JobKnob("single_copy_min_oversubscribed", (1048576, 8388608), quick=True,
             oversubscribed=True),
     JobKnob("stream_chunk_bytes", (65536, 262144), quick=True),
+    JobKnob("p2p_cells", (False,), quick=True),
+    JobKnob("p2p_cell_bytes", (256, 4096), quick=True),
     JobKnob("direct_bytes", (32768, 131072)),
     JobKnob("split_min", (1048576, 4194304)),
 )
@@ -105,9 +109,12 @@ class JobRule:
 
 
 def job_rows(collectives: Sequence[str], sizes: Sequence[int], quick: bool) -> list[JobRow]:
-    """The rows the job-wide settings are timed at: the sizes from `JOB_MIN_BYTES`."""
+    """The rows the job-wide settings are timed at: the collectives' from `JOB_MIN_BYTES`,
+    the point-to-point ones (``pingpong``, whose cells matter at the smallest sizes) at
+    every size."""
     return [(c, s) for c in collectives if c != "barrier"
-            for s in sorted(set(sizes)) if s >= JOB_MIN_BYTES[quick]]
+            for s in sorted(set(sizes))
+            if s >= JOB_MIN_BYTES[quick] or c in POINT_TO_POINT]
 
 
 def setting_file(name: str, value: Any, ranks: int) -> str:
@@ -118,20 +125,23 @@ def setting_file(name: str, value: Any, ranks: int) -> str:
 
 
 def time_rows(comm: Any, rows: Sequence[JobRow], effort: Effort) -> list[tuple[str, float]]:
-    """What every rank of a job runs: each row with the built-in choice of algorithm, the
-    median of ``effort.repetitions`` batches (seconds per call, the slowest rank's)."""
+    """What every rank of a job runs: each row with the built-in choice of algorithm (a
+    ``pingpong`` row: ``p2p``, ranks 0 and 1 sending in turn), the median of
+    ``effort.repetitions`` batches (seconds per call or one-way message, the slowest
+    rank's)."""
     out = []
     for collective, size in rows:
         send, recv = buffers(collective, size, comm.size, comm.rank)
         call = collops_call(comm, collective, send, recv, None)
         for _ in range(effort.warmup):
             call()
-        algorithm = str(comm.last_algorithm)
+        algorithm = "p2p" if collective in POINT_TO_POINT else str(comm.last_algorithm)
         timer = osu_timer(comm)
         batch = batch_size(comm, algorithm, size, call, effort, timer)
+        scale = time_scale(collective, size) / batch
         samples = []
         for _ in range(max(3, effort.repetitions)):
-            mine = timer(algorithm, size, call, batch) / batch
+            mine = timer(algorithm, size, call, batch) * scale
             samples.append(float(comm.allreduce(np.array([mine]), "max")[0]))
         out.append((algorithm, float(np.median(samples))))
     return out
@@ -145,6 +155,7 @@ def tune_job_settings(ranks: int, rows: Sequence[JobRow], effort: Effort, quick:
     ``base`` (the algorithm rules already chosen): the winners of the passes, each verified
     (``kept``) or not; none when there is no row."""
     knobs = [k for k in knobs if (k.quick or not quick) and k.read_by(ranks)]
+    rows = [r for r in rows if ranks >= 2 or r[0] not in POINT_TO_POINT]
     if not rows or not knobs:
         return []
     scratch, start = Scratch(), time.perf_counter()
