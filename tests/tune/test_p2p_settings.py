@@ -45,7 +45,8 @@ def settings_of(path: str) -> dict[str, object]:
 
 def fake_launch(slower_without_cells: bool = True):
     """A job's ping-pong in µs: a 1 KiB message 40 % faster in 4 KiB cells (inline), every
-    message 50 % slower without cells; the collectives' rows as they are."""
+    message 50 % slower without cells; the collectives' rows as they are, but 30 % slower in
+    the jobs of 4 KiB cells (the machine's noise: cells carry no collective's message)."""
     jobs: list[tuple[dict[str, object], list[tuple[str, int]]]] = []
 
     def launch(path, rows):
@@ -59,6 +60,8 @@ def fake_launch(slower_without_cells: bool = True):
                     us *= 0.6
                 if not s["p2p_cells"] and slower_without_cells:
                     us *= 1.5
+            elif s["p2p_cell_bytes"] == 4096:
+                us *= 1.3
             out.append(("p2p" if collective == "pingpong" else "ring", us * 1e-6))
         return out
     return launch, jobs
@@ -71,8 +74,10 @@ def test_a_cell_size_that_puts_a_message_inline_becomes_a_rule_the_table_reads(
     assert (rule.name, rule.value, rule.default, rule.kept) == ("p2p_cell_bytes", 4096,
                                                                 seg.P2P_CELL_BYTES, True)
     # passes of four jobs (the defaults, no cells, 256 and 4096 B cells), then every round
+    # over the ping-pong rows alone (the allreduce row's noise does not count)
     assert len(jobs) == 4 * 2 + 2 * across.ROUNDS[True][1]
-    assert [r.ratio for r in rule.checked] == pytest.approx([1.0, 1.0, 0.6, 1.0])
+    assert all(rows == ROWS[1:] for _, rows in jobs[8:])
+    assert [r.ratio for r in rule.checked] == pytest.approx([1.0, 0.6, 1.0])
     path = tmp_path / "t.toml"
     path.write_text(write_table({2: {}}, machine("shm", [2], "collops tune -n 2"), "shm",
                                 {2: {}}, {2: [rule]}))
@@ -81,7 +86,8 @@ def test_a_cell_size_that_puts_a_message_inline_becomes_a_rule_the_table_reads(
     assert tuning.setting("shm", "p2p_cell_bytes", None, str(path), 3).value == 1024
     evidence = tomllib.loads(path.read_text())["protocols"]["shm"]["p2p_cell_bytes"][0][
         "evidence"]
-    assert evidence["collectives"] == ["allreduce", "pingpong", "pingpong", "pingpong"]
+    assert evidence["collectives"] == ["pingpong"] * 3
+    assert evidence["sizes"] == [8, 1024, 1 << 20]
 
 
 def test_without_a_gain_no_point_to_point_rule():

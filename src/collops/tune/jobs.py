@@ -9,7 +9,8 @@ grid's sizes from `JOB_MIN_BYTES`, each collective with the algorithm those rule
 The jobs run in passes, each pass one job per candidate in a shuffled order, and a candidate's
 row in a pass is compared with the default's of the same pass. A value wins where it was
 `decide.MIN_GAIN` faster than the default in every pass on some row and no row's median was
-slower by more than `MIN_GAIN`; the verification then alternates jobs with the provisional
+slower by more than `MIN_GAIN` (a point-to-point setting: of the ping-pong rows, the only
+ones it can change); the verification then alternates jobs with the provisional
 file in force and without (`compare_jobs`), and keeps the rules only where they beat the
 defaults mode by mode (`across`: per-job modes of a call's time, as with more ranks than cores).
 """
@@ -61,10 +62,17 @@ class JobKnob:
     values: tuple[Any, ...]
     quick: bool = False
     oversubscribed: bool | None = None
+    #: read by point-to-point messages alone (the cells), so judged on their rows alone
+    point_to_point: bool = False
 
     def read_by(self, ranks: int) -> bool:
         """Whether a job of ``ranks`` ranks on this machine reads the setting."""
         return self.oversubscribed in (None, ranks > placement.job_cpu_count())
+
+    def judged_on(self, rows: Sequence[JobRow]) -> list[int]:
+        """The indices of the rows the setting can change."""
+        return [i for i, (c, _) in enumerate(rows)
+                if not self.point_to_point or c in POINT_TO_POINT]
 
 
 #: single copy from 512 KiB or from 8 MiB (the built-in table: 2 MiB; a job of more ranks
@@ -79,8 +87,8 @@ JOB_KNOBS: tuple[JobKnob, ...] = (
     JobKnob("single_copy_min_oversubscribed", (1048576, 8388608), quick=True,
             oversubscribed=True),
     JobKnob("stream_chunk_bytes", (65536, 262144), quick=True),
-    JobKnob("p2p_cells", (False,), quick=True),
-    JobKnob("p2p_cell_bytes", (256, 4096), quick=True),
+    JobKnob("p2p_cells", (False,), quick=True, point_to_point=True),
+    JobKnob("p2p_cell_bytes", (256, 4096), quick=True, point_to_point=True),
     JobKnob("direct_bytes", (32768, 131072)),
     JobKnob("split_min", (1048576, 4194304)),
 )
@@ -200,6 +208,7 @@ def tune_job_settings(ranks: int, rows: Sequence[JobRow], effort: Effort, quick:
             return []
         path = scratch.write("".join(setting_file(r.name, r.value, ranks) + "\n"
                                      for r in chosen) + base)
+        rows = [row for row in rows if any(row in r.rows for r in chosen)]
         won = {row for rule in chosen for row, t, d in zip(
             rule.rows, rule.median_us, rule.default_median_us, strict=True)
             if t < d * (1 - MIN_GAIN)}
@@ -225,9 +234,13 @@ def _label(candidate: tuple[str, Any] | None) -> str:
 def _winner(knob: JobKnob, default: Any, ranks: int, rows: Sequence[JobRow],
             samples: Mapping[tuple[str, Any] | None, list[list[float]]]) -> JobRule | None:
     """The value of ``knob`` that beat the defaults (see the module docstring), if one did."""
-    base = np.array(samples[None])  # passes × rows
+    judged = knob.judged_on(rows)
+    if not judged:
+        return None
+    base = np.array(samples[None])[:, judged]  # passes × rows
+    rows = [rows[i] for i in judged]
     best: tuple[float, JobRule] | None = None
-    for (name, value), got in ((c, np.array(s)) for c, s in samples.items() if c):
+    for (name, value), got in ((c, np.array(s)[:, judged]) for c, s in samples.items() if c):
         if name != knob.name:
             continue
         won = (got < base * (1 - MIN_GAIN)).all(axis=0)
