@@ -18,7 +18,14 @@ from collops.algorithms.tuning import load_tuning
 from collops.errors import TransportError
 from collops.shm import segment as seg
 from collops.tune import across
-from collops.tune.jobs import JOB_KNOBS, job_rows, setting_file, time_rows, tune_job_settings
+from collops.tune.jobs import (
+    JOB_KNOBS,
+    JobKnob,
+    job_rows,
+    setting_file,
+    time_rows,
+    tune_job_settings,
+)
 from collops.tune.measure import QUICK
 from collops.tune.table import machine, write_table
 
@@ -163,3 +170,28 @@ def test_a_cell_size_out_of_bounds_is_an_error_naming_the_setting(
     finally:
         monkeypatch.delenv("COLLOPS_TUNING_FILE")
         config.reload_settings()
+
+
+def test_of_two_cell_settings_only_the_best_is_chosen_and_each_rule_is_judged_on_its_rows():
+    knobs = P2P_KNOBS + (JobKnob("single_copy_min", (524288,), quick=True),)
+    jobs: list[str] = []
+
+    def launch(path, rows):
+        s = settings_of(path)
+        jobs.append(path)
+        passes = len(jobs) <= 2 * 5  # five candidates, two passes
+        out = []
+        for collective, size in rows:
+            us = 100.0
+            if collective == "pingpong" and size == 1024:
+                us *= 0.6 if s["p2p_cell_bytes"] == 4096 else 0.7 if not s["p2p_cells"] else 1
+            if collective == "allreduce" and s.get("single_copy_min") == 524288:
+                us *= 0.7 if passes else 1.5  # wins the passes, loses once re-timed
+            out.append(("p2p", us * 1e-6))
+        return out
+
+    rules = tune_job_settings(2, ROWS, QUICK, True, launch, knobs=knobs)
+    assert [(r.name, r.value, r.kept) for r in rules] == [
+        ("single_copy_min", 524288, False), ("p2p_cell_bytes", 4096, True)]
+    cells = rules[1]
+    assert [(r.collective, r.size) for r in cells.checked] == ROWS[1:]

@@ -10,9 +10,10 @@ The jobs run in passes, each pass one job per candidate in a shuffled order, and
 row in a pass is compared with the default's of the same pass. A value wins where it was
 `decide.MIN_GAIN` faster than the default in every pass on some row and no row's median was
 slower by more than `MIN_GAIN` (a point-to-point setting: of the ping-pong rows, the only
-ones it can change); the verification then alternates jobs with the provisional
-file in force and without (`compare_jobs`), and keeps the rules only where they beat the
-defaults mode by mode (`across`: per-job modes of a call's time, as with more ranks than cores).
+ones it can change; of those settings only the best is chosen). The verification then
+alternates jobs with the provisional file in force and without (`compare_jobs`), and keeps
+each rule only where it beat the defaults on its rows mode by mode (`across`: per-job modes
+of a call's time, as with more ranks than cores).
 """
 
 from __future__ import annotations
@@ -115,6 +116,11 @@ class JobRule:
         """``shm.<name>``."""
         return f"{COMPONENT}.{self.name}"
 
+    def won_rows(self) -> set[JobRow]:
+        """The rows on which the value beat the defaults in the passes."""
+        return {row for row, t, d in zip(self.rows, self.median_us, self.default_median_us,
+                                         strict=True) if t < d * (1 - MIN_GAIN)}
+
 
 def job_rows(collectives: Sequence[str], sizes: Sequence[int], quick: bool) -> list[JobRow]:
     """The rows the job-wide settings are timed at: the collectives' from `JOB_MIN_BYTES`,
@@ -199,28 +205,31 @@ def tune_job_settings(ranks: int, rows: Sequence[JobRow], effort: Effort, quick:
                     progress(f"job pass {number}/{passes}, {ranks} ranks, {_label(candidate)}: "
                              + ", ".join(f"{c} {s} B {t * 1e6:.1f} µs"
                                          for (c, s), (_, t) in zip(rows, got, strict=True)))
-        chosen = []
-        for knob in knobs:
-            rule = _winner(knob, defaults[knob.name], ranks, rows, samples)
-            if rule is not None:
-                chosen.append(rule)
+        chosen = _chosen(knobs, defaults, ranks, rows, samples)
         if not chosen:
             return []
         path = scratch.write("".join(setting_file(r.name, r.value, ranks) + "\n"
                                      for r in chosen) + base)
         rows = [row for row in rows if any(row in r.rows for r in chosen)]
-        won = {row for rule in chosen for row, t, d in zip(
-            rule.rows, rule.median_us, rule.default_median_us, strict=True)
-            if t < d * (1 - MIN_GAIN)}
 
-        def won_by(row: Row) -> bool:
-            return (row.collective, row.size) in won
+        def verdicts(got: Sequence[Row]) -> list[tuple[bool, bool]]:
+            """Per rule: whether it holds, whether more rounds cannot change that."""
+            out = []
+            for rule in chosen:
+                mine = [r for r in got if (r.collective, r.size) in rule.rows]
+                won = rule.won_rows()
+
+                def won_by(row: Row, won: set[JobRow] = won) -> bool:
+                    return (row.collective, row.size) in won
+                out.append((across.holds(mine, won_by), across.settled(mine, won_by)))
+            return out
 
         first, most = across.ROUNDS[quick]
         checked = compare_jobs(launch, path, rows, first, progress, ranks, candidates[None],
-                               most, lambda got: across.settled(got, won_by))
-        kept = across.holds(checked, won_by)
-        return [replace(r, checked=tuple(checked), kept=kept) for r in chosen]
+                               most, lambda got: all(done for _, done in verdicts(got)))
+        return [replace(r, checked=tuple(c for c in checked if (c.collective, c.size)
+                                         in r.rows), kept=held)
+                for r, (held, _) in zip(chosen, verdicts(checked), strict=True)]
     finally:
         scratch.close()
         if progress is not None:
@@ -231,9 +240,25 @@ def _label(candidate: tuple[str, Any] | None) -> str:
     return "defaults" if candidate is None else f"{COMPONENT}.{candidate[0]}={candidate[1]}"
 
 
+def _chosen(knobs: Sequence[JobKnob], defaults: Mapping[str, Any], ranks: int,
+            rows: Sequence[JobRow],
+            samples: Mapping[tuple[str, Any] | None, list[list[float]]]) -> list[JobRule]:
+    """The winning value of each knob (`_winner`); of the point-to-point knobs, which set the
+    same cells (no cells makes their size moot), only the best."""
+    found = [(knob, _winner(knob, defaults[knob.name], ranks, rows, samples))
+             for knob in knobs]
+    chosen = [(score, rule) for knob, got in found if got is not None
+              for score, rule in [got] if not knob.point_to_point]
+    cells = sorted((got for knob, got in found if got is not None and knob.point_to_point),
+                   key=lambda got: got[0])
+    return [rule for _, rule in chosen + cells[:1]]
+
+
 def _winner(knob: JobKnob, default: Any, ranks: int, rows: Sequence[JobRow],
-            samples: Mapping[tuple[str, Any] | None, list[list[float]]]) -> JobRule | None:
-    """The value of ``knob`` that beat the defaults (see the module docstring), if one did."""
+            samples: Mapping[tuple[str, Any] | None, list[list[float]]]
+            ) -> tuple[float, JobRule] | None:
+    """The value of ``knob`` that beat the defaults (see the module docstring), if one did,
+    and its score (the geometric mean of its rows' ratios to the defaults)."""
     judged = knob.judged_on(rows)
     if not judged:
         return None
@@ -254,7 +279,7 @@ def _winner(knob: JobKnob, default: Any, ranks: int, rows: Sequence[JobRow],
                        len(base))
         if best is None or score < best[0]:
             best = (score, rule)
-    return None if best is None else best[1]
+    return best
 
 
 def compare_jobs(launch: Launch, path: str, rows: Sequence[JobRow], rounds: int,
