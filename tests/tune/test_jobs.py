@@ -19,6 +19,7 @@ from collops import config
 from collops.algorithms import tuning
 from collops.algorithms.tuning import load_tuning
 from collops.errors import TransportError
+from collops.tune import across
 from collops.tune.jobs import JobKnob, setting_file, tune_job_settings
 from collops.tune.measure import QUICK
 from collops.tune.table import machine, write_table
@@ -55,8 +56,9 @@ def test_a_value_faster_in_every_pass_and_in_the_check_becomes_a_rule(tmp_path: 
     (rule,) = tune_job_settings(2, ROWS, QUICK, True, launch, knobs=KNOBS)
     assert (rule.name, rule.value, rule.default, rule.kept) == ("single_copy_min", 524288,
                                                                 BUILT_IN, True)
-    # two passes of three jobs (the defaults, two values), then two rounds of two
-    assert len(jobs) == 3 * 2 + 2 * 2
+    # two passes of three jobs (the defaults, two values), then the verification's rounds of
+    # two: all of them, as the rule would be kept
+    assert len(jobs) == 3 * 2 + across.ROUNDS[True][1] * 2
     assert [r.ratio for r in rule.checked] == pytest.approx([1.0, 0.7])
     path = tmp_path / "t.toml"
     path.write_text(write_table({2: {}}, machine("shm", [2], "collops tune -n 2"), "shm",
@@ -164,7 +166,7 @@ def test_the_command_times_job_wide_settings_and_compare_default_re_times_them(
         tmp_path: Path) -> None:
     out = tmp_path / "t.toml"
     done = subprocess.run([sys.executable, "-m", "collops", "tune", "-n", "2", "--quick",
-                           "--collectives", "allreduce", "--sizes", "8,1M",
+                           "--collectives", "allreduce,pingpong", "--sizes", "8,1M",
                            "--output", str(out)], capture_output=True, text=True, timeout=280)
     assert done.returncode == 0, done.stderr[-3000:]
     # --quick times the job-wide settings at the large sizes alone
@@ -172,6 +174,9 @@ def test_the_command_times_job_wide_settings_and_compare_default_re_times_them(
     assert any("2 ranks, defaults: allreduce 1048576 B" in line for line in passes)
     assert not any("allreduce 8 B" in line for line in passes)
     assert "shm.single_copy_min" in done.stderr  # a candidate value, in a job of its own
+    # the point-to-point rows at every size, with the cells' settings as candidates
+    assert any("pingpong 8 B" in line and "pingpong 1048576 B" in line for line in passes)
+    assert "shm.p2p_cell_bytes=4096" in done.stderr
     load_tuning(str(out))
     hand, rows = tmp_path / "hand.toml", tmp_path / "rows.json"
     hand.write_text(setting_file("split_min", 1 << 20, 2)

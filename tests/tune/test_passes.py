@@ -138,3 +138,17 @@ def test_a_protocol_setting_is_timed_in_force_and_written_as_a_protocol_rule(
     assert tuning.setting("shm_stream", "by_reference", small, str(path)).value is False
     other = collops.make_spec("allgather", 3, np.float64, count=8192)
     assert tuning.setting("shm_stream", "by_reference", other, str(path)).value is False
+
+
+def test_the_ranks_of_a_threads_job_share_scratch_files_until_the_last_closes() -> None:
+    from collops.tune.protocols import Scratch
+
+    # one rank done with its files while another, already further, writes the next ones
+    first, second = Scratch(), Scratch()
+    first.close()
+    path = Path(second.write("# the next candidate\n"))
+    assert path.read_text() == "# the next candidate\n"
+    first.close()  # closing twice changes nothing
+    assert path.exists()
+    second.close()
+    assert not path.parent.exists()

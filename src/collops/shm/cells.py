@@ -1,6 +1,7 @@
 """Point-to-point cells: the shared-memory transport's protocol for point-to-point envelopes.
 
-Per directed rank pair a single-producer single-consumer ring of fixed-size cells in the job
+Per directed rank pair a single-producer single-consumer ring of fixed-size cells (1 KiB, or
+``protocols.shm.p2p_cell_bytes`` of the selection tables, read as the job is laid out) in the job
 segment (`segment`, "cell rings"), as MPICH's nemesis and CH4 shared-memory eager cells or
 Open MPI's vader fast boxes: a send copies its message into the next free cell and publishes
 it; a receive reads the head cell. Every point-to-point message of the pair, on every
@@ -71,14 +72,14 @@ class CellRings:
             return CellRing(transport.segment_map, offset + seg.CELL_CONTROL, offset // words,
                             (offset + seg.LINE) // words, transport.sleeping_word(peer),
                             layout.rank_word(peer, seg.R_DOORBELL), layout.p2p_cells,
-                            seg.P2P_CELL_BYTES, ladder.compiled_spin, ladder.yield_seconds)
+                            layout.p2p_cell_bytes, ladder.compiled_spin, ladder.yield_seconds)
 
         peers = range(self.size)
         #: the rings this rank writes (to each peer) and reads (from each peer); None: itself
         self.outgoing: list[Any] = [None if p == me else ring(me, p, p) for p in peers]
         self.incoming: list[Any] = [None if p == me else ring(p, me, p) for p in peers]
         #: bytes a cell's body holds (prefix and inline payload)
-        self.capacity = seg.P2P_CELL_BYTES - 64
+        self.capacity = layout.p2p_cell_bytes - 64
         #: per peer the cells waiting for room: push arguments and the send's handle
         self.queued: list[deque[tuple[tuple[Any, ...], Handle]]] = [deque() for _ in peers]
         self.queued_count = 0

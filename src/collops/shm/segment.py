@@ -78,7 +78,7 @@ SLOT_HEADER = 64
 # header words
 (H_MAGIC, H_SIZE, H_NSLOTS, H_SLOT_BYTES, H_NCHUNKS, H_CHUNK_BYTES, H_FAILED, H_CMA,
  H_DIRECT_AREAS, H_DIRECT_BYTES, H_STREAM_AREAS, H_STREAM_CHUNKS,
- H_STREAM_CHUNK_BYTES) = range(13)
+ H_STREAM_CHUNK_BYTES, H_P2P_CELL_BYTES) = range(14)
 
 # rank block words (relative to the rank's line)
 R_STATE, R_PID, R_SLEEPING, R_DOORBELL, R_STATUS = range(5)
@@ -119,7 +119,10 @@ COUNTED_CONTEXTS = 64
 #: bytes of one rank's call counters (whole lines: no other rank writes near them)
 COUNTER_BYTES = COUNTED_CONTEXTS * 8
 #: bytes of one point-to-point cell (a 64-byte header, then dims, dtype token and payload)
+#: unless the selection tables say otherwise (``protocols.shm.p2p_cell_bytes``), and the
+#: bounds a table's value must keep (a multiple of 64)
 P2P_CELL_BYTES = 1024
+P2P_CELL_BOUNDS = (128, 65536)
 #: the control lines of a cell ring: consumed counter, sender's waiting flag
 CELL_CONTROL = 2 * LINE
 #: bytes per rank a job's segment takes at most (``COLLOPS_SHM_PER_RANK``), besides
@@ -151,6 +154,7 @@ class Layout:
     stream_areas: int = DEFAULT_STREAM_AREAS
     stream_chunks: int = DEFAULT_STREAM_CHUNKS
     stream_chunk_bytes: int = DEFAULT_STREAM_CHUNK_BYTES
+    p2p_cell_bytes: int = P2P_CELL_BYTES
 
     @classmethod
     def for_ranks(cls, size: int, per_rank: int | None = None) -> Layout:
@@ -243,7 +247,7 @@ class Layout:
     @property
     def cell_ring_bytes(self) -> int:
         """Bytes of one pair's cell ring: its control lines and cells."""
-        return CELL_CONTROL + self.p2p_cells * P2P_CELL_BYTES
+        return CELL_CONTROL + self.p2p_cells * self.p2p_cell_bytes
 
     @property
     def cells_offset(self) -> int:
@@ -321,25 +325,30 @@ def _round_up(n: int, multiple: int) -> int:
 
 
 #: sizes of the layout the selection tables set (``protocols.shm.<name>``, read as the job's
-#: segment is laid out; a tuning file may set them per rank count, as `collops tune` does)
-TABLED_SIZES = ("direct_bytes", "stream_chunk_bytes")
+#: segment is laid out; a tuning file may set them per rank count, as `collops tune` does),
+#: each a positive multiple of this many bytes
+TABLED_SIZES = {"direct_bytes": 4096, "stream_chunk_bytes": 4096, "p2p_cell_bytes": 64}
 
 
 def _tabled_sizes(size: int) -> dict[str, int]:
-    """The `TABLED_SIZES` the selection tables give a job of ``size`` ranks (each a positive
-    multiple of 4096); `TransportError` when the tuning file in force cannot be read."""
+    """The `TABLED_SIZES` the selection tables give a job of ``size`` ranks (point-to-point
+    cells within `P2P_CELL_BOUNDS`); `TransportError` when the tuning file in force cannot be
+    read or gives a size out of bounds."""
     from ..algorithms import tuning
 
     found = {}
-    for name in TABLED_SIZES:
+    for name, multiple in TABLED_SIZES.items():
         try:
             rule = tuning.setting("shm", name, None, config.settings.tuning_file, size)
         except ArgumentError as exc:
             raise TransportError(f"the layout of a job of {size} ranks: {exc}") from exc
         value = rule.value
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or value % 4096:
+        low, high = P2P_CELL_BOUNDS if name == "p2p_cell_bytes" else (multiple, None)
+        if (isinstance(value, bool) or not isinstance(value, int) or value < low
+                or value % multiple or (high is not None and value > high)):
+            bounds = "" if high is None else f" from {low} to {high}"
             raise TransportError(f"{rule.where}: shm.{name} must be a positive multiple of "
-                                 f"4096 bytes, not {value!r}")
+                                 f"{multiple} bytes{bounds}, not {value!r}")
         found[name] = value
     return found
 
@@ -410,6 +419,7 @@ def create_job(size: int, layout: Layout | None = None, single_copy: bool | None
             words[H_STREAM_AREAS] = layout.stream_areas
             words[H_STREAM_CHUNKS] = layout.stream_chunks
             words[H_STREAM_CHUNK_BYTES] = layout.stream_chunk_bytes
+            words[H_P2P_CELL_BYTES] = layout.p2p_cell_bytes
             words[H_MAGIC] = MAGIC
             words.release()
     except BaseException:
@@ -485,7 +495,7 @@ class Segment:
                              int(w[H_NCHUNKS]), int(w[H_CHUNK_BYTES]),
                              int(w[H_DIRECT_AREAS]), int(w[H_DIRECT_BYTES]),
                              int(w[H_STREAM_AREAS]), int(w[H_STREAM_CHUNKS]),
-                             int(w[H_STREAM_CHUNK_BYTES]))
+                             int(w[H_STREAM_CHUNK_BYTES]), int(w[H_P2P_CELL_BYTES]))
         self._anchor = ctypes.c_char.from_buffer(self.map)
         self.address = ctypes.addressof(self._anchor)
 

@@ -21,9 +21,10 @@ from typing import Any
 import numpy as np
 
 from ..bench.cli import mpi_world, parse_size
-from ..bench.measure import COLLECTIVES
+from ..bench.measure import COLLECTIVES, POINT_TO_POINT
 from ..config import reload_settings, user_tuning_file
 from ..transport.placement import BIND_POLICIES
+from .across import verify_in_jobs
 from .decide import Decision, summary
 from .grid import measure_job
 from .jobs import (
@@ -40,7 +41,7 @@ from .measure import FULL, QUICK, Effort
 from .table import command_line, machine, write_table
 from .verify import Checks, Row, compare, rows_of_file, verify_job
 
-DEFAULT_COLLECTIVES = "allgather,alltoall,allreduce,bcast,reduce,barrier"
+DEFAULT_COLLECTIVES = "allgather,alltoall,allreduce,bcast,reduce,barrier,pingpong"
 QUICK_SIZES = "8,1K,64K,1M"
 FULL_SIZES = "8,64,512,4K,32K,256K,2M"
 
@@ -82,6 +83,7 @@ def _job(comm: Any, collectives: list[str], sizes: list[int], effort: Effort,
          transport: str) -> Job:
     """What every rank of a tuning job runs (the passes, then the verification of the rules
     they make); rank 0 shows the progress."""
+    collectives = [c for c in collectives if c not in POINT_TO_POINT]  # job-wide rows alone
     decisions = measure_job(comm, collectives, sizes, effort, progress=_progress)
     return decisions, verify_job(comm, decisions, transport, effort, progress=_progress)
 
@@ -130,11 +132,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
             results[n], checks[n] = spawn(_job, n, collectives, sizes, effort, args.transport,
                                           transport=args.transport, timeout=3600,
                                           bind_to=args.bind_to)[0]
+            launch = _launcher(n, args.bind_to, effort, args.transport)
+            checks[n] = verify_in_jobs(n, results[n], checks[n], args.transport, launch,
+                                       args.quick, _progress)
             if args.transport == "shm":
                 kept = write_table({n: results[n]}, {}, args.transport, {n: checks[n]})
                 job_rules[n] = tune_job_settings(
                     n, job_rows(collectives, sizes, args.quick), effort, args.quick,
-                    _launcher(n, args.bind_to, effort), _progress, base=kept)
+                    launch, _progress, base=kept)
         transport, mpi = args.transport, None
     output = Path(args.output or user_tuning_file())
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -159,16 +164,16 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
-def _launcher(n: int, bind_to: str, effort: Effort) -> Launch:
-    """Runs `jobs.time_rows` in a new shared-memory job of ``n`` ranks with a tuning file in
-    force as the job starts."""
+def _launcher(n: int, bind_to: str, effort: Effort, transport: str = "shm") -> Launch:
+    """Runs `jobs.time_rows` in a new job of ``n`` ranks over ``transport`` with a tuning
+    file in force as the job starts."""
     from ..runtime import spawn
 
     def launch(path: str, rows: Sequence[JobRow]) -> list[tuple[str, float]]:
         os.environ["COLLOPS_TUNING_FILE"] = path
         reload_settings()
         try:
-            return list(spawn(time_rows, n, rows, effort, transport="shm", timeout=600,
+            return list(spawn(time_rows, n, rows, effort, transport=transport, timeout=600,
                               bind_to=bind_to)[0])
         finally:
             os.environ["COLLOPS_TUNING_FILE"] = ""

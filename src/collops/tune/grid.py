@@ -94,8 +94,7 @@ def measure_job(comm: Any, collectives: Sequence[str], sizes: Sequence[int], eff
             run(_shuffled(list(points), seed + number), number)
     finally:
         tables.use("")
-        if tables.leader:
-            scratch.close()
+        scratch.close()
     return {c: [points[k].decision() for k in sorted(points) if k[0] == c]
             for c in collectives}
 

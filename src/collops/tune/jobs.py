@@ -9,9 +9,11 @@ grid's sizes from `JOB_MIN_BYTES`, each collective with the algorithm those rule
 The jobs run in passes, each pass one job per candidate in a shuffled order, and a candidate's
 row in a pass is compared with the default's of the same pass. A value wins where it was
 `decide.MIN_GAIN` faster than the default in every pass on some row and no row's median was
-slower by more than `MIN_GAIN`; the verification then alternates jobs with the provisional
-file in force and without (`compare_jobs`), and keeps the rules only where they held in every
-round and no row was slower beyond noise (`NOISE_BOUND`).
+slower by more than `MIN_GAIN` (a point-to-point setting: of the ping-pong rows, the only
+ones it can change; of those settings only the best is chosen). The verification then
+alternates jobs with the provisional file in force and without (`compare_jobs`), and keeps
+each rule only where it beat the defaults on its rows mode by mode (`across`: per-job modes
+of a call's time, as with more ranks than cores).
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from typing import Any
 import numpy as np
 
 from ..algorithms import tuning
-from ..bench.measure import buffers, collops_call
+from ..bench.measure import POINT_TO_POINT, buffers, collops_call, time_scale
 from ..errors import CollopsError
 from ..transport import placement
+from . import across
 from .decide import MIN_GAIN
 from .measure import Effort, batch_size, osu_timer
 from .protocols import Scratch, toml_value
@@ -40,12 +43,8 @@ COMPONENT = "shm"
 #: rows below this many bytes per rank never reach the settings tuned here; --quick times the
 #: large rows alone (its job-wide settings are the single copy's and the stream's)
 JOB_MIN_BYTES = {False: 4096, True: 262144}
-#: the most a kept rule may slow any row of its verification (tuned / default median)
-NOISE_BOUND = 1.1
 #: passes over the candidates (a pass: a job each), with --quick and without
 JOB_PASSES = {True: 2, False: 3}
-#: rounds of the verification (a round: a job without the rules and one with them)
-VERIFY_ROUNDS = {True: 2, False: 3}
 
 #: (collective, bytes per rank): one benchmark row
 JobRow = tuple[str, int]
@@ -61,25 +60,36 @@ class JobKnob:
     the others only, ``None``: all)."""
 
     name: str
-    values: tuple[int, ...]
+    values: tuple[Any, ...]
     quick: bool = False
     oversubscribed: bool | None = None
+    #: read by point-to-point messages alone (the cells), so judged on their rows alone
+    point_to_point: bool = False
 
     def read_by(self, ranks: int) -> bool:
         """Whether a job of ``ranks`` ranks on this machine reads the setting."""
         return self.oversubscribed in (None, ranks > placement.job_cpu_count())
 
+    def judged_on(self, rows: Sequence[JobRow]) -> list[int]:
+        """The indices of the rows the setting can change."""
+        return [i for i, (c, _) in enumerate(rows)
+                if not self.point_to_point or c in POINT_TO_POINT]
+
 
 #: single copy from 512 KiB or from 8 MiB (the built-in table: 2 MiB; a job of more ranks
 #: than CPUs: always, else from 1 or 8 MiB); the stream's chunks of 64 or 256 KiB (built in:
 #: 128 KiB); direct slots of 32 or 128 KiB a rank (built in: 64 KiB); single-copy messages
-#: split from 1 or 4 MiB on (built in: 256 KiB). A value whose job cannot start (its segment
-#: does not fit) is dropped.
+#: split from 1 or 4 MiB on (built in: 256 KiB); point-to-point envelopes as transport
+#: messages instead of cells (built in: cells), cells of 256 B or 4 KiB (built in: 1 KiB, a
+#: payload up to about 950 B inline). A value whose job cannot start (its segment does not
+#: fit) is dropped.
 JOB_KNOBS: tuple[JobKnob, ...] = (
     JobKnob("single_copy_min", (524288, 8388608), quick=True, oversubscribed=False),
     JobKnob("single_copy_min_oversubscribed", (1048576, 8388608), quick=True,
             oversubscribed=True),
     JobKnob("stream_chunk_bytes", (65536, 262144), quick=True),
+    JobKnob("p2p_cells", (False,), quick=True, point_to_point=True),
+    JobKnob("p2p_cell_bytes", (256, 4096), quick=True, point_to_point=True),
     JobKnob("direct_bytes", (32768, 131072)),
     JobKnob("split_min", (1048576, 4194304)),
 )
@@ -106,11 +116,19 @@ class JobRule:
         """``shm.<name>``."""
         return f"{COMPONENT}.{self.name}"
 
+    def won_rows(self) -> set[JobRow]:
+        """The rows on which the value beat the defaults in the passes."""
+        return {row for row, t, d in zip(self.rows, self.median_us, self.default_median_us,
+                                         strict=True) if t < d * (1 - MIN_GAIN)}
+
 
 def job_rows(collectives: Sequence[str], sizes: Sequence[int], quick: bool) -> list[JobRow]:
-    """The rows the job-wide settings are timed at: the sizes from `JOB_MIN_BYTES`."""
+    """The rows the job-wide settings are timed at: the collectives' from `JOB_MIN_BYTES`,
+    the point-to-point ones (``pingpong``, whose cells matter at the smallest sizes) at
+    every size."""
     return [(c, s) for c in collectives if c != "barrier"
-            for s in sorted(set(sizes)) if s >= JOB_MIN_BYTES[quick]]
+            for s in sorted(set(sizes))
+            if s >= JOB_MIN_BYTES[quick] or c in POINT_TO_POINT]
 
 
 def setting_file(name: str, value: Any, ranks: int) -> str:
@@ -121,20 +139,23 @@ def setting_file(name: str, value: Any, ranks: int) -> str:
 
 
 def time_rows(comm: Any, rows: Sequence[JobRow], effort: Effort) -> list[tuple[str, float]]:
-    """What every rank of a job runs: each row with the built-in choice of algorithm, the
-    median of ``effort.repetitions`` batches (seconds per call, the slowest rank's)."""
+    """What every rank of a job runs: each row with the built-in choice of algorithm (a
+    ``pingpong`` row: ``p2p``, ranks 0 and 1 sending in turn), the median of
+    ``effort.repetitions`` batches (seconds per call or one-way message, the slowest
+    rank's)."""
     out = []
     for collective, size in rows:
         send, recv = buffers(collective, size, comm.size, comm.rank)
         call = collops_call(comm, collective, send, recv, None)
         for _ in range(effort.warmup):
             call()
-        algorithm = str(comm.last_algorithm)
+        algorithm = "p2p" if collective in POINT_TO_POINT else str(comm.last_algorithm)
         timer = osu_timer(comm)
         batch = batch_size(comm, algorithm, size, call, effort, timer)
+        scale = time_scale(collective, size) / batch
         samples = []
         for _ in range(max(3, effort.repetitions)):
-            mine = timer(algorithm, size, call, batch) / batch
+            mine = timer(algorithm, size, call, batch) * scale
             samples.append(float(comm.allreduce(np.array([mine]), "max")[0]))
         out.append((algorithm, float(np.median(samples))))
     return out
@@ -148,6 +169,7 @@ def tune_job_settings(ranks: int, rows: Sequence[JobRow], effort: Effort, quick:
     ``base`` (the algorithm rules already chosen): the winners of the passes, each verified
     (``kept``) or not; none when there is no row."""
     knobs = [k for k in knobs if (k.quick or not quick) and k.read_by(ranks)]
+    rows = [r for r in rows if ranks >= 2 or r[0] not in POINT_TO_POINT]
     if not rows or not knobs:
         return []
     scratch, start = Scratch(), time.perf_counter()
@@ -183,19 +205,31 @@ def tune_job_settings(ranks: int, rows: Sequence[JobRow], effort: Effort, quick:
                     progress(f"job pass {number}/{passes}, {ranks} ranks, {_label(candidate)}: "
                              + ", ".join(f"{c} {s} B {t * 1e6:.1f} µs"
                                          for (c, s), (_, t) in zip(rows, got, strict=True)))
-        chosen = []
-        for knob in knobs:
-            rule = _winner(knob, defaults[knob.name], ranks, rows, samples)
-            if rule is not None:
-                chosen.append(rule)
+        chosen = _chosen(knobs, defaults, ranks, rows, samples)
         if not chosen:
             return []
         path = scratch.write("".join(setting_file(r.name, r.value, ranks) + "\n"
                                      for r in chosen) + base)
-        checked = compare_jobs(launch, path, rows, VERIFY_ROUNDS[quick], progress, ranks,
-                               candidates[None])
-        kept = _holds(chosen, checked)
-        return [replace(r, checked=tuple(checked), kept=kept) for r in chosen]
+        rows = [row for row in rows if any(row in r.rows for r in chosen)]
+
+        def verdicts(got: Sequence[Row]) -> list[tuple[bool, bool]]:
+            """Per rule: whether it holds, whether more rounds cannot change that."""
+            out = []
+            for rule in chosen:
+                mine = [r for r in got if (r.collective, r.size) in rule.rows]
+                won = rule.won_rows()
+
+                def won_by(row: Row, won: set[JobRow] = won) -> bool:
+                    return (row.collective, row.size) in won
+                out.append((across.holds(mine, won_by), across.settled(mine, won_by)))
+            return out
+
+        first, most = across.ROUNDS[quick]
+        checked = compare_jobs(launch, path, rows, first, progress, ranks, candidates[None],
+                               most, lambda got: all(done for _, done in verdicts(got)))
+        return [replace(r, checked=tuple(c for c in checked if (c.collective, c.size)
+                                         in r.rows), kept=held)
+                for r, (held, _) in zip(chosen, verdicts(checked), strict=True)]
     finally:
         scratch.close()
         if progress is not None:
@@ -206,12 +240,32 @@ def _label(candidate: tuple[str, Any] | None) -> str:
     return "defaults" if candidate is None else f"{COMPONENT}.{candidate[0]}={candidate[1]}"
 
 
+def _chosen(knobs: Sequence[JobKnob], defaults: Mapping[str, Any], ranks: int,
+            rows: Sequence[JobRow],
+            samples: Mapping[tuple[str, Any] | None, list[list[float]]]) -> list[JobRule]:
+    """The winning value of each knob (`_winner`); of the point-to-point knobs, which set the
+    same cells (no cells makes their size moot), only the best."""
+    found = [(knob, _winner(knob, defaults[knob.name], ranks, rows, samples))
+             for knob in knobs]
+    chosen = [(score, rule) for knob, got in found if got is not None
+              for score, rule in [got] if not knob.point_to_point]
+    cells = sorted((got for knob, got in found if got is not None and knob.point_to_point),
+                   key=lambda got: got[0])
+    return [rule for _, rule in chosen + cells[:1]]
+
+
 def _winner(knob: JobKnob, default: Any, ranks: int, rows: Sequence[JobRow],
-            samples: Mapping[tuple[str, Any] | None, list[list[float]]]) -> JobRule | None:
-    """The value of ``knob`` that beat the defaults (see the module docstring), if one did."""
-    base = np.array(samples[None])  # passes × rows
+            samples: Mapping[tuple[str, Any] | None, list[list[float]]]
+            ) -> tuple[float, JobRule] | None:
+    """The value of ``knob`` that beat the defaults (see the module docstring), if one did,
+    and its score (the geometric mean of its rows' ratios to the defaults)."""
+    judged = knob.judged_on(rows)
+    if not judged:
+        return None
+    base = np.array(samples[None])[:, judged]  # passes × rows
+    rows = [rows[i] for i in judged]
     best: tuple[float, JobRule] | None = None
-    for (name, value), got in ((c, np.array(s)) for c, s in samples.items() if c):
+    for (name, value), got in ((c, np.array(s)[:, judged]) for c, s in samples.items() if c):
         if name != knob.name:
             continue
         won = (got < base * (1 - MIN_GAIN)).all(axis=0)
@@ -225,37 +279,37 @@ def _winner(knob: JobKnob, default: Any, ranks: int, rows: Sequence[JobRow],
                        len(base))
         if best is None or score < best[0]:
             best = (score, rule)
-    return None if best is None else best[1]
-
-
-def _holds(chosen: Sequence[JobRule], checked: Sequence[Row]) -> bool:
-    """Whether the verification upholds the rules: every row a rule won faster in every
-    round, no row slower than `NOISE_BOUND`."""
-    base = {(r.collective, r.size): r for r in checked}
-    won = {row for rule in chosen for row, t, d in zip(rule.rows, rule.median_us,
-                                                      rule.default_median_us, strict=True)
-           if t < d * (1 - MIN_GAIN)}
-    return (all(base[row].holds for row in won if row in base)
-            and all(r.ratio <= NOISE_BOUND for r in checked))
+    return best
 
 
 def compare_jobs(launch: Launch, path: str, rows: Sequence[JobRow], rounds: int,
                  progress: Callable[[str], None] | None = None, ranks: int = 0,
-                 without: str = "") -> list[Row]:
+                 without: str = "", most: int = 0,
+                 settled: Callable[[list[Row]], bool] | None = None,
+                 suffix: str = " (job-wide settings)") -> list[Row]:
     """Each row in jobs with the tuning file ``without`` ("": the built-in table) and with
-    ``path``, alternating (which goes first alternating too), ``rounds`` rounds."""
+    ``path``, alternating (which goes first alternating too): ``rounds`` rounds, then more up
+    to ``most`` until ``settled`` says the rows so far decide. A row's tuned algorithm is
+    named with ``suffix``."""
     default: list[list[tuple[str, float]]] = []
     tuned: list[list[tuple[str, float]]] = []
-    for number in range(rounds):
+
+    def found() -> list[Row]:
+        return [Row(c, s, default[0][i][0], f"{tuned[0][i][0]}{suffix}",
+                    tuple(run[i][1] for run in default), tuple(run[i][1] for run in tuned))
+                for i, (c, s) in enumerate(rows)]
+
+    number = 0
+    while number < rounds or (number < most and settled is not None
+                              and not settled(found())):
         for which in ((default, without), (tuned, path))[:: 1 if number % 2 == 0 else -1]:
             which[0].append(launch(which[1], rows))
+        number += 1
         if progress is not None:
-            progress(f"job check {number + 1}/{rounds}, {ranks} ranks: " + ", ".join(
+            progress(f"job check {number}/{max(rounds, most)}, {ranks} ranks: " + ", ".join(
                 f"{c} {s} B ×{t / d:.2f}" for (c, s), (_, d), (_, t)
                 in zip(rows, default[-1], tuned[-1], strict=True)))
-    return [Row(c, s, default[0][i][0], f"{tuned[0][i][0]} (job-wide settings)",
-                tuple(run[i][1] for run in default), tuple(run[i][1] for run in tuned))
-            for i, (c, s) in enumerate(rows)]
+    return found()
 
 
 def job_rows_of_file(path: str, ranks: int) -> list[JobRow]:

@@ -14,6 +14,7 @@ import math
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,12 +94,22 @@ def toml_value(v: Any) -> str:
     return json.dumps(str(v), ensure_ascii=False)
 
 
+#: open `Scratch` instances per directory: the ranks of a job of threads share one, removed
+#: when the last closes (one rank removing it under the others raced with their next files)
+_SCRATCH_USERS: dict[Path, int] = {}
+_SCRATCH_LOCK = threading.Lock()
+
+
 class Scratch:
-    """Tuning files written for the candidates of one process, removed by `close`."""
+    """Tuning files written for the candidates of one process (shared by its ranks), removed
+    once every instance of the process has called `close`."""
 
     def __init__(self) -> None:
         self.root = Path(tempfile.gettempdir()) / f"collops-tune-{os.getpid()}"
-        self.root.mkdir(exist_ok=True)
+        self._open = True
+        with _SCRATCH_LOCK:
+            self.root.mkdir(exist_ok=True)
+            _SCRATCH_USERS[self.root] = _SCRATCH_USERS.get(self.root, 0) + 1
 
     def write(self, text: str) -> str:
         """A file holding ``text`` (one per distinct text; the same for every rank of the
@@ -111,5 +122,12 @@ class Scratch:
         return str(path)
 
     def close(self) -> None:
-        """Remove the files."""
-        shutil.rmtree(self.root, ignore_errors=True)
+        """Remove the files, if no other instance of this process still uses them."""
+        with _SCRATCH_LOCK:
+            if not self._open:
+                return
+            self._open = False
+            _SCRATCH_USERS[self.root] -= 1
+            if _SCRATCH_USERS[self.root] == 0:
+                del _SCRATCH_USERS[self.root]
+                shutil.rmtree(self.root, ignore_errors=True)

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..bench.measure import REGISTRY_NAME
 from ..version import __version__
+from .across import worst_ratio
 from .decide import Decision, Range, ranges
 from .jobs import JobRule, rule_lines
 from .protocols import setting_rule, toml_value
@@ -111,6 +112,9 @@ def _rule(name: str, ranks: int, r: Range, transport: str, source: str,
     if check is not None:
         evidence["verified_ratio"] = [round(row.ratio, 3) for row in check.rows]
         evidence["verified_rounds"] = len(check.rows[0].tuned) if check.rows else 0
+        if check.jobs:  # rounds of a job without the rules and one with them
+            evidence["verified_in_jobs"] = True
+            evidence["worst_mode_ratio"] = [round(worst_ratio(row), 3) for row in check.rows]
     if r.setting is None:
         lines = [f"[[{name}.rule]]", f"algorithm = {toml_value(r.algorithm)}",
                  f"min_bytes = {r.low}"]
@@ -131,6 +135,9 @@ def _dropped(name: str, ranks: int, r: Range, check: Check | None) -> str:
     why = ("not verified" if check is None or not check.rows else
            "tuned / default " + ", ".join(f"{row.ratio:.2f} ({row.tuned_algorithm})"
                                           for row in check.rows))
+    if check is not None and check.jobs:
+        why += " in jobs of their own; slowest mode " + ", ".join(
+            f"{worst_ratio(row):.2f}" for row in check.rows)
     return (f"# dropped after verification: {name} {r.decisions[0].best.label}, "
             f"{r.low}-{top} B, {ranks} ranks: {why}")
 

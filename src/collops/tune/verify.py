@@ -83,10 +83,12 @@ def compare(comm: Any, path: str, rows: Sequence[tuple[str, int]], rounds: int,
 
 @dataclass(frozen=True)
 class Check:
-    """The verification of one rule: its rows, and whether it is kept."""
+    """The verification of one rule: its rows, whether it is kept, and whether the rows are
+    rounds of jobs of their own (`across.verify_in_jobs`) rather than of the tuning job."""
 
     rows: tuple[Row, ...]
     kept: bool
+    jobs: bool = False
 
 
 #: (collective, min_bytes) of a rule -> its verification
@@ -115,8 +117,7 @@ def verify_job(comm: Any, decisions: Mapping[str, Sequence[Decision]], transport
                                                  chose and all(row.holds for row in rows))
     finally:
         tables.use("")
-        if tables.leader:
-            scratch.close()
+        scratch.close()
     return out
 
 
