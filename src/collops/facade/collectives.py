@@ -19,9 +19,18 @@ import numpy as np
 
 from ..errors import CollopsError
 from ..runtime.arguments import rows_spanned
-from .buffers import fast_array, integers, is_contiguous_blocks, message, vector
+from .buffers import (
+    elements,
+    fast_array,
+    fast_vector,
+    integers,
+    is_contiguous_blocks,
+    message,
+    vector,
+)
 from .constants import IN_PLACE
 from .exceptions import mpi_error, not_implemented
+from .layouts import Layout
 from .operators import SUM, Op, as_op
 from .requests import Prequest, Request
 from .staging import Stage
@@ -60,6 +69,16 @@ def _displaced(arr: np.ndarray, counts: list[int], displs: list[int],
     if is_contiguous_blocks(counts, displs):
         return {"out": arr[:sum(counts)]}
     return {"out": arr[:rows_spanned(displs, counts)], name: displs}
+
+
+def _placed(arr: np.ndarray, layout: Layout) -> tuple[np.ndarray, list[int] | None]:
+    """The ``out`` array and displacements (None: back to back) of a v-collective receiving
+    into ``arr`` by a remembered ``layout`` (`fast_vector`), as `_displaced` gives them."""
+    if layout.contiguous:
+        n = layout.total
+        return (arr if arr.size == n else arr[:n]), None
+    n = layout.spanned
+    return (arr if arr.size == n else arr[:n]), layout.displs
 
 
 Plan = Callable[..., _Call]
@@ -294,6 +313,20 @@ class Collectives:
 
     def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Gather with per-rank counts and displacements at the root."""
+        comm = self._comm
+        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
+        if x is not None and elements(x, False) >= 0:  # counts are of a 1-D buffer's items
+            found = fast_vector(recvbuf, comm.size, True) if comm.rank == root else None
+            if found is not None or comm.rank != root:
+                try:
+                    if found is None:
+                        comm.gatherv(x, root, None)
+                    else:
+                        out, displs = _placed(*found)
+                        comm.gatherv(x, root, None, displs=displs, out=out)
+                    return
+                except CollopsError as exc:
+                    raise mpi_error(exc) from None
         self._run(self._gatherv(sendbuf, recvbuf, root, "Gatherv"), BLOCKING)
 
     @_staged
@@ -329,6 +362,26 @@ class Collectives:
 
     def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Scatter with per-rank counts and displacements at the root."""
+        comm = self._comm
+        out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
+        if out is not None and elements(out, True) >= 0:
+            found = fast_vector(sendbuf, comm.size, False) if comm.rank == root else None
+            if found is not None or comm.rank != root:
+                try:
+                    if found is None:
+                        comm.scatterv(None, None, root, out=out)
+                    else:
+                        arr, layout = found
+                        if layout.contiguous:
+                            n = layout.total
+                            comm.scatterv(arr if arr.size == n else arr[:n], layout.counts,
+                                          root, out=out[:layout.counts[comm.rank]])
+                        else:
+                            comm.scatterv(arr, layout.counts, root, displs=layout.displs,
+                                          out=out[:layout.counts[comm.rank]])
+                    return
+                except CollopsError as exc:
+                    raise mpi_error(exc) from None
         self._run(self._scatterv(sendbuf, recvbuf, root, "Scatterv"), BLOCKING)
 
     @_staged
@@ -364,6 +417,16 @@ class Collectives:
 
     def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:
         """Allgather with per-rank counts and displacements."""
+        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
+        found = None if x is None or elements(x, False) < 0 else fast_vector(
+            recvbuf, self._comm.size, True)
+        if found is not None:
+            out, displs = _placed(*found)
+            try:
+                self._comm.allgatherv(x, found[1].counts, displs=displs, out=out)
+                return
+            except CollopsError as exc:
+                raise mpi_error(exc) from None
         self._run(self._allgatherv(sendbuf, recvbuf, "Allgatherv"), BLOCKING)
 
     @_staged
@@ -393,6 +456,19 @@ class Collectives:
 
     def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:
         """Alltoall with per-rank counts and displacements on both sides."""
+        size = self._comm.size
+        sent = fast_vector(sendbuf, size, False)
+        received = None if sent is None else fast_vector(recvbuf, size, True)
+        if received is not None:
+            assert sent is not None
+            sarr, slayout = sent
+            out, rdispls = _placed(*received)
+            try:
+                self._comm.alltoallv(sarr, slayout.counts, slayout.displs,
+                                     received[1].counts, rdispls=rdispls, out=out)
+                return
+            except CollopsError as exc:
+                raise mpi_error(exc) from None
         self._run(self._alltoallv(sendbuf, recvbuf, "Alltoallv"), BLOCKING)
 
     def Alltoallw(self, sendbuf: Any, recvbuf: Any) -> None:
