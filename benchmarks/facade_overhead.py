@@ -206,6 +206,8 @@ def _rank(comm: Any, rounds: int, iterations: int, nbytes: int) -> dict[str, Any
         out[name] = {
             "facade_us": statistics.median(facade_times) * 1e6,
             "own_api_us": statistics.median(own_times) * 1e6,
+            "facade_min_us": min(facade_times) * 1e6,
+            "own_api_min_us": min(own_times) * 1e6,
             "overhead_us": statistics.median(f - o for f, o in
                                              zip(facade_times, own_times, strict=True)) * 1e6,
         }
@@ -230,35 +232,58 @@ class _StandIn:
         return out, None
 
 
-def dispatch(rounds: int, iterations: int, nbytes: int) -> dict[str, Any]:
-    """The facade's dispatch cost per call, from the minimum over rounds (see the docstring)."""
+def _dispatch_calls(comm: Any, mpi: Any, x: np.ndarray, r: np.ndarray) -> dict[str, Any]:
+    """The facade calls timed by `dispatch`, through facade module ``mpi``: name -> call."""
+    facade = mpi.wrap(comm)
+    sx, sr = [x, mpi.DOUBLE], [r, mpi.DOUBLE]  # the specs, made once as a program may
+    return {
+        "Allreduce(ndarray)": lambda: facade.Allreduce(x, r, op=mpi.SUM),
+        "Allreduce([buf, DOUBLE])": lambda: facade.Allreduce(sx, sr, mpi.SUM),
+        "Allreduce([buf, DOUBLE]) inline": lambda: facade.Allreduce(
+            [x, mpi.DOUBLE], [r, mpi.DOUBLE], mpi.SUM),
+        "Bcast(ndarray)": lambda: facade.Bcast(x, 0),
+        "Send(ndarray)": lambda: facade.Send(x, 1, 0),
+        "Send([buf, DOUBLE])": lambda: facade.Send(sx, 1, 0),
+        "Recv(ndarray)": lambda: facade.Recv(r, 1, 0),
+        "Recv([buf, DOUBLE])": lambda: facade.Recv(sr, 1, 0),
+    }
+
+
+def dispatch(rounds: int, iterations: int, nbytes: int, before: str | None = None
+             ) -> dict[str, Any]:
+    """The facade's dispatch cost per call, from the minimum over rounds (see the docstring);
+    with ``before``, that older facade's too, interleaved in the same rounds."""
     import timeit
 
     from collops import MPI
-    from collops.facade.comm import wrap
 
     comm = _StandIn()
-    facade = wrap(comm)
     x = np.ones(max(1, nbytes // 8))
     r = np.empty_like(x)
-    sx, sr = [x, MPI.DOUBLE], [r, MPI.DOUBLE]  # the specs, made once as a program may
-    pairs = {
-        "Allreduce(ndarray)": (lambda: facade.Allreduce(x, r, op=MPI.SUM),
-                               lambda: comm.allreduce(x, MPI.SUM.op, out=r)),
-        "Allreduce([buf, DOUBLE])": (
-            lambda: facade.Allreduce(sx, sr, MPI.SUM),
-            lambda: comm.allreduce(x, MPI.SUM.op, out=r)),
-        "Bcast(ndarray)": (lambda: facade.Bcast(x, 0), lambda: comm.bcast(x, 0, out=x)),
-        "Send(ndarray)": (lambda: facade.Send(x, 1, 0), lambda: comm.send(x, 1, 0)),
-        "Send([buf, DOUBLE])": (lambda: facade.Send(sx, 1, 0), lambda: comm.send(x, 1, 0)),
-        "Recv(ndarray)": (lambda: facade.Recv(r, 1, 0), lambda: comm.recv(r, 1, 0)),
-        "Recv([buf, DOUBLE])": (lambda: facade.Recv(sr, 1, 0), lambda: comm.recv(r, 1, 0)),
+    op = MPI.SUM.op
+    sides = {"facade": _dispatch_calls(comm, _load_facade(None), x, r)}
+    if before is not None:
+        sides["facade_before"] = _dispatch_calls(comm, _load_facade(before), x, r)
+    sides["direct"] = {
+        "Allreduce(ndarray)": lambda: comm.allreduce(x, op, out=r),
+        "Bcast(ndarray)": lambda: comm.bcast(x, 0, out=x),
+        "Send(ndarray)": lambda: comm.send(x, 1, 0),
+        "Recv(ndarray)": lambda: comm.recv(r, 1, 0),
     }
     out = {}
-    for name, (through_facade, own) in pairs.items():
-        f = min(timeit.repeat(through_facade, number=iterations, repeat=rounds)) / iterations
-        o = min(timeit.repeat(own, number=iterations, repeat=rounds)) / iterations
-        out[name] = {"facade_us": f * 1e6, "direct_us": o * 1e6, "added_us": (f - o) * 1e6}
+    for name in sides["facade"]:
+        direct = sides["direct"][name.split("(")[0] + "(ndarray)"]
+        calls = [(side, calls[name]) for side, calls in sides.items() if side != "direct"]
+        calls.append(("direct", direct))
+        best = {side: float("inf") for side, _ in calls}
+        for _ in range(rounds):
+            for side, call in calls:
+                best[side] = min(best[side], timeit.timeit(call, number=iterations))
+        row = {f"{side}_us": t / iterations * 1e6 for side, t in best.items()}
+        row["added_us"] = row["facade_us"] - row["direct_us"]
+        if before is not None:
+            row["before_added_us"] = row["facade_before_us"] - row["direct_us"]
+        out[name] = row
     return out
 
 
@@ -277,7 +302,8 @@ def main() -> None:
     parser.add_argument("--vector", action="store_true",
                         help="time the v-collectives with displaced blocks instead")
     parser.add_argument("--before", default=None,
-                        help="with --vector: an older facade package to time alongside")
+                        help="with --dispatch or --vector: an older facade package to time "
+                        "alongside")
     args = parser.parse_args()
     if args.vector and args.dispatch:
         added = vector_dispatch(max(args.rounds, 5) * 20, args.iterations, args.bytes,
@@ -296,33 +322,27 @@ def main() -> None:
             _write(args, {"nprocs": args.nprocs, "bytes": args.bytes, "rounds": args.rounds,
                           "iterations": args.iterations, "rank0": rank0})
         return
-    added = dispatch(max(args.rounds, 5) * 20, args.iterations, args.bytes)
+    added = dispatch(max(args.rounds, 5) * 20, args.iterations, args.bytes, args.before)
     for name, row in added.items():
-        print(f"{name:28s} dispatch: facade {row['facade_us']:6.3f} us, direct "
-              f"{row['direct_us']:6.3f} us, added {row['added_us']:+6.3f} us")
+        print(f"{name:32s} dispatch: facade {row['facade_us']:6.3f} us, direct "
+              f"{row['direct_us']:6.3f} us, added {row['added_us']:+6.3f} us" + (
+                  "" if args.before is None else
+                  f" (before: {row['facade_before_us']:6.3f} us, added "
+                  f"{row['before_added_us']:+6.3f} us)"))
     if args.dispatch:
         if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"command": "benchmarks/facade_overhead.py --dispatch --rounds "
-                           f"{args.rounds} --iterations {args.iterations}", "dispatch": added},
-                          f, indent=2)
-                f.write("\n")
+            _write(args, {"bytes": args.bytes, "dispatch": added})
         return
     results = collops.spawn(_rank, args.nprocs, args.rounds, args.iterations, args.bytes,
                             transport="shm", timeout=600)
     rank0 = results[0]
     for name, row in rank0.items():
         print(f"{name:28s} facade {row['facade_us']:7.3f} us   own API {row['own_api_us']:7.3f} us"
-              f"   overhead {row['overhead_us']:+7.3f} us")
+              f"   overhead {row['overhead_us']:+7.3f} us   (minima: facade "
+              f"{row['facade_min_us']:7.3f} us, own API {row['own_api_min_us']:7.3f} us)")
     if args.json:
-        record = {"command": "benchmarks/facade_overhead.py " + " ".join(
-                      f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
-                      if k != "json" and v is not None),
-                  "nprocs": args.nprocs, "bytes": args.bytes, "rounds": args.rounds,
-                  "iterations": args.iterations, "rank0": rank0, "dispatch": added}
-        with open(args.json, "w") as f:
-            json.dump(record, f, indent=2)
-            f.write("\n")
+        _write(args, {"nprocs": args.nprocs, "bytes": args.bytes, "rounds": args.rounds,
+                      "iterations": args.iterations, "rank0": rank0, "dispatch": added})
 
 
 def _write(args: argparse.Namespace, record: dict[str, Any]) -> None:
@@ -330,8 +350,10 @@ def _write(args: argparse.Namespace, record: dict[str, Any]) -> None:
     command = "benchmarks/facade_overhead.py " + " ".join(
         f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}")
         for k, v in vars(args).items() if k != "json" and v not in (None, False))
+    with open("/proc/loadavg") as f:
+        load = f.read().split()[:3]
     with open(args.json, "w") as f:
-        json.dump({"command": command, **record}, f, indent=2)
+        json.dump({"command": command, "loadavg_at_end": load, **record}, f, indent=2)
         f.write("\n")
 
 

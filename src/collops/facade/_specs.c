@@ -18,6 +18,7 @@ static PyTypeObject *ndarray_type;   /* numpy.ndarray */
 static PyTypeObject *datatype_type;  /* collops.facade.datatypes.Datatype */
 static PyObject *str_exact;          /* "exact" */
 static PyObject *str_end;            /* "end" */
+static PyObject *str_placed;         /* "placed" */
 static PyObject *memo;               /* `layouts._memo`: key -> (counts_of, displs_of,
                                         counts_snap, displs_snap, size, step, layout) */
 static Py_ssize_t exact_offset;      /* where a Datatype holds its `exact` slot */
@@ -80,22 +81,27 @@ static Py_ssize_t array_elements(PyObject *arr, int writable) {
     return head->dimensions[0];
 }
 
+/* The array of an ndarray or of `[ndarray, its own predefined type]` (borrowed), or NULL. */
+static PyObject *spec_array(PyObject *spec) {
+    if (Py_TYPE(spec) == ndarray_type)
+        return spec;
+    if (PyList_CheckExact(spec) && PyList_GET_SIZE(spec) == 2) {
+        PyObject *arr = PyList_GET_ITEM(spec, 0), *datatype = PyList_GET_ITEM(spec, 1);
+        if (Py_TYPE(arr) == ndarray_type && Py_TYPE(datatype) == datatype_type
+            && exact_type(arr, datatype))
+            return arr;
+    }
+    return NULL;
+}
+
 /* array(spec) -> ndarray | None */
 static PyObject *array(PyObject *self, PyObject *spec) {
     if (ndarray_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "collops.facade._specs is not configured");
         return NULL;
     }
-    if (Py_TYPE(spec) == ndarray_type)
-        return Py_NewRef(spec);
-    if (PyList_CheckExact(spec) && PyList_GET_SIZE(spec) == 2) {
-        PyObject *arr = PyList_GET_ITEM(spec, 0), *datatype = PyList_GET_ITEM(spec, 1);
-        if (Py_TYPE(arr) == ndarray_type && Py_TYPE(datatype) == datatype_type) {
-            if (exact_type(arr, datatype))
-                return Py_NewRef(arr);
-        }
-    }
-    Py_RETURN_NONE;
+    PyObject *arr = spec_array(spec);
+    return Py_NewRef(arr ? arr : Py_None);
 }
 
 /* elements(arr, writable) -> int: arr's size if it is a 1-D C-contiguous array (writeable
@@ -200,7 +206,17 @@ static PyObject *find(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     return layout ? layout : Py_NewRef(Py_None);
 }
 
-/* fast_vector(spec, size, writable) -> (buf, Layout) | None: `buffers.fast_vector`. */
+/* An int attribute of a layout (-1 with an error set if it is none). */
+static Py_ssize_t attribute_size(PyObject *layout, PyObject *name) {
+    PyObject *value = PyObject_GetAttr(layout, name);
+    if (value == NULL)
+        return -1;
+    Py_ssize_t n = PyLong_AsSsize_t(value);
+    Py_DECREF(value);
+    return n;
+}
+
+/* fast_vector(spec, size, writable) -> (buf, Layout, out) | None: `buffers.fast_vector`. */
 static PyObject *fast_vector(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3 || memo == NULL) {
         PyErr_SetString(PyExc_TypeError, "fast_vector(spec, size, writable), once configured");
@@ -250,15 +266,24 @@ static PyObject *fast_vector(PyObject *self, PyObject *const *args, Py_ssize_t n
         result = Py_NewRef(Py_None);
         goto done;
     }
-    PyObject *end = PyObject_GetAttr(layout, str_end);
-    Py_ssize_t need = end ? PyLong_AsSsize_t(end) : -1;
-    Py_XDECREF(end);
-    if (need < 0 && PyErr_Occurred()) {
+    Py_ssize_t need = attribute_size(layout, str_end), placed = -1;
+    if (need >= 0 && writable)
+        placed = attribute_size(layout, str_placed);
+    if (PyErr_Occurred()) {
         Py_DECREF(layout);
         goto done;
     }
     Py_ssize_t have = array_elements(buf, writable);
-    result = have >= 0 && have >= need ? PyTuple_Pack(2, buf, layout) : Py_NewRef(Py_None);
+    if (have < 0 || have < need) {
+        result = Py_NewRef(Py_None);
+    } else {  /* a receive's out: the buffer's first `placed` elements */
+        PyObject *out = !writable || have == placed ? Py_NewRef(buf)
+                                                    : PySequence_GetSlice(buf, 0, placed);
+        if (out != NULL) {
+            result = PyTuple_Pack(3, buf, layout, out);
+            Py_DECREF(out);
+        }
+    }
     Py_DECREF(layout);
 done:
     Py_DECREF(buf);
@@ -288,7 +313,8 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_specs",
 PyMODINIT_FUNC PyInit__specs(void) {
     str_exact = PyUnicode_InternFromString("exact");
     str_end = PyUnicode_InternFromString("end");
-    if (str_exact == NULL || str_end == NULL)
+    str_placed = PyUnicode_InternFromString("placed");
+    if (str_exact == NULL || str_end == NULL || str_placed == NULL)
         return NULL;
     return PyModule_Create(&module);
 }

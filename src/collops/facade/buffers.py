@@ -208,8 +208,10 @@ def _elements(arr: np.ndarray, writable: bool) -> int:
     return -1
 
 
-def _fast_vector(spec: Any, size: int, writable: bool) -> tuple[np.ndarray, Layout] | None:
-    """The array and remembered `Layout` of a v-collective's commonest specs — ``[ndarray,
+def _fast_vector(spec: Any, size: int, writable: bool
+                 ) -> tuple[np.ndarray, Layout, np.ndarray] | None:
+    """The array, remembered `Layout` and (for a receive, ``writable``) ``out`` array (its
+    first `Layout.placed` elements) of a v-collective's commonest specs — ``[ndarray,
     (counts, displs), its own predefined type]``, ``[ndarray, counts, displs, type]`` and
     ``[ndarray, counts ndarray, type]`` — when their counts and displacements were checked
     before and still hold the same values, and the buffer (1-D, contiguous, writeable if
@@ -235,7 +237,8 @@ def _fast_vector(spec: Any, size: int, writable: bool) -> tuple[np.ndarray, Layo
     layout = layouts.find(counts, displs, size, 1)
     if layout is None or _elements(buf, writable) < layout.end:
         return None
-    return buf, layout
+    n = layout.placed
+    return buf, layout, buf if not writable or buf.size == n else buf[:n]
 
 
 def _agrees(elements: Any) -> bool:
@@ -249,7 +252,11 @@ def _agrees(elements: Any) -> bool:
 
 if layouts._specs is not None:
     layouts._specs.configure(np.ndarray, Datatype, layouts._memo)
-if layouts._specs is None or not _agrees(layouts._specs.elements):  # pragma: no cover
+
+#: the compiled checks (`_specs`), when built and in agreement with numpy; else None
+compiled = layouts._specs if layouts._specs is not None and _agrees(
+    layouts._specs.elements) else None
+if compiled is None:  # pragma: no cover - a build without a C compiler
     fast_array, elements, fast_vector = _fast_array, _elements, _fast_vector
 else:
     fast_array, elements = layouts._specs.array, layouts._specs.elements

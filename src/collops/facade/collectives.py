@@ -30,7 +30,6 @@ from .buffers import (
 )
 from .constants import IN_PLACE
 from .exceptions import mpi_error, not_implemented
-from .layouts import Layout
 from .operators import SUM, Op, as_op
 from .requests import Prequest, Request
 from .staging import Stage
@@ -69,16 +68,6 @@ def _displaced(arr: np.ndarray, counts: list[int], displs: list[int],
     if is_contiguous_blocks(counts, displs):
         return {"out": arr[:sum(counts)]}
     return {"out": arr[:rows_spanned(displs, counts)], name: displs}
-
-
-def _placed(arr: np.ndarray, layout: Layout) -> tuple[np.ndarray, list[int] | None]:
-    """The ``out`` array and displacements (None: back to back) of a v-collective receiving
-    into ``arr`` by a remembered ``layout`` (`fast_vector`), as `_displaced` gives them."""
-    if layout.contiguous:
-        n = layout.total
-        return (arr if arr.size == n else arr[:n]), None
-    n = layout.spanned
-    return (arr if arr.size == n else arr[:n]), layout.displs
 
 
 Plan = Callable[..., _Call]
@@ -322,8 +311,8 @@ class Collectives:
                     if found is None:
                         comm.gatherv(x, root, None)
                     else:
-                        out, displs = _placed(*found)
-                        comm.gatherv(x, root, None, displs=displs, out=out)
+                        comm.gatherv(x, root, None, displs=found[1].placed_displs,
+                                     out=found[2])
                     return
                 except CollopsError as exc:
                     raise mpi_error(exc) from None
@@ -371,7 +360,7 @@ class Collectives:
                     if found is None:
                         comm.scatterv(None, None, root, out=out)
                     else:
-                        arr, layout = found
+                        arr, layout, _ = found
                         if layout.contiguous:
                             n = layout.total
                             comm.scatterv(arr if arr.size == n else arr[:n], layout.counts,
@@ -421,9 +410,9 @@ class Collectives:
         found = None if x is None or elements(x, False) < 0 else fast_vector(
             recvbuf, self._comm.size, True)
         if found is not None:
-            out, displs = _placed(*found)
+            _, layout, out = found
             try:
-                self._comm.allgatherv(x, found[1].counts, displs=displs, out=out)
+                self._comm.allgatherv(x, layout.counts, displs=layout.placed_displs, out=out)
                 return
             except CollopsError as exc:
                 raise mpi_error(exc) from None
@@ -461,11 +450,11 @@ class Collectives:
         received = None if sent is None else fast_vector(recvbuf, size, True)
         if received is not None:
             assert sent is not None
-            sarr, slayout = sent
-            out, rdispls = _placed(*received)
+            sarr, slayout, _ = sent
+            _, rlayout, out = received
             try:
-                self._comm.alltoallv(sarr, slayout.counts, slayout.displs,
-                                     received[1].counts, rdispls=rdispls, out=out)
+                self._comm.alltoallv(sarr, slayout.counts, slayout.displs, rlayout.counts,
+                                     rdispls=rlayout.placed_displs, out=out)
                 return
             except CollopsError as exc:
                 raise mpi_error(exc) from None
@@ -498,3 +487,4 @@ class Collectives:
     Iallgatherv, Allgatherv_init = _forms(Allgatherv, _allgatherv)
     Ialltoall, Alltoall_init = _forms(Alltoall, _alltoall)
     Ialltoallv, Alltoallv_init = _forms(Alltoallv, _alltoallv)
+

@@ -65,7 +65,8 @@ def _kept(values: Any) -> tuple[bool, bytes | None]:
 class Layout:
     """Checked counts and displacements of one v-collective spec, in base elements."""
 
-    __slots__ = ("counts", "displs", "end", "spanned", "total", "contiguous")
+    __slots__ = ("counts", "displs", "end", "spanned", "total", "contiguous", "placed",
+                 "placed_displs")
 
     def __init__(self, counts: list[int], displs: list[int]) -> None:
         """The layout of blocks of ``counts`` at ``displs`` (base elements)."""
@@ -79,6 +80,10 @@ class Layout:
         self.total = sum(counts)
         #: whether the blocks follow one another in rank order from offset 0
         self.contiguous = displs == [sum(counts[:r]) for r in range(len(counts))]
+        #: a receive's ``out`` (the buffer's first `placed` elements) and its displacements
+        #: for collops (None: back to back), as `collectives._displaced` gives them
+        self.placed = self.total if self.contiguous else self.spanned
+        self.placed_displs = None if self.contiguous else displs
 
 
 #: (id(counts) ^ id(displs)) -> (counts, displs, counts' snapshot, displs' snapshot, size,
