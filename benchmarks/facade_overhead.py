@@ -8,7 +8,9 @@ Runs a shared-memory job (`collops.spawn`, ``transport="shm"``). Each round time
 ``comm.Allreduce([x, MPI.DOUBLE], [r, MPI.DOUBLE], MPI.SUM)`` and ``comm.Bcast(x)`` through the
 facade, against ``c.allreduce(x, out=r)`` and ``c.bcast(x, out=x)`` — alternating which side
 goes first, so a burst of load on the machine lands on both. It prints the medians over rounds
-of the per-call time (rank 0) and of the per-round difference facade − own API.
+of the per-call time (rank 0) and of the per-round difference facade − own API, and the
+minima over rounds (on a loaded machine many short rounds, ``--rounds 300 --iterations 100``,
+give minima that filter out the time a rank was not running).
 
 On a loaded machine those medians swing by far more than the facade costs, so it also measures
 the facade's own dispatch alone (``--dispatch``): the same calls in one process on a
@@ -21,9 +23,9 @@ against the stand-in's ``send``/``recv``.
 
 ``--vector`` times the v-collectives with displaced (gapped) blocks instead —
 ``Allgatherv``, ``Gatherv``, ``Scatterv``, ``Alltoallv`` through the facade against collops'
-own calls with ``displs=``/``rdispls=`` — and ``--before DIR`` adds, interleaved in the same
-rounds, the facade package found in ``DIR`` (an older ``src/collops/facade``, e.g. from
-``git archive``), loaded as ``collops.facade_before``.
+own calls with ``displs=``/``rdispls=``. ``--before DIR`` adds to any of these, interleaved
+in the same rounds, the facade package found in ``DIR`` (an older ``src/collops/facade``, e.g.
+from ``git archive``), loaded as ``collops.facade_before``.
 """
 
 from __future__ import annotations
@@ -167,6 +169,7 @@ def _vector_rank(comm: Any, rounds: int, iterations: int, nbytes: int,
             for side, call in calls[k % len(calls):] + calls[:k % len(calls)]:
                 times[side].append(_time(call, iterations))
         out[name] = {f"{side}_us": statistics.median(t) * 1e6 for side, t in times.items()}
+        out[name].update({f"{side}_min_us": min(t) * 1e6 for side, t in times.items()})
         for side in sides:
             if side != "own_api":
                 out[name][f"{side}_overhead_us"] = statistics.median(
@@ -174,43 +177,51 @@ def _vector_rank(comm: Any, rounds: int, iterations: int, nbytes: int,
     return out
 
 
-def _rank(comm: Any, rounds: int, iterations: int, nbytes: int) -> dict[str, Any]:
-    from collops import MPI
-    from collops.facade.comm import wrap
+def _job_calls(comm: Any, mpi: Any, x: np.ndarray, r: np.ndarray) -> dict[str, Any]:
+    """The facade calls the 2-rank job times, through facade module ``mpi``."""
+    facade = mpi.wrap(comm)
+    return {
+        "Allreduce(ndarray)": lambda: facade.Allreduce(x, r, op=mpi.SUM),
+        "Allreduce([buf, DOUBLE])": lambda: facade.Allreduce(
+            [x, mpi.DOUBLE], [r, mpi.DOUBLE], mpi.SUM),
+        "Bcast(ndarray)": lambda: facade.Bcast(x, 0),
+    }
 
-    facade = wrap(comm)
+
+def _rank(comm: Any, rounds: int, iterations: int, nbytes: int, before: str | None = None
+          ) -> dict[str, Any]:
+    """Per call, each side's median and minimum over ``rounds`` rounds (the sides
+    interleaved, their order turning each round), and the medians of the per-round
+    differences from the own API. The minimum filters out the time a rank was not running:
+    on a loaded machine many short rounds (``--rounds 300 --iterations 100``) give it."""
     x = np.ones(max(1, nbytes // 8))
     r = np.empty_like(x)
-    pairs = {
-        "Allreduce(ndarray)": (lambda: facade.Allreduce(x, r, op=MPI.SUM),
-                               lambda: comm.allreduce(x, out=r)),
-        "Allreduce([buf, DOUBLE])": (
-            lambda: facade.Allreduce([x, MPI.DOUBLE], [r, MPI.DOUBLE], MPI.SUM),
-            lambda: comm.allreduce(x, out=r)),
-        "Bcast(ndarray)": (lambda: facade.Bcast(x, 0), lambda: comm.bcast(x, 0, out=x)),
-    }
+    sides = {"facade": _job_calls(comm, _load_facade(None), x, r)}
+    if before is not None:
+        sides["facade_before"] = _job_calls(comm, _load_facade(before), x, r)
+    own = {"Allreduce(ndarray)": lambda: comm.allreduce(x, out=r),
+           "Allreduce([buf, DOUBLE])": lambda: comm.allreduce(x, out=r),
+           "Bcast(ndarray)": lambda: comm.bcast(x, 0, out=x)}
     out: dict[str, Any] = {}
-    for name, (through_facade, own) in pairs.items():
+    for name, mine in own.items():
+        calls = [(side, calls[name]) for side, calls in sides.items()] + [("own_api", mine)]
         for _ in range(200):  # warm up: prepared calls, compiled runners bound
-            through_facade()
-            own()
-        facade_times, own_times = [], []
+            for _, call in calls:
+                call()
+        times: dict[str, list[float]] = {side: [] for side, _ in calls}
         for k in range(rounds):
             comm.barrier()
-            if k % 2:
-                own_times.append(_time(own, iterations))
-                facade_times.append(_time(through_facade, iterations))
-            else:
-                facade_times.append(_time(through_facade, iterations))
-                own_times.append(_time(own, iterations))
-        out[name] = {
-            "facade_us": statistics.median(facade_times) * 1e6,
-            "own_api_us": statistics.median(own_times) * 1e6,
-            "facade_min_us": min(facade_times) * 1e6,
-            "own_api_min_us": min(own_times) * 1e6,
-            "overhead_us": statistics.median(f - o for f, o in
-                                             zip(facade_times, own_times, strict=True)) * 1e6,
-        }
+            for side, call in calls[k % len(calls):] + calls[:k % len(calls)]:
+                times[side].append(_time(call, iterations))
+        row = {}
+        for side, t in times.items():
+            row[f"{side}_us"] = statistics.median(t) * 1e6
+            row[f"{side}_min_us"] = min(t) * 1e6
+        for side in sides:
+            row[f"{side}_overhead_us"] = statistics.median(
+                f - o for f, o in zip(times[side], times["own_api"], strict=True)) * 1e6
+            row[f"{side}_min_overhead_us"] = row[f"{side}_min_us"] - row["own_api_min_us"]
+        out[name] = row
     return out
 
 
@@ -302,8 +313,8 @@ def main() -> None:
     parser.add_argument("--vector", action="store_true",
                         help="time the v-collectives with displaced blocks instead")
     parser.add_argument("--before", default=None,
-                        help="with --dispatch or --vector: an older facade package to time "
-                        "alongside")
+                        help="an older facade package (a src/collops/facade directory) to "
+                        "time alongside")
     args = parser.parse_args()
     if args.vector and args.dispatch:
         added = vector_dispatch(max(args.rounds, 5) * 20, args.iterations, args.bytes,
@@ -334,12 +345,10 @@ def main() -> None:
             _write(args, {"bytes": args.bytes, "dispatch": added})
         return
     results = collops.spawn(_rank, args.nprocs, args.rounds, args.iterations, args.bytes,
-                            transport="shm", timeout=600)
+                            args.before, transport="shm", timeout=900)
     rank0 = results[0]
     for name, row in rank0.items():
-        print(f"{name:28s} facade {row['facade_us']:7.3f} us   own API {row['own_api_us']:7.3f} us"
-              f"   overhead {row['overhead_us']:+7.3f} us   (minima: facade "
-              f"{row['facade_min_us']:7.3f} us, own API {row['own_api_min_us']:7.3f} us)")
+        print(f"{name:26s} " + "  ".join(f"{k} {v:7.3f}" for k, v in row.items()))
     if args.json:
         _write(args, {"nprocs": args.nprocs, "bytes": args.bytes, "rounds": args.rounds,
                       "iterations": args.iterations, "rank0": rank0, "dispatch": added})
