@@ -7,7 +7,7 @@ STAMP   = $(VENV)/.installed
 .PHONY: demo test lint typecheck unit dist clean
 
 $(STAMP): pyproject.toml setup.py src/collops/shm/_direct.c src/collops/shm/_stream.c src/collops/shm/_p2p.c \
-		src/collops/runtime/_slots.c \
+		src/collops/runtime/_slots.c src/collops/facade/_specs.c \
 		src/collops/shm/_shm_wait.h
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip

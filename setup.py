@@ -3,6 +3,7 @@
 ``collops.shm._direct`` (the blocking fast path of the ``shm_direct`` collectives) and
 ``collops.shm._stream`` (the inner loop of the ``shm_stream`` collectives) and
 ``collops.runtime._slots`` (the object collectives' slot codec) and
+``collops.facade._specs`` (collops.MPI's buffer-specification checks) and
 ``collops.sim._maxmin`` (the flow model's max-min rates) and ``collops.sim._flowsim`` (the flow
 model's whole run) are optional: where no C compiler
 is at hand the build goes on without them, says so with the reason, and collops runs in
@@ -60,6 +61,8 @@ setup(cmdclass={"build_ext": OptionalBuildExt},
                              depends=SHARED, optional=True,
                              extra_compile_args=["-O2", "-std=gnu11"]),
                    Extension("collops.runtime._slots", ["src/collops/runtime/_slots.c"],
+                             optional=True, extra_compile_args=["-O2", "-std=gnu11"]),
+                   Extension("collops.facade._specs", ["src/collops/facade/_specs.c"],
                              optional=True, extra_compile_args=["-O2", "-std=gnu11"]),
                    Extension("collops.sim._maxmin", ["src/collops/sim/_maxmin.c"],
                              optional=True, extra_compile_args=["-O2", "-std=gnu11"]),

@@ -8,7 +8,9 @@ Runs a shared-memory job (`collops.spawn`, ``transport="shm"``). Each round time
 ``comm.Allreduce([x, MPI.DOUBLE], [r, MPI.DOUBLE], MPI.SUM)`` and ``comm.Bcast(x)`` through the
 facade, against ``c.allreduce(x, out=r)`` and ``c.bcast(x, out=x)`` — alternating which side
 goes first, so a burst of load on the machine lands on both. It prints the medians over rounds
-of the per-call time (rank 0) and of the per-round difference facade − own API.
+of the per-call time (rank 0) and of the per-round difference facade − own API, and the
+minima over rounds (on a loaded machine many short rounds, ``--rounds 300 --iterations 100``,
+give minima that filter out the time a rank was not running).
 
 On a loaded machine those medians swing by far more than the facade costs, so it also measures
 the facade's own dispatch alone (``--dispatch``): the same calls in one process on a
@@ -21,9 +23,9 @@ against the stand-in's ``send``/``recv``.
 
 ``--vector`` times the v-collectives with displaced (gapped) blocks instead —
 ``Allgatherv``, ``Gatherv``, ``Scatterv``, ``Alltoallv`` through the facade against collops'
-own calls with ``displs=``/``rdispls=`` — and ``--before DIR`` adds, interleaved in the same
-rounds, the facade package found in ``DIR`` (an older ``src/collops/facade``, e.g. from
-``git archive``), loaded as ``collops.facade_before``.
+own calls with ``displs=``/``rdispls=``. ``--before DIR`` adds to any of these, interleaved
+in the same rounds, the facade package found in ``DIR`` (an older ``src/collops/facade``, e.g.
+from ``git archive``), loaded as ``collops.facade_before``.
 """
 
 from __future__ import annotations
@@ -167,6 +169,7 @@ def _vector_rank(comm: Any, rounds: int, iterations: int, nbytes: int,
             for side, call in calls[k % len(calls):] + calls[:k % len(calls)]:
                 times[side].append(_time(call, iterations))
         out[name] = {f"{side}_us": statistics.median(t) * 1e6 for side, t in times.items()}
+        out[name].update({f"{side}_min_us": min(t) * 1e6 for side, t in times.items()})
         for side in sides:
             if side != "own_api":
                 out[name][f"{side}_overhead_us"] = statistics.median(
@@ -174,41 +177,51 @@ def _vector_rank(comm: Any, rounds: int, iterations: int, nbytes: int,
     return out
 
 
-def _rank(comm: Any, rounds: int, iterations: int, nbytes: int) -> dict[str, Any]:
-    from collops import MPI
-    from collops.facade.comm import wrap
+def _job_calls(comm: Any, mpi: Any, x: np.ndarray, r: np.ndarray) -> dict[str, Any]:
+    """The facade calls the 2-rank job times, through facade module ``mpi``."""
+    facade = mpi.wrap(comm)
+    return {
+        "Allreduce(ndarray)": lambda: facade.Allreduce(x, r, op=mpi.SUM),
+        "Allreduce([buf, DOUBLE])": lambda: facade.Allreduce(
+            [x, mpi.DOUBLE], [r, mpi.DOUBLE], mpi.SUM),
+        "Bcast(ndarray)": lambda: facade.Bcast(x, 0),
+    }
 
-    facade = wrap(comm)
+
+def _rank(comm: Any, rounds: int, iterations: int, nbytes: int, before: str | None = None
+          ) -> dict[str, Any]:
+    """Per call, each side's median and minimum over ``rounds`` rounds (the sides
+    interleaved, their order turning each round), and the medians of the per-round
+    differences from the own API. The minimum filters out the time a rank was not running:
+    on a loaded machine many short rounds (``--rounds 300 --iterations 100``) give it."""
     x = np.ones(max(1, nbytes // 8))
     r = np.empty_like(x)
-    pairs = {
-        "Allreduce(ndarray)": (lambda: facade.Allreduce(x, r, op=MPI.SUM),
-                               lambda: comm.allreduce(x, out=r)),
-        "Allreduce([buf, DOUBLE])": (
-            lambda: facade.Allreduce([x, MPI.DOUBLE], [r, MPI.DOUBLE], MPI.SUM),
-            lambda: comm.allreduce(x, out=r)),
-        "Bcast(ndarray)": (lambda: facade.Bcast(x, 0), lambda: comm.bcast(x, 0, out=x)),
-    }
+    sides = {"facade": _job_calls(comm, _load_facade(None), x, r)}
+    if before is not None:
+        sides["facade_before"] = _job_calls(comm, _load_facade(before), x, r)
+    own = {"Allreduce(ndarray)": lambda: comm.allreduce(x, out=r),
+           "Allreduce([buf, DOUBLE])": lambda: comm.allreduce(x, out=r),
+           "Bcast(ndarray)": lambda: comm.bcast(x, 0, out=x)}
     out: dict[str, Any] = {}
-    for name, (through_facade, own) in pairs.items():
+    for name, mine in own.items():
+        calls = [(side, calls[name]) for side, calls in sides.items()] + [("own_api", mine)]
         for _ in range(200):  # warm up: prepared calls, compiled runners bound
-            through_facade()
-            own()
-        facade_times, own_times = [], []
+            for _, call in calls:
+                call()
+        times: dict[str, list[float]] = {side: [] for side, _ in calls}
         for k in range(rounds):
             comm.barrier()
-            if k % 2:
-                own_times.append(_time(own, iterations))
-                facade_times.append(_time(through_facade, iterations))
-            else:
-                facade_times.append(_time(through_facade, iterations))
-                own_times.append(_time(own, iterations))
-        out[name] = {
-            "facade_us": statistics.median(facade_times) * 1e6,
-            "own_api_us": statistics.median(own_times) * 1e6,
-            "overhead_us": statistics.median(f - o for f, o in
-                                             zip(facade_times, own_times, strict=True)) * 1e6,
-        }
+            for side, call in calls[k % len(calls):] + calls[:k % len(calls)]:
+                times[side].append(_time(call, iterations))
+        row = {}
+        for side, t in times.items():
+            row[f"{side}_us"] = statistics.median(t) * 1e6
+            row[f"{side}_min_us"] = min(t) * 1e6
+        for side in sides:
+            row[f"{side}_overhead_us"] = statistics.median(
+                f - o for f, o in zip(times[side], times["own_api"], strict=True)) * 1e6
+            row[f"{side}_min_overhead_us"] = row[f"{side}_min_us"] - row["own_api_min_us"]
+        out[name] = row
     return out
 
 
@@ -230,35 +243,58 @@ class _StandIn:
         return out, None
 
 
-def dispatch(rounds: int, iterations: int, nbytes: int) -> dict[str, Any]:
-    """The facade's dispatch cost per call, from the minimum over rounds (see the docstring)."""
+def _dispatch_calls(comm: Any, mpi: Any, x: np.ndarray, r: np.ndarray) -> dict[str, Any]:
+    """The facade calls timed by `dispatch`, through facade module ``mpi``: name -> call."""
+    facade = mpi.wrap(comm)
+    sx, sr = [x, mpi.DOUBLE], [r, mpi.DOUBLE]  # the specs, made once as a program may
+    return {
+        "Allreduce(ndarray)": lambda: facade.Allreduce(x, r, op=mpi.SUM),
+        "Allreduce([buf, DOUBLE])": lambda: facade.Allreduce(sx, sr, mpi.SUM),
+        "Allreduce([buf, DOUBLE]) inline": lambda: facade.Allreduce(
+            [x, mpi.DOUBLE], [r, mpi.DOUBLE], mpi.SUM),
+        "Bcast(ndarray)": lambda: facade.Bcast(x, 0),
+        "Send(ndarray)": lambda: facade.Send(x, 1, 0),
+        "Send([buf, DOUBLE])": lambda: facade.Send(sx, 1, 0),
+        "Recv(ndarray)": lambda: facade.Recv(r, 1, 0),
+        "Recv([buf, DOUBLE])": lambda: facade.Recv(sr, 1, 0),
+    }
+
+
+def dispatch(rounds: int, iterations: int, nbytes: int, before: str | None = None
+             ) -> dict[str, Any]:
+    """The facade's dispatch cost per call, from the minimum over rounds (see the docstring);
+    with ``before``, that older facade's too, interleaved in the same rounds."""
     import timeit
 
     from collops import MPI
-    from collops.facade.comm import wrap
 
     comm = _StandIn()
-    facade = wrap(comm)
     x = np.ones(max(1, nbytes // 8))
     r = np.empty_like(x)
-    sx, sr = [x, MPI.DOUBLE], [r, MPI.DOUBLE]  # the specs, made once as a program may
-    pairs = {
-        "Allreduce(ndarray)": (lambda: facade.Allreduce(x, r, op=MPI.SUM),
-                               lambda: comm.allreduce(x, MPI.SUM.op, out=r)),
-        "Allreduce([buf, DOUBLE])": (
-            lambda: facade.Allreduce(sx, sr, MPI.SUM),
-            lambda: comm.allreduce(x, MPI.SUM.op, out=r)),
-        "Bcast(ndarray)": (lambda: facade.Bcast(x, 0), lambda: comm.bcast(x, 0, out=x)),
-        "Send(ndarray)": (lambda: facade.Send(x, 1, 0), lambda: comm.send(x, 1, 0)),
-        "Send([buf, DOUBLE])": (lambda: facade.Send(sx, 1, 0), lambda: comm.send(x, 1, 0)),
-        "Recv(ndarray)": (lambda: facade.Recv(r, 1, 0), lambda: comm.recv(r, 1, 0)),
-        "Recv([buf, DOUBLE])": (lambda: facade.Recv(sr, 1, 0), lambda: comm.recv(r, 1, 0)),
+    op = MPI.SUM.op
+    sides = {"facade": _dispatch_calls(comm, _load_facade(None), x, r)}
+    if before is not None:
+        sides["facade_before"] = _dispatch_calls(comm, _load_facade(before), x, r)
+    sides["direct"] = {
+        "Allreduce(ndarray)": lambda: comm.allreduce(x, op, out=r),
+        "Bcast(ndarray)": lambda: comm.bcast(x, 0, out=x),
+        "Send(ndarray)": lambda: comm.send(x, 1, 0),
+        "Recv(ndarray)": lambda: comm.recv(r, 1, 0),
     }
     out = {}
-    for name, (through_facade, own) in pairs.items():
-        f = min(timeit.repeat(through_facade, number=iterations, repeat=rounds)) / iterations
-        o = min(timeit.repeat(own, number=iterations, repeat=rounds)) / iterations
-        out[name] = {"facade_us": f * 1e6, "direct_us": o * 1e6, "added_us": (f - o) * 1e6}
+    for name in sides["facade"]:
+        direct = sides["direct"][name.split("(")[0] + "(ndarray)"]
+        calls = [(side, calls[name]) for side, calls in sides.items() if side != "direct"]
+        calls.append(("direct", direct))
+        best = {side: float("inf") for side, _ in calls}
+        for _ in range(rounds):
+            for side, call in calls:
+                best[side] = min(best[side], timeit.timeit(call, number=iterations))
+        row = {f"{side}_us": t / iterations * 1e6 for side, t in best.items()}
+        row["added_us"] = row["facade_us"] - row["direct_us"]
+        if before is not None:
+            row["before_added_us"] = row["facade_before_us"] - row["direct_us"]
+        out[name] = row
     return out
 
 
@@ -277,7 +313,8 @@ def main() -> None:
     parser.add_argument("--vector", action="store_true",
                         help="time the v-collectives with displaced blocks instead")
     parser.add_argument("--before", default=None,
-                        help="with --vector: an older facade package to time alongside")
+                        help="an older facade package (a src/collops/facade directory) to "
+                        "time alongside")
     args = parser.parse_args()
     if args.vector and args.dispatch:
         added = vector_dispatch(max(args.rounds, 5) * 20, args.iterations, args.bytes,
@@ -296,33 +333,25 @@ def main() -> None:
             _write(args, {"nprocs": args.nprocs, "bytes": args.bytes, "rounds": args.rounds,
                           "iterations": args.iterations, "rank0": rank0})
         return
-    added = dispatch(max(args.rounds, 5) * 20, args.iterations, args.bytes)
+    added = dispatch(max(args.rounds, 5) * 20, args.iterations, args.bytes, args.before)
     for name, row in added.items():
-        print(f"{name:28s} dispatch: facade {row['facade_us']:6.3f} us, direct "
-              f"{row['direct_us']:6.3f} us, added {row['added_us']:+6.3f} us")
+        print(f"{name:32s} dispatch: facade {row['facade_us']:6.3f} us, direct "
+              f"{row['direct_us']:6.3f} us, added {row['added_us']:+6.3f} us" + (
+                  "" if args.before is None else
+                  f" (before: {row['facade_before_us']:6.3f} us, added "
+                  f"{row['before_added_us']:+6.3f} us)"))
     if args.dispatch:
         if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"command": "benchmarks/facade_overhead.py --dispatch --rounds "
-                           f"{args.rounds} --iterations {args.iterations}", "dispatch": added},
-                          f, indent=2)
-                f.write("\n")
+            _write(args, {"bytes": args.bytes, "dispatch": added})
         return
     results = collops.spawn(_rank, args.nprocs, args.rounds, args.iterations, args.bytes,
-                            transport="shm", timeout=600)
+                            args.before, transport="shm", timeout=900)
     rank0 = results[0]
     for name, row in rank0.items():
-        print(f"{name:28s} facade {row['facade_us']:7.3f} us   own API {row['own_api_us']:7.3f} us"
-              f"   overhead {row['overhead_us']:+7.3f} us")
+        print(f"{name:26s} " + "  ".join(f"{k} {v:7.3f}" for k, v in row.items()))
     if args.json:
-        record = {"command": "benchmarks/facade_overhead.py " + " ".join(
-                      f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
-                      if k != "json" and v is not None),
-                  "nprocs": args.nprocs, "bytes": args.bytes, "rounds": args.rounds,
-                  "iterations": args.iterations, "rank0": rank0, "dispatch": added}
-        with open(args.json, "w") as f:
-            json.dump(record, f, indent=2)
-            f.write("\n")
+        _write(args, {"nprocs": args.nprocs, "bytes": args.bytes, "rounds": args.rounds,
+                      "iterations": args.iterations, "rank0": rank0, "dispatch": added})
 
 
 def _write(args: argparse.Namespace, record: dict[str, Any]) -> None:
@@ -330,8 +359,10 @@ def _write(args: argparse.Namespace, record: dict[str, Any]) -> None:
     command = "benchmarks/facade_overhead.py " + " ".join(
         f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}")
         for k, v in vars(args).items() if k != "json" and v not in (None, False))
+    with open("/proc/loadavg") as f:
+        load = f.read().split()[:3]
     with open(args.json, "w") as f:
-        json.dump({"command": command, **record}, f, indent=2)
+        json.dump({"command": command, "loadavg_at_end": load, **record}, f, indent=2)
         f.write("\n")
 
 

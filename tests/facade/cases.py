@@ -422,4 +422,9 @@ def run_cases(comm: Any) -> dict[str, list[tuple[str, Any, Any]]]:
     return out
 
 
-from . import cases_datatypes, cases_p2p, cases_requests  # noqa: E402, F401  (register their cases)
+from . import (  # noqa: E402, F401  (register their cases)
+    cases_datatypes,
+    cases_p2p,
+    cases_requests,
+    cases_specs,
+)

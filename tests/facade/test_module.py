@@ -153,3 +153,18 @@ def test_predefined_communicators_pickle_as_themselves():
     with pytest.raises(ValueError):
         pickle.dumps(dup)
     dup.Free()
+
+
+def test_communicators_take_the_plain_attribute_lookup():
+    """No ``__getattr__`` on a communicator class: with one, CPython looks up every method and
+    attribute of every facade call the slow way. The parts collops lacks are named one by one
+    and refuse when looked up (the test above)."""
+    for handle in (MPI.COMM_WORLD, MPI.COMM_SELF, MPI.COMM_NULL, wrap(object.__new__(
+            type("Stand", (), {"rank": 0})))):
+        assert not any("__getattr__" in vars(cls) for cls in type(handle).__mro__), handle
+    with pytest.raises(NotImplementedError, match="topolog"):
+        MPI.COMM_SELF.Ineighbor_alltoallv  # noqa: B018
+    with pytest.raises(NotImplementedError, match="intercommunicators"):
+        MPI.COMM_SELF.Spawn_multiple  # noqa: B018
+    with pytest.raises(AttributeError):
+        MPI.COMM_SELF.No_such_method  # noqa: B018

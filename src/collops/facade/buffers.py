@@ -19,10 +19,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError
+from . import layouts
 from .constants import BOTTOM, IN_PLACE
 from .datatypes import Datatype, datatype_of, from_typecode
 from .exceptions import ERR_TYPE, mpi_exception, not_implemented
+from .layouts import Layout
 from .staging import Stage
+
+_ndarray = np.ndarray
 
 
 class BufferSpecError(ArgumentError, TypeError):
@@ -184,7 +188,7 @@ def _integer(value: Any, call: str, argument: str, rank: int | None) -> int:
     raise _error(call, argument, value, "expected an integer count or displacement", rank)
 
 
-def fast_array(spec: Any) -> np.ndarray | None:
+def _fast_array(spec: Any) -> np.ndarray | None:
     """The array of the commonest specs — an ndarray, ``[ndarray, its own predefined
     type]`` — or None (then `message` parses the spec in full)."""
     if type(spec) is list and len(spec) == 2:
@@ -194,6 +198,69 @@ def fast_array(spec: Any) -> np.ndarray | None:
             return arr
         return None
     return spec if type(spec) is np.ndarray else None
+
+
+def _elements(arr: np.ndarray, writable: bool) -> int:
+    """`_specs.elements` in Python: ``arr``'s size if it is 1-D and C-contiguous (and
+    writeable when asked), else -1."""
+    if arr.ndim == 1 and arr.flags.c_contiguous and (arr.flags.writeable or not writable):
+        return arr.size
+    return -1
+
+
+def _fast_vector(spec: Any, size: int, writable: bool
+                 ) -> tuple[np.ndarray, Layout, np.ndarray] | None:
+    """The array, remembered `Layout` and (for a receive, ``writable``) ``out`` array (its
+    first `Layout.placed` elements) of a v-collective's commonest specs — ``[ndarray,
+    (counts, displs), its own predefined type]``, ``[ndarray, counts, displs, type]`` and
+    ``[ndarray, counts ndarray, type]`` — when their counts and displacements were checked
+    before and still hold the same values, and the buffer (1-D, contiguous, writeable if
+    ``writable``) holds every block; else None (then `vector` parses the spec in full)."""
+    if type(spec) is not list and type(spec) is not tuple:
+        return None
+    n = len(spec)
+    if n == 3:
+        buf, middle, datatype = spec
+        if type(middle) is tuple and len(middle) == 2:
+            counts, displs = middle
+        elif type(middle) is _ndarray:
+            counts, displs = middle, None
+        else:
+            return None
+    elif n == 4:
+        buf, counts, displs, datatype = spec
+    else:
+        return None
+    if type(buf) is not _ndarray or type(datatype) is not Datatype or (
+            datatype.exact is not buf.dtype):
+        return None
+    layout = layouts.find(counts, displs, size, 1)
+    if layout is None or _elements(buf, writable) < layout.end:
+        return None
+    n = layout.placed
+    return buf, layout, buf if not writable or buf.size == n else buf[:n]
+
+
+def _agrees(elements: Any) -> bool:
+    """Whether a compiled `elements` (which reads numpy's array head) gives numpy's answers."""
+    frozen = np.zeros(2)
+    frozen.flags.writeable = False
+    probes: list[np.ndarray] = [np.zeros(3), np.zeros((2, 2)), np.zeros(6)[::2],
+                                np.zeros(0, np.int32), np.zeros(4, np.uint8)[1:], frozen]
+    return all(elements(a, w) == _elements(a, w) for a in probes for w in (False, True))
+
+
+if layouts._specs is not None:
+    layouts._specs.configure(np.ndarray, Datatype, layouts._memo)
+
+#: the compiled checks (`_specs`), when built and in agreement with numpy; else None
+compiled = layouts._specs if layouts._specs is not None and _agrees(
+    layouts._specs.elements) else None
+if compiled is None:  # pragma: no cover - a build without a C compiler
+    fast_array, elements, fast_vector = _fast_array, _elements, _fast_vector
+else:
+    fast_array, elements = layouts._specs.array, layouts._specs.elements
+    fast_vector = layouts._specs.fast_vector
 
 
 def message(spec: Any, call: str, argument: str, rank: int | None,
@@ -259,6 +326,11 @@ def vector(spec: Any, size: int, call: str, argument: str, rank: int | None,
     arr, datatype = _typed(_array(buf, call, argument, rank, writable), given, call,
                            argument, rank)
     step = datatype.tmap.span
+    counts_of, displs_of = counts, displs  # the caller's objects, which the memo keys on
+    if not datatype.gaps:
+        layout = layouts.find(counts_of, displs_of, size, step)
+        if layout is not None and layout.end <= arr.size:
+            return arr, layout.counts, layout.displs, datatype
     if counts is None:
         if not step or (arr.size // step) % size:
             raise _error(call, argument, arr.size // max(step, 1), f"no counts given and the "
@@ -284,7 +356,9 @@ def vector(spec: Any, size: int, call: str, argument: str, rank: int | None,
             raise _error(call, argument, (counts[r], displs[r]), f"rank {r}'s block "
                          f"[{displs[r]}:{displs[r] + counts[r]}] goes beyond the buffer's "
                          f"{arr.size // step} elements", rank)
-    return arr, [c * step for c in counts], [d * step for d in displs], datatype
+    counts, displs = [c * step for c in counts], [d * step for d in displs]
+    layouts.remember(counts_of, displs_of, size, step, counts, displs)
+    return arr, counts, displs, datatype
 
 
 def integers(values: Any, size: int, call: str, argument: str, rank: int | None) -> list[int]:

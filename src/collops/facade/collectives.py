@@ -19,7 +19,15 @@ import numpy as np
 
 from ..errors import CollopsError
 from ..runtime.arguments import rows_spanned
-from .buffers import fast_array, integers, is_contiguous_blocks, message, vector
+from .buffers import (
+    elements,
+    fast_array,
+    fast_vector,
+    integers,
+    is_contiguous_blocks,
+    message,
+    vector,
+)
 from .constants import IN_PLACE
 from .exceptions import mpi_error, not_implemented
 from .operators import SUM, Op, as_op
@@ -294,6 +302,20 @@ class Collectives:
 
     def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Gather with per-rank counts and displacements at the root."""
+        comm = self._comm
+        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
+        if x is not None and elements(x, False) >= 0:  # counts are of a 1-D buffer's items
+            found = fast_vector(recvbuf, comm.size, True) if comm.rank == root else None
+            if found is not None or comm.rank != root:
+                try:
+                    if found is None:
+                        comm.gatherv(x, root, None)
+                    else:
+                        comm.gatherv(x, root, None, displs=found[1].placed_displs,
+                                     out=found[2])
+                    return
+                except CollopsError as exc:
+                    raise mpi_error(exc) from None
         self._run(self._gatherv(sendbuf, recvbuf, root, "Gatherv"), BLOCKING)
 
     @_staged
@@ -329,6 +351,26 @@ class Collectives:
 
     def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Scatter with per-rank counts and displacements at the root."""
+        comm = self._comm
+        out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
+        if out is not None and elements(out, True) >= 0:
+            found = fast_vector(sendbuf, comm.size, False) if comm.rank == root else None
+            if found is not None or comm.rank != root:
+                try:
+                    if found is None:
+                        comm.scatterv(None, None, root, out=out)
+                    else:
+                        arr, layout, _ = found
+                        if layout.contiguous:
+                            n = layout.total
+                            comm.scatterv(arr if arr.size == n else arr[:n], layout.counts,
+                                          root, out=out[:layout.counts[comm.rank]])
+                        else:
+                            comm.scatterv(arr, layout.counts, root, displs=layout.displs,
+                                          out=out[:layout.counts[comm.rank]])
+                    return
+                except CollopsError as exc:
+                    raise mpi_error(exc) from None
         self._run(self._scatterv(sendbuf, recvbuf, root, "Scatterv"), BLOCKING)
 
     @_staged
@@ -364,6 +406,16 @@ class Collectives:
 
     def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:
         """Allgather with per-rank counts and displacements."""
+        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
+        found = None if x is None or elements(x, False) < 0 else fast_vector(
+            recvbuf, self._comm.size, True)
+        if found is not None:
+            _, layout, out = found
+            try:
+                self._comm.allgatherv(x, layout.counts, displs=layout.placed_displs, out=out)
+                return
+            except CollopsError as exc:
+                raise mpi_error(exc) from None
         self._run(self._allgatherv(sendbuf, recvbuf, "Allgatherv"), BLOCKING)
 
     @_staged
@@ -393,6 +445,19 @@ class Collectives:
 
     def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:
         """Alltoall with per-rank counts and displacements on both sides."""
+        size = self._comm.size
+        sent = fast_vector(sendbuf, size, False)
+        received = None if sent is None else fast_vector(recvbuf, size, True)
+        if received is not None:
+            assert sent is not None
+            sarr, slayout, _ = sent
+            _, rlayout, out = received
+            try:
+                self._comm.alltoallv(sarr, slayout.counts, slayout.displs, rlayout.counts,
+                                     rdispls=rlayout.placed_displs, out=out)
+                return
+            except CollopsError as exc:
+                raise mpi_error(exc) from None
         self._run(self._alltoallv(sendbuf, recvbuf, "Alltoallv"), BLOCKING)
 
     def Alltoallw(self, sendbuf: Any, recvbuf: Any) -> None:
@@ -422,3 +487,4 @@ class Collectives:
     Iallgatherv, Allgatherv_init = _forms(Allgatherv, _allgatherv)
     Ialltoall, Alltoall_init = _forms(Alltoall, _alltoall)
     Ialltoallv, Alltoallv_init = _forms(Alltoallv, _alltoallv)
+

@@ -10,6 +10,7 @@ same error at once and none is left waiting.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from typing import Any
@@ -279,22 +280,33 @@ class Comm(Collectives, ObjectCollectives, PointToPoint, Attributes):
         sys.stderr.flush()
         os._exit(int(errorcode) or 1)
 
-    # -- what collops does not do ------------------------------------------------------------
-    def __getattr__(self, name: str) -> Any:
-        for prefixes, what in _UNSUPPORTED:
-            if name.startswith(prefixes):
-                raise not_implemented(what, f"Comm.{name}")
-        raise AttributeError(f"collops.MPI.{type(self).__name__} has no attribute {name!r}")
 
-
-#: method name prefixes of the parts of MPI collops does not implement
+#: mpi4py's communicator methods (4.1) of the parts of MPI collops does not implement: each
+#: raises NotImplementedError naming the part when it is looked up (`_refusal`). Named one by
+#: one, not by a ``__getattr__``: a class with one takes CPython's slow attribute lookup for
+#: every method and attribute, which cost every facade call ~0.05 µs.
 _UNSUPPORTED: list[tuple[tuple[str, ...], str]] = [
-    (("Create_intercomm", "Accept", "Connect", "Spawn", "Join", "Merge"),
+    (("Create_intercomm", "Accept", "Connect", "Spawn", "Spawn_multiple", "Join", "Merge"),
      "intercommunicators and dynamic processes"),
-    (("Create_cart", "Create_graph", "Create_dist_graph", "Neighbor", "Ineighbor",
-      "neighbor", "Cart_", "Graph_"), "process topologies"),
-    (("Win", "File"), "RMA windows and I/O"),
+    (("Create_cart", "Create_graph", "Create_dist_graph", "Create_dist_graph_adjacent",
+      "Cart_map", "Graph_map", "neighbors", "neighbor_allgather", "neighbor_alltoall",
+      *(f"{prefix}_{name}{suffix}" for prefix in ("Neighbor", "Ineighbor")
+        for name in ("allgather", "allgatherv", "alltoall", "alltoallv", "alltoallw")
+        for suffix in ("", "_init") if not (prefix == "Ineighbor" and suffix))),
+     "process topologies"),
 ]
+
+
+def _refusal(name: str, what: str) -> property:
+    """A communicator attribute that raises NotImplementedError naming ``what`` when read."""
+    def refuse(self: Comm) -> Any:
+        raise not_implemented(what, f"Comm.{name}")
+    return property(refuse, doc=f"Not implemented by collops: {what}.")
+
+
+for _names, _what in _UNSUPPORTED:
+    for _name in _names:
+        setattr(Comm, _name, _refusal(_name, _what))
 
 
 class Intracomm(Comm):
@@ -308,26 +320,23 @@ def wrap(comm: Any) -> Intracomm:
 
 
 class _WorldComm(Intracomm):
-    """COMM_WORLD: `collops.init`'s communicator, found at first use."""
+    """COMM_WORLD: `collops.init`'s communicator, found at first use (then an attribute of
+    the handle, as any communicator's)."""
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "_comm":
-            from ..runtime.world import init
-            self._comm = init()
-            return self._comm
-        return super().__getattr__(name)
+    @functools.cached_property
+    def _comm(self) -> Any:  # type: ignore[override]
+        from ..runtime.world import init
+        return init()
 
 
 class _SelfComm(Intracomm):
     """COMM_SELF: a world of one, made at first use."""
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "_comm":
-            from ..runtime.comm import Comm as CollopsComm
-            from ..transport.inproc import Fabric
-            self._comm = CollopsComm(Fabric(1).endpoint(0), name="self")
-            return self._comm
-        return super().__getattr__(name)
+    @functools.cached_property
+    def _comm(self) -> Any:  # type: ignore[override]
+        from ..runtime.comm import Comm as CollopsComm
+        from ..transport.inproc import Fabric
+        return CollopsComm(Fabric(1).endpoint(0), name="self")
 
 
 COMM_NULL = Intracomm()

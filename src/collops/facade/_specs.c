@@ -1,0 +1,320 @@
+/* collops.facade._specs: the checks of collops.MPI's commonest buffer specifications,
+ * compiled (`facade.buffers`, `facade.layouts`).
+ *
+ * `array` is `buffers.fast_array`: the array of an ndarray or of `[ndarray, its own
+ * predefined type]`, or None. `elements` is the size of a 1-D C-contiguous ndarray (writeable
+ * if asked), or -1. `same_ints` says whether counts or displacements still hold the values
+ * `layouts.snapshot` recorded; `find` and `fast_vector` are `layouts.find` and
+ * `buffers.fast_vector`, reading the memo of `layouts`. The same checks in Python are the
+ * fallback where this module is not built; this file only saves the interpreter's work.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#include <structmember.h>
+
+static PyTypeObject *ndarray_type;   /* numpy.ndarray */
+static PyTypeObject *datatype_type;  /* collops.facade.datatypes.Datatype */
+static PyObject *str_exact;          /* "exact" */
+static PyObject *str_end;            /* "end" */
+static PyObject *str_placed;         /* "placed" */
+static PyObject *memo;               /* `layouts._memo`: key -> (counts_of, displs_of,
+                                        counts_snap, displs_snap, size, step, layout) */
+static Py_ssize_t exact_offset;      /* where a Datatype holds its `exact` slot */
+
+/* The head of numpy's array object (`PyArrayObject_fields` in numpy's ndarraytypes.h, the
+ * fields its PyArray_NDIM/DIMS/FLAGS read; the same in numpy 1.x and 2.x). Read here so
+ * that the build needs no numpy headers; `buffers` checks `elements` against numpy's own
+ * answers when it loads and uses the Python checks if they ever differ. */
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    int nd;
+    Py_ssize_t *dimensions;
+    Py_ssize_t *strides;
+    PyObject *base;
+    PyObject *descr;
+    int flags;
+} ArrayHead;
+
+#define C_CONTIGUOUS 0x0001  /* NPY_ARRAY_C_CONTIGUOUS */
+#define WRITEABLE 0x0400     /* NPY_ARRAY_WRITEABLE */
+
+/* configure(ndarray, Datatype, memo): the two types the checks compare with, and the memo
+ * of layouts. */
+static PyObject *configure(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyType_Check(args[0]) || !PyType_Check(args[1])
+        || !PyDict_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "configure(ndarray, Datatype, memo) takes two types "
+                        "and a dict");
+        return NULL;
+    }
+    Py_XSETREF(ndarray_type, (PyTypeObject *)Py_NewRef(args[0]));
+    Py_XSETREF(datatype_type, (PyTypeObject *)Py_NewRef(args[1]));
+    PyObject *exact = PyObject_GetAttr(args[1], str_exact);  /* its member descriptor */
+    if (exact == NULL)
+        return NULL;
+    if (!Py_IS_TYPE(exact, &PyMemberDescr_Type)) {
+        Py_DECREF(exact);
+        PyErr_SetString(PyExc_TypeError, "Datatype.exact must be a __slots__ member");
+        return NULL;
+    }
+    exact_offset = ((PyMemberDescrObject *)exact)->d_member->offset;
+    Py_DECREF(exact);
+    Py_XSETREF(memo, Py_NewRef(args[2]));
+    Py_RETURN_NONE;
+}
+
+/* Whether `datatype.exact is arr.dtype` (the type's base is the array's own dtype). */
+static int exact_type(PyObject *arr, PyObject *datatype) {
+    PyObject *exact = *(PyObject **)((char *)datatype + exact_offset);  /* NULL: unset */
+    return exact != NULL && exact != Py_None && exact == ((ArrayHead *)arr)->descr;
+}
+
+/* The size of a 1-D C-contiguous array (writeable when asked), else -1. */
+static Py_ssize_t array_elements(PyObject *arr, int writable) {
+    ArrayHead *head = (ArrayHead *)arr;
+    if (Py_TYPE(arr) != ndarray_type || head->nd != 1 || !(head->flags & C_CONTIGUOUS)
+        || (writable && !(head->flags & WRITEABLE)))
+        return -1;
+    return head->dimensions[0];
+}
+
+/* The array of an ndarray or of `[ndarray, its own predefined type]` (borrowed), or NULL. */
+static PyObject *spec_array(PyObject *spec) {
+    if (Py_TYPE(spec) == ndarray_type)
+        return spec;
+    if (PyList_CheckExact(spec) && PyList_GET_SIZE(spec) == 2) {
+        PyObject *arr = PyList_GET_ITEM(spec, 0), *datatype = PyList_GET_ITEM(spec, 1);
+        if (Py_TYPE(arr) == ndarray_type && Py_TYPE(datatype) == datatype_type
+            && exact_type(arr, datatype))
+            return arr;
+    }
+    return NULL;
+}
+
+/* array(spec) -> ndarray | None */
+static PyObject *array(PyObject *self, PyObject *spec) {
+    if (ndarray_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "collops.facade._specs is not configured");
+        return NULL;
+    }
+    PyObject *arr = spec_array(spec);
+    return Py_NewRef(arr ? arr : Py_None);
+}
+
+/* elements(arr, writable) -> int: arr's size if it is a 1-D C-contiguous array (writeable
+ * when asked), else -1. */
+static PyObject *elements(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "elements(arr, writable) takes two arguments");
+        return NULL;
+    }
+    int writable = PyObject_IsTrue(args[1]);
+    if (writable < 0)
+        return NULL;
+    return PyLong_FromSsize_t(array_elements(args[0], writable));
+}
+
+/* Whether `values` hold `snapshot` (bytes, or None for an object that cannot change): a list
+ * or tuple of ints whose values are its int64s, or a 1-D contiguous buffer whose format, a NUL
+ * and bytes are it. */
+static int holds(PyObject *values, PyObject *snapshot) {
+    if (snapshot == Py_None)
+        return 1;
+    if (!PyBytes_CheckExact(snapshot))
+        return 0;
+    const char *snap = PyBytes_AS_STRING(snapshot);
+    Py_ssize_t snap_len = PyBytes_GET_SIZE(snapshot);
+    if (PyList_CheckExact(values) || PyTuple_CheckExact(values)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(values);
+        if (snap_len != n * (Py_ssize_t)sizeof(int64_t))
+            return 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *item = PySequence_Fast_GET_ITEM(values, i);
+            if (!PyLong_CheckExact(item))  /* bool, numpy integers, floats: parse again */
+                return 0;
+            int overflow = 0;
+            long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
+            int64_t was;
+            memcpy(&was, snap + i * (Py_ssize_t)sizeof(int64_t), sizeof was);
+            if (overflow || v != was)
+                return 0;
+        }
+        return 1;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(values, &view, PyBUF_ND | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    const char *format = view.format ? view.format : "B";
+    Py_ssize_t head = (Py_ssize_t)strlen(format) + 1;
+    int same = view.ndim == 1 && snap_len == head + view.len && memcmp(snap, format, head) == 0
+               && memcmp(snap + head, view.buf, view.len) == 0;
+    PyBuffer_Release(&view);
+    return same;
+}
+
+/* same_ints(values, snapshot) -> bool: whether `values` still hold `snapshot`. */
+static PyObject *same_ints(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyBytes_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "same_ints(values, snapshot) takes a bytes snapshot");
+        return NULL;
+    }
+    return PyBool_FromLong(holds(args[0], args[1]));
+}
+
+/* The layout the memo keeps for these counts and displacements (a new reference), if they
+ * are its objects with its values, for this size and step; NULL (no error) otherwise. */
+static PyObject *found(PyObject *counts, PyObject *displs, Py_ssize_t size, Py_ssize_t step) {
+    PyObject *key = PyLong_FromVoidPtr((void *)((uintptr_t)counts ^ (uintptr_t)displs));
+    if (key == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *entry = PyDict_GetItemWithError(memo, key);
+    Py_DECREF(key);
+    if (entry == NULL || !PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 7) {
+        PyErr_Clear();
+        return NULL;
+    }
+    Py_INCREF(entry);  /* the memo may drop it while the values are compared */
+    PyObject *layout = NULL;
+    if (PyTuple_GET_ITEM(entry, 0) == counts && PyTuple_GET_ITEM(entry, 1) == displs
+        && PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 4)) == size
+        && PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 5)) == step
+        && holds(counts, PyTuple_GET_ITEM(entry, 2))
+        && holds(displs, PyTuple_GET_ITEM(entry, 3)))
+        layout = Py_NewRef(PyTuple_GET_ITEM(entry, 6));
+    PyErr_Clear();
+    Py_DECREF(entry);
+    return layout;
+}
+
+/* find(counts, displs, size, step) -> Layout | None */
+static PyObject *find(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || memo == NULL) {
+        PyErr_SetString(PyExc_TypeError, "find(counts, displs, size, step), once configured");
+        return NULL;
+    }
+    Py_ssize_t size = PyLong_AsSsize_t(args[2]), step = PyLong_AsSsize_t(args[3]);
+    if (PyErr_Occurred())
+        return NULL;
+    PyObject *layout = found(args[0], args[1], size, step);
+    return layout ? layout : Py_NewRef(Py_None);
+}
+
+/* An int attribute of a layout (-1 with an error set if it is none). */
+static Py_ssize_t attribute_size(PyObject *layout, PyObject *name) {
+    PyObject *value = PyObject_GetAttr(layout, name);
+    if (value == NULL)
+        return -1;
+    Py_ssize_t n = PyLong_AsSsize_t(value);
+    Py_DECREF(value);
+    return n;
+}
+
+/* fast_vector(spec, size, writable) -> (buf, Layout, out) | None: `buffers.fast_vector`. */
+static PyObject *fast_vector(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || memo == NULL) {
+        PyErr_SetString(PyExc_TypeError, "fast_vector(spec, size, writable), once configured");
+        return NULL;
+    }
+    PyObject *spec = args[0];
+    Py_ssize_t size = PyLong_AsSsize_t(args[1]);
+    int writable = PyObject_IsTrue(args[2]);
+    if (size == -1 && PyErr_Occurred())
+        return NULL;
+    if (writable < 0)
+        return NULL;
+    if (!PyList_CheckExact(spec) && !PyTuple_CheckExact(spec))
+        Py_RETURN_NONE;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(spec);
+    PyObject *buf, *counts, *displs, *datatype;
+    if (n == 3) {
+        PyObject *middle = PySequence_Fast_GET_ITEM(spec, 1);
+        if (PyTuple_CheckExact(middle) && PyTuple_GET_SIZE(middle) == 2) {
+            counts = PyTuple_GET_ITEM(middle, 0);
+            displs = PyTuple_GET_ITEM(middle, 1);
+        } else if (Py_TYPE(middle) == ndarray_type) {
+            counts = middle;
+            displs = Py_None;
+        } else {
+            Py_RETURN_NONE;
+        }
+        datatype = PySequence_Fast_GET_ITEM(spec, 2);
+    } else if (n == 4) {
+        counts = PySequence_Fast_GET_ITEM(spec, 1);
+        displs = PySequence_Fast_GET_ITEM(spec, 2);
+        datatype = PySequence_Fast_GET_ITEM(spec, 3);
+    } else {
+        Py_RETURN_NONE;
+    }
+    buf = PySequence_Fast_GET_ITEM(spec, 0);
+    if (Py_TYPE(buf) != ndarray_type || Py_TYPE(datatype) != datatype_type)
+        Py_RETURN_NONE;
+    if (!exact_type(buf, datatype))
+        Py_RETURN_NONE;
+    /* hold what is read: comparing an ndarray's values runs no Python code, but be safe */
+    Py_INCREF(buf);
+    Py_INCREF(counts);
+    Py_INCREF(displs);
+    PyObject *result = NULL, *layout = found(counts, displs, size, 1);
+    if (layout == NULL) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    Py_ssize_t need = attribute_size(layout, str_end), placed = -1;
+    if (need >= 0 && writable)
+        placed = attribute_size(layout, str_placed);
+    if (PyErr_Occurred()) {
+        Py_DECREF(layout);
+        goto done;
+    }
+    Py_ssize_t have = array_elements(buf, writable);
+    if (have < 0 || have < need) {
+        result = Py_NewRef(Py_None);
+    } else {  /* a receive's out: the buffer's first `placed` elements */
+        PyObject *out = !writable || have == placed ? Py_NewRef(buf)
+                                                    : PySequence_GetSlice(buf, 0, placed);
+        if (out != NULL) {
+            result = PyTuple_Pack(3, buf, layout, out);
+            Py_DECREF(out);
+        }
+    }
+    Py_DECREF(layout);
+done:
+    Py_DECREF(buf);
+    Py_DECREF(counts);
+    Py_DECREF(displs);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
+     "Set the array and datatype types the checks compare with."},
+    {"array", array, METH_O, "The array of an ndarray or [ndarray, its own type], or None."},
+    {"elements", (PyCFunction)(void (*)(void))elements, METH_FASTCALL,
+     "The size of a 1-D contiguous (writeable) array, or -1."},
+    {"same_ints", (PyCFunction)(void (*)(void))same_ints, METH_FASTCALL,
+     "Whether counts or displacements still hold their snapshot's values."},
+    {"find", (PyCFunction)(void (*)(void))find, METH_FASTCALL,
+     "The remembered layout of counts and displacements that still hold its values, or None."},
+    {"fast_vector", (PyCFunction)(void (*)(void))fast_vector, METH_FASTCALL,
+     "The array and remembered layout of a v-collective's commonest specs, or None."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_specs",
+                                    "collops.MPI's buffer-specification checks, compiled.", -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit__specs(void) {
+    str_exact = PyUnicode_InternFromString("exact");
+    str_end = PyUnicode_InternFromString("end");
+    str_placed = PyUnicode_InternFromString("placed");
+    if (str_exact == NULL || str_end == NULL || str_placed == NULL)
+        return NULL;
+    return PyModule_Create(&module);
+}
