@@ -121,6 +121,23 @@ static int64_t pending_pop(Pending *q) {
     return steps_pop(&q->heap);
 }
 
+/* What the repair reads of a flow and of a link, one cache line each (the repair's cost is
+ * memory latency: a few thousand flows and links visited per update at 4096 ranks). */
+typedef struct {
+    int64_t mark, checked, bottleneck, msg;  /* epoch of U; stamp of the check; its link */
+    double rate, new;                        /* current rate; U's rate being filled */
+    int32_t hops;                            /* links on its route (f_route) */
+    char frozen;
+} Flow;
+
+typedef struct {
+    int64_t mark, count, stat_mark, removed_mark;  /* epoch of the filling; U's flows on it */
+    double left;                                   /* capacity left during the filling */
+    Vec members;                                   /* the flows crossing it */
+    double held;                          /* capacity the held flows leave, as last summed */
+    int64_t held_update, held_count;      /* the update and U's flows on it at that sum */
+} Link;
+
 /* ---- the simulation's state ---------------------------------------------------------------- */
 typedef struct {
     /* the program (read only, but waiting) */
@@ -141,17 +158,17 @@ typedef struct {
     int64_t *in_flight;
     Pending *pending;
     /* flows in the network, by slot */
-    int64_t nslots, nactive;
-    int64_t *f_msg, *f_version, *f_start, *f_mark, *f_checked, *f_bottleneck;
-    double *f_rate, *f_left, *f_time, *f_new;
-    char *f_frozen;
+    int64_t nslots, nactive, maxhops;
+    Flow *fl;
+    int32_t *f_route;
+    int64_t *f_version, *f_start;
+    double *f_left, *f_time;
     Vec free_slots, added, removed_links, members_u, done;
     KeyedHeap finish;
     int stale;
     /* links */
-    Vec *members;
-    int64_t *l_mark, *l_count, *l_stat_mark, *l_removed_mark;
-    double *l_left, *l_usage, *l_max, *l_rate, *l_time;
+    Link *ln;
+    double *l_usage, *l_max, *l_rate, *l_time;
     int64_t epoch;
     Vec touched;
     KeyedHeap fill;
@@ -194,8 +211,10 @@ static void timeline_flush(Sim *s, int64_t l) {
 }
 
 /* ---- flows ------------------------------------------------------------------------------------ */
-#define ROUTE(s, slot, p) for (int64_t p = (s)->roff[(s)->f_msg[slot]]; \
-                               p < (s)->roff[(s)->f_msg[slot] + 1]; ++p)
+/* A flow's route is copied into its slot when it starts (f_route, maxhops links per slot):
+ * the repair then reads a few kilobytes of live routes, not the program's gigabyte of them. */
+#define ROUTE(s, slot, p) for (int64_t p = 0; p < (s)->fl[slot].hops; ++p)
+#define HOP(s, slot, p) ((int64_t)(s)->f_route[(slot) * (s)->maxhops + (p)])
 
 /* Drop the finish heap's stale entries once they outnumber the current ones. */
 static void compact_finish(Sim *s) {
@@ -209,15 +228,15 @@ static void compact_finish(Sim *s) {
 }
 
 static int set_rate(Sim *s, int64_t slot, double rate) {
-    double old = s->f_rate[slot];
+    double old = s->fl[slot].rate;
     s->f_left[slot] -= old * (s->now - s->f_time[slot]);
     s->f_time[slot] = s->now;
-    s->f_rate[slot] = rate;
+    s->fl[slot].rate = rate;
     ++s->f_version[slot];
     double left = s->f_left[slot];
     double end = left > 0 ? (rate > 0 ? s->now + left / rate : INFINITY) : s->now;
     ROUTE(s, slot, p) {
-        int64_t l = s->rlinks[p];
+        int64_t l = HOP(s, slot, p);
         timeline_flush(s, l);
         s->l_rate[l] += fmin(rate, s->bandwidth) - fmin(old, s->bandwidth);
     }
@@ -230,14 +249,17 @@ static int grow_slots(Sim *s) {
     int64_t n = s->nslots ? 2 * s->nslots : 1024;
 #define GROW(field, T) { T *p = realloc(s->field, sizeof(T) * (size_t)n); if (!p) return -1; \
                          s->field = p; }
-    GROW(f_msg, int64_t) GROW(f_version, int64_t) GROW(f_start, int64_t) GROW(f_mark, int64_t)
-    GROW(f_checked, int64_t) GROW(f_bottleneck, int64_t) GROW(f_rate, double) GROW(f_left, double)
-    GROW(f_time, double) GROW(f_new, double) GROW(f_frozen, char)
+    GROW(fl, Flow) GROW(f_version, int64_t) GROW(f_start, int64_t) GROW(f_left, double)
+    GROW(f_time, double)
 #undef GROW
+    int32_t *route = realloc(s->f_route, sizeof(int32_t) * (size_t)(n * s->maxhops + 1));
+    if (!route) return -1;
+    s->f_route = route;
     for (int64_t i = n - 1; i >= s->nslots; --i) {
         s->f_version[i] = 0;
         s->f_start[i] = -1;
-        s->f_mark[i] = s->f_checked[i] = -1;
+        memset(&s->fl[i], 0, sizeof(Flow));
+        s->fl[i].mark = s->fl[i].checked = -1;
         if (vec_push(&s->free_slots, i) < 0) return -1;
     }
     s->nslots = n;
@@ -247,14 +269,17 @@ static int grow_slots(Sim *s) {
 static int start_flow(Sim *s, int64_t msg) {
     if (s->free_slots.n == 0 && grow_slots(s) < 0) return -1;
     int64_t slot = s->free_slots.v[--s->free_slots.n];
-    s->f_msg[slot] = msg;
+    s->fl[slot].msg = msg;
+    s->fl[slot].hops = (int32_t)(s->roff[msg + 1] - s->roff[msg]);
+    memcpy(s->f_route + slot * s->maxhops, s->rlinks + s->roff[msg],
+           sizeof(int32_t) * (size_t)s->fl[slot].hops);
     s->f_left[slot] = s->wire[msg];
-    s->f_rate[slot] = 0.0;
+    s->fl[slot].rate = 0.0;
     s->f_time[slot] = s->now;
     s->f_start[slot] = s->starts++;
     ++s->f_version[slot];
     ++s->nactive;
-    ROUTE(s, slot, p) if (vec_push(&s->members[s->rlinks[p]], slot) < 0) return -1;
+    ROUTE(s, slot, p) if (vec_push(&s->ln[HOP(s, slot, p)].members, slot) < 0) return -1;
     s->stale = 1;
     timeline_fit(s, s->now);
     s->counts[(int64_t)(s->now / s->width)] += 1.0;
@@ -263,13 +288,13 @@ static int start_flow(Sim *s, int64_t msg) {
 
 static int end_flow(Sim *s, int64_t slot) {
     ROUTE(s, slot, p) {
-        int64_t l = s->rlinks[p];
-        vec_remove(&s->members[l], slot);
+        int64_t l = HOP(s, slot, p);
+        vec_remove(&s->ln[l].members, slot);
         timeline_flush(s, l);
-        s->l_rate[l] -= fmin(s->f_rate[slot], s->bandwidth);
-        if (s->members[l].n == 0) s->l_rate[l] = 0.0;
-        if (s->l_removed_mark[l] != s->rate_updates) {
-            s->l_removed_mark[l] = s->rate_updates;
+        s->l_rate[l] -= fmin(s->fl[slot].rate, s->bandwidth);
+        if (s->ln[l].members.n == 0) s->l_rate[l] = 0.0;
+        if (s->ln[l].removed_mark != s->rate_updates) {
+            s->ln[l].removed_mark = s->rate_updates;
             if (vec_push(&s->removed_links, l) < 0) return -1;
         }
     }
@@ -281,47 +306,54 @@ static int end_flow(Sim *s, int64_t slot) {
 }
 
 /* ---- max-min rates, repaired locally ---------------------------------------------------------- */
-static int in_u(const Sim *s, int64_t g) { return s->f_mark[g] == s->epoch; }
-static double rate_of(const Sim *s, int64_t g) { return in_u(s, g) ? s->f_new[g] : s->f_rate[g]; }
+static int in_u(const Sim *s, int64_t g) { return s->fl[g].mark == s->epoch; }
+static double rate_of(const Sim *s, int64_t g) { return in_u(s, g) ? s->fl[g].new : s->fl[g].rate; }
 
 /* A flow joins U for the next filling (marked epoch + 1: until then it counts as held). */
 static int join_u(Sim *s, int64_t g) {
-    if (s->f_mark[g] >= s->epoch) return 0;
-    s->f_mark[g] = s->epoch + 1;
+    if (s->fl[g].mark >= s->epoch) return 0;
+    s->fl[g].mark = s->epoch + 1;
     return vec_push(&s->members_u, g);
 }
 
 static double share_of(const Sim *s, int64_t l) {
-    return (s->l_left[l] > 0 ? s->l_left[l] : 0.0) / (double)s->l_count[l];
+    return (s->ln[l].left > 0 ? s->ln[l].left : 0.0) / (double)s->ln[l].count;
 }
 
 /* Progressive filling of U's flows over the capacity the held flows leave. */
 static int fill_u(Sim *s) {
     ++s->epoch;  /* a new epoch for links; U's marks are moved along */
-    for (int64_t k = 0; k < s->members_u.n; ++k) s->f_mark[s->members_u.v[k]] = s->epoch;
+    for (int64_t k = 0; k < s->members_u.n; ++k) s->fl[s->members_u.v[k]].mark = s->epoch;
     s->touched.n = 0;
     for (int64_t k = 0; k < s->members_u.n; ++k) {
         int64_t g = s->members_u.v[k];
-        s->f_frozen[g] = 0;
+        s->fl[g].frozen = 0;
         ROUTE(s, g, p) {
-            int64_t l = s->rlinks[p];
-            if (s->l_mark[l] != s->epoch) {
-                s->l_mark[l] = s->epoch;
-                s->l_count[l] = 0;
+            int64_t l = HOP(s, g, p);
+            if (s->ln[l].mark != s->epoch) {
+                s->ln[l].mark = s->epoch;
+                s->ln[l].count = 0;
                 if (vec_push(&s->touched, l) < 0) return -1;
             }
-            ++s->l_count[l];
+            ++s->ln[l].count;
         }
     }
     s->fill.n = 0;
     for (int64_t k = 0; k < s->touched.n; ++k) {
         int64_t l = s->touched.v[k];
-        double left = s->capacity[l];
-        for (int64_t i = 0; i < s->members[l].n; ++i) {
-            int64_t g = s->members[l].v[i];
-            if (!in_u(s, g)) left -= s->f_rate[g];
+        Link *link = &s->ln[l];
+        /* U only grows during an update: the same count on a link is the same held flows */
+        if (link->held_update != s->rate_updates || link->held_count != link->count) {
+            double left = s->capacity[l];
+            for (int64_t i = 0; i < link->members.n; ++i) {
+                int64_t g = link->members.v[i];
+                if (!in_u(s, g)) left -= s->fl[g].rate;
+            }
+            link->held = left;
+            link->held_update = s->rate_updates;
+            link->held_count = link->count;
         }
-        s->l_left[l] = left;
+        link->left = link->held;
         Keyed e = {share_of(s, l), l, 0};
         if (keyed_push(&s->fill, e) < 0) return -1;
     }
@@ -329,7 +361,7 @@ static int fill_u(Sim *s) {
     while (s->fill.n > 0) {
         Keyed e = keyed_pop(&s->fill);
         int64_t l = e.a;
-        if (s->l_count[l] == 0) continue;
+        if (s->ln[l].count == 0) continue;
         double share = share_of(s, l);
         if (share > e.key) {  /* its share grew since it was pushed: back in at the new one */
             Keyed again = {share, l, 0};
@@ -337,15 +369,15 @@ static int fill_u(Sim *s) {
             continue;
         }
         if (share > level) level = share;
-        for (int64_t i = 0; i < s->members[l].n; ++i) {
-            int64_t g = s->members[l].v[i];
-            if (!in_u(s, g) || s->f_frozen[g]) continue;
-            s->f_frozen[g] = 1;
-            s->f_new[g] = level;
-            s->f_bottleneck[g] = l;
+        for (int64_t i = 0; i < s->ln[l].members.n; ++i) {
+            int64_t g = s->ln[l].members.v[i];
+            if (!in_u(s, g) || s->fl[g].frozen) continue;
+            s->fl[g].frozen = 1;
+            s->fl[g].new = level;
+            s->fl[g].bottleneck = l;
             ROUTE(s, g, p) {
-                s->l_left[s->rlinks[p]] -= level;
-                --s->l_count[s->rlinks[p]];
+                s->ln[HOP(s, g, p)].left -= level;
+                --s->ln[HOP(s, g, p)].count;
             }
         }
     }
@@ -353,11 +385,11 @@ static int fill_u(Sim *s) {
 }
 
 static void link_stats(Sim *s, int64_t l, int64_t stamp) {
-    if (s->l_stat_mark[l] == stamp) return;
-    s->l_stat_mark[l] = stamp;
+    if (s->ln[l].stat_mark == stamp) return;
+    s->ln[l].stat_mark = stamp;
     double usage = 0.0, top = 0.0;
-    for (int64_t i = 0; i < s->members[l].n; ++i) {
-        double r = rate_of(s, s->members[l].v[i]);
+    for (int64_t i = 0; i < s->ln[l].members.n; ++i) {
+        double r = rate_of(s, s->ln[l].members.v[i]);
         usage += r;
         if (r > top) top = r;
     }
@@ -377,10 +409,10 @@ static int is_bottleneck(Sim *s, int64_t l, double rate, int64_t stamp) {
 /* Whether flow g crosses a saturated link where no flow has a larger rate (recorded). */
 static int has_bottleneck(Sim *s, int64_t g, int64_t stamp) {
     double r = rate_of(s, g);
-    if (is_bottleneck(s, s->f_bottleneck[g], r, stamp)) return 1;
+    if (is_bottleneck(s, s->fl[g].bottleneck, r, stamp)) return 1;
     ROUTE(s, g, p) {
-        int64_t l = s->rlinks[p];
-        if (is_bottleneck(s, l, r, stamp)) { s->f_bottleneck[g] = l; return 1; }
+        int64_t l = HOP(s, g, p);
+        if (is_bottleneck(s, l, r, stamp)) { s->fl[g].bottleneck = l; return 1; }
     }
     return 0;
 }
@@ -391,14 +423,14 @@ static int64_t check_u(Sim *s) {
     for (int64_t k = 0; k < before; ++k) {
         int64_t u = s->members_u.v[k];
         if (has_bottleneck(s, u, stamp)) continue;
-        double r = s->f_new[u];
+        double r = s->fl[u].new;
         int64_t joined = 0;
         ROUTE(s, u, p) {
-            int64_t l = s->rlinks[p];
+            int64_t l = HOP(s, u, p);
             if (!saturated(s, l)) continue;
-            for (int64_t i = 0; i < s->members[l].n; ++i) {
-                int64_t h = s->members[l].v[i];
-                if (!in_u(s, h) && s->f_rate[h] > r * (1.0 + TOLERANCE)) {
+            for (int64_t i = 0; i < s->ln[l].members.n; ++i) {
+                int64_t h = s->ln[l].members.v[i];
+                if (!in_u(s, h) && s->fl[h].rate > r * (1.0 + TOLERANCE)) {
                     if (join_u(s, h) < 0) return -1;
                     ++joined;
                 }
@@ -406,21 +438,21 @@ static int64_t check_u(Sim *s) {
         }
         if (joined == 0) {  /* cannot happen for an exact filling; take its neighbours */
             ROUTE(s, u, p) {
-                int64_t l = s->rlinks[p];
-                for (int64_t i = 0; i < s->members[l].n; ++i)
-                    if (join_u(s, s->members[l].v[i]) < 0) return -1;
+                int64_t l = HOP(s, u, p);
+                for (int64_t i = 0; i < s->ln[l].members.n; ++i)
+                    if (join_u(s, s->ln[l].members.v[i]) < 0) return -1;
             }
         }
     }
     /* held flows on the links whose load changed: U's and those flows left */
     for (int64_t k = 0; k < s->touched.n + s->removed_links.n; ++k) {
         int64_t l = k < s->touched.n ? s->touched.v[k] : s->removed_links.v[k - s->touched.n];
-        for (int64_t i = 0; i < s->members[l].n; ++i) {
-            int64_t g = s->members[l].v[i];
-            if (s->f_mark[g] >= s->epoch || s->f_checked[g] == stamp) continue;
-            s->f_checked[g] = stamp;
-            int64_t b = s->f_bottleneck[g];  /* a bottleneck whose load did not change holds */
-            if (s->l_mark[b] != s->epoch && s->l_removed_mark[b] != s->rate_updates) continue;
+        for (int64_t i = 0; i < s->ln[l].members.n; ++i) {
+            int64_t g = s->ln[l].members.v[i];
+            if (s->fl[g].mark >= s->epoch || s->fl[g].checked == stamp) continue;
+            s->fl[g].checked = stamp;
+            int64_t b = s->fl[g].bottleneck;  /* a bottleneck whose load did not change holds */
+            if (s->ln[b].mark != s->epoch && s->ln[b].removed_mark != s->rate_updates) continue;
             if (!has_bottleneck(s, g, stamp) && join_u(s, g) < 0) return -1;
         }
     }
@@ -429,7 +461,7 @@ static int64_t check_u(Sim *s) {
 
 static int join_all(Sim *s) {  /* every flow in the network that crosses a link */
     for (int64_t g = 0; g < s->nslots; ++g)
-        if (s->f_start[g] >= 0 && s->roff[s->f_msg[g]] < s->roff[s->f_msg[g] + 1]
+        if (s->f_start[g] >= 0 && s->fl[g].hops > 0
                 && join_u(s, g) < 0)
             return -1;
     return 0;
@@ -440,7 +472,7 @@ static int update_rates(Sim *s) {
     s->members_u.n = 0;
     for (int64_t k = 0; k < s->added.n; ++k) {
         int64_t g = s->added.v[k];
-        if (s->roff[s->f_msg[g]] == s->roff[s->f_msg[g] + 1]) {
+        if (s->fl[g].hops == 0) {
             if (set_rate(s, g, s->bandwidth) < 0) return -1;  /* on one node: unbounded */
         } else if (join_u(s, g) < 0) {
             return -1;
@@ -448,9 +480,9 @@ static int update_rates(Sim *s) {
     }
     for (int64_t k = 0; k < s->removed_links.n; ++k) {  /* who may gain where flows left */
         int64_t l = s->removed_links.v[k];
-        for (int64_t i = 0; i < s->members[l].n; ++i) {
-            int64_t g = s->members[l].v[i];
-            if (s->f_bottleneck[g] == l && join_u(s, g) < 0) return -1;
+        for (int64_t i = 0; i < s->ln[l].members.n; ++i) {
+            int64_t g = s->ln[l].members.v[i];
+            if (s->fl[g].bottleneck == l && join_u(s, g) < 0) return -1;
         }
     }
     s->added.n = 0;
@@ -469,8 +501,8 @@ static int update_rates(Sim *s) {
     }
     for (int64_t k = 0; k < s->members_u.n; ++k) {
         int64_t g = s->members_u.v[k];
-        if (s->f_new[g] != s->f_rate[g])
-            if (set_rate(s, g, s->f_new[g]) < 0) return -1;
+        if (s->fl[g].new != s->fl[g].rate)
+            if (set_rate(s, g, s->fl[g].new) < 0) return -1;
     }
     s->removed_links.n = 0;
     ++s->rate_updates;  /* also the stamp of the links flows leave before the next update */
@@ -562,7 +594,7 @@ static int drain_first(Sim *s, double soonest) {
     qsort_r(s->done.v, (size_t)s->done.n, sizeof(int64_t), by_start, s);
     s->now = start + soonest;
     for (int64_t k = 0; k < s->done.n; ++k) {
-        int64_t slot = s->done.v[k], msg = s->f_msg[slot];
+        int64_t slot = s->done.v[k], msg = s->fl[slot].msg;
         if (push_event(s, s->now + s->latency[msg], ARRIVED, msg) < 0) return -1;
         if (end_flow(s, slot) < 0) return -1;
     }
@@ -612,16 +644,12 @@ static void release(Sim *s, int64_t nranks) {
             free(s->pending[r].heap.v);
         }
     free(s->pending);
-    free(s->f_msg); free(s->f_version); free(s->f_start); free(s->f_mark); free(s->f_checked);
-    free(s->f_bottleneck);
-    free(s->f_rate); free(s->f_left); free(s->f_time); free(s->f_new);
-    free(s->f_frozen);
+    free(s->fl); free(s->f_version); free(s->f_start); free(s->f_left); free(s->f_time);
+    free(s->f_route);
     free(s->free_slots.v); free(s->added.v); free(s->removed_links.v); free(s->members_u.v);
     free(s->done.v); free(s->finish.v); free(s->touched.v); free(s->fill.v);
-    if (s->members) for (int64_t l = 0; l < s->nlinks; ++l) free(s->members[l].v);
-    free(s->members);
-    free(s->l_mark); free(s->l_count); free(s->l_stat_mark); free(s->l_removed_mark);
-    free(s->l_left); free(s->l_usage); free(s->l_max); free(s->l_rate); free(s->l_time);
+    if (s->ln) for (int64_t l = 0; l < s->nlinks; ++l) free(s->ln[l].members.v);
+    free(s->ln); free(s->l_usage); free(s->l_max); free(s->l_rate); free(s->l_time);
 }
 
 #define NBUF 17
@@ -664,21 +692,21 @@ static PyObject *run(PyObject *self, PyObject *args) {
     s.cpu_free = calloc((size_t)nranks + 1, sizeof(double));
     s.in_flight = calloc((size_t)nranks + 1, sizeof(int64_t));
     s.pending = calloc((size_t)nranks + 1, sizeof(Pending));
-    s.members = calloc((size_t)s.nlinks + 1, sizeof(Vec));
     size_t nl = (size_t)s.nlinks + 1;
-    s.l_mark = malloc(sizeof(int64_t) * nl); s.l_count = calloc(nl, sizeof(int64_t));
-    s.l_stat_mark = malloc(sizeof(int64_t) * nl); s.l_removed_mark = malloc(sizeof(int64_t) * nl);
-    s.l_left = calloc(nl, sizeof(double)); s.l_usage = calloc(nl, sizeof(double));
+    s.ln = calloc(nl, sizeof(Link));
+    s.l_usage = calloc(nl, sizeof(double));
     s.l_max = calloc(nl, sizeof(double)); s.l_rate = calloc(nl, sizeof(double));
     s.l_time = calloc(nl, sizeof(double));
-    if (!s.waiting || !s.cpu_free || !s.in_flight || !s.pending || !s.members || !s.l_mark
-            || !s.l_count || !s.l_stat_mark || !s.l_removed_mark || !s.l_left || !s.l_usage
+    if (!s.waiting || !s.cpu_free || !s.in_flight || !s.pending || !s.ln || !s.l_usage
             || !s.l_max || !s.l_rate || !s.l_time) {
         PyErr_NoMemory();
         goto done;
     }
     memcpy(s.waiting, b[5].buf, sizeof(int64_t) * (size_t)nsteps);
-    for (int64_t l = 0; l < s.nlinks; ++l) s.l_mark[l] = s.l_stat_mark[l] = s.l_removed_mark[l] = -1;
+    for (int64_t m = 0; m < nmsgs; ++m)
+        if (s.roff[m + 1] - s.roff[m] > s.maxhops) s.maxhops = s.roff[m + 1] - s.roff[m];
+    for (int64_t l = 0; l < s.nlinks; ++l)
+        s.ln[l].mark = s.ln[l].stat_mark = s.ln[l].removed_mark = s.ln[l].held_update = -1;
     int rc = simulate(&s, nsteps, progress);
     if (rc == -1) {
         PyErr_NoMemory();
