@@ -77,7 +77,8 @@ def fake_launch(slower_without_cells: bool = True):
 def test_a_cell_size_that_puts_a_message_inline_becomes_a_rule_the_table_reads(
         tmp_path: Path) -> None:
     launch, jobs = fake_launch()
-    (rule,) = tune_job_settings(2, ROWS, QUICK, True, launch, knobs=P2P_KNOBS)
+    # 5 ranks: beyond the built-in table's 4 KiB cells (up to 4 ranks), its cells are 1 KiB
+    (rule,) = tune_job_settings(5, ROWS, QUICK, True, launch, knobs=P2P_KNOBS)
     assert (rule.name, rule.value, rule.default, rule.kept) == ("p2p_cell_bytes", 4096,
                                                                 seg.P2P_CELL_BYTES, True)
     # passes of four jobs (the defaults, no cells, 256 and 4096 B cells), then every round
@@ -86,11 +87,11 @@ def test_a_cell_size_that_puts_a_message_inline_becomes_a_rule_the_table_reads(
     assert all(rows == ROWS[1:] for _, rows in jobs[8:])
     assert [r.ratio for r in rule.checked] == pytest.approx([1.0, 0.6, 1.0])
     path = tmp_path / "t.toml"
-    path.write_text(write_table({2: {}}, machine("shm", [2], "collops tune -n 2"), "shm",
-                                {2: {}}, {2: [rule]}))
+    path.write_text(write_table({5: {}}, machine("shm", [5], "collops tune -n 5"), "shm",
+                                {5: {}}, {5: [rule]}))
     load_tuning(str(path))
-    assert tuning.setting("shm", "p2p_cell_bytes", None, str(path), 2).value == 4096
-    assert tuning.setting("shm", "p2p_cell_bytes", None, str(path), 3).value == 1024
+    assert tuning.setting("shm", "p2p_cell_bytes", None, str(path), 5).value == 4096
+    assert tuning.setting("shm", "p2p_cell_bytes", None, str(path), 6).value == 1024
     evidence = tomllib.loads(path.read_text())["protocols"]["shm"]["p2p_cell_bytes"][0][
         "evidence"]
     assert evidence["collectives"] == ["pingpong"] * 3
@@ -120,7 +121,7 @@ def in_force(monkeypatch, path: Path) -> None:
 def test_a_job_lays_out_the_cells_the_file_says_and_messages_arrive_whole(
         tmp_path: Path, monkeypatch) -> None:
     path = tmp_path / "cells.toml"
-    path.write_text(setting_file("p2p_cell_bytes", 4096, 2))
+    path.write_text(setting_file("p2p_cell_bytes", 256, 2))
     in_force(monkeypatch, path)
 
     def body(comm):
@@ -140,12 +141,13 @@ def test_a_job_lays_out_the_cells_the_file_says_and_messages_arrive_whole(
 
     try:
         for room, errors, timed in collops.spawn(body, 2, transport="shm", timeout=100):
-            assert room == 4096 - 64 and errors == []
+            assert room == 256 - 64 and errors == []
             assert timed[0][0] == "p2p" and timed[0][1] > 0
-        # bounded to 2 ranks: a job of 3 lays out the built-in cells
+        # bounded to 2 ranks: a job of 3 lays out the built-in cells (4 KiB up to 4 ranks)
         rooms = collops.spawn(lambda comm: comm.transport.point_to_point_cells().capacity, 3,
                               transport="shm", timeout=100)
-        assert rooms == [seg.P2P_CELL_BYTES - 64] * 3
+        builtin = tuning.setting("shm", "p2p_cell_bytes", None, None, 3).value
+        assert builtin == 4096 and rooms == [builtin - 64] * 3
         path.write_text(setting_file("p2p_cells", False, 2))
         config.reload_settings()
         off = collops.spawn(lambda comm: comm.transport.protocol_settings()["shm.p2p_cells"][0],
@@ -166,7 +168,8 @@ def test_a_cell_size_out_of_bounds_is_an_error_naming_the_setting(
         with pytest.raises(TransportError, match="shm.p2p_cell_bytes must be a positive "
                                                  "multiple of 64 bytes from 128 to 65536"):
             seg.Layout.for_ranks(2)
-        assert seg.Layout.for_ranks(3).p2p_cell_bytes == seg.P2P_CELL_BYTES
+        assert seg.Layout.for_ranks(3).p2p_cell_bytes == tuning.setting(
+            "shm", "p2p_cell_bytes", None, None, 3).value
     finally:
         monkeypatch.delenv("COLLOPS_TUNING_FILE")
         config.reload_settings()
@@ -190,7 +193,7 @@ def test_of_two_cell_settings_only_the_best_is_chosen_and_each_rule_is_judged_on
             out.append(("p2p", us * 1e-6))
         return out
 
-    rules = tune_job_settings(2, ROWS, QUICK, True, launch, knobs=knobs)
+    rules = tune_job_settings(5, ROWS, QUICK, True, launch, knobs=knobs)
     assert [(r.name, r.value, r.kept) for r in rules] == [
         ("single_copy_min", 524288, False), ("p2p_cell_bytes", 4096, True)]
     cells = rules[1]

@@ -80,8 +80,8 @@ class JobKnob:
 #: than CPUs: always, else from 1 or 8 MiB); the stream's chunks of 64 or 256 KiB (built in:
 #: 128 KiB); direct slots of 32 or 128 KiB a rank (built in: 64 KiB); single-copy messages
 #: split from 1 or 4 MiB on (built in: 256 KiB); point-to-point envelopes as transport
-#: messages instead of cells (built in: cells), cells of 256 B or 4 KiB (built in: 1 KiB, a
-#: payload up to about 950 B inline). A value whose job cannot start (its segment does not
+#: messages instead of cells (built in: cells), cells of 256 B, 1 KiB or 4 KiB other than the
+#: built-in size (4 KiB up to 4 ranks, a payload up to about 4000 B inline; else 1 KiB). A value whose job cannot start (its segment does not
 #: fit) is dropped.
 JOB_KNOBS: tuple[JobKnob, ...] = (
     JobKnob("single_copy_min", (524288, 8388608), quick=True, oversubscribed=False),
@@ -89,7 +89,7 @@ JOB_KNOBS: tuple[JobKnob, ...] = (
             oversubscribed=True),
     JobKnob("stream_chunk_bytes", (65536, 262144), quick=True),
     JobKnob("p2p_cells", (False,), quick=True, point_to_point=True),
-    JobKnob("p2p_cell_bytes", (256, 4096), quick=True, point_to_point=True),
+    JobKnob("p2p_cell_bytes", (256, 1024, 4096), quick=True, point_to_point=True),
     JobKnob("direct_bytes", (32768, 131072)),
     JobKnob("split_min", (1048576, 4194304)),
 )
