@@ -81,8 +81,8 @@ class JobKnob:
 #: 128 KiB); direct slots of 32 or 128 KiB a rank (built in: 64 KiB); single-copy messages
 #: split from 1 or 4 MiB on (built in: 256 KiB); point-to-point envelopes as transport
 #: messages instead of cells (built in: cells), cells of 256 B, 1 KiB or 4 KiB other than the
-#: built-in size (4 KiB up to 4 ranks, a payload up to about 4000 B inline; else 1 KiB). A value whose job cannot start (its segment does not
-#: fit) is dropped.
+#: built-in size (4 KiB up to 4 ranks, a payload up to about 4000 B inline; else 1 KiB). A
+#: value whose job cannot start (its segment does not fit) is dropped.
 JOB_KNOBS: tuple[JobKnob, ...] = (
     JobKnob("single_copy_min", (524288, 8388608), quick=True, oversubscribed=False),
     JobKnob("single_copy_min_oversubscribed", (1048576, 8388608), quick=True,
