@@ -1,10 +1,9 @@
 """Property tests across ranks (issue 15 item 9): random calls — valid, mismatched across
 ranks, or with an invalid argument on one rank or on all — on threads and shm. Either every
 rank gets numpy's answer or every rank raises a `CollopsError` within the timeout — except
-that a rank whose part of the call receives nothing (a gather's or reduce's non-root, a call
-of zero elements) may complete its part first, and so may a bcast's or scatter's reader whose
-root made the very same call (with numpy's answer: what an MPI non-root would return); nothing
-hangs; and the communicator then runs one more allreduce correctly.
+that a non-root of a rooted call whose root made the very same call may complete its part
+(with numpy's answer: what an MPI non-root would return; a call of zero elements receives
+nothing anyway); nothing hangs; and the communicator then runs one more allreduce correctly.
 
 Each example draws its call from a seed every rank shares (`collops.faults.calls`), so each
 rank computes numpy's answer for every rank itself.
@@ -52,10 +51,10 @@ INVALID: dict[str, tuple[tuple[str, ...], Any]] = {
     "x": (("allreduce", "allgather", "alltoall", "gather"), "not an array"),
     "counts": (("allgatherv",), (1,)),
 }
-#: a gather's or reduce's non-root receives nothing: it may finish before a peer objects
-RECEIVES_NOTHING_OFF_ROOT = ("gather", "reduce")
-#: a reader receives from its root: it may finish if that root made the very same call
-READS_FROM_ITS_ROOT = ("bcast", "scatter")
+#: a non-root of these meets its root's word for the call: it may finish if that root made
+#: the very same call (a gather's or reduce's receives nothing, a bcast's or scatter's what
+#: the root sent), as an MPI non-root would, while a third rank that named another raises
+ROOTED_OFF_ROOT = ("gather", "reduce", "bcast", "scatter")
 
 
 @dataclass(frozen=True)
@@ -126,13 +125,12 @@ def _empty(result: Any) -> bool:
 
 
 def _may_complete(rank: int, made: list[Any]) -> bool:
-    """Whether ``rank`` may complete its part of a call another rank fails (see above)."""
+    """Whether ``rank`` may complete its part of a call another rank fails: a non-root of a
+    rooted call whose root made the very same call (see above)."""
     mine = made[rank]
     if rank == mine.root or not 0 <= mine.root < len(made):
         return False
-    if mine.collective in RECEIVES_NOTHING_OFF_ROOT:
-        return True
-    return mine.collective in READS_FROM_ITS_ROOT and made[mine.root] == mine
+    return mine.collective in ROOTED_OFF_ROOT and made[mine.root] == mine
 
 
 def check(example: Example, reports: list[dict[str, Any]]) -> None:
