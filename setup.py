@@ -21,8 +21,9 @@ from setuptools.command.build_ext import build_ext
 #: without them would install and run several times slower)
 REQUIRED = os.environ.get("COLLOPS_REQUIRE_COMPILED") == "1"
 
-#: the header both include (their shared-memory words, spin hint and clock)
-SHARED = ["src/collops/shm/_shm_wait.h"]
+#: the headers the shared-memory runners include (their words, spin hint and clock; numpy's
+#: array head, which `collops.facade._specs` reads too)
+SHARED = ["src/collops/shm/_shm_wait.h", "src/collops/shm/_numpy_head.h"]
 
 
 class OptionalBuildExt(build_ext):
@@ -63,7 +64,7 @@ setup(cmdclass={"build_ext": OptionalBuildExt},
                    Extension("collops.runtime._slots", ["src/collops/runtime/_slots.c"],
                              optional=True, extra_compile_args=["-O2", "-std=gnu11"]),
                    Extension("collops.facade._specs", ["src/collops/facade/_specs.c"],
-                             optional=True, extra_compile_args=["-O2", "-std=gnu11"]),
+                             depends=["src/collops/shm/_numpy_head.h"], optional=True, extra_compile_args=["-O2", "-std=gnu11"]),
                    Extension("collops.sim._maxmin", ["src/collops/sim/_maxmin.c"],
                              optional=True, extra_compile_args=["-O2", "-std=gnu11"]),
                    Extension("collops.sim._flowsim", ["src/collops/sim/_flowsim.c"],

@@ -18,7 +18,8 @@ import pytest
 import collops
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNNERS = ("collops/shm/_direct.", "collops/shm/_stream.", "collops/runtime/_slots.")
+RUNNERS = ("collops/shm/_direct.", "collops/shm/_stream.", "collops/shm/_p2p.",
+           "collops/runtime/_slots.", "collops/facade/_specs.")
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,8 @@ def test_the_sdist_carries_the_c_sources_and_the_documents(dist: Path) -> None:
     with tarfile.open(_one(dist, "collops-*.tar.gz")) as sdist:
         names = {n.split("/", 1)[1] for n in sdist.getnames() if "/" in n}
     for needed in ("src/collops/shm/_direct.c", "src/collops/shm/_stream.c",
-                   "src/collops/shm/_shm_wait.h", "src/collops/runtime/_slots.c", "LICENSE",
+                   "src/collops/shm/_shm_wait.h", "src/collops/shm/_numpy_head.h",
+                   "src/collops/runtime/_slots.c", "src/collops/facade/_specs.c", "LICENSE",
                    "CHANGELOG.md", "README.md",
                    "setup.py", "pyproject.toml", "src/collops/algorithms/defaults.toml"):
         assert needed in names, needed

@@ -10,6 +10,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+#include "../shm/_numpy_head.h"
 #include <stdint.h>
 #include <string.h>
 #include <structmember.h>
@@ -23,20 +25,8 @@ static PyObject *memo;               /* `layouts._memo`: key -> (counts_of, disp
                                         counts_snap, displs_snap, size, step, layout) */
 static Py_ssize_t exact_offset;      /* where a Datatype holds its `exact` slot */
 
-/* The head of numpy's array object (`PyArrayObject_fields` in numpy's ndarraytypes.h, the
- * fields its PyArray_NDIM/DIMS/FLAGS read; the same in numpy 1.x and 2.x). Read here so
- * that the build needs no numpy headers; `buffers` checks `elements` against numpy's own
- * answers when it loads and uses the Python checks if they ever differ. */
-typedef struct {
-    PyObject_HEAD
-    char *data;
-    int nd;
-    Py_ssize_t *dimensions;
-    Py_ssize_t *strides;
-    PyObject *base;
-    PyObject *descr;
-    int flags;
-} ArrayHead;
+/* Arrays are read through numpy's array head (`_numpy_head.h`); `buffers` checks `elements`
+ * against numpy's own answers when it loads and uses the Python checks if they ever differ. */
 
 #define C_CONTIGUOUS 0x0001  /* NPY_ARRAY_C_CONTIGUOUS */
 #define WRITEABLE 0x0400     /* NPY_ARRAY_WRITEABLE */
@@ -69,12 +59,12 @@ static PyObject *configure(PyObject *self, PyObject *const *args, Py_ssize_t nar
 /* Whether `datatype.exact is arr.dtype` (the type's base is the array's own dtype). */
 static int exact_type(PyObject *arr, PyObject *datatype) {
     PyObject *exact = *(PyObject **)((char *)datatype + exact_offset);  /* NULL: unset */
-    return exact != NULL && exact != Py_None && exact == ((ArrayHead *)arr)->descr;
+    return exact != NULL && exact != Py_None && exact == ((ArrayFields *)arr)->descr;
 }
 
 /* The size of a 1-D C-contiguous array (writeable when asked), else -1. */
 static Py_ssize_t array_elements(PyObject *arr, int writable) {
-    ArrayHead *head = (ArrayHead *)arr;
+    ArrayFields *head = (ArrayFields *)arr;
     if (Py_TYPE(arr) != ndarray_type || head->nd != 1 || !(head->flags & C_CONTIGUOUS)
         || (writable && !(head->flags & WRITEABLE)))
         return -1;

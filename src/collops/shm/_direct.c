@@ -29,6 +29,7 @@
 #include <math.h>
 #include <sched.h>
 
+#include "_numpy_head.h"
 #include "_shm_wait.h"
 
 #define NSLOTS 4
@@ -45,23 +46,6 @@ enum { READ_NONE = 0, READ_COPY = 1, READ_SELF = 2, READ_REDUCE = 3, READ_TABLE 
 enum { OP_SUM = 0, OP_PROD, OP_MIN, OP_MAX, OP_BAND, OP_BOR, OP_BXOR };
 enum { DT_I1 = 0, DT_I2, DT_I4, DT_I8, DT_U1, DT_U2, DT_U4, DT_U8, DT_F4, DT_F8 };
 
-/* The head of a numpy array: its data pointer follows the object header (numpy's ABI). */
-typedef struct {
-    PyObject_HEAD
-    char *data;
-} ArrayHead;
-
-/* The leading fields of a numpy array object (numpy's ABI, the same in numpy 1 and 2). */
-typedef struct {
-    PyObject_HEAD
-    char *data;
-    int nd;
-    Py_ssize_t *dimensions;
-    Py_ssize_t *strides;
-    PyObject *base;
-    PyObject *descr;
-    int flags;
-} ArrayFields;
 
 typedef struct {
     PyObject_HEAD
@@ -499,7 +483,7 @@ static int data_of(Runner *r, PyObject *o, char **data, Py_buffer *view, int *he
         return 0;
     }
     if ((PyObject *)Py_TYPE(o) == r->ndarray) {
-        *data = ((ArrayHead *)o)->data;
+        *data = ((ArrayFields *)o)->data;
         return 0;
     }
     if (PyObject_GetBuffer(o, view, PyBUF_SIMPLE) < 0)
