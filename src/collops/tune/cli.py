@@ -24,6 +24,7 @@ from ..bench.cli import mpi_world, parse_size
 from ..bench.measure import COLLECTIVES, POINT_TO_POINT
 from ..config import reload_settings, user_tuning_file
 from ..transport.placement import BIND_POLICIES
+from . import state
 from .across import verify_in_jobs
 from .decide import Decision, summary
 from .grid import measure_job
@@ -38,6 +39,7 @@ from .jobs import (
     tune_job_settings,
 )
 from .measure import FULL, QUICK, Effort
+from .protocols import Scratch
 from .table import command_line, machine, write_table
 from .verify import Checks, Row, compare, rows_of_file, verify_job
 
@@ -129,12 +131,16 @@ def cmd_tune(args: argparse.Namespace) -> int:
     else:
         from ..runtime import spawn
         for n in counts:
+            launch = _launcher(n, args.bind_to, effort, args.transport)
+            first = state.before(launch, grid_rows(collectives, sizes))
+            _progress(f"defaults before the grid, {n} ranks: " + ", ".join(
+                f"{c} {s} B {t * 1e6:.1f} µs" for (c, s), t in first.items()))
             results[n], checks[n] = spawn(_job, n, collectives, sizes, effort, args.transport,
                                           transport=args.transport, timeout=3600,
                                           bind_to=args.bind_to)[0]
-            launch = _launcher(n, args.bind_to, effort, args.transport)
             checks[n] = verify_in_jobs(n, results[n], checks[n], args.transport, launch,
                                        args.quick, _progress)
+            checks[n] = _bracketed(n, results[n], checks[n], first, launch, args.transport)
             if args.transport == "shm":
                 kept = write_table({n: results[n]}, {}, args.transport, {n: checks[n]})
                 job_rules[n] = tune_job_settings(
@@ -162,6 +168,29 @@ def cmd_tune(args: argparse.Namespace) -> int:
         plot_report(results, args.report)
         print(f"wrote {args.report}")
     return 0
+
+
+def grid_rows(collectives: Sequence[str], sizes: Sequence[int]) -> list[JobRow]:
+    """The per-call grid's rows before refinement (a barrier's: size 0)."""
+    return [(c, s) for c in collectives if c not in POINT_TO_POINT
+            for s in ([0] if c == "barrier" else sorted(set(sizes)))]
+
+
+def _bracketed(n: int, decisions: dict[str, list[Decision]], checks: Checks,
+               first: state.Figures,
+               launch: Launch, transport: str) -> Checks:
+    """`state.bracketed`: the kept rules against the defaults once more at the end, judged
+    with the defaults' times before the grid (each refusal printed)."""
+    scratch = Scratch()
+    try:
+        out = state.bracketed(checks, first, launch, lambda c: scratch.write(
+            write_table({n: decisions}, {}, transport, {n: c})), _progress)
+    finally:
+        scratch.close()
+    for check in out.values():
+        if check.refused:
+            _progress(f"refused, {n} ranks: {check.refused}")
+    return out
 
 
 def _launcher(n: int, bind_to: str, effort: Effort, transport: str = "shm") -> Launch:
