@@ -29,7 +29,8 @@ from collops.tune.jobs import (
 from collops.tune.measure import QUICK
 from collops.tune.table import machine, write_table
 
-P2P_KNOBS = tuple(k for k in JOB_KNOBS if k.name.startswith("p2p_"))
+#: the settings of the cells ``--quick`` tries
+P2P_KNOBS = tuple(k for k in JOB_KNOBS if k.name in ("p2p_cells", "p2p_cell_bytes"))
 ROWS = job_rows(["allreduce", "pingpong"], [8, 1024, 1 << 20], True)
 
 
