@@ -14,6 +14,7 @@ from collops.algorithms.tuning import load_tuning
 from collops.tune import state
 from collops.tune.across import verify_in_jobs
 from collops.tune.grid import measure_job
+from collops.tune.jobs import JobRule, rule_lines
 from collops.tune.measure import Effort
 from collops.tune.table import machine, write_table
 from collops.tune.verify import Row, verify_job
@@ -94,11 +95,13 @@ def test_a_state_lasting_the_grid_and_the_verification_cannot_keep_a_losing_rule
     m.slow = False
     scratch = tmp_path / "rules.toml"
 
-    def write(c):
+    def write(c, rules):
+        assert rules == []
         scratch.write_text(write_table({3: decisions}, {}, "inproc", {3: c}))
         return str(scratch)
-    judged = state.bracketed(checks, first, m.launch, write)
+    judged, wide = state.bracketed(checks, [], first, m.launch, write)
     (check,) = judged.values()
+    assert wide == []
     assert check.kept is kept and bool(check.refused) is not kept
     assert m.jobs[-2:] == [("", False), (str(scratch), False)]  # the last round, one state
     path = tmp_path / "t.toml"
@@ -113,5 +116,34 @@ def test_a_state_lasting_the_grid_and_the_verification_cannot_keep_a_losing_rule
 
 def test_nothing_kept_means_no_last_round() -> None:
     m = Machine(8.0)
-    assert state.bracketed({}, {}, m.launch, lambda c: "") == {}
+    dropped = JobRule("p2p_cell_bytes", 4096, 1024, 2, (("pingpong", 1024),), (5.0,),
+                      (9.0,), 2)
+    assert state.bracketed({}, [dropped], {}, m.launch, lambda c, r: "") == ({}, [dropped])
     assert m.jobs == []
+
+
+@pytest.mark.parametrize("at_end, kept", [((1.0e-6, 5.0e-6), False), ((9.0e-6, 5.0e-6), True)])
+def test_a_job_wide_setting_is_refused_where_the_end_shows_another_state(
+        at_end: tuple[float, float], kept: bool) -> None:
+    # verified while the 1 KiB ping-pong's default took 9 µs; the setting 5 µs
+    verified = Row("pingpong", 1024, "p2p", "p2p (job-wide settings)", (9e-6, 9.2e-6, 8.9e-6),
+                   (5e-6, 5.1e-6, 4.9e-6))
+    rule = JobRule("p2p_cell_bytes", 4096, 1024, 2, (("pingpong", 1024),), (5.0,), (9.0,), 2,
+                   (verified,), kept=True)
+    launched: list[str] = []
+
+    def launch(path, rows):
+        launched.append(path)
+        assert rows == [("pingpong", 1024)]
+        return [("p2p", at_end[1] if path else at_end[0])]
+    checks, (judged,) = state.bracketed({}, [rule], {}, launch, lambda c, r: "file.toml")
+    assert launched == ["", "file.toml"] and checks == {}
+    assert judged.kept is kept
+    lines = rule_lines(judged, "test")
+    if kept:
+        assert lines[0].startswith("[[protocols.shm.p2p_cell_bytes]]")
+    else:
+        assert lines == ["# dropped after verification: protocols.shm.p2p_cell_bytes = 4096, "
+                         "2 ranks: verified, then refused: pingpong 1024 B: the default took "
+                         "1.0 µs after the verification (9.0 µs in the verification), the "
+                         "rules 5.0 µs: the machine changed state"]

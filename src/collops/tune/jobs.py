@@ -114,6 +114,8 @@ class JobRule:
     passes: int
     checked: tuple[Row, ...] = ()
     kept: bool = False
+    #: why a setting the verification kept was refused after all (`state.judge`), or ""
+    refused: str = ""
 
     @property
     def key(self) -> str:
@@ -338,9 +340,10 @@ def rule_lines(rule: JobRule, source: str) -> list[str]:
     """A kept rule as table lines, or a comment naming a dropped one and why."""
     ratios = [round(r.ratio, 3) for r in rule.checked]
     if not rule.kept:
+        why = (f"verified, then refused: {rule.refused}" if rule.refused else
+               "tuned / default " + ", ".join(f"{x:.2f}" for x in ratios))
         return [f"# dropped after verification: protocols.{rule.key} = {rule.value!r}, "
-                f"{rule.ranks} ranks: tuned / default "
-                + ", ".join(f"{x:.2f}" for x in ratios)]
+                f"{rule.ranks} ranks: {why}"]
     evidence = {"collectives": [c for c, _ in rule.rows], "sizes": [s for _, s in rule.rows],
                 "median_us": list(rule.median_us),
                 "default_median_us": list(rule.default_median_us),

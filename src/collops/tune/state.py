@@ -9,7 +9,10 @@ row's default that took a time there outside the modes the verification saw (`MO
 the machine changed state during the run; the rule is then kept only if it is no slower than
 the default in that state too (`NOISE_BOUND`): at the end, the tuned job against the default
 job beside it; before the grid, where only the default was timed, the rule's fastest time
-anywhere against the default's time then. The reason a rule is refused is written in the file.
+anywhere against the default's time then. Job-wide settings (`jobs`) are judged the same way
+on their rows (the last round runs after their phase; its default is the built-in table,
+where their verification ran beside the kept rules). The reason a rule is refused is written
+in the file.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import replace
 import numpy as np
 
 from .across import MODE_GAP, NOISE_BOUND, modes
-from .jobs import JobRow, Launch
+from .jobs import JobRow, JobRule, Launch
 from .verify import Checks, Row
 
 #: a row's default time in a job of its own, seconds per call
@@ -64,44 +67,55 @@ def refusal(row: Row, first: float | None, last: tuple[float, float] | None) -> 
     return ""
 
 
-def kept_rows(checks: Checks) -> list[JobRow]:
-    """The rows of every rule the verification kept."""
+def kept_rows(checks: Checks, rules: Sequence[JobRule] = ()) -> list[JobRow]:
+    """The rows of every rule and job-wide setting the verification kept."""
     out: list[JobRow] = []
-    for (collective, _), check in checks.items():
-        for row in check.rows if check.kept else ():
-            if (collective, row.size) not in out:
-                out.append((collective, row.size))
+    found = [(collective, row.size) for (collective, _), check in checks.items()
+             for row in (check.rows if check.kept else ())]
+    found += [(row.collective, row.size) for rule in rules if rule.kept
+              for row in rule.checked]
+    for row in found:
+        if row not in out:
+            out.append(row)
     return out
 
 
-def judge(checks: Checks, first: Mapping[JobRow, float], last: Mapping[JobRow, tuple[float,
-                                                                                  float]]
-          ) -> Checks:
-    """``checks`` with each kept rule refused (`Check.refused`) where a row of it does not
-    hold in a state its verification did not see (`refusal`)."""
+def _why(rows: Sequence[Row], first: Mapping[JobRow, float],
+         last: Mapping[JobRow, tuple[float, float]]) -> str:
+    """Every row's `refusal`, joined."""
+    return "; ".join(w for w in (refusal(r, first.get((r.collective, r.size)),
+                                         last.get((r.collective, r.size))) for r in rows) if w)
+
+
+def judge(checks: Checks, first: Mapping[JobRow, float],
+          last: Mapping[JobRow, tuple[float, float]], rules: Sequence[JobRule] = ()
+          ) -> tuple[Checks, list[JobRule]]:
+    """``checks`` and the job-wide ``rules`` with each kept one refused (``refused``) where a
+    row of it does not hold in a state its verification did not see (`refusal`)."""
     out = dict(checks)
     for key, check in checks.items():
-        if not check.kept:
-            continue
-        why = [refusal(row, first.get((key[0], row.size)), last.get((key[0], row.size)))
-               for row in check.rows]
-        why = [w for w in why if w]
+        why = _why(check.rows, first, last) if check.kept else ""
         if why:
-            out[key] = replace(check, kept=False, refused="; ".join(why))
-    return out
+            out[key] = replace(check, kept=False, refused=why)
+    wide = []
+    for rule in rules:
+        why = _why(rule.checked, first, last) if rule.kept else ""
+        wide.append(replace(rule, kept=False, refused=why) if why else rule)
+    return out, wide
 
 
-def bracketed(checks: Checks, first: Figures, launch: Launch,
-              write: Callable[[Checks], str],
-              progress: Callable[[str], None] | None = None) -> Checks:
-    """The last round over the kept rules' rows (``write`` gives the tuning file of the rules
-    of a set of checks), then `judge`."""
-    rows = kept_rows(checks)
+def bracketed(checks: Checks, rules: Sequence[JobRule], first: Figures, launch: Launch,
+              write: Callable[[Checks, Sequence[JobRule]], str],
+              progress: Callable[[str], None] | None = None
+              ) -> tuple[Checks, list[JobRule]]:
+    """The last round over the kept rules' and settings' rows (``write`` gives the tuning
+    file of a set of checks and job-wide rules), then `judge`."""
+    rows = kept_rows(checks, rules)
     if not rows:
-        return dict(checks)
-    last = after(launch, write(checks), rows)
+        return dict(checks), list(rules)
+    last = after(launch, write(checks, rules), rows)
     if progress is not None:
         progress("the kept rules at the end: " + ", ".join(
             f"{c} {s} B {t * 1e6:.1f} µs (defaults {d * 1e6:.1f})"
             for (c, s), (d, t) in last.items()))
-    return judge(checks, first, last)
+    return judge(checks, first, last, rules)
