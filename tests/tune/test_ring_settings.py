@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import collops
@@ -17,6 +16,7 @@ from collops.algorithms import tuning
 from collops.errors import TransportError
 from collops.shm import segment as seg
 from collops.tune.jobs import JOB_KNOBS, setting_file
+from tests.support.pingpong import exchange
 
 
 def in_force(monkeypatch, path: Path) -> None:
@@ -33,34 +33,6 @@ def test_the_builtin_table_keeps_the_former_constants() -> None:
     assert seg.Layout.for_ranks(2).eager_limit == 8192 - seg.SLOT_HEADER
     tuned = {k.name: k for k in JOB_KNOBS}
     assert tuned["p2p_ring_cells"].point_to_point and not tuned["ring_slot_bytes"].quick
-
-
-def exchange(comm, sizes: list[int], burst: int) -> list[int]:
-    """Rank 0 sends each size to rank 1 and back; then ``burst`` messages at once, received
-    only after all were sent; the sizes or message numbers that arrived wrong."""
-    errors = []
-    for nbytes in sizes:
-        x = np.arange(nbytes // 8, dtype=np.float64) + 1
-        if comm.rank == 0:
-            comm.send(x, 1, tag=7)
-            got, _ = comm.recv(source=1, tag=8)
-        else:
-            got, _ = comm.recv(source=0, tag=7)
-            comm.send(got, 0, tag=8)
-        if not np.array_equal(got, x):
-            errors.append(nbytes)
-    if comm.rank == 0:
-        requests = [comm.isend(np.full(16, float(i)), 1, tag=i) for i in range(burst)]
-        comm.barrier()
-        for r in requests:
-            r.wait()
-    else:
-        comm.barrier()
-        for i in range(burst):
-            got, _ = comm.recv(source=0, tag=i)
-            if not np.array_equal(got, np.full(16, float(i))):
-                errors.append(-i)
-    return errors
 
 
 @pytest.mark.timeout(120)
