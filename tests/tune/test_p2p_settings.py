@@ -8,7 +8,6 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import collops
@@ -28,8 +27,10 @@ from collops.tune.jobs import (
 )
 from collops.tune.measure import QUICK
 from collops.tune.table import machine, write_table
+from tests.support.pingpong import exchange
 
-P2P_KNOBS = tuple(k for k in JOB_KNOBS if k.name.startswith("p2p_"))
+#: the settings of the cells ``--quick`` tries
+P2P_KNOBS = tuple(k for k in JOB_KNOBS if k.name in ("p2p_cells", "p2p_cell_bytes"))
 ROWS = job_rows(["allreduce", "pingpong"], [8, 1024, 1 << 20], True)
 
 
@@ -126,17 +127,7 @@ def test_a_job_lays_out_the_cells_the_file_says_and_messages_arrive_whole(
 
     def body(comm):
         room = comm.transport.point_to_point_cells().capacity
-        errors = []
-        for nbytes in (8, 1024, 3000, room - 64, room, 5000, 200000):
-            x = np.arange(nbytes // 8, dtype=np.float64) + 1
-            if comm.rank == 0:
-                comm.send(x, 1, tag=7)
-                got, _ = comm.recv(source=1, tag=8)
-            else:
-                got, _ = comm.recv(source=0, tag=7)
-                comm.send(got, 0, tag=8)
-            if not np.array_equal(got, x):
-                errors.append(nbytes)
+        errors = exchange(comm, [8, 1024, 3000, room - 64, room, 5000, 200000])
         return room, errors, time_rows(comm, [("pingpong", 1024)], QUICK)
 
     try:

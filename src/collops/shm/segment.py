@@ -78,7 +78,7 @@ SLOT_HEADER = 64
 # header words
 (H_MAGIC, H_SIZE, H_NSLOTS, H_SLOT_BYTES, H_NCHUNKS, H_CHUNK_BYTES, H_FAILED, H_CMA,
  H_DIRECT_AREAS, H_DIRECT_BYTES, H_STREAM_AREAS, H_STREAM_CHUNKS,
- H_STREAM_CHUNK_BYTES, H_P2P_CELL_BYTES) = range(14)
+ H_STREAM_CHUNK_BYTES, H_P2P_CELL_BYTES, H_P2P_CELLS) = range(15)
 
 # rank block words (relative to the rank's line)
 R_STATE, R_PID, R_SLEEPING, R_DOORBELL, R_STATUS = range(5)
@@ -123,6 +123,10 @@ COUNTER_BYTES = COUNTED_CONTEXTS * 8
 #: bounds a table's value must keep (a multiple of 64)
 P2P_CELL_BYTES = 1024
 P2P_CELL_BOUNDS = (128, 65536)
+#: the bounds of a table's cells per pair ring (``protocols.shm.p2p_ring_cells``) and of its
+#: pair ring slot's bytes (``protocols.shm.ring_slot_bytes``, a multiple of 64)
+P2P_RING_CELL_BOUNDS = (2, 4096)
+RING_SLOT_BOUNDS = (128, 65536)
 #: the control lines of a cell ring: consumed counter, sender's waiting flag
 CELL_CONTROL = 2 * LINE
 #: bytes per rank a job's segment takes at most (``COLLOPS_SHM_PER_RANK``), besides
@@ -155,6 +159,9 @@ class Layout:
     stream_chunks: int = DEFAULT_STREAM_CHUNKS
     stream_chunk_bytes: int = DEFAULT_STREAM_CHUNK_BYTES
     p2p_cell_bytes: int = P2P_CELL_BYTES
+    #: cells of one pair's point-to-point ring (``protocols.shm.p2p_ring_cells``: fewer as
+    #: the pairs multiply)
+    p2p_cells: int = 64
 
     @classmethod
     def for_ranks(cls, size: int, per_rank: int | None = None) -> Layout:
@@ -240,11 +247,6 @@ class Layout:
                          * self.stream_rank_bytes, LINE)
 
     @property
-    def p2p_cells(self) -> int:
-        """Cells of one pair's point-to-point ring (fewer as the pairs multiply)."""
-        return 64 if self.size <= 4 else 16 if self.size <= 16 else 4
-
-    @property
     def cell_ring_bytes(self) -> int:
         """Bytes of one pair's cell ring: its control lines and cells."""
         return CELL_CONTROL + self.p2p_cells * self.p2p_cell_bytes
@@ -324,32 +326,52 @@ def _round_up(n: int, multiple: int) -> int:
     return (n + multiple - 1) // multiple * multiple
 
 
-#: sizes of the layout the selection tables set (``protocols.shm.<name>``, read as the job's
-#: segment is laid out; a tuning file may set them per rank count, as `collops tune` does),
-#: each a positive multiple of this many bytes
-TABLED_SIZES = {"direct_bytes": 4096, "stream_chunk_bytes": 4096, "p2p_cell_bytes": 64}
+@dataclass(frozen=True)
+class Tabled:
+    """A number of the layout the selection tables set: its `Layout` field, the multiple it
+    must be of, its bounds (``high`` None: none) and its unit in errors."""
+
+    field: str
+    multiple: int
+    low: int
+    high: int | None = None
+    unit: str = "bytes"
+
+
+#: numbers of the layout the selection tables set (``protocols.shm.<name>``, read as the
+#: job's segment is laid out; a tuning file may set them per rank count, as `collops tune`
+#: does): the direct slots, the stream's chunks, the point-to-point cells and their count per
+#: pair ring, the pair ring's slots (an eager message's most bytes, besides `SLOT_HEADER`)
+TABLED_SIZES = {
+    "direct_bytes": Tabled("direct_bytes", 4096, 4096),
+    "stream_chunk_bytes": Tabled("stream_chunk_bytes", 4096, 4096),
+    "p2p_cell_bytes": Tabled("p2p_cell_bytes", 64, *P2P_CELL_BOUNDS),
+    "p2p_ring_cells": Tabled("p2p_cells", 1, *P2P_RING_CELL_BOUNDS, unit="cells"),
+    "ring_slot_bytes": Tabled("slot_bytes", 64, *RING_SLOT_BOUNDS),
+}
 
 
 def _tabled_sizes(size: int) -> dict[str, int]:
-    """The `TABLED_SIZES` the selection tables give a job of ``size`` ranks (point-to-point
-    cells within `P2P_CELL_BOUNDS`); `TransportError` when the tuning file in force cannot be
-    read or gives a size out of bounds."""
+    """The `TABLED_SIZES` the selection tables give a job of ``size`` ranks, by `Layout`
+    field; `TransportError` when the tuning file in force cannot be read or gives a number
+    out of bounds."""
     from ..algorithms import tuning
 
     found = {}
-    for name, multiple in TABLED_SIZES.items():
+    for name, t in TABLED_SIZES.items():
         try:
             rule = tuning.setting("shm", name, None, config.settings.tuning_file, size)
         except ArgumentError as exc:
             raise TransportError(f"the layout of a job of {size} ranks: {exc}") from exc
         value = rule.value
-        low, high = P2P_CELL_BOUNDS if name == "p2p_cell_bytes" else (multiple, None)
-        if (isinstance(value, bool) or not isinstance(value, int) or value < low
-                or value % multiple or (high is not None and value > high)):
-            bounds = "" if high is None else f" from {low} to {high}"
-            raise TransportError(f"{rule.where}: shm.{name} must be a positive multiple of "
-                                 f"{multiple} bytes{bounds}, not {value!r}")
-        found[name] = value
+        if (isinstance(value, bool) or not isinstance(value, int) or value < t.low
+                or value % t.multiple or (t.high is not None and value > t.high)):
+            bounds = "" if t.high is None else f" from {t.low} to {t.high}"
+            what = (f"a positive multiple of {t.multiple} {t.unit}" if t.multiple > 1
+                    else f"a whole number of {t.unit}")
+            raise TransportError(f"{rule.where}: shm.{name} must be {what}{bounds}, "
+                                 f"not {value!r}")
+        found[t.field] = value
     return found
 
 
@@ -420,6 +442,7 @@ def create_job(size: int, layout: Layout | None = None, single_copy: bool | None
             words[H_STREAM_CHUNKS] = layout.stream_chunks
             words[H_STREAM_CHUNK_BYTES] = layout.stream_chunk_bytes
             words[H_P2P_CELL_BYTES] = layout.p2p_cell_bytes
+            words[H_P2P_CELLS] = layout.p2p_cells
             words[H_MAGIC] = MAGIC
             words.release()
     except BaseException:
@@ -495,7 +518,8 @@ class Segment:
                              int(w[H_NCHUNKS]), int(w[H_CHUNK_BYTES]),
                              int(w[H_DIRECT_AREAS]), int(w[H_DIRECT_BYTES]),
                              int(w[H_STREAM_AREAS]), int(w[H_STREAM_CHUNKS]),
-                             int(w[H_STREAM_CHUNK_BYTES]), int(w[H_P2P_CELL_BYTES]))
+                             int(w[H_STREAM_CHUNK_BYTES]), int(w[H_P2P_CELL_BYTES]),
+                             int(w[H_P2P_CELLS]))
         self._anchor = ctypes.c_char.from_buffer(self.map)
         self.address = ctypes.addressof(self._anchor)
 

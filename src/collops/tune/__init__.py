@@ -5,7 +5,9 @@ ranks of a job, in passes spread over the run (`measure` holds the timing itself
 turns the timings into rules (a winner only where it beats the default by more than the noise
 in every round of every pass, sizes between measured ones split at their geometric mean);
 `verify` re-times each rule against the defaults with the rules in force and drops those that
-do not hold; `table` writes them in the selection table's own format with their evidence and
+do not hold (`across`: again in jobs of their own; `state`: against the defaults' times before
+the grid and once more at the end, so a machine state lasting the whole verification cannot
+keep a rule); `table` writes them in the selection table's own format with their evidence and
 the machine they came from. `jobs` tunes the settings a shared-memory job reads as it starts
 (``protocols.shm.*``), a job per candidate value.
 """

@@ -24,6 +24,7 @@ from ..bench.cli import mpi_world, parse_size
 from ..bench.measure import COLLECTIVES, POINT_TO_POINT
 from ..config import reload_settings, user_tuning_file
 from ..transport.placement import BIND_POLICIES
+from . import state
 from .across import verify_in_jobs
 from .decide import Decision, summary
 from .grid import measure_job
@@ -38,6 +39,7 @@ from .jobs import (
     tune_job_settings,
 )
 from .measure import FULL, QUICK, Effort
+from .protocols import Scratch
 from .table import command_line, machine, write_table
 from .verify import Checks, Row, compare, rows_of_file, verify_job
 
@@ -129,10 +131,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
     else:
         from ..runtime import spawn
         for n in counts:
+            launch = _launcher(n, args.bind_to, effort, args.transport)
+            first = state.before(launch, grid_rows(collectives, sizes, n, args.transport))
+            _progress(f"defaults before the grid, {n} ranks: " + ", ".join(
+                f"{c} {s} B {t * 1e6:.1f} µs" for (c, s), t in first.items()))
             results[n], checks[n] = spawn(_job, n, collectives, sizes, effort, args.transport,
                                           transport=args.transport, timeout=3600,
                                           bind_to=args.bind_to)[0]
-            launch = _launcher(n, args.bind_to, effort, args.transport)
             checks[n] = verify_in_jobs(n, results[n], checks[n], args.transport, launch,
                                        args.quick, _progress)
             if args.transport == "shm":
@@ -140,6 +145,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 job_rules[n] = tune_job_settings(
                     n, job_rows(collectives, sizes, args.quick), effort, args.quick,
                     launch, _progress, base=kept)
+            checks[n], job_rules[n] = _bracketed(n, results[n], checks[n],
+                                                 job_rules.get(n, []), first, launch,
+                                                 args.transport)
         transport, mpi = args.transport, None
     output = Path(args.output or user_tuning_file())
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -162,6 +170,33 @@ def cmd_tune(args: argparse.Namespace) -> int:
         plot_report(results, args.report)
         print(f"wrote {args.report}")
     return 0
+
+
+def grid_rows(collectives: Sequence[str], sizes: Sequence[int], ranks: int,
+              transport: str) -> list[JobRow]:
+    """The rows a tuning run can make rules at, before refinement: the per-call grid's (a
+    barrier's: size 0), and on shm with two ranks or more the ping-pong rows of the job-wide
+    phase."""
+    return [(c, s) for c in collectives
+            if c not in POINT_TO_POINT or (transport == "shm" and ranks >= 2)
+            for s in ([0] if c == "barrier" else sorted(set(sizes)))]
+
+
+def _bracketed(n: int, decisions: dict[str, list[Decision]], checks: Checks,
+               rules: list[JobRule], first: state.Figures, launch: Launch,
+               transport: str) -> tuple[Checks, list[JobRule]]:
+    """`state.bracketed`: the kept rules against the defaults once more at the end, judged
+    with the defaults' times before the grid (each refusal printed)."""
+    scratch = Scratch()
+    try:
+        out, wide = state.bracketed(checks, rules, first, launch, lambda c, r: scratch.write(
+            write_table({n: decisions}, {}, transport, {n: c}, {n: r})), _progress)
+    finally:
+        scratch.close()
+    for why in [c.refused for c in out.values()] + [r.refused for r in wide]:
+        if why:
+            _progress(f"refused, {n} ranks: {why}")
+    return out, wide
 
 
 def _launcher(n: int, bind_to: str, effort: Effort, transport: str = "shm") -> Launch:

@@ -81,8 +81,10 @@ class JobKnob:
 #: 128 KiB); direct slots of 32 or 128 KiB a rank (built in: 64 KiB); single-copy messages
 #: split from 1 or 4 MiB on (built in: 256 KiB); point-to-point envelopes as transport
 #: messages instead of cells (built in: cells), cells of 256 B, 1 KiB or 4 KiB other than the
-#: built-in size (4 KiB up to 4 ranks, a payload up to about 4000 B inline; else 1 KiB). A
-#: value whose job cannot start (its segment does not fit) is dropped.
+#: built-in size (4 KiB up to 4 ranks, a payload up to about 4000 B inline; else 1 KiB), 16 or
+#: 256 cells per pair ring (built in: 64 up to 4 ranks, 16 up to 16, else 4); the pair ring's
+#: slots of 4 or 32 KiB (built in: 8 KiB; an eager message takes a slot less its 64-byte
+#: header). A value whose job cannot start (its segment does not fit) is dropped.
 JOB_KNOBS: tuple[JobKnob, ...] = (
     JobKnob("single_copy_min", (524288, 8388608), quick=True, oversubscribed=False),
     JobKnob("single_copy_min_oversubscribed", (1048576, 8388608), quick=True,
@@ -90,6 +92,8 @@ JOB_KNOBS: tuple[JobKnob, ...] = (
     JobKnob("stream_chunk_bytes", (65536, 262144), quick=True),
     JobKnob("p2p_cells", (False,), quick=True, point_to_point=True),
     JobKnob("p2p_cell_bytes", (256, 1024, 4096), quick=True, point_to_point=True),
+    JobKnob("p2p_ring_cells", (16, 256), point_to_point=True),
+    JobKnob("ring_slot_bytes", (4096, 32768)),
     JobKnob("direct_bytes", (32768, 131072)),
     JobKnob("split_min", (1048576, 4194304)),
 )
@@ -110,6 +114,8 @@ class JobRule:
     passes: int
     checked: tuple[Row, ...] = ()
     kept: bool = False
+    #: why a setting the verification kept was refused after all (`state.judge`), or ""
+    refused: str = ""
 
     @property
     def key(self) -> str:
@@ -334,9 +340,10 @@ def rule_lines(rule: JobRule, source: str) -> list[str]:
     """A kept rule as table lines, or a comment naming a dropped one and why."""
     ratios = [round(r.ratio, 3) for r in rule.checked]
     if not rule.kept:
+        why = (f"verified, then refused: {rule.refused}" if rule.refused else
+               "tuned / default " + ", ".join(f"{x:.2f}" for x in ratios))
         return [f"# dropped after verification: protocols.{rule.key} = {rule.value!r}, "
-                f"{rule.ranks} ranks: tuned / default "
-                + ", ".join(f"{x:.2f}" for x in ratios)]
+                f"{rule.ranks} ranks: {why}"]
     evidence = {"collectives": [c for c, _ in rule.rows], "sizes": [s for _, s in rule.rows],
                 "median_us": list(rule.median_us),
                 "default_median_us": list(rule.default_median_us),

@@ -135,7 +135,9 @@ def _dropped(name: str, ranks: int, r: Range, check: Check | None) -> str:
     why = ("not verified" if check is None or not check.rows else
            "tuned / default " + ", ".join(f"{row.ratio:.2f} ({row.tuned_algorithm})"
                                           for row in check.rows))
-    if check is not None and check.jobs:
+    if check is not None and check.refused:
+        why = "verified, then refused: " + check.refused
+    elif check is not None and check.jobs:
         why += " in jobs of their own; slowest mode " + ", ".join(
             f"{worst_ratio(row):.2f}" for row in check.rows)
     return (f"# dropped after verification: {name} {r.decisions[0].best.label}, "

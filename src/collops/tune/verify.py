@@ -83,12 +83,15 @@ def compare(comm: Any, path: str, rows: Sequence[tuple[str, int]], rounds: int,
 
 @dataclass(frozen=True)
 class Check:
-    """The verification of one rule: its rows, whether it is kept, and whether the rows are
-    rounds of jobs of their own (`across.verify_in_jobs`) rather than of the tuning job."""
+    """The verification of one rule: its rows, whether it is kept, whether the rows are
+    rounds of jobs of their own (`across.verify_in_jobs`) rather than of the tuning job, and
+    why the machine's state over the run refused it (`state.judge`)."""
 
     rows: tuple[Row, ...]
     kept: bool
     jobs: bool = False
+    #: why a rule the verification kept was refused after all (`state.judge`), or ""
+    refused: str = ""
 
 
 #: (collective, min_bytes) of a rule -> its verification
