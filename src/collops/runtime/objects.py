@@ -304,8 +304,8 @@ def scatter_object(comm: Comm, objs: Sequence[Any] | None, root: int = 0, *,
 def _encode_rows(codec: Any, rows: np.ndarray, objs: Sequence[Any]) -> list[list[np.ndarray]]:
     """Each of ``objs`` pickled once into its slot of ``rows``; when one does not fit, every
     slot says so and the frames of every object come back (else none)."""
-    bigs = [codec.encode(rows, j * SLOT, SLOT, o) for j, o in enumerate(objs)]
-    if all(big is None for big in bigs):
+    bigs = codec.encode_rows(rows, SLOT, objs)
+    if bigs is None:
         return []
     frames = [_slot_frames(rows, j) if big is None else _frames(*big)
               for j, big in enumerate(bigs)]
