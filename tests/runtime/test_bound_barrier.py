@@ -47,19 +47,23 @@ def test_a_bound_barrier_waits_for_every_rank(tmp_path):
     assert results[0][1] == [True] * 20
 
 
-def _barrier_against(comm, other):
-    for _ in range(5):
-        comm.barrier()
+def _raised(call):
+    """(name, text) of the collops error ``call`` raised, or ("no error", "")."""
     try:
-        if comm.rank == 0:
-            comm.barrier()
-        elif other == "allreduce":
-            comm.allreduce(np.ones(1))
-        else:
-            comm.bcast(np.ones(1), 1)
+        call()
     except collops.CollopsError as exc:
         return type(exc).__name__, str(exc)
     return "no error", ""
+
+
+def _barrier_against(comm, other):
+    for _ in range(5):
+        comm.barrier()
+    if comm.rank == 0:
+        return _raised(comm.barrier)
+    if other == "allreduce":
+        return _raised(lambda: comm.allreduce(np.ones(1)))
+    return _raised(lambda: comm.bcast(np.ones(1), 1))
 
 
 @pytest.mark.timeout(60)
@@ -81,11 +85,7 @@ def _alone(comm):
         time.sleep(2.0)  # alive, in no call: rank 0's next barrier waits for it in vain
         return "left", ""
     comm.barrier()
-    try:
-        comm.barrier()
-    except collops.CollopsError as exc:
-        return type(exc).__name__, str(exc)
-    return "no error", ""
+    return _raised(comm.barrier)
 
 
 @pytest.mark.timeout(60)
