@@ -119,6 +119,20 @@ static PyObject *encode_into(char *dst, Py_ssize_t slot, PyObject *obj) {
     return pair;
 }
 
+/* A writable view of `buffer` holding `count` slots of `slot` bytes from byte `at`: 0, or -1
+ * with an exception set (`what` names the caller) and nothing held. */
+static int slots_view(PyObject *buffer, Py_ssize_t at, Py_ssize_t slot, Py_ssize_t count,
+                      Py_buffer *view, const char *what) {
+    if (PyObject_GetBuffer(buffer, view, PyBUF_WRITABLE) < 0)
+        return -1;
+    if (at < 0 || slot < HEAD || count < 0 || count > (view->len - at) / slot) {
+        PyBuffer_Release(view);
+        PyErr_Format(PyExc_ValueError, "%s: the slots lie outside the buffer", what);
+        return -1;
+    }
+    return 0;
+}
+
 /* encode(buffer, at, slot, obj) -> None | (pickle, buffers): obj pickled once into the slot
  * at byte `at` of `buffer` (None), else the slot says TOO_BIG and the pickle and its
  * out-of-band buffers come back for the frames' path. */
@@ -129,14 +143,11 @@ static PyObject *encode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_ssize_t at = PyLong_AsSsize_t(args[1]);
     Py_ssize_t slot = PyLong_AsSsize_t(args[2]);
-    if ((at == -1 || slot == -1) && PyErr_Occurred()) return NULL;
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) return NULL;
-    PyObject *got = NULL;
-    if (at < 0 || slot < HEAD || at + slot > view.len)
-        PyErr_SetString(PyExc_ValueError, "encode: the slot lies outside the buffer");
-    else
-        got = encode_into((char *)view.buf + at, slot, args[3]);
+    if (((at == -1 || slot == -1) && PyErr_Occurred())
+        || slots_view(args[0], at, slot, 1, &view, "encode") < 0)
+        return NULL;
+    PyObject *got = encode_into((char *)view.buf + at, slot, args[3]);
     PyBuffer_Release(&view);
     return got;
 }
@@ -155,15 +166,11 @@ static PyObject *encode_rows(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (objs == NULL) return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(objs);
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {
+    if (slots_view(args[0], 0, slot, n, &view, "encode_rows") < 0) {
         Py_DECREF(objs);
         return NULL;
     }
     PyObject *out = NULL, *got;
-    if (slot < HEAD || n * slot > view.len) {
-        PyErr_SetString(PyExc_ValueError, "encode_rows: the slots lie outside the buffer");
-        goto done;
-    }
     for (Py_ssize_t j = 0; j < n; j++) {
         got = encode_into((char *)view.buf + j * slot, slot, PyTuple_GET_ITEM(objs, j));
         if (got == NULL)
