@@ -44,6 +44,95 @@ static PyObject *keep_large(PyObject *self, PyObject *buffer) {
 static PyMethodDef keep_large_def = {"keep_large", keep_large, METH_O,
                                      "Keep a large buffer out of band."};
 
+/* Whether pickling `obj` can meet no out-of-band buffer: a plain scalar, string or bytes,
+ * or a small tuple, list or dict of them (`depth` levels deep); only PickleBuffer-aware
+ * objects, numpy arrays among them, hand pickle a buffer. Then no buffer callback is made. */
+#define PLAIN_ITEMS 16
+static int plain(PyObject *obj, int depth) {
+    PyTypeObject *t = Py_TYPE(obj);
+    if (t == &PyLong_Type || t == &PyFloat_Type || t == &PyUnicode_Type ||
+        t == &PyBool_Type || obj == Py_None || t == &PyBytes_Type)
+        return 1;
+    if (depth == 0)
+        return 0;
+    if (t == &PyTuple_Type || t == &PyList_Type) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+        if (n > PLAIN_ITEMS)
+            return 0;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (!plain(PySequence_Fast_GET_ITEM(obj, i), depth - 1))
+                return 0;
+        return 1;
+    }
+    if (t == &PyDict_Type && PyDict_GET_SIZE(obj) <= PLAIN_ITEMS) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(obj, &pos, &key, &value))
+            if (!plain(key, depth - 1) || !plain(value, depth - 1))
+                return 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* `obj` pickled into the `slot` bytes at `dst`: None when it fits (the header its length),
+ * else the header says TOO_BIG and (pickle, out-of-band buffers) comes back; NULL on an
+ * error. */
+static PyObject *encode_into(char *dst, Py_ssize_t slot, PyObject *obj) {
+    PyObject *buffers = PyList_New(0), *main;
+    if (buffers == NULL) return NULL;
+    if (plain(obj, 2)) {
+        PyObject *call[2] = {obj, protocol};
+        main = PyObject_Vectorcall(pickle_dumps, call, 2, NULL);
+    } else {
+        PyObject *state = Py_BuildValue("(On)", buffers, slot - HEAD);
+        PyObject *append = state == NULL ? NULL : PyCFunction_New(&keep_large_def, state);
+        Py_XDECREF(state);
+        if (append == NULL) {
+            Py_DECREF(buffers);
+            return NULL;
+        }
+        PyObject *call[3] = {obj, protocol, append};
+        main = PyObject_Vectorcall(pickle_dumps, call, 2, callback_kw);
+        Py_DECREF(append);
+    }
+    if (main == NULL) {
+        Py_DECREF(buffers);
+        return NULL;
+    }
+    Py_ssize_t n = PyBytes_GET_SIZE(main);
+    int64_t head = TOO_BIG;
+    int fits = PyList_GET_SIZE(buffers) == 0 && n <= slot - HEAD;
+    if (fits) {
+        head = (int64_t)n;
+        memcpy(dst + HEAD, PyBytes_AS_STRING(main), (size_t)n);
+    }
+    memcpy(dst, &head, HEAD);
+    if (fits) {
+        Py_DECREF(main);
+        Py_DECREF(buffers);
+        Py_RETURN_NONE;
+    }
+    PyObject *pair = PyTuple_Pack(2, main, buffers);
+    Py_DECREF(main);
+    Py_DECREF(buffers);
+    return pair;
+}
+
+/* A writable view of `buffer` holding `count` slots of `slot` bytes from byte `at`: 0, or -1
+ * with an exception set (`what` names the caller) and nothing held. */
+static int slots_view(PyObject *buffer, Py_ssize_t at, Py_ssize_t slot, Py_ssize_t count,
+                      Py_buffer *view, const char *what) {
+    if (PyObject_GetBuffer(buffer, view, PyBUF_WRITABLE) < 0)
+        return -1;
+    if (at < 0 || slot < HEAD || count < 0 || count > (view->len - at) / slot) {
+        PyBuffer_Release(view);
+        PyErr_Format(PyExc_ValueError, "%s: the slots lie outside the buffer", what);
+        return -1;
+    }
+    return 0;
+}
+
 /* encode(buffer, at, slot, obj) -> None | (pickle, buffers): obj pickled once into the slot
  * at byte `at` of `buffer` (None), else the slot says TOO_BIG and the pickle and its
  * out-of-band buffers come back for the frames' path. */
@@ -54,53 +143,61 @@ static PyObject *encode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_ssize_t at = PyLong_AsSsize_t(args[1]);
     Py_ssize_t slot = PyLong_AsSsize_t(args[2]);
-    if ((at == -1 || slot == -1) && PyErr_Occurred()) return NULL;
-    PyObject *buffers = PyList_New(0);
-    if (buffers == NULL) return NULL;
-    PyObject *state = Py_BuildValue("(On)", buffers, slot - HEAD);
-    PyObject *append = state == NULL ? NULL : PyCFunction_New(&keep_large_def, state);
-    Py_XDECREF(state);
-    if (append == NULL) {
-        Py_DECREF(buffers);
-        return NULL;
-    }
-    PyObject *call[3] = {args[3], protocol, append};
-    PyObject *main = PyObject_Vectorcall(pickle_dumps, call, 2, callback_kw);
-    Py_DECREF(append);
-    if (main == NULL) {
-        Py_DECREF(buffers);
-        return NULL;
-    }
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) goto fail;
-    if (at < 0 || slot < HEAD || at + slot > view.len) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "encode: the slot lies outside the buffer");
-        goto fail;
-    }
-    char *dst = (char *)view.buf + at;
-    Py_ssize_t n = PyBytes_GET_SIZE(main);
-    int64_t head = TOO_BIG;
-    int fits = PyList_GET_SIZE(buffers) == 0 && n <= slot - HEAD;
-    if (fits) {
-        head = (int64_t)n;
-        memcpy(dst + HEAD, PyBytes_AS_STRING(main), (size_t)n);
-    }
-    memcpy(dst, &head, HEAD);
+    if (((at == -1 || slot == -1) && PyErr_Occurred())
+        || slots_view(args[0], at, slot, 1, &view, "encode") < 0)
+        return NULL;
+    PyObject *got = encode_into((char *)view.buf + at, slot, args[3]);
     PyBuffer_Release(&view);
-    if (fits) {
-        Py_DECREF(main);
-        Py_DECREF(buffers);
-        Py_RETURN_NONE;
+    return got;
+}
+
+/* encode_rows(buffer, slot, objs) -> None | list: object j of `objs` pickled once into slot j
+ * of `buffer` (None when they all fit), else each one's `encode` result (None, or the pickle
+ * and its buffers of one that did not fit). */
+static PyObject *encode_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "encode_rows(buffer, slot, objs)");
+        return NULL;
     }
-    PyObject *pair = PyTuple_Pack(2, main, buffers);
-    Py_DECREF(main);
-    Py_DECREF(buffers);
-    return pair;
+    Py_ssize_t slot = PyLong_AsSsize_t(args[1]);
+    if (slot == -1 && PyErr_Occurred()) return NULL;
+    PyObject *objs = PySequence_Tuple(args[2]);  /* a copy: pickling may change a list */
+    if (objs == NULL) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(objs);
+    Py_buffer view;
+    if (slots_view(args[0], 0, slot, n, &view, "encode_rows") < 0) {
+        Py_DECREF(objs);
+        return NULL;
+    }
+    PyObject *out = NULL, *got;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        got = encode_into((char *)view.buf + j * slot, slot, PyTuple_GET_ITEM(objs, j));
+        if (got == NULL)
+            goto fail;
+        if (got != Py_None && out == NULL) {  /* the first that did not fit: list them all */
+            out = PyList_New(n);
+            if (out == NULL) {
+                Py_DECREF(got);
+                goto done;
+            }
+            for (Py_ssize_t i = 0; i < n; i++)
+                PyList_SET_ITEM(out, i, Py_NewRef(Py_None));
+        }
+        if (out != NULL)
+            PyList_SetItem(out, j, got);  /* steals got */
+        else
+            Py_DECREF(got);
+    }
+    if (out == NULL)
+        out = Py_NewRef(Py_None);
+    goto done;
 fail:
-    Py_DECREF(main);
-    Py_DECREF(buffers);
-    return NULL;
+    Py_CLEAR(out);
+done:
+    PyBuffer_Release(&view);
+    Py_DECREF(objs);
+    return out;
 }
 
 /* decode(buffer, slot, total, first, count) -> list | None: the objects of slots first …
@@ -172,6 +269,8 @@ static PyObject *decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyMethodDef methods[] = {
     {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL,
      "Pickle an object into a slot when it fits; else the pickle and its buffers."},
+    {"encode_rows", (PyCFunction)(void (*)(void))encode_rows, METH_FASTCALL,
+     "Pickle each object of a sequence into its slot; None when all fit, else each result."},
     {"decode", (PyCFunction)(void (*)(void))decode, METH_FASTCALL,
      "Unpickle the objects of some slots, or None when one did not fit."},
     {NULL, NULL, 0, NULL},

@@ -1,6 +1,9 @@
 import pickle
+from collections.abc import Sequence
 from typing import Any
 
 def encode(buffer: Any, at: int, slot: int, obj: Any
            ) -> tuple[bytes, list[pickle.PickleBuffer]] | None: ...
+def encode_rows(buffer: Any, slot: int, objs: Sequence[Any]
+                ) -> list[tuple[bytes, list[pickle.PickleBuffer]] | None] | None: ...
 def decode(buffer: Any, slot: int, total: int, first: int, count: int) -> list[Any] | None: ...

@@ -186,9 +186,7 @@ def bcast_object(comm: Comm, obj: Any, root: int = 0, *, timeout: float | None =
     codec, own = _prepared(comm)
     slot = own.send
     big = codec.encode(slot, 0, SLOT, obj) if comm.rank == root else None
-    got_slot = comm._fast("bcast", slot, None, root, own.recv, None, t)
-    if got_slot is _SLOW:
-        got_slot = comm.bcast(slot, root, out=own.recv, timeout=t)
+    got_slot = comm.bcast(slot, root, out=own.recv, timeout=t)  # its bound runner, inline
     if comm.rank == root:
         return obj if big is None else _bcast_frames(comm, obj, _frames(*big), root, t)
     got = codec.decode(got_slot, SLOT, 1, 0, 1)
@@ -304,8 +302,8 @@ def scatter_object(comm: Comm, objs: Sequence[Any] | None, root: int = 0, *,
 def _encode_rows(codec: Any, rows: np.ndarray, objs: Sequence[Any]) -> list[list[np.ndarray]]:
     """Each of ``objs`` pickled once into its slot of ``rows``; when one does not fit, every
     slot says so and the frames of every object come back (else none)."""
-    bigs = [codec.encode(rows, j * SLOT, SLOT, o) for j, o in enumerate(objs)]
-    if all(big is None for big in bigs):
+    bigs = codec.encode_rows(rows, SLOT, objs)
+    if bigs is None:
         return []
     frames = [_slot_frames(rows, j) if big is None else _frames(*big)
               for j, big in enumerate(bigs)]

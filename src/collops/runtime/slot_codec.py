@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pickle
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 #: bytes of a slot's header, and the header of a slot whose object did not fit
@@ -44,6 +45,14 @@ def encode(buffer: Any, at: int, slot: int, obj: Any
         return None
     _HEADER.pack_into(view, at, TOO_BIG)
     return main, buffers
+
+
+def encode_rows(buffer: Any, slot: int, objs: Sequence[Any]
+                ) -> list[tuple[bytes, list[pickle.PickleBuffer]] | None] | None:
+    """Object j of ``objs`` pickled once into slot j of ``buffer`` (None when they all fit),
+    else each one's `encode` result."""
+    got = [encode(buffer, j * slot, slot, obj) for j, obj in enumerate(tuple(objs))]
+    return None if all(g is None for g in got) else got
 
 
 def decode(buffer: Any, slot: int, total: int, first: int, count: int) -> list[Any] | None:
