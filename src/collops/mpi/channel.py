@@ -10,12 +10,14 @@ collops' own message layer (headers, matching tables) lies on this path.
 
 A message names its call (the call key, `board.call_key`), so calls need not take their
 messages in order: what arrives for another call waits in the round's stash until that call's
-agreement takes it, and a message of a call older than every agreement still running on this
-rank (a call given up, whose messages nobody will take) is dropped. A rank that gives a call
-up tells its peers with the transport's markers (`given_up`), as before; a peer that runs the
-call without an agreement (a schedule, its arguments differing) learns of the agreement's
-messages from `MpiTransport.check_peers`, which looks here for the calls its receives wait for
-(`seen`).
+agreement takes it (a call's agreement may start long after later calls' agreements: it waits
+for the earlier call sharing its MPI communicator). The messages of a call whose agreement
+this rank gave up, which nobody will take, are dropped; what no agreement here ever takes (a
+call given up before its agreement started) is dropped, oldest first, once a round holds
+`STASH_LIMIT` messages. A rank that gives a call up tells its peers with the transport's
+markers (`given_up`); a peer that runs the call without an agreement (a schedule, its
+arguments differing) learns of the agreement's messages from `MpiTransport.check_peers`,
+which looks here for the calls its receives wait for (`seen`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ import numpy as np
 WORDS = 6
 #: sends kept before the finished ones are let go
 _SENDS_KEPT = 16
+#: messages a round's stash holds before the oldest are dropped; calls given up remembered
+STASH_LIMIT = 1024
 
 
 class Channel:
@@ -36,7 +40,7 @@ class Channel:
     ``comm`` (whose ranks are the collops communicator's, in order)."""
 
     __slots__ = ("comm", "rank", "size", "rounds", "inbox", "receives", "stash", "sends",
-                 "active")
+                 "abandoned")
 
     def __init__(self, comm: Any) -> None:
         self.comm = comm
@@ -47,8 +51,8 @@ class Channel:
         #: per round, the messages taken off MPI that no agreement has taken yet
         self.stash: list[list[list[int]]] = [[] for _ in range(self.rounds)]
         self.sends: list[tuple[Any, np.ndarray]] = []
-        #: ``key >> 1`` of the agreements running on this rank
-        self.active: set[int] = set()
+        #: ``key >> 1`` of the calls whose agreement this rank gave up
+        self.abandoned: set[int] = set()
 
     def source(self, round_: int) -> int:
         """The rank whose message of round ``round_`` this rank receives."""
@@ -79,24 +83,33 @@ class Channel:
             got = True
 
     def take(self, round_: int, call: int) -> list[int] | None:
-        """Call ``call``'s (``key >> 1``) message of round ``round_``, if it is in; the
-        messages of calls older than every agreement running here are dropped."""
+        """Call ``call``'s (``key >> 1``) message of round ``round_``, if it is in."""
         self.pump(round_)
         stash = self.stash[round_]
         if not stash:
             return None
-        if len(stash) == 1 and stash[0][0] >> 1 == call:
-            return stash.pop()
-        oldest = min(self.active, default=call)
-        found = None
-        kept = []
-        for words in stash:
-            if found is None and words[0] >> 1 == call:
-                found = words
-            elif words[0] >> 1 >= oldest:
-                kept.append(words)
-        stash[:] = kept
-        return found
+        if stash[0][0] >> 1 == call:
+            return stash.pop(0)
+        for i, words in enumerate(stash):
+            if words[0] >> 1 == call:
+                del stash[i]
+                return words
+        if self.abandoned:
+            stash[:] = [words for words in stash if words[0] >> 1 not in self.abandoned]
+        if len(stash) > STASH_LIMIT:
+            stash.sort(key=lambda words: words[0] >> 1)
+            del stash[: len(stash) - STASH_LIMIT // 2]
+        return None
+
+    def abandon(self, call: int) -> None:
+        """This rank gave up call ``call``'s (``key >> 1``) agreement: drop its messages."""
+        abandoned = self.abandoned
+        abandoned.add(call)
+        if len(abandoned) > STASH_LIMIT:
+            for old in sorted(abandoned)[: STASH_LIMIT // 2]:
+                abandoned.discard(old)
+        for stash in self.stash:
+            stash[:] = [words for words in stash if words[0] >> 1 != call]
 
     def seen(self, call: int, phase: int, call_bits: int) -> int | None:
         """The sender's fingerprint of a message (any round) of phase ``phase`` of the call
@@ -104,7 +117,7 @@ class Channel:
         for round_ in range(self.rounds):
             self.pump(round_)
             for words in self.stash[round_]:
-                number, their_phase = divmod((words[0] >> 1) - 1, 4)
+                number, their_phase = divmod((words[0] >> 1) - 1, 4)  # as `call_key`
                 if number & ((1 << call_bits) - 1) == call and their_phase == phase:
                     return words[1]
         return None
@@ -116,3 +129,4 @@ class Channel:
                 request.Cancel()
                 request.Wait()
         self.receives = [None] * self.rounds
+

@@ -64,7 +64,6 @@ class SpanningAgreement:
         self.key = call_key(seq, phase, blocking)
         self.call = self.key >> 1
         self.channel: Channel = transport.agreement_channel(tuple(group), context)
-        self.channel.active.add(self.call)
         self.round = self.polls = 0
         #: the others have heard that this rank gave the call up
         self.told = False
@@ -85,7 +84,6 @@ class SpanningAgreement:
 
     def _leave(self) -> None:
         """This rank takes no more messages of the call."""
-        self.channel.active.discard(self.call)
         wakers = self.transport._wakers
         if self in wakers:
             wakers.remove(self)
@@ -197,6 +195,8 @@ class SpanningAgreement:
         (`MpiTransport.give_up`) — those still waiting for its agreement messages, and any
         that runs the call another way (a schedule's messages: a mismatch the agreement found)
         and waits for its data."""
+        if not self.done:
+            self.channel.abandon(self.call)
         self._leave()
         if not self.told:
             self.told = True
