@@ -110,7 +110,6 @@ class BlockingCall:
         self.pool_key = (call.group, call.context)
         check = bool(call.params.get("check", 1)) and spec.size > 1
         self.board: Board | None = transport.board(call.group, call.context) if check else None
-        self.pool = transport._pools[self.pool_key]
         #: a communicator spanning nodes agrees on the fingerprint through MPI first
         self.agree_first = check and self.board is None
         self.fingerprint = call_fingerprint(spec, flavour.name)
@@ -137,7 +136,7 @@ class BlockingCall:
     def run(self, send: Any, recv: np.ndarray | None, seq: int, timeout: float | None,
             phase: int = 0) -> None:
         """`__call__` on buffers already checked (``send`` may be MPI_IN_PLACE)."""
-        mc = self.pool[seq % COLLECTIVE_SLOTS]
+        mc = self.transport._pools[self.pool_key][seq % COLLECTIVE_SLOTS]
         board, watchdog = self.board, self.watchdog
         if timeout is None and board is not None and not self.native.progress.active and \
                 board.enter(((seq * 4 + phase + 1) << 1) | BLOCKING, self.fingerprint,
