@@ -264,10 +264,6 @@ class MpiTransport(Transport):
             _fill(h, out, memoryview(arrived[0]), arrived[1])
         return h
 
-    def drop_receive(self, h: Handle) -> None:
-        """Forget the receive ``h``, not completed: nobody waits for it any more."""
-        self._posted.pop((h.peer, h.tag), None)
-
     def _drain(self) -> bool:
         """Take every message MPI has for us off its queue; True if there was any."""
         status, comm, any_source = self._status, self.comm, self._MPI.ANY_SOURCE
