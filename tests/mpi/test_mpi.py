@@ -178,6 +178,20 @@ def test_many_non_blocking_collectives_in_flight_complete_in_any_wait_order(n, a
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("n,algorithm", [(2, "mpi_native"), (3, "mixed"), (4, "mpi_native")])
+def test_calls_in_flight_across_nodes_each_take_their_own_agreement(n, algorithm):
+    # a node per rank: every call's agreement runs on the channel's point-to-point, many at
+    # once, each taking its own words whatever order the waits poll them in
+    proc = mpirun(n, "in_flight.py", algorithm, str(n), timeout=120,
+                  options=("-genv", "COLLOPS_RANKS_PER_NODE", "1"))
+    for rank, report in by_rank(proc, n).items():
+        assert "error" not in report, (rank, report.get("message"), report.get("traceback"))
+        assert report["failures"] == [], report["failures"]
+        assert report["calls"] == 80 and report["checked"] == 84, report
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
 @pytest.mark.timeout(60)
 def test_ranks_pinned_one_cpu_each_are_not_taken_for_oversubscribed(tmp_path):
     # mpiexec -bind-to core gives each rank a one-CPU mask; whether the ranks outnumber the

@@ -39,7 +39,7 @@ from ..algorithms.native import NativeCall
 from ..errors import CollectiveTimeout, PeerFailed, ScheduleError
 from ..transport.stall import report, watch_of
 from .abort import abort_job
-from .board import Board, call_key, raise_mismatch
+from .board import BLOCKING, Board, call_key, raise_mismatch
 from .liveness import GUARD_INTERVAL
 from .native import (
     MPI_NATIVE,
@@ -114,6 +114,7 @@ class BlockingCall:
         self.agree_first = check and self.board is None
         self.fingerprint = call_fingerprint(spec, flavour.name)
         self.others = tuple(r for r in range(spec.size) if r != call.rank)
+        self.rows = () if self.board is None else tuple(self.board.row(r) for r in self.others)
         self.operation = flavour.operation(MPI, call, True)
         self.what = f"{spec.collective}[{flavour.name}]"
         self.checked = f"{self.what}, checked before {mpi_function(spec.collective)}"
@@ -136,6 +137,25 @@ class BlockingCall:
             phase: int = 0) -> None:
         """`__call__` on buffers already checked (``send`` may be MPI_IN_PLACE)."""
         mc = self.transport._pools[self.pool_key][seq % COLLECTIVE_SLOTS]
+        board, watchdog = self.board, self.watchdog
+        if timeout is None and board is not None and not self.native.progress.active and \
+                board.enter(((seq * 4 + phase + 1) << 1) | BLOCKING, self.fingerprint,
+                            self.rows):
+            # the common case, inline: every rank of the node posted this call already
+            self.current, self.limit = seq, None
+            try:
+                if watchdog is None:
+                    self.operation(mc, send, recv)
+                else:
+                    watchdog.blocked = self
+                    try:
+                        self.operation(mc, send, recv)
+                    finally:
+                        watchdog.blocked = None
+            except self._MPI.Exception as exc:
+                raise mpi_error(self.rank, f"{self.what} call #{seq} "
+                                f"({mpi_function(self.collective)})", exc) from exc
+            return
         deadline = None if timeout is None else time.monotonic() + timeout
         if seq >= COLLECTIVE_SLOTS and self.native.progress.active:
             self._finish_earlier(seq, deadline)

@@ -76,6 +76,24 @@ class Board:
         words[at] = fingerprint
         words[at + 1] = key
 
+    def row(self, rank: int) -> int:
+        """The offset of ``rank``'s row (for `enter`)."""
+        return rank * RING * 2
+
+    def enter(self, key: int, fingerprint: int, rows: tuple[int, ...]) -> bool:
+        """`post`, then whether the ranks of ``rows`` (`row`) have all posted this very entry
+        (False: not yet, or a mismatch — `compare` tells which)."""
+        slot = ((key >> 1) % RING) * 2
+        words, at = self.words, self.mine + slot
+        words[at + 1] = 0
+        words[at] = fingerprint
+        words[at + 1] = key
+        for row in rows:
+            at = row + slot
+            if words[at + 1] != key or words[at] != fingerprint or words[at + 1] != key:
+                return False
+        return True
+
     def compare(self, key: int, fingerprint: int, ranks: Any
                 ) -> tuple[bool, tuple[int, int, int] | None]:
         """``(whether all of ranks posted key's call, the first mismatch)``; a mismatch is

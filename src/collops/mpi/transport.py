@@ -62,6 +62,7 @@ from ..transport.tags import call_of_tag_base, is_point_to_point
 from . import given_up, spanning
 from .abort import abort_job, install_abort_hook
 from .board import Board
+from .channel import Channel
 from .liveness import BlockingGuard, NodePeers, node_peers
 from .spanning import AGREEMENT_BIT
 
@@ -156,6 +157,10 @@ class MpiTransport(Transport):
         #: each pool's fingerprint board (None: its ranks span nodes), see `board`
         self._boards = {key: self._board_for(key[0], pool[0])
                         for key, pool in self._pools.items()}
+        #: each pool's agreement channel when its ranks span nodes (`spanning`)
+        self._channels = {key: Channel(self._collective_base.Dup())
+                          for key, board in self._boards.items()
+                          if board is None and len(key[0]) > 1}
         ranks_here = nodes.count(nodes[self.rank])
         s = config.settings
         self._spin_seconds = s.spin_seconds if ranks_here <= cpus_here else 0.0
@@ -258,10 +263,6 @@ class MpiTransport(Transport):
         else:
             _fill(h, out, memoryview(arrived[0]), arrived[1])
         return h
-
-    def drop_receive(self, h: Handle) -> None:
-        """Forget the receive ``h``, not completed: nobody waits for it any more."""
-        self._posted.pop((h.peer, h.tag), None)
 
     def _drain(self) -> bool:
         """Take every message MPI has for us off its queue; True if there was any."""
@@ -388,6 +389,8 @@ class MpiTransport(Transport):
         ranks = self._awaited_messages()
         for _, group in self._watched:
             ranks.update(group)
+        for waker in self._wakers:
+            ranks.update(waker.not_posted())
         ranks.discard(self.rank)
         return ranks
 
@@ -401,6 +404,8 @@ class MpiTransport(Transport):
         """Raise `PeerFailed` if a rank this one waits for ran on this node and is gone, or
         returned from its program (`liveness.FINISHED`) before sending what this rank awaits
         or posting the call this rank waits for on a board."""
+        if self._channels and self._posted:
+            spanning.cross_channels(self._channels, self._posted)
         peers = self._peers
         dead = peers.first_dead(self.awaited())
         if dead is not None:
@@ -478,7 +483,10 @@ class MpiTransport(Transport):
                     first = _returning_errors(self._MPI,
                                               base.Create_group(members, context & 0x7FFF))
                     pool = [first] + [first.Dup() for _ in range(COLLECTIVE_SLOTS - 1)]
-                    self._boards[key] = self._board_for(group, first)
+                    board = self._boards[key] = self._board_for(group, first)
+                    if board is None and len(group) > 1:
+                        self._channels[key] = Channel(_returning_errors(self._MPI,
+                                                                        first.Dup()))
             except self._MPI.Exception as exc:
                 raise mpi_error(self.rank, f"making an MPI communicator over ranks "
                                 f"{list(group)}", exc) from exc
@@ -492,6 +500,10 @@ class MpiTransport(Transport):
         """Free the MPI communicators a freed collops communicator had for MPI's own
         collectives (every member frees the same pool: MPI_Comm_free is collective)."""
         pool = self._pools.pop((tuple(group), context), None)
+        channel = self._channels.pop((tuple(group), context), None)
+        if channel is not None:
+            channel.close()
+            pool = [*(pool or ()), channel.comm]
         for mc in pool or ():
             try:
                 mc.Free()
@@ -521,6 +533,11 @@ class MpiTransport(Transport):
             return None
         return Board.for_comm(self._MPI, comm)
 
+    def agreement_channel(self, group: tuple[int, ...], context: int) -> Channel:
+        """The agreement channel of ``collective_comm``'s pool over ``group`` (spanning
+        nodes)."""
+        return self._channels[(group, context)]
+
     def board(self, group: tuple[int, ...], context: int) -> Board | None:
         """The fingerprint board of ``collective_comm``'s pool over ``group`` (made with it;
         None when its ranks span nodes or there is one)."""
@@ -548,6 +565,8 @@ class MpiTransport(Transport):
         if self._closed:
             return
         self._closed = True
+        for channel in self._channels.values():
+            channel.close()
         dead = self._peers.first_dead()
         if dead is not None:  # MPI_Finalize would wait for it for ever
             abort_job(f"collops: MPI rank {dead} (pid {self._peers.pids[dead]}) is gone; "
