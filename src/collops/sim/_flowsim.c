@@ -45,11 +45,6 @@ static int vec_push(Vec *a, int64_t x) {
     return 0;
 }
 
-static void vec_remove(Vec *a, int64_t x) {  /* swap-remove the first x */
-    for (int64_t i = 0; i < a->n; ++i)
-        if (a->v[i] == x) { a->v[i] = a->v[--a->n]; return; }
-}
-
 /* ---- binary heaps: timed events (time, sequence) and keyed entries (key, a, b) ---------- */
 typedef struct { double time; int64_t seq, item; int what; } Event;
 typedef struct { double key; int64_t a, b; } Keyed;
@@ -121,22 +116,90 @@ static int64_t pending_pop(Pending *q) {
     return steps_pop(&q->heap);
 }
 
-/* What the repair reads of a flow and of a link, one cache line each (the repair's cost is
- * memory latency: a few thousand flows and links visited per update at 4096 ranks). */
+/* The repair's cost is memory latency (a few thousand flows and links visited per update at
+ * 4096 ranks), so its data is laid out for it. A flow's record holds the fields the repair
+ * reads in one cache line and its route (copied in when it starts) in the lines right after. */
 typedef struct {
-    int64_t mark, checked, bottleneck, msg;  /* epoch of U; stamp of the check; its link */
-    double rate, new;                        /* current rate; U's rate being filled */
-    int32_t hops;                            /* links on its route (f_route) */
+    double rate, new, left, time;  /* current rate; U's rate being filled; bytes left at time */
+    int32_t mark, checked, bottleneck, msg;  /* epoch of U; stamp of the check; its link */
+    int32_t hops;                            /* links on its route */
     char frozen;
 } Flow;
+#define FLOW_HEAD 64
 
+/* A link's record: two cache lines, 128-byte aligned (fetched as a pair), with its first
+ * LINK_INLINE member flows inside; once more cross it they all move to `spill`. */
+#define LINK_INLINE 8
 typedef struct {
-    int64_t mark, count, stat_mark, removed_mark;  /* epoch of the filling; U's flows on it */
-    double left;                                   /* capacity left during the filling */
-    Vec members;                                   /* the flows crossing it */
-    double held;                          /* capacity the held flows leave, as last summed */
-    int64_t held_update, held_count;      /* the update and U's flows on it at that sum */
+    int32_t mark, count, stat_mark, removed_mark;  /* epoch of the filling; U's flows on it */
+    int32_t held_update, held_count, n, cap;  /* the update and U's count at `held`; members */
+    double left, held;      /* capacity left during the filling; left by the held flows */
+    double usage, top;      /* the check's sum of rates and largest rate, as of stat_mark */
+    double capacity, rate, time;  /* bytes/s; hot spots: its rate since time */
+    int32_t *spill;
+    int32_t inl[LINK_INLINE];
 } Link;
+_Static_assert(sizeof(Link) == 128, "a link is two cache lines");
+
+static const int32_t *members(const Link *k) { return k->cap > LINK_INLINE ? k->spill : k->inl; }
+
+static int member_add(Link *k, int32_t g) {
+    if (k->n == k->cap) {
+        int32_t cap = 2 * k->cap;
+        int32_t *v = k->cap > LINK_INLINE ? realloc(k->spill, sizeof(int32_t) * (size_t)cap)
+                                          : malloc(sizeof(int32_t) * (size_t)cap);
+        if (!v) return -1;
+        if (k->cap == LINK_INLINE) memcpy(v, k->inl, sizeof(k->inl));
+        k->spill = v;
+        k->cap = cap;
+    }
+    (k->cap > LINK_INLINE ? k->spill : k->inl)[k->n++] = g;
+    return 0;
+}
+
+static void member_remove(Link *k, int32_t g) {  /* swap-remove g */
+    int32_t *v = k->cap > LINK_INLINE ? k->spill : k->inl;
+    for (int32_t i = 0; i < k->n; ++i)
+        if (v[i] == g) { v[i] = v[--k->n]; return; }
+}
+
+/* Flows by finish time, each at most once (its position kept), the earliest on top. */
+typedef struct { double key; int64_t slot; } Due;
+typedef struct { Due *v; int32_t *pos; int64_t n; } DueHeap;
+
+static void due_place(DueHeap *h, int64_t i, Due e) {
+    h->v[i] = e;
+    h->pos[e.slot] = (int32_t)i;
+}
+
+static void due_sift(DueHeap *h, int64_t i, Due e) {
+    while (i > 0 && e.key < h->v[(i - 1) / 2].key) {
+        due_place(h, i, h->v[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    for (;;) {
+        int64_t child = 2 * i + 1;
+        if (child >= h->n) break;
+        if (child + 1 < h->n && h->v[child + 1].key < h->v[child].key) ++child;
+        if (!(h->v[child].key < e.key)) break;
+        due_place(h, i, h->v[child]);
+        i = child;
+    }
+    due_place(h, i, e);
+}
+
+static void due_set(DueHeap *h, int64_t slot, double key) {  /* room for every slot is there */
+    Due e = {key, slot};
+    due_sift(h, h->pos[slot] >= 0 ? h->pos[slot] : h->n++, e);
+}
+
+static void due_remove(DueHeap *h, int64_t slot) {
+    int64_t i = h->pos[slot];
+    if (i < 0) return;
+    h->pos[slot] = -1;
+    Due last = h->v[--h->n];
+    if (i < h->n) due_sift(h, i, last);
+}
 
 /* ---- the simulation's state ---------------------------------------------------------------- */
 typedef struct {
@@ -159,23 +222,25 @@ typedef struct {
     Pending *pending;
     /* flows in the network, by slot */
     int64_t nslots, nactive, maxhops;
-    Flow *fl;
-    int32_t *f_route;
-    int64_t *f_version, *f_start;
-    double *f_left, *f_time;
+    char *flows;     /* the flows' records, fstride bytes apart (FL) */
+    size_t fstride;
+    int64_t *f_start;
     Vec free_slots, added, removed_links, members_u, done;
-    KeyedHeap finish;
+    DueHeap finish;
     int stale;
     /* links */
     Link *ln;
-    double *l_usage, *l_max, *l_rate, *l_time;
-    int64_t epoch;
+    int64_t epoch;  /* below INT32_MAX: the records keep 32-bit stamps */
     Vec touched;
     KeyedHeap fill;
     /* hot spots: rows (windows x links) of bytes, flows started per window */
     double *rows, *counts, width;
     int64_t nwindows;
 } Sim;
+
+#define FL(s, g) ((Flow *)((s)->flows + (size_t)(g) * (s)->fstride))
+#define EPOCHS_LEFT(s) ((s)->epoch < INT32_MAX - 4)
+#define OVERFLOW (-3)
 
 static int push_event(Sim *s, double time, int what, int64_t item) {
     Event e = {time, ++s->sequence, item, what};
@@ -198,8 +263,8 @@ static void timeline_fit(Sim *s, double time) {
 }
 
 static void timeline_flush(Sim *s, int64_t l) {
-    double start = s->l_time[l], end = s->now, rate = s->l_rate[l];
-    s->l_time[l] = end;
+    double start = s->ln[l].time, end = s->now, rate = s->ln[l].rate;
+    s->ln[l].time = end;
     if (end <= start || rate == 0.0) return;
     timeline_fit(s, end);
     int64_t first = (int64_t)(start / s->width), last = (int64_t)(end / s->width);
@@ -211,55 +276,48 @@ static void timeline_flush(Sim *s, int64_t l) {
 }
 
 /* ---- flows ------------------------------------------------------------------------------------ */
-/* A flow's route is copied into its slot when it starts (f_route, maxhops links per slot):
+/* A flow's route is copied after its record when it starts (at most maxhops links):
  * the repair then reads a few kilobytes of live routes, not the program's gigabyte of them. */
-#define ROUTE(s, slot, p) for (int64_t p = 0; p < (s)->fl[slot].hops; ++p)
-#define HOP(s, slot, p) ((int64_t)(s)->f_route[(slot) * (s)->maxhops + (p)])
-
-/* Drop the finish heap's stale entries once they outnumber the current ones. */
-static void compact_finish(Sim *s) {
-    KeyedHeap *h = &s->finish;
-    if (h->n < 4 * s->nactive + 1024) return;
-    int64_t kept = 0;
-    for (int64_t i = 0; i < h->n; ++i)
-        if (s->f_version[h->v[i].a] == h->v[i].b) h->v[kept++] = h->v[i];
-    h->n = 0;
-    for (int64_t i = 0; i < kept; ++i) keyed_push(h, h->v[i]);  /* room is there: no failure */
-}
+#define ROUTE(s, slot, p) for (int64_t p = 0; p < FL(s, slot)->hops; ++p)
+#define HOP(s, slot, p) ((int64_t)((const int32_t *)((char *)FL(s, slot) + FLOW_HEAD))[p])
 
 static int set_rate(Sim *s, int64_t slot, double rate) {
-    double old = s->fl[slot].rate;
-    s->f_left[slot] -= old * (s->now - s->f_time[slot]);
-    s->f_time[slot] = s->now;
-    s->fl[slot].rate = rate;
-    ++s->f_version[slot];
-    double left = s->f_left[slot];
+    Flow *f = FL(s, slot);
+    double old = f->rate;
+    f->left -= old * (s->now - f->time);
+    f->time = s->now;
+    f->rate = rate;
+    double left = f->left;
     double end = left > 0 ? (rate > 0 ? s->now + left / rate : INFINITY) : s->now;
     ROUTE(s, slot, p) {
         int64_t l = HOP(s, slot, p);
         timeline_flush(s, l);
-        s->l_rate[l] += fmin(rate, s->bandwidth) - fmin(old, s->bandwidth);
+        s->ln[l].rate += fmin(rate, s->bandwidth) - fmin(old, s->bandwidth);
     }
-    if (isinf(end)) return 0;
-    Keyed e = {end, slot, s->f_version[slot]};
-    return keyed_push(&s->finish, e);
+    if (isinf(end)) due_remove(&s->finish, slot);
+    else due_set(&s->finish, slot, end);
+    return 0;
 }
 
 static int grow_slots(Sim *s) {
     int64_t n = s->nslots ? 2 * s->nslots : 1024;
-#define GROW(field, T) { T *p = realloc(s->field, sizeof(T) * (size_t)n); if (!p) return -1; \
-                         s->field = p; }
-    GROW(fl, Flow) GROW(f_version, int64_t) GROW(f_start, int64_t) GROW(f_left, double)
-    GROW(f_time, double)
-#undef GROW
-    int32_t *route = realloc(s->f_route, sizeof(int32_t) * (size_t)(n * s->maxhops + 1));
-    if (!route) return -1;
-    s->f_route = route;
+    if (n > INT32_MAX) return -1;
+    char *flows = aligned_alloc(64, (size_t)n * s->fstride);
+    int64_t *start = realloc(s->f_start, sizeof(int64_t) * (size_t)n);
+    if (start) s->f_start = start;
+    Due *due = realloc(s->finish.v, sizeof(Due) * (size_t)n);
+    if (due) s->finish.v = due;
+    int32_t *pos = realloc(s->finish.pos, sizeof(int32_t) * (size_t)n);
+    if (pos) s->finish.pos = pos;
+    if (!flows || !start || !due || !pos) { free(flows); return -1; }
+    if (s->flows) memcpy(flows, s->flows, (size_t)s->nslots * s->fstride);
+    free(s->flows);
+    s->flows = flows;
     for (int64_t i = n - 1; i >= s->nslots; --i) {
-        s->f_version[i] = 0;
         s->f_start[i] = -1;
-        memset(&s->fl[i], 0, sizeof(Flow));
-        s->fl[i].mark = s->fl[i].checked = -1;
+        s->finish.pos[i] = -1;
+        memset(FL(s, i), 0, sizeof(Flow));
+        FL(s, i)->mark = FL(s, i)->checked = -1;
         if (vec_push(&s->free_slots, i) < 0) return -1;
     }
     s->nslots = n;
@@ -269,17 +327,16 @@ static int grow_slots(Sim *s) {
 static int start_flow(Sim *s, int64_t msg) {
     if (s->free_slots.n == 0 && grow_slots(s) < 0) return -1;
     int64_t slot = s->free_slots.v[--s->free_slots.n];
-    s->fl[slot].msg = msg;
-    s->fl[slot].hops = (int32_t)(s->roff[msg + 1] - s->roff[msg]);
-    memcpy(s->f_route + slot * s->maxhops, s->rlinks + s->roff[msg],
-           sizeof(int32_t) * (size_t)s->fl[slot].hops);
-    s->f_left[slot] = s->wire[msg];
-    s->fl[slot].rate = 0.0;
-    s->f_time[slot] = s->now;
+    Flow *f = FL(s, slot);
+    f->msg = (int32_t)msg;
+    f->hops = (int32_t)(s->roff[msg + 1] - s->roff[msg]);
+    memcpy((char *)f + FLOW_HEAD, s->rlinks + s->roff[msg], sizeof(int32_t) * (size_t)f->hops);
+    f->left = s->wire[msg];
+    f->rate = 0.0;
+    f->time = s->now;
     s->f_start[slot] = s->starts++;
-    ++s->f_version[slot];
     ++s->nactive;
-    ROUTE(s, slot, p) if (vec_push(&s->ln[HOP(s, slot, p)].members, slot) < 0) return -1;
+    ROUTE(s, slot, p) if (member_add(&s->ln[HOP(s, slot, p)], (int32_t)slot) < 0) return -1;
     s->stale = 1;
     timeline_fit(s, s->now);
     s->counts[(int64_t)(s->now / s->width)] += 1.0;
@@ -289,16 +346,16 @@ static int start_flow(Sim *s, int64_t msg) {
 static int end_flow(Sim *s, int64_t slot) {
     ROUTE(s, slot, p) {
         int64_t l = HOP(s, slot, p);
-        vec_remove(&s->ln[l].members, slot);
+        member_remove(&s->ln[l], (int32_t)slot);
         timeline_flush(s, l);
-        s->l_rate[l] -= fmin(s->fl[slot].rate, s->bandwidth);
-        if (s->ln[l].members.n == 0) s->l_rate[l] = 0.0;
+        s->ln[l].rate -= fmin(FL(s, slot)->rate, s->bandwidth);
+        if (s->ln[l].n == 0) s->ln[l].rate = 0.0;
         if (s->ln[l].removed_mark != s->rate_updates) {
-            s->ln[l].removed_mark = s->rate_updates;
+            s->ln[l].removed_mark = (int32_t)s->rate_updates;
             if (vec_push(&s->removed_links, l) < 0) return -1;
         }
     }
-    ++s->f_version[slot];
+    due_remove(&s->finish, slot);
     s->f_start[slot] = -1;
     --s->nactive;
     s->stale = 1;
@@ -306,13 +363,13 @@ static int end_flow(Sim *s, int64_t slot) {
 }
 
 /* ---- max-min rates, repaired locally ---------------------------------------------------------- */
-static int in_u(const Sim *s, int64_t g) { return s->fl[g].mark == s->epoch; }
-static double rate_of(const Sim *s, int64_t g) { return in_u(s, g) ? s->fl[g].new : s->fl[g].rate; }
+static int in_u(const Sim *s, int64_t g) { return FL(s, g)->mark == s->epoch; }
+static double rate_of(const Sim *s, int64_t g) { return in_u(s, g) ? FL(s, g)->new : FL(s, g)->rate; }
 
 /* A flow joins U for the next filling (marked epoch + 1: until then it counts as held). */
 static int join_u(Sim *s, int64_t g) {
-    if (s->fl[g].mark >= s->epoch) return 0;
-    s->fl[g].mark = s->epoch + 1;
+    if (FL(s, g)->mark >= s->epoch) return 0;
+    FL(s, g)->mark = s->epoch + 1;
     return vec_push(&s->members_u, g);
 }
 
@@ -323,15 +380,16 @@ static double share_of(const Sim *s, int64_t l) {
 /* Progressive filling of U's flows over the capacity the held flows leave. */
 static int fill_u(Sim *s) {
     ++s->epoch;  /* a new epoch for links; U's marks are moved along */
-    for (int64_t k = 0; k < s->members_u.n; ++k) s->fl[s->members_u.v[k]].mark = s->epoch;
+    if (!EPOCHS_LEFT(s)) return OVERFLOW;
+    for (int64_t k = 0; k < s->members_u.n; ++k) FL(s, s->members_u.v[k])->mark = (int32_t)s->epoch;
     s->touched.n = 0;
     for (int64_t k = 0; k < s->members_u.n; ++k) {
         int64_t g = s->members_u.v[k];
-        s->fl[g].frozen = 0;
+        FL(s, g)->frozen = 0;
         ROUTE(s, g, p) {
             int64_t l = HOP(s, g, p);
             if (s->ln[l].mark != s->epoch) {
-                s->ln[l].mark = s->epoch;
+                s->ln[l].mark = (int32_t)s->epoch;
                 s->ln[l].count = 0;
                 if (vec_push(&s->touched, l) < 0) return -1;
             }
@@ -344,13 +402,14 @@ static int fill_u(Sim *s) {
         Link *link = &s->ln[l];
         /* U only grows during an update: the same count on a link is the same held flows */
         if (link->held_update != s->rate_updates || link->held_count != link->count) {
-            double left = s->capacity[l];
-            for (int64_t i = 0; i < link->members.n; ++i) {
-                int64_t g = link->members.v[i];
-                if (!in_u(s, g)) left -= s->fl[g].rate;
+            double left = s->ln[l].capacity;
+            const int32_t *m = members(link);
+            for (int32_t i = 0; i < link->n; ++i) {
+                int64_t g = m[i];
+                if (!in_u(s, g)) left -= FL(s, g)->rate;
             }
             link->held = left;
-            link->held_update = s->rate_updates;
+            link->held_update = (int32_t)s->rate_updates;
             link->held_count = link->count;
         }
         link->left = link->held;
@@ -369,12 +428,13 @@ static int fill_u(Sim *s) {
             continue;
         }
         if (share > level) level = share;
-        for (int64_t i = 0; i < s->ln[l].members.n; ++i) {
-            int64_t g = s->ln[l].members.v[i];
-            if (!in_u(s, g) || s->fl[g].frozen) continue;
-            s->fl[g].frozen = 1;
-            s->fl[g].new = level;
-            s->fl[g].bottleneck = l;
+        const int32_t *m = members(&s->ln[l]);
+        for (int32_t i = 0; i < s->ln[l].n; ++i) {
+            int64_t g = m[i];
+            if (!in_u(s, g) || FL(s, g)->frozen) continue;
+            FL(s, g)->frozen = 1;
+            FL(s, g)->new = level;
+            FL(s, g)->bottleneck = (int32_t)l;
             ROUTE(s, g, p) {
                 s->ln[HOP(s, g, p)].left -= level;
                 --s->ln[HOP(s, g, p)].count;
@@ -386,33 +446,34 @@ static int fill_u(Sim *s) {
 
 static void link_stats(Sim *s, int64_t l, int64_t stamp) {
     if (s->ln[l].stat_mark == stamp) return;
-    s->ln[l].stat_mark = stamp;
+    s->ln[l].stat_mark = (int32_t)stamp;
     double usage = 0.0, top = 0.0;
-    for (int64_t i = 0; i < s->ln[l].members.n; ++i) {
-        double r = rate_of(s, s->ln[l].members.v[i]);
+    const int32_t *m = members(&s->ln[l]);
+    for (int32_t i = 0; i < s->ln[l].n; ++i) {
+        double r = rate_of(s, m[i]);
         usage += r;
         if (r > top) top = r;
     }
-    s->l_usage[l] = usage;
-    s->l_max[l] = top;
+    s->ln[l].usage = usage;
+    s->ln[l].top = top;
 }
 
 static int saturated(const Sim *s, int64_t l) {
-    return s->l_usage[l] >= s->capacity[l] * (1.0 - TOLERANCE);
+    return s->ln[l].usage >= s->ln[l].capacity * (1.0 - TOLERANCE);
 }
 
 static int is_bottleneck(Sim *s, int64_t l, double rate, int64_t stamp) {
     link_stats(s, l, stamp);
-    return saturated(s, l) && rate >= s->l_max[l] * (1.0 - TOLERANCE);
+    return saturated(s, l) && rate >= s->ln[l].top * (1.0 - TOLERANCE);
 }
 
 /* Whether flow g crosses a saturated link where no flow has a larger rate (recorded). */
 static int has_bottleneck(Sim *s, int64_t g, int64_t stamp) {
     double r = rate_of(s, g);
-    if (is_bottleneck(s, s->fl[g].bottleneck, r, stamp)) return 1;
+    if (is_bottleneck(s, FL(s, g)->bottleneck, r, stamp)) return 1;
     ROUTE(s, g, p) {
         int64_t l = HOP(s, g, p);
-        if (is_bottleneck(s, l, r, stamp)) { s->fl[g].bottleneck = l; return 1; }
+        if (is_bottleneck(s, l, r, stamp)) { FL(s, g)->bottleneck = (int32_t)l; return 1; }
     }
     return 0;
 }
@@ -423,14 +484,15 @@ static int64_t check_u(Sim *s) {
     for (int64_t k = 0; k < before; ++k) {
         int64_t u = s->members_u.v[k];
         if (has_bottleneck(s, u, stamp)) continue;
-        double r = s->fl[u].new;
+        double r = FL(s, u)->new;
         int64_t joined = 0;
         ROUTE(s, u, p) {
             int64_t l = HOP(s, u, p);
             if (!saturated(s, l)) continue;
-            for (int64_t i = 0; i < s->ln[l].members.n; ++i) {
-                int64_t h = s->ln[l].members.v[i];
-                if (!in_u(s, h) && s->fl[h].rate > r * (1.0 + TOLERANCE)) {
+            const int32_t *m = members(&s->ln[l]);
+            for (int32_t i = 0; i < s->ln[l].n; ++i) {
+                int64_t h = m[i];
+                if (!in_u(s, h) && FL(s, h)->rate > r * (1.0 + TOLERANCE)) {
                     if (join_u(s, h) < 0) return -1;
                     ++joined;
                 }
@@ -439,19 +501,21 @@ static int64_t check_u(Sim *s) {
         if (joined == 0) {  /* cannot happen for an exact filling; take its neighbours */
             ROUTE(s, u, p) {
                 int64_t l = HOP(s, u, p);
-                for (int64_t i = 0; i < s->ln[l].members.n; ++i)
-                    if (join_u(s, s->ln[l].members.v[i]) < 0) return -1;
+                const int32_t *m = members(&s->ln[l]);
+                for (int32_t i = 0; i < s->ln[l].n; ++i)
+                    if (join_u(s, m[i]) < 0) return -1;
             }
         }
     }
     /* held flows on the links whose load changed: U's and those flows left */
     for (int64_t k = 0; k < s->touched.n + s->removed_links.n; ++k) {
         int64_t l = k < s->touched.n ? s->touched.v[k] : s->removed_links.v[k - s->touched.n];
-        for (int64_t i = 0; i < s->ln[l].members.n; ++i) {
-            int64_t g = s->ln[l].members.v[i];
-            if (s->fl[g].mark >= s->epoch || s->fl[g].checked == stamp) continue;
-            s->fl[g].checked = stamp;
-            int64_t b = s->fl[g].bottleneck;  /* a bottleneck whose load did not change holds */
+        const int32_t *m = members(&s->ln[l]);
+        for (int32_t i = 0; i < s->ln[l].n; ++i) {
+            int64_t g = m[i];
+            if (FL(s, g)->mark >= s->epoch || FL(s, g)->checked == stamp) continue;
+            FL(s, g)->checked = (int32_t)stamp;
+            int64_t b = FL(s, g)->bottleneck;  /* a bottleneck whose load did not change holds */
             if (s->ln[b].mark != s->epoch && s->ln[b].removed_mark != s->rate_updates) continue;
             if (!has_bottleneck(s, g, stamp) && join_u(s, g) < 0) return -1;
         }
@@ -461,7 +525,7 @@ static int64_t check_u(Sim *s) {
 
 static int join_all(Sim *s) {  /* every flow in the network that crosses a link */
     for (int64_t g = 0; g < s->nslots; ++g)
-        if (s->f_start[g] >= 0 && s->fl[g].hops > 0
+        if (s->f_start[g] >= 0 && FL(s, g)->hops > 0
                 && join_u(s, g) < 0)
             return -1;
     return 0;
@@ -469,10 +533,11 @@ static int join_all(Sim *s) {  /* every flow in the network that crosses a link 
 
 static int update_rates(Sim *s) {
     s->epoch += 2;  /* past every mark of the last update */
+    if (!EPOCHS_LEFT(s)) return OVERFLOW;
     s->members_u.n = 0;
     for (int64_t k = 0; k < s->added.n; ++k) {
         int64_t g = s->added.v[k];
-        if (s->fl[g].hops == 0) {
+        if (FL(s, g)->hops == 0) {
             if (set_rate(s, g, s->bandwidth) < 0) return -1;  /* on one node: unbounded */
         } else if (join_u(s, g) < 0) {
             return -1;
@@ -480,17 +545,18 @@ static int update_rates(Sim *s) {
     }
     for (int64_t k = 0; k < s->removed_links.n; ++k) {  /* who may gain where flows left */
         int64_t l = s->removed_links.v[k];
-        for (int64_t i = 0; i < s->ln[l].members.n; ++i) {
-            int64_t g = s->ln[l].members.v[i];
-            if (s->fl[g].bottleneck == l && join_u(s, g) < 0) return -1;
+        const int32_t *m = members(&s->ln[l]);
+        for (int32_t i = 0; i < s->ln[l].n; ++i) {
+            int64_t g = m[i];
+            if (FL(s, g)->bottleneck == l && join_u(s, g) < 0) return -1;
         }
     }
     s->added.n = 0;
-    compact_finish(s);
     if (s->refill_all && join_all(s) < 0) return -1;
     s->stale = 0;
     while (s->members_u.n > 0) {
-        if (fill_u(s) < 0) return -1;
+        int rc = fill_u(s);
+        if (rc < 0) return rc;
         s->refilled += s->members_u.n;
         if (s->refill_all) break;  /* every flow was filled: nothing to check */
         int64_t joined = check_u(s);
@@ -501,8 +567,8 @@ static int update_rates(Sim *s) {
     }
     for (int64_t k = 0; k < s->members_u.n; ++k) {
         int64_t g = s->members_u.v[k];
-        if (s->fl[g].new != s->fl[g].rate)
-            if (set_rate(s, g, s->fl[g].new) < 0) return -1;
+        if (FL(s, g)->new != FL(s, g)->rate)
+            if (set_rate(s, g, FL(s, g)->new) < 0) return -1;
     }
     s->removed_links.n = 0;
     ++s->rate_updates;  /* also the stamp of the links flows leave before the next update */
@@ -576,25 +642,20 @@ static int by_start(const void *x, const void *y, void *arg) {
     return (a > b) - (a < b);
 }
 
-static int finish_is_current(const Sim *s, const Keyed *e) {
-    return s->f_version[e->a] == e->b;
-}
-
 /* The flows that drain first (and those within DRAINED of them) leave their source. */
 static int drain_first(Sim *s, double soonest) {
     double start = s->now, limit = soonest * (1.0 + DRAINED);
     s->done.n = 0;
     while (s->finish.n > 0) {
-        Keyed top = s->finish.v[0];
-        if (!finish_is_current(s, &top)) { keyed_pop(&s->finish); continue; }
+        Due top = s->finish.v[0];
         if (top.key - start > limit) break;
-        keyed_pop(&s->finish);
-        if (vec_push(&s->done, top.a) < 0) return -1;
+        due_remove(&s->finish, top.slot);
+        if (vec_push(&s->done, top.slot) < 0) return -1;
     }
     qsort_r(s->done.v, (size_t)s->done.n, sizeof(int64_t), by_start, s);
     s->now = start + soonest;
     for (int64_t k = 0; k < s->done.n; ++k) {
-        int64_t slot = s->done.v[k], msg = s->fl[slot].msg;
+        int64_t slot = s->done.v[k], msg = FL(s, slot)->msg;
         if (push_event(s, s->now + s->latency[msg], ARRIVED, msg) < 0) return -1;
         if (end_flow(s, slot) < 0) return -1;
     }
@@ -612,9 +673,11 @@ static int simulate(Sim *s, int64_t nsteps, PyObject *progress) {
             if (handle_due(s) < 0) return -1;
             continue;
         }
-        if (s->stale && update_rates(s) < 0) return -1;
+        if (s->stale) {
+            int rc = update_rates(s);
+            if (rc < 0) return rc;
+        }
         double next_event = s->events.n > 0 ? s->events.v[0].time : INFINITY;
-        while (s->finish.n > 0 && !finish_is_current(s, &s->finish.v[0])) keyed_pop(&s->finish);
         double soonest = INFINITY;
         if (s->nactive > 0 && s->finish.n > 0) soonest = fmax(0.0, s->finish.v[0].key - s->now);
         if (s->nactive > 0 && s->now + soonest <= next_event && !isinf(soonest)) {
@@ -644,12 +707,13 @@ static void release(Sim *s, int64_t nranks) {
             free(s->pending[r].heap.v);
         }
     free(s->pending);
-    free(s->fl); free(s->f_version); free(s->f_start); free(s->f_left); free(s->f_time);
-    free(s->f_route);
+    free(s->flows); free(s->f_start);
     free(s->free_slots.v); free(s->added.v); free(s->removed_links.v); free(s->members_u.v);
-    free(s->done.v); free(s->finish.v); free(s->touched.v); free(s->fill.v);
-    if (s->ln) for (int64_t l = 0; l < s->nlinks; ++l) free(s->ln[l].members.v);
-    free(s->ln); free(s->l_usage); free(s->l_max); free(s->l_rate); free(s->l_time);
+    free(s->done.v); free(s->finish.v); free(s->finish.pos); free(s->touched.v); free(s->fill.v);
+    if (s->ln)
+        for (int64_t l = 0; l < s->nlinks; ++l)
+            if (s->ln[l].cap > LINK_INLINE) free(s->ln[l].spill);
+    free(s->ln);
 }
 
 #define NBUF 17
@@ -688,28 +752,37 @@ static PyObject *run(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "array lengths disagree");
         goto done;
     }
+    if (nmsgs > INT32_MAX || s.nlinks > INT32_MAX) {  /* the records hold 32-bit ids */
+        PyErr_SetString(PyExc_ValueError, "more than 2**31 messages or links");
+        goto done;
+    }
     s.waiting = malloc(sizeof(int64_t) * (size_t)(nsteps + 1));
     s.cpu_free = calloc((size_t)nranks + 1, sizeof(double));
     s.in_flight = calloc((size_t)nranks + 1, sizeof(int64_t));
     s.pending = calloc((size_t)nranks + 1, sizeof(Pending));
-    size_t nl = (size_t)s.nlinks + 1;
-    s.ln = calloc(nl, sizeof(Link));
-    s.l_usage = calloc(nl, sizeof(double));
-    s.l_max = calloc(nl, sizeof(double)); s.l_rate = calloc(nl, sizeof(double));
-    s.l_time = calloc(nl, sizeof(double));
-    if (!s.waiting || !s.cpu_free || !s.in_flight || !s.pending || !s.ln || !s.l_usage
-            || !s.l_max || !s.l_rate || !s.l_time) {
+    s.ln = aligned_alloc(sizeof(Link), sizeof(Link) * ((size_t)s.nlinks + 1));
+    if (!s.waiting || !s.cpu_free || !s.in_flight || !s.pending || !s.ln) {
         PyErr_NoMemory();
         goto done;
     }
     memcpy(s.waiting, b[5].buf, sizeof(int64_t) * (size_t)nsteps);
     for (int64_t m = 0; m < nmsgs; ++m)
         if (s.roff[m + 1] - s.roff[m] > s.maxhops) s.maxhops = s.roff[m + 1] - s.roff[m];
-    for (int64_t l = 0; l < s.nlinks; ++l)
-        s.ln[l].mark = s.ln[l].stat_mark = s.ln[l].removed_mark = s.ln[l].held_update = -1;
+    s.fstride = FLOW_HEAD + ((sizeof(int32_t) * (size_t)s.maxhops + 63) & ~(size_t)63);
+    memset(s.ln, 0, sizeof(Link) * ((size_t)s.nlinks + 1));
+    for (int64_t l = 0; l < s.nlinks; ++l) {
+        Link *k = &s.ln[l];
+        k->mark = k->stat_mark = k->removed_mark = k->held_update = -1;
+        k->cap = LINK_INLINE;
+        k->capacity = s.capacity[l];
+    }
     int rc = simulate(&s, nsteps, progress);
     if (rc == -1) {
         PyErr_NoMemory();
+        goto done;
+    }
+    if (rc == OVERFLOW) {
+        PyErr_SetString(PyExc_OverflowError, "more than 2**31 max-min fillings in one run");
         goto done;
     }
     if (rc == -2) goto done;
