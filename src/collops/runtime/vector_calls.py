@@ -40,26 +40,23 @@ if TYPE_CHECKING:
 VECTOR_FAST = frozenset({"allgatherv", "gatherv", "reduce_scatter", "alltoallv"})
 
 
-_INT = frozenset({int})
-
-
 def _ints(values: Any) -> tuple[int, ...] | None:
-    """``values`` as a tuple of ints (None for None); raises TypeError when it is not one."""
+    """``values`` as a tuple of ints (None for None); raises TypeError when it is not one
+    (a float, a string, bytes)."""
     if values is None:
         return None
-    if type(values) is tuple or type(values) is list:  # the common case, without a loop
-        as_tuple = tuple(values)
-        if _INT.issuperset(map(type, as_tuple)):
-            return as_tuple
-    elif isinstance(values, (str, bytes)):
+    if type(values) is not tuple and type(values) is not list and isinstance(values,
+                                                                              (str, bytes)):
         raise TypeError(values)
-    return tuple(operator.index(v) for v in values)
+    return tuple(map(operator.index, values))
 
 
 def vector_key(*parts: Any) -> tuple[Any, ...] | None:
     """The hashable key of a v-call's counts and displacements (None: not all of them are
     sequences of integers, which the general path reports)."""
     try:
+        if len(parts) == 2:  # counts and displacements: the common case, one call less
+            return _ints(parts[0]), _ints(parts[1])
         return tuple(map(_ints, parts))
     except TypeError:
         return None
