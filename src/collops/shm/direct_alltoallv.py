@@ -273,24 +273,30 @@ class AlltoallvExecution(direct.DirectExecution):
         return self._messages_done() or self._stuck()
 
 
-def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, seq: int,
-          phase: int, timeout: float | None) -> AlltoallvExecution:
-    """Start an alltoallv (its number ``seq``, phase ``phase``) through its direct area."""
+def started(kind: type[AlltoallvExecution], call: NativeCall, send: np.ndarray | None,
+            recv: np.ndarray | None, seq: int, phase: int, timeout: float | None,
+            published: bool = False) -> AlltoallvExecution:
+    """A call of ``kind`` (`AlltoallvExecution` or a protocol built on it) begun through
+    its direct area: its number ``seq``, phase ``phase`` (``published``: the compiled runner
+    wrote this rank's slot already)."""
     transport, area = direct.area_of(call)
-    return AlltoallvExecution(transport, area, call.spec, call.rank, send, recv, seq, phase,
-                              call.context, timeout)
+    return kind(transport, area, call.spec, call.rank, send, recv, seq, phase, call.context,
+                timeout, published)
 
 
-def _run(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, seq: int,
-         timeout: float | None, phase: int = 0, confirm: bool = True,
-         published: bool = False) -> None:
-    """A blocking alltoallv as `start` begins it (``published``: the compiled runner wrote
-    this rank's slot already), progressing the other calls meanwhile."""
-    transport, area = direct.area_of(call)
-    ex = AlltoallvExecution(transport, area, call.spec, call.rank, send, recv, seq, phase,
-                            call.context, timeout, published)
+def run_blocking(kind: type[AlltoallvExecution], call: NativeCall, send: np.ndarray | None,
+                 recv: np.ndarray | None, seq: int, timeout: float | None, phase: int = 0,
+                 confirm: bool = True, published: bool = False) -> None:
+    """A blocking call of ``kind`` as `started` begins it, progressing the other calls
+    meanwhile."""
+    ex = started(kind, call, send, recv, seq, phase, timeout, published)
     if not ex.poll():
         call.progress.wait(ex)
+
+
+#: start an alltoallv (``start(call, send, recv, seq, phase, timeout)``), or run one
+start = functools.partial(started, AlltoallvExecution)
+_run = functools.partial(run_blocking, AlltoallvExecution)
 
 
 def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None

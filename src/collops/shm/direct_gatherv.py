@@ -25,7 +25,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..algorithms.native import NativeAlgorithm, NativeCall
-from ..algorithms.registry import Algorithm, CostModel, add_algorithm
+from ..algorithms.registry import add_algorithm, get_algorithm
 from ..algorithms.spec import CallSpec, make_spec, prefix
 from . import direct, direct_roles
 from .direct_alltoallv import (
@@ -33,6 +33,8 @@ from .direct_alltoallv import (
     AlltoallvExecution,
     Layout,
     layout_of,
+    run_blocking,
+    started,
     table_runner,
 )
 from .direct_area import DirectArea
@@ -122,24 +124,9 @@ class GathervExecution(AlltoallvExecution):
         return expects, (lay.own[0], lay.own[1], at[me])
 
 
-def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, seq: int,
-          phase: int, timeout: float | None) -> GathervExecution:
-    """Start a gatherv (its number ``seq``, phase ``phase``) through its direct area."""
-    transport, area = direct.area_of(call)
-    return GathervExecution(transport, area, call.spec, call.rank, send, recv, seq, phase,
-                            call.context, timeout)
-
-
-def _run(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, seq: int,
-         timeout: float | None, phase: int = 0, confirm: bool = True,
-         published: bool = False) -> None:
-    """A blocking gatherv as `start` begins it (``published``: the compiled runner wrote
-    this rank's slot already), progressing the other calls meanwhile."""
-    transport, area = direct.area_of(call)
-    ex = GathervExecution(transport, area, call.spec, call.rank, send, recv, seq, phase,
-                          call.context, timeout, published)
-    if not ex.poll():
-        call.progress.wait(ex)
+#: start a gatherv (``start(call, send, recv, seq, phase, timeout)``), or run one
+start = functools.partial(started, GathervExecution)
+_run = functools.partial(run_blocking, GathervExecution)
 
 
 def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None
@@ -157,17 +144,11 @@ def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None
     return compiled or functools.partial(_run, call)
 
 
-def gatherv_cost(spec: CallSpec, model: CostModel) -> float:
-    """Half an α: one synchronisation, no message (the counts are each rank's own)."""
-    return 0.5 * model.alpha
-
-
 def register() -> None:
-    """Add the ``shm_direct`` record of ``gatherv``."""
-    add_algorithm(Algorithm(
-        "gatherv", direct.NAME, "gatherv through shared-memory slots: each block after a "
-        "header of its length, which the root checks against its counts or takes as they "
-        "are (beyond a slot: out of the writer's memory, or as messages)", direct._no_schedule,
-        cost=gatherv_cost, needs=frozenset({direct.RESOURCE}),
-        native=NativeAlgorithm(start, bind), transports=direct.TRANSPORTS,
-        agrees_on_root=True))
+    """Add the ``shm_direct`` record of ``gatherv``: alltoallv's, with its own protocol."""
+    native = NativeAlgorithm(start, bind)
+    add_algorithm(replace(
+        get_algorithm("alltoallv", direct.NAME), collective="gatherv", native=native,
+        agrees_on_root=True, description="gatherv through shared-memory slots: each block "
+        "after a header of its length, which the root checks against its counts or takes as "
+        "they are (beyond a slot: out of the writer's memory, or as messages)"))
