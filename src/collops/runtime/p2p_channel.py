@@ -188,6 +188,35 @@ class Channel:
             if not h.done:
                 self.background.append((h, scratch))
 
+    # -- the operations (`MpiChannel` has the same) ---------------------------------------------
+    def start_send(self, call: str, arr: np.ndarray, token: str, dest: int, tag: int,
+                   sync: bool, is_object: bool, timeout: float | None) -> SendOp:
+        """Start sending ``arr`` (C-contiguous) to ``dest``."""
+        op = SendOp(self, call, dest, timeout)
+        self.send(arr, token, dest, tag, sync, is_object, op)
+        return op
+
+    def start_recv(self, call: str, source: int, tag: int, out: np.ndarray | None,
+                   timeout: float | None) -> RecvOp:
+        """Post a receive: it takes the earliest fitting message, now or once one comes."""
+        op = RecvOp(self, call, source, tag, out, timeout)
+        op.post()
+        return op
+
+    def start_probe(self, call: str, source: int, tag: int, take: bool,
+                    timeout: float | None) -> ProbeOp:
+        """A probe (``take``: a matched probe) of ``(source, tag)``."""
+        return ProbeOp(self, call, source, tag, take, timeout)
+
+    def receive_probed(self, probe: ProbeOp, call: str, out: np.ndarray | None,
+                       timeout: float | None) -> RecvOp:
+        """The receive of the message a matched probe took."""
+        envelope = probe.envelope
+        assert envelope is not None
+        op = RecvOp(self, call, envelope.source, envelope.tag, out, timeout)
+        op.matched(envelope)
+        return op
+
     # -- sending -------------------------------------------------------------------------------
     def send(self, arr: np.ndarray, token: str, dest: int, tag: int, sync: bool,
              is_object: bool, op: SendOp) -> None:
