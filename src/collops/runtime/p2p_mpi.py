@@ -21,7 +21,7 @@ from ..errors import ArgumentError, TruncationError
 from ..mpi.p2p import HEADER_BYTES, OBJECT, Head, Link, Probed, pack_header, unpack_header
 from ..transport.base import Transport
 from .matching import ANY_SOURCE, ANY_TAG
-from .p2p_channel import CHECK_EVERY, _Awaiting, _Operation, byte_view
+from .p2p_channel import CHECK_EVERY, Receiving, _Awaiting, _Operation, byte_view
 from .status import Status
 
 _BYTE = np.dtype(np.uint8)
@@ -190,7 +190,7 @@ class MpiSendOp(_Operation):
         return None
 
 
-class MpiRecvOp(_Awaiting):
+class MpiRecvOp(Receiving):
     """A receive: waiting for a message, then (a large one) its bytes in flight."""
 
     def __init__(self, channel: MpiChannel, call: str, source: int, tag: int,
@@ -249,31 +249,17 @@ class MpiRecvOp(_Awaiting):
     def _found(self) -> bool:
         return self.probed is not None
 
-    def cancel(self) -> bool:
-        """Withdraw the receive if no message matched it yet; True if it was withdrawn."""
-        waiting = self.mpi.waiting
-        if self.probed is None and self in waiting:
-            waiting.remove(self)
-            self.result = (self.out, Status(self.source, self.tag_wanted, 0, cancelled=True))
-            self.done = True
+    def _withdraw(self) -> bool:
+        if self in self.mpi.waiting:
+            self.mpi.waiting.remove(self)
             return True
         return False
 
     def poll(self) -> bool:
         """Advance without blocking; True once the message is in place."""
-        if self.done:
-            return True
-        if self.error is not None:
-            raise self.error
-        if self.probed is None:
-            self.mpi.drain()
-            if self.probed is None:
-                self._still_possible()
-                return False
-            if self.error is not None:
-                raise self.error
-            if self.done:
-                return True
+        state = self._until_matched()
+        if state is not None:
+            return state
         in_flight = self.mpi.in_flight
         if _completed(self.request):
             if self in in_flight:
@@ -283,15 +269,9 @@ class MpiRecvOp(_Awaiting):
         if self not in in_flight:
             self.since = time.monotonic()
             in_flight.append(self)
+        assert self.probed is not None
         self._check_deadline(f"the payload from rank {self.probed.source} has not arrived")
         return False
-
-    def value(self) -> tuple[Any, Status]:
-        """``(data, Status)`` of the completed receive."""
-        if self.error is not None:
-            raise self.error
-        assert self.result is not None
-        return self.result
 
 
 class MpiProbeOp(_Awaiting):
