@@ -190,6 +190,24 @@ def test_probe_iprobe_and_a_matched_probe(run):
     assert c == [0, 1, 2, 3] and tag == 5
 
 
+def test_a_matched_probe_of_a_large_message_keeps_its_place(run):
+    n = 100_000  # large on every transport: the payload follows its envelope
+
+    def body(comm):
+        if comm.rank == 0:
+            collops.wait_all([comm.isend(np.full(n, float(k)), 1, tag=3) for k in (1, 2)])
+            return None
+        seen = comm.probe(0, 3)
+        message = comm.mprobe(0, 3)
+        second, second_status = comm.recv(source=0, tag=3)  # the first is the message's
+        first, first_status = message.recv()
+        return (seen.nbytes, message.status.nbytes, float(first.min()), float(first.max()),
+                float(second.min()), float(second.max()), first_status.count,
+                second_status.count)
+
+    assert run(body, 2)[1] == (8 * n, 8 * n, 1.0, 1.0, 2.0, 2.0, n, n)
+
+
 def test_ssend_completes_only_once_matched(run):
     def body(comm):
         if comm.rank == 0:

@@ -57,8 +57,9 @@ EAGER_LIMIT = 4096
 IMMEDIATE_LIMIT = 512
 #: bytes of an active message's header
 HEADER_LIMIT = 4096
-#: tags at and above this carry payloads
-PAYLOAD_BASE = 1 << 29
+#: tags at and above this carry payloads (below 2**29: MPICH's TAG_UB, as point-to-point
+#: over MPI uses MPI's own tags)
+PAYLOAD_BASE = 1 << 28
 #: the tag of every control message to a task, the target context inside
 CONTROL_TAG = 0
 

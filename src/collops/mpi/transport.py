@@ -152,6 +152,10 @@ class MpiTransport(Transport):
             (tuple(range(self.size)), 0):
                 [self._collective_base.Dup() for _ in range(COLLECTIVE_SLOTS)]}
         self._peers = NodePeers({})
+        #: (group, context) -> each collops communicator's MPI point-to-point (`p2p.Link`)
+        self._links: dict[tuple[tuple[int, ...], int], Any] = {
+            (tuple(range(self.size)), 0): (_returning_errors(MPI, base.Dup()),
+                                           _returning_errors(MPI, base.Dup()))}
         nodes, cpus_here = self._nodes()
         self._capabilities = Capabilities("mpi", nodes, resources=frozenset({"mpi"}))
         #: each pool's fingerprint board (None: its ranks span nodes), see `board`
@@ -499,6 +503,8 @@ class MpiTransport(Transport):
                      timeout: float | None) -> None:
         """Free the MPI communicators a freed collops communicator had for MPI's own
         collectives (every member frees the same pool: MPI_Comm_free is collective)."""
+        from .p2p import free_link
+        free_link(self, self._links, tuple(group), context)
         pool = self._pools.pop((tuple(group), context), None)
         channel = self._channels.pop((tuple(group), context), None)
         if channel is not None:
@@ -509,6 +515,19 @@ class MpiTransport(Transport):
                 mc.Free()
             except self._MPI.Exception as exc:
                 raise mpi_error(self.rank, "freeing an MPI communicator", exc) from exc
+    # -- point-to-point on MPI's own (`mpi/p2p.py`) ----------------------------------------------
+    def communicator_made(self, group: tuple[int, ...], context: int) -> None:
+        """Make the MPI communicators of collops communicator ``(group, context)``'s
+        point-to-point: called where that communicator is made, collectively over ``group``."""
+        from .p2p import make_link
+        make_link(self, self._links, group, context)
+
+    def point_to_point_link(self, group: tuple[int, ...], context: int) -> Any:
+        """The `p2p.Link` of collops communicator ``(group, context)`` (None: it was not made
+        through `communicator_made`, and its point-to-point takes the transport's messages)."""
+        from .p2p import link_of
+        return link_of(self, self._links, group, context)
+
     def hier_comms(self, mc: Any, node: int, leader: bool) -> tuple[Any, Any]:
         """The MPI communicators of ``hier``'s phases under ``mc`` (one of `collective_comm`'s):
         this rank's node's, and the node leaders' (None off the leaders). Made by
@@ -576,6 +595,8 @@ class MpiTransport(Transport):
             while (self._background or self._pending) and time.monotonic() < end:
                 if not self._advance():
                     time.sleep(1e-3)
+            from .p2p import flush_links
+            flush_links(self._links, end)
         except TransportError:
             pass
         self._peers.mark_finished(self.rank)  # its peers still waiting for it are told

@@ -117,6 +117,9 @@ class Communicators(FastPaths):
         ``start``."""
         from .comm import Comm
         self._contexts.take(context)
+        made = getattr(self.transport, "communicator_made", None)
+        if made is not None:  # MPI: the new communicator's own MPI one, for point-to-point
+            made(tuple(group), context)
         comm = Comm(self.transport, group, context, progress=self._progress,
                     contexts=self._contexts, timeout=self.timeout, name=name)
         comm._call_number[0] = start

@@ -21,7 +21,8 @@ from ..errors import ArgumentError
 from .arguments import checked_int, writeable_buffer
 from .commbase import CommBase
 from .matching import ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB
-from .p2p_channel import Channel, ProbeOp, RecvOp, SendOp
+from .p2p_channel import Channel
+from .p2p_mpi import MpiChannel
 from .request import Request
 from .status import Status
 
@@ -58,21 +59,22 @@ class P2PRequest(Request):
         """Withdraw a receive that has not matched yet: its wait then returns
         ``(out, Status(cancelled=True))`` (MPI_Cancel); no effect on a send or a matched
         receive."""
-        if isinstance(self._op, RecvOp):
-            self._op.cancel()
+        cancel = getattr(self._op, "cancel", None)
+        if cancel is not None:
+            cancel()
 
 
 class Message:
     """A message taken by a matched probe (`Comm.mprobe`): only its own receive gets it."""
 
-    def __init__(self, comm: P2P, op: ProbeOp | None) -> None:
+    def __init__(self, comm: P2P, op: Any) -> None:
         self._comm = comm
         self._op = op
         self._received = False
         #: the message's status (PROC_NULL's for a probe of PROC_NULL)
         self.status = _NULL_STATUS if op is None else op.status()
 
-    def _start(self, out: Any, call: str) -> RecvOp | None:
+    def _start(self, out: Any, call: str) -> Any:
         if self._received:
             raise ArgumentError(call, "message", self.status, "this message was received "
                                 "already", self._comm.rank)
@@ -80,12 +82,8 @@ class Message:
         if self._op is None:
             return None
         comm = self._comm
-        envelope = self._op.envelope
-        assert envelope is not None
-        op = RecvOp(comm._channel(), call, envelope.source, envelope.tag,
-                    comm._recv_buffer(call, out), comm._timeout(None, call))
-        op.matched(envelope)
-        return op
+        return comm._channel().receive_probed(self._op, call, comm._recv_buffer(call, out),
+                                              comm._timeout(None, call))
 
     def recv(self, out: Any = None) -> tuple[Any, Status]:
         """Receive this message: ``(data, Status)`` as `Comm.recv`."""
@@ -121,14 +119,18 @@ class _Done:
 class P2P(CommBase):
     """The point-to-point methods of `Comm`."""
 
-    _p2p: Channel
+    _p2p: Channel | MpiChannel
 
     # -- helpers -----------------------------------------------------------------------------
-    def _channel(self) -> Channel:
+    def _channel(self) -> Channel | MpiChannel:
         try:
             return self._p2p
         except AttributeError:
-            self._p2p = Channel(self.transport, self._group, self.rank, self.context)
+            link_of = getattr(self.transport, "point_to_point_link", None)
+            link = None if link_of is None else link_of(tuple(self._group), self.context)
+            self._p2p = (Channel(self.transport, self._group, self.rank, self.context)
+                         if link is None else
+                         MpiChannel(self.transport, link, self._group, self.rank, self.context))
             return self._p2p
 
     def _peer(self, call: str, name: str, value: Any, wildcard: bool = False) -> int:
@@ -176,7 +178,7 @@ class P2P(CommBase):
         return op.value()
 
     def _start_send(self, call: str, x: Any, dest: Any, tag: Any, sync: bool,
-                    timeout: float | None, is_object: bool = False) -> SendOp | _Done:
+                    timeout: float | None, is_object: bool = False) -> Any:
         dest = self._peer(call, "dest", dest)
         tag = self._tag(call, "tag", tag)
         if is_object:
@@ -189,9 +191,7 @@ class P2P(CommBase):
         timeout = self._timeout(timeout, call)
         if dest == PROC_NULL:
             return _Done(None)
-        op = SendOp(self._channel(), call, dest, timeout)
-        self._channel().send(arr, token, dest, tag, sync, is_object, op)
-        return op
+        return self._channel().start_send(call, arr, token, dest, tag, sync, is_object, timeout)
 
     def _source_and_tag(self, call: str, source: Any, tag: Any,
                         timeout: float | None) -> tuple[int, int, float | None]:
@@ -200,21 +200,19 @@ class P2P(CommBase):
                 self._tag(call, "tag", tag, wildcard=True), self._timeout(timeout, call))
 
     def _start_recv(self, call: str, out: Any, source: Any, tag: Any,
-                    timeout: float | None) -> RecvOp | _Done:
+                    timeout: float | None) -> Any:
         source, tag, timeout = self._source_and_tag(call, source, tag, timeout)
         buffer = self._recv_buffer(call, out)
         if source == PROC_NULL:
             return _Done((buffer, _NULL_STATUS))
-        op = RecvOp(self._channel(), call, source, tag, buffer, timeout)
-        op.post()
-        return op
+        return self._channel().start_recv(call, source, tag, buffer, timeout)
 
     def _start_probe(self, call: str, source: Any, tag: Any, take: bool,
-                     timeout: float | None) -> ProbeOp | None:
+                     timeout: float | None) -> Any:
         source, tag, timeout = self._source_and_tag(call, source, tag, timeout)
         if source == PROC_NULL:
             return None
-        return ProbeOp(self._channel(), call, source, tag, take, timeout)
+        return self._channel().start_probe(call, source, tag, take, timeout)
 
     # -- sends ---------------------------------------------------------------------------------
     def send(self, x: Any, dest: int, tag: int = 0, *, timeout: float | None = None) -> None:
@@ -227,9 +225,9 @@ class P2P(CommBase):
                 channel = self._channel()
             route = channel.route
             if route is not None:
-                seq = channel.sent[dest]
+                seq = channel.sent[dest]  # type: ignore[union-attr]
                 if route.send_now(x, dest, tag, seq):
-                    channel.sent[dest] = seq + 1
+                    channel.sent[dest] = seq + 1  # type: ignore[union-attr]
                     return
         self._complete(self._start_send("send", x, dest, tag, False, timeout))
 
@@ -259,10 +257,11 @@ class P2P(CommBase):
                 channel = self._p2p
             except AttributeError:
                 channel = self._channel()
-            matcher = channel.matcher
-            if (channel.route is not None and not matcher.posted and not matcher.unexpected
-                    and not channel.background):
-                got = channel.route.receive_now(out, source, tag, not self._progress.active)
+            route = channel.route
+            if (route is not None and not channel.matcher.posted  # type: ignore[union-attr]
+                    and not channel.matcher.unexpected  # type: ignore[union-attr]
+                    and not channel.background):  # type: ignore[union-attr]
+                got = route.receive_now(out, source, tag, not self._progress.active)
                 if got is not None:
                     return got
         return self._complete(self._start_recv("recv", out, source, tag, timeout))  # type: ignore[no-any-return]
@@ -312,7 +311,7 @@ class P2P(CommBase):
             return None
         return Message(self, op)
 
-    def _complete_probe(self, op: ProbeOp) -> None:
+    def _complete_probe(self, op: Any) -> None:
         if not op.poll():
             self._progress.wait(op)  # type: ignore[arg-type]
 

@@ -188,6 +188,35 @@ class Channel:
             if not h.done:
                 self.background.append((h, scratch))
 
+    # -- the operations (`MpiChannel` has the same) ---------------------------------------------
+    def start_send(self, call: str, arr: np.ndarray, token: str, dest: int, tag: int,
+                   sync: bool, is_object: bool, timeout: float | None) -> SendOp:
+        """Start sending ``arr`` (C-contiguous) to ``dest``."""
+        op = SendOp(self, call, dest, timeout)
+        self.send(arr, token, dest, tag, sync, is_object, op)
+        return op
+
+    def start_recv(self, call: str, source: int, tag: int, out: np.ndarray | None,
+                   timeout: float | None) -> RecvOp:
+        """Post a receive: it takes the earliest fitting message, now or once one comes."""
+        op = RecvOp(self, call, source, tag, out, timeout)
+        op.post()
+        return op
+
+    def start_probe(self, call: str, source: int, tag: int, take: bool,
+                    timeout: float | None) -> ProbeOp:
+        """A probe (``take``: a matched probe) of ``(source, tag)``."""
+        return ProbeOp(self, call, source, tag, take, timeout)
+
+    def receive_probed(self, probe: ProbeOp, call: str, out: np.ndarray | None,
+                       timeout: float | None) -> RecvOp:
+        """The receive of the message a matched probe took."""
+        envelope = probe.envelope
+        assert envelope is not None
+        op = RecvOp(self, call, envelope.source, envelope.tag, out, timeout)
+        op.matched(envelope)
+        return op
+
     # -- sending -------------------------------------------------------------------------------
     def send(self, arr: np.ndarray, token: str, dest: int, tag: int, sync: bool,
              is_object: bool, op: SendOp) -> None:
@@ -359,7 +388,56 @@ class _Awaiting(_Operation):
         raise NotImplementedError
 
 
-class RecvOp(_Awaiting):
+class Receiving(_Awaiting):
+    """What every receive shares, whatever does the matching: ``out``, ``result`` and
+    ``error``, its cancel, and the first stage of its poll (waiting for a match)."""
+
+    out: np.ndarray | None
+    error: BaseException | None
+    result: tuple[Any, Status] | None
+
+    def _unmatched(self) -> bool:
+        return not self._found()
+
+    def _withdraw(self) -> bool:
+        """Take the receive back from whatever would match it; True if it was there."""
+        raise NotImplementedError
+
+    def cancel(self) -> bool:
+        """Withdraw the receive if it has not matched; True if it was withdrawn."""
+        if self._unmatched() and self._withdraw():
+            self.result = (self.out, Status(self.source, self.tag_wanted, 0, cancelled=True))
+            self.done = True
+            return True
+        return False
+
+    def _until_matched(self) -> bool | None:
+        """The first stage of a poll: True (done) or False (no match yet) to return, None
+        once matched with its bytes in flight."""
+        if self.done:
+            return True
+        if self.error is not None:
+            raise self.error
+        if self._unmatched():
+            self.channel.drain(self._sources)
+            if self._unmatched():
+                self._still_possible()
+                return False
+            if self.error is not None:
+                raise self.error
+            if self.done:
+                return True
+        return None
+
+    def value(self) -> tuple[Any, Status]:
+        """``(data, Status)`` of the completed receive."""
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+class RecvOp(Receiving):
     """A receive: posted to the matcher, then (for a large message) its payload in flight."""
 
     def __init__(self, channel: Channel, call: str, source: int, tag: int,
@@ -408,29 +486,14 @@ class RecvOp(_Awaiting):
     def _found(self) -> bool:
         return self.envelope is not None
 
-    def cancel(self) -> bool:
-        """Withdraw the receive if it has not matched; True if it was withdrawn."""
-        if self.envelope is None and self.channel.matcher.cancel(self.posted):
-            self.result = (self.out, Status(self.source, self.tag_wanted, 0, cancelled=True))
-            self.done = True
-            return True
-        return False
+    def _withdraw(self) -> bool:
+        return self.channel.matcher.cancel(self.posted)
 
     def poll(self) -> bool:
         """Advance without blocking; True once the message is in place."""
-        if self.done:
-            return True
-        if self.error is not None:
-            raise self.error
-        if self.envelope is None:
-            self.channel.drain(self._sources)
-            if self.envelope is None:
-                self._still_possible()
-                return False
-            if self.error is not None:
-                raise self.error
-            if self.done:
-                return True
+        state = self._until_matched()
+        if state is not None:
+            return state
         payload = self.payload
         assert payload is not None
         if not payload.done:
@@ -442,13 +505,6 @@ class RecvOp(_Awaiting):
             return True
         self._check_deadline(f"the payload from rank {self.source} has not arrived")
         return False
-
-    def value(self) -> tuple[Any, Status]:
-        """``(data, Status)`` of the completed receive."""
-        if self.error is not None:
-            raise self.error
-        assert self.result is not None
-        return self.result
 
 
 class ProbeOp(_Awaiting):
