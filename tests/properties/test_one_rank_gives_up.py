@@ -20,10 +20,6 @@ BAD = 1
 #: non-root other than it needs only root 0's word for the data phase, so it may complete
 #: its part, as an MPI non-root would (root 0 still raises)
 OFF_ROOT_NEEDS_NOBODY = ("gatherv misspelt keyword",)
-#: cases whose bad rank is a gatherv's root given no counts: on shm its blocks' lengths come
-#: in the writers' headers (`collops.shm.direct_gatherv`), so it checks its ``out`` once
-#: they have arrived; its non-roots needed only its word, and may complete, as MPI's would
-ROOT_CHECKS_AFTER = {"shm": ("gatherv out small", "gatherv out large")}
 
 
 def _bad_call(comm: collops.Comm, case: str) -> Any:
@@ -85,9 +81,8 @@ def test_the_peers_of_a_rank_that_gave_up_are_told(transport, case):
     got = collops.spawn(_one_rank, 3, case, transport=transport, timeout=SPAWN_TIMEOUT)
     assert got[BAD]["error"] == "ArgumentError", got
     for rank, g in enumerate(got):
-        completes = (rank != 0 and case in OFF_ROOT_NEEDS_NOBODY) or (
-            case in ROOT_CHECKS_AFTER.get(transport, ()))
-        if rank != BAD and not (completes and g["error"] is None):
+        if rank != BAD and not (rank != 0 and case in OFF_ROOT_NEEDS_NOBODY
+                                and g["error"] is None):
             assert g["error"] in ("CollectiveMismatch", "PeerFailed"), got
             assert f"rank {BAD}" in g["message"], got
             assert g["seconds"] < CALL_TIMEOUT / 2, got
