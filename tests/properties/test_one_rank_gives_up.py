@@ -19,7 +19,9 @@ BAD = 1
 #: cases whose call is a gather-like one the bad rank gives up after its first phase: a
 #: non-root other than it needs only root 0's word for the data phase, so it may complete
 #: its part, as an MPI non-root would (root 0 still raises)
-OFF_ROOT_NEEDS_NOBODY = ("gatherv misspelt keyword",)
+OFF_ROOT_NEEDS_NOBODY = ("gatherv misspelt keyword", "gather misspelt keyword, late writer")
+#: seconds the third rank waits before it writes: root 0 has raised and left the call by then
+LATE = 0.3
 
 
 def _bad_call(comm: collops.Comm, case: str) -> Any:
@@ -44,6 +46,11 @@ def _bad_call(comm: collops.Comm, case: str) -> Any:
     if case == "gatherv misspelt keyword":  # an algorithm parameter no algorithm takes
         extra = {"recvcounts": (2, 3, 4)} if bad else {}
         return comm.gatherv(np.ones(2 + comm.rank), root=0, timeout=CALL_TIMEOUT, **extra)
+    if case == "gather misspelt keyword, late writer":  # the root leaves before rank 2 writes
+        if comm.rank == 2:
+            time.sleep(LATE)
+        extra = {"outt": None} if bad else {}
+        return comm.gather(x, root=0, timeout=CALL_TIMEOUT, **extra)
     if case == "allgather_object timeout":
         return comm.allgather_object(comm.rank, timeout=-1.0 if bad else CALL_TIMEOUT)
     if case == "split color":  # the communicator's own checks, before its call takes a number
@@ -74,6 +81,7 @@ def _one_rank(comm: collops.Comm, case: str) -> dict[str, Any]:
 @pytest.mark.parametrize("case", ["allreduce out", "allgather dtype", "alltoall shape",
                                   "bound allreduce timeout", "gatherv out small",
                                   "gatherv out large", "gatherv misspelt keyword",
+                                  "gather misspelt keyword, late writer",
                                   "split color", "split_type", "create group",
                                   "allgather_object timeout"])
 @pytest.mark.parametrize("transport", ["inproc", "shm"])

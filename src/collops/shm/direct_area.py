@@ -148,9 +148,9 @@ class DirectArea:
         self.occupant: list[tuple[int, tuple[int, ...]]] = [(0, ())] * DIRECT_SLOTS
         #: per slot: the call still to read this rank's own slot (0: none)
         self.own_pending = [0] * DIRECT_SLOTS
-        #: per slot: the peers whose contribution to the call this rank left unread is still
-        #: to be counted as read once they publish it (`release`; empty: none)
-        self.unreleased: list[list[int]] = [[] for _ in range(DIRECT_SLOTS)]
+        #: per slot: (call, peer) for each peer whose contribution to a call this rank left
+        #: unread is still to be counted as read once it publishes it (`release`; empty: none)
+        self.unreleased: list[list[tuple[int, int]]] = [[] for _ in range(DIRECT_SLOTS)]
         #: direct calls of this area begun without blocking and not finished
         self.inflight = 0
         #: those of them whose contribution is not yet written, in the order they were made:
@@ -244,11 +244,13 @@ class DirectArea:
         saw a mismatch): it counts the call as read in each peer's ``slot``, and its own slot
         as read by every reader (a reader that gave up cannot say so once this rank has
         published). A peer that has not published the call yet cannot be told before it does
-        (the word would stop it from writing): this rank's own slot counts as busy until then
-        (`unreleased`: a list in `occupant` is busy to the compiled runner too), which is
-        long before this rank needs the slot again; a peer that only reads in the call (a
-        bcast's) publishes nothing, and is done once it has read. So the slots can be used
-        again."""
+        (the word would stop it from writing) — whether or not this rank published in the
+        call: a gather's root that saw a mismatch still owes the non-roots that write after
+        it left. This rank's own slot counts as busy until they have published (`unreleased`:
+        a list in `occupant` is busy to the compiled runner too, whose writes then go through
+        `writable`), which is long before this rank needs the slot again; a peer that only
+        reads in the call (a bcast's) publishes nothing, and is done once it has read. So the
+        slots can be used again."""
         if self.own_pending[slot] == k:
             self.own_pending[slot] = 0
         words, me = self.words, self.index
@@ -256,15 +258,10 @@ class DirectArea:
         if occupant == k:
             for r in readers:
                 words[self.ack[r][me][slot]] = k
-            self.unreleased[slot] = [m for m in range(len(self.group)) if m != me]
-            self.occupant[slot] = [k, ()]  # type: ignore[call-overload]
-            self._released(slot)
-        else:
-            row = self.ack[me]
-            for m in range(len(self.group)):
-                if m != me and int(words[self.held[m][slot]]) >> 24 == k \
-                        and not self._confirmed_by_reading(m, slot):
-                    words[row[m][slot]] = k
+            readers = ()
+        self.unreleased[slot] += [(k, m) for m in range(len(self.group)) if m != me]
+        self.occupant[slot] = [occupant, readers]  # type: ignore[call-overload]
+        self._released(slot)
         self.transport.wake_sleepers(self.group)
 
     def _confirmed_by_reading(self, member: int, slot: int) -> bool:
@@ -276,22 +273,27 @@ class DirectArea:
                                                                               "scatter")
 
     def _released(self, slot: int) -> bool:
-        """Count the call this rank left unread in ``slot`` as read in the slots of the
-        `unreleased` peers that have published it since; True once none is left."""
-        k = self.occupant[slot][0]
-        words, row, held = self.words, self.ack[self.index], self.held
+        """Count the calls this rank left unread in ``slot`` as read in the slots of the
+        `unreleased` peers that have published them since; True once none is left."""
+        words, me, held = self.words, self.index, self.held
+        row = self.ack[me]
         left = []
-        for m in self.unreleased[slot]:
+        for k, m in self.unreleased[slot]:
             theirs = int(words[held[m][slot]]) >> 24
             if theirs == k:
                 if not self._confirmed_by_reading(m, slot):
                     words[row[m][slot]] = k
-            elif theirs < k and max(int(words[a[slot]]) & ~ARRIVED for a in self.ack[m]) < k:
-                left.append(m)  # else it moved on, or read call k without publishing in it
+            elif theirs < k and max(int(words[a[slot]]) & ~ARRIVED
+                                    for w, a in enumerate(self.ack[m]) if w != me) < k:
+                # else it moved on, or read call k without publishing in it — as its reads of
+                # the other members' slots say (its word for this rank's slot may be the one
+                # this rank wrote for it, `release`)
+                left.append((k, m))
         self.unreleased[slot] = left
         if left:
             return False
-        self.occupant[slot] = (k, ())
+        k, readers = self.occupant[slot]
+        self.occupant[slot] = (k, tuple(readers))
         self.transport.wake_sleepers(self.group)
         return True
 

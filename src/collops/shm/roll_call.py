@@ -80,7 +80,7 @@ class RollCall:
 
     __slots__ = ("direct", "book", "words", "slot", "k", "word", "fingerprint", "others",
                  "theirs", "fps", "dones", "heard", "root_word", "my_held", "my_fp", "my_done",
-                 "wakes", "written", "left")
+                 "written", "left")
 
     def __init__(self, direct: DirectArea, area: StreamArea, seq: int, phase: int,
                  fingerprint: int, root: int) -> None:
@@ -105,13 +105,10 @@ class RollCall:
         self.my_held = area.roll_held[group[me]] + slot
         self.my_fp = area.roll_fps[group[me]] + slot
         self.my_done = area.roll_done[group[me]] + slot
-        #: whom this rank's word wakes: a root its members (they wait for it before they
-        #: write, `root_heard`), a member its root (which waits for every member's word: left
-        #: asleep, it would wake only when the member's reads move, and a root that could write
-        #: its next call as the members read this one would wait for them to finish)
-        self.wakes = [group[m] for m in self.others] if me == root else [group[root]]
         self.written = False
         self.left = 1
+        # a root wakes the non-roots that wait for its word before they write (`root_heard`);
+        # else no wake: the call's stream part, which follows, wakes the peers as it moves;
         # a word whose slot is still busy is stored as the call moves (`poll`, `store`)
         self.store()
 
@@ -123,16 +120,20 @@ class RollCall:
         return not last or (words[self.my_done] >= last
                             and all(words[d] >= last for d in self.dones))
 
-    def store(self) -> bool:
-        """Store this rank's word once its slot is free, waking those asleep that wait for it
-        (`wakes`); whether it is stored."""
+    def store(self, wake: bool | None = None) -> bool:
+        """Store this rank's word once its slot is free (``wake``: wake the peers asleep; by
+        default only a root, whose non-roots wait for its word before they write); whether
+        it is stored."""
+        if wake is None:
+            wake = self.root_word < 0
         if not self.written and self._free():
             words = self.words
             words[self.my_fp] = self.fingerprint
             words[self.my_held] = self.word
             self.book.last[self.slot] = self.k
             self.written = True
-            self.direct.transport.wake_sleepers(self.wakes)
+            if wake:
+                self.direct.transport.wake_sleepers(self.direct.group)
         return self.written
 
     def ready(self) -> bool:
@@ -163,7 +164,7 @@ class RollCall:
         call is then done with here)."""
         if not self.left:
             return True
-        if not self.store():
+        if not self.store(True):
             return False
         words, word = self.words, self.word
         for _, w in self.heard:
