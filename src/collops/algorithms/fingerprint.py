@@ -69,6 +69,11 @@ def is_given_up(fp: int) -> bool:
     return fp == GIVEN_UP or not _unmix(fp & _MASK) >> 63
 
 
+def called_of(fp: int) -> int | None:
+    """The call a given-up word was made from, if it names one (None for a real call's)."""
+    return _called(fp)
+
+
 def _called(fp: int) -> int | None:
     """The call a given-up word was made from, if it names one."""
     if fp == GIVEN_UP or not is_given_up(fp):

@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import config
-from ..algorithms.fingerprint import fields, is_given_up, mismatch
+from ..algorithms.fingerprint import called_of, fields, is_given_up, mismatch
 from ..errors import CollectiveMismatch, CollectiveTimeout, PeerFailed
 from ..transport.stall import report, watch_of
 from ..transport.tags import call_of_tag_base
@@ -148,9 +148,9 @@ class DirectArea:
         self.occupant: list[tuple[int, tuple[int, ...]]] = [(0, ())] * DIRECT_SLOTS
         #: per slot: the call still to read this rank's own slot (0: none)
         self.own_pending = [0] * DIRECT_SLOTS
-        #: per slot: (call, peer) for each peer whose contribution to a call this rank left
-        #: unread is still to be counted as read once it publishes it (`release`; empty: none)
-        self.unreleased: list[list[tuple[int, int]]] = [[] for _ in range(DIRECT_SLOTS)]
+        #: per slot: the peers whose contribution to the call this rank left unread is still
+        #: to be counted as read once they publish it (`release`; empty: none)
+        self.unreleased: list[list[int]] = [[] for _ in range(DIRECT_SLOTS)]
         #: direct calls of this area begun without blocking and not finished
         self.inflight = 0
         #: those of them whose contribution is not yet written, in the order they were made:
@@ -244,13 +244,11 @@ class DirectArea:
         saw a mismatch): it counts the call as read in each peer's ``slot``, and its own slot
         as read by every reader (a reader that gave up cannot say so once this rank has
         published). A peer that has not published the call yet cannot be told before it does
-        (the word would stop it from writing) — whether or not this rank published in the
-        call: a gather's root that saw a mismatch still owes the non-roots that write after
-        it left. This rank's own slot counts as busy until they have published (`unreleased`:
-        a list in `occupant` is busy to the compiled runner too, whose writes then go through
-        `writable`), which is long before this rank needs the slot again; a peer that only
-        reads in the call (a bcast's) publishes nothing, and is done once it has read. So the
-        slots can be used again."""
+        (the word would stop it from writing): this rank's own slot counts as busy until then
+        (`unreleased`: a list in `occupant` is busy to the compiled runner too), which is
+        long before this rank needs the slot again; a peer that only reads in the call (a
+        bcast's) publishes nothing, and is done once it has read. So the slots can be used
+        again."""
         if self.own_pending[slot] == k:
             self.own_pending[slot] = 0
         words, me = self.words, self.index
@@ -258,10 +256,15 @@ class DirectArea:
         if occupant == k:
             for r in readers:
                 words[self.ack[r][me][slot]] = k
-            readers = ()
-        self.unreleased[slot] += [(k, m) for m in range(len(self.group)) if m != me]
-        self.occupant[slot] = [occupant, readers]  # type: ignore[call-overload]
-        self._released(slot)
+            self.unreleased[slot] = [m for m in range(len(self.group)) if m != me]
+            self.occupant[slot] = [k, ()]  # type: ignore[call-overload]
+            self._released(slot)
+        else:
+            row = self.ack[me]
+            for m in range(len(self.group)):
+                if m != me and int(words[self.held[m][slot]]) >> 24 == k \
+                        and not self._confirmed_by_reading(m, slot):
+                    words[row[m][slot]] = k
         self.transport.wake_sleepers(self.group)
 
     def _confirmed_by_reading(self, member: int, slot: int) -> bool:
@@ -272,28 +275,38 @@ class DirectArea:
         return not is_given_up(fingerprint) and fields(fingerprint).collective in ("bcast",
                                                                               "scatter")
 
+    def _all_write(self, slot: int) -> bool:
+        """Whether every member writes in the call this rank's ``slot`` holds (its word's
+        collective, or the one a given-up word was made from, is no bcast or scatter)."""
+        fingerprint: int | None = int(self.words[self.fps[self.index][slot]])
+        if fingerprint is not None and is_given_up(fingerprint):
+            fingerprint = called_of(fingerprint)
+        return fingerprint is not None and fields(fingerprint).collective not in ("bcast",
+                                                                                   "scatter")
+
     def _released(self, slot: int) -> bool:
-        """Count the calls this rank left unread in ``slot`` as read in the slots of the
-        `unreleased` peers that have published them since; True once none is left."""
+        """Count the call this rank left unread in ``slot`` as read in the slots of the
+        `unreleased` peers that have published it since; True once none is left."""
+        k = self.occupant[slot][0]
         words, me, held = self.words, self.index, self.held
         row = self.ack[me]
+        # in a call every member writes in (all but a bcast's or scatter's), this rank's own
+        # slot's acknowledgement of a member may be the one it wrote for it (`release`): only
+        # the member's reads of the other slots say it moved on
+        own = me if self._all_write(slot) else -1
         left = []
-        for k, m in self.unreleased[slot]:
+        for m in self.unreleased[slot]:
             theirs = int(words[held[m][slot]]) >> 24
             if theirs == k:
                 if not self._confirmed_by_reading(m, slot):
                     words[row[m][slot]] = k
             elif theirs < k and max(int(words[a[slot]]) & ~ARRIVED
-                                    for w, a in enumerate(self.ack[m]) if w != me) < k:
-                # else it moved on, or read call k without publishing in it — as its reads of
-                # the other members' slots say (its word for this rank's slot may be the one
-                # this rank wrote for it, `release`)
-                left.append((k, m))
+                                    for w, a in enumerate(self.ack[m]) if w != own) < k:
+                left.append(m)  # else it moved on, or read call k without publishing in it
         self.unreleased[slot] = left
         if left:
             return False
-        k, readers = self.occupant[slot]
-        self.occupant[slot] = (k, tuple(readers))
+        self.occupant[slot] = (k, ())
         self.transport.wake_sleepers(self.group)
         return True
 
