@@ -75,6 +75,7 @@ from .segment import DIRECT_SLOTS
 from .waiting import SPIN
 
 if TYPE_CHECKING:
+    from .roll_call import RollBook
     from .transport import ShmTransport
 
 #: or-ed into an acknowledgement word by a reader that found its call and still copies it:
@@ -127,6 +128,8 @@ class DirectArea:
         self.index = self.group.index(transport.rank)
         #: every member but this rank, whose words for a call it waits for or looks at
         self.others = [m for m in range(len(self.group)) if m != self.index]
+        #: the roll calls' book of this communicator's group (`roll_call.book_of`), once known
+        self.roll_book: RollBook | None = None
         self.capacity = lay.direct_bytes
         base = [lay.direct_rank_offset(area, r) for r in self.group]
         #: words holding each member's slot call numbers and fingerprints: [member][slot]

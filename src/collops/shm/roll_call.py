@@ -53,14 +53,40 @@ if TYPE_CHECKING:
 ROOTED = frozenset({"bcast", "scatter", "gather", "reduce"})
 
 
+class RollShape:
+    """Where the words of one root's roll calls sit, for every slot: each index below plus
+    the call's slot is a word in the control pages (made once per root, not per call)."""
+
+    __slots__ = ("others", "theirs", "fps", "dones", "heard", "root_word", "my_held", "my_fp",
+                 "my_done")
+
+    def __init__(self, direct: DirectArea, area: StreamArea, root: int) -> None:
+        group, me = direct.group, direct.index
+        #: the other members (group ranks) and their words' first indices
+        self.others = tuple(m for m in range(len(group)) if m != me)
+        self.theirs = tuple(area.roll_held[group[m]] for m in self.others)
+        self.fps = tuple(area.roll_fps[group[m]] for m in self.others)
+        self.dones = tuple(area.roll_done[group[m]] for m in self.others)
+        #: the members whose word the call waits for: the root's, at the root every other's
+        self.heard = tuple((m, w) for m, w in zip(self.others, self.theirs, strict=True)
+                           if me == root or m == root)
+        #: the root's first word index at a non-root (-1 at the root)
+        self.root_word = -1 if me == root else area.roll_held[group[root]]
+        self.my_held = area.roll_held[group[me]]
+        self.my_fp = area.roll_fps[group[me]]
+        self.my_done = area.roll_done[group[me]]
+
+
 class RollBook:
     """One rank's roll calls on one communicator: the call whose word each slot holds."""
 
-    __slots__ = ("last",)
+    __slots__ = ("last", "shapes")
 
     def __init__(self) -> None:
         #: per slot: the number of the call this rank last wrote there (0: none)
         self.last = [0] * ROLL_SLOTS
+        #: per root: where its calls' words are
+        self.shapes: dict[int, RollShape] = {}
 
 
 def book_of(direct: DirectArea, area: StreamArea) -> RollBook:
@@ -78,33 +104,25 @@ class RollCall:
     """One member's part of a roll call: store its word, then wait until the words it needs
     for the call (its root's; at the root, every other member's) are the same."""
 
-    __slots__ = ("direct", "book", "words", "slot", "k", "word", "fingerprint", "others",
-                 "theirs", "fps", "dones", "heard", "root_word", "my_held", "my_fp", "my_done",
+    __slots__ = ("direct", "book", "words", "k", "slot", "fingerprint", "word", "shape",
                  "written", "left")
 
     def __init__(self, direct: DirectArea, area: StreamArea, seq: int, phase: int,
                  fingerprint: int, root: int) -> None:
-        self.direct, self.book = direct, book_of(direct, area)
+        self.direct = direct
+        book = direct.roll_book
+        if book is None:
+            book = direct.roll_book = book_of(direct, area)
+        self.book = book
+        shape = book.shapes.get(root)
+        if shape is None:
+            shape = book.shapes[root] = RollShape(direct, area, root)
+        self.shape = shape
         self.words = direct.words
         self.k = k = call_number(seq, phase)
-        self.slot = slot = (2 * seq + phase) % ROLL_SLOTS
+        self.slot = (2 * seq + phase) % ROLL_SLOTS
         self.fingerprint = fingerprint
         self.word = held_word(k, fingerprint)
-        group, me = direct.group, direct.index
-        #: the other members (group ranks) and the words of theirs this call reads
-        self.others = [m for m in range(len(group)) if m != me]
-        self.theirs = [area.roll_held[group[m]] + slot for m in self.others]
-        self.fps = [area.roll_fps[group[m]] + slot for m in self.others]
-        self.dones = [area.roll_done[group[m]] + slot for m in self.others]
-        #: the members whose word the call waits for and their words' indices: the root's,
-        #: or at the root every other member's
-        self.heard = [(m, w) for m, w in zip(self.others, self.theirs, strict=True)
-                      if me == root or m == root]
-        #: the root's word's index, at a non-root (-1 at the root)
-        self.root_word = -1 if me == root else area.roll_held[group[root]] + slot
-        self.my_held = area.roll_held[group[me]] + slot
-        self.my_fp = area.roll_fps[group[me]] + slot
-        self.my_done = area.roll_done[group[me]] + slot
         self.written = False
         self.left = 1
         # a root wakes the non-roots that wait for its word before they write (`root_heard`);
@@ -115,22 +133,25 @@ class RollCall:
     def _free(self) -> bool:
         """Whether this rank and every peer are done with the call whose word this rank's
         slot holds (or a later call there)."""
-        last = self.book.last[self.slot]
-        words = self.words
-        return not last or (words[self.my_done] >= last
-                            and all(words[d] >= last for d in self.dones))
+        slot = self.slot
+        last = self.book.last[slot]
+        if not last:
+            return True
+        words, shape = self.words, self.shape
+        return words[shape.my_done + slot] >= last and all(
+            words[d + slot] >= last for d in shape.dones)
 
     def store(self, wake: bool | None = None) -> bool:
         """Store this rank's word once its slot is free (``wake``: wake the peers asleep; by
         default only a root, whose non-roots wait for its word before they write); whether
         it is stored."""
         if wake is None:
-            wake = self.root_word < 0
+            wake = self.shape.root_word < 0
         if not self.written and self._free():
-            words = self.words
-            words[self.my_fp] = self.fingerprint
-            words[self.my_held] = self.word
-            self.book.last[self.slot] = self.k
+            words, shape, slot = self.words, self.shape, self.slot
+            words[shape.my_fp + slot] = self.fingerprint
+            words[shape.my_held + slot] = self.word
+            self.book.last[slot] = self.k
             self.written = True
             if wake:
                 self.direct.transport.wake_sleepers(self.direct.group)
@@ -140,24 +161,26 @@ class RollCall:
         """Whether `poll` can move: the word may be stored, or every peer's word has come."""
         if not self.written:
             return self._free()
-        words, word = self.words, self.word
-        return all(words[w] == word for _, w in self.heard)
+        words, word, slot = self.words, self.word, self.slot
+        return all(words[w + slot] == word for _, w in self.shape.heard)
 
     def root_heard(self) -> bool:
         """Whether this rank's root stored its word for the call and it is this rank's (at
         the root: always). A non-root writes its chunks only then: ranks that named it the
         root while it was none would otherwise leave chunks in their rings that it never
         reads, holding the rings' slots for ever."""
-        return self.root_word < 0 or self.words[self.root_word] == self.word
+        root_word = self.shape.root_word
+        return root_word < 0 or self.words[root_word + self.slot] == self.word
 
     def awaited(self) -> list[int]:
         """The members (group ranks) this rank waits for: those yet to finish the slot's last
         call, or those whose word for this call has not come."""
-        words = self.words
+        words, shape, slot = self.words, self.shape, self.slot
         if not self.written:
-            last = self.book.last[self.slot]
-            return [m for m, d in zip(self.others, self.dones, strict=True) if words[d] < last]
-        return [m for m, w in self.heard if words[w] != self.word]
+            last = self.book.last[slot]
+            return [m for m, d in zip(shape.others, shape.dones, strict=True)
+                    if words[d + slot] < last]
+        return [m for m, w in shape.heard if words[w + slot] != self.word]
 
     def poll(self) -> bool:
         """Advance without blocking; True once the words it waits for are this rank's (the
@@ -166,9 +189,9 @@ class RollCall:
             return True
         if not self.store(True):
             return False
-        words, word = self.words, self.word
-        for _, w in self.heard:
-            if words[w] != word:
+        words, word, slot = self.words, self.word, self.slot
+        for _, w in self.shape.heard:
+            if words[w + slot] != word:
                 return False
         self.end()
         return True
@@ -177,13 +200,13 @@ class RollCall:
         """Raise `CollectiveMismatch` if a member's word is for this call with another
         fingerprint (each word read once, and its fingerprint only if it is the one the word
         was made from: a word read across a peer's store is looked at again next round)."""
-        words, k = self.words, self.k
-        for m, w, f in zip(self.others, self.theirs, self.fps, strict=True):
-            theirs = int(words[w])
+        words, k, shape, slot = self.words, self.k, self.shape, self.slot
+        for m, w, f in zip(shape.others, shape.theirs, shape.fps, strict=True):
+            theirs = int(words[w + slot])
             if theirs >> 24 != k or theirs == self.word:
                 continue
-            fingerprint = int(words[f])
-            if held_word(k, fingerprint) == theirs == int(words[w]):
+            fingerprint = int(words[f + slot])
+            if held_word(k, fingerprint) == theirs == int(words[w + slot]):
                 raise CollectiveMismatch(
                     f"{what}: {mismatch(self.fingerprint, fingerprint, f'rank {m}')}")
 
@@ -193,4 +216,4 @@ class RollCall:
         when it runs half the slots ahead, and looks again within its sleep slice)."""
         if self.left:
             self.left = 0
-            self.words[self.my_done] = self.k
+            self.words[self.shape.my_done + self.slot] = self.k

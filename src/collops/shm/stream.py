@@ -181,6 +181,18 @@ def _roll_call(direct: DirectArea, area: StreamArea, spec: CallSpec, seq: int, p
     return RollCall(direct, area, seq, phase, fingerprint, spec.root)
 
 
+def _root_heard(roll: RollCall, spin: float) -> bool:
+    """Whether ``roll``'s root stored its word within ``spin`` s: a rank that writes chunks
+    writes them only then (`RollCall.root_heard`); a rank that writes none needs not wait."""
+    if roll.root_heard():
+        return True
+    stop = time.monotonic() + spin
+    while time.monotonic() < stop:
+        if roll.root_heard():
+            return True
+    return False
+
+
 def _hear_the_roll(direct: DirectArea, roll: RollCall, spec: CallSpec, rank: int,
                        seq: int, phase: int, context: int, timeout: float | None) -> None:
     """Finish a streamed call's ``roll`` call: the one wait, from its spin, until the words
@@ -223,7 +235,7 @@ def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None) -> Call
         if area.abandoned:  # chunks of a call this rank gave up may hold a writer back
             skip_abandoned(area, direct.group)
         if alone is not None and not progress.active and not area.active and (
-                roll is None or roll.root_heard()):
+                roll is None or alone.nwrites == 0 or _root_heard(roll, spin)):
             # nothing else in flight here: the whole call in C, as a rule; else on from there
             state = alone.state.copy()
             status = alone.plan.advance(state, *_addresses(alone, flat_send, flat_recv),
