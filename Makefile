@@ -25,7 +25,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy src
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=20
 
 test: lint typecheck unit
 
