@@ -42,7 +42,8 @@ def test_a_late_rank_is_reported_once_over_shm_and_the_call_completes(algorithm)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # the script checks the result against numpy on every rank
     assert "rank 0 ok" in proc.stdout and "rank 1 ok" in proc.stdout
-    reports = _reports(proc.stderr)
+    # call #0 may be reported too when a loaded machine starts one rank 0.5 s after the other
+    reports = [r for r in _reports(proc.stderr) if "] #1," in r]
     assert len(reports) == 1, proc.stderr
     (line,) = reports
     assert line.startswith("collops: stall: rank 0 has waited")
