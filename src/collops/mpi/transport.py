@@ -61,9 +61,9 @@ from ..transport.base import Capabilities, Handle, Transport
 from ..transport.tags import call_of_tag_base, is_point_to_point
 from . import given_up, spanning
 from .abort import abort_job, install_abort_hook
-from .board import Board
 from .channel import Channel
 from .liveness import BlockingGuard, NodePeers, node_peers
+from .native_comms import COLLECTIVE_SLOTS, NativeComms, mpi_error, returning_errors
 from .spanning import AGREEMENT_BIT
 
 #: the one MPI tag all collops point-to-point messages use
@@ -74,21 +74,10 @@ EAGER_LIMIT = 32 * 1024
 _HEADER = struct.Struct("<QQQ")
 HEADER_BYTES = _HEADER.size
 _LARGE = 1 << 63
-#: MPI communicators per collops communicator for MPI's own collectives (see `collective_comm`)
-COLLECTIVE_SLOTS = 8
 #: longest sleep between polls in `wait_for_activity`
 MAX_SLEEP = 1e-3
 #: longest sleep while one of MPI's own collectives is in flight (it needs MPI calls to move)
 MAX_SLEEP_COLLECTIVE = 1e-4
-
-
-def mpi_error(rank: int, what: str, exc: Any) -> TransportError:
-    """The collops error for MPI's error ``exc`` on ``rank`` while doing ``what``."""
-    try:
-        message = exc.Get_error_string()
-    except Exception:  # noqa: BLE001 - any description will do
-        message = str(exc)
-    return TransportError(f"rank {rank}: {what} failed: MPI error: {message}")
 
 
 def _mpi() -> Any:
@@ -112,14 +101,14 @@ class _LargeArrival:
         self.nbytes = nbytes
 
 
-class MpiTransport(Transport):
+class MpiTransport(NativeComms, Transport):
     """This process's rank of an MPI job (over a private duplicate of ``comm``)."""
 
     def __init__(self, comm: Any = None) -> None:
         MPI = _mpi()
         self._MPI = MPI
         base = MPI.COMM_WORLD if comm is None else comm
-        self.comm = _returning_errors(MPI, base.Dup())
+        self.comm = returning_errors(MPI, base.Dup())
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         self._status = MPI.Status()
@@ -147,15 +136,15 @@ class MpiTransport(Transport):
         self._hier: dict[int, tuple[Any, Any]] = {}
         #: the thread watching this rank's blocking MPI calls (`blocking.Watchdog`)
         self._watchdog: Any = None
-        self._collective_base = _returning_errors(MPI, base.Dup())
+        self._collective_base = returning_errors(MPI, base.Dup())
         self._pools: dict[tuple[tuple[int, ...], int], list[Any]] = {
             (tuple(range(self.size)), 0):
                 [self._collective_base.Dup() for _ in range(COLLECTIVE_SLOTS)]}
         self._peers = NodePeers({})
         #: (group, context) -> each collops communicator's MPI point-to-point (`p2p.Link`)
         self._links: dict[tuple[tuple[int, ...], int], Any] = {
-            (tuple(range(self.size)), 0): (_returning_errors(MPI, base.Dup()),
-                                           _returning_errors(MPI, base.Dup()))}
+            (tuple(range(self.size)), 0): (returning_errors(MPI, base.Dup()),
+                                           returning_errors(MPI, base.Dup()))}
         nodes, cpus_here = self._nodes()
         self._capabilities = Capabilities("mpi", nodes, resources=frozenset({"mpi"}))
         #: each pool's fingerprint board (None: its ranks span nodes), see `board`
@@ -465,56 +454,6 @@ class MpiTransport(Transport):
         meanwhile (a blocked call would never return)."""
         return BlockingGuard(self._peers, self.rank, call, abort_job)
 
-    # -- MPI's own collectives -----------------------------------------------------------------
-    def collective_comm(self, group: tuple[int, ...], context: int, slot: int) -> Any:
-        """An MPI communicator over ``group`` (world ranks, in order) for MPI's collectives.
-
-        Each collops communicator (``group``, ``context``) gets `COLLECTIVE_SLOTS` MPI
-        communicators; ``slot`` is taken modulo their number. MPI requires collectives on one
-        communicator to start in the same order on every rank: the caller (``mpi_native``)
-        keeps that order, by giving all of a call's operations one slot and starting a call's
-        operations only once the earlier calls sharing its slot have finished. The world's
-        pool is made with the transport; another group's on its first use (a blocking step,
-        collective over the group's ranks).
-        """
-        key = (group, context)
-        pool = self._pools.get(key)
-        if pool is None:
-            base = self._collective_base
-            members = base.Get_group().Incl(list(group))
-            try:
-                with self.blocking("MPI_Comm_create_group"):
-                    first = _returning_errors(self._MPI,
-                                              base.Create_group(members, context & 0x7FFF))
-                    pool = [first] + [first.Dup() for _ in range(COLLECTIVE_SLOTS - 1)]
-                    board = self._boards[key] = self._board_for(group, first)
-                    if board is None and len(group) > 1:
-                        self._channels[key] = Channel(_returning_errors(self._MPI,
-                                                                        first.Dup()))
-            except self._MPI.Exception as exc:
-                raise mpi_error(self.rank, f"making an MPI communicator over ranks "
-                                f"{list(group)}", exc) from exc
-            finally:
-                members.Free()
-            self._pools[key] = pool
-        return pool[slot % len(pool)]
-
-    def release_comm(self, context: int, group: tuple[int, ...],
-                     timeout: float | None) -> None:
-        """Free the MPI communicators a freed collops communicator had for MPI's own
-        collectives (every member frees the same pool: MPI_Comm_free is collective)."""
-        from .p2p import free_link
-        free_link(self, self._links, tuple(group), context)
-        pool = self._pools.pop((tuple(group), context), None)
-        channel = self._channels.pop((tuple(group), context), None)
-        if channel is not None:
-            channel.close()
-            pool = [*(pool or ()), channel.comm]
-        for mc in pool or ():
-            try:
-                mc.Free()
-            except self._MPI.Exception as exc:
-                raise mpi_error(self.rank, "freeing an MPI communicator", exc) from exc
     # -- point-to-point on MPI's own (`mpi/p2p.py`) ----------------------------------------------
     def communicator_made(self, group: tuple[int, ...], context: int) -> None:
         """Make the MPI communicators of collops communicator ``(group, context)``'s
@@ -527,40 +466,6 @@ class MpiTransport(Transport):
         through `communicator_made`, and its point-to-point takes the transport's messages)."""
         from .p2p import link_of
         return link_of(self, self._links, group, context)
-
-    def hier_comms(self, mc: Any, node: int, leader: bool) -> tuple[Any, Any]:
-        """The MPI communicators of ``hier``'s phases under ``mc`` (one of `collective_comm`'s):
-        this rank's node's, and the node leaders' (None off the leaders). Made by
-        ``MPI_Comm_split`` on their first use, at the same point of ``mc``'s calls on every
-        rank (a call's operations start in order on its MPI communicator)."""
-        got = self._hier.get(id(mc))
-        if got is None:
-            MPI = self._MPI
-            rank = mc.Get_rank()
-            node_comm = _returning_errors(MPI, mc.Split(node, rank))
-            leaders = mc.Split(0 if leader else MPI.UNDEFINED, rank)
-            got = self._hier[id(mc)] = (
-                node_comm, None if leaders == MPI.COMM_NULL else _returning_errors(MPI, leaders))
-        return got
-
-    def _board_for(self, group: tuple[int, ...], comm: Any) -> Board | None:
-        """A board over ``comm`` (collective over it) when ``group`` lies on one node — as
-        `capabilities` has the nodes, so ``COLLOPS_RANKS_PER_NODE`` splits one machine into
-        nodes that agree across them as real ones do — else None."""
-        nodes = self._capabilities.node_of_rank
-        if len({nodes[r] for r in group}) > 1:
-            return None
-        return Board.for_comm(self._MPI, comm)
-
-    def agreement_channel(self, group: tuple[int, ...], context: int) -> Channel:
-        """The agreement channel of ``collective_comm``'s pool over ``group`` (spanning
-        nodes)."""
-        return self._channels[(group, context)]
-
-    def board(self, group: tuple[int, ...], context: int) -> Board | None:
-        """The fingerprint board of ``collective_comm``'s pool over ``group`` (made with it;
-        None when its ranks span nodes or there is one)."""
-        return self._boards.get((group, context))
 
     def watch(self, request: Any, group: tuple[int, ...] = ()) -> None:
         """Let ``request``'s completion end a `wait_for_activity`; ``group``: the ranks whose
@@ -600,12 +505,6 @@ class MpiTransport(Transport):
         except TransportError:
             pass
         self._peers.mark_finished(self.rank)  # its peers still waiting for it are told
-
-
-def _returning_errors(MPI: Any, comm: Any) -> Any:
-    """``comm`` with MPI's errors returned to the caller (mpi4py raises them), not fatal."""
-    comm.Set_errhandler(MPI.ERRORS_RETURN)
-    return comm
 
 
 def _fill(h: Handle, out: memoryview, payload: memoryview, fingerprint: int) -> None:

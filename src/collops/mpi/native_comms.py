@@ -1,0 +1,133 @@
+"""The MPI transport's communicators for MPI's own collectives (``mpi_native``, ``hier``).
+
+Each collops communicator gets a small pool of MPI communicators, made where it is first
+used; on one node a fingerprint board beside it, across nodes an agreement channel (see
+`collective_comm`). `NativeComms` is the part of `MpiTransport` that keeps them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import TransportError
+from .board import Board
+from .channel import Channel
+from .liveness import BlockingGuard
+
+#: MPI communicators per collops communicator for MPI's own collectives (see `collective_comm`)
+COLLECTIVE_SLOTS = 8
+
+
+def mpi_error(rank: int, what: str, exc: Any) -> TransportError:
+    """The collops error for MPI's error ``exc`` on ``rank`` while doing ``what``."""
+    try:
+        message = exc.Get_error_string()
+    except Exception:  # noqa: BLE001 - any description will do
+        message = str(exc)
+    return TransportError(f"rank {rank}: {what} failed: MPI error: {message}")
+
+
+def returning_errors(MPI: Any, comm: Any) -> Any:
+    """``comm`` with MPI's errors returned to the caller (mpi4py raises them), not fatal."""
+    comm.Set_errhandler(MPI.ERRORS_RETURN)
+    return comm
+
+
+class NativeComms:
+    """The pools, boards and channels of MPI's own collectives, per collops communicator."""
+
+    rank: int
+    _MPI: Any
+    _collective_base: Any
+    _pools: dict[tuple[tuple[int, ...], int], list[Any]]
+    _boards: dict[tuple[tuple[int, ...], int], Board | None]
+    _channels: dict[tuple[tuple[int, ...], int], Channel]
+    _links: dict[tuple[tuple[int, ...], int], Any]
+    _hier: dict[int, tuple[Any, Any]]
+    _capabilities: Any
+    #: a guard for a blocking MPI call (`MpiTransport.blocking`)
+    blocking: Callable[[str], BlockingGuard]
+
+    def collective_comm(self, group: tuple[int, ...], context: int, slot: int) -> Any:
+        """An MPI communicator over ``group`` (world ranks, in order) for MPI's collectives.
+
+        Each collops communicator (``group``, ``context``) gets `COLLECTIVE_SLOTS` MPI
+        communicators; ``slot`` is taken modulo their number. MPI requires collectives on one
+        communicator to start in the same order on every rank: the caller (``mpi_native``)
+        keeps that order, by giving all of a call's operations one slot and starting a call's
+        operations only once the earlier calls sharing its slot have finished. The world's
+        pool is made with the transport; another group's on its first use (a blocking step,
+        collective over the group's ranks).
+        """
+        key = (group, context)
+        pool = self._pools.get(key)
+        if pool is None:
+            base = self._collective_base
+            members = base.Get_group().Incl(list(group))
+            try:
+                with self.blocking("MPI_Comm_create_group"):
+                    first = returning_errors(self._MPI,
+                                              base.Create_group(members, context & 0x7FFF))
+                    pool = [first] + [first.Dup() for _ in range(COLLECTIVE_SLOTS - 1)]
+                    board = self._boards[key] = self._board_for(group, first)
+                    if board is None and len(group) > 1:
+                        self._channels[key] = Channel(returning_errors(self._MPI,
+                                                                        first.Dup()))
+            except self._MPI.Exception as exc:
+                raise mpi_error(self.rank, f"making an MPI communicator over ranks "
+                                f"{list(group)}", exc) from exc
+            finally:
+                members.Free()
+            self._pools[key] = pool
+        return pool[slot % len(pool)]
+
+    def release_comm(self, context: int, group: tuple[int, ...],
+                     timeout: float | None) -> None:
+        """Free the MPI communicators a freed collops communicator had for MPI's own
+        collectives (every member frees the same pool: MPI_Comm_free is collective)."""
+        from .p2p import free_link
+        free_link(self, self._links, tuple(group), context)
+        pool = self._pools.pop((tuple(group), context), None)
+        channel = self._channels.pop((tuple(group), context), None)
+        if channel is not None:
+            channel.close()
+            pool = [*(pool or ()), channel.comm]
+        for mc in pool or ():
+            try:
+                mc.Free()
+            except self._MPI.Exception as exc:
+                raise mpi_error(self.rank, "freeing an MPI communicator", exc) from exc
+    def hier_comms(self, mc: Any, node: int, leader: bool) -> tuple[Any, Any]:
+        """The MPI communicators of ``hier``'s phases under ``mc`` (one of `collective_comm`'s):
+        this rank's node's, and the node leaders' (None off the leaders). Made by
+        ``MPI_Comm_split`` on their first use, at the same point of ``mc``'s calls on every
+        rank (a call's operations start in order on its MPI communicator)."""
+        got = self._hier.get(id(mc))
+        if got is None:
+            MPI = self._MPI
+            rank = mc.Get_rank()
+            node_comm = returning_errors(MPI, mc.Split(node, rank))
+            leaders = mc.Split(0 if leader else MPI.UNDEFINED, rank)
+            got = self._hier[id(mc)] = (
+                node_comm, None if leaders == MPI.COMM_NULL else returning_errors(MPI, leaders))
+        return got
+
+    def _board_for(self, group: tuple[int, ...], comm: Any) -> Board | None:
+        """A board over ``comm`` (collective over it) when ``group`` lies on one node — as
+        `capabilities` has the nodes, so ``COLLOPS_RANKS_PER_NODE`` splits one machine into
+        nodes that agree across them as real ones do — else None."""
+        nodes = self._capabilities.node_of_rank
+        if len({nodes[r] for r in group}) > 1:
+            return None
+        return Board.for_comm(self._MPI, comm)
+
+    def agreement_channel(self, group: tuple[int, ...], context: int) -> Channel:
+        """The agreement channel of ``collective_comm``'s pool over ``group`` (spanning
+        nodes)."""
+        return self._channels[(group, context)]
+
+    def board(self, group: tuple[int, ...], context: int) -> Board | None:
+        """The fingerprint board of ``collective_comm``'s pool over ``group`` (made with it;
+        None when its ranks span nodes or there is one)."""
+        return self._boards.get((group, context))
