@@ -136,6 +136,20 @@ def test_large_objects_go_to_the_root_alone_from_their_memory():
             assert gathered is None and shares == []  # rank 2 fit its slot: done
 
 
+def _past_single_copy(comm):
+    """A gather of objects holding arrays large enough for the transport's single copy."""
+    n = 300_000  # 2.4 MB of float64: past the 2 MiB from which shm messages go single-copy
+    got = comm.gather_object({"r": comm.rank, "a": np.arange(n) * (comm.rank + 1.0)}, root=1)
+    return None if got is None else [(g["r"], np.array_equal(g["a"], np.arange(n) * (j + 1.0)))
+                                     for j, g in enumerate(got)]
+
+
+@pytest.mark.timeout(120)
+def test_a_gather_of_objects_whose_arrays_go_single_copy():
+    assert collops.spawn(_past_single_copy, 2, transport="shm", timeout=100) == [
+        None, [(0, True), (1, True)]]
+
+
 def _disagreeing(comm, case: str):
     """Ranks that disagree on a gather_object's root, or call another object collective."""
     try:

@@ -190,7 +190,8 @@ def bcast_object(comm: Comm, obj: Any, root: int = 0, *, timeout: float | None =
     codec, own = _prepared(comm)
     slot = own.send
     big = codec.encode(slot, 0, SLOT, obj) if comm.rank == root else None
-    got_slot = comm.bcast(slot, root, out=own.recv, timeout=t)  # its bound runner, inline
+    # its bound runner, inline; in place at the root, which needs no copy of its own slot
+    got_slot = comm.bcast(slot, root, out=slot if comm.rank == root else own.recv, timeout=t)
     if comm.rank == root:
         return obj if big is None else _bcast_frames(comm, obj, _frames(*big), root, t)
     got = codec.decode(got_slot, SLOT, 1, 0, 1)
