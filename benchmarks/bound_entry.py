@@ -5,11 +5,12 @@ Usage: .venv/bin/python benchmarks/bound_entry.py [--nprocs 2] [--blocks 40] [--
 
 `Comm.barrier` and `Comm.bcast` call the compiled runner bound to their last signature
 themselves; before, they went through `Comm._fast` (and `_call_bound`), which other
-collectives still take. One shared-memory job alternates blocks of ``--per`` calls of each
-route, every call timed on its own after an untimed barrier as `collops bench` times it, and
-prints, per route, the minimum, first quartile and median over the blocks of the mean over
-the ranks (the minimum is the figure to read on a loaded machine: the blocks no other job
-interrupted).
+collectives still take; "barrier, wrapped" is the lambda with ``**{}`` through which
+`collops bench` timed the barrier before. One shared-memory job alternates blocks of
+``--per`` calls of each route, every call timed on its own after an untimed barrier as
+`collops bench` times it, and prints, per route, the minimum, first quartile and median over
+the blocks of the mean over the ranks (the minimum is the figure to read on a loaded
+machine: the blocks no other job interrupted).
 """
 
 from __future__ import annotations
@@ -29,8 +30,11 @@ from collops.runtime.comm import _BARRIER_TOKEN
 def _routes(comm: Any) -> dict[str, Any]:
     x, r = np.ones(1), np.empty(1)
     out = x if comm.rank == 0 else r  # in place at the root, as collops bench does
+    no_params: dict[str, Any] = {}
     return {
         "barrier, method": comm.barrier,
+        # how `collops bench` wrapped it before timing the method itself
+        "barrier, wrapped": lambda: comm.barrier(**no_params),
         "barrier, _fast": lambda: comm._fast("barrier", _BARRIER_TOKEN, None, 0, None, None,
                                              None),
         "bcast, method": lambda: comm.bcast(x, 0, out=out),

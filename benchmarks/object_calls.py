@@ -1,7 +1,7 @@
 """Per-call cost of the object collectives, against an older `runtime/objects.py`, in one run.
 
 Usage: .venv/bin/python benchmarks/object_calls.py [--nprocs 1] [--rounds 5]
-           [--iterations 2000] [--before FILE] [--entry] [--json FILE]
+           [--iterations 2000] [--before FILE] [--entry] [--barrier] [--json FILE]
 
 Runs a shared-memory job (`collops.spawn`, ``transport="shm"``) and times each object call of
 `collops bench` (mpi4py's arguments: ``allreduce_object(1)``, ``bcast_object({"a": 1})``…) on
@@ -10,7 +10,9 @@ what the call itself costs, even on a loaded machine) and of the wall time per c
 ``--before FILE`` (an older ``objects.py``, e.g. ``git show f694e39:src/collops/runtime/objects.py
 > /tmp/objects_before.py``) alternates it with the installed one in every round, bound as
 ``Comm``'s methods. On one rank (the default) nothing waits for a peer, so the CPU time is the
-call's own work.
+call's own work. ``--barrier`` (with ``--nprocs`` 2 or more) times each call after an untimed
+barrier, as `collops bench` does, and gives the wall time as the mean over the ranks: the two
+versions' protocols side by side in one job.
 
 ``--entry`` instead times the 8-byte regular collectives (barrier, bcast, allreduce,
 allgather, alltoall, reduce): the whole method against its bound compiled call alone, so the
@@ -34,16 +36,29 @@ import collops
 from collops.bench.measure import OBJECT_CALLS, object_call
 
 
-def _times(call: Callable[[], Any], iterations: int) -> tuple[float, float]:
-    """CPU and wall µs per call of ``iterations`` calls."""
-    cpu, wall = time.thread_time(), time.perf_counter()
+def _times(call: Callable[[], Any], iterations: int,
+           barrier: Callable[[], Any] | None = None) -> tuple[float, float]:
+    """CPU and wall µs per call of ``iterations`` calls (with ``barrier``: each call after
+    an untimed barrier, as `collops bench` times it, and the CPU time then includes the
+    barriers')."""
+    if barrier is not None:
+        clock, wall = time.perf_counter, 0.0
+        cpu = time.thread_time()
+        for _ in range(iterations):
+            barrier()
+            start = clock()
+            call()
+            wall += clock() - start
+        return (time.thread_time() - cpu) / iterations * 1e6, wall / iterations * 1e6
+    cpu, start = time.thread_time(), time.perf_counter()
     for _ in range(iterations):
         call()
     return ((time.thread_time() - cpu) / iterations * 1e6,
-            (time.perf_counter() - wall) / iterations * 1e6)
+            (time.perf_counter() - start) / iterations * 1e6)
 
 
-def _objects(comm: Any, rounds: int, iterations: int, before: str | None) -> dict[str, Any]:
+def _objects(comm: Any, rounds: int, iterations: int, before: str | None,
+             timed_alone: bool = False) -> dict[str, Any]:
     from collops.runtime import comm as comm_module
     from collops.runtime import objects
 
@@ -63,7 +78,8 @@ def _objects(comm: Any, rounds: int, iterations: int, before: str | None) -> dic
                 call = object_call(comm, name)
                 _times(call, 50)
                 comm.barrier()
-                samples[label].append(_times(call, iterations))
+                samples[label].append(_times(call, iterations,
+                                             comm.barrier if timed_alone else None))
                 comm.barrier()
         out[name] = {label: {"cpu_us": statistics.median(s[0] for s in got),
                              "wall_us": statistics.median(s[1] for s in got)}
@@ -100,10 +116,11 @@ def _entry(comm: Any, rounds: int, iterations: int) -> dict[str, Any]:
     return out
 
 
-def _body(comm: Any, entry: bool, rounds: int, iterations: int, before: str | None) -> Any:
+def _body(comm: Any, entry: bool, rounds: int, iterations: int, before: str | None,
+          timed_alone: bool) -> Any:
     if entry:
         return _entry(comm, rounds, iterations)
-    return _objects(comm, rounds, iterations, before)
+    return _objects(comm, rounds, iterations, before, timed_alone)
 
 
 def main() -> None:
@@ -114,11 +131,19 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=2000)
     parser.add_argument("--before", default=None)
     parser.add_argument("--entry", action="store_true")
+    parser.add_argument("--barrier", action="store_true",
+                        help="time each call alone, after an untimed barrier, and give the "
+                             "wall time as the mean over the ranks (as collops bench does)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     load = open("/proc/loadavg").read().split()[:3]
-    got = collops.spawn(_body, args.nprocs, args.entry, args.rounds, args.iterations,
-                        args.before, transport="shm", timeout=1800)[0]
+    ranks = collops.spawn(_body, args.nprocs, args.entry, args.rounds, args.iterations,
+                          args.before, args.barrier, transport="shm", timeout=1800)
+    got = ranks[0]
+    if args.barrier and not args.entry:
+        for name, row in got.items():
+            for label, cell in row.items():
+                cell["wall_us"] = statistics.fmean(r[name][label]["wall_us"] for r in ranks)
     for name, row in got.items():
         print(name, json.dumps(row))
     record = {"command": "benchmarks/object_calls.py", "args": vars(args),

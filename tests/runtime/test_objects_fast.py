@@ -187,9 +187,9 @@ def test_small_arrays_in_objects_take_one_round_and_large_ones_the_frames(monkey
     frames_paths = []
     real = objects._gather_frames
 
-    def counting(comm, frames, root, timeout):
+    def counting(comm, frames, timeout):
         frames_paths.append(comm.rank)
-        return real(comm, frames, root, timeout)
+        return real(comm, frames, timeout)
 
     monkeypatch.setattr(objects, "_gather_frames", counting)
 

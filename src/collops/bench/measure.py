@@ -180,8 +180,8 @@ def collops_call(comm: Any, collective: str, send: np.ndarray, recv: np.ndarray,
     """A zero-argument closure performing one collops call into ``recv``."""
     kw: dict[str, Any] = {"algorithm": algorithm} if algorithm else {}
     c = collective
-    if c == "barrier":
-        return lambda: comm.barrier(**kw)
+    if c == "barrier":  # the method itself, as the MPI side times ``comm.Barrier``
+        return comm.barrier if not kw else lambda: comm.barrier(**kw)
     if c == "bcast":  # in place at the root, as MPI_Bcast and OSU's benchmark are
         return lambda: comm.bcast(send, 0, out=send if comm.rank == 0 else recv, **kw)
     if c == "allreduce":

@@ -9,9 +9,11 @@ scatter, alltoall), which takes the transports' fast paths: mpi4py's lowercase m
 round, with no sizes exchanged first. A compiled codec (`_slots.c`; `slot_codec` in Python)
 pickles an object straight into its slot and unpickles only the slots this rank needs, in one
 call each. Where ranks must agree whether anyone's object was too big and the collective does
-not tell them all (gather, reduce and the scans take the allgather), the slot's header says
-so; an alltoall's or scatter's sender with one object too big marks all its slots. Only then
-do the ranks take the general path below. Slot buffers are the communicator's, reused.
+not tell them all (allreduce and the scans take the allgather), the slot's header says so; an
+alltoall's or scatter's sender with one object too big marks all its slots. Only then do the
+ranks take the general path below. A gather (and a reduce) is one rooted round: a rank whose
+object does not fit sends its frames to the root alone afterwards (`object_frames`), so the
+others never wait for a sizes' exchange. Slot buffers are the communicator's, reused.
 
 **Large objects** go as frames: the pickle stream carries the object's structure (and buffers
 of at most a slot's size, so a small array stays in the slot), while larger buffers (numpy
@@ -43,6 +45,8 @@ from . import slot_codec
 from .abandon import giving_up
 from .arguments import checked_timeout
 from .commbase import _SLOW
+from .object_frames import FramesToRoot, frames_marked, mark_frames
+from .request import Request
 from .slot_codec import HEAD, TOO_BIG
 
 try:  # the compiled codec (`_slots.c`); `slot_codec` is the same in Python
@@ -186,7 +190,8 @@ def bcast_object(comm: Comm, obj: Any, root: int = 0, *, timeout: float | None =
     codec, own = _prepared(comm)
     slot = own.send
     big = codec.encode(slot, 0, SLOT, obj) if comm.rank == root else None
-    got_slot = comm.bcast(slot, root, out=own.recv, timeout=t)  # its bound runner, inline
+    # its bound runner, inline; in place at the root, which needs no copy of its own slot
+    got_slot = comm.bcast(slot, root, out=slot if comm.rank == root else own.recv, timeout=t)
     if comm.rank == root:
         return obj if big is None else _bcast_frames(comm, obj, _frames(*big), root, t)
     got = codec.decode(got_slot, SLOT, 1, 0, 1)
@@ -208,11 +213,9 @@ def _bcast_frames(comm: Comm, obj: Any, frames: list[np.ndarray], root: int,
     return obj if comm.rank == root else loads(out)
 
 
-def _gathered(comm: Comm, obj: Any, count: int, root: int | None = None,
-              t: float | None = None) -> list[Any] | None:
-    """The objects of ranks 0 … ``count`` − 1: small, every rank's slot gathered everywhere in
-    one round; else (some rank's object did not fit) as frames, to every rank (``root``
-    None) or to ``root`` only (None elsewhere)."""
+def _gathered(comm: Comm, obj: Any, count: int, t: float | None = None) -> list[Any]:
+    """The objects of ranks 0 … ``count`` − 1 on every rank: small, every rank's slot
+    gathered everywhere in one round; else (some rank's object did not fit) as frames."""
     codec, own = _prepared(comm)
     mine = own.send
     big = codec.encode(mine, 0, SLOT, obj)
@@ -223,12 +226,10 @@ def _gathered(comm: Comm, obj: Any, count: int, root: int | None = None,
     if got is not None:
         return got  # type: ignore[no-any-return]
     frames = _frames(*big) if big is not None else _slot_frames(rows, comm.rank)
-    everyone = _gather_frames(comm, frames, root, t)
-    return None if everyone is None else everyone[:count]
+    return _gather_frames(comm, frames, t)[:count]
 
 
-def _gather_frames(comm: Comm, frames: list[np.ndarray], root: int | None,
-                   t: float | None) -> list[Any] | None:
+def _gather_frames(comm: Comm, frames: list[np.ndarray], t: float | None) -> list[Any]:
     mine = _lengths(frames)
     table = _exchange_lengths(comm, mine, t)
     depth = max(len(row) for row in table)
@@ -236,18 +237,13 @@ def _gather_frames(comm: Comm, frames: list[np.ndarray], root: int | None,
     for k in range(depth):
         counts = [int(row[k]) if k < len(row) else 0 for row in table]
         mine_k = frames[k] if k < len(frames) else np.empty(0, np.uint8)
-        gets = root is None or comm.rank == root
-        whole = np.empty(sum(counts), np.uint8) if gets else None
-        coll = "allgatherv" if root is None else "gatherv"
-        spec = make_spec(coll, comm.size, np.uint8, counts=counts, root=root or 0)
+        whole = np.empty(sum(counts), np.uint8)
+        spec = make_spec("allgatherv", comm.size, np.uint8, counts=counts)
         comm._run_phase(spec, mine_k, whole, ("object", k), t)
-        if whole is not None:
-            offsets = np.cumsum([0] + counts)
-            for r in range(comm.size):
-                if k < len(table[r]):
-                    received[r].append(whole[offsets[r]: offsets[r + 1]])
-    if root is not None and comm.rank != root:
-        return None
+        offsets = np.cumsum([0] + counts)
+        for r in range(comm.size):
+            if k < len(table[r]):
+                received[r].append(whole[offsets[r]: offsets[r + 1]])
     return [loads(fr) for fr in received]
 
 
@@ -263,19 +259,67 @@ def _exchange_lengths(comm: Comm, mine: np.ndarray, t: float | None) -> list[lis
 
 def gather_object(comm: Comm, obj: Any, root: int = 0, *, timeout: float | None = None
                   ) -> list[Any] | None:
-    """Every rank's object, in rank order, on ``root``; None elsewhere."""
+    """Every rank's object, in rank order, on ``root``; None elsewhere. One rooted round
+    of slots; a rank whose object does not fit then sends its frames to the root alone."""
     _root(comm, "gather_object", root)
-    here = comm.rank == root
-    got = _gathered(comm, obj, comm.size if here else 0, root,
-                    _limit(comm, "gather_object", timeout))
-    return got if here else None
+    t = _limit(comm, "gather_object", timeout)
+    codec, own = _prepared(comm)
+    mine, here = own.send, comm.rank == root
+    big = codec.encode(mine, 0, SLOT, obj)
+    frames = _frames(*big) if big is not None else []
+    if frames:
+        mark_frames(mine, frames)
+    seq = int(comm._call_number[0])  # the gather's call number: the frames' tag space
+    into = own.recv_all if here else None
+    rows = comm._fast("gather", mine, None, root, into, None, t)
+    if rows is _SLOW:
+        rows = comm.gather(mine, root, out=into, timeout=t)
+    if not here:
+        if frames:
+            _frames_to_root(comm, seq, root, frames, {}, t)
+        return None
+    got = codec.decode(rows, SLOT, comm.size, 0, comm.size)
+    if got is not None:
+        return got  # type: ignore[no-any-return]
+    return _gathered_to_root(comm, codec, rows, seq, root, frames, t)
+
+
+def _gathered_to_root(comm: Comm, codec: Any, rows: np.ndarray, seq: int, root: int,
+                      frames: list[np.ndarray], t: float | None) -> list[Any]:
+    """The root's objects of a gather whose slots say some did not fit: those that did
+    from their slots, the others' frames received from their ranks (its own copied)."""
+    got: list[Any] = [None] * comm.size
+    expected = {}
+    for j in range(comm.size):
+        at = j * SLOT
+        if int(rows[at: at + HEAD].view(np.int64)[0]) != TOO_BIG:
+            got[j] = codec.decode(rows[at: at + SLOT], SLOT, 1, 0, 1)[0]
+        elif j != comm.rank:
+            expected[j] = frames_marked(rows, at)
+    arrived = _frames_to_root(comm, seq, root, [], expected, t)
+    for j in expected:
+        got[j] = loads(arrived.frames_of(j))
+    if frames:
+        got[comm.rank] = loads([f.copy() for f in frames])
+    return got
+
+
+def _frames_to_root(comm: Comm, seq: int, root: int, frames: list[np.ndarray],
+                    expected: dict[int, int], t: float | None) -> FramesToRoot:
+    """Send ``frames`` to ``root``, or receive the ``expected`` ranks' there, to completion."""
+    ex = FramesToRoot(comm, "gather_object", seq, root, frames, expected,
+                      comm._timeout(t, "gather_object"))
+
+    def one() -> Any:
+        yield ex
+
+    Request(comm, one(), True).wait()
+    return ex
 
 
 def allgather_object(comm: Comm, obj: Any, *, timeout: float | None = None) -> list[Any]:
     """Every rank's object, in rank order, on every rank."""
-    got = _gathered(comm, obj, comm.size, None, _limit(comm, "allgather_object", timeout))
-    assert got is not None
-    return got
+    return _gathered(comm, obj, comm.size, _limit(comm, "allgather_object", timeout))
 
 
 def scatter_object(comm: Comm, objs: Sequence[Any] | None, root: int = 0, *,
@@ -394,22 +438,18 @@ def allreduce_object(comm: Comm, obj: Any, op: Any = None, *, timeout: float | N
     """``op`` folded over the ranks' objects in rank order, on every rank (every rank
     gathers them all and folds them)."""
     fn = _python_op(op)
-    got = _gathered(comm, obj, comm.size, None, _limit(comm, "allreduce_object", timeout))
-    assert got is not None
-    return _fold(got, fn)
+    return _fold(_gathered(comm, obj, comm.size, _limit(comm, "allreduce_object", timeout)), fn)
 
 
 def scan_object(comm: Comm, obj: Any, op: Any = None, *, timeout: float | None = None) -> Any:
     """``op`` folded over the objects of ranks 0 … rank, on each rank."""
     fn = _python_op(op)
-    got = _gathered(comm, obj, comm.rank + 1, None, _limit(comm, "scan_object", timeout))
-    assert got is not None
-    return _fold(got, fn)
+    return _fold(_gathered(comm, obj, comm.rank + 1, _limit(comm, "scan_object", timeout)), fn)
 
 
 def exscan_object(comm: Comm, obj: Any, op: Any = None, *, timeout: float | None = None
                   ) -> Any:
     """``op`` folded over the objects of ranks 0 … rank − 1 (None on rank 0, as in mpi4py)."""
     fn = _python_op(op)
-    before = _gathered(comm, obj, comm.rank, None, _limit(comm, "exscan_object", timeout))
+    before = _gathered(comm, obj, comm.rank, _limit(comm, "exscan_object", timeout))
     return _fold(before, fn) if before else None
