@@ -3,7 +3,7 @@ flight (`docs/p2p.md`).
 
 A message from rank s to rank d on a communicator is the s→d pair's message number ``seq``.
 Its **envelope** (user tag, dtype, shape, size, flags; the payload inline up to
-`INLINE_MAX` bytes) travels as the transport message ``wire_tag(context, seq, ENVELOPE)``;
+`inline_max` bytes) travels as the transport message ``wire_tag(context, seq, ENVELOPE)``;
 a larger payload follows as its own transport message ``wire_tag(context, seq, DATA)``, which
 the receiver posts straight into the user's buffer once the envelope matched — so it moves by
 the transport's rendezvous or single copy, like a collective's large message. A synchronous
@@ -28,8 +28,16 @@ from typing import Any
 
 import numpy as np
 
+from .. import config
+from ..algorithms import tuning
 from ..datatypes import dtype_from_token
-from ..errors import CollectiveTimeout, PeerFailed, TransportError, TruncationError
+from ..errors import (
+    ArgumentError,
+    CollectiveTimeout,
+    PeerFailed,
+    TransportError,
+    TruncationError,
+)
 from ..transport.base import Handle, Transport
 from ..transport.tags import P2P_PHASE, SEQ_BITS, make_tag_base
 from .engine import CallInfo
@@ -39,8 +47,11 @@ from .status import Status
 
 #: the parts of one message, in the low bits of its sequence number's tag
 ENVELOPE, DATA, ACK = 0, 1, 2
-#: largest payload carried inside its envelope
+#: largest payload carried inside its envelope unless the selection tables say otherwise
+#: (``protocols.p2p.inline_max``, read as a communicator's channel is made; cells carry what
+#: fits in a cell instead), and the bounds a table's value must keep
 INLINE_MAX = 4096
+INLINE_BOUNDS = (0, 1 << 20)
 #: seconds between checks that the peers a receive waits for are still there
 CHECK_EVERY = 0.05
 
@@ -94,6 +105,20 @@ def decode(buf: bytearray, source: int, seq: int) -> Envelope:
                     bool(flags & _SYNC), payload)
 
 
+def inline_max(ranks: int, rank: int = 0) -> int:
+    """The most payload bytes an envelope carries inline in a job of ``ranks`` ranks: the
+    selection tables' ``protocols.p2p.inline_max``; `ArgumentError` naming the rule if out of
+    bounds."""
+    rule = tuning.setting("p2p", "inline_max", None, config.settings.tuning_file, ranks)
+    low, high = INLINE_BOUNDS
+    value = rule.value
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ArgumentError("point-to-point", "protocols.p2p.inline_max", value,
+                            f"{rule.where}: must be a whole number of bytes from {low} to "
+                            f"{high}", rank)
+    return value
+
+
 class Channel:
     """One communicator's point-to-point state on this rank: the matcher, the next message
     number towards and from each rank, and transfers left to finish in the background."""
@@ -106,6 +131,8 @@ class Channel:
         self.size = len(group)
         self.context = context
         self.matcher = Matcher()
+        #: the most payload bytes an envelope sent as a transport message carries inline
+        self.inline_max = inline_max(transport.size, rank)
         self.sent = [0] * self.size
         self.taken = [0] * self.size
         #: transfers nobody waits for (acknowledgements, truncated payloads): kept until done
@@ -248,7 +275,7 @@ class Channel:
         prefix = self._prefixes.get(key)
         if prefix is None:
             prefix = self._prefixes[key] = envelope_prefix(token, arr.shape)
-        inline = nbytes <= INLINE_MAX
+        inline = nbytes <= self.inline_max
         op.envelope = encode(tag, nbytes, prefix, flags | _INLINE if inline else flags,
                              view if inline else None)
         op.handles.append(transport.isend(world, wire_tag(self.context, seq, ENVELOPE),

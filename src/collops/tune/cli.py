@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..bench.cli import mpi_world, parse_size
-from ..bench.measure import COLLECTIVES, POINT_TO_POINT
+from ..bench.measure import COLLECTIVES
 from ..config import reload_settings, user_tuning_file
 from ..transport.placement import BIND_POLICIES
 from . import state
@@ -39,11 +39,14 @@ from .jobs import (
     tune_job_settings,
 )
 from .measure import FULL, QUICK, Effort
+from .p2p_rows import POINT_TO_POINT
 from .protocols import Scratch
 from .table import command_line, machine, write_table
 from .verify import Checks, Row, compare, rows_of_file, verify_job
 
-DEFAULT_COLLECTIVES = "allgather,alltoall,allreduce,bcast,reduce,barrier,pingpong"
+DEFAULT_COLLECTIVES = "allgather,alltoall,allreduce,bcast,reduce,barrier,pingpong,burst"
+#: what ``--collectives`` takes: the benchmark's rows and the tuner's burst
+ROWS = tuple(dict.fromkeys(COLLECTIVES + POINT_TO_POINT))
 QUICK_SIZES = "8,1K,64K,1M"
 FULL_SIZES = "8,64,512,4K,32K,256K,2M"
 
@@ -53,7 +56,7 @@ def _tune_args(p: argparse.ArgumentParser) -> None:
                    help="ranks, or several rank counts (2,4): one job each (default 2); under "
                         "mpiexec, the job's ranks")
     p.add_argument("--collectives", default=DEFAULT_COLLECTIVES,
-                   help=f"comma-separated, from: {', '.join(COLLECTIVES)}")
+                   help=f"comma-separated, from: {', '.join(ROWS)}")
     p.add_argument("--sizes", default=None,
                    help=f"bytes per rank (default {FULL_SIZES}; with --quick {QUICK_SIZES}); "
                         "sizes between them are added where the winner changes")
@@ -140,11 +143,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
                                           bind_to=args.bind_to)[0]
             checks[n] = verify_in_jobs(n, results[n], checks[n], args.transport, launch,
                                        args.quick, _progress)
-            if args.transport == "shm":
-                kept = write_table({n: results[n]}, {}, args.transport, {n: checks[n]})
-                job_rules[n] = tune_job_settings(
-                    n, job_rows(collectives, sizes, args.quick), effort, args.quick,
-                    launch, _progress, base=kept)
+            kept = write_table({n: results[n]}, {}, args.transport, {n: checks[n]})
+            job_rules[n] = tune_job_settings(
+                n, job_rows(collectives, sizes, args.quick), effort, args.quick, launch,
+                _progress, base=kept, transport=args.transport)
             checks[n], job_rules[n] = _bracketed(n, results[n], checks[n],
                                                  job_rules.get(n, []), first, launch,
                                                  args.transport)
@@ -175,11 +177,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def grid_rows(collectives: Sequence[str], sizes: Sequence[int], ranks: int,
               transport: str) -> list[JobRow]:
     """The rows a tuning run can make rules at, before refinement: the per-call grid's (a
-    barrier's: size 0), and on shm with two ranks or more the ping-pong rows of the job-wide
+    barrier's: size 0), and with two ranks or more the point-to-point rows of the job-wide
     phase."""
-    return [(c, s) for c in collectives
-            if c not in POINT_TO_POINT or (transport == "shm" and ranks >= 2)
-            for s in ([0] if c == "barrier" else sorted(set(sizes)))]
+    wide = [r for r in job_rows(collectives, sizes, False) if r[0] in POINT_TO_POINT]
+    return [(c, s) for c in collectives if c not in POINT_TO_POINT
+            for s in ([0] if c == "barrier" else sorted(set(sizes)))] + (
+        wide if ranks >= 2 and transport in ("shm", "inproc") else [])
 
 
 def _bracketed(n: int, decisions: dict[str, list[Decision]], checks: Checks,
@@ -232,7 +235,7 @@ def _compare_default(args: argparse.Namespace, counts: list[int]) -> int:
         for n in counts:
             found[n] = spawn(_compare_job, n, path, args.rounds, transport=args.transport,
                              timeout=3600, bind_to=args.bind_to)[0]
-            wide = job_rows_of_file(path, n) if args.transport == "shm" else []
+            wide = job_rows_of_file(path, n)
             if wide:
                 found[n] += compare_jobs(_launcher(n, args.bind_to, FULL), path, wide,
                                          args.rounds, _progress, n)
@@ -261,10 +264,10 @@ def _compare_default(args: argparse.Namespace, counts: list[int]) -> int:
 
 def _collectives(text: str) -> list[str]:
     names = [c.strip() for c in text.split(",") if c.strip()]
-    bad = [c for c in names if c not in COLLECTIVES]
+    bad = [c for c in names if c not in ROWS]
     if bad or not names:
         raise ValueError(f"--collectives: {bad[0] if bad else text!r} is not one of "
-                         f"{', '.join(COLLECTIVES)}")
+                         f"{', '.join(ROWS)}")
     return names
 
 
