@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -69,8 +70,10 @@ def _tune_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--transport", choices=("shm", "inproc"), default="shm",
                    help="what the job runs over when not under mpiexec (default shm)")
     p.add_argument("--bind-to", choices=BIND_POLICIES, default="auto")
-    p.add_argument("--report", default=None, metavar="FILE.png",
-                   help="also draw the tuned choice against the default per size")
+    p.add_argument("--report", default=None, metavar="FILE",
+                   help="also write a report: the kept rules with their speed-ups, the "
+                        "dropped ones and the candidates that did not win, with why (FILE.png: "
+                        "a plot of the tuned choice against the default per size instead)")
     p.add_argument("--compare-default", default=None, metavar="FILE",
                    help="measure nothing new: time the rows FILE's rules were measured at "
                         "with FILE in force and with the built-in table, alternating, and "
@@ -117,6 +120,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"collops: error: {exc}", file=sys.stderr)
         return 2
     effort = QUICK if args.quick else FULL
+    started, load = time.perf_counter(), os.getloadavg()
     os.environ["COLLOPS_TUNING_FILE"] = ""  # measure against the built-in defaults
     reload_settings()
     if args.compare_default:
@@ -153,8 +157,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         transport, mpi = args.transport, None
     output = Path(args.output or user_tuning_file())
     output.parent.mkdir(parents=True, exist_ok=True)
-    text = write_table(results, machine(transport, sorted(results), command_line(), mpi),
-                       transport, checks, job_rules)
+    measured = machine(transport, sorted(results), command_line(), mpi)
+    text = write_table(results, measured, transport, checks, job_rules)
     output.write_text(text)
     for n, per in sorted(results.items()):
         for collective, decisions in per.items():
@@ -168,10 +172,24 @@ def cmd_tune(args: argparse.Namespace) -> int:
           f"verification (COLLOPS_TUNING_FILE=... chooses another file; "
           f"COLLOPS_TUNING_FILE= ignores it)")
     if args.report:
-        from .report import plot_report
-        plot_report(results, args.report)
-        print(f"wrote {args.report}")
+        wall = time.perf_counter() - started
+        _report(args.report, results, checks, job_rules, text, measured, [
+            f"`{measured['command']}` on {measured['host']} ({measured['cpu']}, "
+            f"{measured['cores']} cores), {measured['date']}: {wall:.0f} s, load average "
+            f"{load[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end."])
     return 0
+
+
+def _report(path: str, results: dict[int, dict[str, list[Decision]]],
+            checks: dict[int, Checks], job_rules: dict[int, list[JobRule]], text: str,
+            measured: dict[str, Any], header: list[str]) -> None:
+    """``--report``: a plot (``.png``) or the text of `report.text_report`."""
+    from . import report
+    if path.endswith(".png"):
+        report.plot_report(results, path)
+    else:
+        Path(path).write_text(report.text_report(results, checks, job_rules, text, header))
+    print(f"wrote {path}")
 
 
 def grid_rows(collectives: Sequence[str], sizes: Sequence[int], ranks: int,
