@@ -258,7 +258,9 @@ def tune_job_settings(ranks: int, rows: Sequence[JobRow], effort: Effort, quick:
 
         first, most = across.ROUNDS[quick]
         checked = compare_jobs(launch, path, rows, first, progress, ranks, candidates[None],
-                               most, lambda got: all(done for _, done in verdicts(got)))
+                               across.LONELY_ROUNDS[quick],
+                               lambda got: all(done for _, done in verdicts(got))
+                               or across.enough(got, most))
         return [replace(r, checked=tuple(c for c in checked if (c.collective, c.size)
                                          in r.rows), kept=held)
                 for r, (held, _) in zip(chosen, verdicts(checked), strict=True)]
