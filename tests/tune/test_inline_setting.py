@@ -15,7 +15,7 @@ import collops
 from collops import config
 from collops.algorithms import tuning
 from collops.errors import ArgumentError
-from collops.runtime import p2p_channel
+from collops.runtime import p2p_channel, p2p_inline
 from collops.tune.jobs import setting_file
 
 
@@ -90,7 +90,7 @@ def test_an_inline_limit_out_of_bounds_is_an_error_naming_the_setting(
                                                 r".*bad\.toml \[\[protocols\.p2p\.inline_max"
                                                 r"\]\] #1: must be a whole number of bytes "
                                                 r"from 0 to 1048576"):
-            p2p_channel.inline_max(2, 1)
-        assert p2p_channel.inline_max(3) == p2p_channel.INLINE_MAX
+            p2p_inline.inline_max(2, 1)
+        assert p2p_inline.inline_max(3) == p2p_channel.INLINE_MAX
     finally:
         forget(monkeypatch)

@@ -28,30 +28,21 @@ from typing import Any
 
 import numpy as np
 
-from .. import config
-from ..algorithms import tuning
 from ..datatypes import dtype_from_token
-from ..errors import (
-    ArgumentError,
-    CollectiveTimeout,
-    PeerFailed,
-    TransportError,
-    TruncationError,
-)
+from ..errors import CollectiveTimeout, PeerFailed, TransportError, TruncationError
 from ..transport.base import Handle, Transport
 from ..transport.tags import P2P_PHASE, SEQ_BITS, make_tag_base
 from .engine import CallInfo
 from .matching import ANY_SOURCE, Envelope, Matcher, Posted
 from .p2p_cells import CellRoute
+from .p2p_inline import inline_max
 from .status import Status
 
 #: the parts of one message, in the low bits of its sequence number's tag
 ENVELOPE, DATA, ACK = 0, 1, 2
-#: largest payload carried inside its envelope unless the selection tables say otherwise
-#: (``protocols.p2p.inline_max``, read as a communicator's channel is made; cells carry what
-#: fits in a cell instead), and the bounds a table's value must keep
+#: largest payload carried inside its envelope, as the built-in table says
+#: (``protocols.p2p.inline_max``: `p2p_inline`; cells carry what fits in a cell instead)
 INLINE_MAX = 4096
-INLINE_BOUNDS = (0, 1 << 20)
 #: seconds between checks that the peers a receive waits for are still there
 CHECK_EVERY = 0.05
 
@@ -103,20 +94,6 @@ def decode(buf: bytearray, source: int, seq: int) -> Envelope:
     payload = memoryview(buf)[at:] if flags & _INLINE else None
     return Envelope(source, tag, seq, nbytes, token, shape, bool(flags & _OBJECT),
                     bool(flags & _SYNC), payload)
-
-
-def inline_max(ranks: int, rank: int = 0) -> int:
-    """The most payload bytes an envelope carries inline in a job of ``ranks`` ranks: the
-    selection tables' ``protocols.p2p.inline_max``; `ArgumentError` naming the rule if out of
-    bounds."""
-    rule = tuning.setting("p2p", "inline_max", None, config.settings.tuning_file, ranks)
-    low, high = INLINE_BOUNDS
-    value = rule.value
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ArgumentError("point-to-point", "protocols.p2p.inline_max", value,
-                            f"{rule.where}: must be a whole number of bytes from {low} to "
-                            f"{high}", rank)
-    return value
 
 
 class Channel:
