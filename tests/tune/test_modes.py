@@ -120,3 +120,34 @@ def test_a_steady_default_and_a_steady_loser_stop_after_the_first_rounds() -> No
     launch, jobs = fake_launch(world(False, (920.0, 920.0)))
     (check,) = verify_in_jobs(3, decisions, checks, "inproc", launch, True).values()
     assert not check.kept and len(jobs) == 2 * across.ROUNDS[True][0]
+
+
+def hiccup_launch(slow_jobs: set[int]):
+    """Jobs of the default at 100 µs and of the rule at 76, except the jobs numbered in
+    ``slow_jobs`` (from 1 as they start), which a state of the machine slows 1.9 times."""
+    jobs: list[str] = []
+
+    def launch(path, rows):
+        jobs.append(path)
+        us = 76.0 if path else 100.0
+        return [(CHALLENGER if path else DEFAULT,
+                 us * (1.9 if len(jobs) in slow_jobs else 1.0) * 1e-6) for _ in rows]
+    return launch, jobs
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("slow_jobs, rounds, kept", [
+    # one slow job with the rules (round 3), one without (round 9): seen on both sides
+    ({6, 17}, 9, True),
+    # one slow job with the rules, never without: every round up to LONELY_ROUNDS, dropped
+    ({6}, across.LONELY_ROUNDS[True], False),
+    # a slow mode of its own (five jobs with the rules): no more than `most` rounds
+    ({2, 3, 6, 10, 11, 14}, across.ROUNDS[True][1], False),
+])
+def test_a_mode_of_one_job_on_one_side_asks_for_more_rounds(
+        slow_jobs: set[int], rounds: int, kept: bool) -> None:
+    decisions, checks = tuned_in_one_job(76.0)
+    launch, jobs = hiccup_launch(slow_jobs)
+    (check,) = verify_in_jobs(3, decisions, checks, "inproc", launch, True).values()
+    assert len(jobs) == 2 * rounds and check.kept is kept
+    assert all(not across.lonely(r) for r in check.rows) is (rounds < 16)

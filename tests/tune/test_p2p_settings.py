@@ -107,10 +107,17 @@ def test_without_a_gain_no_point_to_point_rule():
         return [(alg, 10e-6 if size <= 1024 else 200e-6)
                 for (alg, _), (_, size) in zip(got, rows, strict=True)]
     assert tune_job_settings(2, ROWS, QUICK, True, no_gain, knobs=P2P_KNOBS) == []
-    # a job of one rank has no ping-pong: its rows are the collectives' alone
+    # a job of one rank has no ping-pong: its rows are the collectives' alone, and the
+    # point-to-point settings alone have no row to change there (no job at all)
     launch, jobs = fake_launch()
-    tune_job_settings(1, ROWS, QUICK, True, launch, knobs=P2P_KNOBS)
+    wide = JobKnob("single_copy_min", (524288,), quick=True)
+    tune_job_settings(1, ROWS, QUICK, True, launch, knobs=P2P_KNOBS + (wide,))
     assert jobs and all(rows == [("allreduce", 1 << 20)] for _, rows in jobs)
+    launch, jobs = fake_launch()
+    assert tune_job_settings(1, ROWS, QUICK, True, launch, knobs=P2P_KNOBS) == [] and not jobs
+    # with two ranks the point-to-point settings are timed on the point-to-point rows alone
+    tune_job_settings(2, ROWS, QUICK, True, launch, knobs=P2P_KNOBS)
+    assert jobs and all(rows == ROWS[1:] for _, rows in jobs)
 
 
 def in_force(monkeypatch, path: Path) -> None:

@@ -3,7 +3,7 @@ flight (`docs/p2p.md`).
 
 A message from rank s to rank d on a communicator is the s→d pair's message number ``seq``.
 Its **envelope** (user tag, dtype, shape, size, flags; the payload inline up to
-`INLINE_MAX` bytes) travels as the transport message ``wire_tag(context, seq, ENVELOPE)``;
+`inline_max` bytes) travels as the transport message ``wire_tag(context, seq, ENVELOPE)``;
 a larger payload follows as its own transport message ``wire_tag(context, seq, DATA)``, which
 the receiver posts straight into the user's buffer once the envelope matched — so it moves by
 the transport's rendezvous or single copy, like a collective's large message. A synchronous
@@ -35,11 +35,13 @@ from ..transport.tags import P2P_PHASE, SEQ_BITS, make_tag_base
 from .engine import CallInfo
 from .matching import ANY_SOURCE, Envelope, Matcher, Posted
 from .p2p_cells import CellRoute
+from .p2p_inline import inline_max
 from .status import Status
 
 #: the parts of one message, in the low bits of its sequence number's tag
 ENVELOPE, DATA, ACK = 0, 1, 2
-#: largest payload carried inside its envelope
+#: largest payload carried inside its envelope, as the built-in table says
+#: (``protocols.p2p.inline_max``: `p2p_inline`; cells carry what fits in a cell instead)
 INLINE_MAX = 4096
 #: seconds between checks that the peers a receive waits for are still there
 CHECK_EVERY = 0.05
@@ -106,6 +108,8 @@ class Channel:
         self.size = len(group)
         self.context = context
         self.matcher = Matcher()
+        #: the most payload bytes an envelope sent as a transport message carries inline
+        self.inline_max = inline_max(transport.size, rank)
         self.sent = [0] * self.size
         self.taken = [0] * self.size
         #: transfers nobody waits for (acknowledgements, truncated payloads): kept until done
@@ -248,7 +252,7 @@ class Channel:
         prefix = self._prefixes.get(key)
         if prefix is None:
             prefix = self._prefixes[key] = envelope_prefix(token, arr.shape)
-        inline = nbytes <= INLINE_MAX
+        inline = nbytes <= self.inline_max
         op.envelope = encode(tag, nbytes, prefix, flags | _INLINE if inline else flags,
                              view if inline else None)
         op.handles.append(transport.isend(world, wire_tag(self.context, seq, ENVELOPE),

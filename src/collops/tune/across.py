@@ -9,7 +9,10 @@ jobs of their own (fresh processes), a job without the rules and one with them p
 k-th fastest job with the rules against the k-th fastest without (`NOISE_BOUND`: no mode
 slower beyond noise), the fastest against the fastest (the defaults' best mode beaten), the
 medians by `decide.MIN_GAIN`. Rounds continue up to `most` while the rules would be kept or
-either side's jobs disagree (`MODE_GAP` apart), so a rule is kept only after every round.
+either side's jobs disagree (`MODE_GAP` apart), so a rule is kept only after every round; and
+past `most`, up to `LONELY_ROUNDS`, while one side shows a mode the other does not that holds
+a single job (`lonely`): one job is too few to tell a state of the machine that either side
+may meet from a mode of its own, and more rounds show it on both sides or again on one.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ MODE_GAP = 1.25
 #: rounds of the verification in jobs (a round: a job without the rules, one with them):
 #: at least, and at most while they would be kept or disagree; with --quick and without
 ROUNDS = {True: (4, 8), False: (5, 10)}
+#: the most rounds while a row's extra mode is a single job (`lonely`), with --quick and without
+LONELY_ROUNDS = {True: 16, False: 20}
 
 
 def modes(times: Sequence[float]) -> list[list[float]]:
@@ -81,6 +86,20 @@ def disagree(row: Row) -> bool:
     return len(modes(row.tuned)) > 1 or len(modes(row.default)) > 1
 
 
+def lonely(row: Row) -> bool:
+    """Whether one side shows more modes than the other and one of its modes is a single
+    job."""
+    tuned, default = modes(row.tuned), modes(row.default)
+    more = tuned if len(tuned) > len(default) else default if len(default) > len(tuned) else []
+    return any(len(m) == 1 for m in more)
+
+
+def enough(rows: Sequence[Row], most: int) -> bool:
+    """Whether rounds past ``most`` have no more to show: ``most`` rounds taken and no row
+    `lonely`."""
+    return bool(rows) and len(rows[0].tuned) >= most and not any(lonely(r) for r in rows)
+
+
 def holds(rows: Sequence[Row], won: Callable[[Row], bool] = lambda row: True) -> bool:
     """Whether rules verified over ``rows`` are kept: no row's mode slower beyond noise, and
     every row for which ``won`` is true `faster`."""
@@ -114,14 +133,14 @@ def verify_in_jobs(ranks: int, decisions: Mapping[str, Sequence[Decision]], chec
         return tuple(r for r in got if r.collective == key[0] and r.size in sizes)
 
     def decided(got: list[Row]) -> bool:
-        return all(settled(of(got, key)) for key in kept)
+        return all(settled(of(got, key)) for key in kept) or enough(got, most)
 
     scratch = Scratch()
     try:
         path = scratch.write(write_table({ranks: decisions}, {}, transport, {ranks: checks}))
         first, most = ROUNDS[quick]
-        got = compare_jobs(launch, path, rows, first, progress, ranks, "", most, decided,
-                           suffix="")
+        got = compare_jobs(launch, path, rows, first, progress, ranks, "",
+                           LONELY_ROUNDS[quick], decided, suffix="")
     finally:
         scratch.close()
     out = dict(checks)

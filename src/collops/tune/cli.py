@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..bench.cli import mpi_world, parse_size
-from ..bench.measure import COLLECTIVES, POINT_TO_POINT
+from ..bench.measure import COLLECTIVES
 from ..config import reload_settings, user_tuning_file
 from ..transport.placement import BIND_POLICIES
 from . import state
@@ -39,11 +40,14 @@ from .jobs import (
     tune_job_settings,
 )
 from .measure import FULL, QUICK, Effort
+from .p2p_rows import POINT_TO_POINT
 from .protocols import Scratch
 from .table import command_line, machine, write_table
 from .verify import Checks, Row, compare, rows_of_file, verify_job
 
-DEFAULT_COLLECTIVES = "allgather,alltoall,allreduce,bcast,reduce,barrier,pingpong"
+DEFAULT_COLLECTIVES = "allgather,alltoall,allreduce,bcast,reduce,barrier,pingpong,burst"
+#: what ``--collectives`` takes: the benchmark's rows and the tuner's burst
+ROWS = tuple(dict.fromkeys(COLLECTIVES + POINT_TO_POINT))
 QUICK_SIZES = "8,1K,64K,1M"
 FULL_SIZES = "8,64,512,4K,32K,256K,2M"
 
@@ -53,7 +57,7 @@ def _tune_args(p: argparse.ArgumentParser) -> None:
                    help="ranks, or several rank counts (2,4): one job each (default 2); under "
                         "mpiexec, the job's ranks")
     p.add_argument("--collectives", default=DEFAULT_COLLECTIVES,
-                   help=f"comma-separated, from: {', '.join(COLLECTIVES)}")
+                   help=f"comma-separated, from: {', '.join(ROWS)}")
     p.add_argument("--sizes", default=None,
                    help=f"bytes per rank (default {FULL_SIZES}; with --quick {QUICK_SIZES}); "
                         "sizes between them are added where the winner changes")
@@ -66,8 +70,10 @@ def _tune_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--transport", choices=("shm", "inproc"), default="shm",
                    help="what the job runs over when not under mpiexec (default shm)")
     p.add_argument("--bind-to", choices=BIND_POLICIES, default="auto")
-    p.add_argument("--report", default=None, metavar="FILE.png",
-                   help="also draw the tuned choice against the default per size")
+    p.add_argument("--report", default=None, metavar="FILE",
+                   help="also write a report: the kept rules with their speed-ups, the "
+                        "dropped ones and the candidates that did not win, with why (FILE.png: "
+                        "a plot of the tuned choice against the default per size instead)")
     p.add_argument("--compare-default", default=None, metavar="FILE",
                    help="measure nothing new: time the rows FILE's rules were measured at "
                         "with FILE in force and with the built-in table, alternating, and "
@@ -114,6 +120,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"collops: error: {exc}", file=sys.stderr)
         return 2
     effort = QUICK if args.quick else FULL
+    started, load = time.perf_counter(), os.getloadavg()
     os.environ["COLLOPS_TUNING_FILE"] = ""  # measure against the built-in defaults
     reload_settings()
     if args.compare_default:
@@ -140,19 +147,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
                                           bind_to=args.bind_to)[0]
             checks[n] = verify_in_jobs(n, results[n], checks[n], args.transport, launch,
                                        args.quick, _progress)
-            if args.transport == "shm":
-                kept = write_table({n: results[n]}, {}, args.transport, {n: checks[n]})
-                job_rules[n] = tune_job_settings(
-                    n, job_rows(collectives, sizes, args.quick), effort, args.quick,
-                    launch, _progress, base=kept)
+            kept = write_table({n: results[n]}, {}, args.transport, {n: checks[n]})
+            job_rules[n] = tune_job_settings(
+                n, job_rows(collectives, sizes, args.quick), effort, args.quick, launch,
+                _progress, base=kept, transport=args.transport)
             checks[n], job_rules[n] = _bracketed(n, results[n], checks[n],
                                                  job_rules.get(n, []), first, launch,
                                                  args.transport)
         transport, mpi = args.transport, None
     output = Path(args.output or user_tuning_file())
     output.parent.mkdir(parents=True, exist_ok=True)
-    text = write_table(results, machine(transport, sorted(results), command_line(), mpi),
-                       transport, checks, job_rules)
+    measured = machine(transport, sorted(results), command_line(), mpi)
+    text = write_table(results, measured, transport, checks, job_rules)
     output.write_text(text)
     for n, per in sorted(results.items()):
         for collective, decisions in per.items():
@@ -166,20 +172,35 @@ def cmd_tune(args: argparse.Namespace) -> int:
           f"verification (COLLOPS_TUNING_FILE=... chooses another file; "
           f"COLLOPS_TUNING_FILE= ignores it)")
     if args.report:
-        from .report import plot_report
-        plot_report(results, args.report)
-        print(f"wrote {args.report}")
+        wall = time.perf_counter() - started
+        _report(args.report, results, checks, job_rules, text, measured, [
+            f"`{measured['command']}` on {measured['host']} ({measured['cpu']}, "
+            f"{measured['cores']} cores), {measured['date']}: {wall:.0f} s, load average "
+            f"{load[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end."])
     return 0
+
+
+def _report(path: str, results: dict[int, dict[str, list[Decision]]],
+            checks: dict[int, Checks], job_rules: dict[int, list[JobRule]], text: str,
+            measured: dict[str, Any], header: list[str]) -> None:
+    """``--report``: a plot (``.png``) or the text of `report.text_report`."""
+    from . import report
+    if path.endswith(".png"):
+        report.plot_report(results, path)
+    else:
+        Path(path).write_text(report.text_report(results, checks, job_rules, text, header))
+    print(f"wrote {path}")
 
 
 def grid_rows(collectives: Sequence[str], sizes: Sequence[int], ranks: int,
               transport: str) -> list[JobRow]:
     """The rows a tuning run can make rules at, before refinement: the per-call grid's (a
-    barrier's: size 0), and on shm with two ranks or more the ping-pong rows of the job-wide
+    barrier's: size 0), and with two ranks or more the point-to-point rows of the job-wide
     phase."""
-    return [(c, s) for c in collectives
-            if c not in POINT_TO_POINT or (transport == "shm" and ranks >= 2)
-            for s in ([0] if c == "barrier" else sorted(set(sizes)))]
+    wide = [r for r in job_rows(collectives, sizes, False) if r[0] in POINT_TO_POINT]
+    return [(c, s) for c in collectives if c not in POINT_TO_POINT
+            for s in ([0] if c == "barrier" else sorted(set(sizes)))] + (
+        wide if ranks >= 2 and transport in ("shm", "inproc") else [])
 
 
 def _bracketed(n: int, decisions: dict[str, list[Decision]], checks: Checks,
@@ -232,7 +253,7 @@ def _compare_default(args: argparse.Namespace, counts: list[int]) -> int:
         for n in counts:
             found[n] = spawn(_compare_job, n, path, args.rounds, transport=args.transport,
                              timeout=3600, bind_to=args.bind_to)[0]
-            wide = job_rows_of_file(path, n) if args.transport == "shm" else []
+            wide = job_rows_of_file(path, n)
             if wide:
                 found[n] += compare_jobs(_launcher(n, args.bind_to, FULL), path, wide,
                                          args.rounds, _progress, n)
@@ -261,10 +282,10 @@ def _compare_default(args: argparse.Namespace, counts: list[int]) -> int:
 
 def _collectives(text: str) -> list[str]:
     names = [c.strip() for c in text.split(",") if c.strip()]
-    bad = [c for c in names if c not in COLLECTIVES]
+    bad = [c for c in names if c not in ROWS]
     if bad or not names:
         raise ValueError(f"--collectives: {bad[0] if bad else text!r} is not one of "
-                         f"{', '.join(COLLECTIVES)}")
+                         f"{', '.join(ROWS)}")
     return names
 
 

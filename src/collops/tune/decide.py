@@ -11,6 +11,15 @@ compared with the default's of the same round — a machine whose speed drifts o
 rounds (as a shared VM's does) moves both sides of a pair together, and a state the machine is
 in for one pass only cannot make a rule.
 
+Winning every one of n rounds is a sign test at the level 0.5ⁿ: a candidate no better than the
+default would do it that rarely. A loaded machine's single slow round can hide a clear winner
+(challengers ×1.5–2.9 won 3–5 of 6 rounds), so where the winner took at least half the rounds
+the grid times it against the default in more rounds alternating in the same job
+(`Decision.extra`, `worth_more`), and it replaces the default if, over all its rounds, the
+sign test of its `MIN_GAIN` wins is significant at half that level (`CONFIRM_SHARE`: two looks
+at the data share the first look's level) *and* the median of its blocks' median ratios (a
+block: one pass's rounds, or as many of the extra ones) is `MIN_GAIN` below 1.
+
 Neighbouring sizes with the same decision form one rule; a rule's bounds are the
 geometric means between its measured sizes and their neighbours'.
 """
@@ -26,6 +35,8 @@ import numpy as np
 
 #: a winner must be at least this much faster than the default (relative to its median)
 MIN_GAIN = 0.05
+#: the share of the first look's level (0.5 ** rounds) the look after the extra rounds takes
+CONFIRM_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -65,23 +76,58 @@ class Decision:
     best: Timing
     #: the benchmark row's size (bytes per rank, as ``collops bench --sizes`` takes it)
     size: int | None = None
+    #: the winner's and the default's extra rounds, alternating (`worth_more`), if any
+    extra: tuple[Timing, Timing] | None = None
+    #: rounds per pass (a block of the median of medians)
+    block: int = 1
 
     @property
     def changed(self) -> bool:
-        """Whether the winner replaces the default: faster by `MIN_GAIN` in every round."""
+        """Whether the winner replaces the default: faster by `MIN_GAIN` in every round, or
+        beyond the noise over its extra rounds too (`confirmed`)."""
         if self.best.label == self.default.label:
             return False
         pairs = list(zip(self.best.samples, self.default.samples, strict=False))
         if len(self.best.samples) != len(self.default.samples):  # not interleaved: ranges
             return (self.best.median < self.default.median * (1 - MIN_GAIN)
                     and max(self.best.samples) < min(self.default.samples))
-        return bool(pairs) and all(b < d * (1 - MIN_GAIN) for b, d in pairs)
+        if pairs and all(b < d * (1 - MIN_GAIN) for b, d in pairs):
+            return True
+        return self.confirmed
+
+    @property
+    def ratios(self) -> list[float]:
+        """The winner's time over the default's beside it, round by round (extra ones last)."""
+        best, default = list(self.best.samples), list(self.default.samples)
+        if self.extra is not None:
+            best += self.extra[0].samples
+            default += self.extra[1].samples
+        return [b / d for b, d in zip(best, default, strict=False) if d > 0]
+
+    @property
+    def confirmed(self) -> bool:
+        """Whether the extra rounds confirm the winner: the sign test of its wins over every
+        round at `CONFIRM_SHARE` of the level of winning the first rounds all, and the median
+        of its blocks' median ratios `MIN_GAIN` below 1."""
+        if self.extra is None or len(self.best.samples) != len(self.default.samples):
+            return False
+        ratios = self.ratios
+        level = 0.5 ** len(self.best.samples) * CONFIRM_SHARE
+        return (sign_test(self.rounds_won, len(ratios)) <= level
+                and median_of_medians(ratios, self.block) < 1 - MIN_GAIN)
 
     @property
     def rounds_won(self) -> int:
-        """Rounds in which the winner was `MIN_GAIN` faster than the default beside it."""
-        return sum(b < d * (1 - MIN_GAIN)
-                   for b, d in zip(self.best.samples, self.default.samples, strict=False))
+        """Rounds (extra ones too) in which the winner was `MIN_GAIN` faster than the default
+        beside it."""
+        return sum(r < 1 - MIN_GAIN for r in self.ratios)
+
+    @property
+    def worth_more(self) -> bool:
+        """Whether extra rounds could make the winner a rule: it won at least half the rounds
+        but not all, and has none yet."""
+        return (self.extra is None and self.best.label != self.default.label
+                and not self.changed and 2 * self.rounds_won >= len(self.best.samples) > 0)
 
     @property
     def speedup(self) -> float:
@@ -98,6 +144,41 @@ def decide(nbytes: int, timings: Sequence[Timing], default: str,
         raise ValueError(f"the default {default!r} was not timed (timed: {sorted(by_name)})")
     best = min(timings, key=lambda t: (t.median, t.label != default))
     return Decision(nbytes, by_name[default], best, size)
+
+
+def why_not(d: Decision) -> str:
+    """Why the winner at ``d`` did not replace the default ("" if it did, or the default won)."""
+    if d.changed or d.best.label == d.default.label:
+        return ""
+    won = f"won {d.rounds_won} of {len(d.ratios)} rounds by {MIN_GAIN:.0%}"
+    if d.extra is None:
+        if 2 * d.rounds_won < len(d.best.samples):
+            return f"{won}: fewer than half, no extra rounds"
+        return f"{won}: not every round, no extra rounds"
+    level = 0.5 ** len(d.best.samples) * CONFIRM_SHARE
+    p = sign_test(d.rounds_won, len(d.ratios))
+    if p > level:
+        return (f"{won} ({len(d.extra[0].samples)} extra): a coin does as well with chance "
+                f"{p:.3f} > {level:.4f}")
+    return (f"{won} ({len(d.extra[0].samples)} extra), but the median of the blocks' median "
+            f"ratios is {median_of_medians(d.ratios, d.block):.2f}")
+
+
+def sign_test(wins: int, rounds: int) -> float:
+    """The chance of at least ``wins`` heads in ``rounds`` fair coin flips: how often a
+    candidate no better than the default would win that many rounds."""
+    return sum(math.comb(rounds, k) for k in range(wins, rounds + 1)) / 2 ** rounds
+
+
+def median_of_medians(ratios: Sequence[float], block: int) -> float:
+    """The median of the medians of consecutive blocks of ``block`` ratios (a short last
+    block joins the one before)."""
+    block = max(1, block)
+    blocks = [list(ratios[i:i + block]) for i in range(0, len(ratios), block)]
+    if len(blocks) > 1 and len(blocks[-1]) < block:
+        last = blocks.pop()
+        blocks[-1] += last
+    return float(np.median([np.median(b) for b in blocks]))
 
 
 def refine_points(by_size: Mapping[int, Decision], align: int = 8) -> list[int]:
@@ -167,7 +248,8 @@ def summary(decisions: Mapping[int, Decision]) -> str:
     for n, d in sorted(decisions.items()):
         mark = "tuned" if d.changed else "default kept"
         if d.best.label != d.default.label:
-            mark += f" (won {d.rounds_won} of {len(d.best.samples)} rounds)"
+            more = "" if d.extra is None else f", {len(d.extra[0].samples)} of them extra"
+            mark += f" (won {d.rounds_won} of {len(d.ratios)} rounds{more})"
         lines.append(f"{n:>10} B  default {d.default.label} {d.default.median * 1e6:.2f} µs"
                      f"  best {d.best.label} {d.best.median * 1e6:.2f} µs"
                      f"  ×{d.speedup:.2f}  {mark}")

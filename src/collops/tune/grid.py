@@ -7,15 +7,17 @@ tuning file of its own). The grid is timed in ``effort.passes`` passes, each ove
 in a shuffled order (the same on every rank), so the passes are spread over the whole run and
 a point's passes see the machine at different times; within a pass a point's candidates are
 interleaved. Where neighbouring sizes have different winners after the first pass, the size
-between them is added (`decide.refine_points`) and timed in every later pass too. A candidate
-that fails is dropped from its size.
+between them is added (`decide.refine_points`) and timed in every later pass too. After the
+passes, a point whose winner won some rounds but not all (`decide.Decision.worth_more`) times
+it against the default in ``effort.extra_rounds`` more rounds, which goes first alternating.
+A candidate that fails is dropped from its size.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..bench.measure import REGISTRY_NAME, buffers, collops_call
@@ -48,12 +50,37 @@ class Point:
     kinds: list[tuple[str, tuple[str, Any] | None]]
     batches: list[int]
     samples: list[list[float]] = field(default_factory=list)
+    #: rounds per pass
+    block: int = 1
+    #: the extra rounds: the winner's label, its samples and the default's
+    extra: tuple[str, list[float], list[float]] | None = None
 
     def decision(self) -> Decision:
-        """The decision from the repetitions so far."""
+        """The decision from the repetitions so far (and the extra rounds, if any)."""
         timings = [Timing(alg, tuple(s), setting)
                    for (alg, setting), s in zip(self.kinds, self.samples, strict=True)]
-        return decide(self.nbytes, timings, self.default, self.size)
+        d = replace(decide(self.nbytes, timings, self.default, self.size), block=self.block)
+        if self.extra is None or self.extra[0] != d.best.label:
+            return d
+        return replace(d, extra=(replace(d.best, samples=tuple(self.extra[1])),
+                                 replace(d.default, samples=tuple(self.extra[2]))))
+
+    def time_more(self, comm: Any, tables: Tables, rounds: int, timer: Timer) -> None:
+        """The winner against the default in ``rounds`` rounds, which goes first alternating
+        (`extra`)."""
+        label = self.decision().best.label
+        k = [e.label for e in self.entries].index(label)
+        pair = [(self.entries[0], self.batches[0]), (self.entries[k], self.batches[k])]
+        best: list[float] = []
+        default: list[float] = []
+        for number in range(rounds):
+            order = pair if number % 2 == 0 else pair[::-1]
+            got = time_rounds(comm, tables, self.size, [e for e, _ in order],
+                              [b for _, b in order], 1, timer)
+            (d,), (b,) = got if number % 2 == 0 else got[::-1]
+            default.append(d)
+            best.append(b)
+        self.extra = (label, best, default)
 
 
 def measure_job(comm: Any, collectives: Sequence[str], sizes: Sequence[int], effort: Effort,
@@ -92,6 +119,15 @@ def measure_job(comm: Any, collectives: Sequence[str], sizes: Sequence[int], eff
             run(more, 1)
         for number in range(2, effort.passes + 1):
             run(_shuffled(list(points), seed + number), number)
+        for key in sorted(points):
+            p = points[key]
+            if effort.extra_rounds and p.decision().worth_more:
+                p.time_more(comm, tables, effort.extra_rounds, timer)
+                if progress is not None and comm.rank == 0:
+                    d = p.decision()
+                    progress(f"extra rounds: {p.collective} {p.size} B: {d.best.label} won "
+                             f"{d.rounds_won} of {len(d.ratios)} rounds against "
+                             f"{d.default.label}: {'tuned' if d.changed else 'default kept'}")
     finally:
         tables.use("")
         scratch.close()
@@ -137,4 +173,5 @@ def _prepare(comm: Any, tables: Tables, scratch: Scratch, collective: str, size:
         if tables.use(entry.tables):
             entry.call()
         batches.append(batch_size(comm, entry.label, size, entry.call, effort, timer))
-    return Point(collective, size, spec.message_bytes(), default, entries, kinds, batches)
+    return Point(collective, size, spec.message_bytes(), default, entries, kinds, batches,
+                 block=effort.repetitions)

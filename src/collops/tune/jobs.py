@@ -1,6 +1,8 @@
-"""Job-wide protocol settings (``protocols.shm.*``), tuned with a job per candidate value.
+"""Job-wide protocol settings (``protocols.shm.*``, ``protocols.p2p.*``), tuned with a job per
+candidate value.
 
-The shared-memory transport reads these as a job starts (from which size a message goes
+The shared-memory transport reads these as a job starts (a communicator's point-to-point
+channel as it is made) (from which size a message goes
 single copy, from which a single-copy message is split), so a value cannot be switched within
 a job as the per-call settings of `protocols.KNOBS` are. Each candidate value is timed in jobs
 of its own, started with a tuning file holding that one setting bounded to the job's rank
@@ -29,20 +31,23 @@ from typing import Any
 import numpy as np
 
 from ..algorithms import tuning
-from ..bench.measure import POINT_TO_POINT, buffers, collops_call, time_scale
+from ..bench.measure import buffers
 from ..errors import CollopsError
 from ..transport import placement
 from . import across
 from .decide import MIN_GAIN
 from .measure import Effort, batch_size, osu_timer
+from .p2p_rows import POINT_TO_POINT, row_call, row_scale
 from .protocols import Scratch, toml_value
 from .verify import Row
 
-#: the component whose settings a job reads as it starts
+#: the component whose settings a job reads as it starts (most of them: its transport's)
 COMPONENT = "shm"
 #: rows below this many bytes per rank never reach the settings tuned here; --quick times the
 #: large rows alone (its job-wide settings are the single copy's and the stream's)
 JOB_MIN_BYTES = {False: 4096, True: 262144}
+#: a burst's largest messages (past them its rings are a bulk copy's: the collectives' rows)
+BURST_MAX_BYTES = 65536
 #: passes over the candidates (a pass: a job each), with --quick and without
 JOB_PASSES = {True: 2, False: 3}
 
@@ -55,9 +60,9 @@ Launch = Callable[[str, Sequence[JobRow]], list[tuple[str, float]]]
 
 @dataclass(frozen=True)
 class JobKnob:
-    """A setting ``protocols.shm.<name>``, the values to try, whether ``--quick`` does, and
-    which jobs read it (``oversubscribed``: those of more ranks than CPUs only, ``False``:
-    the others only, ``None``: all)."""
+    """A setting ``protocols.<component>.<name>``, the values to try, whether ``--quick``
+    does, and which jobs read it (``oversubscribed``: those of more ranks than CPUs only,
+    ``False``: the others only, ``None``: all; ``transports``: jobs over these)."""
 
     name: str
     values: tuple[Any, ...]
@@ -65,9 +70,23 @@ class JobKnob:
     oversubscribed: bool | None = None
     #: read by point-to-point messages alone (the cells), so judged on their rows alone
     point_to_point: bool = False
+    component: str = COMPONENT
+    transports: tuple[str, ...] = ("shm",)
+    #: read on shm only where point-to-point envelopes go as messages (``shm.p2p_cells`` off)
+    without_cells: bool = False
 
-    def read_by(self, ranks: int) -> bool:
-        """Whether a job of ``ranks`` ranks on this machine reads the setting."""
+    @property
+    def key(self) -> str:
+        """``component.name``."""
+        return f"{self.component}.{self.name}"
+
+    def read_by(self, ranks: int, transport: str = "shm") -> bool:
+        """Whether a job of ``ranks`` ranks over ``transport`` on this machine reads the
+        setting."""
+        if transport not in self.transports or (
+                transport == "shm" and self.without_cells
+                and tuning.setting(COMPONENT, "p2p_cells", None, None, ranks).value):
+            return False
         return self.oversubscribed in (None, ranks > placement.job_cpu_count())
 
     def judged_on(self, rows: Sequence[JobRow]) -> list[int]:
@@ -84,7 +103,9 @@ class JobKnob:
 #: built-in size (4 KiB up to 4 ranks, a payload up to about 4000 B inline; else 1 KiB), 16 or
 #: 256 cells per pair ring (built in: 64 up to 4 ranks, 16 up to 16, else 4); the pair ring's
 #: slots of 4 or 32 KiB (built in: 8 KiB; an eager message takes a slot less its 64-byte
-#: header). A value whose job cannot start (its segment does not fit) is dropped.
+#: header); a point-to-point payload inline up to 1 or 16 KiB (built in: 4 KiB; read where
+#: envelopes go as messages: threads, shm without cells). A value whose job cannot start (its
+#: segment does not fit) is dropped.
 JOB_KNOBS: tuple[JobKnob, ...] = (
     JobKnob("single_copy_min", (524288, 8388608), quick=True, oversubscribed=False),
     JobKnob("single_copy_min_oversubscribed", (1048576, 8388608), quick=True,
@@ -92,10 +113,12 @@ JOB_KNOBS: tuple[JobKnob, ...] = (
     JobKnob("stream_chunk_bytes", (65536, 262144), quick=True),
     JobKnob("p2p_cells", (False,), quick=True, point_to_point=True),
     JobKnob("p2p_cell_bytes", (256, 1024, 4096), quick=True, point_to_point=True),
-    JobKnob("p2p_ring_cells", (16, 256), point_to_point=True),
+    JobKnob("p2p_ring_cells", (16, 256), quick=True, point_to_point=True),
     JobKnob("ring_slot_bytes", (4096, 32768)),
     JobKnob("direct_bytes", (32768, 131072)),
     JobKnob("split_min", (1048576, 4194304)),
+    JobKnob("inline_max", (1024, 16384), quick=True, point_to_point=True, component="p2p",
+            transports=("shm", "inproc"), without_cells=True),
 )
 
 
@@ -116,11 +139,12 @@ class JobRule:
     kept: bool = False
     #: why a setting the verification kept was refused after all (`state.judge`), or ""
     refused: str = ""
+    component: str = COMPONENT
 
     @property
     def key(self) -> str:
-        """``shm.<name>``."""
-        return f"{COMPONENT}.{self.name}"
+        """``component.name``."""
+        return f"{self.component}.{self.name}"
 
     def won_rows(self) -> set[JobRow]:
         """The rows on which the value beat the defaults in the passes."""
@@ -130,35 +154,35 @@ class JobRule:
 
 def job_rows(collectives: Sequence[str], sizes: Sequence[int], quick: bool) -> list[JobRow]:
     """The rows the job-wide settings are timed at: the collectives' from `JOB_MIN_BYTES`,
-    the point-to-point ones (``pingpong``, whose cells matter at the smallest sizes) at
-    every size."""
+    the point-to-point ones (whose cells matter at the smallest sizes) at every size, a
+    burst's up to `BURST_MAX_BYTES`."""
     return [(c, s) for c in collectives if c != "barrier"
             for s in sorted(set(sizes))
-            if s >= JOB_MIN_BYTES[quick] or c in POINT_TO_POINT]
+            if (s >= JOB_MIN_BYTES[quick] and c not in POINT_TO_POINT) or c == "pingpong"
+            or (c == "burst" and s <= BURST_MAX_BYTES)]
 
 
-def setting_file(name: str, value: Any, ranks: int) -> str:
-    """A tuning file holding the one job-wide setting ``protocols.shm.<name> = value`` for
-    jobs of ``ranks`` ranks."""
-    return (f"[[protocols.{COMPONENT}.{name}]]\nmin_ranks = {ranks}\nmax_ranks = {ranks}\n"
+def setting_file(name: str, value: Any, ranks: int, component: str = COMPONENT) -> str:
+    """A tuning file holding the one job-wide setting ``protocols.<component>.<name> =
+    value`` for jobs of ``ranks`` ranks."""
+    return (f"[[protocols.{component}.{name}]]\nmin_ranks = {ranks}\nmax_ranks = {ranks}\n"
             f"value = {toml_value(value)}\n")
 
 
 def time_rows(comm: Any, rows: Sequence[JobRow], effort: Effort) -> list[tuple[str, float]]:
     """What every rank of a job runs: each row with the built-in choice of algorithm (a
-    ``pingpong`` row: ``p2p``, ranks 0 and 1 sending in turn), the median of
-    ``effort.repetitions`` batches (seconds per call or one-way message, the slowest
-    rank's)."""
+    point-to-point row, `p2p_rows`: ``p2p``, between ranks 0 and 1), the median of
+    ``effort.repetitions`` batches (seconds per call or message, the slowest rank's)."""
     out = []
     for collective, size in rows:
         send, recv = buffers(collective, size, comm.size, comm.rank)
-        call = collops_call(comm, collective, send, recv, None)
+        call = row_call(comm, collective, send, recv)
         for _ in range(effort.warmup):
             call()
         algorithm = "p2p" if collective in POINT_TO_POINT else str(comm.last_algorithm)
         timer = osu_timer(comm)
         batch = batch_size(comm, algorithm, size, call, effort, timer)
-        scale = time_scale(collective, size) / batch
+        scale = row_scale(collective, size) / batch
         samples = []
         for _ in range(max(3, effort.repetitions)):
             mine = timer(algorithm, size, call, batch) * scale
@@ -170,25 +194,27 @@ def time_rows(comm: Any, rows: Sequence[JobRow], effort: Effort) -> list[tuple[s
 def tune_job_settings(ranks: int, rows: Sequence[JobRow], effort: Effort, quick: bool,
                       launch: Launch, progress: Callable[[str], None] | None = None,
                       knobs: Sequence[JobKnob] = JOB_KNOBS, seed: int = 0,
-                      base: str = "") -> list[JobRule]:
-    """The job-wide settings for jobs of ``ranks`` ranks, timed beside the tuning-file text
-    ``base`` (the algorithm rules already chosen): the winners of the passes, each verified
-    (``kept``) or not; none when there is no row."""
-    knobs = [k for k in knobs if (k.quick or not quick) and k.read_by(ranks)]
+                      base: str = "", transport: str = "shm") -> list[JobRule]:
+    """The job-wide settings for jobs of ``ranks`` ranks over ``transport``, timed beside the
+    tuning-file text ``base`` (the algorithm rules already chosen): the winners of the passes,
+    each verified (``kept``) or not; none when there is no row."""
+    knobs = [k for k in knobs if (k.quick or not quick) and k.read_by(ranks, transport)]
     rows = [r for r in rows if ranks >= 2 or r[0] not in POINT_TO_POINT]
+    if all(k.point_to_point for k in knobs):  # the other rows cannot change
+        rows = [r for r in rows if r[0] in POINT_TO_POINT]
     if not rows or not knobs:
         return []
     scratch, start = Scratch(), time.perf_counter()
     try:
         candidates: dict[tuple[str, Any] | None, str] = {
             None: scratch.write(base) if base.strip() else ""}
-        defaults = {k.name: tuning.setting(COMPONENT, k.name, None, None, ranks).value
+        defaults = {k.key: tuning.setting(k.component, k.name, None, None, ranks).value
                     for k in knobs}
         for knob in knobs:
             for value in knob.values:
-                if value != defaults[knob.name]:
-                    candidates[(knob.name, value)] = scratch.write(
-                        setting_file(knob.name, value, ranks) + "\n" + base)
+                if value != defaults[knob.key]:
+                    candidates[(knob.key, value)] = scratch.write(
+                        setting_file(knob.name, value, ranks, knob.component) + "\n" + base)
         samples: dict[tuple[str, Any] | None, list[list[float]]] = {c: [] for c in candidates}
         order = list(candidates)
         passes = JOB_PASSES[quick]
@@ -214,7 +240,7 @@ def tune_job_settings(ranks: int, rows: Sequence[JobRow], effort: Effort, quick:
         chosen = _chosen(knobs, defaults, ranks, rows, samples)
         if not chosen:
             return []
-        path = scratch.write("".join(setting_file(r.name, r.value, ranks) + "\n"
+        path = scratch.write("".join(setting_file(r.name, r.value, ranks, r.component) + "\n"
                                      for r in chosen) + base)
         rows = [row for row in rows if any(row in r.rows for r in chosen)]
 
@@ -232,7 +258,9 @@ def tune_job_settings(ranks: int, rows: Sequence[JobRow], effort: Effort, quick:
 
         first, most = across.ROUNDS[quick]
         checked = compare_jobs(launch, path, rows, first, progress, ranks, candidates[None],
-                               most, lambda got: all(done for _, done in verdicts(got)))
+                               across.LONELY_ROUNDS[quick],
+                               lambda got: all(done for _, done in verdicts(got))
+                               or across.enough(got, most))
         return [replace(r, checked=tuple(c for c in checked if (c.collective, c.size)
                                          in r.rows), kept=held)
                 for r, (held, _) in zip(chosen, verdicts(checked), strict=True)]
@@ -243,15 +271,15 @@ def tune_job_settings(ranks: int, rows: Sequence[JobRow], effort: Effort, quick:
 
 
 def _label(candidate: tuple[str, Any] | None) -> str:
-    return "defaults" if candidate is None else f"{COMPONENT}.{candidate[0]}={candidate[1]}"
+    return "defaults" if candidate is None else f"{candidate[0]}={candidate[1]}"
 
 
 def _chosen(knobs: Sequence[JobKnob], defaults: Mapping[str, Any], ranks: int,
             rows: Sequence[JobRow],
             samples: Mapping[tuple[str, Any] | None, list[list[float]]]) -> list[JobRule]:
     """The winning value of each knob (`_winner`); of the point-to-point knobs, which set the
-    same cells (no cells makes their size moot), only the best."""
-    found = [(knob, _winner(knob, defaults[knob.name], ranks, rows, samples))
+    same messages' way (no cells makes their size moot), only the best."""
+    found = [(knob, _winner(knob, defaults[knob.key], ranks, rows, samples))
              for knob in knobs]
     chosen = [(score, rule) for knob, got in found if got is not None
               for score, rule in [got] if not knob.point_to_point]
@@ -272,7 +300,7 @@ def _winner(knob: JobKnob, default: Any, ranks: int, rows: Sequence[JobRow],
     rows = [rows[i] for i in judged]
     best: tuple[float, JobRule] | None = None
     for (name, value), got in ((c, np.array(s)[:, judged]) for c, s in samples.items() if c):
-        if name != knob.name:
+        if name != knob.key:
             continue
         won = (got < base * (1 - MIN_GAIN)).all(axis=0)
         ratios = np.median(got, axis=0) / np.median(base, axis=0)
@@ -282,7 +310,7 @@ def _winner(knob: JobKnob, default: Any, ranks: int, rows: Sequence[JobRow],
         rule = JobRule(knob.name, value, default, ranks, tuple(rows),
                        tuple(round(float(x) * 1e6, 3) for x in np.median(got, axis=0)),
                        tuple(round(float(x) * 1e6, 3) for x in np.median(base, axis=0)),
-                       len(base))
+                       len(base), component=knob.component)
         if best is None or score < best[0]:
             best = (score, rule)
     return best
@@ -323,7 +351,9 @@ def job_rows_of_file(path: str, ranks: int) -> list[JobRow]:
     with open(path, "rb") as f:
         data = tomllib.load(f)
     out: list[JobRow] = []
-    for rules in data.get("protocols", {}).get(COMPONENT, {}).values():
+    components = data.get("protocols", {})
+    for rules in [r for c in sorted({k.component for k in JOB_KNOBS})
+                  for r in components.get(c, {}).values()]:
         for rule in rules:
             low, high = rule.get("min_ranks", 1), rule.get("max_ranks", math.inf)
             evidence = rule.get("evidence", {})
@@ -349,7 +379,7 @@ def rule_lines(rule: JobRule, source: str) -> list[str]:
                 "default_median_us": list(rule.default_median_us),
                 "default": rule.default, "passes": rule.passes, "verified_ratio": ratios,
                 "verified_rounds": len(rule.checked[0].tuned) if rule.checked else 0}
-    return [f"[[protocols.{rule.key}]]  # job-wide: read as the job's transport starts",
+    return [f"[[protocols.{rule.key}]]  # job-wide: read as the job starts",
             f"min_ranks = {rule.ranks}", f"max_ranks = {rule.ranks}",
             f"value = {toml_value(rule.value)}", f"source = {toml_value(source)}",
             "evidence = { " + ", ".join(f"{k} = {toml_value(v)}" for k, v in evidence.items())

@@ -51,7 +51,8 @@ def osu_timer(comm: Any) -> Timer:
 @dataclass(frozen=True)
 class Effort:
     """How hard to measure: passes over the grid, repetitions per pass, seconds per batch,
-    refinement rounds, warm-up calls, rounds of the final verification."""
+    refinement rounds, warm-up calls, rounds of the final verification, extra rounds of a
+    winner that won some rounds but not all (`decide.Decision.worth_more`)."""
 
     passes: int = 3
     repetitions: int = 3
@@ -59,10 +60,11 @@ class Effort:
     refinements: int = 2
     warmup: int = 3
     verify_rounds: int = 7
+    extra_rounds: int = 16
 
 
 QUICK = Effort(passes=3, repetitions=2, batch_seconds=0.01, refinements=1, warmup=2,
-               verify_rounds=5)
+               verify_rounds=5, extra_rounds=12)
 FULL = Effort()
 
 
