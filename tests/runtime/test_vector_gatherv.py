@@ -138,3 +138,28 @@ def test_counts_that_disagree_raise_where_they_can_be_told(transport, form):
     assert got[0][0] == "CollectiveMismatch", got  # the root sees the block's length
     if transport == "shm":  # rank 1 sees the root's header expect another length
         assert got[1][0] == "CollectiveMismatch", got
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 5, 16, 64])
+def test_a_block_of_a_whole_slot_fits_with_its_header(p):
+    """A non-root's block of ``direct_bytes`` (64 KiB, the bench's largest small size) goes
+    into its slot after a header of ``1 + 3p`` words at any number of ranks."""
+    from collops.shm.direct_gatherv import layout_for, own_spec
+    from collops.shm.segment import Layout
+
+    lay = Layout(size=p)
+    spec = own_spec(p, np.dtype(np.float64), 0, lay.direct_bytes // 8)
+    assert not layout_for(spec, 1, lay.direct_slot_bytes).overflows
+
+
+def _whole_slots(comm: collops.Comm) -> bool:
+    rows = 64 * 1024 // (8 * WIDTH)
+    for counts in ([rows] * comm.size, None):
+        got = comm.gatherv(_block(comm.rank, rows), 0, counts if comm.rank == 0 else None)
+        if comm.rank == 0:
+            np.testing.assert_array_equal(got, _placed([rows] * comm.size, None))
+    return comm.last_algorithm == "shm_direct"
+
+
+def test_blocks_of_a_whole_slot_at_four_ranks():
+    assert all(collops.spawn(_whole_slots, 4, transport="shm", timeout=120))

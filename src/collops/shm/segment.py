@@ -217,10 +217,11 @@ class Layout:
 
     @property
     def direct_slot_bytes(self) -> int:
-        """Bytes of one direct slot: ``direct_bytes`` of contribution and a line more, where
-        the header of a call whose blocks carry their lengths goes (alltoallv, gatherv), so
-        blocks of ``direct_bytes`` fit with it."""
-        return self.direct_bytes + LINE
+        """Bytes of one direct slot: ``direct_bytes`` of contribution and the lines where the
+        header of a call whose blocks carry their lengths goes (alltoallv, gatherv: ``1 + 3p``
+        words, `direct_alltoallv.head_words`), so blocks of ``direct_bytes`` fit with it at
+        any number of ranks."""
+        return self.direct_bytes + _round_up(WORD * (1 + 3 * self.size), LINE)
 
     @property
     def direct_rank_bytes(self) -> int:
