@@ -6,6 +6,8 @@ that disagree with the blocks (`CollectiveMismatch` on every rank that can tell,
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -87,10 +89,42 @@ def test_every_form_through_the_headers(monkeypatch, compiled, p):
     assert all(t == ["shm_direct"] for t in took), took
 
 
-def test_blocks_beyond_a_slot():
-    """The last rank's block is larger than a 64 KiB slot: read out of its memory."""
-    took = collops.spawn(_forms, 3, 6000, transport="shm", timeout=200)
-    assert all(t == ["shm_direct"] for t in took), took
+def _large(comm: collops.Comm, big: int) -> dict[str, list[str]]:
+    """Every call form with the last rank's block beyond a slot, blocking (prepared, bound)
+    and not, back to back and with gaps: what ran each form."""
+    p, r = comm.size, comm.rank
+    rows = _rows(p, big)
+    gaps = [sum(rows[j + 1:]) + 3 * (p - j) for j in range(p)]  # reverse order, gaps
+    took: dict[str, set[str]] = {form: set() for form in FORMS}
+    for root in (0, p - 1):
+        for form in FORMS:
+            counts = _counts(form, r, root, rows)
+            for displs in (None, gaps):
+                for _ in range(REPEATS):
+                    got = comm.gatherv(_block(r, rows[r]), root, counts,
+                                       displs=displs if r == root else None)
+                    took[form].add(comm.last_algorithm)
+                    if r == root:
+                        np.testing.assert_array_equal(got, _placed(rows, displs))
+                    else:
+                        assert got is None
+                got = comm.igatherv(_block(r, rows[r]), root, counts,
+                                    displs=displs if r == root else None).wait()
+                if r == root:
+                    np.testing.assert_array_equal(got, _placed(rows, displs))
+    return {form: sorted(t) for form, t in took.items()}
+
+
+@pytest.mark.parametrize(("compiled", "p"), [("1", 2), ("1", 3), ("0", 4)])
+def test_blocks_beyond_a_slot(monkeypatch, compiled, p):
+    """The last rank's block is larger than a 64 KiB slot: a root given counts has every
+    block streamed (the selection's choice for them); one given none reads it out of the
+    writer's memory."""
+    monkeypatch.setenv("COLLOPS_COMPILED", compiled)
+    took = collops.spawn(_large, p, 6000, transport="shm", timeout=200)
+    for t in took:
+        assert "shm_stream" in t["every rank"] and "shm_stream" in t["root only"], took
+        assert t["none"] == ["shm_direct"], took
 
 
 def _out_keeps_gaps(comm: collops.Comm) -> bool:
@@ -114,10 +148,10 @@ def test_out_keeps_what_the_gaps_held(transport):
     assert all(collops.spawn(_out_keeps_gaps, 3, transport=transport, timeout=120))
 
 
-def _mismatched(comm: collops.Comm, form: str) -> tuple[str | None, bool]:
+def _mismatched(comm: collops.Comm, form: str, big: int = 0) -> tuple[str | None, bool]:
     """Root 0 expects one row more from rank 1 than rank 1 gives; then a call that works."""
     p, r = comm.size, comm.rank
-    rows = _rows(p)
+    rows = _rows(p, big)
     wrong = list(rows)
     wrong[1] += 1
     counts = wrong if r == 0 else (rows if form == "every rank" else None)
@@ -138,6 +172,18 @@ def test_counts_that_disagree_raise_where_they_can_be_told(transport, form):
     assert got[0][0] == "CollectiveMismatch", got  # the root sees the block's length
     if transport == "shm":  # rank 1 sees the root's header expect another length
         assert got[1][0] == "CollectiveMismatch", got
+
+
+@pytest.mark.parametrize("form", ["every rank", "root only"])
+def test_counts_that_disagree_about_streamed_blocks(form):
+    """As above with the last rank's block beyond a slot (the root streams the blocks): the
+    root and rank 1 raise, and the last rank, whose block agrees, is not left waiting."""
+    started = time.monotonic()
+    got = collops.spawn(_mismatched, 3, form, 6000, transport="shm", timeout=120)
+    assert all(ok for _, ok in got), got
+    assert got[0][0] == "CollectiveMismatch" and got[1][0] == "CollectiveMismatch", got
+    assert got[2][0] in (None, "CollectiveMismatch", "PeerFailed"), got
+    assert time.monotonic() - started < 25, got  # well before the calls' 30 s timeout
 
 
 @pytest.mark.parametrize("p", [2, 3, 4, 5, 16, 64])

@@ -147,7 +147,7 @@ def rank_independent(spec: CallSpec) -> CallSpec:
     """
     if spec.collective == "gatherv" and not spec.counts:
         zeros = (0,) * spec.size
-        return spec.with_(counts=zeros, displs=zeros, sendcounts=(), recvcounts=(),
+        return spec.with_(count=0, counts=zeros, displs=zeros, sendcounts=(), recvcounts=(),
                           rdispls=())
     if spec.collective != "alltoallv":
         return spec

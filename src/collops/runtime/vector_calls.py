@@ -29,7 +29,7 @@ from .commbase import _SLOW, _row_size
 from .envelope import _DATA_AT, _FAST_KINDS, _bcast_head, _envelope_view, _parse_header
 from .phases import _counting_head, _counts_fit
 from .request import Request
-from .vector_gatherv import HEADED, headed
+from .vector_gatherv import HEADED, headed, streamed
 
 if TYPE_CHECKING:
     from .commbase import CommBase
@@ -150,9 +150,11 @@ def _headed_spec(comm: CommBase, x: np.ndarray, key: Any, root: int
         return None
     total, placed = _placed_rows(comm, "gatherv", "displs", displs, counts) if receives else (
         0, None)
-    spec = own_spec(p, dt, root, rows * per_row,
-                    tuple(c * per_row for c in counts) if receives and counts else None,
-                    None if placed is None else tuple(d * per_row for d in placed))
+    at_root = tuple(c * per_row for c in counts) if receives and counts else None
+    displs_at_root = None if placed is None else tuple(d * per_row for d in placed)
+    spec = own_spec(p, dt, root, rows * per_row, at_root, displs_at_root,
+                    at_root is not None and streamed(comm, root, dt, at_root, displs_at_root,
+                                                     None))
     return spec, HEADED, (total, *trailing), receives
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from .. import config as _cfg
 from ..algorithms.spec import make_spec, prefix
 from ..errors import ArgumentError, CollectiveMismatch, CollopsError
-from ..shm.direct_gatherv import learns, own_spec
+from ..shm.direct_gatherv import STREAM_NAME, full_spec, learns, own_spec
 from .arguments import checked_displs, rows_spanned
 from .engine import Execution
 
@@ -51,6 +51,20 @@ def headed(comm: CommBase, root: int, dtype: np.dtype, algorithm: str | None) ->
             got = chosen.algorithm.name == "shm_direct" and chosen.algorithm.native is not None
         comm._cache.put(key, got)
     return bool(got)
+
+
+def streamed(comm: CommBase, root: int, dtype: np.dtype, counts: tuple[int, ...],
+             displs: tuple[int, ...] | None, algorithm: str | None) -> bool:
+    """Whether a gatherv root given ``counts`` (elements) has the blocks streamed: the
+    selection table chooses the stream for a gatherv of those counts (an algorithm asked
+    for is taken as it is)."""
+    if algorithm is not None:
+        return False
+    try:
+        chosen = comm._choose(full_spec(comm.size, dtype, root, counts, displs), None, {})
+    except CollopsError:  # the data phase reports it
+        return False
+    return bool(chosen.algorithm.name == STREAM_NAME)
 
 
 def mismatch(call: str, given: list[int], held: list[int], rank: int) -> CollectiveMismatch | None:
@@ -90,14 +104,20 @@ def by_headers(comm: CommBase, call: str, data: np.ndarray, root: int, counts: A
                            zeros=row_displs is not None)
         if np.shares_memory(result, data):
             data = data.copy()  # x as its own block of out (MPI_IN_PLACE): copied first
-    spec = own_spec(p, data.dtype, root, rows * per_row,
-                    None if not receives or row_counts is None
-                    else tuple(c * per_row for c in row_counts),
-                    None if row_displs is None else tuple(d * per_row for d in row_displs))
+    counts_at_root = None if not receives or row_counts is None else tuple(
+        c * per_row for c in row_counts)
+    displs_at_root = None if row_displs is None else tuple(d * per_row for d in row_displs)
+    spec = own_spec(p, data.dtype, root, rows * per_row, counts_at_root, displs_at_root,
+                    counts_at_root is not None and streamed(
+                        comm, root, data.dtype, counts_at_root, displs_at_root, algorithm))
     seq = comm._reserve()
     execution = comm._execute(spec, data, result, seq, 0, algorithm, params, timeout,
                               counts_signature=HEADED, agree=True)
     yield execution
+    stream = getattr(execution, "streamed", None)
+    if stream is not None:  # the root's header said so: its counts, through the stream
+        yield comm._execute(stream, data, result, seq, 1, STREAM_NAME, params, timeout,
+                            counts_signature=HEADED)
     if not learns(spec, rank):
         return result
     return _learned(comm, call, execution, data, trailing, per_row, displs, out)

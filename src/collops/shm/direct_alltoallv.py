@@ -172,12 +172,20 @@ class AlltoallvExecution(direct.DirectExecution):
         for src, n, dst in lay.writes:
             assert send is not None
             slot[dst: dst + n] = send[src: src + n]
-        if lay.overflows and send is not None:
-            fp = self.role.fingerprint
-            for j, (src, n) in enumerate(zip(lay.sfrom, lay.sends, strict=True)):
-                if j != self.rank and n:
-                    self.handles.append(self.transport.isend(
-                        area.group[j], self._tag(), send[src: src + n].data, fp))
+        if lay.overflows:
+            self._send_blocks()
+
+    def _send_blocks(self) -> None:
+        """This rank's blocks as messages (they do not fit its slot, and its readers cannot
+        copy them out of its memory)."""
+        lay, area, send = self.layout, self.area, self.send
+        if send is None:
+            return
+        fp = self.role.fingerprint
+        for j, (src, n) in enumerate(zip(lay.sfrom, lay.sends, strict=True)):
+            if j != self.rank and n:
+                self.handles.append(self.transport.isend(
+                    area.group[j], self._tag(), send.view(np.uint8)[src: src + n].data, fp))
 
     def _read(self) -> None:
         """Check every writer's header (all of them before anything moves), then copy the
