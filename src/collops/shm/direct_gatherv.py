@@ -161,7 +161,9 @@ class GathervExecution(AlltoallvExecution):
         if self.rank != root:
             self.streamed = next((_streamed_by(spec, words) for w, _, words, _ in found
                                   if w == root), None)
-            if self.deferred and self.streamed is None:
+            if self.streamed is not None:  # the root copies nothing out of this rank's memory
+                self.by_reference = False
+            elif self.deferred:
                 super()._send_blocks()
             return super()._placed(found)
         if is_own(spec) and spec.count:  # the headers checked; the blocks come streamed
