@@ -209,3 +209,26 @@ def _whole_slots(comm: collops.Comm) -> bool:
 
 def test_blocks_of_a_whole_slot_at_four_ranks():
     assert all(collops.spawn(_whole_slots, 4, transport="shm", timeout=120))
+
+
+def _members_only(comm: collops.Comm) -> tuple[str | None, bool]:
+    """Counts on the members but none at the root (no form MPI or collops offers), with a
+    block beyond a slot: every rank raises, none waits for its timeout; then a call that
+    works."""
+    p, r = comm.size, comm.rank
+    rows = _rows(p, 6000)
+    try:
+        comm.gatherv(_block(r, rows[r]), 0, None if r == 0 else rows, timeout=30)
+        error = None
+    except collops.CollopsError as exc:
+        error = type(exc).__name__
+    after = comm.allgather(np.array([r]), timeout=30)
+    return error, after.tolist() == list(range(p))
+
+
+def test_counts_on_the_members_only_raise():
+    started = time.monotonic()
+    got = collops.spawn(_members_only, 3, transport="shm", timeout=120)
+    assert all(ok for _, ok in got), got
+    assert all(error in ("CollectiveMismatch", "PeerFailed") for error, _ in got), got
+    assert time.monotonic() - started < 25, got

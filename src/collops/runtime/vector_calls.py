@@ -150,11 +150,10 @@ def _headed_spec(comm: CommBase, x: np.ndarray, key: Any, root: int
         return None
     total, placed = _placed_rows(comm, "gatherv", "displs", displs, counts) if receives else (
         0, None)
-    at_root = tuple(c * per_row for c in counts) if receives and counts else None
-    displs_at_root = None if placed is None else tuple(d * per_row for d in placed)
-    spec = own_spec(p, dt, root, rows * per_row, at_root, displs_at_root,
-                    at_root is not None and streamed(comm, root, dt, at_root, displs_at_root,
-                                                     None))
+    given = None if counts is None else tuple(c * per_row for c in counts)
+    streams = given is not None and streamed(comm, root, dt, given, None)
+    spec = own_spec(p, dt, root, rows * per_row, given if receives or streams else None,
+                    None if placed is None else tuple(d * per_row for d in placed), streams)
     return spec, HEADED, (total, *trailing), receives
 
 

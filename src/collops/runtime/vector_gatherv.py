@@ -54,14 +54,14 @@ def headed(comm: CommBase, root: int, dtype: np.dtype, algorithm: str | None) ->
 
 
 def streamed(comm: CommBase, root: int, dtype: np.dtype, counts: tuple[int, ...],
-             displs: tuple[int, ...] | None, algorithm: str | None) -> bool:
-    """Whether a gatherv root given ``counts`` (elements) has the blocks streamed: the
+             algorithm: str | None) -> bool:
+    """Whether a gatherv rank given ``counts`` (elements) has the blocks streamed: the
     selection table chooses the stream for a gatherv of those counts (an algorithm asked
     for is taken as it is)."""
     if algorithm is not None:
         return False
     try:
-        chosen = comm._choose(full_spec(comm.size, dtype, root, counts, displs), None, {})
+        chosen = comm._choose(full_spec(comm.size, dtype, root, counts, None), None, {})
     except CollopsError:  # the data phase reports it
         return False
     return bool(chosen.algorithm.name == STREAM_NAME)
@@ -104,12 +104,11 @@ def by_headers(comm: CommBase, call: str, data: np.ndarray, root: int, counts: A
                            zeros=row_displs is not None)
         if np.shares_memory(result, data):
             data = data.copy()  # x as its own block of out (MPI_IN_PLACE): copied first
-    counts_at_root = None if not receives or row_counts is None else tuple(
-        c * per_row for c in row_counts)
+    given = None if row_counts is None else tuple(c * per_row for c in row_counts)
     displs_at_root = None if row_displs is None else tuple(d * per_row for d in row_displs)
-    spec = own_spec(p, data.dtype, root, rows * per_row, counts_at_root, displs_at_root,
-                    counts_at_root is not None and streamed(
-                        comm, root, data.dtype, counts_at_root, displs_at_root, algorithm))
+    streams = given is not None and streamed(comm, root, data.dtype, given, algorithm)
+    spec = own_spec(p, data.dtype, root, rows * per_row,
+                    given if receives or streams else None, displs_at_root, streams)
     seq = comm._reserve()
     execution = comm._execute(spec, data, result, seq, 0, algorithm, params, timeout,
                               counts_signature=HEADED, agree=True)

@@ -12,13 +12,17 @@ each non-root checks the root's header (a mismatch: `CollectiveMismatch` naming 
 on each rank that can tell).
 
 Larger blocks are streamed (``shm_stream``, two copies that the writers and the root share)
-where the selection table chooses the stream for the counts: a root given counts asks it
-(`own_spec`'s ``streamed``) and says so in its header (`STREAMED`, with its displacements
-when it has any: `DISPLACED`); every member, having read that header, knows every count, and
-the call goes on as a stream gatherv of those counts in its next phase (`GathervExecution.
-streamed`). Only the root given no counts takes a block beyond a slot out of the writer's
-memory (or as a message), as alltoallv's are, so every rank takes this protocol whatever the
-counts.
+where the selection table chooses the stream for the counts. A rank given counts asks it
+(`own_spec`'s ``streamed``); where it streams, the rank's header says so (`STREAMED`; the
+root's with its displacements, `DISPLACED`) and it goes on at once, waiting for nobody, to a
+stream gatherv of those counts in the call's next phase (`GathervExecution.streamed`), whose
+roll call is the call's one meeting (the stream's fingerprint holds the counts: ranks given
+other counts raise there). A member given no counts reads the root's header, learns every
+count from it, frees its slot (the root reads none) and follows. A root that takes the
+blocks through the slots and finds a member's header streamed raises, as it does for any
+other disagreement. Only a root given no counts takes a block beyond a slot out of the
+writer's memory (or as a message), as alltoallv's are, so every rank takes this protocol
+whatever the counts.
 
 The spec a rank's route is chosen from is the same on every rank (`selection.rank_independent`
 drops the counts), so no rank needs another's counts to agree on the algorithm.
@@ -46,15 +50,16 @@ from .direct_alltoallv import (
     started,
     table_runner,
 )
-from .direct_area import DirectArea
+from .direct_area import DirectArea, call_number, slot_of
 from .stream import bind as stream_bind
 from .stream_protocol import NAME as _STREAM
 from .transport import ShmTransport
 
 #: the algorithm a gatherv's blocks are streamed by, when the selection chooses it
 STREAM_NAME = _STREAM
-#: a root's header flags, after `direct_alltoallv`'s: the blocks come through the stream in
-#: the call's next phase; its header's block offsets hold its displacements (bytes)
+#: a header's flags, after `direct_alltoallv`'s: the blocks come through the stream in the
+#: call's next phase (this rank's counts say so); a root's block offsets hold its
+#: displacements (bytes)
 STREAMED = 8
 DISPLACED = 16
 
@@ -64,8 +69,9 @@ def own_spec(size: int, dtype: np.dtype, root: int, own: int,
              displs: tuple[int, ...] | None = None, streamed: bool = False) -> CallSpec:
     """One rank's spec of a gatherv whose counts are each rank's own: its ``own`` elements
     and, at the root, the ``counts`` and ``displs`` (elements) it was given (None: not
-    given; the root then takes the lengths from the headers) and whether the selection
-    streams a gatherv of those counts (``streamed``, kept as the spec's ``count``: 1)."""
+    given; the root then takes the lengths from the headers); ``streamed``: this rank was
+    given ``counts`` the selection streams (kept as the spec's ``count``: 1; a non-root's
+    ``counts`` are then in its spec too)."""
     return make_spec("gatherv", size, dtype, counts=(), root=root).with_(
         count=int(streamed), sendcounts=(own,), recvcounts=tuple(counts or ()),
         rdispls=tuple(displs or ()))
@@ -110,13 +116,19 @@ def layout_for(spec: CallSpec, rank: int, slot_bytes: int) -> Layout:
         head = lay.head.copy()
         head[0] |= ANY_LENGTH
         lay = replace(lay, head=head)
-    elif rank == root and is_own(spec) and spec.count:
+    elif streams(spec):
         head = lay.head.copy()
-        head[0] |= STREAMED | (DISPLACED if displs else 0)
-        if displs:
+        head[0] |= STREAMED
+        if rank == root and displs:
+            head[0] |= DISPLACED
             head[1 + 2 * p: 1 + 3 * p] = [d * spec.itemsize for d in displs]
         lay = replace(lay, head=head)
     return lay
+
+
+def streams(spec: CallSpec) -> bool:
+    """Whether a rank of ``spec`` (`own_spec`) was given counts the selection streams."""
+    return is_own(spec) and spec.count == 1
 
 
 class GathervExecution(AlltoallvExecution):
@@ -142,14 +154,33 @@ class GathervExecution(AlltoallvExecution):
     def _learns(self) -> bool:
         return learns(self.spec, self.rank)
 
+    def _advance(self, spin: float) -> bool:
+        if not streams(self.spec):
+            return super()._advance(spin)
+        # given counts the selection streams: this rank's header says so, and nobody waits
+        # for anybody here (a member that reads the root's header does, and releases its
+        # slot, `_placed`); the stream's roll call is the call's one meeting
+        area, slot = self.area, self.slot
+        if not self.written:
+            if not self._may_write():
+                return self._stuck()
+            head = self.layout.head
+            area.slots[area.index][slot][: head.nbytes] = head.view(np.uint8)
+            area.publish(slot, self.k, self.role.fingerprint, ())
+            area.unwritten.popleft()
+            self.written = self.read = self.acknowledged = True
+        spec = self.spec
+        self.streamed = full_spec(spec.size, spec.dtype, spec.root, spec.recvcounts,
+                                  spec.rdispls if self.rank == spec.root else None)
+        return True
+
     def _read(self) -> None:
         try:
             super()._read()
         except CollectiveMismatch as exc:
-            if self.rank == self.spec.root and is_own(self.spec) and self.spec.count:
-                # the members whose blocks agree wait in the stream phase: they are told
-                self.transport.give_up(make_tag_base(self.context, self.seq, self.phase + 1),
-                                       exc)
+            # members that go on to the stream phase (their counts, or the root's header, said
+            # so) wait there: they are told
+            self.transport.give_up(make_tag_base(self.context, self.seq, self.phase + 1), exc)
             raise
 
     def _send_blocks(self) -> None:
@@ -161,15 +192,19 @@ class GathervExecution(AlltoallvExecution):
         if self.rank != root:
             self.streamed = next((_streamed_by(spec, words) for w, _, words, _ in found
                                   if w == root), None)
-            if self.streamed is not None:  # the root copies nothing out of this rank's memory
-                self.by_reference = False
+            if self.streamed is not None:  # the root reads nothing of this rank's slot or
+                self.by_reference = False  # memory: the slot is free again
+                self.area.occupant[self.slot] = (self.k, ())
             elif self.deferred:
                 super()._send_blocks()
             return super()._placed(found)
-        if is_own(spec) and spec.count:  # the headers checked; the blocks come streamed
-            self.streamed = full_spec(spec.size, spec.dtype, root, spec.recvcounts,
-                                      spec.rdispls)
-            return ((0, 0),) * spec.size, (0, 0, 0)
+        for w, _, words, _ in found:
+            if int(words[0]) & STREAMED:
+                raise CollectiveMismatch(
+                    f"{self.role.what}: rank {w} streams its block, as the selection does for "
+                    f"the counts it was given; rank {root}, the root, "
+                    + ("was given none" if self._learns() else "takes it through the slots, "
+                       "as it does for its own counts"))
         if not self._learns():
             return super()._placed(found)
         spec, me, lay = self.spec, self.rank, self.layout
@@ -205,20 +240,20 @@ start = functools.partial(started, GathervExecution)
 
 def _run(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, seq: int,
          timeout: float | None, phase: int = 0, confirm: bool = True,
-         published: bool = False, streams: dict[CallSpec, Runner] | None = None) -> None:
-    """A blocking gatherv, and the stream phase its root's header asks for (its runners
-    bound once per counts in ``streams``)."""
+         published: bool = False, runners: dict[CallSpec, Runner] | None = None) -> None:
+    """A blocking gatherv, and the stream phase its counts or its root's header ask for (its
+    runners bound once per counts in ``runners``)."""
     ex = start(call, send, recv, seq, phase, timeout, published)
     assert isinstance(ex, GathervExecution)
     if not ex.poll():
         call.progress.wait(ex)
     if ex.streamed is None:
         return
-    runner = None if streams is None else streams.get(ex.streamed)
+    runner = None if runners is None else runners.get(ex.streamed)
     if runner is None:
         runner = stream_bind(replace(call, spec=ex.streamed))
-        if streams is not None:
-            streams[ex.streamed] = runner
+        if runners is not None:
+            runners[ex.streamed] = runner
     runner(send, recv, seq, timeout, phase + 1)
 
 
@@ -229,13 +264,41 @@ def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None
     that learns the counts, the result is allocated as the headers say (`_run`)."""
     transport, area = direct.area_of(call)
     spec, rank = call.spec, call.rank
-    run = functools.partial(_run, streams={})
+    run = functools.partial(_run, runners={})
+    if streams(spec):
+        return _streamed_runner(call, area, run)
     compiled = None
-    if not learns(spec, rank) and not (rank == spec.root and spec.count):
+    if not learns(spec, rank) and not streams(spec):
         others = direct_roles.waits_for(spec, rank)
         compiled = table_runner(call, transport, area, layout_for(spec, rank, area.capacity),
                                 others, list(direct_roles.readers(spec, rank)), run)
     return compiled or functools.partial(run, call)
+
+
+def _streamed_runner(call: NativeCall, area: DirectArea, run: Callable[..., None]
+                     ) -> Runner:
+    """The blocking runner of a rank given counts the selection streams: its header (no
+    wait, as `GathervExecution` publishes it) and the stream phase, bound once; through
+    `_run` while anything else is in flight here or its slot is busy."""
+    spec, rank = call.spec, call.rank
+    head = layout_for(spec, rank, area.capacity).head.view(np.uint8)
+    fingerprint = direct.call_fingerprint(spec)
+    stream = full_spec(spec.size, spec.dtype, spec.root, spec.recvcounts,
+                       spec.rdispls if rank == spec.root else None)
+    runner = stream_bind(replace(call, spec=stream))
+    progress, mine = call.progress, area.slots[area.index]
+
+    def fn(send: np.ndarray | None, recv: np.ndarray | None, seq: int,
+           timeout: float | None, phase: int = 0) -> None:
+        slot = slot_of(seq, phase)
+        if progress.active or area.unwritten or area.inflight or not area.writable(slot):
+            run(call, send, recv, seq, timeout, phase)
+            return
+        mine[slot][: head.nbytes] = head
+        area.publish(slot, call_number(seq, phase), fingerprint, ())
+        runner(send, recv, seq, timeout, phase + 1)
+
+    return fn
 
 
 def register() -> None:
