@@ -141,8 +141,14 @@ def rank_independent(spec: CallSpec) -> CallSpec:
     """The part of ``spec`` every rank agrees on, which automatic choices must depend on alone.
 
     An alltoallv spec holds the calling rank's own counts; were the choice made from them,
-    ranks could choose different algorithms. Its counts are replaced by their size alone.
+    ranks could choose different algorithms. Its counts are replaced by their size alone. So
+    are those of a gatherv spec that holds only what its rank knows (no ``counts``: its own
+    block, and at the root what it was given; see `collops.shm.direct_gatherv`).
     """
+    if spec.collective == "gatherv" and not spec.counts:
+        zeros = (0,) * spec.size
+        return spec.with_(count=0, counts=zeros, displs=zeros, sendcounts=(), recvcounts=(),
+                          rdispls=())
     if spec.collective != "alltoallv":
         return spec
     zeros = (0,) * spec.size

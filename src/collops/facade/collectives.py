@@ -311,8 +311,8 @@ class Collectives:
                     if found is None:
                         comm.gatherv(x, root, None)
                     else:
-                        comm.gatherv(x, root, None, displs=found[1].placed_displs,
-                                     out=found[2])
+                        comm.gatherv(x, root, found[1].counts,
+                                     displs=found[1].placed_displs, out=found[2])
                     return
                 except CollopsError as exc:
                     raise mpi_error(exc) from None

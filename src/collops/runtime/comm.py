@@ -204,7 +204,8 @@ class Comm(Communicators, P2P):
                 **params: Any) -> np.ndarray | None:
         """Arrays of different lengths on the root, rank j's from row ``displs[j]`` (back to
         back if None; counts in rows, exchanged if None)."""
-        if not params and counts is not None:
+        if not params and (counts is not None or self.rank != root) and (
+                algorithm is None or algorithm == "shm_direct"):  # see `vector_gatherv`
             key = vector_key(counts, displs if self.rank == root else None)
             if key is not None:
                 got = self._fast("gatherv", x, key, root, out, algorithm, timeout)

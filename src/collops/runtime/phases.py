@@ -33,6 +33,7 @@ from .envelope import (
     _blocks_view,
 )
 from .request import Phases, Request
+from .vector_gatherv import by_headers, exchanged_counts, headed
 
 
 def _counts_fit(block: int, p: int) -> bool:
@@ -416,9 +417,18 @@ class PhaseGenerators(CommBase):
         per_row = _row_size(data)
         trailing = data.shape[1:] if data.ndim else ()
         phase = 0
+        if root is not None and vector and headed(self, root, data.dtype, algorithm):
+            return (yield from by_headers(self, call, data, root, counts, displs, out,
+                                          algorithm, params, timeout))
         if displs is not None and (root is None or self.rank == root):  # before any message
             checked_displs(call, "displs", displs, [0] * self.size, self.rank, False)
-        if vector and counts is None:
+        mismatched = None
+        if vector and root is not None:  # no rank can tell whether the others have counts
+            seq = self._reserve()
+            row_counts, mismatched = yield from exchanged_counts(self, call, data, counts, seq,
+                                                                 timeout)
+            phase = 1
+        elif vector and counts is None:
             seq = self._reserve()
             got = yield from self._allgather_ints(call, [rows, per_row], seq, 0, timeout)
             row_counts = got[:, 0].tolist()
@@ -461,6 +471,8 @@ class PhaseGenerators(CommBase):
             seq = self._reserve()
         yield self._execute(spec, data, result, seq, phase, algorithm, params, timeout,
                             counts_signature=displaced_signature(spec), agree=root is not None)
+        if mismatched is not None:
+            raise mismatched
         return None if result is None else result.reshape(shape)
 
     def _alltoallv(self, call: str, x: Any, sendcounts: Any, sdispls: Any, recvcounts: Any,

@@ -22,12 +22,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..algorithms.spec import CallSpec, make_spec, prefix
+from ..shm.direct_gatherv import own_spec
 from .arguments import checked_displs, displaced_signature, rows_spanned
 from .cache import SHARED
 from .commbase import _SLOW, _row_size
 from .envelope import _DATA_AT, _FAST_KINDS, _bcast_head, _envelope_view, _parse_header
 from .phases import _counting_head, _counts_fit
 from .request import Request
+from .vector_gatherv import HEADED, headed, streamed
 
 if TYPE_CHECKING:
     from .commbase import CommBase
@@ -38,26 +40,23 @@ if TYPE_CHECKING:
 VECTOR_FAST = frozenset({"allgatherv", "gatherv", "reduce_scatter", "alltoallv"})
 
 
-_INT = frozenset({int})
-
-
 def _ints(values: Any) -> tuple[int, ...] | None:
-    """``values`` as a tuple of ints (None for None); raises TypeError when it is not one."""
+    """``values`` as a tuple of ints (None for None); raises TypeError when it is not one
+    (a float, a string, bytes)."""
     if values is None:
         return None
-    if type(values) is tuple or type(values) is list:  # the common case, without a loop
-        as_tuple = tuple(values)
-        if _INT.issuperset(map(type, as_tuple)):
-            return as_tuple
-    elif isinstance(values, (str, bytes)):
+    if type(values) is not tuple and type(values) is not list and isinstance(values,
+                                                                              (str, bytes)):
         raise TypeError(values)
-    return tuple(operator.index(v) for v in values)
+    return tuple(map(operator.index, values))
 
 
 def vector_key(*parts: Any) -> tuple[Any, ...] | None:
     """The hashable key of a v-call's counts and displacements (None: not all of them are
     sequences of integers, which the general path reports)."""
     try:
+        if len(parts) == 2:  # counts and displacements: the common case, one call less
+            return _ints(parts[0]), _ints(parts[1])
         return tuple(map(_ints, parts))
     except TypeError:
         return None
@@ -81,8 +80,8 @@ def _placed_rows(comm: CommBase, call: str, name: str, displs: tuple[int, ...] |
 def leaves_gaps(spec: CallSpec, shape: tuple[int, ...]) -> bool:
     """Whether a v-call's result of ``shape`` has elements no block fills (zeros when the
     call allocates the result; a caller's ``out`` keeps what it held there)."""
-    if spec.collective == "alltoallv":
-        filled = sum(spec.recvcounts or ())
+    if spec.collective == "alltoallv" or (spec.collective == "gatherv" and not spec.counts):
+        filled = sum(spec.recvcounts or ())  # (a gatherv's `own_spec`: the root's counts)
     elif spec.collective in ("allgatherv", "gatherv"):
         filled = sum(spec.counts or ())
     else:
@@ -98,17 +97,16 @@ def vector_blocking_spec(comm: CommBase, collective: str, x: np.ndarray, key: An
         return None
     p, dt, rank = comm.size, x.dtype, comm.rank
     rows, trailing, per_row = x.shape[0], x.shape[1:], _row_size(x)
-    if collective in ("allgatherv", "gatherv"):
+    if collective == "gatherv":
+        return _headed_spec(comm, x, key, root)
+    if collective == "allgatherv":
         counts, displs = key
         if not _counts_ok(counts, p) or counts[rank] != rows:
             return None
-        root = comm._check_root(collective, root) if collective == "gatherv" else 0
-        receives = collective == "allgatherv" or rank == root
-        total, placed = _placed_rows(comm, collective, "displs",
-                                     displs if receives else None, counts)
-        spec = make_spec(collective, p, dt, counts=[c * per_row for c in counts], root=root,
+        total, placed = _placed_rows(comm, collective, "displs", displs, counts)
+        spec = make_spec(collective, p, dt, counts=[c * per_row for c in counts],
                          displs=None if placed is None else [d * per_row for d in placed])
-        return spec, displaced_signature(spec), (total, *trailing), receives
+        return spec, displaced_signature(spec), (total, *trailing), True
     if collective == "reduce_scatter":
         op, counts = key
         if not _counts_ok(counts, p) or sum(counts) != rows:
@@ -134,6 +132,29 @@ def vector_blocking_spec(comm: CommBase, collective: str, x: np.ndarray, key: An
                          rdispls=None if placed is None else [d * per_row for d in placed])
         return spec, ("v", per_row), (total, *trailing), True
     return None
+
+
+def _headed_spec(comm: CommBase, x: np.ndarray, key: Any, root: int
+                 ) -> tuple[CallSpec, object, tuple[int, ...], bool] | None:
+    """`vector_blocking_spec` of a gatherv whose blocks' lengths travel in headers (`headed`:
+    a non-root needs no counts; a root given none takes the general path, which allocates
+    its result once the headers are read)."""
+    counts, displs = key
+    p, dt, rank = comm.size, x.dtype, comm.rank
+    rows, trailing, per_row = x.shape[0], x.shape[1:], _row_size(x)
+    root = comm._check_root("gatherv", root)
+    receives = rank == root
+    if counts is not None and (not _counts_ok(counts, p) or counts[rank] != rows):
+        return None  # the general path says what is wrong
+    if (receives and counts is None) or not headed(comm, root, dt, None):
+        return None
+    total, placed = _placed_rows(comm, "gatherv", "displs", displs, counts) if receives else (
+        0, None)
+    given = None if counts is None else tuple(c * per_row for c in counts)
+    streams = given is not None and streamed(comm, root, dt, given, None)
+    spec = own_spec(p, dt, root, rows * per_row, given if receives or streams else None,
+                    None if placed is None else tuple(d * per_row for d in placed), streams)
+    return spec, HEADED, (total, *trailing), receives
 
 
 #: a scatterv root's envelope for one ``x`` and key: the blocks' headers, where each block's

@@ -7,9 +7,10 @@ collops is imported: ``shm_direct`` (`direct`), ``shm_cma`` (`cma`) and ``shm_st
 (`stream`). Importing it attaches no shared memory.
 """
 
-from . import cma, direct, direct_alltoallv, stream
+from . import cma, direct, direct_alltoallv, direct_gatherv, stream
 
 direct.register()
 direct_alltoallv.register()
+direct_gatherv.register()
 cma.register()
 stream.register()

@@ -76,13 +76,11 @@ TRANSPORTS = ("shm",)
 
 def register() -> None:
     """Add an ``shm_direct`` record to every supported collective."""
-    fits = Restriction("fits", "each rank's contribution fits its direct slot (64 KiB unless "
-                       "the job's layout says otherwise)", fits_a_slot)
     native = NativeAlgorithm(start, bind)
     for collective in SUPPORTED:
         add_algorithm(Algorithm(
             collective, NAME, f"{collective} through shared-memory slots: one copy in, reads "
-            "straight from the peers' slots, no messages", _no_schedule, restrictions=(fits,),
+            "straight from the peers' slots, no messages", _no_schedule, restrictions=(FITS,),
             cost=direct_cost, needs=frozenset({RESOURCE}), native=native,
             transports=TRANSPORTS, in_place=collective in IN_PLACE, agrees_on_root=True))
 
@@ -90,6 +88,11 @@ def register() -> None:
 def fits_a_slot(spec: CallSpec) -> bool:
     """Whether each rank's contribution to ``spec`` fits a direct slot of this job."""
     return contribution_bytes(spec) <= slot_capacity()
+
+
+#: the restriction of every ``shm_direct`` record
+FITS = Restriction("fits", "each rank's contribution fits its direct slot (64 KiB unless the "
+                   "job's layout says otherwise)", fits_a_slot)
 
 
 def _no_schedule(rank: int, spec: CallSpec, params: Mapping[str, Any]) -> Schedule:

@@ -43,6 +43,9 @@ from .transport import ShmTransport
 #: addresses in its header (it completes once they all have)
 OVERFLOW = 1
 BY_REFERENCE = 2
+#: a reader that takes whatever length each writer's header says (a gatherv root given no
+#: counts, `direct_gatherv`): its writers do not check what it expects
+ANY_LENGTH = 4
 #: a header's words are u64; the blocks start at a 64-byte boundary after it
 WORD = 8
 ALIGN = 64
@@ -98,24 +101,28 @@ def layout_of(spec: CallSpec, rank: int, slot_bytes: int) -> Layout:
 
 
 def check_header(spec: CallSpec, rank: int, writer: int, words: np.ndarray,
-                 layout: Layout, slot_bytes: int) -> int:
+                 layout: Layout, slot_bytes: int, what: str = "", counts: str = "recvcounts",
+                 learns: bool = False) -> int:
     """Where ``rank``'s block lies in ``writer``'s slot, after checking its header
-    (``words``): `CollectiveMismatch` when the two ranks disagree about a block between them,
-    either way, or when the block would not lie inside the slot."""
+    (``words``): `CollectiveMismatch` (naming the call as ``what``, the expected lengths
+    as the argument ``counts``) when the two ranks disagree about a block between them,
+    either way, or when the block would not lie inside the slot. ``learns``: this rank
+    takes the length the writer sends it, whatever it is."""
     p, size = spec.size, spec.itemsize
+    flags = int(words[0])
     sent, expected = int(words[1 + rank]), int(words[1 + p + rank])
     at = int(words[1 + 2 * p + rank])
     mine, theirs = layout.expects[writer][0], layout.sends[writer]
-    what = f"rank {rank}: alltoallv[{direct.NAME}]"
-    if sent != mine:
+    what = what or f"rank {rank}: alltoallv[{direct.NAME}]"
+    if sent != mine and not learns:
         raise CollectiveMismatch(
             f"{what}: rank {writer} sends {sent // size} elements to rank {rank}, which "
-            f"expects {mine // size} (its recvcounts[{writer}])")
-    if expected != theirs:
+            f"expects {mine // size} (its {counts}[{writer}])")
+    if expected != theirs and not flags & ANY_LENGTH:
         raise CollectiveMismatch(
             f"{what}: rank {rank} sends {theirs // size} elements to rank {writer}, which "
-            f"expects {expected // size} (its recvcounts[{rank}])")
-    if not int(words[0]) & OVERFLOW and sent and not words.nbytes <= at <= slot_bytes - sent:
+            f"expects {expected // size} (its {counts}[{rank}])")
+    if not flags & OVERFLOW and sent and not words.nbytes <= at <= slot_bytes - sent:
         raise CollectiveMismatch(f"{what}: rank {writer}'s header puts its block for rank "
                                  f"{rank} at byte {at}, outside its slot")
     return at
@@ -128,10 +135,14 @@ class AlltoallvExecution(direct.DirectExecution):
 
     __slots__ = ("layout", "handles", "context", "seq", "phase", "published", "by_reference")
 
+    #: what a header's mismatch names as the expected lengths
+    counts_name = "recvcounts"
+
     def __init__(self, transport: ShmTransport, area: DirectArea, spec: CallSpec, rank: int,
                  send: np.ndarray | None, recv: np.ndarray | None, seq: int, phase: int,
-                 context: int, timeout: float | None, published: bool = False) -> None:
-        self.layout = layout_of(spec, rank, area.capacity)
+                 context: int, timeout: float | None, published: bool = False,
+                 layout: Layout | None = None) -> None:
+        self.layout = layout or layout_of(spec, rank, area.capacity)
         self.handles: list[Any] = []
         self.context, self.seq, self.phase = context, seq, phase
         #: the compiled runner published this rank's slot already (it fits: no messages)
@@ -161,31 +172,43 @@ class AlltoallvExecution(direct.DirectExecution):
         for src, n, dst in lay.writes:
             assert send is not None
             slot[dst: dst + n] = send[src: src + n]
-        if lay.overflows and send is not None:
-            fp = self.role.fingerprint
-            for j, (src, n) in enumerate(zip(lay.sfrom, lay.sends, strict=True)):
-                if j != self.rank and n:
-                    self.handles.append(self.transport.isend(
-                        area.group[j], self._tag(), send[src: src + n].data, fp))
+        if lay.overflows:
+            self._send_blocks()
+
+    def _send_blocks(self) -> None:
+        """This rank's blocks as messages (they do not fit its slot, and its readers cannot
+        copy them out of its memory)."""
+        lay, area, send = self.layout, self.area, self.send
+        if send is None:
+            return
+        fp = self.role.fingerprint
+        for j, (src, n) in enumerate(zip(lay.sfrom, lay.sends, strict=True)):
+            if j != self.rank and n:
+                self.handles.append(self.transport.isend(
+                    area.group[j], self._tag(), send.view(np.uint8)[src: src + n].data, fp))
 
     def _read(self) -> None:
         """Check every writer's header (all of them before anything moves), then copy the
         blocks that came through slots or by reference, receive those that come as
         messages, and copy this rank's own block."""
         lay, area, spec, me = self.layout, self.area, self.spec, self.rank
-        recv = self.recv.view(np.uint8) if self.recv is not None else None
         heads = lay.head.size
+        learns = self._learns()
         found = []
         for w in self.role.others:
             slot = area.slots[w][self.slot]
             words = slot[: heads * WORD].view("<u8")
-            found.append((w, slot, int(words[0]), check_header(spec, me, w, words, lay,
-                                                               area.capacity)))
-        for w, slot, flags, start in found:
-            n, at = lay.expects[w]
+            found.append((w, slot, words, check_header(
+                spec, me, w, words, lay, area.capacity, self.role.what, self.counts_name,
+                learns)))
+        expects, own = self._placed(found)
+        recv = self.recv.view(np.uint8) if self.recv is not None else None
+        for w, slot, words, start in found:
+            n, at = expects[w]
             if not n:
                 continue
             assert recv is not None
+            flags = int(words[0])
             if flags & BY_REFERENCE:
                 self.transport.read_from(area.group[w], start, recv.ctypes.data + at, n)
             elif flags & OVERFLOW:
@@ -193,9 +216,19 @@ class AlltoallvExecution(direct.DirectExecution):
                     area.group[w], self._tag(), recv[at: at + n].data))
             else:
                 recv[at: at + n] = slot[start: start + n]
-        src, n, dst = lay.own
+        src, n, dst = own
         if n and recv is not None and self.send is not None:
             recv[dst: dst + n] = self.send.view(np.uint8)[src: src + n]
+
+    def _learns(self) -> bool:
+        """Whether this rank takes each writer's length from its header (`ANY_LENGTH`)."""
+        return False
+
+    def _placed(self, found: list[tuple[int, np.ndarray, np.ndarray, int]]
+                ) -> tuple[tuple[tuple[int, int], ...], tuple[int, int, int]]:
+        """What this rank takes from each member (``(bytes, at)`` in recv) and its own block
+        (``(from, bytes, to)``), once the writers' headers (``found``) are checked."""
+        return self.layout.expects, self.layout.own
 
     def _messages_done(self) -> bool:
         """Whether this rank's sends and receives of blocks that did not fit are done."""
@@ -248,49 +281,57 @@ class AlltoallvExecution(direct.DirectExecution):
         return self._messages_done() or self._stuck()
 
 
-def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, seq: int,
-          phase: int, timeout: float | None) -> AlltoallvExecution:
-    """Start an alltoallv (its number ``seq``, phase ``phase``) through its direct area."""
+def started(kind: type[AlltoallvExecution], call: NativeCall, send: np.ndarray | None,
+            recv: np.ndarray | None, seq: int, phase: int, timeout: float | None,
+            published: bool = False) -> AlltoallvExecution:
+    """A call of ``kind`` (`AlltoallvExecution` or a protocol built on it) begun through
+    its direct area: its number ``seq``, phase ``phase`` (``published``: the compiled runner
+    wrote this rank's slot already)."""
     transport, area = direct.area_of(call)
-    return AlltoallvExecution(transport, area, call.spec, call.rank, send, recv, seq, phase,
-                              call.context, timeout)
+    return kind(transport, area, call.spec, call.rank, send, recv, seq, phase, call.context,
+                timeout, published)
 
 
-def _run(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, seq: int,
-         timeout: float | None, phase: int = 0, confirm: bool = True,
-         published: bool = False) -> None:
-    """A blocking alltoallv as `start` begins it (``published``: the compiled runner wrote
-    this rank's slot already), progressing the other calls meanwhile."""
-    transport, area = direct.area_of(call)
-    ex = AlltoallvExecution(transport, area, call.spec, call.rank, send, recv, seq, phase,
-                            call.context, timeout, published)
+def run_blocking(kind: type[AlltoallvExecution], call: NativeCall, send: np.ndarray | None,
+                 recv: np.ndarray | None, seq: int, timeout: float | None, phase: int = 0,
+                 confirm: bool = True, published: bool = False) -> None:
+    """A blocking call of ``kind`` as `started` begins it, progressing the other calls
+    meanwhile."""
+    ex = started(kind, call, send, recv, seq, phase, timeout, published)
     if not ex.poll():
         call.progress.wait(ex)
+
+
+#: start an alltoallv (``start(call, send, recv, seq, phase, timeout)``), or run one
+start = functools.partial(started, AlltoallvExecution)
+_run = functools.partial(run_blocking, AlltoallvExecution)
 
 
 def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None
          ) -> Callable[..., None]:
     """A blocking alltoallv of one signature: ``fn(send, recv, seq, timeout, phase=0)``
-    (``length_prefix``: envelopes only, never an alltoallv's). Compiled (`_compiled_runner`)
+    (``length_prefix``: envelopes only, never an alltoallv's). Compiled (`table_runner`)
     when this rank's blocks fit its slot; else the Python protocol (`_run`)."""
     transport, area = direct.area_of(call)
-    return _compiled_runner(call, transport, area) or functools.partial(_run, call)
+    spec, rank = call.spec, call.rank
+    others = [j for j in range(spec.size) if j != rank]
+    compiled = table_runner(call, transport, area, layout_of(spec, rank, area.capacity),
+                            others, others, _run)
+    return compiled or functools.partial(_run, call)
 
 
-def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
-                     ) -> Callable[..., None] | None:
-    """The compiled blocking runner of ``call`` (None: not built, disabled, or this rank's
-    blocks go as messages): it writes the header and blocks, waits for the peers' words,
-    checks their headers and copies (`_direct`'s ``READ_TABLE``), and hands back to the
-    Python protocol whatever else happens."""
+def table_runner(call: NativeCall, transport: ShmTransport, area: DirectArea, lay: Layout,
+                 others: list[int], readers: list[int], run: Callable[..., None]
+                 ) -> Callable[..., None] | None:
+    """The compiled blocking runner of ``call`` whose rank writes ``lay`` and reads the
+    headers of ``others`` (None: not built, disabled, or this rank's blocks go as
+    messages): it writes the header and blocks, waits for the peers' words, checks their
+    headers and copies (`_direct`'s ``READ_TABLE``), and hands back to the Python protocol
+    (``run``) whatever else happens."""
     _direct = direct._direct
-    if _direct is None or not config.settings.compiled:
+    if _direct is None or not config.settings.compiled or lay.overflows:
         return None
     spec, rank, p = call.spec, call.rank, call.spec.size
-    lay = layout_of(spec, rank, area.capacity)
-    if lay.overflows:
-        return None
-    others = [j for j in range(p) if j != rank]
     fingerprint = direct.call_fingerprint(spec)
 
     def slow(status: int, send: Any, recv: Any, seq: int, timeout: float | None,
@@ -299,12 +340,12 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
         # published, the rest in Python
         send = None if send is None else send.reshape(-1)
         recv = None if recv is None else recv.reshape(-1)
-        _run(call, send, recv, seq, timeout, phase, confirm, published=status != 1)
+        run(call, send, recv, seq, timeout, phase, confirm, published=status != 1)
 
     slots = range(DIRECT_SLOTS)
     compiled = _direct.Runner(
         **direct.runner_words(call, transport, area, others),
-        readers=tuple(others), slow=slow, publishes=True, nbytes=0, fingerprint=fingerprint,
+        readers=tuple(readers), slow=slow, publishes=True, nbytes=0, fingerprint=fingerprint,
         mix=held_word(0, fingerprint), read_kind=_direct.READ_TABLE,
         src=[area.slot_offset[j][i] for i in slots for j in others],
         dst=[lay.expects[j][1] for j in others], len=[lay.expects[j][0] for j in others],

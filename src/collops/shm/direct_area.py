@@ -130,7 +130,8 @@ class DirectArea:
         self.others = [m for m in range(len(self.group)) if m != self.index]
         #: the roll calls' book of this communicator's group (`roll_call.book_of`), once known
         self.roll_book: RollBook | None = None
-        self.capacity = lay.direct_bytes
+        #: bytes of each slot (``direct_bytes`` and a header line: `Layout.direct_slot_bytes`)
+        self.capacity = lay.direct_slot_bytes
         base = [lay.direct_rank_offset(area, r) for r in self.group]
         #: words holding each member's slot call numbers and fingerprints: [member][slot]
         self.held = [[b // seg.WORD + 2 * i for i in range(DIRECT_SLOTS)] for b in base]
@@ -143,9 +144,9 @@ class DirectArea:
         first_slot = [b + seg.LINE + lay.direct_acks_bytes for b in base]
         buf = transport._buf
         #: byte offset in the job segment of each member's slots: [member][slot]
-        self.slot_offset = [[f + i * lay.direct_bytes for i in range(DIRECT_SLOTS)]
+        self.slot_offset = [[f + i * self.capacity for i in range(DIRECT_SLOTS)]
                             for f in first_slot]
-        self.slots = [[np.frombuffer(buf, np.uint8, lay.direct_bytes, o) for o in row]
+        self.slots = [[np.frombuffer(buf, np.uint8, self.capacity, o) for o in row]
                       for row in self.slot_offset]
         #: for each of this rank's slots: its call number and the members who must read it
         self.occupant: list[tuple[int, tuple[int, ...]]] = [(0, ())] * DIRECT_SLOTS

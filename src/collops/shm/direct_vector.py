@@ -9,7 +9,9 @@ already that order), and each reader copies its own block; ``reduce_scatter`` wr
 whole vector and folds every member's copy of this rank's block. Counts are the same on every
 rank; displacements of received blocks are the receiving rank's own, so only the root of a
 ``scatterv`` ever uses its ``displs``. ``alltoallv`` is not here: a reader would need its
-peers' ``sdispls``.
+peers' ``sdispls``; nor is ``gatherv``'s record (`direct_gatherv`: its counts need not be
+given on every rank, so each block's length travels in its writer's header), though a
+gatherv whose counts every rank knows can be read as here.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from ..algorithms.spec import CallSpec, prefix
 #: v-collective -> its regular form, whose roles in the direct areas it shares
 REGULAR = {"allgatherv": "allgather", "gatherv": "gather", "scatterv": "scatter",
            "reduce_scatter": "reduce_scatter_block"}
-SUPPORTED = tuple(REGULAR)
+#: those whose record is `direct`'s (``gatherv``'s is `direct_gatherv`'s: lengths in headers)
+SUPPORTED = tuple(c for c in REGULAR if c != "gatherv")
 
 
 def regular(collective: str) -> str:

@@ -216,9 +216,17 @@ class Layout:
         return _round_up(self.size * DIRECT_SLOTS * WORD, LINE)
 
     @property
+    def direct_slot_bytes(self) -> int:
+        """Bytes of one direct slot: ``direct_bytes`` of contribution and the lines where the
+        header of a call whose blocks carry their lengths goes (alltoallv, gatherv: ``1 + 3p``
+        words, `direct_alltoallv.head_words`), so blocks of ``direct_bytes`` fit with it at
+        any number of ranks."""
+        return self.direct_bytes + _round_up(WORD * (1 + 3 * self.size), LINE)
+
+    @property
     def direct_rank_bytes(self) -> int:
         """Bytes of one rank's part of a direct area: control line, acks, slots."""
-        return LINE + self.direct_acks_bytes + DIRECT_SLOTS * self.direct_bytes
+        return LINE + self.direct_acks_bytes + DIRECT_SLOTS * self.direct_slot_bytes
 
     @property
     def stream_offset(self) -> int:

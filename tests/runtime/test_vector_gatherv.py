@@ -1,0 +1,234 @@
+"""gatherv with counts given on every rank, at the root only, or nowhere, against numpy, on
+threads and on ``shm`` (through the direct slots' headers, `collops.shm.direct_gatherv`,
+compiled and ``COLLOPS_COMPILED=0``), 2 to 4 ranks: zero counts, displacements with gaps, an
+``out`` whose gaps keep what they held, blocks beyond a slot, non-blocking calls, and counts
+that disagree with the blocks (`CollectiveMismatch` on every rank that can tell, no hang)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import collops
+
+pytestmark = pytest.mark.timeout(240)
+
+REPEATS = 3  # the first call prepares, the second binds, the third runs bound
+WIDTH = 2  # elements per row
+FORMS = ("every rank", "root only", "none")
+
+
+def _rows(p: int, big: int = 0) -> list[int]:
+    """Rows per rank: one rank with none, and ``big`` rows on the last rank when given."""
+    rows = [[2, 0, 3, 1][j % 4] for j in range(p)]
+    if big:
+        rows[-1] = big
+    return rows
+
+
+def _block(j: int, rows: int) -> np.ndarray:
+    return (np.arange(rows * WIDTH, dtype=np.float64) + 1000.0 * j).reshape(rows, WIDTH)
+
+
+def _placed(rows: list[int], displs: list[int] | None, fill: float = 0.0) -> np.ndarray:
+    """numpy's result: every rank's block at its displacement, ``fill`` between them."""
+    at = displs or [sum(rows[:j]) for j in range(len(rows))]
+    span = max((d + c for d, c in zip(at, rows, strict=True) if c), default=0)
+    want = np.full((span, WIDTH), fill)
+    for j, (d, c) in enumerate(zip(at, rows, strict=True)):
+        want[d: d + c] = _block(j, c)
+    return want
+
+
+def _counts(form: str, rank: int, root: int, rows: list[int]) -> list[int] | None:
+    if form == "every rank" or (form == "root only" and rank == root):
+        return rows
+    return None
+
+
+def _forms(comm: collops.Comm, big: int = 0) -> list[str]:
+    """Every call form, back to back and with gaps, blocking and not; what ran them."""
+    p, r = comm.size, comm.rank
+    rows = _rows(p, big)
+    gaps, at = [0] * p, 1
+    for j in reversed(range(p)):  # the blocks in reverse rank order, gaps between them
+        gaps[j], at = at, at + rows[j] + 3
+    took = set()
+    for root in (0, p - 1):
+        for form in FORMS:
+            for displs in (None, gaps):
+                for _ in range(REPEATS):
+                    counts = _counts(form, r, root, rows)
+                    got = comm.gatherv(_block(r, rows[r]), root, counts,
+                                       displs=displs if r == root else None)
+                    took.add(comm.last_algorithm)
+                    if r == root:
+                        np.testing.assert_array_equal(got, _placed(rows, displs))
+                    else:
+                        assert got is None
+            req = comm.igatherv(_block(r, rows[r]), root, _counts(form, r, root, rows))
+            got = req.wait()
+            if r == root:
+                np.testing.assert_array_equal(got, _placed(rows, None))
+    return sorted(took)
+
+
+@pytest.mark.parametrize("p", [2, 3, 4])
+def test_every_form_on_threads(p):
+    took = collops.spawn(_forms, p)
+    assert all("shm_direct" not in t for t in took), took
+
+
+@pytest.mark.parametrize("compiled", ["1", "0"])
+@pytest.mark.parametrize("p", [2, 3, 4])
+def test_every_form_through_the_headers(monkeypatch, compiled, p):
+    monkeypatch.setenv("COLLOPS_COMPILED", compiled)
+    took = collops.spawn(_forms, p, transport="shm", timeout=200)
+    assert all(t == ["shm_direct"] for t in took), took
+
+
+def _large(comm: collops.Comm, big: int) -> dict[str, list[str]]:
+    """Every call form with the last rank's block beyond a slot, blocking (prepared, bound)
+    and not, back to back and with gaps: what ran each form."""
+    p, r = comm.size, comm.rank
+    rows = _rows(p, big)
+    gaps = [sum(rows[j + 1:]) + 3 * (p - j) for j in range(p)]  # reverse order, gaps
+    took: dict[str, set[str]] = {form: set() for form in FORMS}
+    for root in (0, p - 1):
+        for form in FORMS:
+            counts = _counts(form, r, root, rows)
+            for displs in (None, gaps):
+                for _ in range(REPEATS):
+                    got = comm.gatherv(_block(r, rows[r]), root, counts,
+                                       displs=displs if r == root else None)
+                    took[form].add(comm.last_algorithm)
+                    if r == root:
+                        np.testing.assert_array_equal(got, _placed(rows, displs))
+                    else:
+                        assert got is None
+                got = comm.igatherv(_block(r, rows[r]), root, counts,
+                                    displs=displs if r == root else None).wait()
+                if r == root:
+                    np.testing.assert_array_equal(got, _placed(rows, displs))
+    return {form: sorted(t) for form, t in took.items()}
+
+
+@pytest.mark.parametrize(("compiled", "p"), [("1", 2), ("1", 3), ("0", 4)])
+def test_blocks_beyond_a_slot(monkeypatch, compiled, p):
+    """The last rank's block is larger than a 64 KiB slot: a root given counts has every
+    block streamed (the selection's choice for them); one given none reads it out of the
+    writer's memory."""
+    monkeypatch.setenv("COLLOPS_COMPILED", compiled)
+    took = collops.spawn(_large, p, 6000, transport="shm", timeout=200)
+    for t in took:
+        assert "shm_stream" in t["every rank"] and "shm_stream" in t["root only"], took
+        assert t["none"] == ["shm_direct"], took
+
+
+def _out_keeps_gaps(comm: collops.Comm) -> bool:
+    p, r = comm.size, comm.rank
+    rows = _rows(p)
+    displs = [sum(rows[:j]) + 2 * j for j in range(p)]
+    want = _placed(rows, displs, fill=-1.0)
+    out = np.full_like(want, -1.0) if r == 0 else None
+    for form in FORMS:
+        out = np.full_like(want, -1.0) if r == 0 else None
+        got = comm.gatherv(_block(r, rows[r]), 0, _counts(form, r, 0, rows),
+                           displs=displs if r == 0 else None, out=out)
+        if r == 0:
+            assert got is out or np.shares_memory(got, out)
+            np.testing.assert_array_equal(out, want)
+    return True
+
+
+@pytest.mark.parametrize("transport", ["inproc", "shm"])
+def test_out_keeps_what_the_gaps_held(transport):
+    assert all(collops.spawn(_out_keeps_gaps, 3, transport=transport, timeout=120))
+
+
+def _mismatched(comm: collops.Comm, form: str, big: int = 0) -> tuple[str | None, bool]:
+    """Root 0 expects one row more from rank 1 than rank 1 gives; then a call that works."""
+    p, r = comm.size, comm.rank
+    rows = _rows(p, big)
+    wrong = list(rows)
+    wrong[1] += 1
+    counts = wrong if r == 0 else (rows if form == "every rank" else None)
+    try:
+        comm.gatherv(_block(r, rows[r]), 0, counts, timeout=30)
+        error = None
+    except collops.CollopsError as exc:
+        error = type(exc).__name__
+    after = comm.allgather(np.array([r]), timeout=30)
+    return error, after.tolist() == list(range(p))
+
+
+@pytest.mark.parametrize("form", ["every rank", "root only"])
+@pytest.mark.parametrize("transport", ["inproc", "shm"])
+def test_counts_that_disagree_raise_where_they_can_be_told(transport, form):
+    got = collops.spawn(_mismatched, 3, form, transport=transport, timeout=120)
+    assert all(ok for _, ok in got), got
+    assert got[0][0] == "CollectiveMismatch", got  # the root sees the block's length
+    if transport == "shm":  # rank 1 sees the root's header expect another length
+        assert got[1][0] == "CollectiveMismatch", got
+
+
+@pytest.mark.parametrize("form", ["every rank", "root only"])
+def test_counts_that_disagree_about_streamed_blocks(form):
+    """As above with the last rank's block beyond a slot (the root streams the blocks): the
+    root and rank 1 raise, and the last rank, whose block agrees, is not left waiting."""
+    started = time.monotonic()
+    got = collops.spawn(_mismatched, 3, form, 6000, transport="shm", timeout=120)
+    assert all(ok for _, ok in got), got
+    assert got[0][0] == "CollectiveMismatch" and got[1][0] == "CollectiveMismatch", got
+    assert got[2][0] in (None, "CollectiveMismatch", "PeerFailed"), got
+    assert time.monotonic() - started < 25, got  # well before the calls' 30 s timeout
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 5, 16, 64])
+def test_a_block_of_a_whole_slot_fits_with_its_header(p):
+    """A non-root's block of ``direct_bytes`` (64 KiB, the bench's largest small size) goes
+    into its slot after a header of ``1 + 3p`` words at any number of ranks."""
+    from collops.shm.direct_gatherv import layout_for, own_spec
+    from collops.shm.segment import Layout
+
+    lay = Layout(size=p)
+    spec = own_spec(p, np.dtype(np.float64), 0, lay.direct_bytes // 8)
+    assert not layout_for(spec, 1, lay.direct_slot_bytes).overflows
+
+
+def _whole_slots(comm: collops.Comm) -> bool:
+    rows = 64 * 1024 // (8 * WIDTH)
+    for counts in ([rows] * comm.size, None):
+        got = comm.gatherv(_block(comm.rank, rows), 0, counts if comm.rank == 0 else None)
+        if comm.rank == 0:
+            np.testing.assert_array_equal(got, _placed([rows] * comm.size, None))
+    return comm.last_algorithm == "shm_direct"
+
+
+def test_blocks_of_a_whole_slot_at_four_ranks():
+    assert all(collops.spawn(_whole_slots, 4, transport="shm", timeout=120))
+
+
+def _members_only(comm: collops.Comm) -> tuple[str | None, bool]:
+    """Counts on the members but none at the root (no form MPI or collops offers), with a
+    block beyond a slot: every rank raises, none waits for its timeout; then a call that
+    works."""
+    p, r = comm.size, comm.rank
+    rows = _rows(p, 6000)
+    try:
+        comm.gatherv(_block(r, rows[r]), 0, None if r == 0 else rows, timeout=30)
+        error = None
+    except collops.CollopsError as exc:
+        error = type(exc).__name__
+    after = comm.allgather(np.array([r]), timeout=30)
+    return error, after.tolist() == list(range(p))
+
+
+def test_counts_on_the_members_only_raise():
+    started = time.monotonic()
+    got = collops.spawn(_members_only, 3, transport="shm", timeout=120)
+    assert all(ok for _, ok in got), got
+    assert all(error in ("CollectiveMismatch", "PeerFailed") for error, _ in got), got
+    assert time.monotonic() - started < 25, got
