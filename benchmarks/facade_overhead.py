@@ -22,10 +22,11 @@ The dispatch also times ``Send``/``Recv`` with an ndarray and with ``[buf, MPI.D
 against the stand-in's ``send``/``recv``.
 
 ``--vector`` times the v-collectives with displaced (gapped) blocks instead —
-``Allgatherv``, ``Gatherv``, ``Scatterv``, ``Alltoallv`` through the facade against collops'
-own calls with ``displs=``/``rdispls=``. ``--before DIR`` adds to any of these, interleaved
-in the same rounds, the facade package found in ``DIR`` (an older ``src/collops/facade``, e.g.
-from ``git archive``), loaded as ``collops.facade_before``.
+``Allgatherv``, ``Gatherv``, ``Scatterv``, ``Alltoallv`` and their ``I…`` forms (waited for)
+through the facade against collops' own calls with ``displs=``/``rdispls=``. ``--before
+DIR`` adds to any of these, interleaved in the same rounds, the facade package found in
+``DIR`` (an older ``src/collops/facade``, e.g. from ``git archive``), loaded as
+``collops.facade_before``.
 """
 
 from __future__ import annotations
@@ -81,6 +82,10 @@ def _vector_calls(comm: Any, mpi: Any, nbytes: int) -> dict[str, Any]:
         "Gatherv": lambda: facade.Gatherv(x, spec, 0),
         "Scatterv": lambda: facade.Scatterv(spec, x, 0),
         "Alltoallv": lambda: facade.Alltoallv(spec, received),
+        "Iallgatherv": lambda: facade.Iallgatherv(x, spec).Wait(),
+        "Igatherv": lambda: facade.Igatherv(x, spec, 0).Wait(),
+        "Iscatterv": lambda: facade.Iscatterv(spec, x, 0).Wait(),
+        "Ialltoallv": lambda: facade.Ialltoallv(spec, received).Wait(),
     }
 
 
@@ -90,13 +95,20 @@ def _vector_own(comm: Any, nbytes: int) -> dict[str, Any]:
     counts, displs = [n] * p, [(n + 1) * j + 1 for j in range(p)]
     x, whole = np.ones(n), np.zeros(displs[-1] + n + 1)
     out, received = whole[:displs[-1] + n], np.zeros(displs[-1] + n)
+    root = comm.rank == 0
     return {
         "Allgatherv": lambda: comm.allgatherv(x, counts, displs=displs, out=out),
-        "Gatherv": lambda: comm.gatherv(x, 0, None, displs=displs if comm.rank == 0 else None,
-                                        out=out if comm.rank == 0 else None),
+        "Gatherv": lambda: comm.gatherv(x, 0, None, displs=displs if root else None,
+                                        out=out if root else None),
         "Scatterv": lambda: comm.scatterv(whole, counts, 0, displs=displs, out=x),
         "Alltoallv": lambda: comm.alltoallv(whole, counts, displs, counts, rdispls=displs,
                                             out=received),
+        "Iallgatherv": lambda: comm.iallgatherv(x, counts, displs=displs, out=out).wait(),
+        "Igatherv": lambda: comm.igatherv(x, 0, None, displs=displs if root else None,
+                                          out=out if root else None).wait(),
+        "Iscatterv": lambda: comm.iscatterv(whole, counts, 0, displs=displs, out=x).wait(),
+        "Ialltoallv": lambda: comm.ialltoallv(whole, counts, displs, counts, rdispls=displs,
+                                              out=received).wait(),
     }
 
 
@@ -130,6 +142,21 @@ class _VectorStandIn:
     def alltoallv(self, x: Any, sendcounts: Any, sdispls: Any = None, recvcounts: Any = None,
                   *, rdispls: Any = None, out: Any = None) -> Any:
         return out
+
+    def _started(self, *args: Any, **kwargs: Any) -> Any:
+        return _DoneRequest()
+
+    iallgatherv = igatherv = iscatterv = ialltoallv = _started
+
+
+class _DoneRequest:
+    """A collops request already complete (the stand-in's non-blocking calls)."""
+
+    def wait(self) -> None:
+        return None
+
+    def test(self) -> bool:
+        return True
 
 
 def vector_dispatch(rounds: int, iterations: int, nbytes: int, before: str | None

@@ -2,6 +2,7 @@
 
 Usage: collops run -n 2 --mpi4py benchmarks/p2p_call_costs.py [--rounds 300] [--burst 40]
            [--pingpong 20000] [--json FILE]
+       mpiexec -n 2 python benchmarks/p2p_call_costs.py --own [--profile] [...]
 
 Rank 1 times a burst of ``--burst`` ``comm.Send`` calls while the ring has room (each completes
 at once); then rank 0 times as many ``comm.Recv`` calls of messages that have all arrived. The
@@ -9,67 +10,108 @@ minimum over ``--rounds`` bursts of the time per call filters out the moments th
 not running, so the figures hold on a loaded machine (scale them by the empty-loop time it
 also prints: ~15 ns a loop iteration on an idle development VM). Then a ping-pong of
 ``--pingpong`` round trips: half a round trip, the best of five slices. Runs unchanged under
-``mpiexec`` with mpi4py (MPICH's figures for the same calls).
+``mpiexec`` with mpi4py (MPICH's figures for the same calls); there ``--own`` also times
+collops' own ``comm.send``/``comm.recv`` (MPI's point-to-point underneath) in the same job,
+alternating twice with mpi4py's, and ``--profile`` prints instead rank 0's profile of collops'
+receives and rank 1's of its sends.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
+import pstats
 import time
 import timeit
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
+Calls = tuple[Callable[[Any, int], Any], Callable[[Any, int], Any], Callable[[], Any], int]
 
-def bursts(comm: object, rounds: int, burst: int) -> tuple[float, float]:
-    """Seconds per Send (on rank 1) and per Recv of an arrived message (on rank 0), minima."""
-    rank = comm.Get_rank()  # type: ignore[attr-defined]
+
+def mpi_calls(comm: Any) -> Calls:
+    """``send(x, dest)``, ``recv(out, source)``, ``barrier()`` and the rank, of mpi4py's API."""
+    return (lambda x, d: comm.Send(x, d, 0), lambda o, s: comm.Recv(o, s, 0), comm.Barrier,
+            comm.Get_rank())
+
+
+def own_calls(comm: Any) -> Calls:
+    """The same on a collops communicator."""
+    return (lambda x, d: comm.send(x, d, 0), lambda o, s: comm.recv(o, s, 0), comm.barrier,
+            comm.rank)
+
+
+def bursts(calls: Calls, rounds: int, burst: int) -> tuple[list[float], list[float]]:
+    """Seconds per send (rank 1) and per receive of an arrived message (rank 0), per burst."""
+    send, recv, barrier, rank = calls
     x, out = np.ones(1), np.empty(1)
     sends: list[float] = []
     recvs: list[float] = []
-
-    def timed(times: list[float], call: object, *args: object) -> None:
-        start = time.perf_counter()
-        for _ in range(burst):
-            call(*args)  # type: ignore[operator]
-        times.append((time.perf_counter() - start) / burst)
-
     for _ in range(rounds):
-        comm.Barrier()  # type: ignore[attr-defined]
+        barrier()
         if rank == 1:
-            timed(sends, comm.Send, x, 0, 0)  # type: ignore[attr-defined]
-        comm.Barrier()  # type: ignore[attr-defined]
+            start = time.perf_counter()
+            for _ in range(burst):
+                send(x, 0)
+            sends.append((time.perf_counter() - start) / burst)
+        barrier()
         if rank == 0:
-            timed(recvs, comm.Recv, out, 1, 0)  # type: ignore[attr-defined]
-    send = comm.bcast(min(sends) if rank == 1 else None, root=1)  # type: ignore[attr-defined]
-    return send, min(recvs) if rank == 0 else 0.0
+            start = time.perf_counter()
+            for _ in range(burst):
+                recv(out, 1)
+            recvs.append((time.perf_counter() - start) / burst)
+    return sends, recvs
 
 
-def pingpong(comm: object, round_trips: int) -> float:
+def pingpong(calls: Calls, round_trips: int) -> float:
     """Seconds per half round trip of 8 bytes between ranks 0 and 1, best of five slices."""
-    rank = comm.Get_rank()  # type: ignore[attr-defined]
+    send, recv, barrier, rank = calls
     peer = 1 - rank
     x, out = np.ones(1), np.empty(1)
 
     def loop(k: int) -> None:
         for _ in range(k):
             if rank == 0:
-                comm.Send(x, peer, 0)  # type: ignore[attr-defined]
-                comm.Recv(out, peer, 0)  # type: ignore[attr-defined]
+                send(x, peer)
+                recv(out, peer)
             else:
-                comm.Recv(out, peer, 0)  # type: ignore[attr-defined]
-                comm.Send(x, peer, 0)  # type: ignore[attr-defined]
+                recv(out, peer)
+                send(x, peer)
 
     loop(1000)
     best = float("inf")
     for _ in range(5):
-        comm.Barrier()  # type: ignore[attr-defined]
+        barrier()
         start = time.perf_counter()
         loop(round_trips // 5)
         best = min(best, (time.perf_counter() - start) / (round_trips // 5) / 2)
     return best
+
+
+def measured(calls: Calls, world: Any, args: argparse.Namespace) -> dict[str, float]:
+    """Send, arrived receive and half round trip of one API, in microseconds (on rank 0)."""
+    sends, recvs = bursts(calls, args.rounds, args.burst)
+    send = world.bcast(min(sends) if world.Get_rank() == 1 else None, root=1)
+    half = pingpong(calls, args.pingpong)
+    return {"send_us": send * 1e6, "recv_arrived_us": min(recvs or [0.0]) * 1e6,
+            "pingpong_half_round_trip_us": half * 1e6}
+
+
+def profiled(calls: Calls, args: argparse.Namespace) -> None:
+    """Print each rank's profile of collops' bursts, rank 0 first."""
+    profile = cProfile.Profile()
+    profile.enable()
+    bursts(calls, args.rounds, args.burst)
+    profile.disable()
+    for rank in range(2):
+        calls[2]()
+        if calls[3] == rank:
+            print(f"-- rank {rank}")
+            pstats.Stats(profile).sort_stats("tottime").print_stats(18)
 
 
 def main() -> None:
@@ -78,17 +120,29 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--burst", type=int, default=40)
     parser.add_argument("--pingpong", type=int, default=20000)
+    parser.add_argument("--own", action="store_true")
+    parser.add_argument("--profile", action="store_true")
     parser.add_argument("--json")
     args = parser.parse_args()
-    comm = MPI.COMM_WORLD
-    send, recv = bursts(comm, args.rounds, args.burst)
-    half = pingpong(comm, args.pingpong)
-    if comm.Get_rank() == 0:
-        loop_ns = min(timeit.repeat("for i in range(1000): pass", number=1000, repeat=5)) * 1e3
-        found = {"library": MPI.Get_library_version().splitlines()[0]
-                 if hasattr(MPI, "Get_library_version") else MPI.__name__,
-                 "send_us": send * 1e6, "recv_arrived_us": recv * 1e6,
-                 "pingpong_half_round_trip_us": half * 1e6, "empty_loop_ns": loop_ns}
+    world = MPI.COMM_WORLD
+    if args.own or args.profile:
+        import collops
+
+        own = own_calls(collops.init())
+        if args.profile:
+            profiled(own, args)
+            return
+        found: dict[str, Any] = {}
+        for name in ("mpi4py", "collops", "mpi4py again", "collops again"):
+            found[name] = measured(own if name.startswith("collops") else mpi_calls(world),
+                                   world, args)
+    else:
+        found = measured(mpi_calls(world), world, args)
+    if world.Get_rank() == 0:
+        found["library"] = (MPI.Get_library_version().splitlines()[0]
+                            if hasattr(MPI, "Get_library_version") else MPI.__name__)
+        found["empty_loop_ns"] = min(timeit.repeat("for i in range(1000): pass", number=1000,
+                                                   repeat=5)) * 1e3
         print(json.dumps(found, indent=1))
         if args.json:
             with open(args.json, "w") as f:

@@ -191,3 +191,96 @@ def test_nothing_is_left_in_dev_shm():
 
     assert _spawn(body) == [True, True]
     assert _collops_files() <= before
+
+
+# -- chains: a message across consecutive cells, one process, both ends of one ring ----------
+
+RING_CELLS, CELL_BYTES = 8, 256
+BODY = CELL_BYTES - 64
+
+
+def _ring_ends():
+    """A sender's and a receiver's end of one ring of `RING_CELLS` cells in a bytearray."""
+    from collops.shm import cells
+
+    if not cells.compiled():
+        pytest.skip("the compiled cell rings were not built")
+    memory = bytearray(2 * seg.LINE + RING_CELLS * CELL_BYTES + 64)
+    sleeping = (2 * seg.LINE + RING_CELLS * CELL_BYTES) // 8  # stays 0: nobody sleeps
+
+    def end():
+        return cells.CellRing(memory, 2 * seg.LINE, 0, seg.LINE // 8, sleeping, sleeping + 1,
+                              RING_CELLS, CELL_BYTES, 0.0, 0.0)
+
+    return memory, end(), end()
+
+
+def _push(ring, payload, tag=5, seq=0):
+    from collops.shm import cells
+
+    prefix = np.array([payload.size], np.int64).tobytes() + b"|u1"
+    return ring.push(3, tag, seq, cells.INLINE, cells.token_word("|u1"), 1, prefix, payload)
+
+
+def _cells_of(nbytes):
+    return 1 if nbytes + 16 <= BODY else 1 + -(-(nbytes + 16 - BODY) // BODY)
+
+
+def test_chains_around_cell_boundaries_wrap_the_ring_and_arrive_whole():
+    _, sender, receiver = _ring_ends()
+    sizes = [BODY - 17, BODY - 16, BODY - 15, 2 * BODY - 16, 2 * BODY - 15, 3 * BODY + 1,
+             RING_CELLS * BODY - 16, 0, 1]
+    for i, n in enumerate(sizes * 3):  # every size at several places of the ring
+        data = np.random.default_rng(i).integers(0, 256, n, dtype=np.uint8)
+        assert _push(sender, data, tag=i)
+        if i % 2:
+            out = np.full(n + 3, 7, np.uint8)
+            got = receiver.take(3, -1, out)
+            assert got >= 0 and got & ((1 << 31) - 1) == i and got >> 31 == n
+            np.testing.assert_array_equal(out[:n], data)
+            assert (out[n:] == 7).all()
+        else:
+            context, tag, nbytes, form, _seq, _word, body = receiver.head()
+            assert (context, tag, nbytes) == (3, i, n)
+            assert bool(form & 8) == (_cells_of(n) > 1)  # CHAIN
+            assert body[16:] == data.tobytes()
+            receiver.consume()
+        assert not receiver.ready() and sender.room()
+
+
+def test_a_chain_waits_for_room_for_all_its_cells_and_never_exceeds_the_ring():
+    _, sender, receiver = _ring_ends()
+    assert _push(sender, np.zeros(5 * BODY - 16, np.uint8))  # 5 of the 8 cells
+    big = np.ones(4 * BODY - 16, np.uint8)  # 4 cells: only 3 are free
+    assert not _push(sender, big)
+    receiver.consume()
+    assert _push(sender, big)
+    with pytest.raises(ValueError):
+        _push(sender, np.zeros(RING_CELLS * BODY - 15, np.uint8))  # 9 cells
+
+
+def test_a_chain_not_all_published_is_not_received_and_leaves_the_ring_as_it_was():
+    memory, sender, receiver = _ring_ends()
+    data = np.arange(3 * BODY - 16, dtype=np.uint8)
+    assert _push(sender, data, tag=9)
+    last = 2 * seg.LINE + 2 * CELL_BYTES  # the third cell's sequence word
+    word = memory[last: last + 8]
+    memory[last: last + 8] = bytes(8)  # as if the sender were still writing it
+    out = np.zeros(data.size, np.uint8)
+    assert receiver.ready() and receiver.head() is None
+    assert receiver.take(3, 9, out) == -1 and receiver.wait_take(3, 9, out) == -1
+    with pytest.raises(RuntimeError):
+        receiver.consume()
+    memory[last: last + 8] = word
+    got = receiver.take(3, 9, out)
+    assert got >> 31 == data.size
+    np.testing.assert_array_equal(out, data)
+
+
+def test_a_chain_that_does_not_fit_the_buffer_is_left_for_the_general_path():
+    _, sender, receiver = _ring_ends()
+    data = np.arange(2 * BODY, dtype=np.uint8)
+    assert _push(sender, data)
+    assert receiver.take(3, -1, np.zeros(data.size - 1, np.uint8)) == -2  # truncation
+    assert receiver.take(3, 6, np.zeros(data.size, np.uint8)) == -2  # another tag
+    assert receiver.head()[2] == data.size

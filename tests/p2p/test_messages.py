@@ -11,6 +11,7 @@ import pytest
 
 import collops
 from collops import ANY_SOURCE, ANY_TAG, PROC_NULL, TruncationError
+from collops.shm import segment as seg
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -132,6 +133,44 @@ def test_sizes_dtypes_and_shapes_arrive_as_sent(run):
     np.testing.assert_array_equal(cube, np.arange(24.0).reshape(2, 3, 4))
     assert scalar.shape == () and scalar == 3.5
     np.testing.assert_array_equal(pair, collops.pairs(np.arange(5.0), np.arange(5)))
+
+
+#: payload bytes of a 1-D uint8 message that one shared-memory cell holds (the cell's body
+#: less the dims and the dtype token), and the most a chain of cells carries
+_CELL = seg.Layout.for_ranks(2).p2p_cell_bytes - 64 - 16
+_CHAIN = 65536
+CELL_EDGES = [_CELL - 1, _CELL, _CELL + 1, 2 * (_CELL + 16) - 16, 5 * (_CELL + 16) + 1,
+              _CHAIN - 1, _CHAIN, _CHAIN + 1, 3]
+
+
+def test_messages_around_a_cells_size_keep_order_content_and_truncation(run):
+    def make(i, n):
+        return np.random.default_rng(i).integers(0, 256, n, dtype=np.uint8)
+
+    def body(comm):
+        if comm.rank == 0:  # all in flight at once, one tag: order alone sorts them
+            requests = [comm.isend(make(i, n), 1, tag=4) for i, n in enumerate(CELL_EDGES)]
+            requests += [comm.isend(make(100 + i, n), 1, tag=5) for i, n in enumerate(CELL_EDGES)]
+            collops.wait_all(requests)
+            return None
+        report = []
+        for i, n in enumerate(CELL_EDGES):  # into a buffer, and as new arrays by wildcards
+            out = np.full(n + 5, 9, np.uint8)
+            data, status = comm.recv(out, source=0, tag=4)
+            report.append((status.nbytes == n, np.array_equal(out[:n], make(i, n)),
+                           bool((out[n:] == 9).all())))
+        for i, n in enumerate(CELL_EDGES):
+            if i % 3 == 1:
+                with pytest.raises(TruncationError) as info:
+                    comm.recv(np.empty(n - 1, np.uint8), source=0, tag=ANY_TAG)
+                report.append((f"{n} bytes" in str(info.value),))
+                continue
+            data, status = comm.recv(source=ANY_SOURCE, tag=ANY_TAG)
+            report.append((status.tag == 5, np.array_equal(data, make(100 + i, n))))
+        return report
+
+    report = run(body, 2)[1]
+    assert all(all(r) for r in report), report
 
 
 def test_a_buffer_given_receives_in_place_and_truncation_names_both_sizes(run):

@@ -83,16 +83,27 @@ def _staged(plan: Callable[..., _Call]) -> Callable[..., _Call]:
     return planned
 
 
-def _forms(blocking: Callable[..., Any], plan: Plan) -> tuple[Callable[..., Request],
-                                                              Callable[..., Prequest]]:
+def _forms(blocking: Callable[..., Any], plan: Plan, fast: Callable[..., Any] | None = None
+           ) -> tuple[Callable[..., Request], Callable[..., Prequest]]:
     """The ``I…`` and ``…_init`` methods of a blocking collective: its parameters (bound as
-    it binds them), planned by ``plan(self, *arguments, call=name)``, run non-blocking or
-    persistent."""
+    it binds them) started by ``fast(self, method, *arguments)`` when it takes them (the
+    blocking method's own fast path: plain arrays, a layout checked once, calling collops'
+    non-blocking or persistent ``method``; `MISSED` if not), else planned by ``plan(self,
+    *arguments, call=name)``, run non-blocking or persistent."""
     name = blocking.__name__
     signature = inspect.signature(blocking)
+    own = name.lower()
+    methods = {NONBLOCKING: "i" + own, PERSISTENT: own + "_init"}
 
     def form(mode: int, call: str, doc: str, returns: str) -> Callable[..., Any]:
         def method(self: Collectives, *args: Any, **kwargs: Any) -> Any:
+            if fast is not None:
+                try:
+                    started = fast(self, getattr(self._comm, methods[mode]), *args, **kwargs)
+                except CollopsError as exc:
+                    raise mpi_error(exc) from None
+                if started is not MISSED:
+                    return _wrapped(started, mode)
             bound = signature.bind(self, *args, **kwargs)
             bound.apply_defaults()
             return self._run(plan(*bound.args, call=call), mode)
@@ -105,6 +116,21 @@ def _forms(blocking: Callable[..., Any], plan: Plan) -> tuple[Callable[..., Requ
     return (form(NONBLOCKING, "I" + name[0].lower() + name[1:], f"Non-blocking {name}.",
                  "Request"),
             form(PERSISTENT, name + "_init", f"Persistent {name}.", "Prequest"))
+
+
+#: what a fast path returns when the call is not its simple case
+MISSED = object()
+
+
+def _wrapped(started: Any, mode: int) -> Any:
+    """A collops request (``mode`` non-blocking) or persistent request as the facade's."""
+    if mode == NONBLOCKING:
+        return Request(started, None)
+
+    def start() -> Any:
+        started.start()
+        return started
+    return Prequest(start, None)
 
 
 class Collectives:
@@ -300,22 +326,29 @@ class Collectives:
             self._send(sendbuf, call, stage)
         return _Call("gatherv", (x, root, None), _displaced(arr, counts, displs))
 
-    def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
-        """Gather with per-rank counts and displacements at the root."""
+    def _fast_gatherv(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any,
+                      root: int = 0) -> Any:
+        """Gatherv started by collops' ``method`` when its buffers are plain (a layout
+        checked once); else `MISSED`."""
         comm = self._comm
         x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
-        if x is not None and elements(x, False) >= 0:  # counts are of a 1-D buffer's items
-            found = fast_vector(recvbuf, comm.size, True) if comm.rank == root else None
-            if found is not None or comm.rank != root:
-                try:
-                    if found is None:
-                        comm.gatherv(x, root, None)
-                    else:
-                        comm.gatherv(x, root, found[1].counts,
-                                     displs=found[1].placed_displs, out=found[2])
-                    return
-                except CollopsError as exc:
-                    raise mpi_error(exc) from None
+        if x is None or elements(x, False) < 0:  # counts are of a 1-D buffer's items
+            return MISSED
+        if comm.rank != root:
+            return method(x, root, None)
+        found = fast_vector(recvbuf, comm.size, True)
+        if found is None:
+            return MISSED
+        return method(x, root, found[1].counts, displs=found[1].placed_displs,
+                      out=found[2])
+
+    def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        """Gather with per-rank counts and displacements at the root."""
+        try:
+            if self._fast_gatherv(self._comm.gatherv, sendbuf, recvbuf, root) is not MISSED:
+                return
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
         self._run(self._gatherv(sendbuf, recvbuf, root, "Gatherv"), BLOCKING)
 
     @_staged
@@ -349,28 +382,33 @@ class Collectives:
             return _Call("scatterv", (arr[:sum(counts)], counts, root), {"out": out})
         return _Call("scatterv", (arr, counts, root), {"out": out, "displs": displs})
 
-    def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
-        """Scatter with per-rank counts and displacements at the root."""
+    def _fast_scatterv(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any,
+                      root: int = 0) -> Any:
+        """Scatterv started by collops' ``method`` when its buffers are plain (a layout
+        checked once); else `MISSED`."""
         comm = self._comm
         out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
-        if out is not None and elements(out, True) >= 0:
-            found = fast_vector(sendbuf, comm.size, False) if comm.rank == root else None
-            if found is not None or comm.rank != root:
-                try:
-                    if found is None:
-                        comm.scatterv(None, None, root, out=out)
-                    else:
-                        arr, layout, _ = found
-                        if layout.contiguous:
-                            n = layout.total
-                            comm.scatterv(arr if arr.size == n else arr[:n], layout.counts,
-                                          root, out=out[:layout.counts[comm.rank]])
-                        else:
-                            comm.scatterv(arr, layout.counts, root, displs=layout.displs,
-                                          out=out[:layout.counts[comm.rank]])
-                    return
-                except CollopsError as exc:
-                    raise mpi_error(exc) from None
+        if out is None or elements(out, True) < 0:
+            return MISSED
+        if comm.rank != root:
+            return method(None, None, root, out=out)
+        found = fast_vector(sendbuf, comm.size, False)
+        if found is None:
+            return MISSED
+        arr, layout, _ = found
+        mine = out[:layout.counts[comm.rank]]
+        if layout.contiguous:
+            n = layout.total
+            return method(arr if arr.size == n else arr[:n], layout.counts, root, out=mine)
+        return method(arr, layout.counts, root, displs=layout.displs, out=mine)
+
+    def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        """Scatter with per-rank counts and displacements at the root."""
+        try:
+            if self._fast_scatterv(self._comm.scatterv, sendbuf, recvbuf, root) is not MISSED:
+                return
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
         self._run(self._scatterv(sendbuf, recvbuf, root, "Scatterv"), BLOCKING)
 
     @_staged
@@ -404,18 +442,24 @@ class Collectives:
             self._send(sendbuf, call, stage)
         return _Call("allgatherv", (x, counts), _displaced(arr, counts, displs))
 
-    def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:
-        """Allgather with per-rank counts and displacements."""
+    def _fast_allgatherv(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any) -> Any:
+        """Allgatherv started by collops' ``method`` when its buffers are plain (a layout checked
+        once); else `MISSED`."""
         x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
         found = None if x is None or elements(x, False) < 0 else fast_vector(
             recvbuf, self._comm.size, True)
-        if found is not None:
-            _, layout, out = found
-            try:
-                self._comm.allgatherv(x, layout.counts, displs=layout.placed_displs, out=out)
+        if found is None:
+            return MISSED
+        _, layout, out = found
+        return method(x, layout.counts, displs=layout.placed_displs, out=out)
+
+    def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:
+        """Allgather with per-rank counts and displacements."""
+        try:
+            if self._fast_allgatherv(self._comm.allgatherv, sendbuf, recvbuf) is not MISSED:
                 return
-            except CollopsError as exc:
-                raise mpi_error(exc) from None
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
         self._run(self._allgatherv(sendbuf, recvbuf, "Allgatherv"), BLOCKING)
 
     @_staged
@@ -443,21 +487,27 @@ class Collectives:
         received = _displaced(rarr, rcounts, rdispls, "rdispls")
         return _Call("alltoallv", (sarr, scounts, sdispls, rcounts), received)
 
-    def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:
-        """Alltoall with per-rank counts and displacements on both sides."""
+    def _fast_alltoallv(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any) -> Any:
+        """Alltoallv started by collops' ``method`` when its buffers are plain (layouts
+        checked once); else `MISSED`."""
         size = self._comm.size
         sent = fast_vector(sendbuf, size, False)
         received = None if sent is None else fast_vector(recvbuf, size, True)
-        if received is not None:
-            assert sent is not None
-            sarr, slayout, _ = sent
-            _, rlayout, out = received
-            try:
-                self._comm.alltoallv(sarr, slayout.counts, slayout.displs, rlayout.counts,
-                                     rdispls=rlayout.placed_displs, out=out)
+        if received is None:
+            return MISSED
+        assert sent is not None
+        sarr, slayout, _ = sent
+        _, rlayout, out = received
+        return method(sarr, slayout.counts, slayout.displs, rlayout.counts,
+                      rdispls=rlayout.placed_displs, out=out)
+
+    def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:
+        """Alltoall with per-rank counts and displacements on both sides."""
+        try:
+            if self._fast_alltoallv(self._comm.alltoallv, sendbuf, recvbuf) is not MISSED:
                 return
-            except CollopsError as exc:
-                raise mpi_error(exc) from None
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
         self._run(self._alltoallv(sendbuf, recvbuf, "Alltoallv"), BLOCKING)
 
     def Alltoallw(self, sendbuf: Any, recvbuf: Any) -> None:
@@ -480,11 +530,11 @@ class Collectives:
                                                               _reduce_scatter_block)
     Ireduce_scatter, Reduce_scatter_init = _forms(Reduce_scatter, _reduce_scatter)
     Igather, Gather_init = _forms(Gather, _gather)
-    Igatherv, Gatherv_init = _forms(Gatherv, _gatherv)
+    Igatherv, Gatherv_init = _forms(Gatherv, _gatherv, _fast_gatherv)
     Iscatter, Scatter_init = _forms(Scatter, _scatter)
-    Iscatterv, Scatterv_init = _forms(Scatterv, _scatterv)
+    Iscatterv, Scatterv_init = _forms(Scatterv, _scatterv, _fast_scatterv)
     Iallgather, Allgather_init = _forms(Allgather, _allgather)
-    Iallgatherv, Allgatherv_init = _forms(Allgatherv, _allgatherv)
+    Iallgatherv, Allgatherv_init = _forms(Allgatherv, _allgatherv, _fast_allgatherv)
     Ialltoall, Alltoall_init = _forms(Alltoall, _alltoall)
-    Ialltoallv, Alltoallv_init = _forms(Alltoallv, _alltoallv)
+    Ialltoallv, Alltoallv_init = _forms(Alltoallv, _alltoallv, _fast_alltoallv)
 

@@ -100,6 +100,7 @@ class Link:
         MPI = transport._MPI
         self._MPI = MPI
         self._status = MPI.Status()
+        self._byte = MPI.BYTE
         self._scratch = bytearray(COPY_MAX)
         self._scratch_view = memoryview(self._scratch)
         self.any_source, self.any_tag = MPI.ANY_SOURCE, MPI.ANY_TAG
@@ -139,6 +140,20 @@ class Link:
         self._keep(request, keep)
         return request
 
+    def send_small(self, header: bytes, payload: bytes, dest: int, tag: int) -> Any:
+        """Send a small message (header and payload at most `COPY_MAX` bytes) as one MPI
+        message: None once it completed at once, else its MPI request in flight."""
+        packet = header + payload
+        try:
+            request = self.mc.Isend(packet, dest, tag)
+            if request.Test():
+                return None
+        except self._MPI.Exception as exc:
+            raise self._failed(f"sending {len(payload)} bytes to rank {dest} (tag {tag})",
+                               exc) from exc
+        self._keep(request, packet)
+        return request
+
     def flush(self, end: float) -> None:
         """Let the requests still in flight complete (until ``time.monotonic()`` reaches
         ``end``), as ``MPI_Finalize`` would."""
@@ -159,6 +174,31 @@ class Link:
             return None
         return Probed(message, status.Get_source(), status.Get_tag(),
                       status.Get_count(self._MPI.BYTE))
+
+    def receive_small(self, source: int, tag: int, spin: bool
+                      ) -> tuple[memoryview, int] | Probed | None:
+        """The earliest message a receive from rank ``source`` (not a wildcard) with ``tag``
+        would take, polling MPI for
+        the spin stage of the transport's wait if ``spin``: a small one received, as a view
+        of it (valid until the next receive) and its tag; a large one matched (`Probed`, its
+        header not received); None if none came."""
+        status, improbe = self._status, self.mc.Improbe
+        try:
+            message = improbe(source, tag, status)
+            if message is None and spin and self.transport._spin_seconds > 0:
+                end = time.monotonic() + self.transport._spin_seconds
+                while message is None and time.monotonic() < end:
+                    message = improbe(source, tag, status)
+            if message is None:
+                return None
+            count = status.Get_count(self._byte)
+            if count == LARGE_HEADER:
+                return Probed(message, status.Get_source(), status.Get_tag(), count)
+            view = self._scratch_view[:count]
+            message.Recv(view)
+        except self._MPI.Exception as exc:
+            raise self._failed(f"receiving a message from rank {source}", exc) from exc
+        return view, tag if tag != self.any_tag else status.Get_tag()
 
     def iprobe(self, source: int, tag: int) -> tuple[int, int, int] | None:
         """``(source, tag, payload bytes)`` of the message a receive of ``(source, tag)``

@@ -223,12 +223,12 @@ class P2P(CommBase):
                 channel = self._p2p
             except AttributeError:
                 channel = self._channel()
-            route = channel.route
-            if route is not None:
-                seq = channel.sent[dest]  # type: ignore[union-attr]
-                if route.send_now(x, dest, tag, seq):
-                    channel.sent[dest] = seq + 1  # type: ignore[union-attr]
-                    return
+            sent = channel.send_now(x, dest, tag)
+            if sent is True:
+                return
+            if sent is not False:
+                self._complete(sent)
+                return
         self._complete(self._start_send("send", x, dest, tag, False, timeout))
 
     def isend(self, x: Any, dest: int, tag: int = 0) -> Request:
@@ -257,13 +257,11 @@ class P2P(CommBase):
                 channel = self._p2p
             except AttributeError:
                 channel = self._channel()
-            route = channel.route
-            if (route is not None and not channel.matcher.posted  # type: ignore[union-attr]
-                    and not channel.matcher.unexpected  # type: ignore[union-attr]
-                    and not channel.background):  # type: ignore[union-attr]
-                got = route.receive_now(out, source, tag, not self._progress.active)
-                if got is not None:
-                    return got
+            got = channel.receive_now(out, source, tag, not self._progress.active)
+            if type(got) is tuple:
+                return got
+            if got is not None:  # matched, its bytes to come
+                return self._complete(got)  # type: ignore[no-any-return]
         return self._complete(self._start_recv("recv", out, source, tag, timeout))  # type: ignore[no-any-return]
 
     def irecv(self, out: Any = None, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:

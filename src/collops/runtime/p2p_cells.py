@@ -3,10 +3,11 @@
 
 Every message of the communicator to another rank is a cell of the pair's ring, in the order
 sent: with its payload when the payload and the prefix (dims, dtype token) fit the cell's
-body, else the envelope alone, the payload following as the transport message ``DATA`` of
-`p2p_channel`, exactly as after an envelope sent as a message. The matching rule does not
-change: cells drained from the rings become `Envelope`s handed to the communicator's `Matcher`
-in the pair's order.
+body or, up to ``protocols.shm.p2p_chain_bytes``, a chain of consecutive cells
+(`CellRings.inline`), else the envelope alone, the payload following as the transport
+message ``DATA`` of `p2p_channel`, exactly as after an envelope sent as a message. The
+matching rule does not change: cells drained from the rings become `Envelope`s handed to the
+communicator's `Matcher` in the pair's order.
 
 The simple cases bypass the matcher, for speed and nothing else: `CellRoute.send_now` (a
 C-contiguous array whose payload fits a cell, nothing queued towards that rank) publishes its
@@ -45,7 +46,6 @@ class CellRoute:
         self.group = list(group)
         self.rank = rank
         self.context = context
-        self.capacity = cells.capacity
         #: (dtype, shape) -> (prefix, token word, ndim, bytes of the prefix in the body)
         self._prefixes: dict[tuple[Any, tuple[int, ...]], tuple[bytes, int, int, int]] = {}
         cells.watch()
@@ -67,7 +67,7 @@ class CellRoute:
         """Publish message ``seq`` to ``dest`` (``flags``: `OBJECT`, `SYNC`): the handle of its
         cell if it waits for room (else None), and whether its payload went inline."""
         prefix, word, ndim, room = self.prefix(arr.dtype, token, arr.shape)
-        inline = view.nbytes + room <= self.capacity
+        inline = self.cells.inline(view.nbytes, room)
         if inline:
             flags |= INLINE
         handle = self.cells.send(self.group[dest], self.context, tag, seq, flags, word, ndim,
@@ -75,7 +75,7 @@ class CellRoute:
         return handle, inline
 
     def send_now(self, arr: np.ndarray, dest: int, tag: int, seq: int) -> bool:
-        """Publish a small array's cell at once if it is the simple case; False if not."""
+        """Publish a small array's cells at once if it is the simple case; False if not."""
         world = self.group[dest]
         if self.cells.queued[world]:
             return False
@@ -83,7 +83,7 @@ class CellRoute:
         if found is None:
             found = self.prefix(arr.dtype, dtype_token(arr.dtype), arr.shape)
         prefix, word, ndim, room = found
-        if arr.nbytes + room > self.capacity:
+        if not self.cells.inline(arr.nbytes, room):
             return False
         try:
             return bool(self.cells.outgoing[world].push(self.context, tag, seq, INLINE, word,

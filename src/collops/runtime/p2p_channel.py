@@ -63,11 +63,10 @@ def wire_tag(context: int, seq: int, kind: int) -> int:
 
 def byte_view(arr: np.ndarray) -> memoryview:
     """A flat byte view of a C-contiguous array."""
-    if not arr.size:
-        return _EMPTY
-    if arr.dtype.kind in "biuf":
+    try:
         return memoryview(arr).cast("B")  # type: ignore[arg-type]
-    return memoryview(arr.reshape(-1).view(_BYTE))  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # a dtype without a buffer format (datetime64, ...)
+        return memoryview(arr.reshape(-1).view(_BYTE)) if arr.size else _EMPTY  # type: ignore[arg-type]
 
 
 def encode(tag: int, nbytes: int, prefix: bytes, flags: int, payload: Any) -> bytes:
@@ -191,6 +190,29 @@ class Channel:
             h = self.receive_payload(envelope, memoryview(scratch))
             if not h.done:
                 self.background.append((h, scratch))
+
+    # -- the blocking calls' fast paths (`MpiChannel` has the same) ---------------------------
+    def send_now(self, arr: np.ndarray, dest: int, tag: int) -> bool:
+        """Send a small array at once through the cell rings if it is the simple case
+        (`CellRoute.send_now`); False if not."""
+        route = self.route
+        if route is None:
+            return False
+        seq = self.sent[dest]
+        if route.send_now(arr, dest, tag, seq):
+            self.sent[dest] = seq + 1
+            return True
+        return False
+
+    def receive_now(self, out: np.ndarray, source: int, tag: int, wait: bool
+                    ) -> tuple[np.ndarray, Status] | None:
+        """Receive from rank ``source`` into ``out`` through the cell rings when nothing
+        posted, unmatched or in the background comes first (`CellRoute.receive_now`); None
+        to go the general way."""
+        route = self.route
+        if route is None or self.matcher.posted or self.matcher.unexpected or self.background:
+            return None
+        return route.receive_now(out, source, tag, wait)
 
     # -- the operations (`MpiChannel` has the same) ---------------------------------------------
     def start_send(self, call: str, arr: np.ndarray, token: str, dest: int, tag: int,

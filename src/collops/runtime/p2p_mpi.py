@@ -16,15 +16,26 @@ from typing import Any
 
 import numpy as np
 
-from ..datatypes import dtype_from_token
+from ..datatypes import dtype_from_token, dtype_token
 from ..errors import ArgumentError, TruncationError
-from ..mpi.p2p import HEADER_BYTES, OBJECT, Head, Link, Probed, pack_header, unpack_header
+from ..mpi.p2p import (
+    COPY_MAX,
+    HEADER_BYTES,
+    OBJECT,
+    Head,
+    Link,
+    Probed,
+    pack_header,
+    unpack_header,
+)
 from ..transport.base import Transport
 from .matching import ANY_SOURCE, ANY_TAG
 from .p2p_channel import CHECK_EVERY, Receiving, _Awaiting, _Operation, byte_view
 from .status import Status
 
 _BYTE = np.dtype(np.uint8)
+#: headers whose dtype a channel keeps, at most (a new one past it starts the table afresh)
+_HEADERS_KEPT = 256
 #: seconds a wait polls MPI without sleeping while a request it waits for is in flight (as
 #: ``MPI_Wait`` does): MPI moves a large message only inside its calls, so a wait that sleeps
 #: between calls slows the transfer to one pipeline step per sleep
@@ -63,6 +74,10 @@ class MpiChannel:
         self.in_flight: list[MpiSendOp | MpiRecvOp] = []
         #: headers by (dtype token, shape, flags): the shape fixes the size
         self._headers: dict[tuple[str, tuple[int, ...], int], bytes] = {}
+        #: an array's header by (dtype, shape), for `send_now`
+        self._array_headers: dict[tuple[np.dtype, tuple[int, ...]], bytes] = {}
+        #: the dtype of each header received (`receive_now`; at most `_HEADERS_KEPT`)
+        self._dtypes: dict[bytes, np.dtype] = {}
         wakers = getattr(transport, "_wakers", None)
         if wakers is not None:  # a message for a waiting receive ends the transport's wait
             wakers.append(self)
@@ -106,6 +121,70 @@ class MpiChannel:
             raise ArgumentError(call, name, tag, f"over MPI must be at most MPI's TAG_UB "
                                 f"({self.link.tag_ub})", self.rank)
         return tag if tag != ANY_TAG else self.link.any_tag
+
+    # -- the blocking calls' fast paths -------------------------------------------------------
+    def send_now(self, arr: np.ndarray, dest: int, tag: int) -> bool | MpiSendOp:
+        """Send a small C-contiguous array at once as one MPI message: True once it completed,
+        its operation if MPI's request is still in flight, False if not the simple case."""
+        link = self.link
+        if (tag > link.tag_ub or arr.nbytes > COPY_MAX - HEADER_BYTES
+                or not arr.flags.c_contiguous):
+            return False
+        key = (arr.dtype, arr.shape)
+        header = self._array_headers.get(key)
+        if header is None:
+            try:
+                header = pack_header(0, dtype_token(arr.dtype), arr.shape, arr.nbytes, "send",
+                                     self.rank)
+            except ArgumentError:
+                return False  # the general path raises it
+            self._array_headers[key] = header
+        request = link.send_small(header, arr.tobytes(), dest, tag)  # no buffer export
+        if request is None:
+            return True
+        op = MpiSendOp(self, "send", dest, None)
+        op.request = request
+        return op
+
+    def receive_now(self, out: np.ndarray, source: int, tag: int, wait: bool
+                    ) -> tuple[np.ndarray, Status] | MpiRecvOp | None:
+        """Receive from rank ``source`` into ``out`` at once when no receive posted earlier
+        waits, polling MPI for the spin stage if ``wait``: ``(out, Status)``, the operation
+        if the message is not simple (large, or larger than ``out``), None if none came."""
+        link = self.link
+        if self.waiting or tag > link.tag_ub:
+            return None
+        try:
+            into = memoryview(out).cast("B")  # type: ignore[arg-type]
+        except (TypeError, ValueError):  # not C-contiguous, or no buffer format
+            return None
+        if into.readonly:
+            return None
+        got = link.receive_small(source, tag if tag != ANY_TAG else link.any_tag, wait)
+        if got is None:
+            return None
+        if type(got) is Probed:
+            op = MpiRecvOp(self, "recv", source, tag, out, None)
+            op.matched(got)
+            return op
+        view, found = got  # type: ignore[misc]
+        n = view.nbytes - HEADER_BYTES
+        if n > into.nbytes:
+            op = MpiRecvOp(self, "recv", source, tag, out, None)
+            probed = Probed(None, source, found, view.nbytes)
+            probed.head, probed.inline = unpack_header(view), bytes(view)
+            op.matched(probed)
+            return op
+        into[:n] = view[HEADER_BYTES:]
+        header = bytes(view[:HEADER_BYTES])
+        dtype = self._dtypes.get(header)
+        if dtype is None:
+            if len(self._dtypes) > _HEADERS_KEPT:
+                self._dtypes.clear()
+            flags, token, _shape, _n = unpack_header(header)
+            dtype = self._dtypes[header] = (_BYTE if flags & OBJECT
+                                            else dtype_from_token(token))
+        return out, Status(source, found, n, dtype)
 
     # -- the operations ------------------------------------------------------------------------
     def start_send(self, call: str, arr: np.ndarray, token: str, dest: int, tag: int,

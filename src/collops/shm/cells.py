@@ -6,18 +6,21 @@ segment (`segment`, "cell rings"), as MPICH's nemesis and CH4 shared-memory eage
 Open MPI's vader fast boxes: a send copies its message into the next free cell and publishes
 it; a receive reads the head cell. Every point-to-point message of the pair, on every
 communicator, has its cell, in the order it was sent: a small one carries its payload inline
-(``INLINE``), a larger one only its envelope, its payload following by the transport's
-rendezvous — so order per pair holds whatever the size. Matching stays MPI's rule, in
-`runtime.matching`; this module moves cells.
+(``INLINE``), one up to ``protocols.shm.p2p_chain_bytes`` too, across consecutive cells
+(``CHAIN``: the receiver copies each as it is published), a larger one only its envelope, its
+payload following by the transport's rendezvous — so order per pair holds whatever the size.
+Matching stays MPI's rule, in `runtime.matching`; this module moves cells.
 
 A cell's 64-byte header (words): sequence (the ring index + 1, stored last: publishes the
 cell), communicator context, user tag, payload bytes, form (flags ``OBJECT``, ``SYNC``,
-``INLINE`` in the low byte, the dims' count in the next, the prefix's length from bit 16),
-the message's number on its pair and communicator, the dtype token as one word (when it has
-at most 8 bytes, else 0). The body: the prefix (the dims as int64, then the dtype token),
-then, from the next 8-byte boundary, the inline payload. The compiled `_p2p.CellRing` writes
-and reads cells; `CellRings` holds a rank's rings, the cells waiting for room in a full ring,
-and the cells drained from the rings for communicators to match (`parked`).
+``INLINE``, ``CHAIN`` in the low byte, the dims' count in the next, the prefix's length from
+bit 16), the message's number on its pair and communicator, the dtype token as one word (when
+it has at most 8 bytes, else 0). The body: the prefix (the dims as int64, then the dtype
+token), then, from the next 8-byte boundary, the inline payload; a chain's continues in the
+bodies of the next cells, whose header line holds only their sequence word. The compiled
+`_p2p.CellRing` writes and reads cells; `CellRings` holds a rank's rings, the cells waiting
+for room in a full ring, and the cells drained from the rings for communicators to match
+(`parked`).
 
 Waiting: a rank waiting for cells sleeps by the transport's ladder (`CellRings.progress` is one
 of the transport's watched activities); a sender publishing a cell wakes a sleeping receiver,
@@ -40,7 +43,7 @@ except ImportError:  # pragma: no cover - a build without a C compiler
     CellRing = None
 
 #: cell flags (the form word's low byte)
-OBJECT, SYNC, INLINE = 1, 2, 4
+OBJECT, SYNC, INLINE, CHAIN = 1, 2, 4, 8
 #: a cell as `CellRing.head` gives it: context, tag, nbytes, form, seq, token, body
 Cell = tuple[int, int, int, int, int, int, bytes]
 
@@ -59,7 +62,7 @@ def token_word(token: str) -> int:
 class CellRings:
     """One rank's cell rings: towards and from every other rank of the job."""
 
-    def __init__(self, transport: Any) -> None:
+    def __init__(self, transport: Any, chain_bytes: int = 0) -> None:
         layout = transport._layout
         me = transport.rank
         self.rank = me
@@ -80,6 +83,10 @@ class CellRings:
         self.incoming: list[Any] = [None if p == me else ring(p, me, p) for p in peers]
         #: bytes a cell's body holds (prefix and inline payload)
         self.capacity = layout.p2p_cell_bytes - 64
+        #: the most payload bytes a chain of cells carries, and the most body bytes it has:
+        #: half a ring's (the sender waits for room for all of it, other messages behind it)
+        self.chain_bytes = chain_bytes
+        self.chain_room = max(1, layout.p2p_cells // 2) * self.capacity
         #: per peer the cells waiting for room: push arguments and the send's handle
         self.queued: list[deque[tuple[tuple[Any, ...], Handle]]] = [deque() for _ in peers]
         self.queued_count = 0
@@ -93,6 +100,13 @@ class CellRings:
 
     #: a dtype token as one word
     token_word = staticmethod(token_word)
+
+    def inline(self, nbytes: int, prefix_room: int) -> bool:
+        """Whether a payload of ``nbytes`` after a prefix taking ``prefix_room`` bytes of the
+        body goes in the ring: in one cell, or a chain of them up to `chain_bytes`."""
+        room = nbytes + prefix_room
+        return room <= self.capacity or (nbytes <= self.chain_bytes
+                                         and room <= self.chain_room)
 
     def watch(self) -> None:
         """Have the transport's waits count moving cells as activity (once)."""

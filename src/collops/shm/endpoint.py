@@ -73,7 +73,7 @@ def _protocols(oversubscribed: bool, single_copy: bool | None,
         return rule.value, f"{rule.where}, source {rule.source or '-'}"
 
     found = {name: table(name) for name in ("single_copy", "single_copy_max", "split_min",
-                                            "p2p_cells", *TABLE_ONLY)}
+                                            "p2p_cells", "p2p_chain_bytes", *TABLE_ONLY)}
     found["single_copy_min"] = table("single_copy_min_oversubscribed" if oversubscribed
                                      else "single_copy_min")
     for name, given, env, variable in (
@@ -175,7 +175,7 @@ class ShmEndpoint(Transport):
         """The cell rings point-to-point envelopes take (`cells`), when the selection table's
         ``protocols.shm.p2p_cells`` (or ``COLLOPS_SHM_P2P_CELLS``) chose them; else None."""
         if self._cells is None and self._protocols["p2p_cells"][0]:
-            self._cells = cells.CellRings(self)
+            self._cells = cells.CellRings(self, int(self._protocols["p2p_chain_bytes"][0]))
         return self._cells
 
     def protocol_settings(self) -> dict[str, tuple[Any, str]]:
