@@ -24,6 +24,9 @@ pytestmark = pytest.mark.skipif(not flow_compiled.available(),
 
 #: the approximate end time is within BOUND · ε of the exact one (relative)
 BOUND = 2.0
+B = 2e9
+ALPHA = 1e-6
+QUIET = NetworkParams(bandwidth=B, hop_latency=0.0, overhead=0.0)
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
@@ -69,15 +72,35 @@ def test_approximation_re_fills_fewer_flows_with_eight_in_flight() -> None:
     assert approx.time_s == pytest.approx(exact.time_s, rel=BOUND * 0.01)
 
 
-def test_all_posted_alltoall_equals_its_closed_form() -> None:
+@pytest.mark.parametrize("eps", [1e-3, 0.1])
+@pytest.mark.parametrize("order", ["shift", "random"])
+def test_all_posted_alltoall_equals_its_closed_form(eps: float, order: str) -> None:
     """Everything posted: the busiest link's bytes at link speed, L_max·M/B, within 0.1 %."""
-    topo = parse_topology("torus:4x4x4", NetworkParams(bandwidth=2e9, overhead=0.0,
-                                                       hop_latency=0.0))
-    result = simulate("alltoall", "linear", topo, size_bytes=65536, model="flow", gamma=0.0,
-                      window=0, maxmin_eps=DEFAULT_EPS)
-    capacity = np.asarray(topo.link_bandwidth, dtype=np.float64)
-    assert result.time_s == pytest.approx(float(np.max(result.link_loads / capacity)),
-                                          rel=1e-3)
+    m, p = 16384, 64
+    topo = parse_topology("torus:4x4x4", QUIET)
+    src = np.repeat(np.arange(p), p - 1)
+    dst = np.concatenate([[d for d in range(p) if d != r] for r in range(p)])
+    _, links = topo.routes(src, dst)
+    l_max = np.bincount(links, minlength=topo.num_links).max() * m
+    result = simulate("alltoall", "linear", topo, size_bytes=m, model="flow", gamma=0.0,
+                      params={"order": order}, window=0, maxmin_eps=eps)
+    assert result.time_s == pytest.approx(l_max / B, rel=1e-3)
+
+
+@pytest.mark.parametrize(("collective", "algorithm", "topology", "window", "steps"), [
+    ("allgather", "ring", "ring:8", None, 7), ("allgather", "recursive_doubling",
+                                               "hypercube:3", None, 3),
+    ("bcast", "binomial", "ring:16", 1, 4), ("bcast", "binomial", "switch:16", 1, 4)])
+def test_contention_free_closed_forms(collective: str, algorithm: str, topology: str,
+                                      window: int | None, steps: int) -> None:
+    """Nothing contends: every step is α + m'/B (m' the step's bytes), within 1 %."""
+    m = 8192
+    topo = parse_topology(topology, NetworkParams(bandwidth=B, hop_latency=0.0, overhead=ALPHA))
+    r = simulate(collective, algorithm, topo, size_bytes=m, model="flow", gamma=0.0,
+                 window=window, maxmin_eps=0.1)
+    p = topo.num_compute_nodes
+    transfer = (p - 1) * m / B if algorithm != "binomial" else steps * m / B
+    assert r.time_s == pytest.approx(steps * ALPHA + transfer, rel=0.01)
 
 
 def test_parse_maxmin() -> None:

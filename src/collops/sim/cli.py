@@ -354,7 +354,7 @@ def _sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--maxmin", default="exact", metavar="exact|approx[:eps=E]",
                    help="the flow model's max-min repair: exact (default), or approx: a flow "
                         "keeps its rate while a link within a relative E of saturation (E "
-                        "default 1e-3) is its bottleneck (docs/simulation.md)")
+                        "default 0.05) is its bottleneck (docs/simulation.md)")
     p.add_argument("--window", type=int, default=None, metavar="W",
                    help="at most W of a rank's sends in flight (flow: until the last byte "
                         "arrived; congestion: W per injection slot); 0: as the schedule "

@@ -262,11 +262,11 @@ class FlowSimulation(WindowedRanks):
 
 
 #: the ε of ``approx`` without one
-DEFAULT_EPS = 1e-3
+DEFAULT_EPS = 0.05
 
 
 def parse_maxmin(text: str) -> float:
-    """The relative ε of a max-min repair spec: ``exact`` → 0, ``approx`` → 1e-3,
+    """The relative ε of a max-min repair spec: ``exact`` → 0, ``approx`` → 0.05,
     ``approx:eps=E`` → E (0 <= E < 1; 0 is the exact repair)."""
     name, _, rest = text.strip().partition(":")
     if name == "exact" and not rest:

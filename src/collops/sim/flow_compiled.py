@@ -45,7 +45,7 @@ def run(program: Program, topology: object, placement: np.ndarray, *,
         local_repair: bool = True, maxmin_eps: float = 0.0) -> FlowOutcome:
     """Run the flow model compiled (as `collops.sim.flow.flow_model`); ``local_repair=False``
     re-fills every flow's rate at every change (the reference for the local repair);
-    ``maxmin_eps`` > 0 repairs max-min approximately (`collops.sim.flow_approx`)."""
+    ``maxmin_eps`` > 0 repairs max-min approximately (`collops.sim.flow.parse_maxmin`)."""
     if _compiled is None:
         raise RuntimeError("collops.sim._flowsim was not built")
     if window < 0:
