@@ -116,3 +116,18 @@ def test_approximation_only_in_the_flow_model() -> None:
     topo = parse_topology("ring:4")
     with pytest.raises(ArgumentError, match="maxmin_eps"):
         simulate("bcast", "binomial", topo, size_bytes=64, model="congestion", maxmin_eps=0.1)
+
+
+def test_command_line_maxmin(capsys) -> None:
+    """``--maxmin approx`` runs the flow model (3T on switch:3, window 1: nothing to
+    approximate), and is a usage error in another model or with a bad ε."""
+    from collops.cli import main
+    argv = ["sim", "--collective", "alltoall", "--topology", "switch:3", "--size", "64K",
+            "--algorithm", "linear:order=plain", "--gamma", "0", "--window", "1",
+            "--net", "overhead=0,hop_latency=0"]
+    assert main([*argv, "--model", "flow", "--maxmin", "approx:eps=0.1"]) == 0
+    assert "98.304 us" in capsys.readouterr().out
+    assert main([*argv, "--maxmin", "approx"]) == 2
+    assert "--model flow only" in capsys.readouterr().err
+    assert main([*argv, "--model", "flow", "--maxmin", "approx:eps=2"]) == 2
+    assert "--maxmin" in capsys.readouterr().err
