@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 
 import collops.sim.api as api
 from collops.model.cli import network_overrides, topology_from_arg
+from collops.sim.flow import parse_maxmin
 
 NET = "overhead=0,hop_latency=0,tie_break=simgrid"
 
@@ -36,6 +37,7 @@ def main() -> int:
     ap.add_argument("--window", type=int, default=1)
     ap.add_argument("--from-step", type=int, default=300_000)
     ap.add_argument("--to-step", type=int, default=1_000_000)
+    ap.add_argument("--maxmin", default="exact", help="exact, approx or approx:eps=E")
     args = ap.parse_args()
     marks: list[tuple[int, float]] = []
 
@@ -55,15 +57,16 @@ def main() -> int:
     with contextlib.suppress(_Enough):
         api.simulate("alltoall", "linear", topology, params={"order": args.order},
                      size_bytes=65536, model="flow", placement="column-major", gamma=0.0,
-                     window=args.window, progress=True)
+                     window=args.window, progress=True, maxmin_eps=parse_maxmin(args.maxmin))
     start = next((m for m in marks if m[0] >= args.from_step), None)
     if start is None or marks[-1][0] == start[0]:
         print("the run ended before the steps to measure", file=sys.stderr)
         return 1
     end = marks[-1]
     per_step = (end[1] - start[1]) / (end[0] - start[0]) * 1e6
-    print(f"{args.topology} {args.order} window {args.window}: {per_step:.2f} us of CPU per "
-          f"step over steps {start[0]}-{end[0]}; CPU {end[1]:.1f} s in all")
+    print(f"{args.topology} {args.order} window {args.window} {args.maxmin}: "
+          f"{per_step:.2f} us of CPU per step over steps {start[0]}-{end[0]}; "
+          f"CPU {end[1]:.1f} s in all")
     return 0
 
 

@@ -49,6 +49,7 @@ from typing import Any
 
 from collops.algorithms.alltoall import linear_destinations
 from collops.sim import simulate
+from collops.sim.flow import parse_maxmin
 from collops.topology import NetworkParams, parse_topology, place
 
 HERE = Path(__file__).resolve().parent
@@ -114,13 +115,14 @@ def _children_cpu() -> float:
 
 
 def run_collops(topology: Any, placement: list[int], order: str, window: int, size: int,
-                model: str, seed: int) -> tuple[float, float, float, float]:
+                model: str, seed: int, maxmin_eps: float = 0.0
+                ) -> tuple[float, float, float, float]:
     """(simulated seconds, wall seconds, busiest link's bytes, CPU seconds) of one collops
-    run."""
+    run (``maxmin_eps``: the flow model's approximate repair)."""
     wall, cpu = time.monotonic(), time.process_time()
     result = simulate("alltoall", "linear", topology, len(placement), size_bytes=size, model=model,
                       params={"order": order, "seed": seed}, window=window, gamma=0.0,
-                      placement=placement)
+                      placement=placement, maxmin_eps=maxmin_eps if model == "flow" else 0.0)
     return (result.time_s, time.monotonic() - wall, result.max_link_load_bytes,
             time.process_time() - cpu)
 
@@ -141,10 +143,13 @@ def main() -> int:
                     help="torus: collops' tie-break (plus), SimGrid's (simgrid) or both")
     ap.add_argument("--congestion", action="store_true",
                     help="also run the congestion model (lockstep rounds)")
+    ap.add_argument("--maxmin", default="exact",
+                    help="the flow model's max-min repair: exact, approx or approx:eps=E")
     ap.add_argument("--json", default=None)
     ap.add_argument("--smpi-from", default=None,
                     help="reuse SMPI's rows of this record (same scenario) instead of SMPI")
     args = ap.parse_args()
+    eps = parse_maxmin(args.maxmin)
     saved = saved_smpi_rows(args.smpi_from, args) if args.smpi_from else None
     if saved is None and (not shutil.which("smpicc") or not shutil.which("smpirun")):
         print("smpicc/smpirun not found: apt-get install libsimgrid-dev", file=sys.stderr)
@@ -190,7 +195,7 @@ def main() -> int:
                 line = f"{order:>7} W={window:<2} smpi {smpi_s * 1e3:8.3f} ms ({smpi_wall:5.1f} s)"
                 for name, network in networks.items():
                     flow_s, flow_wall, max_load, flow_cpu = run_collops(
-                        network, placement, order, window, args.size, "flow", args.seed)
+                        network, placement, order, window, args.size, "flow", args.seed, eps)
                     row[f"flow_{name}_s"] = flow_s
                     row[f"flow_{name}_wall_s"] = flow_wall
                     row[f"flow_{name}_cpu_s"] = flow_cpu
@@ -209,7 +214,8 @@ def main() -> int:
     if args.json:
         record = {"benchmark": "smpi_crosscheck", "topology": args.topology, "ranks": p,
                   "idle_nodes": idle_nodes, "size": args.size, "bandwidth": args.bandwidth,
-                  "smpi_config": SMPI_CONFIG, "smpi_from": args.smpi_from, "rows": rows}
+                  "smpi_config": SMPI_CONFIG, "smpi_from": args.smpi_from,
+                  "maxmin": args.maxmin, "rows": rows}
         Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
     return 0
 
@@ -220,18 +226,26 @@ def saved_smpi_rows(path: str, args: argparse.Namespace) -> dict[tuple[str, int]
     which must describe the same scenario."""
     record = json.loads(Path(path).read_text())
     for key, wanted in (("topology", args.topology), ("size", args.size),
-                        ("bandwidth", args.bandwidth), ("smpi_config", SMPI_CONFIG)):
-        if record.get(key) != wanted:
+                        ("bandwidth", args.bandwidth), ("smpi_config", _timed(SMPI_CONFIG))):
+        found = record.get(key)
+        if key == "smpi_config" and isinstance(found, list):
+            found = _timed(found)
+        if found != wanted:
             raise SystemExit(f"--smpi-from {path}: its {key} is {record.get(key)!r}, "
                              f"not {wanted!r}")
     rows = {(str(r["order"]), int(r["window"])): (float(r["smpi_s"]), float(r["smpi_wall_s"]),
-                                                  float(r["smpi_cpu_s"]))
+                                                  float(r.get("smpi_cpu_s", "nan")))
             for r in record["rows"]}
     wanted_cells = {(o, int(w)) for o in args.orders.split(",") for w in args.windows.split(",")}
     missing = sorted(wanted_cells - set(rows))
     if missing:
         raise SystemExit(f"--smpi-from {path}: no SMPI run of (order, window) {missing}")
     return rows
+
+
+def _timed(config: list[str]) -> list[str]:
+    """SMPI's options that decide simulated times (shared malloc only saves memory)."""
+    return [c for c in config if not c.startswith("--cfg=smpi/auto-shared-malloc")]
 
 
 def ratio_table(rows: list[dict[str, Any]], windows: list[int], flow_key: str) -> str:

@@ -212,6 +212,8 @@ typedef struct {
     double *msg_done;
     int64_t nlinks, send_kind, recv_kind, window;
     int refill_all;  /* re-fill every flow at every update (the check of the local repair) */
+    double tolerance;  /* the check's relative slack: TOLERANCE, or the approximation's eps */
+    int approx;        /* eps > 0: flows whose bottleneck stays saturated within eps are held */
     double overhead, bandwidth, gamma;
     /* clock, ranks, timed events */
     double now, finished;
@@ -459,12 +461,12 @@ static void link_stats(Sim *s, int64_t l, int64_t stamp) {
 }
 
 static int saturated(const Sim *s, int64_t l) {
-    return s->ln[l].usage >= s->ln[l].capacity * (1.0 - TOLERANCE);
+    return s->ln[l].usage >= s->ln[l].capacity * (1.0 - s->tolerance);
 }
 
 static int is_bottleneck(Sim *s, int64_t l, double rate, int64_t stamp) {
     link_stats(s, l, stamp);
-    return saturated(s, l) && rate >= s->ln[l].top * (1.0 - TOLERANCE);
+    return saturated(s, l) && rate >= s->ln[l].top * (1.0 - s->tolerance);
 }
 
 /* Whether flow g crosses a saturated link where no flow has a larger rate (recorded). */
@@ -492,7 +494,7 @@ static int64_t check_u(Sim *s) {
             const int32_t *m = members(&s->ln[l]);
             for (int32_t i = 0; i < s->ln[l].n; ++i) {
                 int64_t h = m[i];
-                if (!in_u(s, h) && FL(s, h)->rate > r * (1.0 + TOLERANCE)) {
+                if (!in_u(s, h) && FL(s, h)->rate > r * (1.0 + s->tolerance)) {
                     if (join_u(s, h) < 0) return -1;
                     ++joined;
                 }
@@ -545,6 +547,10 @@ static int update_rates(Sim *s) {
     }
     for (int64_t k = 0; k < s->removed_links.n; ++k) {  /* who may gain where flows left */
         int64_t l = s->removed_links.v[k];
+        if (s->approx) {  /* still saturated within eps: its flows keep their rates */
+            link_stats(s, l, s->epoch);
+            if (saturated(s, l)) continue;
+        }
         const int32_t *m = members(&s->ln[l]);
         for (int32_t i = 0; i < s->ln[l].n; ++i) {
             int64_t g = m[i];
@@ -722,15 +728,19 @@ static PyObject *run(PyObject *self, PyObject *args) {
     Py_buffer b[NBUF];
     long long nranks, window, send_kind, recv_kind;
     int refill_all = 0;
-    double overhead, bandwidth, gamma, width;
+    double overhead, bandwidth, gamma, width, eps = 0.0;
     PyObject *progress;
     memset(b, 0, sizeof(b));
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*y*y*w*w*w*LLdddLLdO|p",
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*y*y*w*w*w*LLdddLLdO|pd",
                           &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &b[6], &b[7], &b[8], &b[9],
                           &b[10], &b[11], &b[12], &b[13], &b[14], &b[15], &b[16], &nranks,
                           &window, &overhead, &bandwidth, &gamma, &send_kind, &recv_kind,
-                          &width, &progress, &refill_all))
+                          &width, &progress, &refill_all, &eps))
         return NULL;
+    if (!(eps >= 0.0 && eps < 1.0)) {
+        PyErr_SetString(PyExc_ValueError, "eps must be in [0, 1)");
+        return NULL;
+    }
     Sim s;
     memset(&s, 0, sizeof(s));
     PyObject *result = NULL;
@@ -746,6 +756,8 @@ static PyObject *run(PyObject *self, PyObject *args) {
     s.send_kind = send_kind; s.recv_kind = recv_kind; s.width = width;
     s.epoch = 0;
     s.refill_all = refill_all;
+    s.approx = eps > 0.0;
+    s.tolerance = s.approx ? eps : TOLERANCE;
     int64_t nmsgs = b[7].len / 8;
     if (b[5].len / 8 != nsteps || b[15].len / 8 != s.nwindows * s.nlinks
             || b[9].len / 8 != nmsgs + 1 || b[10].len / 4 != s.roff[nmsgs]) {  /* int32 links */

@@ -7,7 +7,7 @@ def run(kind: Any, step_bytes: Any, step_rank: Any, succ_ptr: Any, succ_idx: Any
         route_links: Any, capacity: Any, latency: Any, wire: Any, msg_done: Any, rows: Any,
         counts: Any, nranks: int, window: int, overhead: float, bandwidth: float, gamma: float,
         send_kind: int, recv_kind: int, width: float, progress: Any, refill_all: bool = False,
-        /) -> tuple[float, int, int, float, int]:
+        eps: float = 0.0, /) -> tuple[float, int, int, float, int]:
     """Run the program; returns (end time, steps run, rate updates, window width, flows
     re-filled), arrival times in ``msg_done``, per-window link bytes in ``rows``/``counts``;
     route links are int32, every other integer array int64."""

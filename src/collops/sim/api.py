@@ -140,6 +140,7 @@ def simulate(
     progress: bool | None = None,
     window: int | None = None,
     idle: Iterable[int] = frozenset(),
+    maxmin_eps: float = 0.0,
 ) -> SimResult:
     """Simulate one call of ``collective`` with ``algorithm`` on ``topology``.
 
@@ -149,7 +150,8 @@ def simulate(
     only an algorithm that asks for in-network reduction gets it); ``fast`` (None:
     automatic) allows the vectorised generators; ``window`` is how many of a rank's sends
     may be in flight (None: the model's default; see `run_program`). An algorithm's own
-    ``throttle`` parameter is that window.
+    ``throttle`` parameter is that window. ``maxmin_eps`` > 0: the flow model's approximate
+    max-min repair (`collops.sim.flow.parse_maxmin`).
     """
     wall = time.monotonic()
     if model not in MODELS:
@@ -182,7 +184,7 @@ def simulate(
                            update)
         outcome = run_program(program, topo, nodes, model, excluded=excluded, gamma=gamma,
                               ordering=ordering, switching=switching, seed=seed,
-                              window=window, progress=update)
+                              window=window, progress=update, maxmin_eps=maxmin_eps)
     return _result(common, outcome, program.total_bytes, program.num_messages, program.source,
                    nodes, wall)
 
@@ -191,7 +193,7 @@ def run_program(program: Program, topology: Any, placement: np.ndarray,
                 model: str = "congestion", *, excluded: Iterable[int] = frozenset(),
                 gamma: float = DEFAULT_GAMMA, ordering: str = "issue",
                 switching: str = "packet", seed: int = 0, window: int | None = None,
-                progress: Any = None) -> CongestionOutcome:
+                progress: Any = None, maxmin_eps: float = 0.0) -> CongestionOutcome:
     """Run one model on a ready program (placement: node of every rank).
 
     ``window``: at most that many of a rank's sends in flight. The flow model counts a send
@@ -205,12 +207,16 @@ def run_program(program: Program, topology: Any, placement: np.ndarray,
     excluded = frozenset(int(x) for x in excluded)
     if window is not None and int(window) < 0:
         raise ArgumentError("simulate", "window", window, "must be >= 0")
+    if maxmin_eps and (model != "flow" or not 0.0 < maxmin_eps < 1.0):
+        raise ArgumentError("simulate", "maxmin_eps", maxmin_eps,
+                            "must be in [0, 1), and above 0 only in the flow model")
     if model == "congestion":
         return congestion_model(program, topology, placement, excluded=excluded, gamma=gamma,
                                 ordering=ordering, window=window, progress=progress)
     if model == "flow":
         flows = flow_model(program, topology, placement, excluded=excluded, gamma=gamma,
-                           window=int(window or 0), progress=progress)
+                           window=int(window or 0), progress=progress,
+                           maxmin_eps=float(maxmin_eps))
         return CongestionOutcome(flows.time_s, flows.link_loads, flows.hotspots)
     if model != "packet":
         raise ArgumentError("simulate", "model", model, f"one of {', '.join(MODELS)}")

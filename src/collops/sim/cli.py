@@ -33,6 +33,7 @@ from ..model.cli import UsageError, network_overrides, parse_assignments, topolo
 from ..topology import Topology
 from .api import DEFAULT_GAMMA, MODELS, SimResult, parse_nodes, parse_size, parse_sizes, simulate
 from .auto import AUTO, choose, network_for
+from .flow import parse_maxmin
 
 PLOT_KINDS = ("auto", "time", "ratio", "heatmap", "hotspots")
 #: ``--progress`` -> `simulate`'s ``progress`` (None: when stderr is a terminal)
@@ -135,6 +136,12 @@ def run_all(args: argparse.Namespace) -> tuple[list[Run], Topology]:
         raise UsageError(f"unknown model {args.model!r} (one of {', '.join(MODELS)})")
     if args.window is not None and args.window < 0:
         raise UsageError(f"--window must be >= 0, not {args.window}")
+    try:
+        args.maxmin_eps = parse_maxmin(args.maxmin)
+    except ValueError as e:
+        raise UsageError(f"--maxmin: {e}") from None
+    if args.maxmin_eps and args.model != "flow":
+        raise UsageError("--maxmin approx applies to --model flow only")
     if args.switching not in SWITCHING:
         raise UsageError(f"unknown switching {args.switching!r} (one of {', '.join(SWITCHING)})")
     topology = topology_from_arg(args.topology, network_overrides(args.net))
@@ -160,7 +167,8 @@ def run_all(args: argparse.Namespace) -> tuple[list[Run], Topology]:
                               model=args.model, params=own, excluded=excluded,
                               placement=args.placement, seed=args.seed,
                               switching=args.switching, gamma=args.gamma, in_network=False,
-                              window=args.window, progress=PROGRESS[args.progress], idle=idle)
+                              window=args.window, progress=PROGRESS[args.progress], idle=idle,
+                              maxmin_eps=args.maxmin_eps)
             form = closed_form_for(result, topology, variant.algorithm)
             runs.append(Run(dataclasses.replace(result, algorithm=variant.label), form))
     if args.in_network:  # one more run per size: the reduction combined in the switches
@@ -186,7 +194,7 @@ def auto_runs(args: argparse.Namespace, collective: str, topology: Topology,
                               excluded=excluded, idle=idle, seed=args.seed,
                               switching=args.switching,
                               gamma=args.gamma, window=args.window,
-                              progress=PROGRESS[args.progress]))
+                              progress=PROGRESS[args.progress], maxmin_eps=args.maxmin_eps))
     runs = []
     for size in sizes:
         picked = choose(collective, size, network)
@@ -343,6 +351,10 @@ def _sim_args(p: argparse.ArgumentParser) -> None:
                         "once, not for free-running windowed sends; flow: event-driven, every "
                         "message a flow whose rate is max-min fair, re-shared as flows start "
                         "and end; packet: every packet through FIFO link queues")
+    p.add_argument("--maxmin", default="exact", metavar="exact|approx[:eps=E]",
+                   help="the flow model's max-min repair: exact (default), or approx: a flow "
+                        "keeps its rate while a link within a relative E of saturation (E "
+                        "default 0.05) is its bottleneck (docs/simulation.md)")
     p.add_argument("--window", type=int, default=None, metavar="W",
                    help="at most W of a rank's sends in flight (flow: until the last byte "
                         "arrived; congestion: W per injection slot); 0: as the schedule "

@@ -261,11 +261,37 @@ class FlowSimulation(WindowedRanks):
         self._message_arrived(msg)
 
 
+#: the ε of ``approx`` without one
+DEFAULT_EPS = 0.05
+
+
+def parse_maxmin(text: str) -> float:
+    """The relative ε of a max-min repair spec: ``exact`` → 0, ``approx`` → 0.05,
+    ``approx:eps=E`` → E (0 <= E < 1; 0 is the exact repair)."""
+    name, _, rest = text.strip().partition(":")
+    if name == "exact" and not rest:
+        return 0.0
+    if name == "approx":
+        if not rest:
+            return DEFAULT_EPS
+        key, _, value = rest.partition("=")
+        try:
+            eps = float(value) if key.strip() == "eps" else -1.0
+        except ValueError:
+            eps = -1.0
+        if 0.0 <= eps < 1.0:
+            return eps
+    raise ValueError(f"max-min repair {text!r}: use exact, approx or approx:eps=E (0 <= E < 1)")
+
+
 def flow_model(program: Program, topology: object, placement: np.ndarray,
                compiled: bool = True, **options: object) -> FlowOutcome:
-    """Run the flow model (options: excluded, gamma, window, progress); compiled when the
-    C run is built and ``compiled`` is true, else the Python reference."""
+    """Run the flow model (options: excluded, gamma, window, progress, maxmin_eps); compiled
+    when the C run is built and ``compiled`` is true, else the Python reference (exact only)."""
     from . import flow_compiled
     if compiled and flow_compiled.available():
         return flow_compiled.run(program, topology, placement, **options)  # type: ignore[arg-type]
+    if options.pop("maxmin_eps", 0.0):
+        raise RuntimeError("the approximate max-min repair needs collops.sim._flowsim (built "
+                           "with a C compiler)")
     return FlowSimulation(program, topology, placement, **options).run()  # type: ignore[arg-type]

@@ -42,13 +42,16 @@ def _int64(array: np.ndarray | None) -> np.ndarray:
 def run(program: Program, topology: object, placement: np.ndarray, *,
         excluded: Iterable[int] = frozenset(), gamma: float = 0.0, window: int = 0,
         progress: Callable[[int, int], None] | None = None,
-        local_repair: bool = True) -> FlowOutcome:
+        local_repair: bool = True, maxmin_eps: float = 0.0) -> FlowOutcome:
     """Run the flow model compiled (as `collops.sim.flow.flow_model`); ``local_repair=False``
-    re-fills every flow's rate at every change (the reference for the local repair)."""
+    re-fills every flow's rate at every change (the reference for the local repair);
+    ``maxmin_eps`` > 0 repairs max-min approximately (`collops.sim.flow.parse_maxmin`)."""
     if _compiled is None:
         raise RuntimeError("collops.sim._flowsim was not built")
     if window < 0:
         raise ValueError(f"window must be >= 0, not {window}")
+    if not 0.0 <= maxmin_eps < 1.0:
+        raise ValueError(f"maxmin_eps must be in [0, 1), not {maxmin_eps}")
     params = topology.params  # type: ignore[attr-defined]
     net = flow_network(program, topology, placement, excluded)
     kind = _int64(program.step_kind)
@@ -66,7 +69,7 @@ def run(program: Program, topology: object, placement: np.ndarray, *,
         np.ascontiguousarray(net.route_latency, dtype=np.float64), net.wire, msg_done,
         timeline.rows, timeline.counts, program.nranks, int(window), float(params.overhead),
         float(params.bandwidth), float(gamma), int(StepKind.SEND), int(StepKind.RECV),
-        timeline.width, progress, not local_repair)
+        timeline.width, progress, not local_repair, float(maxmin_eps))
     if steps_done != len(kind):
         raise RuntimeError(f"flow model stalled: {len(kind) - steps_done} steps never ran")
     timeline.width = width
