@@ -102,6 +102,7 @@ from .stream_run import (
     _folds,
     _spin,
 )
+from .transport import ShmTransport
 
 RESOURCE = "shm_stream"
 SUPPORTED = ("bcast", "scatter", "gather", "allgather", "alltoall", "reduce", "allreduce",
@@ -181,16 +182,15 @@ def _roll_call(direct: DirectArea, area: StreamArea, spec: CallSpec, seq: int, p
     return RollCall(direct, area, seq, phase, fingerprint, spec.root)
 
 
-def _root_heard(roll: RollCall, spin: float) -> bool:
-    """Whether ``roll``'s root stored its word within ``spin`` s: a rank that writes chunks
-    writes them only then (`RollCall.root_heard`); a rank that writes none needs not wait."""
-    if roll.root_heard():
+def _root_heard(transport: ShmTransport, roll: RollCall, spin: float) -> bool:
+    """Whether ``roll``'s root stored its word within ``spin`` s, waited for through the one
+    wait (`waiting.Ladder`): a rank that writes chunks writes them only then
+    (`RollCall.root_heard`); a rank that writes none needs not wait."""
+    heard = roll.root_heard
+    if heard():
         return True
-    stop = time.monotonic() + spin
-    while time.monotonic() < stop:
-        if roll.root_heard():
-            return True
-    return False
+    return transport.ladder.wait(heard, lambda timeout: transport.sleep_until(heard, timeout),
+                                 deadline=time.monotonic() + spin)
 
 
 def _hear_the_roll(direct: DirectArea, roll: RollCall, spec: CallSpec, rank: int,
@@ -235,7 +235,7 @@ def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None) -> Call
         if area.abandoned:  # chunks of a call this rank gave up may hold a writer back
             skip_abandoned(area, direct.group)
         if alone is not None and not progress.active and not area.active and (
-                roll is None or alone.nwrites == 0 or _root_heard(roll, spin)):
+                roll is None or alone.nwrites == 0 or _root_heard(transport, roll, spin)):
             # nothing else in flight here: the whole call in C, as a rule; else on from there
             state = alone.state.copy()
             status = alone.plan.advance(state, *_addresses(alone, flat_send, flat_recv),
