@@ -92,8 +92,11 @@ class NativeAlgorithm:
     """How the runtime runs a native collective: `start` it (non-blocking), or `bind` a
     blocking runner to a signature once and call that (optional). ``blocking_only``: every
     phase of a blocking call must go to the bound runner, whichever path runs it (MPI's
-    blocking collectives never match its non-blocking ones)."""
+    blocking collectives never match its non-blocking ones). ``reported_as(spec, rank)``: the
+    algorithm a call of ``spec`` is reported as (`Comm.last_algorithm`) when its data goes by
+    another one after this one's first phase (the data phase's, as the general path says)."""
 
     start: Start
     bind: Bind | None = None
     blocking_only: bool = False
+    reported_as: Callable[[CallSpec, int], str] | None = None

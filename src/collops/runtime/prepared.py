@@ -135,6 +135,8 @@ class PreparedCall:
                 self.runner = None
             else:
                 native = comm._native_call(self.spec, self.params)
+                if alg.native is not None and alg.native.reported_as is not None:
+                    self.name = alg.native.reported_as(self.spec, comm.rank)
                 self.runner = (bind(native) if self.length_prefix is None
                                else bind(native, length_prefix=self.length_prefix))
                 owner = getattr(self.runner, "__self__", None)

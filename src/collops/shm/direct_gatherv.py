@@ -301,9 +301,14 @@ def _streamed_runner(call: NativeCall, area: DirectArea, run: Callable[..., None
     return fn
 
 
+def _reported_as(spec: CallSpec, rank: int) -> str:
+    """A call whose blocks the selection streams is the stream's (its data phase)."""
+    return STREAM_NAME if streams(spec) else direct.NAME
+
+
 def register() -> None:
     """Add the ``shm_direct`` record of ``gatherv``: alltoallv's, with its own protocol."""
-    native = NativeAlgorithm(start, bind)
+    native = NativeAlgorithm(start, bind, reported_as=_reported_as)
     add_algorithm(replace(
         get_algorithm("alltoallv", direct.NAME), collective="gatherv", native=native,
         agrees_on_root=True, restrictions=(direct.FITS,), description="gatherv through "
