@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.support.leaks import left_behind, shm_names, still_running
+from tests.support.leaks import left_behind, shm_names, still_running, tagged
 from tests.support.output import json_objects
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -34,11 +34,12 @@ def mpirun(n: int, script: str, *args: str, timeout: float = 80,
     ``timeout`` seconds."""
     assert MPIEXEC is not None
     path = SCRIPTS / script
-    before = shm_names("")
+    before, env = shm_names(""), tagged(environment())
     proc = subprocess.run([MPIEXEC, *options, "-n", str(n), sys.executable, str(path), *args],
-                          capture_output=True, text=True, timeout=timeout, env=environment(),
+                          capture_output=True, text=True, timeout=timeout, env=env,
                           stdin=subprocess.DEVNULL)
-    assert not still_running(str(path)), f"processes left behind: {still_running(str(path))}"
+    left = still_running(str(path), env)
+    assert not left, f"processes left behind: {left}"
     assert not left_behind(before, ""), f"shared memory left behind: {left_behind(before, '')}"
     return proc
 

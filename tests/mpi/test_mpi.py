@@ -18,7 +18,7 @@ pytest.importorskip("mpi4py")
 
 from tests.mpi.harness import MPIEXEC, by_rank, environment, mpirun  # noqa: E402
 from tests.mpi.scripts.root_mismatch import root_of  # noqa: E402
-from tests.support.leaks import left_behind, shm_names, still_running  # noqa: E402
+from tests.support.leaks import left_behind, shm_names, still_running, tagged  # noqa: E402
 
 pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (pip install mpich)")
 
@@ -96,10 +96,10 @@ def collops_under_mpiexec(n: int, *args: str, marker: str,
     """Run ``python -m collops ARGS`` on ``n`` ranks; ``marker`` (an argument unique to this
     job) finds leftover processes. Fails (not hangs) past ``timeout`` seconds."""
     assert MPIEXEC is not None and marker in args
-    before = shm_names("")
+    before, env = shm_names(""), tagged(environment())
     proc = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, "-m", "collops", *args],
-                          capture_output=True, text=True, timeout=timeout, env=environment())
-    assert not still_running(marker), f"processes left behind: {still_running(marker)}"
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    assert not still_running(marker, env), f"processes left behind: {still_running(marker, env)}"
     assert not left_behind(before, ""), f"shared memory left behind: {left_behind(before, '')}"
     return proc
 

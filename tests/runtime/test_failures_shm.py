@@ -12,21 +12,21 @@ import pytest
 
 import collops
 from collops import RankFailed
-from tests.support.leaks import collops_segments, left_behind, still_running
+from tests.support.leaks import collops_segments, left_behind, still_running, tagged
 from tests.support.output import json_objects
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
 
 def _run(script, n, timeout=60):
-    before = collops_segments()
+    before, env = collops_segments(), tagged()
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "collops", "run", "-n", str(n), "--timeout",
                            str(timeout - 10), str(SCRIPTS / script)],
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, env=env)
     elapsed = time.monotonic() - start
     assert not left_behind(before), "a shared-memory segment was left behind"
-    leftover = still_running(str(SCRIPTS / script))
+    leftover = still_running(str(SCRIPTS / script), env)
     assert not leftover, f"processes left: {leftover}"
     return proc, elapsed
 

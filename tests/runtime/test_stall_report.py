@@ -16,7 +16,7 @@ import collops
 from collops import SettingError, config
 from collops.transport.stall import StallWatch, arrivals
 from collops.transport.tags import CALL_BITS
-from tests.support.leaks import collops_segments, left_behind, still_running
+from tests.support.leaks import collops_segments, left_behind, still_running, tagged
 
 SCRIPT = Path(__file__).parent / "scripts" / "late_rank.py"
 
@@ -26,12 +26,12 @@ def _reports(text: str) -> list[str]:
 
 
 def _run_late_rank(**env: str) -> subprocess.CompletedProcess[str]:
-    before = collops_segments()
+    before, job = collops_segments(), tagged({**os.environ, "LATE_SECONDS": "2", **env})
     proc = subprocess.run([sys.executable, "-m", "collops", "run", "-n", "2", "--timeout", "50",
                            str(SCRIPT)], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "LATE_SECONDS": "2", **env})
+                          env=job)
     assert not left_behind(before), "a shared-memory segment was left behind"
-    assert not still_running(str(SCRIPT))
+    assert not still_running(str(SCRIPT), job)
     return proc
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+import uuid
+from collections.abc import Mapping
 
 SHM = "/dev/shm"
 
@@ -61,13 +63,36 @@ def left_behind(before: set[str], match: str = "collops") -> set[str]:
     return orphans
 
 
-def still_running(pattern: str, grace: float = 3.0) -> list[str]:
-    """Pids whose command line contains ``pattern``, still alive ``grace`` seconds on (an
-    aborted job's ranks are killed by their launcher, which may take a moment)."""
+#: the environment variable naming one job's processes (`tagged`, `still_running`)
+TAG = "LEAKCHECK_TAG"
+
+
+def tagged(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this process's) with a tag unique to one job, inherited by every
+    process the job starts: `still_running` counts only those (tests running side by side
+    may run the same script)."""
+    return {**(os.environ if env is None else env), TAG: uuid.uuid4().hex}
+
+
+def _carries(pid: str, entry: bytes) -> bool:
+    """Whether process ``pid``'s environment holds ``entry`` (False once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            return entry in environ.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def still_running(pattern: str, env: Mapping[str, str], grace: float = 3.0) -> list[str]:
+    """Pids of the job started with ``env`` (from `tagged`) whose command line contains
+    ``pattern``, still alive ``grace`` seconds on (an aborted job's ranks are killed by their
+    launcher, which may take a moment)."""
+    entry = f"{TAG}={env[TAG]}".encode()
     end = time.monotonic() + grace
     while True:
-        found = subprocess.run(["pgrep", "-f", pattern], capture_output=True,
-                               text=True).stdout.split()
+        found = [pid for pid in subprocess.run(["pgrep", "-f", pattern], capture_output=True,
+                                               text=True).stdout.split()
+                 if _carries(pid, entry)]
         if not found or time.monotonic() > end:
             return found
         time.sleep(0.1)
