@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
+# pytest workers (pytest-xdist); JOBS=0 runs the tests in one process
+JOBS   ?= 2
 
 .PHONY: demo test lint typecheck unit dist clean
 
@@ -25,7 +27,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy src
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest --durations=20
+	$(BIN)/python -m pytest -n $(JOBS) --durations=20
 
 test: lint typecheck unit
 
