@@ -61,6 +61,21 @@ class CallSpec:
     recvcounts: tuple[int, ...] = ()
     rdispls: tuple[int, ...] = ()
 
+    def __hash__(self) -> int:
+        """The fields' hash, worked out once: a call's spec is looked up on every call."""
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.collective, self.size, self.dtype, self.count, self.counts,
+                           self.displs, self.root, self.op, self.sendcounts, self.sdispls,
+                           self.recvcounts, self.rdispls))
+            object.__setattr__(self, "_hash", cached)
+        return cached  # type: ignore[no-any-return]
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The fields without the hash, which another process works out anew (a string's
+        hash differs between processes)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     @property
     def itemsize(self) -> int:
         """Bytes per element."""
