@@ -10,7 +10,8 @@ rounds spread more than `decide.SPREAD_LIMIT` it takes more rounds, up to
 first ``effort.verify_rounds`` (what it asked before, so no looser), and the median of the
 blocks' median ratios `decide.MIN_GAIN` below 1. Demanding every round made one interrupted
 round of five drop a true winner (2 ranks, allreduce 256 KiB ``shm_stream``: ×0.86 by its
-median). ``collops tune --compare-default FILE`` runs `compare` over a written file's rules."""
+median). ``collops tune --compare-default FILE`` runs `compare` over a written file's rules.
+"""
 
 from __future__ import annotations
 
