@@ -15,7 +15,8 @@ Winning every one of n rounds is a sign test at the level 0.5ⁿ: a candidate no
 default would do it that rarely. A loaded machine's single slow round can hide a clear winner
 (challengers ×1.5–2.9 won 3–5 of 6 rounds), so where the winner took at least half the rounds
 the grid times it against the default in more rounds alternating in the same job
-(`Decision.extra`, `worth_more`), and it replaces the default if, over all its rounds, the
+(`Decision.extra`, `worth_more`; more of them where either side's rounds spread widely,
+`noisy`), and it replaces the default if, over all its rounds, the
 sign test of its `MIN_GAIN` wins is significant at half that level (`CONFIRM_SHARE`: two looks
 at the data share the first look's level) *and* the median of its blocks' median ratios (a
 block: one pass's rounds, or as many of the extra ones) is `MIN_GAIN` below 1.
@@ -37,6 +38,9 @@ import numpy as np
 MIN_GAIN = 0.05
 #: the share of the first look's level (0.5 ** rounds) the look after the extra rounds takes
 CONFIRM_SHARE = 0.5
+#: a side whose rounds spread more than this ((slowest − fastest) / median) is timed in more
+#: rounds (`Decision.noisy`, `verify.compare`)
+SPREAD_LIMIT = 0.25
 
 
 @dataclass(frozen=True)
@@ -63,8 +67,7 @@ class Timing:
     @property
     def spread(self) -> float:
         """(slowest − fastest) / median of the repetitions."""
-        m = self.median
-        return (max(self.samples) - min(self.samples)) / m if m > 0 else 0.0
+        return spread(self.samples)
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,12 @@ class Decision:
                 and not self.changed and 2 * self.rounds_won >= len(self.best.samples) > 0)
 
     @property
+    def noisy(self) -> bool:
+        """Whether the winner's or the default's rounds spread more than `SPREAD_LIMIT` (its
+        extra rounds are then ``Effort.extra_most``)."""
+        return max(self.best.spread, self.default.spread) > SPREAD_LIMIT
+
+    @property
     def speedup(self) -> float:
         """The default's median over the winner's."""
         return self.default.median / self.best.median if self.best.median > 0 else 1.0
@@ -168,6 +177,12 @@ def sign_test(wins: int, rounds: int) -> float:
     """The chance of at least ``wins`` heads in ``rounds`` fair coin flips: how often a
     candidate no better than the default would win that many rounds."""
     return sum(math.comb(rounds, k) for k in range(wins, rounds + 1)) / 2 ** rounds
+
+
+def spread(samples: Sequence[float]) -> float:
+    """(slowest − fastest) / median of ``samples`` (0 for none)."""
+    m = float(np.median(samples)) if len(samples) else 0.0
+    return (max(samples) - min(samples)) / m if m > 0 else 0.0
 
 
 def median_of_medians(ratios: Sequence[float], block: int) -> float:

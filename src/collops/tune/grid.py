@@ -9,7 +9,8 @@ a point's passes see the machine at different times; within a pass a point's can
 interleaved. Where neighbouring sizes have different winners after the first pass, the size
 between them is added (`decide.refine_points`) and timed in every later pass too. After the
 passes, a point whose winner won some rounds but not all (`decide.Decision.worth_more`) times
-it against the default in ``effort.extra_rounds`` more rounds, which goes first alternating.
+it against the default in ``effort.extra_rounds`` more rounds (``effort.extra_most`` where
+either side's rounds spread widely), which goes first alternating.
 A candidate that fails is dropped from its size.
 """
 
@@ -28,6 +29,7 @@ from .measure import (
     Tables,
     Timer,
     agreed,
+    alternating,
     batch_size,
     candidates,
     osu_timer,
@@ -70,16 +72,8 @@ class Point:
         (`extra`)."""
         label = self.decision().best.label
         k = [e.label for e in self.entries].index(label)
-        pair = [(self.entries[0], self.batches[0]), (self.entries[k], self.batches[k])]
-        best: list[float] = []
-        default: list[float] = []
-        for number in range(rounds):
-            order = pair if number % 2 == 0 else pair[::-1]
-            got = time_rounds(comm, tables, self.size, [e for e, _ in order],
-                              [b for _, b in order], 1, timer)
-            (d,), (b,) = got if number % 2 == 0 else got[::-1]
-            default.append(d)
-            best.append(b)
+        default, best = alternating(comm, tables, self.size, [self.entries[0], self.entries[k]],
+                                    [self.batches[0], self.batches[k]], rounds, timer)
         self.extra = (label, best, default)
 
 
@@ -121,8 +115,10 @@ def measure_job(comm: Any, collectives: Sequence[str], sizes: Sequence[int], eff
             run(_shuffled(list(points), seed + number), number)
         for key in sorted(points):
             p = points[key]
-            if effort.extra_rounds and p.decision().worth_more:
-                p.time_more(comm, tables, effort.extra_rounds, timer)
+            d = p.decision()
+            if effort.extra_rounds and d.worth_more:
+                p.time_more(comm, tables, max(effort.extra_rounds, effort.extra_most)
+                            if d.noisy else effort.extra_rounds, timer)
                 if progress is not None and comm.rank == 0:
                     d = p.decision()
                     progress(f"extra rounds: {p.collective} {p.size} B: {d.best.label} won "

@@ -51,8 +51,10 @@ def osu_timer(comm: Any) -> Timer:
 @dataclass(frozen=True)
 class Effort:
     """How hard to measure: passes over the grid, repetitions per pass, seconds per batch,
-    refinement rounds, warm-up calls, rounds of the final verification, extra rounds of a
-    winner that won some rounds but not all (`decide.Decision.worth_more`)."""
+    refinement rounds, warm-up calls, rounds of the final verification (and the most it
+    takes where their spread is large, `verify.compare`), extra rounds of a winner that won
+    some rounds but not all (`decide.Decision.worth_more`; where their spread is large,
+    `decide.Decision.noisy`, ``extra_most``)."""
 
     passes: int = 3
     repetitions: int = 3
@@ -61,10 +63,12 @@ class Effort:
     warmup: int = 3
     verify_rounds: int = 7
     extra_rounds: int = 16
+    verify_most: int = 21
+    extra_most: int = 32
 
 
 QUICK = Effort(passes=3, repetitions=2, batch_seconds=0.01, refinements=1, warmup=2,
-               verify_rounds=5, extra_rounds=12)
+               verify_rounds=5, extra_rounds=12, verify_most=15, extra_most=24)
 FULL = Effort()
 
 
@@ -157,3 +161,19 @@ def time_rounds(comm: Any, tables: Tables, size: int, entries: Sequence[Candidat
             mine = timer(entry.label, size, entry.call, batch) / batch
             samples[k].append(float(comm.allreduce(np.array([mine]), "max")[0]))
     return samples
+
+
+def alternating(comm: Any, tables: Tables, size: int, pair: Sequence[Candidate],
+                batches: Sequence[int], rounds: int, timer: Timer, start: int = 0
+                ) -> tuple[list[float], list[float]]:
+    """``rounds`` repetitions of two candidates, which goes first alternating (``pair[0]`` in
+    round ``start`` and every other one after it), so neither always follows the other's
+    switch of tables or warms the caches for it: each one's seconds per call."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for number in range(start, start + rounds):
+        order = (0, 1) if number % 2 == 0 else (1, 0)
+        got = time_rounds(comm, tables, size, [pair[k] for k in order],
+                          [batches[k] for k in order], 1, timer)
+        for k, (t,) in zip(order, got, strict=True):
+            times[k].append(t)
+    return times

@@ -112,6 +112,7 @@ def _rule(name: str, ranks: int, r: Range, transport: str, source: str,
     if check is not None:
         evidence["verified_ratio"] = [round(row.ratio, 3) for row in check.rows]
         evidence["verified_rounds"] = len(check.rows[0].tuned) if check.rows else 0
+        evidence["verified_won"] = [row.rounds_won for row in check.rows]
         if check.jobs:  # rounds of a job without the rules and one with them
             evidence["verified_in_jobs"] = True
             evidence["worst_mode_ratio"] = [round(worst_ratio(row), 3) for row in check.rows]
@@ -133,8 +134,10 @@ def _dropped(name: str, ranks: int, r: Range, check: Check | None) -> str:
     """A comment naming a rule the verification dropped, and why."""
     top = "" if r.high is None else str(r.high)
     why = ("not verified" if check is None or not check.rows else
-           "tuned / default " + ", ".join(f"{row.ratio:.2f} ({row.tuned_algorithm})"
-                                          for row in check.rows))
+           "tuned / default " + ", ".join(
+               f"{row.ratio:.2f} ({row.tuned_algorithm}, faster in {row.rounds_won} of "
+               f"{len(row.tuned)} {'jobs' if check.jobs else 'rounds'})"
+               for row in check.rows))
     if check is not None and check.refused:
         why = "verified, then refused: " + check.refused
     elif check is not None and check.jobs:
