@@ -380,7 +380,8 @@ def runner_words(call: NativeCall, transport: ShmTransport, area: DirectArea,
         area.ack[m][rank][i] for m in on_my_core for i in slots]
     return dict(
         segment=transport.segment_map, ndarray=np.ndarray, area=area,
-        occupant=area.occupant, own_pending=area.own_pending, wake=transport.wake,
+        occupant=area.occupant.readers, occupant_calls=area.occupant.calls,
+        own_pending=area.own_pending, wake=transport.wake,
         my_held=area.held[rank], my_fp=area.fps[rank], my_data=area.slot_offset[rank],
         held=[area.held[j][i] for i in slots for j in others],
         ack=[area.ack[rank][j][i] for i in slots for j in others],
