@@ -42,11 +42,16 @@ VECTOR_FAST = frozenset({"allgatherv", "gatherv", "reduce_scatter", "alltoallv"}
 
 def _ints(values: Any) -> tuple[int, ...] | None:
     """``values`` as a tuple of ints (None for None); raises TypeError when it is not one
-    (a float, a string, bytes)."""
+    (a float, a string, bytes). A list of plain ints, the common case, is only copied."""
     if values is None:
         return None
-    if type(values) is not tuple and type(values) is not list and isinstance(values,
-                                                                              (str, bytes)):
+    if type(values) is list or type(values) is tuple:
+        ints = tuple(values)
+        for v in ints:
+            if type(v) is not int:
+                return tuple(map(operator.index, ints))
+        return ints
+    if isinstance(values, (str, bytes)):
         raise TypeError(values)
     return tuple(map(operator.index, values))
 
@@ -55,8 +60,10 @@ def vector_key(*parts: Any) -> tuple[Any, ...] | None:
     """The hashable key of a v-call's counts and displacements (None: not all of them are
     sequences of integers, which the general path reports)."""
     try:
-        if len(parts) == 2:  # counts and displacements: the common case, one call less
+        if len(parts) == 2:  # counts and displacements: the common cases, no map
             return _ints(parts[0]), _ints(parts[1])
+        if len(parts) == 4:
+            return _ints(parts[0]), _ints(parts[1]), _ints(parts[2]), _ints(parts[3])
         return tuple(map(_ints, parts))
     except TypeError:
         return None
