@@ -74,3 +74,38 @@ def test_small_v_calls_take_their_bound_call_whatever_form_their_counts_have(mon
         names = collops.spawn(_gatherv_and_alltoallv, p, transport="shm", timeout=100)
         want = "shm_direct" if compiled == "1" else None
         assert names == [[want, want]] * p, (p, names)
+
+
+def _scatters_beyond_the_envelope(comm):
+    """scatter and scatterv whose blocks do not fit the envelope (a data phase of their own,
+    where the root leaves its own block out of its slot), from every root; each against
+    numpy."""
+    p, r = comm.size, comm.rank
+    for root in (0, p - 1):
+        for rows in (600, 1500):  # 4.7 KiB and 11.7 KiB of float64 per rank
+            source = np.arange(p * rows, dtype=float) * 3 + root
+            for _ in range(3):  # prepared, then bound
+                got = comm.scatter(source if r == root else None, root)
+                assert np.array_equal(got, source[r * rows:(r + 1) * rows]), (root, rows)
+            counts = [rows - 7 * j if j != 1 else 0 for j in range(p)]  # a zero count
+            at = [sum(counts[:j]) for j in range(p)]
+            gaps = [a + 5 * j for j, a in enumerate(at)]  # not packed: the root packs them
+            wide = np.arange(gaps[-1] + counts[-1], dtype=float) + 0.5
+            for displs, x in ((None, source[: sum(counts)]), (gaps, wide)):
+                want = x[(displs or at)[r]: (displs or at)[r] + counts[r]]
+                for _ in range(3):
+                    out = np.full(counts[r], -1.0)
+                    got = comm.scatterv(x if r == root else None,
+                                        counts if r == root else None, root,
+                                        displs=displs if r == root else None, out=out)
+                    assert np.array_equal(got, want) and np.array_equal(out, want), (
+                        root, rows, displs)
+    return comm.last_algorithm
+
+
+@pytest.mark.parametrize("compiled", ["1", "0"])
+def test_scatters_beyond_the_envelope_match_numpy_from_every_root(monkeypatch, compiled):
+    monkeypatch.setenv("COLLOPS_COMPILED", compiled)
+    for p in (2, 3, 4):
+        assert collops.spawn(_scatters_beyond_the_envelope, p, transport="shm",
+                             timeout=100) == ["shm_direct"] * p

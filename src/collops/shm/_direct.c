@@ -75,6 +75,8 @@ typedef struct {
     Py_ssize_t prefix_at, prefix_head;
     int write_prefix;
     Py_ssize_t nbytes;          /* contribution bytes copied from send */
+    /* bytes of the contribution nobody reads, not copied: a scatter root's own block */
+    Py_ssize_t skip_from, skip_len;
     uint64_t fingerprint, mix;
     Py_ssize_t my_held[NSLOTS], my_fp[NSLOTS], my_data[NSLOTS];
     Py_ssize_t nothers;
@@ -345,11 +347,12 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
         "src", "dst", "len", "self_copy", "count", "op", "dtype", "spin_seconds",
         "store_fingerprint", "prefix_at", "prefix_head", "write_prefix", "yield_seconds",
         "hand_over_core", "local_words", "is_root", "announces", "head", "writes", "back",
-        "table", "slot_bytes", "occupant_calls", NULL};
+        "table", "slot_bytes", "occupant_calls", "skip", NULL};
     PyObject *segment, *ndarray, *area, *occupant, *own_pending, *readers, *slow, *wake;
     PyObject *my_held, *my_fp, *my_data, *held, *ack, *ack_of_me, *sleeper_words;
     PyObject *sleeper_ranks, *src, *dst, *len, *self_copy, *local_words = NULL;
     PyObject *writes = NULL, *back = NULL, *table = NULL, *occupant_calls = NULL;
+    Py_ssize_t skip_from = 0, skip_len = 0;
     Py_buffer head = {0};
     Py_ssize_t slot_bytes = 0;
     int publishes, read_kind, op, dtype;
@@ -359,14 +362,14 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
     int store_fingerprint = 1, write_prefix = 0, hand_over_core = 0, is_root = 0, announces = 0;
     Py_ssize_t prefix_at = -1, prefix_head = 0;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|pnnpdpOppy*OOOnO", names, &segment, &ndarray, &area,
+            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|pnnpdpOppy*OOOnO(nn)", names, &segment, &ndarray, &area,
             &PyList_Type, &occupant, &PyList_Type, &own_pending, &PyTuple_Type, &readers,
             &slow, &wake, &publishes, &nbytes, &fingerprint, &mix, &my_held, &my_fp,
             &my_data, &held, &ack, &ack_of_me, &sleeper_words, &sleeper_ranks, &read_kind,
             &src, &dst, &len, &self_copy, &count, &op, &dtype, &spin, &store_fingerprint,
             &prefix_at, &prefix_head, &write_prefix, &yield, &hand_over_core, &local_words,
             &is_root, &announces, &head, &writes, &back, &table, &slot_bytes,
-            &occupant_calls))
+            &occupant_calls, &skip_from, &skip_len))
         return -1;
     if (head.buf != NULL) {  /* kept as a copy: the runner outlives the argument */
         r->whead = PyMem_Malloc(head.len ? head.len : 1);
@@ -423,6 +426,12 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
     r->prefix_head = prefix_head;
     r->write_prefix = write_prefix;
     r->nbytes = nbytes;
+    if (skip_from < 0 || skip_len < 0 || skip_from + skip_len > nbytes) {
+        PyErr_SetString(PyExc_ValueError, "skip must lie inside the contribution");
+        return -1;
+    }
+    r->skip_from = skip_from;
+    r->skip_len = skip_len;
     r->fingerprint = fingerprint;
     r->mix = mix;
     r->spin_seconds = spin;
@@ -721,6 +730,11 @@ static int publish(Runner *r, int slot, uint64_t k, uint64_t word, const char *s
             const Py_ssize_t *w = r->writes + 3 * i;
             copy_bytes(mine + w[2], send + w[0], w[1]);
         }
+    } else if (r->skip_len && send != NULL) {  /* around the block nobody reads */
+        char *mine = r->base + r->my_data[slot];
+        Py_ssize_t after = r->skip_from + r->skip_len;
+        copy_bytes(mine, send, r->skip_from);
+        copy_bytes(mine + after, send + after, r->nbytes - after);
     } else if (r->nbytes && send != NULL)
         copy_bytes(r->base + r->my_data[slot], send,
                    r->write_prefix ? used_bytes(r, send, r->nbytes) : r->nbytes);
