@@ -10,7 +10,7 @@ import numpy as np
 from collops.algorithms.spec import CallSpec
 from collops.shm import direct_roles as roles
 from collops.shm.direct import call_fingerprint
-from collops.shm.direct_area import DirectArea, held_word
+from collops.shm.direct_area import DirectArea, Occupancy, held_word
 
 
 class _Publishing:
@@ -80,7 +80,8 @@ def _bcast_area(root: int, size: int, k: int) -> tuple[DirectArea, memoryview]:
     area.own_pending, area.unreleased = [0], [[]]
     readers = tuple(m for m in range(size) if m != root)
     words[area.fps[root][0]], words[area.held[root][0]] = fingerprint, held_word(k, fingerprint)
-    area.occupant = [(k, readers)]
+    area.occupant = Occupancy()
+    area.occupant[0] = (k, readers)
     return area, words
 
 

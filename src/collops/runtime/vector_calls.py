@@ -42,11 +42,16 @@ VECTOR_FAST = frozenset({"allgatherv", "gatherv", "reduce_scatter", "alltoallv"}
 
 def _ints(values: Any) -> tuple[int, ...] | None:
     """``values`` as a tuple of ints (None for None); raises TypeError when it is not one
-    (a float, a string, bytes)."""
+    (a float, a string, bytes). A list of plain ints, the common case, is only copied."""
     if values is None:
         return None
-    if type(values) is not tuple and type(values) is not list and isinstance(values,
-                                                                              (str, bytes)):
+    if type(values) is list or type(values) is tuple:
+        ints = tuple(values)
+        for v in ints:
+            if type(v) is not int:
+                return tuple(map(operator.index, ints))
+        return ints
+    if isinstance(values, (str, bytes)):
         raise TypeError(values)
     return tuple(map(operator.index, values))
 
@@ -55,8 +60,10 @@ def vector_key(*parts: Any) -> tuple[Any, ...] | None:
     """The hashable key of a v-call's counts and displacements (None: not all of them are
     sequences of integers, which the general path reports)."""
     try:
-        if len(parts) == 2:  # counts and displacements: the common case, one call less
+        if len(parts) == 2:  # counts and displacements: the common cases, no map
             return _ints(parts[0]), _ints(parts[1])
+        if len(parts) == 4:
+            return _ints(parts[0]), _ints(parts[1]), _ints(parts[2]), _ints(parts[3])
         return tuple(map(_ints, parts))
     except TypeError:
         return None
@@ -260,7 +267,8 @@ def fast_scatterv(comm: FastPaths, x: Any, key: Any, root: Any, out: Any,
     if out is not None and (out.size != math.prod(shape) or out.dtype != x.dtype):
         return _SLOW  # the general path raises, naming ``out``
     if len(layout) == 3:
-        return _root_counted(comm, envelope, layout, x, out, root, algorithm, timeout)
+        return _root_counted(comm, envelope, layout, layout_key, x, out, root, algorithm,
+                             timeout)
     heads, places, shape, compiled = layout
     assert envelope.send is not None
     envelope.send.reshape(comm.size, -1)[:, :_DATA_AT] = heads
@@ -277,12 +285,14 @@ def fast_scatterv(comm: FastPaths, x: Any, key: Any, root: Any, out: Any,
 
 
 def _root_counted(comm: FastPaths, envelope: PreparedCall, layout: CountedLayout,
-                  x: np.ndarray, out: Any, root: int, algorithm: str | None,
+                  layout_key: Any, x: np.ndarray, out: Any, root: int, algorithm: str | None,
                   timeout: float | None) -> Any:
     """A scatterv root whose rows do not fit its envelope: the counts in the envelope, then
     the data phase from its prepared call (`_SLOW` until a general call prepared it)."""
     blocks, shape, spec = layout
-    data = comm._known(spec, algorithm)
+    data = envelope.views.get(("data", layout_key))
+    if data is None:
+        data = _data_call(comm, envelope, ("data", layout_key), spec, algorithm)
     if data is None:
         return _SLOW
     result = np.empty(shape, x.dtype) if out is None else out
@@ -313,6 +323,18 @@ def _bind(comm: FastPaths, envelope: PreparedCall, key: Any, root: int, dtype: n
                                      envelope)
 
 
+def _data_call(comm: FastPaths, envelope: PreparedCall, key: Any, spec: CallSpec,
+               algorithm: str | None) -> PreparedCall | None:
+    """The prepared data phase of a scatterv whose rows do not fit its ``envelope`` (None until
+    a general call prepared it), kept in the envelope's views under ``key`` once found, so a
+    repeated call does not look it up by its spec again (the envelope goes with the settings
+    it was made under, and the data phase with it)."""
+    data = comm._known(spec, algorithm)
+    if data is not None:
+        envelope.views.put(key, data)
+    return data
+
+
 def _received(comm: FastPaths, envelope: PreparedCall, out: Any, root: int, seq: int,
               algorithm: str | None, timeout: float | None) -> Any:
     """A non-root's result of scatterv call ``seq`` whose envelope ``envelope.recv`` holds:
@@ -322,7 +344,7 @@ def _received(comm: FastPaths, envelope: PreparedCall, out: Any, root: int, seq:
     raw = envelope.header.tobytes()
     inline, dtype, shape, _ = _parse_header(raw)
     if not inline:
-        got = _received_data(comm, envelope.recv, dtype, shape, out, root, seq, algorithm,
+        got = _received_data(comm, envelope, dtype, shape, out, root, seq, algorithm,
                              timeout)
         if got is not _SLOW:
             return got
@@ -337,25 +359,28 @@ def _received(comm: FastPaths, envelope: PreparedCall, out: Any, root: int, seq:
     return result.reshape(shape)
 
 
-def _received_data(comm: FastPaths, env: np.ndarray, dtype: np.dtype, shape: tuple[int, ...],
-                   out: Any, root: int, seq: int, algorithm: str | None,
-                   timeout: float | None) -> Any:
-    """The data phase of a non-root's scatterv whose envelope block ``env`` holds the counts,
-    from its prepared call; `_SLOW` (nothing run) until a general call prepared it, when the
-    counts came apart, or for an ``out`` the general path must report."""
-    p = comm.size
+def _received_data(comm: FastPaths, envelope: PreparedCall, dtype: np.dtype,
+                   shape: tuple[int, ...], out: Any, root: int, seq: int,
+                   algorithm: str | None, timeout: float | None) -> Any:
+    """The data phase of a non-root's scatterv whose envelope block (``envelope.recv``) holds
+    the counts, from its prepared call; `_SLOW` (nothing run) until a general call prepared
+    it, when the counts came apart, or for an ``out`` the general path must report."""
+    p, env = comm.size, envelope.recv
+    assert env is not None
     if not _counts_fit(len(env), p):
         return _SLOW
     raw = env[_DATA_AT: _DATA_AT + 8 * p].tobytes()
     trailing = shape[1:]
     spec_key = ("scatterv data", raw, dtype, trailing, root)
-    spec = SHARED.get(spec_key)
-    if spec is None:
-        per_row = math.prod(trailing)
-        rows = np.frombuffer(raw, "<i8").tolist()
-        spec = SHARED.put(spec_key, make_spec("scatterv", p, dtype, root=root,
-                                              counts=[r * per_row for r in rows]))
-    data = comm._known(spec, algorithm)
+    data = envelope.views.get((spec_key, algorithm))
+    if data is None:
+        spec = SHARED.get(spec_key)
+        if spec is None:
+            per_row = math.prod(trailing)
+            rows = np.frombuffer(raw, "<i8").tolist()
+            spec = SHARED.put(spec_key, make_spec("scatterv", p, dtype, root=root,
+                                                  counts=[r * per_row for r in rows]))
+        data = _data_call(comm, envelope, (spec_key, algorithm), spec, algorithm)
     if data is None:
         return _SLOW
     if out is None:

@@ -53,7 +53,10 @@ typedef struct {
     int have_segment;
     char *base;
     PyObject *ndarray;          /* numpy.ndarray, for the data-pointer shortcut */
-    PyObject *occupant;         /* area.occupant: list of (k, readers) per slot */
+    PyObject *occupant;         /* area.occupant.readers: per slot, the tuple of members that
+                                 * read it (anything else: held, the slot counts as busy) */
+    Py_buffer occupant_view;    /* area.occupant.calls: per slot, its call number (u64) */
+    uint64_t *occupant_calls;
     PyObject *own_pending;      /* area.own_pending: list of int per slot */
     PyObject *area;             /* the DirectArea (its `inflight`) */
     PyObject *readers;          /* tuple: members that read this rank's slot */
@@ -72,6 +75,8 @@ typedef struct {
     Py_ssize_t prefix_at, prefix_head;
     int write_prefix;
     Py_ssize_t nbytes;          /* contribution bytes copied from send */
+    /* bytes of the contribution nobody reads, not copied: a scatter root's own block */
+    Py_ssize_t skip_from, skip_len;
     uint64_t fingerprint, mix;
     Py_ssize_t my_held[NSLOTS], my_fp[NSLOTS], my_data[NSLOTS];
     Py_ssize_t nothers;
@@ -130,6 +135,7 @@ typedef struct {
     PyObject *hot_alloc;        /* alloc(): a fresh result array (a non-root given no out) */
     PyObject *hot_counter;      /* the communicator's call counter: int64 array it owns */
     long long *calls;           /* its first element, the next call number */
+    long long hand_seq;         /* the number a bound call took, for `hand_over` */
     /* a bound call (`Runner_call`): the result's shape, when this rank gets one */
     int hot_receives;
     Py_ssize_t hot_itemsize;
@@ -260,6 +266,8 @@ static void combine(int dtype, int op, void *out, const void *a, const void *b, 
 static void Runner_dealloc(Runner *r) {
     if (r->have_segment)
         PyBuffer_Release(&r->segment);
+    if (r->occupant_calls != NULL)
+        PyBuffer_Release(&r->occupant_view);
     Py_XDECREF(r->ndarray);
     Py_XDECREF(r->occupant);
     Py_XDECREF(r->own_pending);
@@ -339,11 +347,12 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
         "src", "dst", "len", "self_copy", "count", "op", "dtype", "spin_seconds",
         "store_fingerprint", "prefix_at", "prefix_head", "write_prefix", "yield_seconds",
         "hand_over_core", "local_words", "is_root", "announces", "head", "writes", "back",
-        "table", "slot_bytes", NULL};
+        "table", "slot_bytes", "occupant_calls", "skip", NULL};
     PyObject *segment, *ndarray, *area, *occupant, *own_pending, *readers, *slow, *wake;
     PyObject *my_held, *my_fp, *my_data, *held, *ack, *ack_of_me, *sleeper_words;
     PyObject *sleeper_ranks, *src, *dst, *len, *self_copy, *local_words = NULL;
-    PyObject *writes = NULL, *back = NULL, *table = NULL;
+    PyObject *writes = NULL, *back = NULL, *table = NULL, *occupant_calls = NULL;
+    Py_ssize_t skip_from = 0, skip_len = 0;
     Py_buffer head = {0};
     Py_ssize_t slot_bytes = 0;
     int publishes, read_kind, op, dtype;
@@ -353,13 +362,14 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
     int store_fingerprint = 1, write_prefix = 0, hand_over_core = 0, is_root = 0, announces = 0;
     Py_ssize_t prefix_at = -1, prefix_head = 0;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|pnnpdpOppy*OOOn", names, &segment, &ndarray, &area,
+            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|pnnpdpOppy*OOOnO(nn)", names, &segment, &ndarray, &area,
             &PyList_Type, &occupant, &PyList_Type, &own_pending, &PyTuple_Type, &readers,
             &slow, &wake, &publishes, &nbytes, &fingerprint, &mix, &my_held, &my_fp,
             &my_data, &held, &ack, &ack_of_me, &sleeper_words, &sleeper_ranks, &read_kind,
             &src, &dst, &len, &self_copy, &count, &op, &dtype, &spin, &store_fingerprint,
             &prefix_at, &prefix_head, &write_prefix, &yield, &hand_over_core, &local_words,
-            &is_root, &announces, &head, &writes, &back, &table, &slot_bytes))
+            &is_root, &announces, &head, &writes, &back, &table, &slot_bytes,
+            &occupant_calls, &skip_from, &skip_len))
         return -1;
     if (head.buf != NULL) {  /* kept as a copy: the runner outlives the argument */
         r->whead = PyMem_Malloc(head.len ? head.len : 1);
@@ -382,6 +392,18 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
         return -1;
     r->have_segment = 1;
     r->base = r->segment.buf;
+    if (occupant_calls == NULL
+        || PyObject_GetBuffer(occupant_calls, &r->occupant_view, PyBUF_WRITABLE) < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "occupant_calls is required");
+        return -1;
+    }
+    if (r->occupant_view.len < (Py_ssize_t)(NSLOTS * sizeof(uint64_t))) {
+        PyBuffer_Release(&r->occupant_view);
+        PyErr_SetString(PyExc_ValueError, "occupant_calls needs one u64 per slot");
+        return -1;
+    }
+    r->occupant_calls = r->occupant_view.buf;
     r->ndarray = Py_NewRef(ndarray);
     r->area = Py_NewRef(area);
     r->occupant = Py_NewRef(occupant);
@@ -404,6 +426,12 @@ static int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
     r->prefix_head = prefix_head;
     r->write_prefix = write_prefix;
     r->nbytes = nbytes;
+    if (skip_from < 0 || skip_len < 0 || skip_from + skip_len > nbytes) {
+        PyErr_SetString(PyExc_ValueError, "skip must lie inside the contribution");
+        return -1;
+    }
+    r->skip_from = skip_from;
+    r->skip_len = skip_len;
     r->fingerprint = fingerprint;
     r->mix = mix;
     r->spin_seconds = spin;
@@ -511,18 +539,15 @@ static void wake_sleepers(Runner *r) {
 static Py_ssize_t slot_readers(Runner *r, int slot, uint64_t *k, Py_ssize_t *words) {
     if (PyObject_IsTrue(PyList_GET_ITEM(r->own_pending, slot)))
         return -1;
-    PyObject *occ = PyList_GET_ITEM(r->occupant, slot);
-    if (!PyTuple_Check(occ) || PyTuple_GET_SIZE(occ) != 2)
+    PyObject *readers = PyList_GET_ITEM(r->occupant, slot);
+    if (!PyTuple_Check(readers))
         return -1;
-    PyObject *readers = PyTuple_GET_ITEM(occ, 1);
     Py_ssize_t n = PyTuple_GET_SIZE(readers);
     if (n == 0)
         return 0;
-    *k = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(occ, 0));
-    if (PyErr_Occurred() || n > 64) {
-        PyErr_Clear();
+    *k = r->occupant_calls[slot];
+    if (n > 64)
         return -1;
-    }
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t m = PyLong_AsSsize_t(PyTuple_GET_ITEM(readers, i));
         if (m < 0 || m >= r->nmembers) {
@@ -675,23 +700,29 @@ static void after_publishing(Runner *r) {
     }
 }
 
-/* Hand the call to Python's `slow(status, send, recv, seq, timeout, phase, confirm)`. */
+/* Hand the call to Python's `slow(status, send, recv, seq, timeout, phase, confirm)`; a bound
+ * call passes its sequence number as NULL and `r->hand_seq` (made an object only here). */
 static PyObject *hand_over(Runner *r, int status, PyObject *const *args, long phase,
                            int confirm) {
+    PyObject *flag = confirm ? Py_True : Py_False;
+    if (args[2] == NULL)
+        return PyObject_CallFunction(r->slow, "iOOLOlO", status, args[0], args[1], r->hand_seq,
+                                     args[3], phase, flag);
     return PyObject_CallFunction(r->slow, "iOOOOlO", status, args[0], args[1], args[2], args[3],
-                                 phase, confirm ? Py_True : Py_False);
+                                 phase, flag);
+}
+
+/* Record that this rank's `slot` holds call `k`, which its `readers` must read (no allocation:
+ * the readers' tuple is the runner's own, kept in the list only when it changes). */
+static void occupy(Runner *r, int slot, uint64_t k) {
+    r->occupant_calls[slot] = k;
+    if (PyList_GET_ITEM(r->occupant, slot) != r->readers)
+        PyList_SetItem(r->occupant, slot, Py_NewRef(r->readers)); /* steals the new ref */
 }
 
 /* Store this rank's word `word` for call `k` in `slot` (its contribution first, when it
  * copies one from `send`) and wake the peers that sleep. -1 on an error. */
 static int publish(Runner *r, int slot, uint64_t k, uint64_t word, const char *send) {
-    PyObject *kobj = PyLong_FromUnsignedLongLong(k);
-    if (kobj == NULL)
-        return -1;
-    PyObject *occ = PyTuple_Pack(2, kobj, r->readers);
-    Py_DECREF(kobj);
-    if (occ == NULL)
-        return -1;
     if (r->whead_len) {  /* an alltoallv's header and blocks */
         char *mine = r->base + r->my_data[slot];
         memcpy(mine, r->whead, r->whead_len);
@@ -699,13 +730,18 @@ static int publish(Runner *r, int slot, uint64_t k, uint64_t word, const char *s
             const Py_ssize_t *w = r->writes + 3 * i;
             copy_bytes(mine + w[2], send + w[0], w[1]);
         }
+    } else if (r->skip_len && send != NULL) {  /* around the block nobody reads */
+        char *mine = r->base + r->my_data[slot];
+        Py_ssize_t after = r->skip_from + r->skip_len;
+        copy_bytes(mine, send, r->skip_from);
+        copy_bytes(mine + after, send + after, r->nbytes - after);
     } else if (r->nbytes && send != NULL)
         copy_bytes(r->base + r->my_data[slot], send,
                    r->write_prefix ? used_bytes(r, send, r->nbytes) : r->nbytes);
     if (r->store_fingerprint)
         store_word(r, r->my_fp[slot], r->fingerprint);
     store_word(r, r->my_held[slot], word);
-    PyList_SetItem(r->occupant, slot, occ); /* steals occ */
+    occupy(r, slot, k);
     wake_sleepers(r);
     return 0;
 }
@@ -1014,11 +1050,10 @@ static int bound_usage(Runner *r, Py_ssize_t nargs, const char *usage) {
     return 1;
 }
 
-/* The communicator's next call number, read from the shared counter, in `*seq` (as an object
- * in `*seqobj`, a new reference): 1; 0 when a direct call of this area is in flight (the
+/* The communicator's next call number, read from the shared counter, in `*seq` (and in
+ * `r->hand_seq`, for `hand_over`): 1; 0 when a direct call of this area is in flight (the
  * bound path then stays out); -1 with an exception set. */
-static int next_seq(Runner *r, PyObject **seqobj, long long *seq) {
-    *seqobj = NULL;
+static int next_seq(Runner *r, long long *seq) {
     PyObject *inflight = PyObject_GetAttr(r->area, r->inflight_name);
     if (inflight == NULL)
         return -1;
@@ -1026,16 +1061,14 @@ static int next_seq(Runner *r, PyObject **seqobj, long long *seq) {
     Py_DECREF(inflight);
     if (busy)
         return 0;
-    *seq = *r->calls;
-    *seqobj = PyLong_FromLongLong(*seq);
-    return *seqobj == NULL ? -1 : 1;
+    *seq = r->hand_seq = *r->calls;
+    return 1;
 }
 
 /* Hand a bound broadcast's reader to Python's `slow` with `status`, the envelope as its
  * recv: 0, or -1 with an exception set and `into` released. */
-static int reader_slowly(Runner *r, int status, PyObject *seqobj, PyObject *timeout,
-                         PyObject *into) {
-    PyObject *hand[4] = {Py_None, r->hot_env, seqobj, timeout};
+static int reader_slowly(Runner *r, int status, PyObject *timeout, PyObject *into) {
+    PyObject *hand[4] = {Py_None, r->hot_env, NULL, timeout};
     PyObject *done_slowly = hand_over(r, status, hand, 0, 1);
     if (done_slowly == NULL) {
         Py_DECREF(into);
@@ -1065,9 +1098,8 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
     } else if (out != Py_None && !out_fits) {
         return Py_NewRef(r->hot_slow);
     }
-    PyObject *seqobj;
     long long seq = 0;
-    int go = next_seq(r, &seqobj, &seq);
+    int go = next_seq(r, &seq);
     if (go <= 0)
         return go < 0 ? NULL : Py_NewRef(r->hot_slow);
     int slot = (int)((2 * seq) % NSLOTS);
@@ -1090,15 +1122,6 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
             result = Py_NewRef(r->hot_slow);
             goto done;
         }
-        PyObject *kobj = PyLong_FromUnsignedLongLong(k);
-        if (kobj == NULL)
-            goto done;
-        PyObject *occ = PyTuple_Pack(2, kobj, r->readers);
-        Py_DECREF(kobj);
-        if (occ == NULL) {
-            Py_XDECREF(mine);
-            goto done;
-        }
         take_call(r, seq);
         char *xd = ((ArrayFields *)x)->data, *dst = r->base + r->my_data[slot];
         if (r->hot_offsets != NULL)  /* a scatterv's: each block its header, length, place */
@@ -1114,12 +1137,12 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
         if (r->store_fingerprint)
             store_word(r, r->my_fp[slot], r->fingerprint);
         store_word(r, r->my_held[slot], word);
-        PyList_SetItem(r->occupant, slot, occ); /* steals occ */
+        occupy(r, slot, k);
         wake_sleepers(r);
         after_publishing(r);
         /* every reader found the call: ranks that disagree on the root meet here */
         if (!await_arrivals(r, slot)) {
-            PyObject *hand[4] = {Py_None, Py_None, seqobj, timeout};
+            PyObject *hand[4] = {Py_None, Py_None, NULL, timeout};
             PyObject *done_slowly = hand_over(r, 3, hand, 0, 1);
             if (done_slowly == NULL) {
                 Py_XDECREF(mine);
@@ -1150,7 +1173,7 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
     char *env = ((ArrayFields *)r->hot_env)->data;
     int late = !await_words(r, &held, 1, word);
     if (late) {  /* Python waits, reads the envelope into env and acknowledges */
-        if (reader_slowly(r, 2, seqobj, timeout, into) < 0)
+        if (reader_slowly(r, 2, timeout, into) < 0)
             goto done;
         src = env;
     }
@@ -1170,7 +1193,6 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
         result = Py_NewRef(Py_None);  /* another signature: the general path parses env */
     }
 done:
-    Py_DECREF(seqobj);
     return result;
 }
 
@@ -1242,9 +1264,9 @@ static PyObject *Runner_call(Runner *r, PyObject *const *args, Py_ssize_t nargs)
         }
         recv = ((ArrayFields *)into)->data;
     }
-    PyObject *result = NULL, *seqobj = NULL;
+    PyObject *result = NULL;
     long long seq = 0;
-    int go = next_seq(r, &seqobj, &seq);
+    int go = next_seq(r, &seq);
     if (go <= 0) {
         result = go < 0 ? NULL : Py_NewRef(r->hot_slow);
         goto done;
@@ -1256,14 +1278,13 @@ static PyObject *Runner_call(Runner *r, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     }
     take_call(r, seq);
-    PyObject *hand[4] = {x, into ? into : Py_None, seqobj, timeout};
+    PyObject *hand[4] = {x, into ? into : Py_None, NULL, timeout};
     PyObject *ran = run_call(r, slot, k, (k << 24) | r->mix, send, recv, hand, 0, 1);
     if (ran == NULL)
         goto done;
     Py_DECREF(ran);
     result = into ? Py_NewRef(into) : Py_NewRef(Py_None);
 done:
-    Py_XDECREF(seqobj);
     Py_XDECREF(into);
     return result;
 }

@@ -12,7 +12,7 @@ READ_TABLE: int
 class Runner:
     """The blocking fast path of one shm_direct call signature on one rank."""
 
-    def __init__(self, *, segment: Any, ndarray: type, area: Any, occupant: list[Any],
+    def __init__(self, *, segment: Any, ndarray: type, area: Any, occupant: list[Any | None],
                  own_pending: list[int], readers: tuple[int, ...],
                  slow: Callable[..., None], wake: Callable[[int], None], publishes: bool,
                  nbytes: int, fingerprint: int, mix: int, my_held: Sequence[int],
@@ -27,7 +27,8 @@ class Runner:
                  local_words: Sequence[int] | None = None, is_root: bool = False,
                  announces: bool = False, head: bytes | None = None,
                  writes: Sequence[int] | None = None, back: Sequence[int] | None = None,
-                 table: tuple[int, int, int] | None = None, slot_bytes: int = 0) -> None: ...
+                 table: tuple[int, int, int] | None = None, slot_bytes: int = 0,
+                 occupant_calls: Any = None, skip: tuple[int, int] = (0, 0)) -> None: ...
     def run(self, send: Any, recv: Any, seq: int, timeout: float | None,
             phase: int = 0, confirm: bool = True) -> None:
         """One blocking direct call (``confirm`` false: a root does not wait for its readers

@@ -329,6 +329,9 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
     slots = range(DIRECT_SLOTS)
     src = [area.slot_offset[j][i] + plan.offset for i in slots for j in plan.members]
     publishes = roles.publishes(spec, rank)
+    # a scatter's root reads its own block from its x: that part of its slot is not written
+    skip = (plan.self_from * size, n * size) if (
+        publishes and plan.kind == "self" and vector.regular(c) == "scatter") else (0, 0)
     # without the fingerprint (only to measure its cost): nothing stored, nothing packed
     fingerprint = call_fingerprint(spec) if fingerprinted else 0
 
@@ -355,7 +358,7 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
     compiled = _direct.Runner(
         **runner_words(call, transport, area, others),
         readers=roles.readers(spec, rank), slow=slow, publishes=publishes,
-        nbytes=roles.slot_bytes(spec, rank), fingerprint=fingerprint,
+        nbytes=roles.slot_bytes(spec, rank), skip=skip, fingerprint=fingerprint,
         is_root=roles.is_root(spec, rank), announces=roles.announces(spec, rank),
         mix=held_word(0, fingerprint), read_kind=kind, src=src, dst=[d * size for d in plan.dst],
         len=[m * size for m in plan.piece_lengths()], self_copy=(plan.self_from * size, 0,
@@ -380,7 +383,8 @@ def runner_words(call: NativeCall, transport: ShmTransport, area: DirectArea,
         area.ack[m][rank][i] for m in on_my_core for i in slots]
     return dict(
         segment=transport.segment_map, ndarray=np.ndarray, area=area,
-        occupant=area.occupant, own_pending=area.own_pending, wake=transport.wake,
+        occupant=area.occupant.readers, occupant_calls=area.occupant.calls,
+        own_pending=area.own_pending, wake=transport.wake,
         my_held=area.held[rank], my_fp=area.fps[rank], my_data=area.slot_offset[rank],
         held=[area.held[j][i] for i in slots for j in others],
         ack=[area.ack[rank][j][i] for i in slots for j in others],

@@ -59,6 +59,7 @@ call one rank makes directly and another with messages would otherwise wait for 
 from __future__ import annotations
 
 import time
+from array import array
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -116,6 +117,35 @@ def slot_of(seq: int, phase: int) -> int:
     return (2 * seq + phase) % DIRECT_SLOTS
 
 
+class Occupancy:
+    """For each of this rank's slots: the call it holds and the members who must read it, as
+    ``(k, readers)``. Kept so that the compiled runner records a call without allocating:
+    the numbers in a u64 array (``calls``), the readers' tuples in a list (``readers``),
+    where None marks a slot `hold` keeps busy for a call this rank left unread."""
+
+    __slots__ = ("calls", "readers")
+
+    def __init__(self) -> None:
+        self.calls = array("Q", bytes(8 * DIRECT_SLOTS))
+        self.readers: list[tuple[int, ...] | None] = [()] * DIRECT_SLOTS
+
+    def __getitem__(self, slot: int) -> tuple[int, tuple[int, ...]]:
+        return self.calls[slot], self.readers[slot] or ()
+
+    def __setitem__(self, slot: int, value: tuple[int, tuple[int, ...]]) -> None:
+        self.calls[slot], self.readers[slot] = value
+
+    def hold(self, slot: int, k: int) -> None:
+        """Mark ``slot`` as holding call ``k`` with no reader left but busy to the compiled
+        runner until `DirectArea._released` frees it."""
+        self.calls[slot], self.readers[slot] = k, None
+
+    def clear(self) -> None:
+        """Every slot free, as when the area is new."""
+        for slot in range(DIRECT_SLOTS):
+            self[slot] = (0, ())
+
+
 class DirectArea:
     """One communicator's direct area, seen from one of its ranks (group ranks throughout)."""
 
@@ -149,7 +179,7 @@ class DirectArea:
         self.slots = [[np.frombuffer(buf, np.uint8, self.capacity, o) for o in row]
                       for row in self.slot_offset]
         #: for each of this rank's slots: its call number and the members who must read it
-        self.occupant: list[tuple[int, tuple[int, ...]]] = [(0, ())] * DIRECT_SLOTS
+        self.occupant = Occupancy()
         #: per slot: the call still to read this rank's own slot (0: none)
         self.own_pending = [0] * DIRECT_SLOTS
         #: per slot: the peers whose contribution to the call this rank left unread is still
@@ -249,7 +279,7 @@ class DirectArea:
         as read by every reader (a reader that gave up cannot say so once this rank has
         published). A peer that has not published the call yet cannot be told before it does
         (the word would stop it from writing): this rank's own slot counts as busy until then
-        (`unreleased`: a list in `occupant` is busy to the compiled runner too), which is
+        (`unreleased`: a slot `Occupancy.hold` keeps is busy to the compiled runner too), which is
         long before this rank needs the slot again; a peer that only reads in the call (a
         bcast's) publishes nothing, and is done once it has read. So the slots can be used
         again."""
@@ -261,7 +291,7 @@ class DirectArea:
             for r in readers:
                 words[self.ack[r][me][slot]] = k
             self.unreleased[slot] = [m for m in range(len(self.group)) if m != me]
-            self.occupant[slot] = [k, ()]  # type: ignore[call-overload]
+            self.occupant.hold(slot, k)
             self._released(slot)
         else:
             row = self.ack[me]

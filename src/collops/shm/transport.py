@@ -255,7 +255,7 @@ class ShmTransport(BulkTransfers):
             deadline = None if timeout is None else time.monotonic() + timeout
             area.wait(read, lambda: sorted({r for s in slots for r in area.unacknowledged(s)}),
                       deadline, f"rank {area.index}: free", None, describe)
-        area.occupant[:] = [(0, ())] * seg.DIRECT_SLOTS
+        area.occupant.clear()
         area.own_pending[:] = [0] * seg.DIRECT_SLOTS
 
     def calls_started(self, context: int, group: Sequence[int]) -> list[int] | None:
