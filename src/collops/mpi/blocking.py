@@ -56,6 +56,8 @@ from .transport import COLLECTIVE_SLOTS, MAX_SLEEP, MpiTransport, mpi_error
 SPANNING = "agreeing on the call with the ranks of other nodes"
 #: the algorithm stall reports name for this module's waits (`runtime.stall` reads it)
 NAME = MPI_NATIVE.name
+#: about the seconds one look at the board takes (`Board.enter`'s spins)
+SPIN_LOOK = 1.5e-7
 
 
 class Watchdog:
@@ -115,6 +117,13 @@ class BlockingCall:
         self.fingerprint = call_fingerprint(spec, flavour.name)
         self.others = tuple(r for r in range(spec.size) if r != call.rank)
         self.rows = () if self.board is None else tuple(self.board.row(r) for r in self.others)
+        #: how often a call looks at the board again before the general wait (the spin stage)
+        self.spins = int(transport._spin_seconds / SPIN_LOOK)
+        #: the phases after a bcast's or scatter's envelope follow from what the root sent
+        #: in it, which phase 0 agreed on: they need no agreement of their own
+        self.follows_envelope = spec.collective in ("bcast", "scatter", "scatterv")
+        #: the calls in flight (the progress engine's list, changed in place)
+        self._active = call.progress.active
         self.operation = flavour.operation(MPI, call, True)
         self.what = f"{spec.collective}[{flavour.name}]"
         self.checked = f"{self.what}, checked before {mpi_function(spec.collective)}"
@@ -137,42 +146,49 @@ class BlockingCall:
             phase: int = 0) -> None:
         """`__call__` on buffers already checked (``send`` may be MPI_IN_PLACE)."""
         mc = self.transport._pools[self.pool_key][seq % COLLECTIVE_SLOTS]
-        board, watchdog = self.board, self.watchdog
-        if timeout is None and board is not None and not self.native.progress.active and \
-                board.enter(((seq * 4 + phase + 1) << 1) | BLOCKING, self.fingerprint,
-                            self.rows):
-            # the common case, inline: every rank of the node posted this call already
+        board, agreed = self.board, False
+        if board is not None:
+            key = ((seq * 4 + phase + 1) << 1) | BLOCKING
+            if phase and self.follows_envelope and board.agreed == key - (phase << 1):
+                agreed = True  # phase 0 (the root's envelope) agreed on the whole call
+            elif timeout is None and not self._active and board.enter(
+                    key, self.fingerprint, self.rows,
+                    0 if self.transport._background or self.transport._pending else self.spins):
+                # the common case, inline: every rank of the node posted this call already
+                agreed, board.agreed = True, key
+        else:
+            agreed = not self.agree_first  # nothing to agree on (check=0, a single rank)
+        if agreed and timeout is None and not self._active:
             self.current, self.limit = seq, None
-            try:
-                if watchdog is None:
-                    self.operation(mc, send, recv)
-                else:
-                    watchdog.blocked = self
-                    try:
-                        self.operation(mc, send, recv)
-                    finally:
-                        watchdog.blocked = None
-            except self._MPI.Exception as exc:
-                raise mpi_error(self.rank, f"{self.what} call #{seq} "
-                                f"({mpi_function(self.collective)})", exc) from exc
+            self._enter(mc, send, recv, seq)
             return
         deadline = None if timeout is None else time.monotonic() + timeout
         if seq >= COLLECTIVE_SLOTS and self.native.progress.active:
             self._finish_earlier(seq, deadline)
-        key = call_key(seq, phase, True)
         self.current, self.limit = seq, timeout
         try:
-            self._agree(mc, key, seq, phase, deadline, send, recv)
+            if not agreed:
+                self._agree(mc, call_key(seq, phase, True), seq, phase, deadline, send, recv)
             if deadline is not None:
                 self._timed(mc, send, recv, deadline)
-            elif self.watchdog is None:
+                return
+        except self._MPI.Exception as exc:
+            raise mpi_error(self.rank, f"{self.what} call #{seq} "
+                            f"({mpi_function(self.collective)})", exc) from exc
+        self._enter(mc, send, recv, seq)
+
+    def _enter(self, mc: Any, send: Any, recv: Any, seq: int) -> None:
+        """MPI's blocking collective on ``mc``, guarded by the watchdog when there is one."""
+        watchdog = self.watchdog
+        try:
+            if watchdog is None:
                 self.operation(mc, send, recv)
             else:
-                self.watchdog.blocked = self
+                watchdog.blocked = self
                 try:
                     self.operation(mc, send, recv)
                 finally:
-                    self.watchdog.blocked = None
+                    watchdog.blocked = None
         except self._MPI.Exception as exc:
             raise mpi_error(self.rank, f"{self.what} call #{seq} "
                             f"({mpi_function(self.collective)})", exc) from exc
@@ -209,6 +225,7 @@ class BlockingCall:
                     raise
                 finally:
                     transport._wakers.remove(wait)
+            board.agreed = key
         elif self.agree_first:
             agreement = SpanningAgreement(
                 self.transport, self.native.group, self.rank, self.native.context, seq, phase,
@@ -309,15 +326,19 @@ class BlockingCall:
         assert hot is not None
         dtype, shape, out_shape, size, slow, alloc = hot
         if type(x) is not np.ndarray or x.dtype is not dtype and x.dtype != dtype or \
-                x.shape != shape or not x.flags.c_contiguous:
+                x.shape != shape or not (xf := x.flags).c_contiguous:
             return slow
         if out_shape is None:
             result = None
         elif out is None:
             result = alloc()
         elif (type(out) is np.ndarray and out.size == size and out is not x
-              and (out.dtype is dtype or out.dtype == dtype) and out.flags.c_contiguous
-              and out.flags.writeable and not np.may_share_memory(out, x)):
+              and (out.dtype is dtype or out.dtype == dtype)):
+            of = out.flags
+            # arrays that each own their memory cannot overlap, unless they are one array
+            if not (of.c_contiguous and of.writeable) or (
+                    not (of.owndata and xf.owndata) and np.may_share_memory(out, x)):
+                return slow
             result = out
         else:
             return slow

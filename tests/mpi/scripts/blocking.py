@@ -7,9 +7,13 @@ posts no MPI request to poll), then makes one non-blocking call (one execution).
 makes a call blocking that rank 1 makes non-blocking (MPI's blocking and non-blocking
 collectives never match), and a call with another count: both must raise
 `CollectiveMismatch` before MPI moves a byte, and the communicator stays usable.
+A broadcast too large for its envelope posts on the node's fingerprint board once (its
+envelope's entry; the data phase follows from it): ``board_entries`` counts the entries of
+repeated 40,000-element broadcasts into ``out``, each checked against numpy.
 
 Each rank prints ``{"rank": r, "checked": n, "executions": [blocking, non-blocking],
-"results": [[case, error, message], ...], "after": value}``.
+"results": [[case, error, message], ...], "after": value, "board_entries": [calls,
+entries]}``.
 """
 
 import json
@@ -22,9 +26,24 @@ import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 import collops  # noqa: E402
-from collops.mpi import native  # noqa: E402
+from collops.mpi import board, native  # noqa: E402
 
 started = [0]
+entries = set()  # the keys (call and phase) posted on a board
+_enter, _post = board.Board.enter, board.Board.post
+
+
+def counting_enter(self, key, *args, **kwargs):
+    entries.add(key)
+    return _enter(self, key, *args, **kwargs)
+
+
+def counting_post(self, key, *args, **kwargs):
+    entries.add(key)
+    return _post(self, key, *args, **kwargs)
+
+
+board.Board.enter, board.Board.post = counting_enter, counting_post
 _init = native.NativeExecution.__init__
 
 
@@ -68,10 +87,27 @@ def check_every_collective(comm):
     return checked
 
 
+def large_bcasts(comm, calls):
+    """``calls`` broadcasts too large for the envelope, into ``out``, against numpy: the
+    board entries they made."""
+    comm.set_algorithm("bcast", "mpi_native")
+    out = np.empty(40_000)
+    before = len(entries)
+    for i in range(calls):
+        want = mine(i % comm.size, 40_000, i)
+        got = comm.bcast(want if comm.rank == i % comm.size else None, i % comm.size,
+                         out=out)
+        assert np.array_equal(got, want)
+    comm.set_algorithm("bcast", None)
+    return len(entries) - before
+
+
 def main():
     comm = collops.init()
     me = comm.rank
     checked = check_every_collective(comm)
+    bcasts = 6
+    board_entries = [bcasts, large_bcasts(comm, bcasts)]
     blocking = started[0]
     got = comm.iallreduce(np.ones(3), algorithm="mpi_native").wait()
     assert np.array_equal(got, np.full(3, comm.size))
@@ -91,7 +127,8 @@ def main():
             results.append([case, type(exc).__name__, str(exc)])
     after = comm.allreduce(np.ones(1), algorithm="mpi_native")
     print(json.dumps({"rank": me, "checked": checked, "executions": executions,
-                      "results": results, "after": float(after[0])}), flush=True)
+                      "results": results, "after": float(after[0]),
+                      "board_entries": board_entries}), flush=True)
     MPI.COMM_WORLD.Barrier()
 
 
