@@ -36,6 +36,7 @@ def test_blocking_calls_run_mpis_blocking_collectives_and_refuse_mismatches(n, n
         # (a node per rank agrees in messages instead, never on a board)
         calls, entries = report["board_entries"]
         assert entries == (calls if nodes == "one node" else 0), report
+        assert report["bound_bcast"], report  # a whole small bcast in one bound call
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 

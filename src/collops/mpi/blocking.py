@@ -132,6 +132,7 @@ class BlockingCall:
         # the whole-call binding (`bind_call`)
         self._counter: Any = None
         self._hot: tuple[Any, ...] | None = None
+        self._bcast_hot: tuple[Any, ...] | None = None
         #: the call running now and its time limit (for the watchdog and errors)
         self.current: int = 0
         self.limit: float | None = None
@@ -158,27 +159,10 @@ class BlockingCall:
                 agreed, board.agreed = True, key
         else:
             agreed = not self.agree_first  # nothing to agree on (check=0, a single rank)
-        if agreed and timeout is None and not self._active:
-            self.current, self.limit = seq, None
-            self._enter(mc, send, recv, seq)
+        if not (agreed and timeout is None and not self._active) and \
+                self._general(mc, send, recv, seq, phase, timeout, agreed):
             return
-        deadline = None if timeout is None else time.monotonic() + timeout
-        if seq >= COLLECTIVE_SLOTS and self.native.progress.active:
-            self._finish_earlier(seq, deadline)
         self.current, self.limit = seq, timeout
-        try:
-            if not agreed:
-                self._agree(mc, call_key(seq, phase, True), seq, phase, deadline, send, recv)
-            if deadline is not None:
-                self._timed(mc, send, recv, deadline)
-                return
-        except self._MPI.Exception as exc:
-            raise mpi_error(self.rank, f"{self.what} call #{seq} "
-                            f"({mpi_function(self.collective)})", exc) from exc
-        self._enter(mc, send, recv, seq)
-
-    def _enter(self, mc: Any, send: Any, recv: Any, seq: int) -> None:
-        """MPI's blocking collective on ``mc``, guarded by the watchdog when there is one."""
         watchdog = self.watchdog
         try:
             if watchdog is None:
@@ -192,6 +176,26 @@ class BlockingCall:
         except self._MPI.Exception as exc:
             raise mpi_error(self.rank, f"{self.what} call #{seq} "
                             f"({mpi_function(self.collective)})", exc) from exc
+
+    def _general(self, mc: Any, send: Any, recv: Any, seq: int, phase: int,
+                 timeout: float | None, agreed: bool) -> bool:
+        """What a call does before MPI's collective off the inline route: wait for earlier
+        calls in flight on its MPI communicator, agree (unless ``agreed``), and with a time
+        limit run MPI's call itself (`_timed`); whether it ran the call."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if seq >= COLLECTIVE_SLOTS and self._active:
+            self._finish_earlier(seq, deadline)
+        self.current, self.limit = seq, timeout
+        try:
+            if not agreed:
+                self._agree(mc, call_key(seq, phase, True), seq, phase, deadline, send, recv)
+            if deadline is not None:
+                self._timed(mc, send, recv, deadline)
+                return True
+        except self._MPI.Exception as exc:
+            raise mpi_error(self.rank, f"{self.what} call #{seq} "
+                            f"({mpi_function(self.collective)})", exc) from exc
+        return False
 
     def _finish_earlier(self, seq: int, deadline: float | None) -> None:
         """Wait until no earlier call in flight on this rank shares this call's MPI
@@ -351,13 +355,74 @@ class BlockingCall:
         return result.reshape(out_shape)
 
 
+    def bind_bcast(self, counter: Any, env: np.ndarray, dtype: np.dtype,
+                   shape: tuple[int, ...], nbytes: int, head: Any, slow: Any, alloc: Any,
+                   out_shape: tuple[int, ...] | None = None, blocks: int = 1, block: int = 0,
+                   own: int = 0) -> None:
+        """Run whole broadcasts of an array of ``dtype`` and ``shape`` (``nbytes``) through
+        this runner's envelope ``env`` (`bcast`): the root's envelope holds ``head``, then
+        the data; ``slow`` is returned for anything else, before the call takes its number
+        from ``counter``; a result the call makes is a copy of the data (``alloc`` is not
+        needed). Only a bcast's envelope binds so (one block)."""
+        assert blocks == 1 and self.collective == "bcast", "a bcast's envelope only"
+        self._counter = memoryview(counter)
+        head = bytes(head)
+        at = len(head)  # the data follows the header
+        out_shape = shape if out_shape is None else out_shape
+        # the root's envelope is its own, its header written once; the others receive into
+        # ``env``, whose header the general path reads when the root sent another signature
+        mine = np.zeros_like(env) if self.rank == self.spec.root else env
+        mine[:at] = np.frombuffer(head, np.uint8)
+        data = mine[at: at + nbytes].view(dtype).reshape(out_shape)
+        received: Any = memoryview(env)  # type: ignore[arg-type]
+        self._bcast_hot = (dtype, shape, out_shape, head, received[:at], mine, data, slow)
+
+    def bcast(self, x: Any, out: Any, timeout: float | None) -> Any:
+        """One whole broadcast bound by `bind_bcast`: its result, None (the root sent another
+        signature: the envelope holds its header) or the ``slow`` marker."""
+        hot = self._bcast_hot
+        assert hot is not None
+        dtype, shape, out_shape, head, header, env, data, slow = hot
+        root = self.rank == self.spec.root
+        if root and (type(x) is not np.ndarray or x.dtype is not dtype and x.dtype != dtype
+                     or x.shape != shape or not x.flags.c_contiguous):
+            return slow
+        if out is not None:
+            if not (type(out) is np.ndarray and out.shape == out_shape
+                    and (out.dtype is dtype or out.dtype == dtype)
+                    and (of := out.flags).c_contiguous and of.writeable):
+                return slow
+            # arrays that each own their memory cannot overlap, unless they are one array
+            if root and out is not x and not (of.owndata and x.flags.owndata) and \
+                    np.may_share_memory(out, x):
+                return slow  # the general path copies
+        counter = self._counter
+        seq = counter[0]
+        counter[0] = seq + 1
+        if root:
+            data[...] = x
+            self.run(self._MPI.IN_PLACE, env, seq, timeout)
+            if out is None:
+                return data.copy()
+            if out is not x:
+                out[...] = x
+            return out
+        self.run(None, env, seq, timeout)
+        if header != head:
+            return None
+        if out is None:
+            return data.copy()
+        out[...] = data
+        return out
+
+
 def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None,
          flavour: Flavour = MPI_NATIVE) -> Any:
     """The blocking runner of ``call``'s signature (`NativeAlgorithm.bind`): whole calls for
-    the single-phase collectives, phases for bcast's and scatter's envelopes and data."""
+    the single-phase collectives and bcast's envelope (`bind_call`, `bind_bcast`), phases for
+    scatter's envelopes and data."""
     runner = BlockingCall(call, flavour)
-    return runner if call.spec.collective in ("bcast", "scatter", "scatterv") \
-        else runner.__call__
+    return runner if call.spec.collective in ("scatter", "scatterv") else runner.__call__
 
 
 def note_stall(runner: BlockingCall, where: str, seq: int | None = None) -> None:

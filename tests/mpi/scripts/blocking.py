@@ -13,7 +13,7 @@ repeated 40,000-element broadcasts into ``out``, each checked against numpy.
 
 Each rank prints ``{"rank": r, "checked": n, "executions": [blocking, non-blocking],
 "results": [[case, error, message], ...], "after": value, "board_entries": [calls,
-entries]}``.
+entries], "bound_bcast": whether small repeated broadcasts matched numpy, bound}``.
 """
 
 import json
@@ -102,12 +102,36 @@ def large_bcasts(comm, calls):
     return len(entries) - before
 
 
+def small_bcasts(comm):
+    """Repeated small broadcasts (the whole-call binding) into ``out``, into a new array and
+    in place at the root, changing signature now and then: whether each matched numpy and
+    the last ran bound to ``mpi_native``."""
+    comm.set_algorithm("bcast", "mpi_native")
+    ok = True
+    for i in range(8):
+        for shape in ((1,), (3, 2), (1,)):
+            want = mine(0, 6, i)[: int(np.prod(shape))].reshape(shape)
+            out = np.empty(shape) if i % 2 else None
+            if comm.rank == 0:
+                x = want.copy()
+                got = comm.bcast(x, 0, out=x if i % 4 == 0 else out)
+                ok &= np.shares_memory(got, x) == (i % 4 == 0)  # in place: x is out
+            else:
+                got = comm.bcast(None, 0, out=out)
+            ok &= got.shape == shape and np.array_equal(got, want)
+            ok &= out is None or np.shares_memory(got, out)
+    ok &= comm.bound_calls().get("bcast") == "mpi_native"
+    comm.set_algorithm("bcast", None)
+    return bool(ok)
+
+
 def main():
     comm = collops.init()
     me = comm.rank
     checked = check_every_collective(comm)
     bcasts = 6
     board_entries = [bcasts, large_bcasts(comm, bcasts)]
+    bound_bcast = small_bcasts(comm)
     blocking = started[0]
     got = comm.iallreduce(np.ones(3), algorithm="mpi_native").wait()
     assert np.array_equal(got, np.full(3, comm.size))
@@ -128,7 +152,8 @@ def main():
     after = comm.allreduce(np.ones(1), algorithm="mpi_native")
     print(json.dumps({"rank": me, "checked": checked, "executions": executions,
                       "results": results, "after": float(after[0]),
-                      "board_entries": board_entries}), flush=True)
+                      "board_entries": board_entries, "bound_bcast": bound_bcast}),
+          flush=True)
     MPI.COMM_WORLD.Barrier()
 
 
