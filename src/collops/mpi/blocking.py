@@ -147,20 +147,21 @@ class BlockingCall:
             phase: int = 0) -> None:
         """`__call__` on buffers already checked (``send`` may be MPI_IN_PLACE)."""
         mc = self.transport._pools[self.pool_key][seq % COLLECTIVE_SLOTS]
-        board, agreed = self.board, False
+        board, agreed, spun = self.board, False, 0
         if board is not None:
             key = ((seq * 4 + phase + 1) << 1) | BLOCKING
             if phase and self.follows_envelope and board.agreed == key - (phase << 1):
                 agreed = True  # phase 0 (the root's envelope) agreed on the whole call
-            elif timeout is None and not self._active and board.enter(
-                    key, self.fingerprint, self.rows,
-                    0 if self.transport._background or self.transport._pending else self.spins):
-                # the common case, inline: every rank of the node posted this call already
-                agreed, board.agreed = True, key
+            elif timeout is None and not self._active:
+                spun = 0 if self.transport._background or self.transport._pending else \
+                    self.spins
+                if board.enter(key, self.fingerprint, self.rows, spun):
+                    # the common case, inline: every rank of the node posted this call
+                    agreed, board.agreed = True, key
         else:
             agreed = not self.agree_first  # nothing to agree on (check=0, a single rank)
         if not (agreed and timeout is None and not self._active) and \
-                self._general(mc, send, recv, seq, phase, timeout, agreed):
+                self._general(mc, send, recv, seq, phase, timeout, agreed, spun > 0):
             return
         self.current, self.limit = seq, timeout
         watchdog = self.watchdog
@@ -178,17 +179,19 @@ class BlockingCall:
                             f"({mpi_function(self.collective)})", exc) from exc
 
     def _general(self, mc: Any, send: Any, recv: Any, seq: int, phase: int,
-                 timeout: float | None, agreed: bool) -> bool:
+                 timeout: float | None, agreed: bool, spun: bool) -> bool:
         """What a call does before MPI's collective off the inline route: wait for earlier
-        calls in flight on its MPI communicator, agree (unless ``agreed``), and with a time
-        limit run MPI's call itself (`_timed`); whether it ran the call."""
+        calls in flight on its MPI communicator, agree (unless ``agreed``; ``spun``: the
+        inline look at the board took the wait's spin stage already), and with a time limit
+        run MPI's call itself (`_timed`); whether it ran the call."""
         deadline = None if timeout is None else time.monotonic() + timeout
         if seq >= COLLECTIVE_SLOTS and self._active:
             self._finish_earlier(seq, deadline)
         self.current, self.limit = seq, timeout
         try:
             if not agreed:
-                self._agree(mc, call_key(seq, phase, True), seq, phase, deadline, send, recv)
+                self._agree(mc, call_key(seq, phase, True), seq, phase, deadline, send, recv,
+                            spun)
             if deadline is not None:
                 self._timed(mc, send, recv, deadline)
                 return True
@@ -205,7 +208,7 @@ class BlockingCall:
             self.native.progress.wait(SlotWait(self, seq, deadline))
 
     def _agree(self, mc: Any, key: int, seq: int, phase: int, deadline: float | None,
-               send: Any, recv: Any) -> None:
+               send: Any, recv: Any, spun: bool = False) -> None:
         """Return once every rank makes this call (raise `CollectiveMismatch` if not)."""
         board = self.board
         if board is not None:
@@ -221,7 +224,7 @@ class BlockingCall:
                     if self.native.progress.active:  # drive the calls in flight meanwhile
                         self.native.progress.wait(wait)
                     else:
-                        self._await_alone(wait)
+                        self._await_alone(wait, spun)
                 except CollectiveTimeout:
                     # the late ranks will enter MPI's call: this rank's abandoned part does
                     threading.Thread(target=self._abandoned, args=(wait, mc, send, recv),
@@ -240,12 +243,13 @@ class BlockingCall:
                 agreement.wait(deadline, lambda: self.timeout_error(SPANNING),
                                lambda: note_stall(self, SPANNING, seq))
 
-    def _await_alone(self, wait: BoardWait) -> None:
+    def _await_alone(self, wait: BoardWait, spun: bool = False) -> None:
         """Wait for the board with no other call in flight: poll, then yield the core, then
-        sleep up to `MAX_SLEEP` (the stages of the transport's own waits), letting MPI move
-        the sends an earlier call left behind (a peer may still be receiving them)."""
+        sleep up to `MAX_SLEEP` (the stages of the transport's own waits; the first already
+        taken if ``spun``), letting MPI move the sends an earlier call left behind (a peer
+        may still be receiving them)."""
         transport = self.transport
-        start = time.monotonic()
+        start = time.monotonic() - (transport._spin_seconds if spun else 0.0)
         delay = 2e-5
         while not wait.poll():
             if transport._background or transport._pending:
