@@ -32,7 +32,7 @@ def test_every_message_test_passes_over_mpi():
 @pytest.mark.timeout(150)
 def test_messages_are_mpis_own_on_each_communicators_mpi_communicator():
     proc = mpirun(3, "p2p_mapping.py", "mapping", timeout=120)
-    wanted = {"world_group", "split_group", "tag_ub", "dup_free"}
+    wanted = {"world_group", "split_group", "tag_ub", "dup_free", "blocking_order"}
     seen = set()
     for report in by_rank(proc, 3).values():
         assert "error" not in report, report["error"]

@@ -56,6 +56,8 @@ from .transport import COLLECTIVE_SLOTS, MAX_SLEEP, MpiTransport, mpi_error
 SPANNING = "agreeing on the call with the ranks of other nodes"
 #: the algorithm stall reports name for this module's waits (`runtime.stall` reads it)
 NAME = MPI_NATIVE.name
+#: about the seconds one look at the board takes (`Board.enter`'s spins)
+SPIN_LOOK = 1.5e-7
 
 
 class Watchdog:
@@ -115,6 +117,13 @@ class BlockingCall:
         self.fingerprint = call_fingerprint(spec, flavour.name)
         self.others = tuple(r for r in range(spec.size) if r != call.rank)
         self.rows = () if self.board is None else tuple(self.board.row(r) for r in self.others)
+        #: how often a call looks at the board again before the general wait (the spin stage)
+        self.spins = int(transport._spin_seconds / SPIN_LOOK)
+        #: the phases after a bcast's or scatter's envelope follow from what the root sent
+        #: in it, which phase 0 agreed on: they need no agreement of their own
+        self.follows_envelope = spec.collective in ("bcast", "scatter", "scatterv")
+        #: the calls in flight (the progress engine's list, changed in place)
+        self._active = call.progress.active
         self.operation = flavour.operation(MPI, call, True)
         self.what = f"{spec.collective}[{flavour.name}]"
         self.checked = f"{self.what}, checked before {mpi_function(spec.collective)}"
@@ -123,6 +132,7 @@ class BlockingCall:
         # the whole-call binding (`bind_call`)
         self._counter: Any = None
         self._hot: tuple[Any, ...] | None = None
+        self._bcast_hot: tuple[Any, ...] | None = None
         #: the call running now and its time limit (for the watchdog and errors)
         self.current: int = 0
         self.limit: float | None = None
@@ -137,45 +147,58 @@ class BlockingCall:
             phase: int = 0) -> None:
         """`__call__` on buffers already checked (``send`` may be MPI_IN_PLACE)."""
         mc = self.transport._pools[self.pool_key][seq % COLLECTIVE_SLOTS]
-        board, watchdog = self.board, self.watchdog
-        if timeout is None and board is not None and not self.native.progress.active and \
-                board.enter(((seq * 4 + phase + 1) << 1) | BLOCKING, self.fingerprint,
-                            self.rows):
-            # the common case, inline: every rank of the node posted this call already
-            self.current, self.limit = seq, None
-            try:
-                if watchdog is None:
-                    self.operation(mc, send, recv)
-                else:
-                    watchdog.blocked = self
-                    try:
-                        self.operation(mc, send, recv)
-                    finally:
-                        watchdog.blocked = None
-            except self._MPI.Exception as exc:
-                raise mpi_error(self.rank, f"{self.what} call #{seq} "
-                                f"({mpi_function(self.collective)})", exc) from exc
+        board, agreed, spun = self.board, False, 0
+        if board is not None:
+            key = ((seq * 4 + phase + 1) << 1) | BLOCKING
+            if phase and self.follows_envelope and board.agreed == key - (phase << 1):
+                agreed = True  # phase 0 (the root's envelope) agreed on the whole call
+            elif timeout is None and not self._active:
+                spun = 0 if self.transport._background or self.transport._pending else \
+                    self.spins
+                if board.enter(key, self.fingerprint, self.rows, spun):
+                    # the common case, inline: every rank of the node posted this call
+                    agreed, board.agreed = True, key
+        else:
+            agreed = not self.agree_first  # nothing to agree on (check=0, a single rank)
+        if not (agreed and timeout is None and not self._active) and \
+                self._general(mc, send, recv, seq, phase, timeout, agreed, spun > 0):
             return
-        deadline = None if timeout is None else time.monotonic() + timeout
-        if seq >= COLLECTIVE_SLOTS and self.native.progress.active:
-            self._finish_earlier(seq, deadline)
-        key = call_key(seq, phase, True)
         self.current, self.limit = seq, timeout
+        watchdog = self.watchdog
         try:
-            self._agree(mc, key, seq, phase, deadline, send, recv)
-            if deadline is not None:
-                self._timed(mc, send, recv, deadline)
-            elif self.watchdog is None:
+            if watchdog is None:
                 self.operation(mc, send, recv)
             else:
-                self.watchdog.blocked = self
+                watchdog.blocked = self
                 try:
                     self.operation(mc, send, recv)
                 finally:
-                    self.watchdog.blocked = None
+                    watchdog.blocked = None
         except self._MPI.Exception as exc:
             raise mpi_error(self.rank, f"{self.what} call #{seq} "
                             f"({mpi_function(self.collective)})", exc) from exc
+
+    def _general(self, mc: Any, send: Any, recv: Any, seq: int, phase: int,
+                 timeout: float | None, agreed: bool, spun: bool) -> bool:
+        """What a call does before MPI's collective off the inline route: wait for earlier
+        calls in flight on its MPI communicator, agree (unless ``agreed``; ``spun``: the
+        inline look at the board took the wait's spin stage already), and with a time limit
+        run MPI's call itself (`_timed`); whether it ran the call."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if seq >= COLLECTIVE_SLOTS and self._active:
+            self._finish_earlier(seq, deadline)
+        self.current, self.limit = seq, timeout
+        try:
+            if not agreed:
+                self._agree(mc, call_key(seq, phase, True), seq, phase, deadline, send, recv,
+                            spun)
+            if deadline is not None:
+                self._timed(mc, send, recv, deadline)
+                return True
+        except self._MPI.Exception as exc:
+            raise mpi_error(self.rank, f"{self.what} call #{seq} "
+                            f"({mpi_function(self.collective)})", exc) from exc
+        return False
 
     def _finish_earlier(self, seq: int, deadline: float | None) -> None:
         """Wait until no earlier call in flight on this rank shares this call's MPI
@@ -185,7 +208,7 @@ class BlockingCall:
             self.native.progress.wait(SlotWait(self, seq, deadline))
 
     def _agree(self, mc: Any, key: int, seq: int, phase: int, deadline: float | None,
-               send: Any, recv: Any) -> None:
+               send: Any, recv: Any, spun: bool = False) -> None:
         """Return once every rank makes this call (raise `CollectiveMismatch` if not)."""
         board = self.board
         if board is not None:
@@ -201,7 +224,7 @@ class BlockingCall:
                     if self.native.progress.active:  # drive the calls in flight meanwhile
                         self.native.progress.wait(wait)
                     else:
-                        self._await_alone(wait)
+                        self._await_alone(wait, spun)
                 except CollectiveTimeout:
                     # the late ranks will enter MPI's call: this rank's abandoned part does
                     threading.Thread(target=self._abandoned, args=(wait, mc, send, recv),
@@ -209,6 +232,7 @@ class BlockingCall:
                     raise
                 finally:
                     transport._wakers.remove(wait)
+            board.agreed = key
         elif self.agree_first:
             agreement = SpanningAgreement(
                 self.transport, self.native.group, self.rank, self.native.context, seq, phase,
@@ -219,12 +243,13 @@ class BlockingCall:
                 agreement.wait(deadline, lambda: self.timeout_error(SPANNING),
                                lambda: note_stall(self, SPANNING, seq))
 
-    def _await_alone(self, wait: BoardWait) -> None:
+    def _await_alone(self, wait: BoardWait, spun: bool = False) -> None:
         """Wait for the board with no other call in flight: poll, then yield the core, then
-        sleep up to `MAX_SLEEP` (the stages of the transport's own waits), letting MPI move
-        the sends an earlier call left behind (a peer may still be receiving them)."""
+        sleep up to `MAX_SLEEP` (the stages of the transport's own waits; the first already
+        taken if ``spun``), letting MPI move the sends an earlier call left behind (a peer
+        may still be receiving them)."""
         transport = self.transport
-        start = time.monotonic()
+        start = time.monotonic() - (transport._spin_seconds if spun else 0.0)
         delay = 2e-5
         while not wait.poll():
             if transport._background or transport._pending:
@@ -309,15 +334,19 @@ class BlockingCall:
         assert hot is not None
         dtype, shape, out_shape, size, slow, alloc = hot
         if type(x) is not np.ndarray or x.dtype is not dtype and x.dtype != dtype or \
-                x.shape != shape or not x.flags.c_contiguous:
+                x.shape != shape or not (xf := x.flags).c_contiguous:
             return slow
         if out_shape is None:
             result = None
         elif out is None:
             result = alloc()
         elif (type(out) is np.ndarray and out.size == size and out is not x
-              and (out.dtype is dtype or out.dtype == dtype) and out.flags.c_contiguous
-              and out.flags.writeable and not np.may_share_memory(out, x)):
+              and (out.dtype is dtype or out.dtype == dtype)):
+            of = out.flags
+            # arrays that each own their memory cannot overlap, unless they are one array
+            if not (of.c_contiguous and of.writeable) or (
+                    not (of.owndata and xf.owndata) and np.may_share_memory(out, x)):
+                return slow
             result = out
         else:
             return slow
@@ -330,13 +359,74 @@ class BlockingCall:
         return result.reshape(out_shape)
 
 
+    def bind_bcast(self, counter: Any, env: np.ndarray, dtype: np.dtype,
+                   shape: tuple[int, ...], nbytes: int, head: Any, slow: Any, alloc: Any,
+                   out_shape: tuple[int, ...] | None = None, blocks: int = 1, block: int = 0,
+                   own: int = 0) -> None:
+        """Run whole broadcasts of an array of ``dtype`` and ``shape`` (``nbytes``) through
+        this runner's envelope ``env`` (`bcast`): the root's envelope holds ``head``, then
+        the data; ``slow`` is returned for anything else, before the call takes its number
+        from ``counter``; a result the call makes is a copy of the data (``alloc`` is not
+        needed). Only a bcast's envelope binds so (one block)."""
+        assert blocks == 1 and self.collective == "bcast", "a bcast's envelope only"
+        self._counter = memoryview(counter)
+        head = bytes(head)
+        at = len(head)  # the data follows the header
+        out_shape = shape if out_shape is None else out_shape
+        # the root's envelope is its own, its header written once; the others receive into
+        # ``env``, whose header the general path reads when the root sent another signature
+        mine = np.zeros_like(env) if self.rank == self.spec.root else env
+        mine[:at] = np.frombuffer(head, np.uint8)
+        data = mine[at: at + nbytes].view(dtype).reshape(out_shape)
+        received: Any = memoryview(env)  # type: ignore[arg-type]
+        self._bcast_hot = (dtype, shape, out_shape, head, received[:at], mine, data, slow)
+
+    def bcast(self, x: Any, out: Any, timeout: float | None) -> Any:
+        """One whole broadcast bound by `bind_bcast`: its result, None (the root sent another
+        signature: the envelope holds its header) or the ``slow`` marker."""
+        hot = self._bcast_hot
+        assert hot is not None
+        dtype, shape, out_shape, head, header, env, data, slow = hot
+        root = self.rank == self.spec.root
+        if root and (type(x) is not np.ndarray or x.dtype is not dtype and x.dtype != dtype
+                     or x.shape != shape or not x.flags.c_contiguous):
+            return slow
+        if out is not None:
+            if not (type(out) is np.ndarray and out.shape == out_shape
+                    and (out.dtype is dtype or out.dtype == dtype)
+                    and (of := out.flags).c_contiguous and of.writeable):
+                return slow
+            # arrays that each own their memory cannot overlap, unless they are one array
+            if root and out is not x and not (of.owndata and x.flags.owndata) and \
+                    np.may_share_memory(out, x):
+                return slow  # the general path copies
+        counter = self._counter
+        seq = counter[0]
+        counter[0] = seq + 1
+        if root:
+            data[...] = x
+            self.run(self._MPI.IN_PLACE, env, seq, timeout)
+            if out is None:
+                return data.copy()
+            if out is not x:
+                out[...] = x
+            return out
+        self.run(None, env, seq, timeout)
+        if header != head:
+            return None
+        if out is None:
+            return data.copy()
+        out[...] = data
+        return out
+
+
 def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None,
          flavour: Flavour = MPI_NATIVE) -> Any:
     """The blocking runner of ``call``'s signature (`NativeAlgorithm.bind`): whole calls for
-    the single-phase collectives, phases for bcast's and scatter's envelopes and data."""
+    the single-phase collectives and bcast's envelope (`bind_call`, `bind_bcast`), phases for
+    scatter's envelopes and data."""
     runner = BlockingCall(call, flavour)
-    return runner if call.spec.collective in ("bcast", "scatter", "scatterv") \
-        else runner.__call__
+    return runner if call.spec.collective in ("scatter", "scatterv") else runner.__call__
 
 
 def note_stall(runner: BlockingCall, where: str, seq: int | None = None) -> None:

@@ -41,7 +41,7 @@ def call_key(seq: int, phase: int, blocking: bool) -> int:
 class Board:
     """One communicator's board over a shared window of ``size`` rows of `RING` entries."""
 
-    __slots__ = ("window", "words", "rank", "size", "mine")
+    __slots__ = ("window", "words", "rank", "size", "mine", "agreed")
 
     def __init__(self, MPI: Any, comm: Any) -> None:
         """Collective over ``comm``, whose ranks must all share this node."""
@@ -51,6 +51,8 @@ class Board:
         buf, _ = self.window.Shared_query(0)
         self.words = memoryview(buf).cast("B").cast("Q")
         self.mine = self.rank * RING * 2
+        #: the key of the last blocking call this rank agreed on here (`BlockingCall`)
+        self.agreed = 0
         for i in range(self.mine, self.mine + RING * 2):
             self.words[i] = 0
         comm.Barrier()  # every row cleared before any rank posts
@@ -80,19 +82,26 @@ class Board:
         """The offset of ``rank``'s row (for `enter`)."""
         return rank * RING * 2
 
-    def enter(self, key: int, fingerprint: int, rows: tuple[int, ...]) -> bool:
-        """`post`, then whether the ranks of ``rows`` (`row`) have all posted this very entry
-        (False: not yet, or a mismatch — `compare` tells which)."""
+    def enter(self, key: int, fingerprint: int, rows: tuple[int, ...], spins: int = 0
+              ) -> bool:
+        """`post`, then whether the ranks of ``rows`` (`row`) have all posted this very entry,
+        looking again up to ``spins`` times (False: not yet, or a mismatch — `compare` tells
+        which)."""
         slot = ((key >> 1) % RING) * 2
         words, at = self.words, self.mine + slot
         words[at + 1] = 0
         words[at] = fingerprint
         words[at + 1] = key
-        for row in rows:
-            at = row + slot
-            if words[at + 1] != key or words[at] != fingerprint or words[at + 1] != key:
+        while True:
+            for row in rows:
+                at = row + slot
+                if words[at + 1] != key or words[at] != fingerprint or words[at + 1] != key:
+                    break
+            else:
+                return True
+            if spins <= 0:
                 return False
-        return True
+            spins -= 1
 
     def compare(self, key: int, fingerprint: int, ranks: Any
                 ) -> tuple[bool, tuple[int, int, int] | None]:

@@ -41,6 +41,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -196,8 +197,10 @@ def mpi_operation(MPI: Any, spec: CallSpec, rank: int, blocking: bool) -> Operat
     return _movement(MPI, spec, rank, name, blocking)
 
 
-def _method(mc: Any, name: str, blocking: bool) -> Any:
-    return getattr(mc, name if blocking else "I" + name.lower())
+def _method(name: str, blocking: bool) -> Callable[[Any], Any]:
+    """``method(mc)``: MPI's collective ``name`` (its non-blocking ``I…`` form unless
+    ``blocking``) of the MPI communicator ``mc``."""
+    return attrgetter(name if blocking else "I" + name.lower())
 
 
 def _movement(MPI: Any, spec: CallSpec, rank: int, name: str, blocking: bool) -> Operation:
@@ -205,8 +208,9 @@ def _movement(MPI: Any, spec: CallSpec, rank: int, name: str, blocking: bool) ->
     c, size, root, byte, skip = spec.collective, spec.itemsize, spec.root, MPI.BYTE, MPI.IN_PLACE
     counts = [n * size for n in spec.counts]
     displs = [d * size for d in spec.displs]
+    method = _method(name, blocking)
     if c == "barrier":
-        return lambda mc, s, r: _method(mc, name, blocking)()
+        return lambda mc, s, r: method(mc)()
     if c == "bcast":
         n = spec.count * size
         is_root = rank == root
@@ -214,30 +218,35 @@ def _movement(MPI: Any, spec: CallSpec, rank: int, name: str, blocking: bool) ->
         def bcast(mc: Any, s: Any, r: Any) -> Any:
             if is_root and s is not None and s is not skip:
                 r[: s.size] = s  # the root's data, unless it was given in place
-            return _method(mc, name, blocking)([r, n, byte], root)
+            return method(mc)([r, n, byte], root)
         return bcast
     if c in ("scatter", "scatterv"):
-        return lambda mc, s, r: _method(mc, "Scatterv", blocking)(
+        scatterv = _method("Scatterv", blocking)
+        return lambda mc, s, r: scatterv(mc)(
             [s, counts, displs, byte] if rank == root else None, [r, counts[rank], byte], root)
     if c in ("gather", "gatherv", "allgather", "allgatherv"):
         mine = counts[rank] if counts else 0
         if c in ("allgather", "allgatherv"):
             if c == "allgather":
-                return lambda mc, s, r: _method(mc, "Allgather", blocking)(
+                allgather = _method("Allgather", blocking)
+                return lambda mc, s, r: allgather(mc)(
                     s if s is skip else [s, mine, byte], [r, mine, byte])
-            return lambda mc, s, r: _method(mc, "Allgatherv", blocking)(
+            allgatherv = _method("Allgatherv", blocking)
+            return lambda mc, s, r: allgatherv(mc)(
                 s if s is skip else [s, mine, byte], [r, counts, displs, byte])
-        return lambda mc, s, r: _method(mc, "Gatherv", blocking)(
+        gatherv = _method("Gatherv", blocking)
+        return lambda mc, s, r: gatherv(mc)(
             s if s is skip else [s, mine, byte],
             [r, counts, displs, byte] if rank == root else None, root)
     if c == "alltoall":
         each = spec.sendcounts[0] * size if spec.sendcounts else 0
-        return lambda mc, s, r: _method(mc, "Alltoall", blocking)([s, each, byte],
-                                                                  [r, each, byte])
+        alltoall = _method("Alltoall", blocking)
+        return lambda mc, s, r: alltoall(mc)([s, each, byte], [r, each, byte])
     if c == "alltoallv":
         send_side = ([n * size for n in spec.sendcounts], [d * size for d in spec.sdispls])
         recv_side = ([n * size for n in spec.recvcounts], [d * size for d in spec.rdispls])
-        return lambda mc, s, r: _method(mc, "Alltoallv", blocking)(
+        alltoallv = _method("Alltoallv", blocking)
+        return lambda mc, s, r: alltoallv(mc)(
             [s, *send_side, byte], [r, *recv_side, byte])
     raise ValueError(f"{c} is not a data-movement collective")
 
@@ -248,23 +257,22 @@ def _reduction(MPI: Any, spec: CallSpec, rank: int, name: str, blocking: bool) -
     c, skip = spec.collective, MPI.IN_PLACE
     mpi_type, mpi_op = mpi_reduction(MPI, spec.op, spec.dtype)
     n = spec.count
+    method = _method(name, blocking)
     if c == "reduce":
         root = spec.root
         if rank == root:
-            return lambda mc, s, r: _method(mc, name, blocking)(
+            return lambda mc, s, r: method(mc)(
                 s if s is skip else [s, n, mpi_type], [r, n, mpi_type], mpi_op, root)
-        return lambda mc, s, r: _method(mc, name, blocking)([s, n, mpi_type], None, mpi_op,
-                                                            root)
+        return lambda mc, s, r: method(mc)([s, n, mpi_type], None, mpi_op, root)
     if c in ("allreduce", "scan", "exscan"):
-        return lambda mc, s, r: _method(mc, name, blocking)(
+        return lambda mc, s, r: method(mc)(
             s if s is skip else [s, n, mpi_type], [r, n, mpi_type], mpi_op)
     if c == "reduce_scatter_block":
         # mpi4py states the send side per block, as MPI's own recvcount
-        return lambda mc, s, r: _method(mc, name, blocking)([s, n, mpi_type],
-                                                            [r, n, mpi_type], mpi_op)
+        return lambda mc, s, r: method(mc)([s, n, mpi_type], [r, n, mpi_type], mpi_op)
     if c == "reduce_scatter":
         total, mine, counts = spec.total, spec.counts[rank], list(spec.counts)
-        return lambda mc, s, r: _method(mc, name, blocking)(
+        return lambda mc, s, r: method(mc)(
             [s, total, mpi_type], [r, mine, mpi_type], counts, mpi_op)
     raise ValueError(f"{c} is not a reducing collective")
 

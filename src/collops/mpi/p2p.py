@@ -178,27 +178,34 @@ class Link:
     def receive_small(self, source: int, tag: int, spin: bool
                       ) -> tuple[memoryview, int] | Probed | None:
         """The earliest message a receive from rank ``source`` (not a wildcard) with ``tag``
-        would take, polling MPI for
-        the spin stage of the transport's wait if ``spin``: a small one received, as a view
-        of it (valid until the next receive) and its tag; a large one matched (`Probed`, its
-        header not received); None if none came."""
-        status, improbe = self._status, self.mc.Improbe
+        would take, received as ``MPI_Recv`` would (one ``MPI_Irecv`` into the scratch
+        buffer, which every message of this communicator fits, tested for the spin stage of
+        the transport's wait if ``spin``, else once, then cancelled): a small one as a view
+        of it (valid until the next receive) and its tag; a large one's header as a `Probed`
+        whose header is in (its payload is still to receive); None if none came."""
+        status = self._status
         try:
-            message = improbe(source, tag, status)
-            if message is None and spin and self.transport._spin_seconds > 0:
+            request = self.mc.Irecv(self._scratch_view, source, tag)
+            done = request.Test(status)
+            if not done and spin and self.transport._spin_seconds > 0:
                 end = time.monotonic() + self.transport._spin_seconds
-                while message is None and time.monotonic() < end:
-                    message = improbe(source, tag, status)
-            if message is None:
-                return None
+                while not done and time.monotonic() < end:
+                    done = request.Test(status)
+            if not done:
+                request.Cancel()
+                request.Wait(status)
+                if status.Is_cancelled():
+                    return None
             count = status.Get_count(self._byte)
-            if count == LARGE_HEADER:
-                return Probed(message, status.Get_source(), status.Get_tag(), count)
-            view = self._scratch_view[:count]
-            message.Recv(view)
         except self._MPI.Exception as exc:
             raise self._failed(f"receiving a message from rank {source}", exc) from exc
-        return view, tag if tag != self.any_tag else status.Get_tag()
+        view = self._scratch_view[:count]
+        found = tag if tag != self.any_tag else status.Get_tag()
+        if count == LARGE_HEADER:
+            probed = Probed(None, source, found, count)
+            probed.head, probed.inline = unpack_header(view), bytes(view)
+            return probed
+        return view, found
 
     def iprobe(self, source: int, tag: int) -> tuple[int, int, int] | None:
         """``(source, tag, payload bytes)`` of the message a receive of ``(source, tag)``

@@ -7,9 +7,13 @@ posts no MPI request to poll), then makes one non-blocking call (one execution).
 makes a call blocking that rank 1 makes non-blocking (MPI's blocking and non-blocking
 collectives never match), and a call with another count: both must raise
 `CollectiveMismatch` before MPI moves a byte, and the communicator stays usable.
+A broadcast too large for its envelope posts on the node's fingerprint board once (its
+envelope's entry; the data phase follows from it): ``board_entries`` counts the entries of
+repeated 40,000-element broadcasts into ``out``, each checked against numpy.
 
 Each rank prints ``{"rank": r, "checked": n, "executions": [blocking, non-blocking],
-"results": [[case, error, message], ...], "after": value}``.
+"results": [[case, error, message], ...], "after": value, "board_entries": [calls,
+entries], "bound_bcast": whether small repeated broadcasts matched numpy, bound}``.
 """
 
 import json
@@ -22,9 +26,24 @@ import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 import collops  # noqa: E402
-from collops.mpi import native  # noqa: E402
+from collops.mpi import board, native  # noqa: E402
 
 started = [0]
+entries = set()  # the keys (call and phase) posted on a board
+_enter, _post = board.Board.enter, board.Board.post
+
+
+def counting_enter(self, key, *args, **kwargs):
+    entries.add(key)
+    return _enter(self, key, *args, **kwargs)
+
+
+def counting_post(self, key, *args, **kwargs):
+    entries.add(key)
+    return _post(self, key, *args, **kwargs)
+
+
+board.Board.enter, board.Board.post = counting_enter, counting_post
 _init = native.NativeExecution.__init__
 
 
@@ -68,10 +87,51 @@ def check_every_collective(comm):
     return checked
 
 
+def large_bcasts(comm, calls):
+    """``calls`` broadcasts too large for the envelope, into ``out``, against numpy: the
+    board entries they made."""
+    comm.set_algorithm("bcast", "mpi_native")
+    out = np.empty(40_000)
+    before = len(entries)
+    for i in range(calls):
+        want = mine(i % comm.size, 40_000, i)
+        got = comm.bcast(want if comm.rank == i % comm.size else None, i % comm.size,
+                         out=out)
+        assert np.array_equal(got, want)
+    comm.set_algorithm("bcast", None)
+    return len(entries) - before
+
+
+def small_bcasts(comm):
+    """Repeated small broadcasts (the whole-call binding) into ``out``, into a new array and
+    in place at the root, changing signature now and then: whether each matched numpy and
+    the last ran bound to ``mpi_native``."""
+    comm.set_algorithm("bcast", "mpi_native")
+    ok = True
+    for i in range(8):
+        for shape in ((1,), (3, 2), (1,)):
+            want = mine(0, 6, i)[: int(np.prod(shape))].reshape(shape)
+            out = np.empty(shape) if i % 2 else None
+            if comm.rank == 0:
+                x = want.copy()
+                got = comm.bcast(x, 0, out=x if i % 4 == 0 else out)
+                ok &= np.shares_memory(got, x) == (i % 4 == 0)  # in place: x is out
+            else:
+                got = comm.bcast(None, 0, out=out)
+            ok &= got.shape == shape and np.array_equal(got, want)
+            ok &= out is None or np.shares_memory(got, out)
+    ok &= comm.bound_calls().get("bcast") == "mpi_native"
+    comm.set_algorithm("bcast", None)
+    return bool(ok)
+
+
 def main():
     comm = collops.init()
     me = comm.rank
     checked = check_every_collective(comm)
+    bcasts = 6
+    board_entries = [bcasts, large_bcasts(comm, bcasts)]
+    bound_bcast = small_bcasts(comm)
     blocking = started[0]
     got = comm.iallreduce(np.ones(3), algorithm="mpi_native").wait()
     assert np.array_equal(got, np.full(3, comm.size))
@@ -91,7 +151,9 @@ def main():
             results.append([case, type(exc).__name__, str(exc)])
     after = comm.allreduce(np.ones(1), algorithm="mpi_native")
     print(json.dumps({"rank": me, "checked": checked, "executions": executions,
-                      "results": results, "after": float(after[0])}), flush=True)
+                      "results": results, "after": float(after[0]),
+                      "board_entries": board_entries, "bound_bcast": bound_bcast}),
+          flush=True)
     MPI.COMM_WORLD.Barrier()
 
 

@@ -3,7 +3,10 @@
 * ``mapping`` (2+ ranks): on the world, on a split and on dups, a collops message is one MPI
   message on the communicator's own MPI communicator with the user's tag (mpi4py's probe sees
   the tag and the size), a tag past MPI's TAG_UB is an error naming it, and 40 dup-send-free
-  cycles work. Each rank prints ``{"rank": r, "checks": {...}}`` (or ``"error"``).
+  cycles work; a blocking receive into a buffer (MPI's receive at once) never takes a message
+  before a receive posted earlier, takes a large one's payload into the buffer, and gets one
+  that comes only after its spin. Each rank prints ``{"rank": r, "checks": {...}}`` (or
+  ``"error"``).
 * ``dies`` (2 ranks, ``mpiexec -disable-auto-cleanup``): rank 1 leaves (``os._exit``) while
   rank 0 waits in ``recv(source=1)``; rank 0 prints the error and the seconds it took.
 """
@@ -53,7 +56,33 @@ def mapping(world):
                                         source=left, recvtag=collops.ANY_TAG)
             ok &= data.tolist() == [i, left] and status.tag == i
     checks["dup_free"] = ok and len(world.transport._links) <= 3
+    if world.rank < 2:
+        checks["blocking_order"] = blocking_receives(world)
     return {"checks": checks}
+
+
+def blocking_receives(world):
+    """Rank 0 sends 1, 2, 3, a large message and, late, 4 (tag 9); rank 1 posts a receive,
+    then receives into buffers: whether each message went where MPI's order says."""
+    big = np.arange(70_000.0)
+    if world.rank == 0:
+        for value in (1.0, 2.0, 3.0):
+            world.send(np.full(2, value), 1, tag=9)
+        request = world.isend(big, 1, tag=9)
+        time.sleep(0.05)
+        world.send(np.full(2, 4.0), 1, tag=9)
+        request.wait()
+        return True
+    early = world.irecv(source=0, tag=9)  # posted first: it takes message 1
+    out, big_out = np.empty(2), np.empty(70_000)
+    second = world.recv(out, source=0, tag=9)[0].tolist()
+    first = early.wait()[0].tolist()
+    third = world.recv(out, source=0, tag=9)[0].tolist()
+    large, status = world.recv(big_out, source=0, tag=9)
+    late = world.recv(out, source=0, tag=9)[0].tolist()
+    return (first == [1.0] * 2 and second == [2.0] * 2 and third == [3.0] * 2
+            and large is big_out and np.array_equal(big_out, big) and status.nbytes == big.nbytes
+            and late == [4.0] * 2)
 
 
 def dies(world):
