@@ -119,9 +119,6 @@ class BlockingCall:
         self.rows = () if self.board is None else tuple(self.board.row(r) for r in self.others)
         #: how often a call looks at the board again before the general wait (the spin stage)
         self.spins = int(transport._spin_seconds / SPIN_LOOK)
-        #: the phases after a bcast's or scatter's envelope follow from what the root sent
-        #: in it, which phase 0 agreed on: they need no agreement of their own
-        self.follows_envelope = spec.collective in ("bcast", "scatter", "scatterv")
         #: the calls in flight (the progress engine's list, changed in place)
         self._active = call.progress.active
         self.operation = flavour.operation(MPI, call, True)
@@ -150,14 +147,12 @@ class BlockingCall:
         board, agreed, spun = self.board, False, 0
         if board is not None:
             key = ((seq * 4 + phase + 1) << 1) | BLOCKING
-            if phase and self.follows_envelope and board.agreed == key - (phase << 1):
-                agreed = True  # phase 0 (the root's envelope) agreed on the whole call
-            elif timeout is None and not self._active:
+            if timeout is None and not self._active:
                 spun = 0 if self.transport._background or self.transport._pending else \
                     self.spins
                 if board.enter(key, self.fingerprint, self.rows, spun):
                     # the common case, inline: every rank of the node posted this call
-                    agreed, board.agreed = True, key
+                    agreed = True
         else:
             agreed = not self.agree_first  # nothing to agree on (check=0, a single rank)
         if not (agreed and timeout is None and not self._active) and \
@@ -232,7 +227,6 @@ class BlockingCall:
                     raise
                 finally:
                     transport._wakers.remove(wait)
-            board.agreed = key
         elif self.agree_first:
             agreement = SpanningAgreement(
                 self.transport, self.native.group, self.rank, self.native.context, seq, phase,

@@ -41,7 +41,7 @@ def call_key(seq: int, phase: int, blocking: bool) -> int:
 class Board:
     """One communicator's board over a shared window of ``size`` rows of `RING` entries."""
 
-    __slots__ = ("window", "words", "rank", "size", "mine", "agreed")
+    __slots__ = ("window", "words", "rank", "size", "mine")
 
     def __init__(self, MPI: Any, comm: Any) -> None:
         """Collective over ``comm``, whose ranks must all share this node."""
@@ -51,8 +51,6 @@ class Board:
         buf, _ = self.window.Shared_query(0)
         self.words = memoryview(buf).cast("B").cast("Q")
         self.mine = self.rank * RING * 2
-        #: the key of the last blocking call this rank agreed on here (`BlockingCall`)
-        self.agreed = 0
         for i in range(self.mine, self.mine + RING * 2):
             self.words[i] = 0
         comm.Barrier()  # every row cleared before any rank posts

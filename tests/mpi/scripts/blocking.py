@@ -7,9 +7,10 @@ posts no MPI request to poll), then makes one non-blocking call (one execution).
 makes a call blocking that rank 1 makes non-blocking (MPI's blocking and non-blocking
 collectives never match), and a call with another count: both must raise
 `CollectiveMismatch` before MPI moves a byte, and the communicator stays usable.
-A broadcast too large for its envelope posts on the node's fingerprint board once (its
-envelope's entry; the data phase follows from it): ``board_entries`` counts the entries of
-repeated 40,000-element broadcasts into ``out``, each checked against numpy.
+A broadcast too large for its envelope posts on the node's fingerprint board twice (its
+envelope's entry and its data phase's, whose algorithm a rank may choose otherwise):
+``board_entries`` counts the entries of repeated 40,000-element broadcasts into ``out``, each
+checked against numpy.
 
 Each rank prints ``{"rank": r, "checked": n, "executions": [blocking, non-blocking],
 "results": [[case, error, message], ...], "after": value, "board_entries": [calls,
