@@ -695,8 +695,9 @@ static int simulate(Sim *s, int64_t nsteps, PyObject *progress) {
             break;  /* flows that never drain: the caller reports the stall */
         }
         if (progress != Py_None && (++turns & 0xffff) == 0) {
-            PyObject *r = PyObject_CallFunction(progress, "LL", (long long)s->steps_done,
-                                                (long long)nsteps);
+            PyObject *r = PyObject_CallFunction(progress, "LLLL", (long long)s->steps_done,
+                                                (long long)nsteps, (long long)s->rate_updates,
+                                                (long long)s->refilled);
             if (!r) return -2;
             Py_DECREF(r);
         }
