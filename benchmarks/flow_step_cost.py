@@ -60,9 +60,10 @@ def main() -> int:
     flow_compiled.run = functools.partial(run, repair_log=log)  # type: ignore[assignment]
     topology = topology_from_arg(args.topology, network_overrides([NET]))
     with contextlib.suppress(_Enough):
-        api.simulate("alltoall", "linear", topology, params={"order": args.order},
+        result = api.simulate("alltoall", "linear", topology, params={"order": args.order},
                      size_bytes=65536, model="flow", placement="column-major", gamma=0.0,
                      window=args.window, progress=False, maxmin_eps=parse_maxmin(args.maxmin))
+        print(f"the whole run: {result.time_s * 1e3:.6f} ms simulated")
     flow_compiled.run = run  # type: ignore[assignment]
     start = next((m for m in marks if m[0] >= args.from_step), None)
     if start is None or marks[-1][0] == start[0]:

@@ -47,8 +47,8 @@ def run(program: Program, topology: object, placement: np.ndarray, *,
     """Run the flow model compiled (as `collops.sim.flow.flow_model`); ``local_repair=False``
     re-fills every flow's rate at every change (the reference for the local repair);
     ``maxmin_eps`` > 0 repairs max-min approximately (`collops.sim.flow.parse_maxmin`);
-    ``repair_log`` is called during the run with (steps run, rate updates, flows re-filled)
-    so far, the repair's cost as it goes."""
+    ``repair_log`` is called during the run and at its end with (steps run, rate updates,
+    flows re-filled) so far, the repair's cost as it goes."""
     if _compiled is None:
         raise RuntimeError("collops.sim._flowsim was not built")
     if window < 0:
@@ -81,6 +81,8 @@ def run(program: Program, topology: object, placement: np.ndarray, *,
         timeline.rows, timeline.counts, program.nranks, int(window), float(params.overhead),
         float(params.bandwidth), float(gamma), int(StepKind.SEND), int(StepKind.RECV),
         timeline.width, None if quiet else report, not local_repair, float(maxmin_eps))
+    if repair_log is not None:
+        repair_log(steps_done, rate_updates, refilled)  # the last report: the whole run
     if steps_done != len(kind):
         raise RuntimeError(f"flow model stalled: {len(kind) - steps_done} steps never ran")
     timeline.width = width
