@@ -14,19 +14,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import sys
 import time
-from collections.abc import Callable, Iterator
 
 import collops.sim.api as api
 from collops.model.cli import network_overrides, topology_from_arg
+from collops.sim import flow_compiled
 from collops.sim.flow import parse_maxmin
 
 NET = "overhead=0,hop_latency=0,tie_break=simgrid"
 
 
 class _Enough(Exception):
-    """Raised from the progress callback once the last step to measure has run."""
+    """Raised from the repair log once the last step to measure has run."""
 
 
 def main() -> int:
@@ -38,36 +39,49 @@ def main() -> int:
     ap.add_argument("--from-step", type=int, default=300_000)
     ap.add_argument("--to-step", type=int, default=1_000_000)
     ap.add_argument("--maxmin", default="exact", help="exact, approx or approx:eps=E")
+    ap.add_argument("--every", type=int, default=0,
+                    help="print a line per this many steps: CPU µs per step and flows re-filled "
+                         "per rate update since the last line (0: none)")
     args = ap.parse_args()
-    marks: list[tuple[int, float]] = []
+    marks: list[tuple[int, float, int, int]] = []  # steps, CPU s, rate updates, re-filled
+    shown: list[tuple[int, float, int, int]] = []  # the mark of the last line printed
 
-    @contextlib.contextmanager
-    def bar(*_args: object, **_kwargs: object) -> Iterator[Callable[[int, int], None]]:
-        def update(done: int, total: int) -> None:
-            code = sys._getframe(1).f_code  # the compiled loop reports through flow_compiled.run
-            if not (code.co_filename.endswith("flow_compiled.py") and code.co_name == "run"):
-                return
-            marks.append((done, time.process_time()))
-            if done >= args.to_step:
-                raise _Enough
-        yield update
+    def log(done: int, updates: int, refilled: int) -> None:
+        marks.append((done, time.process_time(), updates, refilled))
+        if not shown:
+            shown.append(marks[-1])
+        elif args.every and done - shown[-1][0] >= args.every:
+            _print_span(f"steps {shown[-1][0]}-{done}", shown[-1], marks[-1], flush=True)
+            shown.append(marks[-1])
+        if done >= args.to_step:
+            raise _Enough
 
-    api.progress_bar = bar  # type: ignore[assignment]
+    run = flow_compiled.run
+    flow_compiled.run = functools.partial(run, repair_log=log)  # type: ignore[assignment]
     topology = topology_from_arg(args.topology, network_overrides([NET]))
     with contextlib.suppress(_Enough):
-        api.simulate("alltoall", "linear", topology, params={"order": args.order},
+        result = api.simulate("alltoall", "linear", topology, params={"order": args.order},
                      size_bytes=65536, model="flow", placement="column-major", gamma=0.0,
-                     window=args.window, progress=True, maxmin_eps=parse_maxmin(args.maxmin))
+                     window=args.window, progress=False, maxmin_eps=parse_maxmin(args.maxmin))
+        print(f"the whole run: {result.time_s * 1e3:.6f} ms simulated")
+    flow_compiled.run = run  # type: ignore[assignment]
     start = next((m for m in marks if m[0] >= args.from_step), None)
     if start is None or marks[-1][0] == start[0]:
         print("the run ended before the steps to measure", file=sys.stderr)
         return 1
-    end = marks[-1]
-    per_step = (end[1] - start[1]) / (end[0] - start[0]) * 1e6
-    print(f"{args.topology} {args.order} window {args.window} {args.maxmin}: "
-          f"{per_step:.2f} us of CPU per step over steps {start[0]}-{end[0]}; "
-          f"CPU {end[1]:.1f} s in all")
+    _print_span(f"{args.topology} {args.order} window {args.window} {args.maxmin}: over steps "
+                f"{start[0]}-{marks[-1][0]}", start, marks[-1])
+    print(f"CPU {marks[-1][1]:.1f} s in all")
     return 0
+
+
+def _print_span(label: str, start: tuple[int, float, int, int],
+                end: tuple[int, float, int, int], flush: bool = False) -> None:
+    steps, updates = end[0] - start[0], end[2] - start[2]
+    per_step = (end[1] - start[1]) / steps * 1e6
+    refilled = (end[3] - start[3]) / updates if updates else 0.0
+    print(f"{label}: {per_step:.2f} us of CPU per step, {refilled:.1f} flows re-filled per "
+          f"rate update ({updates / steps:.3f} updates per step)", flush=flush)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,24 @@ def test_approximate_end_time_is_within_its_bound(topology: str, which: int, siz
     assert approx.time_s >= float(np.max(approx.link_loads / capacity)) * (1 - 1e-9)
 
 
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(topology=st.sampled_from(TOPOLOGIES), which=st.integers(0, len(ALGORITHMS) - 1),
+       size=st.sampled_from([512, 65536]), window=st.integers(0, 3), seed=st.integers(0, 5))
+def test_the_approximation_s_shortcuts_keep_the_max_min_rates(topology: str, which: int,
+                                                              size: int, window: int,
+                                                              seed: int) -> None:
+    """At ε = 1e-9 (the exact check's slack) only the approximation's shortcuts differ from the
+    exact repair — links that cannot freeze a flow left out of the filling, the flows a new one
+    outranks re-filled at once — and every arrival stays where the exact repair puts it."""
+    collective, algorithm, params = ALGORITHMS[which]
+    net = NetworkParams(bandwidth=2e9, hop_latency=1e-7, overhead=1e-6)
+    program, topo, nodes = _program(topology, collective, algorithm, params, size, net, seed)
+    exact = flow_compiled.run(program, topo, nodes, window=window)
+    approx = flow_compiled.run(program, topo, nodes, window=window, maxmin_eps=1e-9)
+    np.testing.assert_allclose(approx.message_done_s, exact.message_done_s, rtol=0,
+                               atol=1e-6 * exact.time_s)
+
+
 @pytest.mark.parametrize("order", ["shift", "random"])
 @pytest.mark.parametrize("window", [1, 4])
 def test_eps_zero_is_the_exact_repair(order: str, window: int) -> None:

@@ -106,3 +106,16 @@ def test_compiled_run_rejects_a_message_only_program() -> None:
     program = alltoall_linear_messages(call_specs("alltoall", 4, 64)[0], {})
     with pytest.raises(ValueError, match="built from schedules"):
         flow_model(program, topo, place(topo, 4, "row-major"))
+
+
+def test_repair_log_reports_the_repair_s_counters() -> None:
+    """The repair log's last report is the whole run's: its steps, rate updates and re-filled
+    flows, as the outcome counts them; the reports before it never run backwards."""
+    net = NetworkParams(bandwidth=2e9, hop_latency=1e-7, overhead=1e-6)
+    program, topo, nodes = _program("torus:4x4x4", "alltoall", "linear", {"order": "random"},
+                                    16384, net, 3)
+    reports: list[tuple[int, int, int]] = []
+    outcome = flow_compiled.run(program, topo, nodes, window=1,
+                                repair_log=lambda *counts: reports.append(counts))
+    assert reports[-1] == (len(program.step_kind), outcome.rate_updates, outcome.refilled_flows)
+    assert reports == sorted(reports)

@@ -45,9 +45,9 @@ static int vec_push(Vec *a, int64_t x) {
     return 0;
 }
 
-/* ---- binary heaps: timed events (time, sequence) and keyed entries (key, a, b) ---------- */
+/* ---- binary heaps: timed events (time, sequence) and links by share (key, link) ---------- */
 typedef struct { double time; int64_t seq, item; int what; } Event;
-typedef struct { double key; int64_t a, b; } Keyed;
+typedef struct { double key; int64_t link; } Keyed;  /* 16 bytes: four to a line */
 typedef struct { Event *v; int64_t n, cap; } EventHeap;
 typedef struct { Keyed *v; int64_t n, cap; } KeyedHeap;
 
@@ -235,6 +235,7 @@ typedef struct {
     int64_t epoch;  /* below INT32_MAX: the records keep 32-bit stamps */
     Vec touched;
     KeyedHeap fill;
+    double *bound;  /* per link during a filling: the largest rate one of its flows may get */
     /* hot spots: rows (windows x links) of bytes, flows started per window */
     double *rows, *counts, width;
     int64_t nwindows;
@@ -415,17 +416,35 @@ static int fill_u(Sim *s) {
             link->held_count = link->count;
         }
         link->left = link->held;
-        Keyed e = {share_of(s, l), l, 0};
-        if (keyed_push(&s->fill, e) < 0) return -1;
+        s->bound[l] = s->approx ? 0.0 : INFINITY;
+    }
+    /* A flow's rate is at most the least capacity the held flows leave on its route; a link
+     * whose share starts above that bound for each of its flows never freezes one (each
+     * freezes first on its least link, whose share stays below the bound), so it can be left
+     * out of the heap. Only the approximation does: the heap's order among equal shares fixes
+     * the exact repair's rounding, and fewer entries reorder them. */
+    for (int64_t k = 0; s->approx && k < s->members_u.n; ++k) {
+        int64_t g = s->members_u.v[k];
+        double most = INFINITY;
+        ROUTE(s, g, p) most = fmin(most, fmax(s->ln[HOP(s, g, p)].held, 0.0));
+        ROUTE(s, g, p) {
+            int64_t l = HOP(s, g, p);
+            if (most > s->bound[l]) s->bound[l] = most;
+        }
+    }
+    for (int64_t k = 0; k < s->touched.n; ++k) {
+        int64_t l = s->touched.v[k];
+        Keyed e = {share_of(s, l), l};
+        if (e.key <= s->bound[l] && keyed_push(&s->fill, e) < 0) return -1;
     }
     double level = 0.0;
     while (s->fill.n > 0) {
         Keyed e = keyed_pop(&s->fill);
-        int64_t l = e.a;
+        int64_t l = e.link;
         if (s->ln[l].count == 0) continue;
         double share = share_of(s, l);
         if (share > e.key) {  /* its share grew since it was pushed: back in at the new one */
-            Keyed again = {share, l, 0};
+            Keyed again = {share, l};
             if (keyed_push(&s->fill, again) < 0) return -1;
             continue;
         }
@@ -533,6 +552,22 @@ static int join_all(Sim *s) {  /* every flow in the network that crosses a link 
     return 0;
 }
 
+/* A new flow on a saturated link takes its share from the flows above that share: the check
+ * would bring them in after a first filling without them, so the approximation takes them at
+ * once (links saturated within eps, rates above the equal share by more than eps). */
+static int join_outranking(Sim *s, int64_t g) {
+    ROUTE(s, g, p) {
+        int64_t l = HOP(s, g, p);
+        link_stats(s, l, s->epoch);
+        if (!saturated(s, l)) continue;
+        double share = s->ln[l].capacity / (double)s->ln[l].n * (1.0 + s->tolerance);
+        const int32_t *m = members(&s->ln[l]);
+        for (int32_t i = 0; i < s->ln[l].n; ++i)
+            if (FL(s, m[i])->rate > share && join_u(s, m[i]) < 0) return -1;
+    }
+    return 0;
+}
+
 static int update_rates(Sim *s) {
     s->epoch += 2;  /* past every mark of the last update */
     if (!EPOCHS_LEFT(s)) return OVERFLOW;
@@ -541,7 +576,7 @@ static int update_rates(Sim *s) {
         int64_t g = s->added.v[k];
         if (FL(s, g)->hops == 0) {
             if (set_rate(s, g, s->bandwidth) < 0) return -1;  /* on one node: unbounded */
-        } else if (join_u(s, g) < 0) {
+        } else if (join_u(s, g) < 0 || (s->approx && join_outranking(s, g) < 0)) {
             return -1;
         }
     }
@@ -695,8 +730,9 @@ static int simulate(Sim *s, int64_t nsteps, PyObject *progress) {
             break;  /* flows that never drain: the caller reports the stall */
         }
         if (progress != Py_None && (++turns & 0xffff) == 0) {
-            PyObject *r = PyObject_CallFunction(progress, "LL", (long long)s->steps_done,
-                                                (long long)nsteps);
+            PyObject *r = PyObject_CallFunction(progress, "LLLL", (long long)s->steps_done,
+                                                (long long)nsteps, (long long)s->rate_updates,
+                                                (long long)s->refilled);
             if (!r) return -2;
             Py_DECREF(r);
         }
@@ -720,6 +756,7 @@ static void release(Sim *s, int64_t nranks) {
         for (int64_t l = 0; l < s->nlinks; ++l)
             if (s->ln[l].cap > LINK_INLINE) free(s->ln[l].spill);
     free(s->ln);
+    free(s->bound);
 }
 
 #define NBUF 17
@@ -773,7 +810,8 @@ static PyObject *run(PyObject *self, PyObject *args) {
     s.in_flight = calloc((size_t)nranks + 1, sizeof(int64_t));
     s.pending = calloc((size_t)nranks + 1, sizeof(Pending));
     s.ln = aligned_alloc(sizeof(Link), sizeof(Link) * ((size_t)s.nlinks + 1));
-    if (!s.waiting || !s.cpu_free || !s.in_flight || !s.pending || !s.ln) {
+    s.bound = calloc((size_t)s.nlinks + 1, sizeof(double));
+    if (!s.waiting || !s.cpu_free || !s.in_flight || !s.pending || !s.ln || !s.bound) {
         PyErr_NoMemory();
         goto done;
     }

@@ -10,4 +10,5 @@ def run(kind: Any, step_bytes: Any, step_rank: Any, succ_ptr: Any, succ_idx: Any
         eps: float = 0.0, /) -> tuple[float, int, int, float, int]:
     """Run the program; returns (end time, steps run, rate updates, window width, flows
     re-filled), arrival times in ``msg_done``, per-window link bytes in ``rows``/``counts``;
-    route links are int32, every other integer array int64."""
+    route links are int32, every other integer array int64; ``progress`` (or None) is called
+    now and then with (steps run, steps, rate updates, flows re-filled) so far."""

@@ -42,10 +42,13 @@ def _int64(array: np.ndarray | None) -> np.ndarray:
 def run(program: Program, topology: object, placement: np.ndarray, *,
         excluded: Iterable[int] = frozenset(), gamma: float = 0.0, window: int = 0,
         progress: Callable[[int, int], None] | None = None,
-        local_repair: bool = True, maxmin_eps: float = 0.0) -> FlowOutcome:
+        local_repair: bool = True, maxmin_eps: float = 0.0,
+        repair_log: Callable[[int, int, int], None] | None = None) -> FlowOutcome:
     """Run the flow model compiled (as `collops.sim.flow.flow_model`); ``local_repair=False``
     re-fills every flow's rate at every change (the reference for the local repair);
-    ``maxmin_eps`` > 0 repairs max-min approximately (`collops.sim.flow.parse_maxmin`)."""
+    ``maxmin_eps`` > 0 repairs max-min approximately (`collops.sim.flow.parse_maxmin`);
+    ``repair_log`` is called during the run and at its end with (steps run, rate updates,
+    flows re-filled) so far, the repair's cost as it goes."""
     if _compiled is None:
         raise RuntimeError("collops.sim._flowsim was not built")
     if window < 0:
@@ -62,6 +65,14 @@ def run(program: Program, topology: object, placement: np.ndarray, *,
     msg_of_step[send_steps] = np.arange(len(send_steps))
     timeline = LinkTimeline(len(net.capacity), WINDOWS)
     msg_done = np.zeros(program.num_messages)
+
+    def report(done: int, total: int, updates: int, refilled: int) -> None:
+        if progress is not None:
+            progress(done, total)
+        if repair_log is not None:
+            repair_log(done, updates, refilled)
+
+    quiet = progress is None and repair_log is None
     finished, steps_done, rate_updates, width, refilled = _compiled.run(
         kind, _int64(program.step_bytes), _int64(program.step_rank), _int64(program.succ_ptr),
         _int64(program.succ_idx), waiting, msg_of_step, send_steps, recv_steps,
@@ -69,7 +80,9 @@ def run(program: Program, topology: object, placement: np.ndarray, *,
         np.ascontiguousarray(net.route_latency, dtype=np.float64), net.wire, msg_done,
         timeline.rows, timeline.counts, program.nranks, int(window), float(params.overhead),
         float(params.bandwidth), float(gamma), int(StepKind.SEND), int(StepKind.RECV),
-        timeline.width, progress, not local_repair, float(maxmin_eps))
+        timeline.width, None if quiet else report, not local_repair, float(maxmin_eps))
+    if repair_log is not None:
+        repair_log(steps_done, rate_updates, refilled)  # the last report: the whole run
     if steps_done != len(kind):
         raise RuntimeError(f"flow model stalled: {len(kind) - steps_done} steps never ran")
     timeline.width = width
