@@ -125,9 +125,11 @@ class RollCall:
         self.word = held_word(k, fingerprint)
         self.written = False
         self.left = 1
-        # a root wakes the non-roots that wait for its word before they write (`root_heard`);
-        # else no wake: the call's stream part, which follows, wakes the peers as it moves;
-        # a word whose slot is still busy is stored as the call moves (`poll`, `store`)
+        # the word wakes the peers asleep: a root's, the non-roots that wait for it before
+        # they write (`root_heard`); a non-root's, its root, which may sleep once its chunks
+        # are out (the reader's stream part would wake it only as its advance ends, after the
+        # data: the root could not write the next call's chunks meanwhile); a word whose slot
+        # is still busy is stored as the call moves (`poll`, `store`)
         self.store()
 
     def _free(self) -> bool:
@@ -141,20 +143,16 @@ class RollCall:
         return words[shape.my_done + slot] >= last and all(
             words[d + slot] >= last for d in shape.dones)
 
-    def store(self, wake: bool | None = None) -> bool:
-        """Store this rank's word once its slot is free (``wake``: wake the peers asleep; by
-        default only a root, whose non-roots wait for its word before they write); whether
-        it is stored."""
-        if wake is None:
-            wake = self.shape.root_word < 0
+    def store(self) -> bool:
+        """Store this rank's word once its slot is free, waking the peers asleep (they may
+        wait for it); whether it is stored."""
         if not self.written and self._free():
             words, shape, slot = self.words, self.shape, self.slot
             words[shape.my_fp + slot] = self.fingerprint
             words[shape.my_held + slot] = self.word
             self.book.last[slot] = self.k
             self.written = True
-            if wake:
-                self.direct.transport.wake_sleepers(self.direct.group)
+            self.direct.transport.wake_sleepers(self.direct.group)
         return self.written
 
     def ready(self) -> bool:
@@ -187,7 +185,7 @@ class RollCall:
         call is then done with here)."""
         if not self.left:
             return True
-        if not self.store(True):
+        if not self.store():
             return False
         words, word, slot = self.words, self.word, self.slot
         for _, w in self.shape.heard:
