@@ -48,7 +48,9 @@ def test_an_exception_in_one_rank_ends_the_job_with_its_traceback():
     proc, elapsed = _run("raises.py", 4)
     assert proc.returncode == 1
     assert "rank two gives up" in proc.stderr and "Traceback" in proc.stderr
-    assert elapsed < 20
+    # the failure ended the job, not the ranks' 50 s timeout (a loaded machine, or a second
+    # test worker, may take 20 s to start and stop four ranks)
+    assert elapsed < 40, elapsed
 
 
 def _mismatch(comm):
