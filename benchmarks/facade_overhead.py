@@ -98,13 +98,15 @@ def _vector_own(comm: Any, nbytes: int) -> dict[str, Any]:
     root = comm.rank == 0
     return {
         "Allgatherv": lambda: comm.allgatherv(x, counts, displs=displs, out=out),
-        "Gatherv": lambda: comm.gatherv(x, 0, None, displs=displs if root else None,
+        "Gatherv": lambda: comm.gatherv(x, 0, counts if root else None,
+                                        displs=displs if root else None,
                                         out=out if root else None),
         "Scatterv": lambda: comm.scatterv(whole, counts, 0, displs=displs, out=x),
         "Alltoallv": lambda: comm.alltoallv(whole, counts, displs, counts, rdispls=displs,
                                             out=received),
         "Iallgatherv": lambda: comm.iallgatherv(x, counts, displs=displs, out=out).wait(),
-        "Igatherv": lambda: comm.igatherv(x, 0, None, displs=displs if root else None,
+        "Igatherv": lambda: comm.igatherv(x, 0, counts if root else None,
+                                          displs=displs if root else None,
                                           out=out if root else None).wait(),
         "Iscatterv": lambda: comm.iscatterv(whole, counts, 0, displs=displs, out=x).wait(),
         "Ialltoallv": lambda: comm.ialltoallv(whole, counts, displs, counts, rdispls=displs,
