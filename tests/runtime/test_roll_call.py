@@ -4,10 +4,13 @@ peer is done with the earlier one, and every result still matches numpy."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 import collops
+from collops.shm.roll_call import RollCall
 from collops.shm.segment import ROLL_SLOTS
 
 #: float64 items of each rank's block: 1 MiB, large enough to stream
@@ -56,3 +59,20 @@ def _many_in_flight(comm: collops.Comm) -> list[int]:
 @pytest.mark.parametrize("p", [2, 3])
 def test_more_rooted_calls_in_flight_than_roll_call_words(p):
     assert collops.spawn(_many_in_flight, p, transport="shm", timeout=200) == [[]] * p
+
+
+def test_every_members_word_wakes_the_peers_asleep():
+    """A root may sleep once its chunks are out, waiting for its readers' words: a reader's
+    word wakes it (else the root woke only as the reader's compiled pass ended, after all
+    the data), as a root's wakes the writers that wait for it."""
+    woken: list[tuple[int, ...]] = []
+    for me, root in ((1, 0), (0, 0)):  # a non-root, then a root
+        words = memoryview(bytearray(8 * 1024)).cast("Q")
+        transport = SimpleNamespace(wake_sleepers=lambda group: woken.append(tuple(group)))
+        direct = SimpleNamespace(group=[0, 1], index=me, words=words, transport=transport,
+                                 roll_book=None)
+        area = SimpleNamespace(roll_held=[100, 400], roll_fps=[164, 464],
+                               roll_done=[228, 528], roll_books={})
+        call = RollCall(direct, area, 1, 0, 12345, root)
+        assert call.written and words[area.roll_held[me] + call.slot] == call.word
+    assert woken == [(0, 1), (0, 1)]
