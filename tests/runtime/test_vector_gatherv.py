@@ -232,3 +232,56 @@ def test_counts_on_the_members_only_raise():
     assert all(ok for _, ok in got), got
     assert all(error in ("CollectiveMismatch", "PeerFailed") for error, _ in got), got
     assert time.monotonic() - started < 25, got
+
+
+def _non_root_runs_compiled(comm: collops.Comm, calls: int) -> int:
+    """Python executions of gatherv a non-root began over ``calls`` calls to a root given no
+    counts, after the first few (which prepare and bind); each non-root comes late, so the
+    root's header is there and the slots are free (nothing else hands a call to Python)."""
+    from collops.shm import direct_gatherv
+
+    x = np.full(1, float(comm.rank))
+
+    def late() -> None:
+        if comm.rank:
+            time.sleep(0.02)
+
+    for _ in range(REPEATS):
+        late()
+        comm.gatherv(x, 0, None)
+    began = 0
+    init = direct_gatherv.GathervExecution.__init__
+
+    def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        nonlocal began
+        began += 1
+        init(self, *args, **kwargs)
+
+    direct_gatherv.GathervExecution.__init__ = counted  # type: ignore[method-assign]
+    try:
+        for _ in range(calls):
+            late()
+            got = comm.gatherv(x, 0, None)
+            if comm.rank == 0:
+                np.testing.assert_array_equal(got, np.arange(comm.size, dtype=np.float64))
+    finally:
+        direct_gatherv.GathervExecution.__init__ = init  # type: ignore[method-assign]
+    return began
+
+
+def test_a_non_root_stays_compiled_when_its_root_learns_the_counts():
+    # the root's header says it takes any length (`ANY_LENGTH`); the compiled reader of a
+    # non-root accepts that flag
+    # (before, every such call fell back to the Python protocol: 20 of 20). A call whose root
+    # is descheduled past the runner's spin also goes on in Python, so a loaded machine may
+    # show a few
+    began = collops.spawn(_non_root_runs_compiled, 2, 20, transport="shm", timeout=120)
+    assert began[1] < 10, began
+
+
+def test_the_compiled_reader_knows_the_any_length_flag():
+    from collops.shm import direct, direct_alltoallv
+
+    if direct._direct is None:
+        pytest.skip("collops' C runners were not built here")
+    assert direct._direct.ANY_LENGTH == direct_alltoallv.ANY_LENGTH

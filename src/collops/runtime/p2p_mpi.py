@@ -104,16 +104,34 @@ class MpiChannel:
 
     # -- matching ------------------------------------------------------------------------------
     def drain(self, sources: Sequence[int] | None = None) -> None:
-        """Give the waiting receives, earliest posted first, the messages MPI has for them."""
+        """Give the waiting receives, earliest posted first, the messages MPI has for them.
+
+        A message may arrive between one receive's probe and the next's: the later receive's
+        probe then takes a message an earlier receive, still waiting, would take too. MPI
+        gives it to the earliest posted receive it fits, so this does, and probes again for
+        the later one."""
         waiting = self.waiting
         if not waiting:
             return
         link = self.link
-        for op in list(waiting):
+        i = 0
+        while i < len(waiting):
+            op = waiting[i]
             probed = link.improbe(op.mpi_source, op.mpi_tag)
-            if probed is not None:
-                waiting.remove(op)
-                op.matched(probed)
+            if probed is None:
+                i += 1
+                continue
+            first = next(j for j in range(i + 1) if self._fits(waiting[j], probed))
+            taker = waiting.pop(first)
+            taker.matched(probed)
+            if first < i:  # ``op`` moved up one place: probe for it again there
+                i -= 1
+
+    def _fits(self, op: MpiRecvOp, probed: Probed) -> bool:
+        """Whether a receive of ``op``'s source and tag would take ``probed``'s message."""
+        link = self.link
+        return ((op.mpi_source == link.any_source or op.mpi_source == probed.source)
+                and (op.mpi_tag == link.any_tag or op.mpi_tag == probed.tag))
 
     def check_tag(self, call: str, name: str, tag: int) -> int:
         """``tag`` as MPI's tag: an `ArgumentError` past MPI's ``TAG_UB``."""

@@ -45,6 +45,9 @@
 enum { READ_NONE = 0, READ_COPY = 1, READ_SELF = 2, READ_REDUCE = 3, READ_TABLE = 4 };
 enum { OP_SUM = 0, OP_PROD, OP_MIN, OP_MAX, OP_BAND, OP_BOR, OP_BXOR };
 enum { DT_I1 = 0, DT_I2, DT_I4, DT_I8, DT_U1, DT_U2, DT_U4, DT_U8, DT_F4, DT_F8 };
+/* an alltoallv header's flag (`direct_alltoallv.ANY_LENGTH`): its writer takes whatever
+ * length each of its writers sends it (a gatherv root given no counts) */
+enum { HEAD_ANY_LENGTH = 4 };
 
 
 typedef struct {
@@ -583,7 +586,8 @@ static int read_table(Runner *r, const Py_ssize_t *src, char *send, char *recv) 
         memcpy(&w[1], head + 8 * r->table[0], 8);
         memcpy(&w[2], head + 8 * r->table[1], 8);
         memcpy(&w[3], head + 8 * r->table[2], 8);
-        if (w[0] != 0 || w[1] != (uint64_t)r->len[i] || w[2] != (uint64_t)r->back[i]
+        if ((w[0] & ~(uint64_t)HEAD_ANY_LENGTH) != 0 || w[1] != (uint64_t)r->len[i]
+            || (!(w[0] & HEAD_ANY_LENGTH) && w[2] != (uint64_t)r->back[i])
             || (r->len[i] && (w[3] < (uint64_t)r->whead_len
                               || w[3] > (uint64_t)(r->slot_bytes - r->len[i]))))
             return 0;
@@ -1391,7 +1395,8 @@ PyMODINIT_FUNC PyInit__direct(void) {
         || PyModule_AddIntConstant(m, "READ_COPY", READ_COPY) < 0
         || PyModule_AddIntConstant(m, "READ_TABLE", READ_TABLE) < 0
         || PyModule_AddIntConstant(m, "READ_SELF", READ_SELF) < 0
-        || PyModule_AddIntConstant(m, "READ_REDUCE", READ_REDUCE) < 0) {
+        || PyModule_AddIntConstant(m, "READ_REDUCE", READ_REDUCE) < 0
+        || PyModule_AddIntConstant(m, "ANY_LENGTH", HEAD_ANY_LENGTH) < 0) {
         Py_DECREF(m);
         return NULL;
     }
