@@ -8,9 +8,8 @@ JOBS   ?= 2
 
 .PHONY: demo test lint typecheck unit dist clean
 
-$(STAMP): pyproject.toml setup.py src/collops/shm/_direct.c src/collops/shm/_stream.c src/collops/shm/_p2p.c \
-		src/collops/runtime/_slots.c src/collops/facade/_specs.c \
-		src/collops/shm/_shm_wait.h
+# (every C source and header: an edited one rebuilds the extensions)
+$(STAMP): pyproject.toml setup.py $(wildcard src/collops/*/_*.c src/collops/*/_*.h)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test,plot,mpi]'
