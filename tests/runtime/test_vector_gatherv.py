@@ -285,3 +285,78 @@ def test_the_compiled_reader_knows_the_any_length_flag():
     if direct._direct is None:
         pytest.skip("collops' C runners were not built here")
     assert direct._direct.ANY_LENGTH == direct_alltoallv.ANY_LENGTH
+
+
+def _changing_rows(comm: collops.Comm, seed: int) -> list[str]:
+    """A root given no counts, the members' rows changing from call to call (each rank
+    draws every rank's rows from one seed, as numpy's reference does): the root's guess of
+    the last call's rows holds for runs of calls and misses between them, the root's own
+    rows included; results with and without ``out``. What ran each call."""
+    p, r = comm.size, comm.rank
+    rng = np.random.default_rng(seed)
+    took = []
+    for i in range(24):
+        if i % 4 == 0:  # a new set of rows every fourth call (a zero among them)
+            rows = [int(v) for v in rng.integers(0, 5, p)]
+        x = _block(r, rows[r])
+        want = _placed(rows, None)
+        out = np.full_like(want, -7.0) if r == 0 and i % 3 == 2 else None
+        got = comm.gatherv(x, 0, None, out=out)
+        took.append(comm.last_algorithm)
+        if r == 0:
+            np.testing.assert_array_equal(got, want)
+            if out is not None:  # filled (the general path returns a view of it)
+                np.testing.assert_array_equal(out, want)
+                assert got.size == 0 or np.shares_memory(got, out)
+        else:
+            assert got is None
+    return took
+
+
+@pytest.mark.parametrize(("transport", "compiled"),
+                         [("inproc", "1"), ("shm", "1"), ("shm", "0")])
+@pytest.mark.parametrize("p", [2, 3])
+def test_a_root_given_no_counts_as_the_rows_change(monkeypatch, transport, compiled, p):
+    monkeypatch.setenv("COLLOPS_COMPILED", compiled)
+    took = collops.spawn(_changing_rows, p, 11 + p, transport=transport, timeout=150)
+    if transport == "shm":
+        assert set(took[0]) == {"shm_direct"}, took
+
+
+def _guess_route(comm: collops.Comm) -> list[int]:
+    """Python executions the root began over 12 calls whose rows stay the same, then 12
+    whose rows change every call (the root comes late, its members' blocks there: nothing
+    else hands a call over)."""
+    from collops.shm import direct_gatherv
+
+    began = [0]
+    init = direct_gatherv.GathervExecution.__init__
+
+    def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        began[0] += 1
+        init(self, *args, **kwargs)
+
+    counts = []
+    for changing in (False, True):
+        for i in range(REPEATS + 12):
+            if i == REPEATS:
+                began[0] = 0
+                direct_gatherv.GathervExecution.__init__ = counted  # type: ignore[method-assign]
+            if comm.rank == 0:
+                time.sleep(0.02)
+            rows = 1 + (i % 3 if changing else 0)
+            got = comm.gatherv(_block(comm.rank, rows), 0, None)
+            if comm.rank == 0:
+                np.testing.assert_array_equal(got, _placed([rows] * comm.size, None))
+        direct_gatherv.GathervExecution.__init__ = init  # type: ignore[method-assign]
+        counts.append(began[0])
+    return counts
+
+
+def test_a_root_given_no_counts_runs_compiled_while_its_guess_holds():
+    # the root expects the rows of its last call: the same rows every call run compiled;
+    # rows that change every call (the root's own too) hand each call to the Python protocol
+    # (the root's own rows differ: it has no guess and takes the general path)
+    steady, changing = collops.spawn(_guess_route, 2, transport="shm", timeout=120)[0]
+    assert steady < 6, steady
+    assert changing == 12, changing

@@ -25,13 +25,14 @@ from ..algorithms.registry import get_algorithm
 from ..algorithms.spec import CallSpec, make_spec
 from ..datatypes import as_array
 from ..errors import ArgumentError, CollopsError
+from ..shm.direct_gatherv import LengthsLearned
 from . import objects
 from .commbase import _SLOW, _row_size
 from .communicators import Communicators
 from .p2p import P2P
 from .request import Phases, Request, wait_all
 from .variants import nonblocking, persistent
-from .vector_calls import fast_scatterv, vector_key
+from .vector_calls import fast_scatterv, guessing_key, learned_result, vector_key
 
 _BARRIER_TOKEN = np.empty(0, np.uint8)
 
@@ -204,11 +205,16 @@ class Comm(Communicators, P2P):
                 **params: Any) -> np.ndarray | None:
         """Arrays of different lengths on the root, rank j's from row ``displs[j]`` (back to
         back if None; counts in rows, exchanged if None)."""
-        if not params and (counts is not None or self.rank != root) and (
-                algorithm is None or algorithm == "shm_direct"):  # see `vector_gatherv`
-            key = vector_key(counts, displs if self.rank == root else None)
+        if not params and (algorithm is None or algorithm == "shm_direct"):
+            # see `vector_gatherv`; a root given no counts guesses (`guessing_key`)
+            key = (vector_key(counts, displs if self.rank == root else None)
+                   if counts is not None or self.rank != root
+                   else guessing_key(self, x, root, displs))
             if key is not None:
-                got = self._fast("gatherv", x, key, root, out, algorithm, timeout)
+                try:
+                    got = self._fast("gatherv", x, key, root, out, algorithm, timeout)
+                except LengthsLearned as exc:
+                    return learned_result(self, exc, x, out)
                 if got is not _SLOW:
                     return got  # type: ignore[no-any-return]
         return self._start(self._gatherv("gatherv", x, root, counts, True, out, algorithm,

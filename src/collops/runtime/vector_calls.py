@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..algorithms.spec import CallSpec, make_spec, prefix
-from ..shm.direct_gatherv import own_spec
+from ..shm.direct_gatherv import LengthsLearned, own_spec
 from .arguments import checked_displs, displaced_signature, rows_spanned
 from .cache import SHARED
 from .commbase import _SLOW, _row_size
 from .envelope import _DATA_AT, _FAST_KINDS, _bcast_head, _envelope_view, _parse_header
 from .phases import _counting_head, _counts_fit
 from .request import Request
-from .vector_gatherv import HEADED, headed, streamed
+from .vector_gatherv import HEADED, guess_key, headed, learned, streamed
 
 if TYPE_CHECKING:
     from .commbase import CommBase
@@ -145,8 +145,10 @@ def _headed_spec(comm: CommBase, x: np.ndarray, key: Any, root: int
                  ) -> tuple[CallSpec, object, tuple[int, ...], bool] | None:
     """`vector_blocking_spec` of a gatherv whose blocks' lengths travel in headers (`headed`:
     a non-root needs no counts; a root given none takes the general path, which allocates
-    its result once the headers are read)."""
-    counts, displs = key
+    its result once the headers are read, unless it has a guess: ``key`` is then
+    `guessing_key`'s)."""
+    counts, displs = key[:2]
+    guessed = len(key) == 3
     p, dt, rank = comm.size, x.dtype, comm.rank
     rows, trailing, per_row = x.shape[0], x.shape[1:], _row_size(x)
     root = comm._check_root("gatherv", root)
@@ -158,10 +160,30 @@ def _headed_spec(comm: CommBase, x: np.ndarray, key: Any, root: int
     total, placed = _placed_rows(comm, "gatherv", "displs", displs, counts) if receives else (
         0, None)
     given = None if counts is None else tuple(c * per_row for c in counts)
-    streams = given is not None and streamed(comm, root, dt, given, None)
+    streams = not guessed and given is not None and streamed(comm, root, dt, given, None)
     spec = own_spec(p, dt, root, rows * per_row, given if receives or streams else None,
-                    None if placed is None else tuple(d * per_row for d in placed), streams)
+                    None if placed is None else tuple(d * per_row for d in placed), streams,
+                    guessed)
     return spec, HEADED, (total, *trailing), receives
+
+
+def guessing_key(comm: CommBase, x: Any, root: Any, displs: Any) -> tuple[Any, ...] | None:
+    """The fast path's key of a gatherv root given no counts and no displacements: the rows
+    each rank sent in its last such call (`vector_gatherv.learned`) and a mark; None when it
+    has no guess (the general path learns one) or when the call is not that simple."""
+    if displs is not None or type(x) is not np.ndarray or x.ndim == 0 or type(root) is not int:
+        return None
+    guess = comm._cache.get(guess_key(root, x))
+    if guess is None or guess[comm.rank] != x.shape[0]:
+        return None
+    return guess, None, "guessed"
+
+
+def learned_result(comm: CommBase, learned_in: LengthsLearned, x: np.ndarray, out: Any
+                   ) -> np.ndarray:
+    """The result of a guessing root's call that the Python protocol ran (it learned the
+    lengths): as the general path makes it."""
+    return learned(comm, "gatherv", learned_in.execution, x, None, out)
 
 
 #: a scatterv root's envelope for one ``x`` and key: the blocks' headers, where each block's

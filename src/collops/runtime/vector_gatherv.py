@@ -119,13 +119,22 @@ def by_headers(comm: CommBase, call: str, data: np.ndarray, root: int, counts: A
                             counts_signature=HEADED)
     if not learns(spec, rank):
         return result
-    return _learned(comm, call, execution, data, trailing, per_row, displs, out)
+    return learned(comm, call, execution, data, displs, out)
 
 
-def _learned(comm: CommBase, call: str, execution: Any, data: np.ndarray,
-             trailing: tuple[int, ...], per_row: int, displs: Any, out: Any) -> np.ndarray:
-    """A root's result of a gatherv given no counts: the blocks as the headers said."""
+def guess_key(root: int, x: np.ndarray) -> tuple[Any, ...]:
+    """The cache key of a root's guess of the rows it gathers (`learned`) for arrays like
+    ``x``."""
+    return ("gatherv guess", root, x.dtype, x.shape[1:])
+
+
+def learned(comm: CommBase, call: str, execution: Any, data: np.ndarray, displs: Any,
+            out: Any) -> np.ndarray:
+    """A root's result of a gatherv given no counts: the blocks as the headers said (the
+    rows each rank sent kept as the root's next guess, `collops.shm.direct_gatherv`)."""
     lengths, got = execution.lengths, execution.recv
+    trailing = data.shape[1:] if data.ndim else ()
+    per_row = int(np.prod(trailing, dtype=np.int64))
     row_bytes = per_row * data.dtype.itemsize
     rank = comm.rank
     for j, n in enumerate(lengths):
@@ -134,6 +143,8 @@ def _learned(comm: CommBase, call: str, execution: Any, data: np.ndarray,
                                      f"{n // data.dtype.itemsize} elements, not rows of "
                                      f"{per_row}")
     row_counts = [n // row_bytes if row_bytes else 0 for n in lengths]
+    if data.ndim and row_bytes:
+        comm._cache.put(guess_key(rank, data), tuple(row_counts))
     if displs is not None:  # the blocks' overlaps, now that their lengths are known
         at = checked_displs(call, "displs", displs, row_counts, rank, True)
         total = rows_spanned(at, row_counts)
@@ -142,9 +153,13 @@ def _learned(comm: CommBase, call: str, execution: Any, data: np.ndarray,
     shape = (total, *trailing)
     # a new result holds zeros between the blocks; a caller's out keeps what it held there
     result = (np.zeros(shape, data.dtype) if out is None
-              else comm._out(call, out, shape, data.dtype).reshape(shape))
-    flat = result.reshape(total, -1) if total else result
-    rows = got[: total * row_bytes].view(data.dtype).reshape(flat.shape) if total else got
+              else comm._out(call, out, shape, data.dtype))
+    if result.shape != shape:
+        result = result.reshape(shape)
+    if not total or not row_bytes:  # nothing sent (every block empty)
+        return result
+    flat = result.reshape(total, -1)
+    rows = got[: total * row_bytes].view(data.dtype).reshape(flat.shape)
     for d, c in zip(at, row_counts, strict=True):
         flat[d: d + c] = rows[d: d + c]
     return result

@@ -24,6 +24,14 @@ other disagreement. Only a root given no counts takes a block beyond a slot out 
 writer's memory (or as a message), as alltoallv's are, so every rank takes this protocol
 whatever the counts.
 
+A root given no counts guesses, on its bound route, that each member sends what it sent in
+its root's last call (`own_spec`'s ``guessed``): its header still says `ANY_LENGTH`, so the
+members check nothing, and its compiled runner expects the guess and copies the blocks into
+a result of that shape. A header that says otherwise hands the call to the Python protocol,
+which learns the lengths and allocates as it does for any root given no counts, and then
+raises `LengthsLearned` with the execution: the route builds the result from it and guesses
+anew.
+
 The spec a rank's route is chosen from is the same on every rank (`selection.rank_independent`
 drops the counts), so no rank needs another's counts to agree on the algorithm.
 """
@@ -64,17 +72,33 @@ STREAMED = 8
 DISPLACED = 16
 
 
+#: a root's spec whose ``counts`` are its guess (kept as its ``sdispls``, which no gatherv
+#: uses and no fingerprint holds)
+GUESSED = (1,)
+
+
+class LengthsLearned(Exception):  # noqa: N818 - not an error: the call completed
+    """A guessing root's call ran in the Python protocol, which learned the lengths (its
+    ``execution``'s ``lengths`` and ``recv``): not an error, the call completed."""
+
+    def __init__(self, execution: GathervExecution) -> None:
+        super().__init__("the lengths were learned")
+        self.execution = execution
+
+
 def own_spec(size: int, dtype: np.dtype, root: int, own: int,
              counts: tuple[int, ...] | None = None,
-             displs: tuple[int, ...] | None = None, streamed: bool = False) -> CallSpec:
+             displs: tuple[int, ...] | None = None, streamed: bool = False,
+             guessed: bool = False) -> CallSpec:
     """One rank's spec of a gatherv whose counts are each rank's own: its ``own`` elements
     and, at the root, the ``counts`` and ``displs`` (elements) it was given (None: not
     given; the root then takes the lengths from the headers); ``streamed``: this rank was
     given ``counts`` the selection streams (kept as the spec's ``count``: 1; a non-root's
-    ``counts`` are then in its spec too)."""
+    ``counts`` are then in its spec too); ``guessed``: a root given none, whose ``counts``
+    are what it expects (`GUESSED`)."""
     return make_spec("gatherv", size, dtype, counts=(), root=root).with_(
         count=int(streamed), sendcounts=(own,), recvcounts=tuple(counts or ()),
-        rdispls=tuple(displs or ()))
+        rdispls=tuple(displs or ()), sdispls=GUESSED if guessed else ())
 
 
 def full_spec(size: int, dtype: np.dtype, root: int, counts: tuple[int, ...],
@@ -89,9 +113,14 @@ def is_own(spec: CallSpec) -> bool:
     return spec.collective == "gatherv" and not spec.counts and spec.size > 0
 
 
+def guesses(spec: CallSpec) -> bool:
+    """Whether ``spec`` is a root's given no counts that expects a guess (`own_spec`)."""
+    return spec.sdispls == GUESSED and is_own(spec)
+
+
 def learns(spec: CallSpec, rank: int) -> bool:
     """Whether ``rank`` is the root of a gatherv given no counts: it learns them."""
-    return rank == spec.root and is_own(spec) and not spec.recvcounts
+    return rank == spec.root and is_own(spec) and (not spec.recvcounts or guesses(spec))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -242,11 +271,14 @@ def _run(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, seq
          timeout: float | None, phase: int = 0, confirm: bool = True,
          published: bool = False, runners: dict[CallSpec, Runner] | None = None) -> None:
     """A blocking gatherv, and the stream phase its counts or its root's header ask for (its
-    runners bound once per counts in ``runners``)."""
+    runners bound once per counts in ``runners``); a guessing root's raises
+    `LengthsLearned` (its result is the execution's)."""
     ex = start(call, send, recv, seq, phase, timeout, published)
     assert isinstance(ex, GathervExecution)
     if not ex.poll():
         call.progress.wait(ex)
+    if guesses(call.spec) and call.rank == call.spec.root:
+        raise LengthsLearned(ex)
     if ex.streamed is None:
         return
     runner = None if runners is None else runners.get(ex.streamed)
@@ -261,14 +293,15 @@ def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None
          ) -> Callable[..., None]:
     """A blocking gatherv of one signature: ``fn(send, recv, seq, timeout, phase=0)``,
     compiled (`table_runner`) unless this rank's block goes around its slot or, at a root
-    that learns the counts, the result is allocated as the headers say (`_run`)."""
+    that learns the counts without a guess, the result is allocated as the headers say
+    (`_run`)."""
     transport, area = direct.area_of(call)
     spec, rank = call.spec, call.rank
     run = functools.partial(_run, runners={})
     if streams(spec):
         return _streamed_runner(call, area, run)
     compiled = None
-    if not learns(spec, rank) and not streams(spec):
+    if not learns(spec, rank) or guesses(spec):
         others = direct_roles.waits_for(spec, rank)
         compiled = table_runner(call, transport, area, layout_for(spec, rank, area.capacity),
                                 others, list(direct_roles.readers(spec, rank)), run)
