@@ -360,3 +360,17 @@ def test_a_root_given_no_counts_runs_compiled_while_its_guess_holds():
     steady, changing = collops.spawn(_guess_route, 2, transport="shm", timeout=120)[0]
     assert steady < 6, steady
     assert changing == 12, changing
+
+
+def test_every_ranks_gatherv_spec_chooses_from_the_same_part():
+    # what a rank's spec holds beyond the call (its block, its counts, a root's guess) never
+    # enters the choice, so every rank chooses the same algorithm
+    from collops.algorithms.selection import rank_independent
+    from collops.shm.direct_gatherv import own_spec
+
+    dt = np.dtype(np.float64)
+    specs = [own_spec(3, dt, 0, 2, (2, 1, 0), None, False, True),  # a root's guess
+             own_spec(3, dt, 0, 2, (2, 1, 0), (0, 3, 5)),  # a root given counts, displs
+             own_spec(3, dt, 0, 2),  # a root given none
+             own_spec(3, dt, 0, 1), own_spec(3, dt, 0, 0)]  # members
+    assert len({rank_independent(s) for s in specs}) == 1

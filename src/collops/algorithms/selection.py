@@ -148,7 +148,7 @@ def rank_independent(spec: CallSpec) -> CallSpec:
     if spec.collective == "gatherv" and not spec.counts:
         zeros = (0,) * spec.size
         return spec.with_(count=0, counts=zeros, displs=zeros, sendcounts=(), recvcounts=(),
-                          rdispls=())
+                          sdispls=(), rdispls=())
     if spec.collective != "alltoallv":
         return spec
     zeros = (0,) * spec.size
