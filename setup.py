@@ -52,8 +52,9 @@ class OptionalBuildExt(build_ext):
 
 
 setup(cmdclass={"build_ext": OptionalBuildExt},
-      ext_modules=[Extension("collops.shm._direct", ["src/collops/shm/_direct.c"],
-                             depends=SHARED, optional=True,
+      ext_modules=[Extension("collops.shm._direct", [f"src/collops/shm/_direct{part}.c" for part in (
+                                 "", "_runner", "_bound", "_fold")],
+                             depends=[*SHARED, "src/collops/shm/_direct.h"], optional=True,
                              extra_compile_args=["-O2", "-std=gnu11"]),
                    Extension("collops.shm._stream", ["src/collops/shm/_stream.c"],
                              depends=SHARED, optional=True,

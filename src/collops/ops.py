@@ -95,7 +95,7 @@ def use_compiled_kernels(kernel: Callable[[np.ndarray, np.ndarray, np.ndarray, i
 
 
 #: the operators and dtypes the compiled kernels implement (``fold``/``combine`` in
-#: ``shm/_direct.c``, the arithmetic of numpy's ufuncs) and their codes there; the others fold
+#: ``shm/_direct_fold.c``, the arithmetic of numpy's ufuncs) and their codes there; the others fold
 #: with numpy
 COMPILED_OPS = {"SUM": 0, "PROD": 1, "MIN": 2, "MAX": 3, "BAND": 4, "BOR": 5, "BXOR": 6}
 COMPILED_DTYPES = {np.dtype(t): i for i, t in enumerate(

@@ -1,4 +1,4 @@
-/* What both compiled pieces of the shared-memory transport (_direct.c, _stream.c) need to
+/* What both compiled pieces of the shared-memory transport (_direct*.c, _stream.c) need to
  * share words with other processes: acquire loads and release stores of the 64-bit words of
  * the job segment, the CPU's spin-wait hint, a monotonic clock in seconds, the compiled
  * stages of the one wait (`shm_spin_over`, `shm_wait_until`; include Python.h first), a memcpy that
