@@ -6,7 +6,7 @@ take the call, and the default with each alternative protocol setting (`protocol
 tuning file of its own). The grid is timed in ``effort.passes`` passes, each over every point
 in a shuffled order (the same on every rank), so the passes are spread over the whole run and
 a point's passes see the machine at different times; within a pass a point's candidates are
-interleaved. Where neighbouring sizes have different winners after the first pass, the size
+interleaved, each round begun by the next of them (`measure.time_rounds`). Where neighbouring sizes have different winners after the first pass, the size
 between them is added (`decide.refine_points`) and timed in every later pass too. After the
 passes, a point whose winner won some rounds but not all (`decide.Decision.worth_more`) times
 it against the default in ``effort.extra_rounds`` more rounds (``effort.extra_most`` where
@@ -91,7 +91,7 @@ def measure_job(comm: Any, collectives: Sequence[str], sizes: Sequence[int], eff
                 points[key] = _prepare(comm, tables, scratch, *key, effort, timer, knobs)
             p = points[key]
             got = time_rounds(comm, tables, p.size, p.entries, p.batches, effort.repetitions,
-                              timer)
+                              timer, start=(number - 1) * effort.repetitions)
             p.samples = [old + new for old, new in zip(p.samples, got, strict=True)] \
                 if p.samples else got
             if progress is not None and comm.rank == 0:

@@ -150,11 +150,16 @@ def batch_size(comm: Any, label: str, size: int, call: Callable[[], Any],
 
 
 def time_rounds(comm: Any, tables: Tables, size: int, entries: Sequence[Candidate],
-                batches: Sequence[int], rounds: int, timer: Timer) -> list[list[float]]:
-    """``rounds`` repetitions of every entry in turns: seconds per call, the slowest rank's."""
+                batches: Sequence[int], rounds: int, timer: Timer, start: int = 0
+                ) -> list[list[float]]:
+    """``rounds`` repetitions of every entry in turns: seconds per call, the slowest rank's.
+    Round ``r`` begins with entry ``(start + r) mod len(entries)`` and goes on in order, so no
+    entry always goes first (after the others' switch of tables, or into cold caches)."""
     samples: list[list[float]] = [[] for _ in entries]
-    for _ in range(rounds):
-        for k, (entry, batch) in enumerate(zip(entries, batches, strict=True)):
+    n = len(entries)
+    for r in range(rounds):
+        for k in ((start + r + i) % n for i in range(n)):
+            entry, batch = entries[k], batches[k]
             if tables.use(entry.tables):
                 entry.call()  # prepared again under the settings now in force
             comm.barrier()
