@@ -52,8 +52,10 @@ class OptionalBuildExt(build_ext):
 
 
 setup(cmdclass={"build_ext": OptionalBuildExt},
-      ext_modules=[Extension("collops.shm._direct", [f"src/collops/shm/_direct{part}.c" for part in (
-                                 "", "_runner", "_bound", "_fold")],
+      ext_modules=[Extension("collops.shm._direct", ["src/collops/shm/_direct.c",
+                                                     "src/collops/shm/_direct_runner.c",
+                                                     "src/collops/shm/_direct_bound.c",
+                                                     "src/collops/shm/_direct_fold.c"],
                              depends=[*SHARED, "src/collops/shm/_direct.h"], optional=True,
                              extra_compile_args=["-O2", "-std=gnu11"]),
                    Extension("collops.shm._stream", ["src/collops/shm/_stream.c",
