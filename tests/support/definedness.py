@@ -21,13 +21,8 @@ def undefined_reads(schedules: Sequence[Schedule]) -> tuple[list[str], list[np.n
     """Run the schedules on definedness masks; return (problems, each rank's RECV mask)."""
     masks = [[np.ones(s.send_count, bool), np.zeros(s.recv_count, bool),
               np.zeros(s.tmp_count, bool)] for s in schedules]
-    waiting = [np.bincount(s.dep_to, minlength=len(s)).astype(int) for s in schedules]
-    succ = []
-    for s in schedules:
-        lists: list[list[int]] = [[] for _ in range(len(s))]
-        for a, b in zip(s.dep_from.tolist(), s.dep_to.tolist(), strict=True):
-            lists[a].append(b)
-        succ.append(lists)
+    waiting = [s.indegrees() for s in schedules]
+    succ = [s.successors() for s in schedules]
     ready = [deque(np.nonzero(w == 0)[0].tolist()) for w in waiting]
     pending: list[list[int]] = [[] for _ in schedules]
     channels: dict[tuple[int, int, int], np.ndarray] = {}

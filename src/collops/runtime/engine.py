@@ -82,12 +82,8 @@ class Plan:
         self.nbytes: list[int] = (count * itemsize).tolist()
         self.op: list[int] = s.op.tolist()
         self.flags: list[int] = s.flags.tolist()
-        succ: list[list[int]] = [[] for _ in range(self.n)]
-        indeg = [0] * self.n
-        for a, b in zip(s.dep_from.tolist(), s.dep_to.tolist(), strict=True):
-            succ[a].append(b)
-            indeg[b] += 1
-        self.succ = succ
+        self.succ = s.successors()
+        indeg = s.indegrees().tolist()
         self.indeg = indeg
         self.roots = [i for i in range(self.n) if indeg[i] == 0]
 

@@ -40,13 +40,8 @@ def run_reference(
         tmp = np.zeros(sched.tmp_count, dtype)
         areas.append([send, recv, tmp])
 
-    waiting = [np.bincount(s.dep_to, minlength=len(s)).astype(np.int64) for s in schedules]
-    succ: list[list[list[int]]] = []
-    for s in schedules:
-        lists: list[list[int]] = [[] for _ in range(len(s))]
-        for a, b in zip(s.dep_from.tolist(), s.dep_to.tolist(), strict=True):
-            lists[a].append(b)
-        succ.append(lists)
+    waiting = [s.indegrees() for s in schedules]
+    succ = [s.successors() for s in schedules]
     ready = [deque(np.nonzero(w == 0)[0].tolist()) for w in waiting]
     blocked_recvs: list[list[int]] = [[] for _ in schedules]
     channels: dict[tuple[int, int, int], np.ndarray] = {}

@@ -168,6 +168,17 @@ class Schedule:
             preds[b].append(a)
         return preds
 
+    def successors(self) -> list[list[int]]:
+        """For every step, the steps that wait for it, in dependency order."""
+        succ: list[list[int]] = [[] for _ in range(len(self))]
+        for a, b in zip(self.dep_from.tolist(), self.dep_to.tolist(), strict=True):
+            succ[a].append(b)
+        return succ
+
+    def indegrees(self) -> np.ndarray:
+        """For every step, how many steps it waits for."""
+        return np.bincount(self.dep_to, minlength=len(self)).astype(np.int64)
+
     def messages(self) -> tuple[np.ndarray, np.ndarray]:
         """Indices of the send steps and of the receive steps."""
         return np.nonzero(self.kind == SEND_)[0], np.nonzero(self.kind == RECV_)[0]

@@ -6,11 +6,12 @@ take the call, and the default with each alternative protocol setting (`protocol
 tuning file of its own). The grid is timed in ``effort.passes`` passes, each over every point
 in a shuffled order (the same on every rank), so the passes are spread over the whole run and
 a point's passes see the machine at different times; within a pass a point's candidates are
-interleaved, each round begun by the next of them (`measure.time_rounds`). Where neighbouring sizes have different winners after the first pass, the size
-between them is added (`decide.refine_points`) and timed in every later pass too. After the
-passes, a point whose winner won some rounds but not all (`decide.Decision.worth_more`) times
-it against the default in ``effort.extra_rounds`` more rounds (``effort.extra_most`` where
-either side's rounds spread widely), which goes first alternating.
+interleaved, each round begun by the next of them (`measure.time_rounds`). Where neighbouring
+sizes have different winners after the first pass, the size between them is added
+(`decide.refine_points`) and timed in every later pass too. After the passes, a point whose
+winner won some rounds but not all (`decide.Decision.worth_more`) times it against the
+default in ``effort.extra_rounds`` more rounds (``effort.extra_most`` where either side's
+rounds spread widely), which goes first alternating.
 A candidate that fails is dropped from its size.
 """
 
