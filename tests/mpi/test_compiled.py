@@ -34,6 +34,7 @@ def test_bound_calls_match_numpy_hand_back_and_name_their_errors(n, route):
             | ({"gather"} if rank == 0 else set()) | ({"exscan"} if rank else set())
         compiled = {c for c, yes in report["compiled"].items() if yes}
         assert compiled == (expected if route == "compiled" else set()), report["compiled"]
+        assert report["named"] == (route == "compiled"), report
         error, message = report["mismatch"]
         assert error == "CollectiveMismatch", report
         mine, theirs = ("allreduce", "allgather") if rank == 0 else ("allgather", "allreduce")

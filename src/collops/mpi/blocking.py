@@ -144,6 +144,7 @@ class BlockingCall:
         self.spins = int(transport._spin_seconds / SPIN_LOOK)
         #: the calls in flight (the progress engine's list, changed in place)
         self._active = call.progress.active
+        self.flavour = flavour
         self.operation = flavour.operation(MPI, call, True)
         self.what = f"{spec.collective}[{flavour.name}]"
         self.checked = f"{self.what}, checked before {mpi_function(spec.collective)}"

@@ -22,11 +22,12 @@ from typing import Any
 import numpy as np
 
 from .. import config
-from .native import _REDUCING, mpi_reduction
+from .native import _REDUCING, MPI_NATIVE, mpi_reduction
 from .transport import COLLECTIVE_SLOTS
 
+_native: Any
 try:
-    from . import _native
+    from . import _native  # type: ignore[attr-defined,no-redef]
 except ImportError:  # not built: the Python route
     _native = None
 
@@ -58,8 +59,8 @@ def runner(blocking: Any) -> Any:
     MPI = blocking._MPI
     spec = blocking.spec
     collective = spec.collective
-    if collective not in _KINDS or not available(MPI):
-        return None
+    if blocking.flavour is not MPI_NATIVE or collective not in _KINDS or not available(MPI):
+        return None  # another flavour's operation (`hier`'s phases) is not MPI's one call
     if COLLECTIVE_SLOTS > 64 or len(blocking.others) > 64:
         return None
     byte = MPI.BYTE

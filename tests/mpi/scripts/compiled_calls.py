@@ -6,14 +6,16 @@ exscan, reduce_scatter_block), with ``mpi_native`` set on the communicator, over
 MPI's built-in types and operators and without (float16 and a non-commutative user
 operator: a user-defined ``MPI.Op``), into a new array and into ``out``, and checks each
 result against numpy. Then the routes the compiled runner hands back to Python: calls with
-a time limit, a call made while a non-blocking one is in flight, and a mismatch between two
+a time limit, a call made while a non-blocking one is in flight; calls that ask for
+``mpi_native`` by name (bound under their own key); and a mismatch between two
 bound calls (one rank's allreduce against the others' allgather), which must raise
 `CollectiveMismatch` on every rank before MPI's call, the communicator staying usable.
 Last, `BlockingCall.failed` (what the runner calls with an error code MPI returns) and
 `_native.load`'s refusals: handles of another MPI, a library not loaded.
 
 Each rank prints ``{"rank": r, "checked": n, "compiled": {collective: whether its bound
-call is the compiled runner's}, "mismatch": [error, message], "after": value,
+call is the compiled runner's}, "named": whether allgathers asking for mpi_native by name
+matched numpy and ran compiled, "mismatch": [error, message], "after": value,
 "failed": [error, message], "refused": [...], "libmpi": number of libmpi files mapped}``.
 """
 
@@ -56,7 +58,7 @@ def check_collectives(comm, compiled):
     for dtype in DTYPES:
         for n in (1, 5):
             for op in ("sum", "max", FIRST):
-                fold = {"sum": lambda xs: np.sum(xs, axis=0, dtype=dtype),
+                fold = {"sum": lambda xs, dtype=dtype: np.sum(xs, axis=0, dtype=dtype),
                         "max": lambda xs: np.max(xs, axis=0),
                         FIRST: lambda xs: xs[0]}[op]
                 for i in range(6):  # from the second call on, the whole-call binding
@@ -135,6 +137,19 @@ def handed_back(comm):
     return checked
 
 
+def named(comm):
+    """Repeated allgathers asking for ``mpi_native`` by name: whether they matched numpy and
+    the last ran compiled, bound under (collective, algorithm)."""
+    me, p, ok = comm.rank, comm.size, True
+    for i in range(4):
+        everyone = np.array([values(r, 2, i, np.int64) for r in range(p)])
+        ok &= np.array_equal(comm.allgather(everyone[me], algorithm="mpi_native"),
+                             everyone.reshape(-1))
+    bound = comm._bound_calls.get(("allgather", "mpi_native"))
+    return bool(ok and bound is not None and _native is not None
+                and isinstance(getattr(bound[2], "__self__", None), _native.Runner))
+
+
 def mismatch(comm):
     """Rank 0's bound allreduce against the others' bound allgather."""
     x = np.ones(1)
@@ -153,6 +168,7 @@ def main():
     compiled = {}
     checked = check_collectives(comm, compiled)
     checked += handed_back(comm)
+    by_name = named(comm)
     got = mismatch(comm)
     after = comm.allreduce(np.ones(1))
     runner = comm._bound_calls["allreduce"][4].compiled
@@ -172,7 +188,7 @@ def main():
     with open("/proc/self/maps") as maps:
         libmpi = {line.split()[-1] for line in maps if "/libmpi" in line}
     print(json.dumps({"rank": comm.rank, "checked": checked, "compiled": compiled,
-                      "mismatch": got, "after": float(after[0]), "failed": failed,
+                      "named": by_name, "mismatch": got, "after": float(after[0]), "failed": failed,
                       "refused": refused, "libmpi": sorted(libmpi)}), flush=True)
     MPI.COMM_WORLD.Barrier()
 

@@ -48,8 +48,8 @@ inside = []
 for calls[0] in range(SLOW + 2):
     if calls[0] == SLOW and comm.rank != 1:
         watchdog = Watchdog.of(comm.transport)
-        thread = threading.Thread(target=lambda: (time.sleep(0.7),
-                                                  inside.append(seen(watchdog))))
+        thread = threading.Thread(target=lambda dog=watchdog: (time.sleep(0.7),
+                                                               inside.append(seen(dog))))
         thread.start()
     assert np.array_equal(comm.allreduce(x, ADD), x * comm.size)
     if calls[0] == SLOW and comm.rank != 1:
