@@ -45,7 +45,8 @@ def test_the_sdist_carries_the_c_sources_and_the_documents(dist: Path) -> None:
         names = {n.split("/", 1)[1] for n in sdist.getnames() if "/" in n}
     for needed in ("src/collops/shm/_direct.c", "src/collops/shm/_stream.c",
                    "src/collops/shm/_shm_wait.h", "src/collops/shm/_numpy_head.h",
-                   "src/collops/runtime/_slots.c", "src/collops/facade/_specs.c", "LICENSE",
+                   "src/collops/runtime/_slots.c", "src/collops/facade/_specs.c",
+                   "src/collops/mpi/_native.c", "src/collops/mpi/_native.pyi", "LICENSE",
                    "CHANGELOG.md", "README.md",
                    "setup.py", "pyproject.toml", "src/collops/algorithms/defaults.toml"):
         assert needed in names, needed

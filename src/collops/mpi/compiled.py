@@ -25,11 +25,10 @@ from .. import config
 from .native import _REDUCING, MPI_NATIVE, mpi_reduction
 from .transport import COLLECTIVE_SLOTS
 
-_native: Any
 try:
-    from . import _native  # type: ignore[attr-defined,no-redef]
+    from . import _native
 except ImportError:  # not built: the Python route
-    _native = None
+    _native = None  # type: ignore[assignment]
 
 #: whether `load` succeeded (None: not tried yet)
 _LOADED: bool | None = None
