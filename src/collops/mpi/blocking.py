@@ -23,6 +23,10 @@ other, so the choice must not depend on anything that differs between ranks.
   does, and ends the job with ``MPI_Abort`` and a message naming the dead rank (a blocked MPI
   call cannot be interrupted). Ranks on other nodes are left to the launcher.
 * **Errors** MPI returns are `TransportError`s naming the call, the rank and MPI's message.
+* **Compiled.** Where `collops.mpi.compiled` can run, a bound whole call (`bind_call`,
+  `bind_bcast`) is its C runner's: the same steps in one C call, handing anything off the
+  inline route to `finish` (and MPI's error codes to `failed`), marking the watchdog's
+  `word` while inside MPI. The Python methods here remain the route elsewhere.
 """
 
 from __future__ import annotations
@@ -362,7 +366,9 @@ class BlockingCall:
         size = int(np.prod(out_shape, dtype=np.int64)) if out_shape is not None else 0
         self._hot = (dtype, shape, out_shape, size, slow, alloc)
         runner = compiled.runner(self)
-        if runner is not None:  # the whole call in C: `call` is the compiled runner's
+        if runner is None:
+            self.__dict__.pop("call", None)  # this method, not an earlier binding's runner
+        else:  # the whole call in C: `call` is the compiled runner's
             runner.bind_call(counter, dtype, shape, out_shape, slow, alloc)
             self.call = runner.call  # type: ignore[method-assign]
 
@@ -419,7 +425,9 @@ class BlockingCall:
         received: Any = memoryview(env)  # type: ignore[arg-type]
         self._bcast_hot = (dtype, shape, out_shape, head, received[:at], mine, data, slow)
         runner = compiled.runner(self)
-        if runner is not None:  # the whole call in C: `bcast` is the compiled runner's
+        if runner is None:
+            self.__dict__.pop("bcast", None)  # this method, not an earlier binding's runner
+        else:  # the whole call in C: `bcast` is the compiled runner's
             runner.bind_bcast(counter, env, mine, head, dtype, shape, out_shape, slow, alloc)
             self.bcast = runner.bcast  # type: ignore[method-assign]
 
