@@ -19,12 +19,17 @@ COVERED = {"allreduce", "scan", "reduce_scatter_block", "allgather", "alltoall",
 
 
 @pytest.mark.timeout(200)
-@pytest.mark.parametrize("n", [2, 3])
-@pytest.mark.parametrize("route", ["compiled", "python"])
-def test_bound_calls_match_numpy_hand_back_and_name_their_errors(n, route):
+@pytest.mark.parametrize(("n", "route", "nodes"), [
+    (2, "compiled", "one node"), (3, "compiled", "one node"), (2, "python", "one node"),
+    (3, "python", "one node"), (3, "compiled", "a node per rank")])
+def test_bound_calls_match_numpy_hand_back_and_name_their_errors(n, route, nodes):
+    # a node per rank (COLLOPS_RANKS_PER_NODE=1): no board, every call's agreement handed
+    # back to Python's messages (`BlockingCall.finish`) before the compiled MPI call
     if route == "compiled" and not BUILT:
         pytest.skip("collops.mpi._native is not built (no mpi.h)")
     options = ("-genv", "COLLOPS_COMPILED", "0") if route == "python" else ()
+    if nodes == "a node per rank":
+        options += ("-genv", "COLLOPS_RANKS_PER_NODE", "1")
     proc = mpirun(n, "compiled_calls.py", timeout=180, options=options)
     for rank, report in by_rank(proc, n).items():
         assert report["checked"] == 720 + 12, report
