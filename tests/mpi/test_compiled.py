@@ -43,9 +43,13 @@ def test_bound_calls_match_numpy_hand_back_and_name_their_errors(n, route, nodes
         error, message = report["mismatch"]
         assert error == "CollectiveMismatch", report
         mine, theirs = ("allreduce", "allgather") if rank == 0 else ("allgather", "allreduce")
-        assert f"rank {rank}: called {mine}[mpi_native]" in message, message
+        if nodes == "one node":  # each rank reads the others' entries on the board
+            assert f"rank {rank}: called {mine}[mpi_native]" in message, message
+            assert f"checked before MPI_{mine.capitalize()}" in message, message
+        else:  # in messages, a third rank may hear of it from a peer that gave the call up
+            assert f"called {mine}[mpi_native]" in message or \
+                "gave the call up: it raised CollectiveMismatch" in message, message
         assert f"called {theirs}[mpi_native]" in message, message
-        assert f"checked before MPI_{mine.capitalize()}" in message, message
         assert report["after"] == n, report  # the communicator is still usable
         error, message = report["failed"]
         assert error == "TransportError", report
