@@ -12,6 +12,8 @@ JOBS   ?= 2
 $(STAMP): pyproject.toml setup.py $(wildcard src/collops/*/_*.c src/collops/*/_*.h)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	# MPI's headers first: collops.mpi._native builds only where the environment has mpi.h
+	$(BIN)/pip install --quiet mpich
 	$(BIN)/pip install --quiet -e '.[test,plot,mpi]'
 	touch $(STAMP)
 

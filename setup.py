@@ -5,7 +5,9 @@
 ``collops.runtime._slots`` (the object collectives' slot codec) and
 ``collops.facade._specs`` (collops.MPI's buffer-specification checks) and
 ``collops.sim._maxmin`` (the flow model's max-min rates) and ``collops.sim._flowsim`` (the flow
-model's whole run) are optional: where no C compiler
+model's whole run) and ``collops.mpi._native`` (``mpi_native``'s compiled whole call, built only
+where an ``mpi.h`` is found: the environment's, as the ``mpich`` wheel installs it, or
+``COLLOPS_MPI_INCLUDE``; it links no MPI library) are optional: where no C compiler
 is at hand the build goes on without them, says so with the reason, and collops runs in
 pure Python (``collops info`` shows what was built, and the
 first shared-memory communicator warns).
@@ -24,6 +26,28 @@ REQUIRED = os.environ.get("COLLOPS_REQUIRE_COMPILED") == "1"
 #: the headers the shared-memory runners include (their words, spin hint and clock; numpy's
 #: array head, which `collops.facade._specs` reads too)
 SHARED = ["src/collops/shm/_shm_wait.h", "src/collops/shm/_numpy_head.h"]
+
+
+def mpi_include():
+    """The directory of the ``mpi.h`` to compile ``collops.mpi._native`` against, or None."""
+    for where in (os.environ.get("COLLOPS_MPI_INCLUDE"), os.path.join(sys.prefix, "include")):
+        if where and os.path.isfile(os.path.join(where, "mpi.h")):
+            return where
+    return None
+
+
+def mpi_extensions():
+    """``collops.mpi._native`` where an ``mpi.h`` is at hand (no MPI library is linked: the
+    module takes MPI's functions from the one mpi4py loaded), else nothing, said so."""
+    where = mpi_include()
+    if where is None:
+        print("collops: NOT building collops.mpi._native (no mpi.h in the environment or "
+              "COLLOPS_MPI_INCLUDE); mpi_native's blocking calls go through mpi4py",
+              file=sys.stderr, flush=True)
+        return []
+    return [Extension("collops.mpi._native", ["src/collops/mpi/_native.c"], depends=SHARED,
+                      include_dirs=[where], libraries=["dl"], optional=True,
+                      extra_compile_args=["-O2", "-std=gnu11"])]
 
 
 class OptionalBuildExt(build_ext):
@@ -72,4 +96,5 @@ setup(cmdclass={"build_ext": OptionalBuildExt},
                    Extension("collops.sim._maxmin", ["src/collops/sim/_maxmin.c"],
                              optional=True, extra_compile_args=["-O2", "-std=gnu11"]),
                    Extension("collops.sim._flowsim", ["src/collops/sim/_flowsim.c"],
-                             optional=True, extra_compile_args=["-O2", "-std=gnu11"])])
+                             optional=True, extra_compile_args=["-O2", "-std=gnu11"]),
+                   *mpi_extensions()])

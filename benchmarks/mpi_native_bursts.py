@@ -1,12 +1,15 @@
 """Per-call cost of collops' blocking ``mpi_native`` calls against mpi4py's direct call.
 
 Usage: mpiexec -n 2 python benchmarks/mpi_native_bursts.py [--size 8] [--bursts 200]
-           [--collectives barrier,bcast,allreduce,allgather,alltoall,reduce] [--json FILE]
+           [--collectives barrier,bcast,allreduce,allgather,alltoall,reduce] [--rank 0]
+           [--json FILE]
 
 For each collective, bursts of 20 consecutive calls through collops' own API (with
 ``mpi_native`` set on the communicator, so the bound whole call runs) and through mpi4py on a
 duplicate of the transport's MPI communicator alternate, each after an MPI barrier; rank 0
-prints the minimum and the median over the bursts of the time per call. The minimum filters
+(``--rank``: that rank) prints the minimum and the median over the bursts of the time per
+call. Rank 0 is the root of bcast and reduce, whose MPI calls return there after an eager
+send (bcast) or wait for the data (reduce); ``--rank 1`` shows a reader's side. The minimum filters
 out the bursts during which a process was descheduled, so on a loaded machine it is the
 figure to compare (the median shows the load).
 """
@@ -69,6 +72,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=8, help="bytes per rank (doubles)")
     parser.add_argument("--bursts", type=int, default=200)
     parser.add_argument("--collectives", default=",".join(COLLECTIVES))
+    parser.add_argument("--rank", type=int, default=0, help="the rank that reports")
     parser.add_argument("--json")
     args = parser.parse_args()
     comm = collops.init()
@@ -77,10 +81,10 @@ def main() -> None:
     result = {c: measure(comm, mc, c, pairs[c], args.bursts)
               for c in args.collectives.split(",")}
     mc.Free()
-    if comm.rank:
+    if comm.rank != args.rank:
         return
-    record = {"size": args.size, "loadavg": open("/proc/loadavg").read().split()[:3],
-              "calls": result}
+    record = {"size": args.size, "rank": args.rank,
+              "loadavg": open("/proc/loadavg").read().split()[:3], "calls": result}
     for c, sides in result.items():
         ours, theirs = sides["collops"], sides["mpi4py"]
         print(f"{c:10s} collops {ours['min']:7.2f} µs (median {ours['median']:7.2f})  "

@@ -236,3 +236,35 @@ def test_setting_an_algorithm_unbinds_the_calls():
     for got, bound, unbound, algorithm in collops.spawn(_unset, 2, transport="shm", timeout=50):
         assert got == [[0.0, 2.0, 4.0]] * 6
         assert bound and unbound and algorithm == "ring"
+
+
+def _named(comm):
+    """Repeated calls asking for an algorithm by name, beside automatic ones."""
+    me, p = comm.rank, comm.size
+    got, kinds = [], []
+    for i in range(4):
+        x = _x(me, (3,), np.float64, i)
+        everyone = [_x(r, (3,), np.float64, i) for r in range(p)]
+        got.append(np.array_equal(comm.allreduce(x, algorithm="shm_direct"), sum(everyone)))
+        got.append(np.array_equal(comm.allreduce(x), sum(everyone)))
+        got.append(np.array_equal(comm.bcast(x if me == 0 else None, 0, algorithm="shm_direct"),
+                                  everyone[0]))
+        named = comm._bound_calls.get(("allreduce", "shm_direct"))
+        kinds.append(named is not None and isinstance(named[2].__self__, _direct.Runner))
+    listed = comm.bound_calls()
+    comm.set_algorithm("allreduce", "ring")
+    cleared = ("allreduce", "shm_direct") not in comm._bound_calls
+    return got, kinds, listed, cleared
+
+
+@pytest.mark.timeout(60)
+def test_calls_asking_for_an_algorithm_by_name_bind_their_own_runner():
+    # before: a call naming its algorithm never took the bound route (the brief's bench,
+    # ``collops bench --algorithm``, measured the general route); now it binds under
+    # (collective, algorithm), beside the automatic binding, unlisted, unbound by settings
+    for got, kinds, listed, cleared in collops.spawn(_named, 2, transport="shm", timeout=50):
+        assert all(got), got
+        assert kinds[1:] == [True] * 3, kinds  # bound from the second call on
+        assert listed.get("allreduce") == "shm_direct" and all(
+            type(c) is str for c in listed), listed
+        assert cleared

@@ -23,6 +23,10 @@ other, so the choice must not depend on anything that differs between ranks.
   does, and ends the job with ``MPI_Abort`` and a message naming the dead rank (a blocked MPI
   call cannot be interrupted). Ranks on other nodes are left to the launcher.
 * **Errors** MPI returns are `TransportError`s naming the call, the rank and MPI's message.
+* **Compiled.** Where `collops.mpi.compiled` can run, a bound whole call (`bind_call`,
+  `bind_bcast`) is its C runner's: the same steps in one C call, handing anything off the
+  inline route to `finish` (and MPI's error codes to `failed`), marking the watchdog's
+  `word` while inside MPI. The Python methods here remain the route elsewhere.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 from typing import Any
 
 import numpy as np
@@ -38,6 +43,7 @@ from .. import config
 from ..algorithms.native import NativeCall
 from ..errors import CollectiveTimeout, PeerFailed, ScheduleError
 from ..transport.stall import report, watch_of
+from . import compiled
 from .abort import abort_job
 from .board import BLOCKING, Board, call_key, raise_mismatch
 from .liveness import GUARD_INTERVAL
@@ -69,6 +75,10 @@ class Watchdog:
         self.transport = transport
         #: the runner of the blocking MPI call this rank is in, or None
         self.blocked: BlockingCall | None = None
+        #: a compiled runner's (`compiled`) instead: its number here and its call's, or 0
+        self.word = np.zeros(2, np.int64)
+        self._compiled: weakref.WeakValueDictionary[int, BlockingCall] = \
+            weakref.WeakValueDictionary()
         thread = threading.Thread(target=self._watch, daemon=True, name="collops-mpi-watch")
         thread.start()
 
@@ -80,16 +90,33 @@ class Watchdog:
             dog = transport._watchdog = cls(transport)
         return dog
 
+    def watch(self, runner: BlockingCall) -> tuple[np.ndarray, int]:
+        """``(word, number)``: where ``runner``'s compiled runner says it is inside MPI."""
+        number = len(self._compiled) + 1
+        while number in self._compiled:
+            number += 1
+        self._compiled[number] = runner
+        return self.word, number
+
+    def _inside(self) -> tuple[BlockingCall | None, int]:
+        """The runner of the blocking MPI call this rank is in (None) and its word's number."""
+        runner, number = self.blocked, int(self.word[0])
+        if runner is None and number:
+            runner = self._compiled.get(number)
+            if runner is not None:
+                runner.current = int(self.word[1])
+        return runner, number
+
     def _watch(self) -> None:
         transport = self.transport
         while not transport._closed:
             time.sleep(GUARD_INTERVAL)
-            runner = self.blocked
+            runner, number = self._inside()
             if runner is not None:
                 note_stall(runner, f"in MPI's {mpi_function(runner.collective)}",
                            runner.current)
             dead = None if runner is None else runner.dead_peer()
-            if runner is not None and dead is not None and self.blocked is runner:
+            if runner is not None and dead is not None and self._inside() == (runner, number):
                 abort_job(f"collops: MPI rank {dead} (pid {transport._peers.pids[dead]}) died "
                           f"while rank {runner.rank} was blocked in "
                           f"{mpi_function(runner.collective)} ({runner.what}), which cannot be "
@@ -121,6 +148,7 @@ class BlockingCall:
         self.spins = int(transport._spin_seconds / SPIN_LOOK)
         #: the calls in flight (the progress engine's list, changed in place)
         self._active = call.progress.active
+        self.flavour = flavour
         self.operation = flavour.operation(MPI, call, True)
         self.what = f"{spec.collective}[{flavour.name}]"
         self.checked = f"{self.what}, checked before {mpi_function(spec.collective)}"
@@ -143,7 +171,6 @@ class BlockingCall:
     def run(self, send: Any, recv: np.ndarray | None, seq: int, timeout: float | None,
             phase: int = 0) -> None:
         """`__call__` on buffers already checked (``send`` may be MPI_IN_PLACE)."""
-        mc = self.transport._pools[self.pool_key][seq % COLLECTIVE_SLOTS]
         board, agreed, spun = self.board, False, 0
         if board is not None:
             key = ((seq * 4 + phase + 1) << 1) | BLOCKING
@@ -156,8 +183,9 @@ class BlockingCall:
         else:
             agreed = not self.agree_first  # nothing to agree on (check=0, a single rank)
         if not (agreed and timeout is None and not self._active) and \
-                self._general(mc, send, recv, seq, phase, timeout, agreed, spun > 0):
+                self.finish(send, recv, seq, timeout, agreed, spun > 0, phase):
             return
+        mc = self.transport._pools[self.pool_key][seq % COLLECTIVE_SLOTS]
         self.current, self.limit = seq, timeout
         watchdog = self.watchdog
         try:
@@ -172,6 +200,22 @@ class BlockingCall:
         except self._MPI.Exception as exc:
             raise mpi_error(self.rank, f"{self.what} call #{seq} "
                             f"({mpi_function(self.collective)})", exc) from exc
+
+    def finish(self, send: Any, recv: Any, seq: int, timeout: float | None, agreed: bool,
+               spun: bool, phase: int = 0) -> bool:
+        """What call ``seq`` does off the inline route once its entry is posted (``agreed``:
+        every rank's is there; ``spun``: the look took the wait's spin stage) — a time limit,
+        calls in flight, not agreed: the general wait, and with a time limit MPI's call
+        itself; whether it ran MPI's call (else the caller makes it: `run`, or the compiled
+        runner, whose hand-over this is)."""
+        mc = self.transport._pools[self.pool_key][seq % COLLECTIVE_SLOTS]
+        return self._general(mc, send, recv, seq, phase, timeout, agreed, spun)
+
+    def failed(self, seq: int, code: int) -> None:
+        """Raise the error MPI's collective returned (``code``) for call ``seq`` (the compiled
+        runner's)."""
+        raise mpi_error(self.rank, f"{self.what} call #{seq} ({mpi_function(self.collective)})",
+                        self._MPI.Exception(code))
 
     def _general(self, mc: Any, send: Any, recv: Any, seq: int, phase: int,
                  timeout: float | None, agreed: bool, spun: bool) -> bool:
@@ -321,6 +365,12 @@ class BlockingCall:
         self._counter = memoryview(counter)
         size = int(np.prod(out_shape, dtype=np.int64)) if out_shape is not None else 0
         self._hot = (dtype, shape, out_shape, size, slow, alloc)
+        runner = compiled.runner(self)
+        if runner is None:
+            self.__dict__.pop("call", None)  # this method, not an earlier binding's runner
+        else:  # the whole call in C: `call` is the compiled runner's
+            runner.bind_call(counter, dtype, shape, out_shape, slow, alloc)
+            self.call = runner.call  # type: ignore[method-assign]
 
     def call(self, x: Any, out: Any, timeout: float | None) -> Any:
         """One whole call bound by `bind_call`: its result, None, or the ``slow`` marker."""
@@ -374,6 +424,12 @@ class BlockingCall:
         data = mine[at: at + nbytes].view(dtype).reshape(out_shape)
         received: Any = memoryview(env)  # type: ignore[arg-type]
         self._bcast_hot = (dtype, shape, out_shape, head, received[:at], mine, data, slow)
+        runner = compiled.runner(self)
+        if runner is None:
+            self.__dict__.pop("bcast", None)  # this method, not an earlier binding's runner
+        else:  # the whole call in C: `bcast` is the compiled runner's
+            runner.bind_bcast(counter, env, mine, head, dtype, shape, out_shape, slow, alloc)
+            self.bcast = runner.bcast  # type: ignore[method-assign]
 
     def bcast(self, x: Any, out: Any, timeout: float | None) -> Any:
         """One whole broadcast bound by `bind_bcast`: its result, None (the root sent another

@@ -108,8 +108,10 @@ class Comm(Communicators, P2P):
 
     def bound_calls(self) -> dict[str, str | None]:
         """collective -> algorithm of the compiled whole call bound to the signature this
-        rank last ran of it (a repeated call of that signature runs in one compiled call)."""
-        return {collective: entry[3] for collective, entry in self._bound_calls.items()}
+        rank last ran of it (a repeated call of that signature runs in one compiled call);
+        calls that ask for an algorithm by name have their own (not listed)."""
+        return {collective: entry[3] for collective, entry in self._bound_calls.items()
+                if type(collective) is str}
 
     # -- barrier ---------------------------------------------------------------------------
     def barrier(self, *, algorithm: str | None = None, timeout: float | None = None,

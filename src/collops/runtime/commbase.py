@@ -30,7 +30,7 @@ from .context_ids import ContextIds
 from .engine import CallInfo, Execution, Plan, Progress
 from .envelope import ENVELOPE
 from .network import declared_network
-from .prepared import BoundEntry, PreparedCall
+from .prepared import BoundEntry, BoundKey, PreparedCall
 from .request import Phases, Request
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ class CommBase:
         #: collective -> ``(op, root, call, algorithm name, prepared)``: the compiled whole
         #: call bound to the signature this rank last ran through `_fast`
         #: (see `_bind_call`, `_bind_bcast`; bcast and scatter have no op)
-        self._bound_calls: dict[str, BoundEntry] = {}
+        self._bound_calls: dict[BoundKey, BoundEntry] = {}
         #: a blocking call's phase is starting (see `NativeAlgorithm.blocking_only`)
         self.blocking_phase = False
         #: the settings generation the prepared calls were made under (dropped when it

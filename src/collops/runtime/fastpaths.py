@@ -27,7 +27,7 @@ from .envelope import (
     _parse_header,
 )
 from .phases import PhaseGenerators
-from .prepared import BoundEntry, PreparedCall
+from .prepared import BoundEntry, BoundKey, PreparedCall
 from .vector_calls import VECTOR_FAST, leaves_gaps, vector_blocking_spec
 
 #: the blocking calls whose prepared call is an envelope (dtype, shape and, when they fit,
@@ -51,18 +51,26 @@ class FastPaths(PhaseGenerators):
         signature run here by a compiled runner is then bound to it (`_bind_call`,
         `_bind_bcast`).
         """
-        # the compiled whole call bound to ``collective`` with this ``op`` and ``root``, unless
-        # an algorithm is asked for or the settings changed since (inline: the hottest path)
-        bound = self._bound_calls.get(collective)
+        # the compiled whole call bound to ``collective`` (with the algorithm asked for, if
+        # any) with this ``op`` and ``root``, unless the settings changed since (inline: the
+        # hottest path)
+        bound = self._bound_calls.get(collective if algorithm is None else
+                                      (collective, algorithm))
         if (bound is not None and (bound[0] is op or (type(op) is tuple and bound[0] == op))
                 and type(root) is int and root == bound[1]
-                and algorithm is None and self._generation == _cfg.generation):
-            got, timeout = self._call_bound(collective, bound, x, out, timeout)
+                and self._generation == _cfg.generation):
+            if timeout is None and self.timeout is None:  # the default needs no check
+                timeout = _cfg.settings.timeout
+                got = bound[2](x, out, timeout)
+                if got is not _SLOW:
+                    self.last_algorithm = bound[3]
+            else:
+                got, timeout = self._call_bound(collective, bound, x, out, timeout)
             if got is not _SLOW:
                 if got is None and bound[4].header is not None:
                     # the root sent another signature: parse its envelope
                     return self._received(collective, bound[4], out, root,
-                                          self._call_number[0] - 1, None, timeout)
+                                          self._call_number[0] - 1, algorithm, timeout)
                 return got
         if collective in _ENVELOPED:
             envelope = self._fast_envelope(collective, x, root, out, algorithm)
@@ -142,17 +150,19 @@ class FastPaths(PhaseGenerators):
             return _SLOW
         seq, timeout = self._next_call(timeout, collective)
         prepared.run_blocking(self, x, recv, seq, timeout)
-        if prepared.compiled is not None and algorithm is None and (
-                prepared.hot is None or self._bound_calls.get(collective) is not prepared.hot):
-            self._bind_call(collective, prepared, x, op, root)
+        key = collective if algorithm is None else (collective, algorithm)
+        if prepared.compiled is not None and (
+                prepared.hot is None or self._bound_calls.get(key) is not prepared.hot):
+            self._bind_call(collective, prepared, x, op, root, key)
         if result is None or prepared.none_on_this_rank:
             return None
         return result if result.shape == prepared.shape else result.reshape(prepared.shape)
 
     def _bind_call(self, collective: str, prepared: PreparedCall, x: np.ndarray, op: Any,
-                   root: int) -> None:
+                   root: int, key: BoundKey) -> None:
         """Let ``prepared``'s compiled runner run whole calls of its signature: `_fast` then
-        calls it first for ``collective`` with this ``op`` and ``root``."""
+        calls it first for ``collective`` with this ``op`` and ``root`` (``key``: the
+        collective, or it and the algorithm the call asks for)."""
         hot = prepared.hot
         if hot is None:
             if prepared.none_on_this_rank or x.ndim > 8 or len(prepared.shape) > 8:
@@ -163,7 +173,7 @@ class FastPaths(PhaseGenerators):
                 functools.partial(np.zeros if prepared.zeros else np.empty, prepared.shape,
                                   x.dtype))
             hot = prepared.hot = (op, root, prepared.compiled.call, prepared.name, prepared)
-        self._bound_calls[collective] = hot
+        self._bound_calls[key] = hot
 
     def _received(self, call: str, envelope: PreparedCall, out: Any, root: int, seq: int,
                   algorithm: str | None, timeout: float | None) -> np.ndarray:
@@ -178,8 +188,9 @@ class FastPaths(PhaseGenerators):
             got = views.put(raw, (inline, dtype, shape, _envelope_view(
                 envelope.recv, dtype, shape) if inline else None))
         inline, dtype, shape, view = got
-        if inline and algorithm is None and envelope.compiled is not None:
-            self._bind_bcast(envelope, root, dtype, shape, view.nbytes, raw, call)
+        if inline and envelope.compiled is not None:
+            self._bind_bcast(envelope, root, dtype, shape, view.nbytes, raw, call,
+                             algorithm=algorithm)
         if inline:
             if out is None:
                 return view.copy()  # type: ignore[no-any-return]
@@ -234,8 +245,9 @@ class FastPaths(PhaseGenerators):
         if out is not None and not (out.size == own.size
                                     and (out.dtype is dt or out.dtype == dt)):
             return _SLOW  # the general path raises, naming ``out``
-        if algorithm is None and envelope.compiled is not None:
-            self._bind_bcast(envelope, root, dt, shape, own.nbytes, head, call, x.shape)
+        if envelope.compiled is not None:
+            self._bind_bcast(envelope, root, dt, shape, own.nbytes, head, call, x.shape,
+                             algorithm)
         self._write_head(envelope, head)
         inline[...] = x.reshape(inline.shape)
         if out is x and call == "bcast":  # in place, as MPI_Bcast's root: x holds the result
@@ -255,7 +267,8 @@ class FastPaths(PhaseGenerators):
 
     def _bind_bcast(self, envelope: PreparedCall, root: int, dtype: np.dtype,
                     shape: tuple[int, ...], nbytes: int, head: Any, call: str = "bcast",
-                    x_shape: tuple[int, ...] | None = None) -> None:
+                    x_shape: tuple[int, ...] | None = None, algorithm: str | None = None
+                    ) -> None:
         """Let the compiled runner of ``envelope`` (a bcast's or scatter's envelope's) run
         whole calls whose result has ``dtype`` and ``shape`` (``nbytes`` of data after the
         envelope header ``head``; a scatter root's ``x`` has ``x_shape``): `bcast` and
@@ -266,8 +279,8 @@ class FastPaths(PhaseGenerators):
         envelope.compiled.bind_bcast(self._calls, envelope.recv, dtype, x_shape or shape, nbytes,
                                      head, _SLOW, functools.partial(np.empty, shape, dtype),
                                      shape, max(blocks, 1), block, own)
-        self._bound_calls[call] = (None, root, envelope.compiled.bcast, envelope.name,
-                                   envelope)
+        self._bound_calls[call if algorithm is None else (call, algorithm)] = (
+            None, root, envelope.compiled.bcast, envelope.name, envelope)
 
     def _bound(self, collective: str, op: Any, root: Any, algorithm: str | None
                ) -> BoundEntry | None:

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 #: a compiled whole call bound to one signature: (op, root, call, algorithm name, prepared)
 BoundEntry = tuple[Any, int, Callable[..., Any], "str | None", "PreparedCall"]
+#: what `Comm._bound_calls` files a bound call under: its collective, or (collective, the
+#: algorithm the calls ask for by name)
+BoundKey = str | tuple[str, str]
 
 _UNBOUND: Any = object()  # a runner not asked for yet
 

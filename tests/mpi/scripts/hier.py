@@ -6,7 +6,8 @@ root, allgather, barrier and an allreduce with an operator that is not commutati
 ``algorithm="hier"``, blocking and non-blocking, at a few
 sizes, on the world and on a sub-communicator of the even ranks, then the odd ones (whose nodes are
 not contiguous blocks of its ranks), and checks each result against numpy and that ``hier``
-ran it. Each rank prints ``{"rank": r, "nodes": [...], "checked": n, "ran": [...]}``.
+ran it. Each rank prints ``{"rank": r, "nodes": [...], "checked": n, "ran": [...],
+"bound_hier": [calls bound naming hier, whether any is the compiled mpi_native runner]}``.
 """
 
 import json
@@ -65,9 +66,14 @@ def main():
     checked = check(comm)
     interleaved = comm.split(0, key=(comm.rank % 2) * comm.size + comm.rank)
     checked += check(interleaved)
+    # repeated blocking calls naming ``hier`` are bound to its runner, never to the
+    # compiled one, which would call MPI's one collective instead of the phases
+    bound = [entry for key, entry in comm._bound_calls.items() if key[1:] == ("hier",)]
+    compiled = [type(getattr(e[2], "__self__", None)).__name__ == "Runner" for e in bound]
     print(json.dumps({"rank": comm.rank,
                       "nodes": list(comm.transport.capabilities().node_of_rank),
-                      "checked": checked, "ran": sorted(ran)}), flush=True)
+                      "checked": checked, "ran": sorted(ran),
+                      "bound_hier": [len(bound), any(compiled)]}), flush=True)
     MPI.COMM_WORLD.Barrier()
 
 
