@@ -63,10 +63,11 @@ else:  # every fold in rank order, anywhere, takes the compiled kernels (`ops`)
     use_compiled_kernels(_direct.combine_into, lambda: config.settings.compiled)
 
 NAME = "shm_direct"
-#: the reductions right with ``x`` as ``out`` (`Algorithm.in_place`): every rank's input is
-#: copied into its slot before anyone writes a result, and the fold reads each element of
-#: its own contribution before writing that element
-IN_PLACE = frozenset({"allreduce", "reduce"})
+#: the collectives right with ``x`` overlapping ``out`` (`Algorithm.in_place`): every rank's
+#: input is copied whole into its slot before anyone writes a result, and every result is
+#: read from the slots (`read_plan`: folds and copies, no part read from ``x``)
+IN_PLACE = frozenset({"allreduce", "reduce", "scan", "exscan", "reduce_scatter_block",
+                      "allgather", "gather", "alltoall"})
 RESOURCE = "shm_direct"
 SUPPORTED = ("barrier", "bcast", "scatter", "gather", "allgather", "alltoall", "reduce",
              "allreduce", "reduce_scatter_block", "scan", "exscan", *vector.SUPPORTED)
