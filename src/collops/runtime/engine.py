@@ -342,6 +342,14 @@ class Progress:
                 if ex in self.active:
                     self.active.remove(ex)
                 return
+            alone = getattr(ex, "wait", None)
+            if alone is not None and (not self.active or self.active == [ex]):
+                # nothing else in flight: a native call waits by its own wait (the direct
+                # areas' spin, yield and sleep, as its compiled runner does)
+                alone()
+                if ex in self.active:
+                    self.active.remove(ex)
+                return
             if ex not in self.active:
                 self.active.append(ex)
             while True:

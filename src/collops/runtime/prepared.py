@@ -63,7 +63,7 @@ class PreparedCall:
                  "agree", "length_prefix", "runner", "compiled", "hot", "blocking", "shape",
                  "receives",
                  "n_out", "none_on_this_rank", "zeros", "scratch", "send", "recv", "header", "head",
-                 "views")
+                 "views", "copied")
 
     def __init__(self, spec: CallSpec, signature: object, algorithm: Algorithm,
                  plan: Plan | None, info: CallInfo, params: dict[str, Any]) -> None:
@@ -101,6 +101,19 @@ class PreparedCall:
         self.header: np.ndarray | None = None
         self.head: np.ndarray | None = None
         self.views = BoundedCache(VIEWS_LIMIT)
+        #: a blocking in-place call's copy of its ``x`` (`own_send`), for an algorithm not
+        #: right with ``x`` as ``out``
+        self.copied: np.ndarray | None = None
+
+    def own_send(self, x: np.ndarray) -> np.ndarray:
+        """``x`` copied into this call's own send buffer (made once, then reused: a blocking
+        call completes before the next begins), for an in-place call whose algorithm needs
+        its input apart from its output."""
+        copied = self.copied
+        if copied is None or copied.shape != x.shape or copied.dtype != x.dtype:
+            copied = self.copied = np.empty_like(x, order="C")
+        copied[...] = x
+        return copied
 
     @property
     def checks_root(self) -> bool:
@@ -122,6 +135,7 @@ class PreparedCall:
         call.none_on_this_rank = none_on_this_rank
         call.zeros = zeros
         call.views = BoundedCache(VIEWS_LIMIT)
+        call.copied = None
         return call
 
     def bind(self, comm: CommBase) -> Callable[..., None] | None:
