@@ -322,3 +322,79 @@ def test_a_dead_peer_ends_a_nonblocking_call_with_peer_failed():
     for report in survivors.values():
         assert report["failed"] == 1
         assert report["seconds"] < 5.0
+
+
+def _outstanding_across_calls(comm, late):
+    """A request outstanding on rank 0 while it makes more blocking calls than the direct
+    area has slots (rank 1 waits for its request first), and one polled by `test` while its
+    peer comes ``late`` seconds after: whether every result matched numpy."""
+    p, r = comm.size, comm.rank
+    xs = [_data(j, 6) for j in range(p)]
+    total = functools.reduce(np.add, xs)
+    for _ in range(2):
+        comm.allreduce(xs[r], "sum")
+    checks = []
+    posted = []
+    if comm.transport_name == "shm":  # count the calls the compiled runner posted
+        from collops.shm import direct
+
+        class Counted(direct.PostedCall):
+            __slots__ = ()
+
+            def __init__(self, *args):
+                posted.append(1)
+                super().__init__(*args)
+        direct.PostedCall = Counted  # (one process per rank)
+    request = comm.iallreduce(xs[r] * 2, "sum")
+    if r == 0:
+        checks += [_same(comm.allreduce(xs[r] + k, "sum"), total + k * p) for k in range(40)]
+        checks.append(_same(request.wait(), total * 2))
+    else:
+        checks.append(_same(request.wait(), total * 2))
+        checks += [_same(comm.allreduce(xs[r] + k, "sum"), total + k * p) for k in range(40)]
+    if r == 1:
+        time.sleep(late)
+    request = comm.iallreduce(xs[r] * 3, "sum", timeout=30)
+    polls = 0
+    while not request.test():
+        polls += 1
+    checks.append(_same(request.wait(), total * 3))
+    return checks, polls, len(posted)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_request_outstanding_across_other_calls_and_polled_completes(transport):
+    per_rank = collops.spawn(_outstanding_across_calls, 2, 0.3, transport=transport,
+                             timeout=100)
+    for rank, (checks, _, posted) in enumerate(per_rank):
+        assert all(checks), (rank, checks)
+        if transport == "shm":  # published by the compiled runner as they began
+            assert posted >= 2, posted
+    assert per_rank[0][1] > 1  # rank 0 polled while rank 1 slept
+
+
+def _late_peer_polled(comm):
+    """Rank 0 polls a prepared non-blocking allreduce that rank 1 never makes."""
+    x = np.arange(4.0)
+    for _ in range(2):
+        comm.allreduce(x, "sum")
+    if comm.rank == 0:
+        request = comm.iallreduce(x, "sum", timeout=1.0)
+        start = time.monotonic()
+        try:
+            while not request.test():
+                time.sleep(0.001)
+        except CollectiveTimeout as exc:
+            return "timeout", time.monotonic() - start, str(exc)
+        return "completed", 0.0, ""
+    time.sleep(3.0)
+    return "idle", 0.0, ""
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_polled_nonblocking_call_nobody_meets_times_out(transport):
+    per_rank = collops.spawn(_late_peer_polled, 2, transport=transport, timeout=100)
+    outcome, took, text = per_rank[0]
+    assert outcome == "timeout", per_rank[0]
+    assert 0.5 < took < 30, took
+    assert "allreduce" in text and "rank 0" in text, text

@@ -338,15 +338,15 @@ class Progress:
         """Block until ``ex`` is done, progressing every other execution meanwhile."""
         spins = 0
         try:
-            if ex.poll():
+            alone = getattr(ex, "wait_alone", None)
+            if alone is not None and (not self.active or self.active == [ex]):
+                # nothing else in flight: a native call that offers it waits by its own wait
+                # (a compiled runner's spin and yield, then the direct areas' sleep)
+                alone()
                 if ex in self.active:
                     self.active.remove(ex)
                 return
-            alone = getattr(ex, "wait", None)
-            if alone is not None and (not self.active or self.active == [ex]):
-                # nothing else in flight: a native call waits by its own wait (the direct
-                # areas' spin, yield and sleep, as its compiled runner does)
-                alone()
+            if ex.poll():
                 if ex in self.active:
                     self.active.remove(ex)
                 return
