@@ -28,7 +28,7 @@ from .envelope import (
 )
 from .phases import PhaseGenerators
 from .prepared import BoundEntry, PreparedCall
-from .request import Phases, Request
+from .request import Request, StartedRequest
 from .vector_calls import VECTOR_FAST, leaves_gaps, vector_blocking_spec
 
 #: the blocking calls whose prepared call is an envelope (dtype, shape and, when they fit,
@@ -189,7 +189,8 @@ class FastPaths(PhaseGenerators):
                 result = result.reshape(prepared.shape)
         else:
             result = None
-        return Request(self, _one_phase(self, prepared, send, recv, seq, timeout, result))
+        started = prepared.start(self, send, recv, seq, 0, timeout, agree=prepared.agree)
+        return StartedRequest(self, started, result)
 
     def _bind_call(self, collective: str, prepared: PreparedCall, x: np.ndarray, op: Any,
                    root: int) -> None:
@@ -503,12 +504,3 @@ class FastPaths(PhaseGenerators):
             return spec, (spec.count,), x.shape, True
         return None
 
-
-def _one_phase(comm: Any, prepared: PreparedCall, send: np.ndarray | None,
-               recv: np.ndarray | None, seq: int, timeout: float | None, result: Any) -> Phases:
-    """A non-blocking single-phase call (`FastPaths._fast_start`): the phase that
-    ``prepared`` starts as call ``seq``, then ``result``."""
-    started = prepared.start(comm, send, recv, seq, 0, timeout, agree=prepared.agree)
-    comm._last_started = (seq, 0)  # the request's phase (`Request`)
-    yield started
-    return result
