@@ -503,4 +503,3 @@ class FastPaths(PhaseGenerators):
             spec = make_spec("alltoall", p, dt, count=x.size // p)
             return spec, (spec.count,), x.shape, True
         return None
-

@@ -5,7 +5,9 @@ Every collective is written once, as a phase generator of `Comm` (``_reduction``
 arguments. `nonblocking` and `persistent` turn a blocking method into its two other forms:
 a method with the blocking method's very signature (so `help`, `inspect.signature` and
 type checkers show the real parameters) whose body passes its arguments by name to the
-phase generator and wraps it in a `Request` or a `PersistentRequest`.
+phase generator and wraps it in a `Request` or a `PersistentRequest`. A non-blocking form
+listed in `FAST_STARTS` first offers its call to `FastPaths._fast_start`, which begins a
+single-phase call of a prepared signature from its `PreparedCall` without the generator.
 
 The methods are compiled from source, as `dataclasses` does, rather than written as
 ``*args, **kwargs`` wrappers: binding arguments with `inspect.Signature.bind` would cost a
