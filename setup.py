@@ -78,6 +78,7 @@ class OptionalBuildExt(build_ext):
 setup(cmdclass={"build_ext": OptionalBuildExt},
       ext_modules=[Extension("collops.shm._direct", ["src/collops/shm/_direct.c",
                                                      "src/collops/shm/_direct_runner.c",
+                                                     "src/collops/shm/_direct_posted.c",
                                                      "src/collops/shm/_direct_bound.c",
                                                      "src/collops/shm/_direct_fold.c"],
                              depends=[*SHARED, "src/collops/shm/_direct.h"], optional=True,

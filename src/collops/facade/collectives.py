@@ -226,6 +226,25 @@ class Collectives:
             return self._reduction("reduce", sendbuf, recvbuf, op, call, root)
         return _Call("reduce", (self._send(sendbuf, call, stage), as_op(op, call), root), {})
 
+    def _fast_allreduce(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any,
+                        op: Op = SUM) -> Any:
+        """Iallreduce started by collops' ``method`` when both buffers are plain arrays and
+        ``op`` a predefined operator (as `Allreduce` runs them); else `MISSED`."""
+        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
+        out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
+        if x is None or out is None or type(op) is not Op:
+            return MISSED
+        return method(x, op.op, out=out)
+
+    def _fast_reduce(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any,
+                     op: Op = SUM, root: int = 0) -> Any:
+        """Ireduce started by collops' ``method`` as `Reduce` runs it; else `MISSED`."""
+        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
+        out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
+        if x is None or (out is None and recvbuf is not None) or type(op) is not Op:
+            return MISSED
+        return method(x, op.op, root, out=out if self._comm.rank == root else None)
+
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: Op = SUM, root: int = 0) -> None:
         """The reduction of every rank's ``sendbuf`` into the root's ``recvbuf``."""
         x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
@@ -520,8 +539,9 @@ class Collectives:
     Ibarrier, Barrier_init = _forms(Barrier, lambda self, call: _Call("barrier", (), {}))
     Ibcast, Bcast_init = _forms(Bcast, _bcast)
     Iallreduce, Allreduce_init = _forms(
-        Allreduce, lambda self, s, r, op, call: self._reduction("allreduce", s, r, op, call))
-    Ireduce, Reduce_init = _forms(Reduce, _reduce)
+        Allreduce, lambda self, s, r, op, call: self._reduction("allreduce", s, r, op, call),
+        _fast_allreduce)
+    Ireduce, Reduce_init = _forms(Reduce, _reduce, _fast_reduce)
     Iscan, Scan_init = _forms(Scan, lambda self, s, r, op, call: self._scan("scan", s, r, op,
                                                                             call))
     Iexscan, Exscan_init = _forms(

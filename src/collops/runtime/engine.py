@@ -334,6 +334,14 @@ class Progress:
         """Block until ``ex`` is done, progressing every other execution meanwhile."""
         spins = 0
         try:
+            alone = getattr(ex, "wait_alone", None)
+            if alone is not None and (not self.active or self.active == [ex]):
+                # nothing else in flight: a native call that offers it waits by its own wait
+                # (a compiled runner's spin and yield, then the direct areas' sleep)
+                alone()
+                if ex in self.active:
+                    self.active.remove(ex)
+                return
             if ex.poll():
                 if ex in self.active:
                     self.active.remove(ex)

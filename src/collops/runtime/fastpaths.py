@@ -28,6 +28,7 @@ from .envelope import (
 )
 from .phases import PhaseGenerators
 from .prepared import BoundEntry, BoundKey, PreparedCall
+from .request import Request, StartedRequest
 from .vector_calls import VECTOR_FAST, leaves_gaps, vector_blocking_spec
 
 #: the blocking calls whose prepared call is an envelope (dtype, shape and, when they fit,
@@ -121,35 +122,52 @@ class FastPaths(PhaseGenerators):
             return None
         return prepared  # type: ignore[no-any-return]
 
+    def _buffers(self, prepared: PreparedCall, x: np.ndarray, out: Any, private: bool
+                 ) -> tuple[Any, np.ndarray | None, np.ndarray | None]:
+        """``(result, send, recv)`` of a single-phase call on ``x`` by ``prepared`` (``recv``
+        flat), or ``(_SLOW, None, None)`` for an ``x`` or ``out`` the fast paths do not take
+        as they are (the general path copies or raises, naming the argument).
+
+        An ``out`` that overlaps ``x`` (MPI_IN_PLACE: ``out`` is ``x``, or ``x`` its own block
+        of ``out``) is taken as it is when the algorithm is right that way
+        (`Algorithm.in_place`); otherwise ``x`` is copied first — into the prepared call's own
+        send buffer, or (``private``: a non-blocking call, which another may overtake) into a
+        copy of its own."""
+        xf = x.flags
+        if not xf.c_contiguous:
+            return _SLOW, None, None
+        send = x
+        if not prepared.receives:
+            return None, send, None
+        dt = x.dtype
+        if out is None:
+            result = recv = (np.zeros if prepared.zeros else np.empty)(prepared.shape, dt)
+        elif type(out) is np.ndarray and out.size == prepared.n_out and (
+                out.dtype is dt or out.dtype == dt):
+            of = out.flags
+            if not (of.c_contiguous and of.writeable):
+                return _SLOW, None, None
+            result = recv = out
+            # arrays that each own their memory cannot overlap, unless they are one array
+            if (out is x or (not (of.owndata and xf.owndata) and np.may_share_memory(out, x))
+                    ) and not prepared.algorithm.in_place:
+                send = x.copy() if private else prepared.own_send(x)
+        else:
+            return _SLOW, None, None
+        if recv.ndim != 1:
+            recv = recv.reshape(-1)
+        return result, send, recv
+
     def _run_prepared(self, collective: str, prepared: PreparedCall, x: np.ndarray, op: Any,
                       root: int, out: Any, algorithm: str | None, timeout: float | None
                       ) -> Any:
         """Run a single-phase blocking call on ``x`` by ``prepared``, binding its compiled
         runner to the signature; `_SLOW` for an ``x`` or ``out`` it does not take as is."""
-        dt = x.dtype
-        xf = x.flags
-        if not xf.c_contiguous:
-            return _SLOW
-        if not prepared.receives:
-            result = recv = None
-        elif out is None:
-            result = recv = (np.zeros if prepared.zeros else np.empty)(prepared.shape, dt)
-            if recv.ndim != 1:
-                recv = recv.reshape(-1)
-        elif type(out) is np.ndarray and out.size == prepared.n_out and (
-                out.dtype is dt or out.dtype == dt):
-            of = out.flags
-            # arrays that each own their memory cannot overlap, unless they are one array
-            if not (of.c_contiguous and of.writeable) or out is x or (
-                    not (of.owndata and xf.owndata) and np.may_share_memory(out, x)):
-                return _SLOW
-            result = recv = out
-            if recv.ndim != 1:
-                recv = recv.reshape(-1)
-        else:
+        result, send, recv = self._buffers(prepared, x, out, False)
+        if result is _SLOW:
             return _SLOW
         seq, timeout = self._next_call(timeout, collective)
-        prepared.run_blocking(self, x, recv, seq, timeout)
+        prepared.run_blocking(self, send, recv, seq, timeout)
         key = collective if algorithm is None else (collective, algorithm)
         if prepared.compiled is not None and (
                 prepared.hot is None or self._bound_calls.get(key) is not prepared.hot):
@@ -157,6 +175,31 @@ class FastPaths(PhaseGenerators):
         if result is None or prepared.none_on_this_rank:
             return None
         return result if result.shape == prepared.shape else result.reshape(prepared.shape)
+
+    def _fast_start(self, collective: str, x: Any, op: Any, root: Any, out: Any,
+                    algorithm: str | None, timeout: float | None) -> Request | None:
+        """A non-blocking call begun from the `PreparedCall` its blocking form uses (same
+        signature key, algorithm, native runner): its one phase started at once on the
+        caller's arrays (`PreparedCall.start`, as the general path starts it), in a `Request`
+        whose `~Request.test` and `~Request.wait` drive it with the communicator's other calls
+        in flight. None where the blocking form would go the general way (a first call of
+        the signature, which prepares it; an ``x`` or ``out`` the fast paths do not take)."""
+        if collective in _ENVELOPED or (op is None and collective in VECTOR_FAST):
+            return None  # an envelope first, or counts that make no key: the general path
+        prepared = self._lookup(collective, x, op, root, algorithm)
+        if prepared is None:
+            return None
+        result, send, recv = self._buffers(prepared, x, out, True)
+        if result is _SLOW:
+            return None
+        seq, timeout = self._next_call(timeout, collective)
+        if result is not None and not prepared.none_on_this_rank:
+            if result.shape != prepared.shape:
+                result = result.reshape(prepared.shape)
+        else:
+            result = None
+        started = prepared.start(self, send, recv, seq, 0, timeout, agree=prepared.agree)
+        return StartedRequest(self, started, result)
 
     def _bind_call(self, collective: str, prepared: PreparedCall, x: np.ndarray, op: Any,
                    root: int, key: BoundKey) -> None:

@@ -66,7 +66,7 @@ class PreparedCall:
                  "agree", "length_prefix", "runner", "compiled", "hot", "blocking", "shape",
                  "receives",
                  "n_out", "none_on_this_rank", "zeros", "scratch", "send", "recv", "header", "head",
-                 "views")
+                 "views", "copied", "native_call")
 
     def __init__(self, spec: CallSpec, signature: object, algorithm: Algorithm,
                  plan: Plan | None, info: CallInfo, params: dict[str, Any]) -> None:
@@ -104,6 +104,21 @@ class PreparedCall:
         self.header: np.ndarray | None = None
         self.head: np.ndarray | None = None
         self.views = BoundedCache(VIEWS_LIMIT)
+        #: a blocking in-place call's copy of its ``x`` (`own_send`), for an algorithm not
+        #: right with ``x`` as ``out``
+        self.copied: np.ndarray | None = None
+        #: what a native algorithm knows of the call (`CommBase._native_call`), made once
+        self.native_call: Any = None
+
+    def own_send(self, x: np.ndarray) -> np.ndarray:
+        """``x`` copied into this call's own send buffer (made once, then reused: a blocking
+        call completes before the next begins), for an in-place call whose algorithm needs
+        its input apart from its output."""
+        copied = self.copied
+        if copied is None or copied.shape != x.shape or copied.dtype != x.dtype:
+            copied = self.copied = np.empty_like(x, order="C")
+        copied[...] = x
+        return copied
 
     @property
     def checks_root(self) -> bool:
@@ -125,6 +140,7 @@ class PreparedCall:
         call.none_on_this_rank = none_on_this_rank
         call.zeros = zeros
         call.views = BoundedCache(VIEWS_LIMIT)
+        call.copied = None
         return call
 
     def bind(self, comm: CommBase) -> Callable[..., None] | None:
@@ -151,8 +167,11 @@ class PreparedCall:
         """Start the algorithm on ``send`` / ``recv`` as phase ``phase`` of call ``seq``."""
         alg = self.algorithm
         if alg.native is not None:
+            native = self.native_call
+            if native is None:  # a call is prepared on one communicator: made once
+                native = self.native_call = comm._native_call(self.spec, self.params)
             return alg.native.start(  # type: ignore[return-value]
-                comm._native_call(self.spec, self.params), send, recv, seq, phase, timeout)
+                native, send, recv, seq, phase, timeout)
         plan = self.plan
         assert plan is not None
         sched = plan.schedule

@@ -177,6 +177,50 @@ class Request:
         return self._done
 
 
+class StartedRequest(Request):
+    """A single-phase call whose phase has started already (``execution``), its value
+    ``value`` once it completes: a `Request` without a phase generator, for the calls begun
+    from their prepared call (`FastPaths._fast_start`)."""
+
+    def __init__(self, comm: CommBase, execution: Execution, value: Any) -> None:
+        self._comm = comm
+        self._blocking = False
+        self._current: Execution | None = execution
+        self._done = False
+        self._value = value
+        self._error: BaseException | None = None
+        self._started = True
+        self._phase = None
+        pending = getattr(comm, "_pending", None)
+        if pending is not None:
+            pending.add(self)
+        self._advance()
+
+    def _advance(self) -> None:
+        ex = self._current
+        if self._done or ex is None:
+            return
+        progress = self._comm._progress
+        try:
+            done = ex.poll()
+        except BaseException as exc:
+            locate_failure(exc, ex)
+            progress.drop(ex, exc)
+            self._current = None
+            self._done = True
+            raise
+        if not done:
+            if ex not in progress.active:
+                progress.active.append(ex)
+            progress.own(ex, self._advance_from_progress, self._fail)
+            return
+        progress.disown(ex)
+        if ex in progress.active:
+            progress.active.remove(ex)
+        self._current = None
+        self._done = True
+
+
 def wait_all(requests: Sequence[Completable]) -> list[Any]:
     """Wait for every request; returns their values in order."""
     return [r.wait() for r in requests]

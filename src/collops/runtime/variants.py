@@ -5,7 +5,9 @@ Every collective is written once, as a phase generator of `Comm` (``_reduction``
 arguments. `nonblocking` and `persistent` turn a blocking method into its two other forms:
 a method with the blocking method's very signature (so `help`, `inspect.signature` and
 type checkers show the real parameters) whose body passes its arguments by name to the
-phase generator and wraps it in a `Request` or a `PersistentRequest`.
+phase generator and wraps it in a `Request` or a `PersistentRequest`. A non-blocking form
+listed in `FAST_STARTS` first offers its call to `FastPaths._fast_start`, which begins a
+single-phase call of a prepared signature from its `PreparedCall` without the generator.
 
 The methods are compiled from source, as `dataclasses` does, rather than written as
 ``*args, **kwargs`` wrappers: binding arguments with `inspect.Signature.bind` would cost a
@@ -19,9 +21,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec
 
+import numpy as np
+
 from ..errors import ArgumentError
 from .persistent import PersistentRequest
 from .request import Request
+from .vector_calls import vector_key
+
+#: a barrier's fast start's ``x`` (as `Comm.barrier` passes it)
+_TOKEN = np.empty(0, np.uint8)
 
 Args = ParamSpec("Args")
 
@@ -126,14 +134,53 @@ def _fixed(variant: Variant) -> str:
     return "".join(f"{k}={v!r}, " for k, v in variant.fixed.items())
 
 
+def _reduce_scatter_key(op: Any, counts: Any) -> Any:
+    """A reduce_scatter's ``op`` argument to its prepared call's key (as `Comm.reduce_scatter`
+    makes it), or None (counts not given, or not integers: the general path says so)."""
+    if counts is None:
+        return None
+    key = vector_key(counts)
+    return None if key is None else (op, key[0])
+
+
+#: collective -> its non-blocking form's arguments to `FastPaths._fast_start` (``x, op or
+#: counts key, root, out``, as Python source over the call's parameters), the blocking form's
+#: to `FastPaths._fast`: the calls whose one phase starts from the blocking form's
+#: `PreparedCall` (bcast, scatter and scatterv take an envelope first, and a gatherv's root
+#: may send the blocks on through the stream in a phase of their own: the general path)
+FAST_STARTS: dict[str, str] = {
+    "barrier": "_TOKEN, None, 0, None",
+    "allreduce": "x, op, 0, out",
+    "reduce": "x, op, root, out",
+    "scan": "x, op, 0, out",
+    "exscan": "x, op, 0, out",
+    "reduce_scatter_block": "x, op, 0, out",
+    "allgather": "x, None, 0, out",
+    "gather": "x, None, root, out",
+    "alltoall": "x, None, 0, out",
+    "allgatherv": "x, None if counts is None else _key(counts, displs), 0, out",
+    "alltoallv": "x, None if recvcounts is None else _key(sendcounts, sdispls, recvcounts, "
+                 "rdispls), 0, out",
+    "reduce_scatter": "x, _rs_key(op, counts), 0, out",
+}
+
+
 def nonblocking(blocking: Callable[Args, Any]) -> Callable[Args, Request]:
-    """The non-blocking form of a blocking collective method: same parameters, a `Request`."""
+    """The non-blocking form of a blocking collective method: same parameters, a `Request`
+    (begun from the blocking form's prepared call where `FAST_STARTS` lists it)."""
     name = blocking.__name__
     variant = PHASES[name]
-    body = (f"{_prologue(variant, 'i' + name)}"
-            f"return _Request(self, self.{variant.method}({_fixed(variant)}{{args}}))")
+    general = f"return _Request(self, self.{variant.method}({_fixed(variant)}{{args}}))"
+    fast = FAST_STARTS.get(name)
+    if fast is None:
+        body = f"{_prologue(variant, 'i' + name)}{general}"
+    else:  # its arguments are checked by the fast start or, when it declines, as before
+        body = (f"if not params:\n        _r = self._fast_start({name!r}, {fast}, algorithm, "
+                f"timeout)\n        if _r is not None:\n            return _r\n    "
+                f"{_prologue(variant, 'i' + name)}{general}")
     return _generate(blocking, "i" + name, body, "Request", f"Non-blocking `{name}`.",
-                     {"_Request": Request, "_prologue": variant.prologue})
+                     {"_Request": Request, "_prologue": variant.prologue, "_key": vector_key,
+                      "_rs_key": _reduce_scatter_key, "_TOKEN": _TOKEN})
 
 
 def persistent(blocking: Callable[Args, Any]) -> Callable[Args, PersistentRequest]:

@@ -34,6 +34,10 @@ static PyMethodDef Runner_methods[] = {
      "bcast(x, out, timeout): a whole bound broadcast (result, None or the slow marker)."},
     {"run", (PyCFunction)(void (*)(void))Runner_run, METH_FASTCALL,
      "run(send, recv, seq, timeout[, phase[, confirm]]): one blocking direct call."},
+    {"post", (PyCFunction)(void (*)(void))Runner_post, METH_FASTCALL,
+     "post(send, seq): publish call seq's contribution if that needs no wait (True)."},
+    {"finish", (PyCFunction)(void (*)(void))Runner_finish, METH_FASTCALL,
+     "finish(send, recv, seq, timeout, block): the rest of a posted call (False: not yet)."},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject RunnerType = {

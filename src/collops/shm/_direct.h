@@ -1,7 +1,7 @@
 /* collops.shm._direct's shared declarations: the runner's state (`Runner`), its words,
  * and what one part of the extension calls in another (`_direct.c` has the module and
- * the essay; `_direct_runner.c` a blocking call; `_direct_bound.c` the bound whole
- * calls; `_direct_fold.c` the reductions). */
+ * the essay; `_direct_runner.c` a blocking call; `_direct_posted.c` a non-blocking one;
+ * `_direct_bound.c` the bound whole calls; `_direct_fold.c` the reductions). */
 #ifndef COLLOPS_SHM_DIRECT_H
 #define COLLOPS_SHM_DIRECT_H
 
@@ -144,6 +144,15 @@ static inline void store_word(Runner *r, Py_ssize_t index, uint64_t value) {
 /* the item size of each DT_* dtype (`_direct_fold.c`) */
 DIRECT_INTERNAL extern const Py_ssize_t itemsize_of[];
 
+/* The words `index[i..n)` a runner waits for to hold `word`, the bits of `ignore` left out
+ * (`words_hold`). */
+typedef struct {
+    Runner *r;
+    const Py_ssize_t *index;
+    Py_ssize_t n, i;
+    uint64_t word, ignore;
+} awaited_words;
+
 /* The bytes of a `full`-byte piece at `piece` to copy: all, or its header and the bytes in use. */
 static inline Py_ssize_t used_bytes(const Runner *r, const char *piece, Py_ssize_t full) {
     if (r->prefix_at < 0 || full <= r->prefix_head)
@@ -160,7 +169,9 @@ DIRECT_INTERNAL PyObject *Runner_bind_bcast(Runner *r, PyObject *args);
 DIRECT_INTERNAL PyObject *Runner_bind_call(Runner *r, PyObject *args);
 DIRECT_INTERNAL PyObject *Runner_call(Runner *r, PyObject *const *args, Py_ssize_t nargs);
 DIRECT_INTERNAL void Runner_dealloc(Runner *r);
+DIRECT_INTERNAL PyObject *Runner_finish(Runner *r, PyObject *const *args, Py_ssize_t nargs);
 DIRECT_INTERNAL int Runner_init(Runner *r, PyObject *args, PyObject *kw);
+DIRECT_INTERNAL PyObject *Runner_post(Runner *r, PyObject *const *args, Py_ssize_t nargs);
 DIRECT_INTERNAL PyObject *Runner_run(Runner *r, PyObject *const *args, Py_ssize_t nargs);
 DIRECT_INTERNAL void acknowledge(Runner *r, int slot, uint64_t k);
 DIRECT_INTERNAL void after_publishing(Runner *r);
@@ -170,12 +181,17 @@ DIRECT_INTERNAL int await_slot(Runner *r, int slot);
 DIRECT_INTERNAL int await_words(Runner *r, const Py_ssize_t *index, Py_ssize_t n, uint64_t word);
 DIRECT_INTERNAL void combine(int dtype, int op, void *out, const void *a, const void *b, Py_ssize_t n);
 DIRECT_INTERNAL PyObject *combine_into(PyObject *self, PyObject *args);
+DIRECT_INTERNAL int data_of(Runner *r, PyObject *o, char **data, Py_buffer *view, int *held);
 DIRECT_INTERNAL void fold(int dtype, int op, void *out, const void *in, Py_ssize_t n);
 DIRECT_INTERNAL PyObject *fold_into(PyObject *self, PyObject *args);
 DIRECT_INTERNAL PyObject *hand_over(Runner *r, int status, PyObject *const *args, long phase, int confirm);
 DIRECT_INTERNAL Py_ssize_t *int_array(PyObject *seq, Py_ssize_t expect, Py_ssize_t *got, const char *what);
 DIRECT_INTERNAL void occupy(Runner *r, int slot, uint64_t k);
+DIRECT_INTERNAL int publish(Runner *r, int slot, uint64_t k, uint64_t word, const char *send);
+DIRECT_INTERNAL int read_slots(Runner *r, int slot, char *send, char *recv);
 DIRECT_INTERNAL PyObject *run_call(Runner *r, int slot, uint64_t k, uint64_t word, char *send, char *recv, PyObject *const *args, long phase, int confirm);
+DIRECT_INTERNAL Py_ssize_t slot_readers(Runner *r, int slot, uint64_t *k, Py_ssize_t *words);
 DIRECT_INTERNAL void wake_sleepers(Runner *r);
+DIRECT_INTERNAL int words_hold(void *ctx);
 
 #endif /* COLLOPS_SHM_DIRECT_H */

@@ -383,7 +383,17 @@ PyObject *Runner_bind_call(Runner *r, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* call(x, out, timeout): a whole bound call (its result, None, or the slow marker). */
+/* Whether this rank copies its whole `x` into its slot before it writes any result and
+ * reads every result from the slots (folds and copies, nothing from `x`): then `out` may be
+ * `x` or overlap it (MPI_IN_PLACE), as `collops.shm.direct.IN_PLACE` says. */
+static int reads_slots_only(const Runner *r) {
+    return r->publishes && !r->skip_len && !r->whead_len && !r->write_prefix
+           && (r->read_kind == READ_COPY || r->read_kind == READ_REDUCE
+               || r->read_kind == READ_NONE);
+}
+
+/* call(x, out, timeout): a whole bound call (its result, None, or the slow marker); `out`
+ * may overlap `x` when the runner `reads_slots_only`. */
 PyObject *Runner_call(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
     if (!bound_usage(r, nargs, "call"))
         return NULL;
@@ -402,17 +412,19 @@ PyObject *Runner_call(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
                 return Py_NewRef(r->hot_slow);
             }
         } else {
-            if (out == x || !array_fits(r, out, r->hot_out_nd, r->hot_out_dims, 1))
+            if (!array_fits(r, out, r->hot_out_nd, r->hot_out_dims, 1))
                 return Py_NewRef(r->hot_slow);
-            Py_ssize_t n = 1, m = 1;
-            for (int i = 0; i < r->hot_nd; i++)
-                n *= r->hot_dims[i];
-            for (int i = 0; i < r->hot_out_nd; i++)
-                m *= r->hot_out_dims[i];
-            char *o = ((ArrayFields *)out)->data;
-            Py_ssize_t item = r->hot_itemsize;
-            if (o < send + n * item && send < o + m * item)
-                return Py_NewRef(r->hot_slow);  /* overlapping: the general path copes */
+            if (!reads_slots_only(r)) {
+                Py_ssize_t n = 1, m = 1;
+                for (int i = 0; i < r->hot_nd; i++)
+                    n *= r->hot_dims[i];
+                for (int i = 0; i < r->hot_out_nd; i++)
+                    m *= r->hot_out_dims[i];
+                char *o = ((ArrayFields *)out)->data;
+                Py_ssize_t item = r->hot_itemsize;
+                if (o < send + n * item && send < o + m * item)
+                    return Py_NewRef(r->hot_slow);  /* overlapping: the general path copes */
+            }
             into = Py_NewRef(out);
         }
         recv = ((ArrayFields *)into)->data;

@@ -244,7 +244,7 @@ int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
 }
 
 /* The data of a buffer argument (None: NULL); arrays without the buffer protocol's cost. */
-static int data_of(Runner *r, PyObject *o, char **data, Py_buffer *view, int *held) {
+int data_of(Runner *r, PyObject *o, char **data, Py_buffer *view, int *held) {
     *held = 0;
     if (o == Py_None) {
         *data = NULL;
@@ -276,7 +276,7 @@ void wake_sleepers(Runner *r) {
 /* The acknowledgement words of the members that must read this rank's `slot` and the call
  * `k` they must hold there: their number (at most 64), or -1 when this rank still reads the
  * slot itself or the occupant cannot be read (the slot counts as busy). */
-static Py_ssize_t slot_readers(Runner *r, int slot, uint64_t *k, Py_ssize_t *words) {
+Py_ssize_t slot_readers(Runner *r, int slot, uint64_t *k, Py_ssize_t *words) {
     if (PyObject_IsTrue(PyList_GET_ITEM(r->own_pending, slot)))
         return -1;
     PyObject *readers = PyList_GET_ITEM(r->occupant, slot);
@@ -327,7 +327,7 @@ static int read_table(Runner *r, const Py_ssize_t *src, char *send, char *recv) 
     return 1;
 }
 
-static int read_slots(Runner *r, int slot, char *send, char *recv) {
+int read_slots(Runner *r, int slot, char *send, char *recv) {
     Py_ssize_t np = r->npieces, *src = r->src + slot * np;
     switch (r->read_kind) {
     case READ_TABLE:
@@ -365,17 +365,9 @@ static int awaits_own_core(Runner *r, const Py_ssize_t *index, Py_ssize_t n, uin
     return 0;
 }
 
-/* The words `index[i..n)` a runner waits for to hold `word`, the bits of `ignore` left out
- * (`words_hold`). */
-typedef struct {
-    Runner *r;
-    const Py_ssize_t *index;
-    Py_ssize_t n, i;
-    uint64_t word, ignore;
-} awaited_words;
 
 /* Whether every awaited word holds its value (those seen to do are not looked at again). */
-static int words_hold(void *ctx) {
+int words_hold(void *ctx) {
     awaited_words *w = ctx;
     while (w->i < w->n && (load_word(w->r, w->index[w->i]) & ~w->ignore) == w->word)
         w->i++;
@@ -452,7 +444,7 @@ void occupy(Runner *r, int slot, uint64_t k) {
 
 /* Store this rank's word `word` for call `k` in `slot` (its contribution first, when it
  * copies one from `send`) and wake the peers that sleep. -1 on an error. */
-static int publish(Runner *r, int slot, uint64_t k, uint64_t word, const char *send) {
+int publish(Runner *r, int slot, uint64_t k, uint64_t word, const char *send) {
     if (r->whead_len) {  /* an alltoallv's header and blocks */
         char *mine = r->base + r->my_data[slot];
         memcpy(mine, r->whead, r->whead_len);

@@ -63,10 +63,11 @@ else:  # every fold in rank order, anywhere, takes the compiled kernels (`ops`)
     use_compiled_kernels(_direct.combine_into, lambda: config.settings.compiled)
 
 NAME = "shm_direct"
-#: the reductions right with ``x`` as ``out`` (`Algorithm.in_place`): every rank's input is
-#: copied into its slot before anyone writes a result, and the fold reads each element of
-#: its own contribution before writing that element
-IN_PLACE = frozenset({"allreduce", "reduce"})
+#: the collectives right with ``x`` overlapping ``out`` (`Algorithm.in_place`): every rank's
+#: input is copied whole into its slot before anyone writes a result, and every result is
+#: read from the slots (`read_plan`: folds and copies, no part read from ``x``)
+IN_PLACE = frozenset({"allreduce", "reduce", "scan", "exscan", "reduce_scatter_block",
+                      "allgather", "gather", "alltoall"})
 RESOURCE = "shm_direct"
 SUPPORTED = ("barrier", "bcast", "scatter", "gather", "allgather", "alltoall", "reduce",
              "allreduce", "reduce_scatter_block", "scan", "exscan", *vector.SUPPORTED)
@@ -146,7 +147,8 @@ class DirectExecution(AreaExecution):
 
     def __init__(self, transport: ShmTransport, area: DirectArea, spec: CallSpec, rank: int,
                  send: np.ndarray | None, recv: np.ndarray | None, seq: int, phase: int,
-                 context: int, timeout: float | None, confirm: bool = True) -> None:
+                 context: int, timeout: float | None, confirm: bool = True,
+                 published: bool = False) -> None:
         self.spec = spec
         self.rank = rank
         self.send = None if send is None else send.reshape(-1)  # views of the caller's
@@ -156,9 +158,12 @@ class DirectExecution(AreaExecution):
         self.role = role = _role(area, spec, rank)
         self.confirms = role.confirms and confirm
         self.word = held_word(self.k, role.fingerprint)
-        self.written = not role.publishes
+        # ``published``: the compiled runner wrote this rank's slot already (`PostedCall`)
+        self.written = published or not role.publishes
         self.read = self.acknowledged = False
         area.inflight += 1
+        if published and rank in role.awaits:
+            area.own_pending[self.slot] = self.k
         if not self.written:
             area.queue_write(self, self.k)
         self._begin(transport, area, role.what, call_tag(context, seq, phase), timeout)
@@ -258,11 +263,108 @@ def area_of(call: NativeCall) -> tuple[ShmTransport, DirectArea]:
 
 
 def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, seq: int,
-          phase: int, timeout: float | None) -> DirectExecution:
-    """Start ``call`` (its number ``seq``, phase ``phase``) through its direct area."""
+          phase: int, timeout: float | None) -> DirectExecution | PostedCall:
+    """Start ``call`` (its number ``seq``, phase ``phase``) through its direct area: by the
+    compiled runner of its signature when it can publish the contribution without waiting
+    (`PostedCall`), else as a `DirectExecution`."""
     transport, area = area_of(call)
+    if phase == 0 and not area.inflight and config.settings.compiled:
+        runner = _posting_runner(call, transport, area)
+        if runner is not None and runner.post(send, seq):
+            return PostedCall(call, runner, transport, area, send, recv, seq, timeout)
     return DirectExecution(transport, area, call.spec, call.rank, send, recv, seq, phase,
                            call.context, timeout)
+
+
+def _posting_runner(call: NativeCall, transport: ShmTransport, area: DirectArea) -> Any:
+    """The compiled runner that posts and finishes the non-blocking calls of ``call``'s
+    signature (made once, then kept with the area), or None (not built, or a signature it
+    does not run)."""
+    runner = kept(area.memo, ("posting", call.spec, call.rank),
+                  lambda: getattr(_compiled_runner(call, transport, area), "__self__", False))
+    return runner or None
+
+
+class PostedCall:
+    """A non-blocking direct call whose contribution the compiled runner published as it
+    began (`start`, ``Runner.post``); polled like an `Execution`.
+
+    A poll finishes it in compiled code when every peer's word is there (``Runner.finish``,
+    no wait). A poll that finds a peer late a second time hands the rest to the Python
+    protocol (a `DirectExecution` of the published call), which checks for failed peers,
+    mismatched calls and the deadline as it goes on. `wait_alone` — what the progress engine
+    calls when nothing else is in flight — finishes it as a blocking call does: compiled
+    waits, then Python's sleep and checks (`_finish_slowly`).
+
+    While it is in flight it counts in the area's ``inflight``, so the calls made meanwhile
+    take the Python protocol, which orders them after it.
+    """
+
+    __slots__ = ("call", "runner", "transport", "area", "send", "recv", "seq", "deadline",
+                 "left", "rest", "late", "slot", "k")
+
+    def __init__(self, call: NativeCall, runner: Any, transport: ShmTransport, area: DirectArea,
+                 send: np.ndarray | None, recv: np.ndarray | None, seq: int,
+                 timeout: float | None) -> None:
+        self.call, self.runner, self.transport, self.area = call, runner, transport, area
+        self.send, self.recv, self.seq = send, recv, seq
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.left = 1
+        self.rest: DirectExecution | None = None
+        self.late = False
+        self.slot, self.k = slot_of(seq, 0), call_number(seq, 0)
+        area.inflight += 1
+        if call.rank in _role(area, call.spec, call.rank).awaits:  # it reads its own slot
+            area.own_pending[self.slot] = self.k
+
+    def _rest(self) -> DirectExecution:
+        """The rest of the call by the Python protocol (the contribution is published)."""
+        call = self.call
+        self.rest = DirectExecution(self.transport, self.area, call.spec, call.rank, self.send,
+                                    self.recv, self.seq, 0, call.context, self._remaining(),
+                                    published=True)
+        return self.rest
+
+    def _remaining(self) -> float | None:
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    def poll(self, spin: float = 0.0) -> bool:
+        """Advance without blocking; True once the call is done on this rank."""
+        if not self.left:
+            return True
+        try:
+            if self.rest is not None:
+                done = self.rest.poll(spin)
+            else:
+                done = self.runner.finish(self.send, self.recv, self.seq, None, False
+                                          ) is not False
+                if not done and self.late:
+                    done = self._rest().poll(spin)
+                self.late = True
+        except BaseException:
+            self._end()
+            raise
+        if done:
+            self._end()
+        return done
+
+    def wait_alone(self) -> None:
+        """Block until done, nothing else being in flight to progress meanwhile (`Progress`
+        calls it then): as a blocking call waits."""
+        try:
+            if self.rest is not None:
+                self.rest.wait()
+            elif self.left:
+                self.runner.finish(self.send, self.recv, self.seq, self._remaining(), True)
+        finally:
+            self._end()
+
+    def _end(self) -> None:
+        if self.left:
+            self.left = 0
+            self.area.inflight -= 1
+            if self.area.own_pending[self.slot] == self.k:
+                self.area.own_pending[self.slot] = 0
 
 
 def _run(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None,
