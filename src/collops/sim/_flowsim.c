@@ -19,7 +19,14 @@
  *   allocation; in practice a change stays within a neighbourhood.
  *
  * Per-link bytes per time window (the hot spots) are accumulated lazily too: a link adds its
- * rate × elapsed time whenever its rate changes. */
+ * rate × elapsed time whenever its rate changes.
+ *
+ * The approximate repair (eps > 0, see collops.sim.flow.parse_maxmin) also keeps every link's
+ * sum of its flows' rates as they change, and takes from it what the exact repair recomputes
+ * by visiting the link's flows: the capacity the held flows leave (capacity − (sum − U's
+ * rates on it)) and whether a link is saturated within eps before a filling. Only the rounding
+ * differs (a test audits the sums against a recomputation after every update); the exact
+ * repair keeps its visits, and so its results bit for bit. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
@@ -159,7 +166,7 @@ typedef struct {
 typedef struct {
     int32_t count, stat_mark;  /* U's flows on it; the check's stamp */
     int32_t held_update, held_count, n, cap;  /* the update and U's count at `held`; members */
-    int32_t unused[2];
+    double sum;             /* its flows' rates, kept up as they change (see fill_u) */
     double left, held;      /* capacity left during the filling; left by the held flows */
     double usage, top;      /* the check's sum of rates and largest rate, as of stat_mark */
     double capacity, rate, time;  /* bytes/s; hot spots: its rate since time */
@@ -246,6 +253,8 @@ typedef struct {
     int refill_all;  /* re-fill every flow at every update (the check of the local repair) */
     double tolerance;  /* the check's relative slack: TOLERANCE, or the approximation's eps */
     int approx;        /* eps > 0: flows whose bottleneck stays saturated within eps are held */
+    int audit;         /* after every update, every link's running sum against its flows' rates */
+    double drift;      /* the largest difference the audit saw, relative to the link's capacity */
     double overhead, bandwidth, gamma;
     /* clock, ranks, timed events */
     double now, finished;
@@ -331,6 +340,7 @@ static int set_rate(Sim *s, int64_t slot, double rate) {
         int64_t l = HOP(s, slot, p);
         timeline_flush(s, l);
         s->ln[l].rate += min2(rate, s->bandwidth) - min2(old, s->bandwidth);
+        s->ln[l].sum += rate - old;
     }
     if (isinf(end)) due_remove(&s->finish, slot);
     else due_set(&s->finish, slot, end);
@@ -392,7 +402,8 @@ static int end_flow(Sim *s, int64_t slot) {
         member_remove(&s->ln[l], (int32_t)slot);
         timeline_flush(s, l);
         s->ln[l].rate -= min2(HT(s, slot)->rate, s->bandwidth);
-        if (s->ln[l].n == 0) s->ln[l].rate = 0.0;
+        s->ln[l].sum -= HT(s, slot)->rate;
+        if (s->ln[l].n == 0) s->ln[l].rate = s->ln[l].sum = 0.0;
         if (s->changed[l].removed != s->rate_updates) {
             s->changed[l].removed = (int32_t)s->rate_updates;
             if (vec_push(&s->removed_links, l) < 0) return -1;
@@ -441,10 +452,12 @@ static int fill_u(Sim *s) {
             if (s->changed[l].mark != s->epoch) {
                 s->changed[l].mark = (int32_t)s->epoch;
                 s->ln[l].count = 0;
+                s->ln[l].left = 0.0;  /* until the filling: U's rates on it */
                 if (vec_push(&s->touched, l) < 0) return -1;
                 PROF_ADD(touched, 1);
             }
             ++s->ln[l].count;
+            s->ln[l].left += HT(s, g)->rate;
         }
     }
     s->fill.n = 0;
@@ -454,7 +467,10 @@ static int fill_u(Sim *s) {
         int64_t l = s->touched.v[k];
         Link *link = &s->ln[l];
         /* U only grows during an update: the same count on a link is the same held flows */
-        if (link->held_update != s->rate_updates || link->held_count != link->count) {
+        if (s->approx) {  /* from the running sum: no visit of the held flows */
+            link->held = link->count == link->n ? link->capacity
+                                                : link->capacity - (link->sum - link->left);
+        } else if (link->held_update != s->rate_updates || link->held_count != link->count) {
             double left = s->ln[l].capacity;
             PROF_ADD(held_scans, link->n);
             const int32_t *m = members(link);
@@ -544,6 +560,11 @@ static int saturated(const Sim *s, int64_t l) {
     return s->ln[l].usage >= s->ln[l].capacity * (1.0 - s->tolerance);
 }
 
+/* Saturated within eps by its flows' current rates: the approximation's running sum. */
+static int saturated_now(const Sim *s, int64_t l) {
+    return s->ln[l].sum >= s->ln[l].capacity * (1.0 - s->tolerance);
+}
+
 static int is_bottleneck(Sim *s, int64_t l, double rate, int64_t stamp) {
     link_stats(s, l, stamp);
     return saturated(s, l) && rate >= s->ln[l].top * (1.0 - s->tolerance);
@@ -628,14 +649,24 @@ static int join_all(Sim *s) {  /* every flow in the network that crosses a link 
 static int join_outranking(Sim *s, int64_t g) {
     ROUTE(s, g, p) {
         int64_t l = HOP(s, g, p);
-        link_stats(s, l, s->epoch);
-        if (!saturated(s, l)) continue;
+        if (!saturated_now(s, l)) continue;
         double share = s->ln[l].capacity / (double)s->ln[l].n * (1.0 + s->tolerance);
         const int32_t *m = members(&s->ln[l]);
         for (int32_t i = 0; i < s->ln[l].n; ++i)
             if (HT(s, m[i])->rate > share && join_u(s, m[i]) < 0) return -1;
     }
     return 0;
+}
+
+/* The running sums recomputed from scratch (tests: `flow_compiled.run(..., sum_drift=...)`). */
+static void audit_sums(Sim *s) {
+    for (int64_t l = 0; l < s->nlinks; ++l) {
+        double sum = 0.0;
+        const int32_t *m = members(&s->ln[l]);
+        for (int32_t i = 0; i < s->ln[l].n; ++i) sum += HT(s, m[i])->rate;
+        double drift = fabs(s->ln[l].sum - sum) / s->ln[l].capacity;
+        if (!(drift <= s->drift)) s->drift = drift;  /* NaN too */
+    }
 }
 
 static int update_rates(Sim *s) {
@@ -652,10 +683,7 @@ static int update_rates(Sim *s) {
     }
     for (int64_t k = 0; k < s->removed_links.n; ++k) {  /* who may gain where flows left */
         int64_t l = s->removed_links.v[k];
-        if (s->approx) {  /* still saturated within eps: its flows keep their rates */
-            link_stats(s, l, s->epoch);
-            if (saturated(s, l)) continue;
-        }
+        if (s->approx && saturated_now(s, l)) continue;  /* still saturated within eps */
         const int32_t *m = members(&s->ln[l]);
         for (int32_t i = 0; i < s->ln[l].n; ++i) {
             int64_t g = m[i];
@@ -693,6 +721,7 @@ static int update_rates(Sim *s) {
     PROF_SINCE(t_set, t_set);
     s->removed_links.n = 0;
     ++s->rate_updates;  /* also the stamp of the links flows leave before the next update */
+    if (s->audit) audit_sums(s);
     return 0;
 }
 
@@ -847,15 +876,15 @@ static PyObject *run(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer b[NBUF];
     long long nranks, window, send_kind, recv_kind;
-    int refill_all = 0;
+    int refill_all = 0, audit = 0;
     double overhead, bandwidth, gamma, width, eps = 0.0;
     PyObject *progress;
     memset(b, 0, sizeof(b));
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*y*y*w*w*w*LLdddLLdO|pd",
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*y*y*w*w*w*LLdddLLdO|pdp",
                           &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &b[6], &b[7], &b[8], &b[9],
                           &b[10], &b[11], &b[12], &b[13], &b[14], &b[15], &b[16], &nranks,
                           &window, &overhead, &bandwidth, &gamma, &send_kind, &recv_kind,
-                          &width, &progress, &refill_all, &eps))
+                          &width, &progress, &refill_all, &eps, &audit))
         return NULL;
     if (!(eps >= 0.0 && eps < 1.0)) {
         PyErr_SetString(PyExc_ValueError, "eps must be in [0, 1)");
@@ -876,6 +905,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
     s.send_kind = send_kind; s.recv_kind = recv_kind; s.width = width;
     s.epoch = 0;
     s.refill_all = refill_all;
+    s.audit = audit;
     s.approx = eps > 0.0;
     s.tolerance = s.approx ? eps : TOLERANCE;
     int64_t nmsgs = b[7].len / 8;
@@ -942,8 +972,8 @@ static PyObject *run(PyObject *self, PyObject *args) {
         goto done;
     }
     if (rc == -2) goto done;
-    result = Py_BuildValue("dLLdL", s.finished, (long long)s.steps_done,
-                           (long long)s.rate_updates, s.width, (long long)s.refilled);
+    result = Py_BuildValue("dLLdLd", s.finished, (long long)s.steps_done,
+                           (long long)s.rate_updates, s.width, (long long)s.refilled, s.drift);
 done:
     release(&s, nranks);
     for (int i = 0; i < NBUF; ++i) if (b[i].obj) PyBuffer_Release(&b[i]);
