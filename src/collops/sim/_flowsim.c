@@ -40,7 +40,8 @@
 #include <stdio.h>
 #include <x86intrin.h>
 static struct { unsigned long long fills, first_u, later_u, touched, pushes, pops, held_scans,
-    check_scans, stats, checks, join_a, join_fb, join_b, nobn, t_f[5], t_fill, t_check, t_set, t_update, t_total; } prof;
+    check_scans, stats, checks, join_a, join_fb, join_b, nobn, t_f[5], t_fill, t_check, t_set,
+    t_update, t_total; } prof;
 #define PROF_ADD(field, n) (prof.field += (unsigned long long)(n))
 #define PROF_TICK(t) unsigned long long t = __rdtsc()
 #define PROF_SINCE(field, t) (prof.field += __rdtsc() - (t))
@@ -418,7 +419,9 @@ static int end_flow(Sim *s, int64_t slot) {
 
 /* ---- max-min rates, repaired locally ---------------------------------------------------------- */
 static int in_u(const Sim *s, int64_t g) { return HT(s, g)->mark == s->epoch; }
-static double rate_of(const Sim *s, int64_t g) { return in_u(s, g) ? HT(s, g)->new : HT(s, g)->rate; }
+static double rate_of(const Sim *s, int64_t g) {
+    return in_u(s, g) ? HT(s, g)->new : HT(s, g)->rate;
+}
 
 /* A flow joins U for the next filling (marked epoch + 1: until then it counts as held). */
 static int join_u(Sim *s, int64_t g) {
@@ -925,7 +928,8 @@ static PyObject *run(PyObject *self, PyObject *args) {
     s.ln = aligned_alloc(sizeof(Link), sizeof(Link) * ((size_t)s.nlinks + 1));
     s.bound = calloc((size_t)s.nlinks + 1, sizeof(double));
     s.changed = calloc((size_t)s.nlinks + 1, sizeof(Changed));
-    if (!s.waiting || !s.cpu_free || !s.in_flight || !s.pending || !s.ln || !s.bound || !s.changed) {
+    if (!s.waiting || !s.cpu_free || !s.in_flight || !s.pending || !s.ln || !s.bound
+            || !s.changed) {
         PyErr_NoMemory();
         goto done;
     }
