@@ -19,7 +19,14 @@
  *   allocation; in practice a change stays within a neighbourhood.
  *
  * Per-link bytes per time window (the hot spots) are accumulated lazily too: a link adds its
- * rate × elapsed time whenever its rate changes. */
+ * rate × elapsed time whenever its rate changes.
+ *
+ * The approximate repair (eps > 0, see collops.sim.flow.parse_maxmin) also keeps every link's
+ * sum of its flows' rates as they change, and takes from it what the exact repair recomputes
+ * by visiting the link's flows: the capacity the held flows leave (capacity − (sum − U's
+ * rates on it)) and whether a link is saturated within eps before a filling. Only the rounding
+ * differs (a test audits the sums against a recomputation after every update); the exact
+ * repair keeps its visits, and so its results bit for bit. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
@@ -27,9 +34,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Built with -DFLOWSIM_PROFILE, the run counts the repair's work and times its phases (CPU
+ * cycles) and prints them to stderr at its end: the profile behind the layout. */
+#ifdef FLOWSIM_PROFILE
+#include <stdio.h>
+#include <x86intrin.h>
+static struct { unsigned long long fills, first_u, later_u, touched, pushes, pops, held_scans,
+    check_scans, stats, checks, join_a, join_fb, join_b, nobn, t_f[5], t_fill, t_check, t_set,
+    t_update, t_total; } prof;
+#define PROF_ADD(field, n) (prof.field += (unsigned long long)(n))
+#define PROF_TICK(t) unsigned long long t = __rdtsc()
+#define PROF_SINCE(field, t) (prof.field += __rdtsc() - (t))
+#else
+#define PROF_ADD(field, n) ((void)0)
+#define PROF_TICK(t) ((void)0)
+#define PROF_SINCE(field, t) ((void)0)
+#endif
 #define DRAINED 1e-9   /* flows whose drain times are this close end together */
 #define TOLERANCE 1e-9 /* relative slack of "saturated" and "largest rate" in the check */
 enum { ISSUED, ARRIVED, LOCAL_DONE };
+
+/* fmin and fmax are library calls at -O2 (for their NaN rules); no value here is NaN */
+static inline double min2(double a, double b) { return b < a ? b : a; }
+static inline double max2(double a, double b) { return b > a ? b : a; }
 
 typedef struct { int64_t *v; int64_t n, cap; } Vec;
 
@@ -117,22 +144,30 @@ static int64_t pending_pop(Pending *q) {
 }
 
 /* The repair's cost is memory latency (a few thousand flows and links visited per update at
- * 4096 ranks), so its data is laid out for it. A flow's record holds the fields the repair
- * reads in one cache line and its route (copied in when it starts) in the lines right after. */
+ * 4096 ranks), so its data is laid out for it. What the repair reads of every flow on a link
+ * it visits (rate, marks, bottleneck) is a 32-byte record in an array of its own, a few
+ * hundred kilobytes that stay in the L2 cache; the rest of a flow (bytes left, message) and
+ * its route (copied in when it starts), read only for the flows being re-filled, are in a
+ * second record, the route right after a 32-byte head. */
 typedef struct {
-    double rate, new, left, time;  /* current rate; U's rate being filled; bytes left at time */
-    int32_t mark, checked, bottleneck, msg;  /* epoch of U; stamp of the check; its link */
-    int32_t hops;                            /* links on its route */
+    double rate, new;                   /* current rate; U's rate being filled */
+    int32_t mark, checked, bottleneck;  /* epoch of U; stamp of the check; its link */
     char frozen;
+} Hot;
+_Static_assert(sizeof(Hot) == 32, "two flows' hot fields to a cache line");
+typedef struct {
+    double left, time;   /* bytes left at time */
+    int32_t msg, hops;   /* its message; links on its route */
 } Flow;
-#define FLOW_HEAD 64
+#define FLOW_HEAD 32
 
 /* A link's record: two cache lines, 128-byte aligned (fetched as a pair), with its first
  * LINK_INLINE member flows inside; once more cross it they all move to `spill`. */
 #define LINK_INLINE 8
 typedef struct {
-    int32_t mark, count, stat_mark, removed_mark;  /* epoch of the filling; U's flows on it */
+    int32_t count, stat_mark;  /* U's flows on it; the check's stamp */
     int32_t held_update, held_count, n, cap;  /* the update and U's count at `held`; members */
+    double sum;             /* its flows' rates, kept up as they change (see fill_u) */
     double left, held;      /* capacity left during the filling; left by the held flows */
     double usage, top;      /* the check's sum of rates and largest rate, as of stat_mark */
     double capacity, rate, time;  /* bytes/s; hot spots: its rate since time */
@@ -140,6 +175,11 @@ typedef struct {
     int32_t inl[LINK_INLINE];
 } Link;
 _Static_assert(sizeof(Link) == 128, "a link is two cache lines");
+
+/* When a link's load last changed: the epoch of the filling that re-filled a flow on it, the
+ * update before which a flow left it. The check asks it of every held flow's bottleneck on
+ * the links it visits, so it is an array of its own (8 bytes a link, in the L2 cache). */
+typedef struct { int32_t mark, removed; } Changed;
 
 static const int32_t *members(const Link *k) { return k->cap > LINK_INLINE ? k->spill : k->inl; }
 
@@ -214,6 +254,8 @@ typedef struct {
     int refill_all;  /* re-fill every flow at every update (the check of the local repair) */
     double tolerance;  /* the check's relative slack: TOLERANCE, or the approximation's eps */
     int approx;        /* eps > 0: flows whose bottleneck stays saturated within eps are held */
+    int audit;         /* after every update, every link's running sum against its flows' rates */
+    double drift;      /* the largest difference the audit saw, relative to the link's capacity */
     double overhead, bandwidth, gamma;
     /* clock, ranks, timed events */
     double now, finished;
@@ -225,6 +267,7 @@ typedef struct {
     /* flows in the network, by slot */
     int64_t nslots, nactive, maxhops;
     char *flows;     /* the flows' records, fstride bytes apart (FL) */
+    Hot *hot;        /* their hot fields (HT) */
     size_t fstride;
     int64_t *f_start;
     Vec free_slots, added, removed_links, members_u, done;
@@ -232,6 +275,7 @@ typedef struct {
     int stale;
     /* links */
     Link *ln;
+    Changed *changed;
     int64_t epoch;  /* below INT32_MAX: the records keep 32-bit stamps */
     Vec touched;
     KeyedHeap fill;
@@ -242,6 +286,7 @@ typedef struct {
 } Sim;
 
 #define FL(s, g) ((Flow *)((s)->flows + (size_t)(g) * (s)->fstride))
+#define HT(s, g) (&(s)->hot[g])
 #define EPOCHS_LEFT(s) ((s)->epoch < INT32_MAX - 4)
 #define OVERFLOW (-3)
 
@@ -273,7 +318,7 @@ static void timeline_flush(Sim *s, int64_t l) {
     int64_t first = (int64_t)(start / s->width), last = (int64_t)(end / s->width);
     if (last > s->nwindows - 1) last = s->nwindows - 1;
     for (int64_t w = first; w <= last; ++w) {
-        double lo = fmax(start, (double)w * s->width), hi = fmin(end, (double)(w + 1) * s->width);
+        double lo = max2(start, (double)w * s->width), hi = min2(end, (double)(w + 1) * s->width);
         if (hi > lo) s->rows[w * s->nlinks + l] += rate * (hi - lo);
     }
 }
@@ -286,16 +331,17 @@ static void timeline_flush(Sim *s, int64_t l) {
 
 static int set_rate(Sim *s, int64_t slot, double rate) {
     Flow *f = FL(s, slot);
-    double old = f->rate;
+    double old = HT(s, slot)->rate;
     f->left -= old * (s->now - f->time);
     f->time = s->now;
-    f->rate = rate;
+    HT(s, slot)->rate = rate;
     double left = f->left;
     double end = left > 0 ? (rate > 0 ? s->now + left / rate : INFINITY) : s->now;
     ROUTE(s, slot, p) {
         int64_t l = HOP(s, slot, p);
         timeline_flush(s, l);
-        s->ln[l].rate += fmin(rate, s->bandwidth) - fmin(old, s->bandwidth);
+        s->ln[l].rate += min2(rate, s->bandwidth) - min2(old, s->bandwidth);
+        s->ln[l].sum += rate - old;
     }
     if (isinf(end)) due_remove(&s->finish, slot);
     else due_set(&s->finish, slot, end);
@@ -308,19 +354,24 @@ static int grow_slots(Sim *s) {
     char *flows = aligned_alloc(64, (size_t)n * s->fstride);
     int64_t *start = realloc(s->f_start, sizeof(int64_t) * (size_t)n);
     if (start) s->f_start = start;
+    Hot *hot = aligned_alloc(64, sizeof(Hot) * (size_t)n);  /* whole records to a line */
     Due *due = realloc(s->finish.v, sizeof(Due) * (size_t)n);
     if (due) s->finish.v = due;
     int32_t *pos = realloc(s->finish.pos, sizeof(int32_t) * (size_t)n);
     if (pos) s->finish.pos = pos;
-    if (!flows || !start || !due || !pos) { free(flows); return -1; }
+    if (!flows || !start || !hot || !due || !pos) { free(flows); free(hot); return -1; }
     if (s->flows) memcpy(flows, s->flows, (size_t)s->nslots * s->fstride);
+    if (s->hot) memcpy(hot, s->hot, sizeof(Hot) * (size_t)s->nslots);
     free(s->flows);
+    free(s->hot);
     s->flows = flows;
+    s->hot = hot;
     for (int64_t i = n - 1; i >= s->nslots; --i) {
         s->f_start[i] = -1;
         s->finish.pos[i] = -1;
         memset(FL(s, i), 0, sizeof(Flow));
-        FL(s, i)->mark = FL(s, i)->checked = -1;
+        memset(HT(s, i), 0, sizeof(Hot));
+        HT(s, i)->mark = HT(s, i)->checked = -1;
         if (vec_push(&s->free_slots, i) < 0) return -1;
     }
     s->nslots = n;
@@ -335,7 +386,7 @@ static int start_flow(Sim *s, int64_t msg) {
     f->hops = (int32_t)(s->roff[msg + 1] - s->roff[msg]);
     memcpy((char *)f + FLOW_HEAD, s->rlinks + s->roff[msg], sizeof(int32_t) * (size_t)f->hops);
     f->left = s->wire[msg];
-    f->rate = 0.0;
+    HT(s, slot)->rate = 0.0;
     f->time = s->now;
     s->f_start[slot] = s->starts++;
     ++s->nactive;
@@ -351,10 +402,11 @@ static int end_flow(Sim *s, int64_t slot) {
         int64_t l = HOP(s, slot, p);
         member_remove(&s->ln[l], (int32_t)slot);
         timeline_flush(s, l);
-        s->ln[l].rate -= fmin(FL(s, slot)->rate, s->bandwidth);
-        if (s->ln[l].n == 0) s->ln[l].rate = 0.0;
-        if (s->ln[l].removed_mark != s->rate_updates) {
-            s->ln[l].removed_mark = (int32_t)s->rate_updates;
+        s->ln[l].rate -= min2(HT(s, slot)->rate, s->bandwidth);
+        s->ln[l].sum -= HT(s, slot)->rate;
+        if (s->ln[l].n == 0) s->ln[l].rate = s->ln[l].sum = 0.0;
+        if (s->changed[l].removed != s->rate_updates) {
+            s->changed[l].removed = (int32_t)s->rate_updates;
             if (vec_push(&s->removed_links, l) < 0) return -1;
         }
     }
@@ -366,13 +418,15 @@ static int end_flow(Sim *s, int64_t slot) {
 }
 
 /* ---- max-min rates, repaired locally ---------------------------------------------------------- */
-static int in_u(const Sim *s, int64_t g) { return FL(s, g)->mark == s->epoch; }
-static double rate_of(const Sim *s, int64_t g) { return in_u(s, g) ? FL(s, g)->new : FL(s, g)->rate; }
+static int in_u(const Sim *s, int64_t g) { return HT(s, g)->mark == s->epoch; }
+static double rate_of(const Sim *s, int64_t g) {
+    return in_u(s, g) ? HT(s, g)->new : HT(s, g)->rate;
+}
 
 /* A flow joins U for the next filling (marked epoch + 1: until then it counts as held). */
 static int join_u(Sim *s, int64_t g) {
-    if (FL(s, g)->mark >= s->epoch) return 0;
-    FL(s, g)->mark = s->epoch + 1;
+    if (HT(s, g)->mark >= s->epoch) return 0;
+    HT(s, g)->mark = s->epoch + 1;
     return vec_push(&s->members_u, g);
 }
 
@@ -382,34 +436,50 @@ static double share_of(const Sim *s, int64_t l) {
 
 /* Progressive filling of U's flows over the capacity the held flows leave. */
 static int fill_u(Sim *s) {
+    PROF_ADD(fills, 1);
+    PROF_TICK(t0);
     ++s->epoch;  /* a new epoch for links; U's marks are moved along */
     if (!EPOCHS_LEFT(s)) return OVERFLOW;
-    for (int64_t k = 0; k < s->members_u.n; ++k) FL(s, s->members_u.v[k])->mark = (int32_t)s->epoch;
+    for (int64_t k = 0; k < s->members_u.n; ++k) HT(s, s->members_u.v[k])->mark = (int32_t)s->epoch;
+    /* the links' records are fetched all at once: the misses overlap */
+    for (int64_t k = 0; k < s->members_u.n; ++k) {
+        int64_t g = s->members_u.v[k];
+        ROUTE(s, g, p) __builtin_prefetch(&s->ln[HOP(s, g, p)], 1, 3);
+    }
     s->touched.n = 0;
     for (int64_t k = 0; k < s->members_u.n; ++k) {
         int64_t g = s->members_u.v[k];
-        FL(s, g)->frozen = 0;
+        HT(s, g)->frozen = 0;
         ROUTE(s, g, p) {
             int64_t l = HOP(s, g, p);
-            if (s->ln[l].mark != s->epoch) {
-                s->ln[l].mark = (int32_t)s->epoch;
+            if (s->changed[l].mark != s->epoch) {
+                s->changed[l].mark = (int32_t)s->epoch;
                 s->ln[l].count = 0;
+                s->ln[l].left = 0.0;  /* until the filling: U's rates on it */
                 if (vec_push(&s->touched, l) < 0) return -1;
+                PROF_ADD(touched, 1);
             }
             ++s->ln[l].count;
+            s->ln[l].left += HT(s, g)->rate;
         }
     }
     s->fill.n = 0;
+    PROF_SINCE(t_f[0], t0);
+    PROF_TICK(t1);
     for (int64_t k = 0; k < s->touched.n; ++k) {
         int64_t l = s->touched.v[k];
         Link *link = &s->ln[l];
         /* U only grows during an update: the same count on a link is the same held flows */
-        if (link->held_update != s->rate_updates || link->held_count != link->count) {
+        if (s->approx) {  /* from the running sum: no visit of the held flows */
+            link->held = link->count == link->n ? link->capacity
+                                                : link->capacity - (link->sum - link->left);
+        } else if (link->held_update != s->rate_updates || link->held_count != link->count) {
             double left = s->ln[l].capacity;
+            PROF_ADD(held_scans, link->n);
             const int32_t *m = members(link);
             for (int32_t i = 0; i < link->n; ++i) {
                 int64_t g = m[i];
-                if (!in_u(s, g)) left -= FL(s, g)->rate;
+                if (!in_u(s, g)) left -= HT(s, g)->rate;
             }
             link->held = left;
             link->held_update = (int32_t)s->rate_updates;
@@ -418,6 +488,8 @@ static int fill_u(Sim *s) {
         link->left = link->held;
         s->bound[l] = s->approx ? 0.0 : INFINITY;
     }
+    PROF_SINCE(t_f[1], t1);
+    PROF_TICK(t2);
     /* A flow's rate is at most the least capacity the held flows leave on its route; a link
      * whose share starts above that bound for each of its flows never freezes one (each
      * freezes first on its least link, whose share stays below the bound), so it can be left
@@ -426,20 +498,26 @@ static int fill_u(Sim *s) {
     for (int64_t k = 0; s->approx && k < s->members_u.n; ++k) {
         int64_t g = s->members_u.v[k];
         double most = INFINITY;
-        ROUTE(s, g, p) most = fmin(most, fmax(s->ln[HOP(s, g, p)].held, 0.0));
+        ROUTE(s, g, p) most = min2(most, max2(s->ln[HOP(s, g, p)].held, 0.0));
         ROUTE(s, g, p) {
             int64_t l = HOP(s, g, p);
             if (most > s->bound[l]) s->bound[l] = most;
         }
     }
+    PROF_SINCE(t_f[2], t2);
+    PROF_TICK(t3);
     for (int64_t k = 0; k < s->touched.n; ++k) {
         int64_t l = s->touched.v[k];
         Keyed e = {share_of(s, l), l};
         if (e.key <= s->bound[l] && keyed_push(&s->fill, e) < 0) return -1;
+        PROF_ADD(pushes, e.key <= s->bound[l]);
     }
+    PROF_SINCE(t_f[3], t3);
+    PROF_TICK(t4);
     double level = 0.0;
     while (s->fill.n > 0) {
         Keyed e = keyed_pop(&s->fill);
+        PROF_ADD(pops, 1);
         int64_t l = e.link;
         if (s->ln[l].count == 0) continue;
         double share = share_of(s, l);
@@ -452,22 +530,24 @@ static int fill_u(Sim *s) {
         const int32_t *m = members(&s->ln[l]);
         for (int32_t i = 0; i < s->ln[l].n; ++i) {
             int64_t g = m[i];
-            if (!in_u(s, g) || FL(s, g)->frozen) continue;
-            FL(s, g)->frozen = 1;
-            FL(s, g)->new = level;
-            FL(s, g)->bottleneck = (int32_t)l;
+            if (!in_u(s, g) || HT(s, g)->frozen) continue;
+            HT(s, g)->frozen = 1;
+            HT(s, g)->new = level;
+            HT(s, g)->bottleneck = (int32_t)l;
             ROUTE(s, g, p) {
                 s->ln[HOP(s, g, p)].left -= level;
                 --s->ln[HOP(s, g, p)].count;
             }
         }
     }
+    PROF_SINCE(t_f[4], t4);
     return 0;
 }
 
 static void link_stats(Sim *s, int64_t l, int64_t stamp) {
     if (s->ln[l].stat_mark == stamp) return;
     s->ln[l].stat_mark = (int32_t)stamp;
+    PROF_ADD(stats, 1);
     double usage = 0.0, top = 0.0;
     const int32_t *m = members(&s->ln[l]);
     for (int32_t i = 0; i < s->ln[l].n; ++i) {
@@ -483,6 +563,11 @@ static int saturated(const Sim *s, int64_t l) {
     return s->ln[l].usage >= s->ln[l].capacity * (1.0 - s->tolerance);
 }
 
+/* Saturated within eps by its flows' current rates: the approximation's running sum. */
+static int saturated_now(const Sim *s, int64_t l) {
+    return s->ln[l].sum >= s->ln[l].capacity * (1.0 - s->tolerance);
+}
+
 static int is_bottleneck(Sim *s, int64_t l, double rate, int64_t stamp) {
     link_stats(s, l, stamp);
     return saturated(s, l) && rate >= s->ln[l].top * (1.0 - s->tolerance);
@@ -490,11 +575,12 @@ static int is_bottleneck(Sim *s, int64_t l, double rate, int64_t stamp) {
 
 /* Whether flow g crosses a saturated link where no flow has a larger rate (recorded). */
 static int has_bottleneck(Sim *s, int64_t g, int64_t stamp) {
+    PROF_ADD(checks, 1);
     double r = rate_of(s, g);
-    if (is_bottleneck(s, FL(s, g)->bottleneck, r, stamp)) return 1;
+    if (is_bottleneck(s, HT(s, g)->bottleneck, r, stamp)) return 1;
     ROUTE(s, g, p) {
         int64_t l = HOP(s, g, p);
-        if (is_bottleneck(s, l, r, stamp)) { FL(s, g)->bottleneck = (int32_t)l; return 1; }
+        if (is_bottleneck(s, l, r, stamp)) { HT(s, g)->bottleneck = (int32_t)l; return 1; }
     }
     return 0;
 }
@@ -505,7 +591,8 @@ static int64_t check_u(Sim *s) {
     for (int64_t k = 0; k < before; ++k) {
         int64_t u = s->members_u.v[k];
         if (has_bottleneck(s, u, stamp)) continue;
-        double r = FL(s, u)->new;
+        PROF_ADD(nobn, 1);
+        double r = HT(s, u)->new;
         int64_t joined = 0;
         ROUTE(s, u, p) {
             int64_t l = HOP(s, u, p);
@@ -513,13 +600,15 @@ static int64_t check_u(Sim *s) {
             const int32_t *m = members(&s->ln[l]);
             for (int32_t i = 0; i < s->ln[l].n; ++i) {
                 int64_t h = m[i];
-                if (!in_u(s, h) && FL(s, h)->rate > r * (1.0 + s->tolerance)) {
+                if (!in_u(s, h) && HT(s, h)->rate > r * (1.0 + s->tolerance)) {
                     if (join_u(s, h) < 0) return -1;
+                    PROF_ADD(join_a, 1);
                     ++joined;
                 }
             }
         }
         if (joined == 0) {  /* cannot happen for an exact filling; take its neighbours */
+            PROF_ADD(join_fb, 1);
             ROUTE(s, u, p) {
                 int64_t l = HOP(s, u, p);
                 const int32_t *m = members(&s->ln[l]);
@@ -532,13 +621,18 @@ static int64_t check_u(Sim *s) {
     for (int64_t k = 0; k < s->touched.n + s->removed_links.n; ++k) {
         int64_t l = k < s->touched.n ? s->touched.v[k] : s->removed_links.v[k - s->touched.n];
         const int32_t *m = members(&s->ln[l]);
+        PROF_ADD(check_scans, s->ln[l].n);
         for (int32_t i = 0; i < s->ln[l].n; ++i) {
             int64_t g = m[i];
-            if (FL(s, g)->mark >= s->epoch || FL(s, g)->checked == stamp) continue;
-            FL(s, g)->checked = (int32_t)stamp;
-            int64_t b = FL(s, g)->bottleneck;  /* a bottleneck whose load did not change holds */
-            if (s->ln[b].mark != s->epoch && s->ln[b].removed_mark != s->rate_updates) continue;
-            if (!has_bottleneck(s, g, stamp) && join_u(s, g) < 0) return -1;
+            if (HT(s, g)->mark >= s->epoch || HT(s, g)->checked == stamp) continue;
+            HT(s, g)->checked = (int32_t)stamp;
+            int64_t b = HT(s, g)->bottleneck;  /* a bottleneck whose load did not change holds */
+            if (s->changed[b].mark != s->epoch && s->changed[b].removed != s->rate_updates)
+                continue;
+            if (!has_bottleneck(s, g, stamp)) {
+                PROF_ADD(join_b, 1);
+                if (join_u(s, g) < 0) return -1;
+            }
         }
     }
     return s->members_u.n - before;
@@ -558,14 +652,24 @@ static int join_all(Sim *s) {  /* every flow in the network that crosses a link 
 static int join_outranking(Sim *s, int64_t g) {
     ROUTE(s, g, p) {
         int64_t l = HOP(s, g, p);
-        link_stats(s, l, s->epoch);
-        if (!saturated(s, l)) continue;
+        if (!saturated_now(s, l)) continue;
         double share = s->ln[l].capacity / (double)s->ln[l].n * (1.0 + s->tolerance);
         const int32_t *m = members(&s->ln[l]);
         for (int32_t i = 0; i < s->ln[l].n; ++i)
-            if (FL(s, m[i])->rate > share && join_u(s, m[i]) < 0) return -1;
+            if (HT(s, m[i])->rate > share && join_u(s, m[i]) < 0) return -1;
     }
     return 0;
+}
+
+/* The running sums recomputed from scratch (tests: `flow_compiled.run(..., sum_drift=...)`). */
+static void audit_sums(Sim *s) {
+    for (int64_t l = 0; l < s->nlinks; ++l) {
+        double sum = 0.0;
+        const int32_t *m = members(&s->ln[l]);
+        for (int32_t i = 0; i < s->ln[l].n; ++i) sum += HT(s, m[i])->rate;
+        double drift = fabs(s->ln[l].sum - sum) / s->ln[l].capacity;
+        if (!(drift <= s->drift)) s->drift = drift;  /* NaN too */
+    }
 }
 
 static int update_rates(Sim *s) {
@@ -582,37 +686,45 @@ static int update_rates(Sim *s) {
     }
     for (int64_t k = 0; k < s->removed_links.n; ++k) {  /* who may gain where flows left */
         int64_t l = s->removed_links.v[k];
-        if (s->approx) {  /* still saturated within eps: its flows keep their rates */
-            link_stats(s, l, s->epoch);
-            if (saturated(s, l)) continue;
-        }
+        if (s->approx && saturated_now(s, l)) continue;  /* still saturated within eps */
         const int32_t *m = members(&s->ln[l]);
         for (int32_t i = 0; i < s->ln[l].n; ++i) {
             int64_t g = m[i];
-            if (FL(s, g)->bottleneck == l && join_u(s, g) < 0) return -1;
+            if (HT(s, g)->bottleneck == l && join_u(s, g) < 0) return -1;
         }
     }
     s->added.n = 0;
     if (s->refill_all && join_all(s) < 0) return -1;
     s->stale = 0;
+    int64_t before = s->refilled;
+    (void)before;
     while (s->members_u.n > 0) {
+        if (s->refilled == before) PROF_ADD(first_u, s->members_u.n);
+        else PROF_ADD(later_u, s->members_u.n);
+        PROF_TICK(t_fill);
         int rc = fill_u(s);
+        PROF_SINCE(t_fill, t_fill);
         if (rc < 0) return rc;
         s->refilled += s->members_u.n;
         if (s->refill_all) break;  /* every flow was filled: nothing to check */
+        PROF_TICK(t_check);
         int64_t joined = check_u(s);
+        PROF_SINCE(t_check, t_check);
         if (joined < 0) return -1;
         if (joined == 0) break;
         /* most flows may change: fill them all at once rather than widen U step by step */
         if (2 * s->members_u.n > s->nactive && join_all(s) < 0) return -1;
     }
+    PROF_TICK(t_set);
     for (int64_t k = 0; k < s->members_u.n; ++k) {
         int64_t g = s->members_u.v[k];
-        if (FL(s, g)->new != FL(s, g)->rate)
-            if (set_rate(s, g, FL(s, g)->new) < 0) return -1;
+        if (HT(s, g)->new != HT(s, g)->rate)
+            if (set_rate(s, g, HT(s, g)->new) < 0) return -1;
     }
+    PROF_SINCE(t_set, t_set);
     s->removed_links.n = 0;
     ++s->rate_updates;  /* also the stamp of the links flows leave before the next update */
+    if (s->audit) audit_sums(s);
     return 0;
 }
 
@@ -624,7 +736,7 @@ static int issue(Sim *s, int64_t rank) {
     while (!pending_empty(pending) && (s->window == 0 || s->in_flight[rank] < s->window)) {
         int64_t step = pending_pop(pending);
         ++s->in_flight[rank];
-        s->cpu_free[rank] = fmax(s->now, s->cpu_free[rank]) + s->overhead;
+        s->cpu_free[rank] = max2(s->now, s->cpu_free[rank]) + s->overhead;
         if (push_event(s, s->cpu_free[rank], ISSUED, step) < 0) return -1;
     }
     return 0;
@@ -647,7 +759,7 @@ static int ready(Sim *s, int64_t step) {
         return issue(s, rank);
     }
     if (s->kind[step] == s->recv_kind) return complete(s, step);
-    double start = fmax(s->now, s->cpu_free[rank]);
+    double start = max2(s->now, s->cpu_free[rank]);
     s->cpu_free[rank] = start + (double)s->step_bytes[step] * s->gamma;
     return push_event(s, s->cpu_free[rank], LOCAL_DONE, step);
 }
@@ -715,12 +827,14 @@ static int simulate(Sim *s, int64_t nsteps, PyObject *progress) {
             continue;
         }
         if (s->stale) {
+            PROF_TICK(t_update);
             int rc = update_rates(s);
+            PROF_SINCE(t_update, t_update);
             if (rc < 0) return rc;
         }
         double next_event = s->events.n > 0 ? s->events.v[0].time : INFINITY;
         double soonest = INFINITY;
-        if (s->nactive > 0 && s->finish.n > 0) soonest = fmax(0.0, s->finish.v[0].key - s->now);
+        if (s->nactive > 0 && s->finish.n > 0) soonest = max2(0.0, s->finish.v[0].key - s->now);
         if (s->nactive > 0 && s->now + soonest <= next_event && !isinf(soonest)) {
             if (drain_first(s, soonest) < 0) return -1;
         } else if (!isinf(next_event)) {
@@ -749,7 +863,7 @@ static void release(Sim *s, int64_t nranks) {
             free(s->pending[r].heap.v);
         }
     free(s->pending);
-    free(s->flows); free(s->f_start);
+    free(s->flows); free(s->hot); free(s->f_start);
     free(s->free_slots.v); free(s->added.v); free(s->removed_links.v); free(s->members_u.v);
     free(s->done.v); free(s->finish.v); free(s->finish.pos); free(s->touched.v); free(s->fill.v);
     if (s->ln)
@@ -757,6 +871,7 @@ static void release(Sim *s, int64_t nranks) {
             if (s->ln[l].cap > LINK_INLINE) free(s->ln[l].spill);
     free(s->ln);
     free(s->bound);
+    free(s->changed);
 }
 
 #define NBUF 17
@@ -764,15 +879,15 @@ static PyObject *run(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer b[NBUF];
     long long nranks, window, send_kind, recv_kind;
-    int refill_all = 0;
+    int refill_all = 0, audit = 0;
     double overhead, bandwidth, gamma, width, eps = 0.0;
     PyObject *progress;
     memset(b, 0, sizeof(b));
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*y*y*w*w*w*LLdddLLdO|pd",
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*y*y*y*y*w*w*w*LLdddLLdO|pdp",
                           &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &b[6], &b[7], &b[8], &b[9],
                           &b[10], &b[11], &b[12], &b[13], &b[14], &b[15], &b[16], &nranks,
                           &window, &overhead, &bandwidth, &gamma, &send_kind, &recv_kind,
-                          &width, &progress, &refill_all, &eps))
+                          &width, &progress, &refill_all, &eps, &audit))
         return NULL;
     if (!(eps >= 0.0 && eps < 1.0)) {
         PyErr_SetString(PyExc_ValueError, "eps must be in [0, 1)");
@@ -793,6 +908,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
     s.send_kind = send_kind; s.recv_kind = recv_kind; s.width = width;
     s.epoch = 0;
     s.refill_all = refill_all;
+    s.audit = audit;
     s.approx = eps > 0.0;
     s.tolerance = s.approx ? eps : TOLERANCE;
     int64_t nmsgs = b[7].len / 8;
@@ -811,22 +927,46 @@ static PyObject *run(PyObject *self, PyObject *args) {
     s.pending = calloc((size_t)nranks + 1, sizeof(Pending));
     s.ln = aligned_alloc(sizeof(Link), sizeof(Link) * ((size_t)s.nlinks + 1));
     s.bound = calloc((size_t)s.nlinks + 1, sizeof(double));
-    if (!s.waiting || !s.cpu_free || !s.in_flight || !s.pending || !s.ln || !s.bound) {
+    s.changed = calloc((size_t)s.nlinks + 1, sizeof(Changed));
+    if (!s.waiting || !s.cpu_free || !s.in_flight || !s.pending || !s.ln || !s.bound
+            || !s.changed) {
         PyErr_NoMemory();
         goto done;
     }
     memcpy(s.waiting, b[5].buf, sizeof(int64_t) * (size_t)nsteps);
     for (int64_t m = 0; m < nmsgs; ++m)
         if (s.roff[m + 1] - s.roff[m] > s.maxhops) s.maxhops = s.roff[m + 1] - s.roff[m];
-    s.fstride = FLOW_HEAD + ((sizeof(int32_t) * (size_t)s.maxhops + 63) & ~(size_t)63);
+    s.fstride = (FLOW_HEAD + sizeof(int32_t) * (size_t)s.maxhops + 63) & ~(size_t)63;
     memset(s.ln, 0, sizeof(Link) * ((size_t)s.nlinks + 1));
     for (int64_t l = 0; l < s.nlinks; ++l) {
         Link *k = &s.ln[l];
-        k->mark = k->stat_mark = k->removed_mark = k->held_update = -1;
+        k->stat_mark = k->held_update = -1;
+        s.changed[l].mark = s.changed[l].removed = -1;
         k->cap = LINK_INLINE;
         k->capacity = s.capacity[l];
     }
+    PROF_TICK(t_total);
     int rc = simulate(&s, nsteps, progress);
+    PROF_SINCE(t_total, t_total);
+#ifdef FLOWSIM_PROFILE
+    double u = (double)s.rate_updates;
+    fprintf(stderr, "flowsim profile: %lld updates; per update: %.2f fillings, U %.1f first "
+            "%.1f later, %.1f links touched, %.1f heap pushes %.1f pops, %.1f held scans, "
+            "%.1f check scans, %.1f link stats, %.1f bottleneck checks; kcycles per update: "
+            "update %.2f (fill %.2f, check %.2f, set %.2f), the rest of the loop %.2f\n",
+            (long long)s.rate_updates, prof.fills / u, prof.first_u / u, prof.later_u / u,
+            prof.touched / u, prof.pushes / u, prof.pops / u, prof.held_scans / u,
+            prof.check_scans / u, prof.stats / u, prof.checks / u, prof.t_update / u / 1e3,
+            prof.t_fill / u / 1e3, prof.t_check / u / 1e3, prof.t_set / u / 1e3,
+            (double)(prof.t_total - prof.t_update) / u / 1e3);
+    fprintf(stderr, "flowsim profile: fill's kcycles per update: marks %.2f, held %.2f, "
+            "bounds %.2f, heap %.2f, freezing %.2f\n", prof.t_f[0] / u / 1e3,
+            prof.t_f[1] / u / 1e3, prof.t_f[2] / u / 1e3, prof.t_f[3] / u / 1e3,
+            prof.t_f[4] / u / 1e3);
+    fprintf(stderr, "flowsim profile: per update: %.2f U flows without a bottleneck, %.2f held "
+            "flows joined for them, %.3f fallbacks; %.2f held flows without a bottleneck\n",
+            prof.nobn / u, prof.join_a / u, prof.join_fb / u, prof.join_b / u);
+#endif
     if (rc == -1) {
         PyErr_NoMemory();
         goto done;
@@ -836,8 +976,8 @@ static PyObject *run(PyObject *self, PyObject *args) {
         goto done;
     }
     if (rc == -2) goto done;
-    result = Py_BuildValue("dLLdL", s.finished, (long long)s.steps_done,
-                           (long long)s.rate_updates, s.width, (long long)s.refilled);
+    result = Py_BuildValue("dLLdLd", s.finished, (long long)s.steps_done,
+                           (long long)s.rate_updates, s.width, (long long)s.refilled, s.drift);
 done:
     release(&s, nranks);
     for (int i = 0; i < NBUF; ++i) if (b[i].obj) PyBuffer_Release(&b[i]);

@@ -43,12 +43,15 @@ def run(program: Program, topology: object, placement: np.ndarray, *,
         excluded: Iterable[int] = frozenset(), gamma: float = 0.0, window: int = 0,
         progress: Callable[[int, int], None] | None = None,
         local_repair: bool = True, maxmin_eps: float = 0.0,
-        repair_log: Callable[[int, int, int], None] | None = None) -> FlowOutcome:
+        repair_log: Callable[[int, int, int], None] | None = None,
+        sum_drift: list[float] | None = None) -> FlowOutcome:
     """Run the flow model compiled (as `collops.sim.flow.flow_model`); ``local_repair=False``
     re-fills every flow's rate at every change (the reference for the local repair);
     ``maxmin_eps`` > 0 repairs max-min approximately (`collops.sim.flow.parse_maxmin`);
     ``repair_log`` is called during the run and at its end with (steps run, rate updates,
-    flows re-filled) so far, the repair's cost as it goes."""
+    flows re-filled) so far, the repair's cost as it goes; given a list, ``sum_drift`` gets the
+    largest difference, relative to the link's capacity, between a link's running sum of its
+    flows' rates and the sum recomputed from scratch after every rate update (slow: a test's)."""
     if _compiled is None:
         raise RuntimeError("collops.sim._flowsim was not built")
     if window < 0:
@@ -73,14 +76,17 @@ def run(program: Program, topology: object, placement: np.ndarray, *,
             repair_log(done, updates, refilled)
 
     quiet = progress is None and repair_log is None
-    finished, steps_done, rate_updates, width, refilled = _compiled.run(
+    finished, steps_done, rate_updates, width, refilled, drift = _compiled.run(
         kind, _int64(program.step_bytes), _int64(program.step_rank), _int64(program.succ_ptr),
         _int64(program.succ_idx), waiting, msg_of_step, send_steps, recv_steps,
         net.route_offsets, np.ascontiguousarray(net.route_links, dtype=np.int32), net.capacity,
         np.ascontiguousarray(net.route_latency, dtype=np.float64), net.wire, msg_done,
         timeline.rows, timeline.counts, program.nranks, int(window), float(params.overhead),
         float(params.bandwidth), float(gamma), int(StepKind.SEND), int(StepKind.RECV),
-        timeline.width, None if quiet else report, not local_repair, float(maxmin_eps))
+        timeline.width, None if quiet else report, not local_repair, float(maxmin_eps),
+        sum_drift is not None)
+    if sum_drift is not None:
+        sum_drift.append(drift)
     if repair_log is not None:
         repair_log(steps_done, rate_updates, refilled)  # the last report: the whole run
     if steps_done != len(kind):
