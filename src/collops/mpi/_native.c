@@ -27,8 +27,6 @@
 #include "../shm/_numpy_head.h"
 #include "../shm/_shm_wait.h"
 
-#define NPY_C_CONTIGUOUS 0x0001
-#define NPY_WRITEABLE 0x0400
 #define HOT_MAX_DIMS 8
 #define MAX_SLOTS 64
 /* board entries per rank (`board.RING`) */
@@ -245,16 +243,7 @@ static char *buffer_of(PyObject *o, Py_ssize_t need, const char *what) {
 }
 
 static int array_fits(Runner *r, PyObject *o, int nd, const Py_ssize_t *dims, int writeable) {
-    if ((PyObject *)Py_TYPE(o) != r->ndarray)
-        return 0;
-    ArrayFields *a = (ArrayFields *)o;
-    if (a->descr != r->descr || a->nd != nd || !(a->flags & NPY_C_CONTIGUOUS)
-        || (writeable && !(a->flags & NPY_WRITEABLE)))
-        return 0;
-    for (int i = 0; i < nd; i++)
-        if (a->dimensions[i] != dims[i])
-            return 0;
-    return 1;
+    return array_is(o, r->ndarray, r->descr, nd, dims, writeable);
 }
 
 static Py_ssize_t bytes_of(Runner *r, int nd, const Py_ssize_t *dims) {

@@ -22,9 +22,6 @@
 #define ARRIVED (1ULL << 62)
 #define HOT_MAX_DIMS 8
 #define HOT_HEAD_MAX 256
-/* numpy's array flags the bound broadcast checks */
-#define NPY_C_CONTIGUOUS 0x0001
-#define NPY_WRITEABLE 0x0400
 
 enum { READ_NONE = 0, READ_COPY = 1, READ_SELF = 2, READ_REDUCE = 3, READ_TABLE = 4 };
 enum { OP_SUM = 0, OP_PROD, OP_MIN, OP_MAX, OP_BAND, OP_BOR, OP_BXOR };
@@ -173,6 +170,7 @@ DIRECT_INTERNAL PyObject *Runner_finish(Runner *r, PyObject *const *args, Py_ssi
 DIRECT_INTERNAL int Runner_init(Runner *r, PyObject *args, PyObject *kw);
 DIRECT_INTERNAL PyObject *Runner_post(Runner *r, PyObject *const *args, Py_ssize_t nargs);
 DIRECT_INTERNAL PyObject *Runner_run(Runner *r, PyObject *const *args, Py_ssize_t nargs);
+DIRECT_INTERNAL int area_busy(Runner *r);
 DIRECT_INTERNAL void acknowledge(Runner *r, int slot, uint64_t k);
 DIRECT_INTERNAL void after_publishing(Runner *r);
 DIRECT_INTERNAL void announce(Runner *r, int slot, uint64_t k);

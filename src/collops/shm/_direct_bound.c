@@ -152,16 +152,7 @@ done:
 /* Whether `o` is an ndarray of the bound dtype and of shape `dims`, C-contiguous (and
  * writeable). */
 static int array_fits(Runner *r, PyObject *o, int nd, const Py_ssize_t *dims, int writeable) {
-    if ((PyObject *)Py_TYPE(o) != r->ndarray)
-        return 0;
-    ArrayFields *a = (ArrayFields *)o;
-    if (a->descr != r->hot_descr || a->nd != nd || !(a->flags & NPY_C_CONTIGUOUS)
-        || (writeable && !(a->flags & NPY_WRITEABLE)))
-        return 0;
-    for (int i = 0; i < nd; i++)
-        if (a->dimensions[i] != dims[i])
-            return 0;
-    return 1;
+    return array_is(o, r->ndarray, r->hot_descr, nd, dims, writeable);
 }
 
 /* Whether `o` is an ndarray of the bound signature, C-contiguous (and writeable). */
@@ -207,13 +198,9 @@ static int bound_usage(Runner *r, Py_ssize_t nargs, const char *usage) {
  * `r->hand_seq`, for `hand_over`): 1; 0 when a direct call of this area is in flight (the
  * bound path then stays out); -1 with an exception set. */
 static int next_seq(Runner *r, long long *seq) {
-    PyObject *inflight = PyObject_GetAttr(r->area, r->inflight_name);
-    if (inflight == NULL)
-        return -1;
-    int busy = PyObject_IsTrue(inflight);
-    Py_DECREF(inflight);
+    int busy = area_busy(r);
     if (busy)
-        return 0;
+        return busy < 0 ? -1 : 0;
     *seq = r->hand_seq = *r->calls;
     return 1;
 }

@@ -31,11 +31,9 @@ PyObject *Runner_post(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
         PyErr_SetString(PyExc_TypeError, "post(send, seq)");
         return NULL;
     }
-    PyObject *inflight = PyObject_GetAttr(r->area, r->inflight_name);
-    if (inflight == NULL)
+    int busy = area_busy(r);
+    if (busy < 0)
         return NULL;
-    int busy = PyObject_IsTrue(inflight);
-    Py_DECREF(inflight);
     if (busy)
         Py_RETURN_FALSE;
     long long seq = PyLong_AsLongLong(args[1]);

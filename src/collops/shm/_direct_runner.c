@@ -434,6 +434,17 @@ PyObject *hand_over(Runner *r, int status, PyObject *const *args, long phase,
                                  phase, flag);
 }
 
+/* Whether a direct call of this runner's area is in flight in Python (its `inflight`): 1, 0,
+ * or -1 with an exception set. The compiled paths stay out while one is. */
+int area_busy(Runner *r) {
+    PyObject *inflight = PyObject_GetAttr(r->area, r->inflight_name);
+    if (inflight == NULL)
+        return -1;
+    int busy = PyObject_IsTrue(inflight);
+    Py_DECREF(inflight);
+    return busy;
+}
+
 /* Record that this rank's `slot` holds call `k`, which its `readers` must read (no allocation:
  * the readers' tuple is the runner's own, kept in the list only when it changes). */
 void occupy(Runner *r, int slot, uint64_t k) {
@@ -535,11 +546,9 @@ PyObject *Runner_run(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
             return NULL;
         }
     }
-    PyObject *inflight = PyObject_GetAttr(r->area, r->inflight_name);
-    if (inflight == NULL)
+    int busy = area_busy(r);
+    if (busy < 0)
         return NULL;
-    int busy = PyObject_IsTrue(inflight);
-    Py_DECREF(inflight);
     if (busy)
         return hand_over(r, 1, args, phase, confirm);
     long long seq = PyLong_AsLongLong(args[2]);

@@ -17,4 +17,24 @@ typedef struct {
     int flags;
 } ArrayFields;
 
+/* numpy's array flags (NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE) */
+#define NPY_C_CONTIGUOUS 0x0001
+#define NPY_WRITEABLE 0x0400
+
+/* Whether `o` is an array of type `ndarray` with dtype object `descr`, of shape `dims` (`nd`
+ * of them), C-contiguous (and writeable when `writeable`). */
+static inline int array_is(PyObject *o, PyObject *ndarray, PyObject *descr, int nd,
+                           const Py_ssize_t *dims, int writeable) {
+    if ((PyObject *)Py_TYPE(o) != ndarray)
+        return 0;
+    ArrayFields *a = (ArrayFields *)o;
+    if (a->descr != descr || a->nd != nd || !(a->flags & NPY_C_CONTIGUOUS)
+        || (writeable && !(a->flags & NPY_WRITEABLE)))
+        return 0;
+    for (int i = 0; i < nd; i++)
+        if (a->dimensions[i] != dims[i])
+            return 0;
+    return 1;
+}
+
 #endif
