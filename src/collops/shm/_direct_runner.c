@@ -508,8 +508,10 @@ PyObject *run_call(Runner *r, int slot, uint64_t k, uint64_t word, char *send,
     if (r->publishes) {
         if (publish(r, slot, k, word, send) < 0)
             return NULL;
-        if ((r->nothers == 0 || r->is_root) && PyTuple_GET_SIZE(r->readers) > 1)
-            after_publishing(r);  /* a root whose readers all wait (not a gather's leaf) */
+        /* a root whose readers all wait (not a gather's leaf), unless its data phase follows:
+         * it writes that next, and readers given its core would only wait for it */
+        if ((r->nothers == 0 || r->is_root) && PyTuple_GET_SIZE(r->readers) > 1 && confirm)
+            after_publishing(r);
     }
     if (!await_words(r, r->held + slot * r->nothers, r->nothers, word))
         return hand_over(r, 2, args, phase, confirm);
