@@ -285,15 +285,21 @@ def test_mismatched_nonblocking_calls_raise(transport):
     assert all(r is not None for r in per_rank), per_rank
 
 
-def _late_peer(comm):
-    """Rank 0's prepared non-blocking allreduce, which rank 1 never makes: a timeout."""
+def _late_peer(comm, polled):
+    """Rank 0's prepared non-blocking allreduce, which rank 1 never makes: a timeout, whether
+    rank 0 waits for it or polls it (``polled``)."""
     x = np.arange(4.0)
     for _ in range(2):
         comm.allreduce(x, "sum")
     if comm.rank == 0:
         start = time.monotonic()
         try:
-            comm.iallreduce(x, "sum", timeout=1.0).wait()
+            request = comm.iallreduce(x, "sum", timeout=1.0)
+            if polled:
+                while not request.test():
+                    time.sleep(0.001)
+            else:
+                request.wait()
         except CollectiveTimeout as exc:
             return "timeout", time.monotonic() - start, str(exc)
         return "completed", 0.0, ""
@@ -302,8 +308,9 @@ def _late_peer(comm):
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_a_nonblocking_call_nobody_meets_times_out(transport):
-    per_rank = collops.spawn(_late_peer, 2, transport=transport, timeout=100)
+@pytest.mark.parametrize("polled", [False, True], ids=["waited", "polled"])
+def test_a_nonblocking_call_nobody_meets_times_out(transport, polled):
+    per_rank = collops.spawn(_late_peer, 2, polled, transport=transport, timeout=100)
     outcome, took, text = per_rank[0]
     assert outcome == "timeout", per_rank[0]
     assert 0.9 < took < 30, took
@@ -371,30 +378,3 @@ def test_a_request_outstanding_across_other_calls_and_polled_completes(transport
         if transport == "shm":  # published by the compiled runner as they began
             assert posted >= 2, posted
     assert per_rank[0][1] > 1  # rank 0 polled while rank 1 slept
-
-
-def _late_peer_polled(comm):
-    """Rank 0 polls a prepared non-blocking allreduce that rank 1 never makes."""
-    x = np.arange(4.0)
-    for _ in range(2):
-        comm.allreduce(x, "sum")
-    if comm.rank == 0:
-        request = comm.iallreduce(x, "sum", timeout=1.0)
-        start = time.monotonic()
-        try:
-            while not request.test():
-                time.sleep(0.001)
-        except CollectiveTimeout as exc:
-            return "timeout", time.monotonic() - start, str(exc)
-        return "completed", 0.0, ""
-    time.sleep(3.0)
-    return "idle", 0.0, ""
-
-
-@pytest.mark.parametrize("transport", TRANSPORTS)
-def test_a_polled_nonblocking_call_nobody_meets_times_out(transport):
-    per_rank = collops.spawn(_late_peer_polled, 2, transport=transport, timeout=100)
-    outcome, took, text = per_rank[0]
-    assert outcome == "timeout", per_rank[0]
-    assert 0.5 < took < 30, took
-    assert "allreduce" in text and "rank 0" in text, text

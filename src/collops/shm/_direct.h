@@ -170,6 +170,15 @@ DIRECT_INTERNAL PyObject *Runner_finish(Runner *r, PyObject *const *args, Py_ssi
 DIRECT_INTERNAL int Runner_init(Runner *r, PyObject *args, PyObject *kw);
 DIRECT_INTERNAL PyObject *Runner_post(Runner *r, PyObject *const *args, Py_ssize_t nargs);
 DIRECT_INTERNAL PyObject *Runner_run(Runner *r, PyObject *const *args, Py_ssize_t nargs);
+/* a call's send and recv data, and the buffer views held for them (`pair_of`) */
+typedef struct {
+    char *send, *recv;
+    Py_buffer sview, rview;
+    int sheld, rheld;
+} Pair;
+
+DIRECT_INTERNAL int pair_of(Runner *r, PyObject *send, PyObject *recv, Pair *p);
+DIRECT_INTERNAL void pair_release(Pair *p);
 DIRECT_INTERNAL int area_busy(Runner *r);
 DIRECT_INTERNAL void acknowledge(Runner *r, int slot, uint64_t k);
 DIRECT_INTERNAL void after_publishing(Runner *r);

@@ -162,17 +162,7 @@ static int bound_array(Runner *r, PyObject *o, int writeable) {
 
 /* Copy a shape tuple into `dims` (at most HOT_MAX_DIMS); -1 with an exception on failure. */
 static int shape_of(PyObject *shape, int *nd, Py_ssize_t *dims) {
-    if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) > HOT_MAX_DIMS) {
-        PyErr_SetString(PyExc_ValueError, "a shape of at most 8 dimensions");
-        return -1;
-    }
-    *nd = (int)PyTuple_GET_SIZE(shape);
-    for (int i = 0; i < *nd; i++) {
-        dims[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i));
-        if (dims[i] == -1 && PyErr_Occurred())
-            return -1;
-    }
-    return 0;
+    return tuple_shape(shape, nd, dims, HOT_MAX_DIMS);
 }
 
 

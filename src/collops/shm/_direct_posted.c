@@ -88,20 +88,13 @@ PyObject *Runner_finish(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
         }
     } else if (!await_words(r, held, r->nothers, word))
         return hand_over(r, 2, args, 0, 1);
-    char *send, *recv;
-    Py_buffer sview, rview;
-    int sheld, rheld;
-    if (data_of(r, args[0], &send, &sview, &sheld) < 0)
+    Pair p;
+    if (pair_of(r, args[0], args[1], &p) < 0)
         return NULL;
-    if (data_of(r, args[1], &recv, &rview, &rheld) < 0) {
-        if (sheld)
-            PyBuffer_Release(&sview);
-        return NULL;
-    }
     PyObject *result = Py_NewRef(Py_True);
     if (r->announces)
         announce(r, slot, k);
-    if (!read_slots(r, slot, send, recv)) {
+    if (!read_slots(r, slot, p.send, p.recv)) {
         Py_DECREF(result);
         result = hand_over(r, 5, args, 0, 1);  /* Python reads and acknowledges */
     } else {
@@ -111,9 +104,6 @@ PyObject *Runner_finish(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
             result = hand_over(r, 3, args, 0, 1);
         }
     }
-    if (sheld)
-        PyBuffer_Release(&sview);
-    if (rheld)
-        PyBuffer_Release(&rview);
+    pair_release(&p);
     return result;
 }

@@ -445,6 +445,26 @@ int area_busy(Runner *r) {
     return busy;
 }
 
+/* The data of a call's send and recv arguments (`data_of` each): 0, or -1 with an exception
+ * set and nothing held; `pair_release` gives back what it holds. */
+int pair_of(Runner *r, PyObject *send, PyObject *recv, Pair *p) {
+    if (data_of(r, send, &p->send, &p->sview, &p->sheld) < 0)
+        return -1;
+    if (data_of(r, recv, &p->recv, &p->rview, &p->rheld) < 0) {
+        if (p->sheld)
+            PyBuffer_Release(&p->sview);
+        return -1;
+    }
+    return 0;
+}
+
+void pair_release(Pair *p) {
+    if (p->sheld)
+        PyBuffer_Release(&p->sview);
+    if (p->rheld)
+        PyBuffer_Release(&p->rview);
+}
+
 /* Record that this rank's `slot` holds call `k`, which its `readers` must read (no allocation:
  * the readers' tuple is the runner's own, kept in the list only when it changes). */
 void occupy(Runner *r, int slot, uint64_t k) {
@@ -559,24 +579,14 @@ PyObject *Runner_run(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
     int slot = (int)((2 * seq + phase) % NSLOTS);
     uint64_t k = ((uint64_t)seq << 3) + (uint64_t)phase + 1;
     uint64_t word = (k << 24) | r->mix;
-    char *send, *recv;
-    Py_buffer sview, rview;
-    int sheld, rheld;
-    if (data_of(r, args[0], &send, &sview, &sheld) < 0)
+    Pair p;
+    if (pair_of(r, args[0], args[1], &p) < 0)
         return NULL;
-    if (data_of(r, args[1], &recv, &rview, &rheld) < 0) {
-        if (sheld)
-            PyBuffer_Release(&sview);
-        return NULL;
-    }
     PyObject *result = NULL;
     if (r->publishes && !await_slot(r, slot))
         result = hand_over(r, 1, args, phase, confirm);
     else
-        result = run_call(r, slot, k, word, send, recv, args, phase, confirm);
-    if (sheld)
-        PyBuffer_Release(&sview);
-    if (rheld)
-        PyBuffer_Release(&rview);
+        result = run_call(r, slot, k, word, p.send, p.recv, args, phase, confirm);
+    pair_release(&p);
     return result;
 }

@@ -37,4 +37,20 @@ static inline int array_is(PyObject *o, PyObject *ndarray, PyObject *descr, int 
     return 1;
 }
 
+/* Copy a shape tuple into `dims` (at most `max_dims` of them, `*nd` set): 0, or -1 with an
+ * exception set. */
+static inline int tuple_shape(PyObject *shape, int *nd, Py_ssize_t *dims, int max_dims) {
+    if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) > max_dims) {
+        PyErr_Format(PyExc_ValueError, "a shape of at most %d dimensions", max_dims);
+        return -1;
+    }
+    *nd = (int)PyTuple_GET_SIZE(shape);
+    for (int i = 0; i < *nd; i++) {
+        dims[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i));
+        if (dims[i] == -1 && PyErr_Occurred())
+            return -1;
+    }
+    return 0;
+}
+
 #endif
