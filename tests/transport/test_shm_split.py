@@ -258,15 +258,24 @@ def test_a_sender_killed_mid_split_transfer_raises_peer_failed(
 
 
 def killed_receiver(t: Transport, record: Path) -> None:
-    """Rank 1 dies after matching rank 0's 16 MiB message; rank 0, writing, must fail."""
+    """Rank 1 dies once it has read the first piece of rank 0's 16 MiB message; rank 0,
+    writing, must fail. (Waiting to see the split begun could miss it: one pass of the
+    receiver's progress may read the whole message and end the split before the look.)"""
     assert isinstance(t, ShmTransport)
     n = 16 << 20
     if t.rank == 1:
+        read_piece = t._split_read
+
+        def first_piece_then_die(src: int) -> bool:
+            read_piece(src)
+            os.kill(os.getpid(), signal.SIGKILL)
+            return True
+
+        t._split_read = first_piece_then_die  # type: ignore[method-assign]
         out = np.zeros(n, dtype=np.uint8)
         t.irecv(0, 0, memoryview(out))
-        while t._split_in[0] is None:
+        while True:
             t.wait_for_activity(0.1)
-        os.kill(os.getpid(), signal.SIGKILL)
     wait_recording_failure(t, [t.isend(1, 0, memoryview(np.ones(n, dtype=np.uint8)))], record)
 
 
