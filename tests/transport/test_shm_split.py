@@ -222,12 +222,20 @@ def killed_mid_split(t: Transport, record: Path) -> None:
         while not flag.exists():  # no polling: rank 0 writes nothing
             time.sleep(0.005)
         os.kill(os.getpid(), signal.SIGKILL)
+    read_piece = t._split_read
+
+    def first_piece_then_tell(src: int) -> bool:
+        # one piece a call: waiting to see the split begun could miss it (one pass of
+        # progress may read the whole message), so rank 1 says so from inside the read
+        moved = read_piece(src)
+        if not flag.exists():
+            flag.write_text("1")
+            time.sleep(0.3)  # rank 0 dies meanwhile
+        return moved
+
+    t._split_read = first_piece_then_tell  # type: ignore[method-assign]
     out = np.zeros(n, dtype=np.uint8)
     h = t.irecv(0, 0, memoryview(out))
-    while t._split_in[0] is None:
-        t.wait_for_activity(0.1)
-    flag.write_text("1")
-    time.sleep(0.3)
     wait_recording_failure(t, [h], record)
 
 
