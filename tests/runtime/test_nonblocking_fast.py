@@ -319,9 +319,10 @@ def test_a_nonblocking_call_nobody_meets_times_out(transport, polled):
 
 def test_a_dead_peer_ends_a_nonblocking_call_with_peer_failed():
     before, env = collops_segments(), tagged()
-    script = SCRIPTS / "dies_in_nonblocking.py"
+    script = SCRIPTS / "dies_mid_collective.py"
     proc = subprocess.run([sys.executable, "-m", "collops", "run", "-n", "3", "--timeout", "50",
-                           str(script)], capture_output=True, text=True, timeout=60, env=env)
+                           str(script), "nonblocking"], capture_output=True, text=True,
+                          timeout=60, env=env)
     assert not left_behind(before), "a shared-memory segment was left behind"
     assert not still_running(str(script), env)
     survivors = {r["rank"]: r for r in json_objects(proc.stdout)}
