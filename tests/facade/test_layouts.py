@@ -118,6 +118,9 @@ def test_the_compiled_checks_agree_with_the_python_ones():
             for writable in (False, True):
                 assert _ids(buffers.fast_vector(spec, 3, writable)) == _ids(
                     buffers._fast_vector(spec, 3, writable))
+            for received in _specs_for(buf, counts, displs):
+                assert _args_ids(buffers.alltoallv_args(spec, received, 3)) == _args_ids(
+                    buffers._alltoallv_args(spec, received, 3))
             assert buffers.fast_array(spec) is buffers._fast_array(spec)
             assert buffers.elements(buf, True) == buffers._elements(buf, True)
     assert layouts._specs is not None, "collops.facade._specs was not built"
@@ -140,3 +143,29 @@ def _ids(found):
         return None
     arr, layout, out = found
     return id(arr), id(layout), out.ctypes.data, out.size, out.dtype
+
+
+def _args_ids(args):
+    """What `alltoallv_args` gave: the send array, counts and displacements by identity,
+    ``out`` by its memory."""
+    if args is None:
+        return None
+    x, scounts, sdispls, rcounts, rdispls, out = args
+    return (id(x), id(scounts), id(sdispls), id(rcounts), id(rdispls), out.ctypes.data,
+            out.size, out.dtype)
+
+
+def test_alltoallv_args_gives_what_alltoallv_takes():
+    counts, displs = [1, 2, 3], [0, 4, 8]
+    send, recv = np.arange(12.0), np.zeros(12)
+    for spec in ([send, (counts, displs), MPI.DOUBLE], [recv, (counts, displs), MPI.DOUBLE]):
+        _parse(spec)
+    args = buffers.alltoallv_args([send, (counts, displs), MPI.DOUBLE],
+                                  [recv, (counts, displs), MPI.DOUBLE], 3)
+    assert args is not None
+    x, scounts, sdispls, rcounts, rdispls, out = args
+    assert x is send and list(scounts) == counts and list(sdispls) == displs
+    assert list(rcounts) == counts and list(rdispls) == displs
+    assert np.shares_memory(out, recv) and out.size == 11  # up to the end of the last block
+    assert buffers.alltoallv_args([send, (counts, displs), MPI.DOUBLE], recv, 3) is None
+    assert buffers.alltoallv_args(send, [recv, (counts, displs), MPI.DOUBLE], 3) is None

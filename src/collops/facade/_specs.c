@@ -21,6 +21,7 @@ static PyTypeObject *datatype_type;  /* collops.facade.datatypes.Datatype */
 static PyObject *str_exact;          /* "exact" */
 static PyObject *str_end;            /* "end" */
 static PyObject *str_placed;         /* "placed" */
+static PyObject *str_counts, *str_displs, *str_placed_displs;  /* the layout's fields */
 static PyObject *memo;               /* `layouts._memo`: key -> (counts_of, displs_of,
                                         counts_snap, displs_snap, size, step, layout) */
 static Py_ssize_t exact_offset;      /* where a Datatype holds its `exact` slot */
@@ -206,21 +207,13 @@ static Py_ssize_t attribute_size(PyObject *layout, PyObject *name) {
     return n;
 }
 
-/* fast_vector(spec, size, writable) -> (buf, Layout, out) | None: `buffers.fast_vector`. */
-static PyObject *fast_vector(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3 || memo == NULL) {
-        PyErr_SetString(PyExc_TypeError, "fast_vector(spec, size, writable), once configured");
-        return NULL;
-    }
-    PyObject *spec = args[0];
-    Py_ssize_t size = PyLong_AsSsize_t(args[1]);
-    int writable = PyObject_IsTrue(args[2]);
-    if (size == -1 && PyErr_Occurred())
-        return NULL;
-    if (writable < 0)
-        return NULL;
+/* The array, remembered layout and (for a receive, `writable`) out array of a v-collective's
+ * commonest specs (`buffers.fast_vector`): 1 with three new references, 0 when the spec is of
+ * another form or its layout not remembered, -1 with an exception. */
+static int vector_of(PyObject *spec, Py_ssize_t size, int writable, PyObject **buf_found,
+                     PyObject **layout_found, PyObject **out_found) {
     if (!PyList_CheckExact(spec) && !PyTuple_CheckExact(spec))
-        Py_RETURN_NONE;
+        return 0;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(spec);
     PyObject *buf, *counts, *displs, *datatype;
     if (n == 3) {
@@ -232,7 +225,7 @@ static PyObject *fast_vector(PyObject *self, PyObject *const *args, Py_ssize_t n
             counts = middle;
             displs = Py_None;
         } else {
-            Py_RETURN_NONE;
+            return 0;
         }
         datatype = PySequence_Fast_GET_ITEM(spec, 2);
     } else if (n == 4) {
@@ -240,20 +233,21 @@ static PyObject *fast_vector(PyObject *self, PyObject *const *args, Py_ssize_t n
         displs = PySequence_Fast_GET_ITEM(spec, 2);
         datatype = PySequence_Fast_GET_ITEM(spec, 3);
     } else {
-        Py_RETURN_NONE;
+        return 0;
     }
     buf = PySequence_Fast_GET_ITEM(spec, 0);
     if (Py_TYPE(buf) != ndarray_type || Py_TYPE(datatype) != datatype_type)
-        Py_RETURN_NONE;
+        return 0;
     if (!exact_type(buf, datatype))
-        Py_RETURN_NONE;
+        return 0;
     /* hold what is read: comparing an ndarray's values runs no Python code, but be safe */
     Py_INCREF(buf);
     Py_INCREF(counts);
     Py_INCREF(displs);
-    PyObject *result = NULL, *layout = found(counts, displs, size, 1);
+    int result = -1;
+    PyObject *layout = found(counts, displs, size, 1);
     if (layout == NULL) {
-        result = Py_NewRef(Py_None);
+        result = PyErr_Occurred() ? -1 : 0;
         goto done;
     }
     Py_ssize_t need = attribute_size(layout, str_end), placed = -1;
@@ -265,13 +259,15 @@ static PyObject *fast_vector(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     Py_ssize_t have = array_elements(buf, writable);
     if (have < 0 || have < need) {
-        result = Py_NewRef(Py_None);
+        result = 0;
     } else {  /* a receive's out: the buffer's first `placed` elements */
         PyObject *out = !writable || have == placed ? Py_NewRef(buf)
                                                     : PySequence_GetSlice(buf, 0, placed);
         if (out != NULL) {
-            result = PyTuple_Pack(3, buf, layout, out);
-            Py_DECREF(out);
+            *buf_found = Py_NewRef(buf);
+            *layout_found = Py_NewRef(layout);
+            *out_found = out;
+            result = 1;
         }
     }
     Py_DECREF(layout);
@@ -279,6 +275,65 @@ done:
     Py_DECREF(buf);
     Py_DECREF(counts);
     Py_DECREF(displs);
+    return result;
+}
+
+/* fast_vector(spec, size, writable) -> (buf, Layout, out) | None: `buffers.fast_vector`. */
+static PyObject *fast_vector(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || memo == NULL) {
+        PyErr_SetString(PyExc_TypeError, "fast_vector(spec, size, writable), once configured");
+        return NULL;
+    }
+    Py_ssize_t size = PyLong_AsSsize_t(args[1]);
+    int writable = PyObject_IsTrue(args[2]);
+    if ((size == -1 && PyErr_Occurred()) || writable < 0)
+        return NULL;
+    PyObject *buf, *layout, *out;
+    int got = vector_of(args[0], size, writable, &buf, &layout, &out);
+    if (got <= 0)
+        return got < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *result = PyTuple_Pack(3, buf, layout, out);
+    Py_DECREF(buf);
+    Py_DECREF(layout);
+    Py_DECREF(out);
+    return result;
+}
+
+/* alltoallv_args(sendspec, recvspec, size) -> (sendbuf, sendcounts, sdispls, recvcounts,
+ * rdispls, out) | None: `buffers.alltoallv_args`, what collops' alltoallv takes for the
+ * facade's `Alltoallv` when both specs are of the commonest forms, in one call. */
+static PyObject *alltoallv_args(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || memo == NULL) {
+        PyErr_SetString(PyExc_TypeError, "alltoallv_args(sendspec, recvspec, size), once "
+                        "configured");
+        return NULL;
+    }
+    Py_ssize_t size = PyLong_AsSsize_t(args[2]);
+    if (size == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *sbuf, *slayout, *sout, *rbuf, *rlayout, *rout, *result = NULL;
+    int got = vector_of(args[0], size, 0, &sbuf, &slayout, &sout);
+    if (got <= 0)
+        return got < 0 ? NULL : Py_NewRef(Py_None);
+    got = vector_of(args[1], size, 1, &rbuf, &rlayout, &rout);
+    if (got <= 0) {
+        result = got < 0 ? NULL : Py_NewRef(Py_None);
+    } else {
+        PyObject *parts[4] = {PyObject_GetAttr(slayout, str_counts),
+                              PyObject_GetAttr(slayout, str_displs),
+                              PyObject_GetAttr(rlayout, str_counts),
+                              PyObject_GetAttr(rlayout, str_placed_displs)};
+        if (parts[0] && parts[1] && parts[2] && parts[3])
+            result = PyTuple_Pack(6, sbuf, parts[0], parts[1], parts[2], parts[3], rout);
+        for (int i = 0; i < 4; ++i)
+            Py_XDECREF(parts[i]);
+        Py_DECREF(rbuf);
+        Py_DECREF(rlayout);
+        Py_DECREF(rout);
+    }
+    Py_DECREF(sbuf);
+    Py_DECREF(slayout);
+    Py_DECREF(sout);
     return result;
 }
 
@@ -294,6 +349,8 @@ static PyMethodDef methods[] = {
      "The remembered layout of counts and displacements that still hold its values, or None."},
     {"fast_vector", (PyCFunction)(void (*)(void))fast_vector, METH_FASTCALL,
      "The array and remembered layout of a v-collective's commonest specs, or None."},
+    {"alltoallv_args", (PyCFunction)(void (*)(void))alltoallv_args, METH_FASTCALL,
+     "What collops' alltoallv takes for two v-specs of the commonest forms, or None."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_specs",
@@ -304,7 +361,11 @@ PyMODINIT_FUNC PyInit__specs(void) {
     str_exact = PyUnicode_InternFromString("exact");
     str_end = PyUnicode_InternFromString("end");
     str_placed = PyUnicode_InternFromString("placed");
-    if (str_exact == NULL || str_end == NULL || str_placed == NULL)
+    str_counts = PyUnicode_InternFromString("counts");
+    str_displs = PyUnicode_InternFromString("displs");
+    str_placed_displs = PyUnicode_InternFromString("placed_displs");
+    if (str_exact == NULL || str_end == NULL || str_placed == NULL || str_counts == NULL
+        || str_displs == NULL || str_placed_displs == NULL)
         return NULL;
     return PyModule_Create(&module);
 }

@@ -241,6 +241,20 @@ def _fast_vector(spec: Any, size: int, writable: bool
     return buf, layout, buf if not writable or buf.size == n else buf[:n]
 
 
+def _alltoallv_args(sendspec: Any, recvspec: Any, size: int
+                    ) -> tuple[np.ndarray, Any, Any, Any, Any, np.ndarray] | None:
+    """What collops' ``alltoallv`` takes (``x, sendcounts, sdispls, recvcounts``, then
+    ``rdispls`` and ``out``) for two specs of `_fast_vector`'s forms, or None."""
+    sent = _fast_vector(sendspec, size, False)
+    received = None if sent is None else _fast_vector(recvspec, size, True)
+    if received is None:
+        return None
+    assert sent is not None
+    slayout, rlayout = sent[1], received[1]
+    return (sent[0], slayout.counts, slayout.displs, rlayout.counts, rlayout.placed_displs,
+            received[2])
+
+
 def _agrees(elements: Any) -> bool:
     """Whether a compiled `elements` (which reads numpy's array head) gives numpy's answers."""
     frozen = np.zeros(2)
@@ -258,9 +272,10 @@ compiled = layouts._specs if layouts._specs is not None and _agrees(
     layouts._specs.elements) else None
 if compiled is None:  # pragma: no cover - a build without a C compiler
     fast_array, elements, fast_vector = _fast_array, _elements, _fast_vector
+    alltoallv_args = _alltoallv_args
 else:
     fast_array, elements = layouts._specs.array, layouts._specs.elements
-    fast_vector = layouts._specs.fast_vector
+    fast_vector, alltoallv_args = layouts._specs.fast_vector, layouts._specs.alltoallv_args
 
 
 def message(spec: Any, call: str, argument: str, rank: int | None,

@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import CollopsError
 from ..runtime.arguments import rows_spanned
 from .buffers import (
+    alltoallv_args,
     elements,
     fast_array,
     fast_vector,
@@ -415,7 +416,8 @@ class Collectives:
         if found is None:
             return MISSED
         arr, layout, _ = found
-        mine = out[:layout.counts[comm.rank]]
+        count = layout.counts[comm.rank]
+        mine = out if out.size == count else out[:count]
         if layout.contiguous:
             n = layout.total
             return method(arr if arr.size == n else arr[:n], layout.counts, root, out=mine)
@@ -509,24 +511,19 @@ class Collectives:
     def _fast_alltoallv(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any) -> Any:
         """Alltoallv started by collops' ``method`` when its buffers are plain (layouts
         checked once); else `MISSED`."""
-        size = self._comm.size
-        sent = fast_vector(sendbuf, size, False)
-        received = None if sent is None else fast_vector(recvbuf, size, True)
-        if received is None:
-            return MISSED
-        assert sent is not None
-        sarr, slayout, _ = sent
-        _, rlayout, out = received
-        return method(sarr, slayout.counts, slayout.displs, rlayout.counts,
-                      rdispls=rlayout.placed_displs, out=out)
+        a = alltoallv_args(sendbuf, recvbuf, self._comm.size)
+        return MISSED if a is None else method(a[0], a[1], a[2], a[3], rdispls=a[4], out=a[5])
 
     def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:
         """Alltoall with per-rank counts and displacements on both sides."""
-        try:
-            if self._fast_alltoallv(self._comm.alltoallv, sendbuf, recvbuf) is not MISSED:
+        comm = self._comm
+        a = alltoallv_args(sendbuf, recvbuf, comm.size)  # the fast branch, as `Allreduce`'s
+        if a is not None:
+            try:
+                comm.alltoallv(a[0], a[1], a[2], a[3], rdispls=a[4], out=a[5])
                 return
-        except CollopsError as exc:
-            raise mpi_error(exc) from None
+            except CollopsError as exc:
+                raise mpi_error(exc) from None
         self._run(self._alltoallv(sendbuf, recvbuf, "Alltoallv"), BLOCKING)
 
     def Alltoallw(self, sendbuf: Any, recvbuf: Any) -> None:
