@@ -40,6 +40,17 @@ def test_compiled_runners_are_present_in_this_build(report):
         assert runner["present"] and runner["error"] is None
 
 
+def test_every_extension_setup_py_builds_is_reported(report):
+    import re
+
+    built = set(re.findall(r'Extension\("([\w.]+)"',
+                           (Path(__file__).resolve().parents[1] / "setup.py").read_text()))
+    listed = report["compiled"]["runners"] + report["compiled"]["extensions"]
+    assert {r["module"] for r in listed} == built
+    for r in report["compiled"]["extensions"]:  # this checkout builds them all (make test)
+        assert r["present"], r
+
+
 def test_transports_threads_shm_and_mpi(report):
     transports = report["transports"]
     assert transports["threads"]["available"] and transports["shm"]["available"]

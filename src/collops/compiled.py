@@ -22,6 +22,16 @@ RUNNERS = {
     "collops.shm._stream": ("collops.shm.stream_plan", "_stream"),
     "collops.runtime._slots": ("collops.runtime.objects", "_slots"),
 }
+#: the other compiled extensions, each with a Python twin or an optional role: point-to-point
+#: cells, the facade's buffer checks, the flow model's rates and run, ``mpi_native``'s whole
+#: call (built only where MPI's headers are); reported by ``collops info``, never warned of
+EXTENSIONS = {
+    "collops.shm._p2p": ("collops.shm.cells", "CellRing"),
+    "collops.facade._specs": ("collops.facade.layouts", "_specs"),
+    "collops.sim._maxmin": ("collops.sim.maxmin", "_compiled"),
+    "collops.sim._flowsim": ("collops.sim.flow_compiled", "_compiled"),
+    "collops.mpi._native": ("collops.mpi.compiled", "_native"),
+}
 #: what to do when a runner is missing
 FIX = ("install a C compiler (e.g. gcc) and reinstall collops "
        "(pip install --force-reinstall --no-deps collops, or pip install -e . in a checkout); "
@@ -39,10 +49,11 @@ class Runner:
     error: str | None = None
 
 
-def runner_status() -> list[Runner]:
-    """Every compiled runner of this build, present or not (with the import error's text)."""
+def runner_status(table: dict[str, tuple[str, str]] = RUNNERS) -> list[Runner]:
+    """Every compiled runner of this build (or of ``table``: `EXTENSIONS`), present or not
+    (with the import error's text)."""
     status = []
-    for name, (holder, attribute) in RUNNERS.items():
+    for name, (holder, attribute) in table.items():
         if getattr(importlib.import_module(holder), attribute, None) is not None:
             status.append(Runner(name, True))
             continue

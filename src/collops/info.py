@@ -23,7 +23,7 @@ import collops
 
 from . import config
 from .algorithms import COLLECTIVES, algorithms
-from .compiled import runner_status
+from .compiled import EXTENSIONS, runner_status
 from .errors import TransportError
 from .shm.kernel import cross_memory_attach_works
 from .shm.segment import DEFAULT_PER_RANK, PAIR_RESERVE, Layout
@@ -63,7 +63,8 @@ def collect(nprocs: int, bind_to: str = "auto") -> dict[str, Any]:
         "numpy": numpy.__version__,
         "platform": platform.platform(),
         "compiled": {"enabled": config.settings.compiled,
-                     "runners": [vars(r) for r in runner_status()]},
+                     "runners": [vars(r) for r in runner_status()],
+                     "extensions": [vars(r) for r in runner_status(EXTENSIONS)]},
         "transports": {"threads": {"available": True}, "shm": shm_transport(), "mpi": mpi()},
         "cpus": {"usable": cpus, "count": len(cpus)},
         "binding": {"nprocs": nprocs, "policy": bind_to,
@@ -150,6 +151,10 @@ def render(report: dict[str, Any]) -> str:
     for r in report["compiled"]["runners"]:
         lines.append(f"  {r['module']}: " + ("present" if r["present"]
                                               else f"MISSING ({r['error']})"))
+    lines.append("other compiled extensions (each has a Python twin or an optional role)")
+    for r in report["compiled"]["extensions"]:
+        lines.append(f"  {r['module']}: " + ("present" if r["present"]
+                                              else f"not built ({r['error']})"))
     shm, mpi_info = report["transports"]["shm"], report["transports"]["mpi"]
     lines += ["", "transports", "  threads: available",
               f"  shm: {'available' if shm['available'] else 'unavailable'} ({shm['memory']}"
