@@ -67,6 +67,17 @@ class NativeCall:
         return str(self.transport.capabilities().name)
 
 
+class LengthsLearned(Exception):  # noqa: N818 - not an error: the call completed
+    """Raised by a bound gatherv runner whose root guessed the blocks' lengths (its spec's
+    counts are a guess) and found them otherwise: the call completed all the same, in the
+    component's general protocol, which learned the bytes each member sent (``lengths``) and
+    holds them back to back (``recv``); the runtime builds the root's result from them."""
+
+    def __init__(self, lengths: Sequence[int], recv: np.ndarray) -> None:
+        super().__init__("the lengths were learned")
+        self.lengths, self.recv = lengths, recv
+
+
 Buffer = np.ndarray | None
 #: ``start(call, send, recv, seq, phase, timeout)``: the call ``seq``'s phase ``phase`` begun
 #: on flat ``send`` / ``recv`` (timeout resolved: the call's, else the communicator's, else

@@ -21,11 +21,11 @@ import numpy as np
 
 from .. import config as _cfg
 from ..algorithms import selection
+from ..algorithms.native import LengthsLearned
 from ..algorithms.registry import get_algorithm
 from ..algorithms.spec import CallSpec, make_spec
 from ..datatypes import as_array
 from ..errors import ArgumentError, CollopsError
-from ..shm.direct_gatherv import LengthsLearned
 from . import objects
 from .commbase import _SLOW, _row_size
 from .communicators import Communicators

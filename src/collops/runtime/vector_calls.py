@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..algorithms.native import LengthsLearned
 from ..algorithms.spec import CallSpec, make_spec, prefix
-from ..shm.direct_gatherv import LengthsLearned, own_spec
+from ..shm.direct_gatherv import own_spec
 from .arguments import checked_displs, displaced_signature, rows_spanned
 from .cache import SHARED
 from .commbase import _SLOW, _row_size
@@ -183,7 +184,7 @@ def learned_result(comm: CommBase, learned_in: LengthsLearned, x: np.ndarray, ou
                    ) -> np.ndarray:
     """The result of a guessing root's call that the Python protocol ran (it learned the
     lengths): as the general path makes it."""
-    return learned(comm, "gatherv", learned_in.execution, x, None, out)
+    return learned(comm, "gatherv", learned_in, x, None, out)
 
 
 #: a scatterv root's envelope for one ``x`` and key: the blocks' headers, where each block's

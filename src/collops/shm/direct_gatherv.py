@@ -29,8 +29,8 @@ its root's last call (`own_spec`'s ``guessed``): its header still says `ANY_LENG
 members check nothing, and its compiled runner expects the guess and copies the blocks into
 a result of that shape. A header that says otherwise hands the call to the Python protocol,
 which learns the lengths and allocates as it does for any root given no counts, and then
-raises `LengthsLearned` with the execution: the route builds the result from it and guesses
-anew.
+raises the native interface's `LengthsLearned` with the lengths it learned and the blocks it
+read: the route builds the result from them and guesses anew.
 
 The spec a rank's route is chosen from is the same on every rank (`selection.rank_independent`
 drops the counts), so no rank needs another's counts to agree on the algorithm.
@@ -44,7 +44,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..algorithms.native import NativeAlgorithm, NativeCall, Runner
+from ..algorithms.native import LengthsLearned, NativeAlgorithm, NativeCall, Runner
 from ..algorithms.registry import add_algorithm, get_algorithm
 from ..algorithms.spec import CallSpec, make_spec, prefix
 from ..errors import CollectiveMismatch
@@ -75,15 +75,6 @@ DISPLACED = 16
 #: a root's spec whose ``counts`` are its guess (kept as its ``sdispls``, which no gatherv
 #: uses and no fingerprint holds)
 GUESSED = (1,)
-
-
-class LengthsLearned(Exception):  # noqa: N818 - not an error: the call completed
-    """A guessing root's call ran in the Python protocol, which learned the lengths (its
-    ``execution``'s ``lengths`` and ``recv``): not an error, the call completed."""
-
-    def __init__(self, execution: GathervExecution) -> None:
-        super().__init__("the lengths were learned")
-        self.execution = execution
 
 
 def own_spec(size: int, dtype: np.dtype, root: int, own: int,
@@ -278,7 +269,8 @@ def _run(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, seq
     if not ex.poll():
         call.progress.wait(ex)
     if guesses(call.spec) and call.rank == call.spec.root:
-        raise LengthsLearned(ex)
+        assert ex.lengths is not None and ex.recv is not None
+        raise LengthsLearned(ex.lengths, ex.recv)
     if ex.streamed is None:
         return
     runner = None if runners is None else runners.get(ex.streamed)
