@@ -144,6 +144,12 @@ class BlockingCall:
         self.fingerprint = call_fingerprint(spec, flavour.name)
         self.others = tuple(r for r in range(spec.size) if r != call.rank)
         self.rows = () if self.board is None else tuple(self.board.row(r) for r in self.others)
+        #: a blocking barrier on a board is its agreement, with MPI's barrier only when a
+        #: rank flags messages sent since its last one (`board.Board`'s essay)
+        self.barrier = spec.collective == "barrier" and self.board is not None
+        #: the transport's sends (`MpiTransport._sends`) when this runner last ran MPI's
+        #: barrier (a word the compiled runner shares)
+        self.mark = np.zeros(1, np.int64)
         #: how often a call looks at the board again before the general wait (the spin stage)
         self.spins = int(transport._spin_seconds / SPIN_LOOK)
         #: the calls in flight (the progress engine's list, changed in place)
@@ -177,9 +183,12 @@ class BlockingCall:
             if timeout is None and not self._active:
                 spun = 0 if self.transport._background or self.transport._pending else \
                     self.spins
-                if board.enter(key, self.fingerprint, self.rows, spun):
+                if board.enter(key, self.fingerprint, self.rows, spun,
+                               self._flag() if self.barrier else None):
                     # the common case, inline: every rank of the node posted this call
                     agreed = True
+                    if self.barrier and not self._flush(key):
+                        return  # the agreement was the barrier
         else:
             agreed = not self.agree_first  # nothing to agree on (check=0, a single rank)
         if not (agreed and timeout is None and not self._active) and \
@@ -200,6 +209,19 @@ class BlockingCall:
         except self._MPI.Exception as exc:
             raise mpi_error(self.rank, f"{self.what} call #{seq} "
                             f"({mpi_function(self.collective)})", exc) from exc
+
+    def _flag(self) -> int:
+        """A barrier's flag: whether this rank sent messages since its last MPI barrier."""
+        return int(self.transport._sends != self.mark[0])
+
+    def _flush(self, key: int) -> bool:
+        """Whether agreed barrier ``key`` runs MPI's barrier (some rank flagged its entry);
+        if so, the sends up to now count as flushed."""
+        assert self.board is not None
+        if not self.board.flagged(key):
+            return False
+        self.mark[0] = self.transport._sends
+        return True
 
     def finish(self, send: Any, recv: Any, seq: int, timeout: float | None, agreed: bool,
                spun: bool, phase: int = 0) -> bool:
@@ -228,9 +250,11 @@ class BlockingCall:
             self._finish_earlier(seq, deadline)
         self.current, self.limit = seq, timeout
         try:
+            key = call_key(seq, phase, True)
             if not agreed:
-                self._agree(mc, call_key(seq, phase, True), seq, phase, deadline, send, recv,
-                            spun)
+                self._agree(mc, key, seq, phase, deadline, send, recv, spun)
+            if self.barrier and not self._flush(key):
+                return True  # the agreement was the barrier
             if deadline is not None:
                 self._timed(mc, send, recv, deadline)
                 return True
@@ -251,7 +275,9 @@ class BlockingCall:
         """Return once every rank makes this call (raise `CollectiveMismatch` if not)."""
         board = self.board
         if board is not None:
-            board.post(key, self.fingerprint)
+            # a barrier's flag is decided once: an entry the compiled route posted keeps it
+            flag = self._flag() if self.barrier and not board.posted(key) else None
+            board.post(key, self.fingerprint, flag)
             posted, mismatch = board.compare(key, self.fingerprint, self.others)
             if mismatch is not None:
                 raise_mismatch(mismatch, self.rank, key, self.fingerprint, self.checked)
@@ -312,6 +338,8 @@ class BlockingCall:
             if self.transport._closed or self.dead_peer() is not None:
                 return
         if wait.board.compare(wait.key, self.fingerprint, self.others)[1] is None:
+            if self.barrier and not wait.board.flagged(wait.key):
+                return  # the agreement was the barrier
             try:
                 self.operation(mc, send, recv)
             except self._MPI.Exception:

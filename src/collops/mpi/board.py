@@ -17,6 +17,21 @@ way, so the ring never wraps onto an entry still being compared.
 Each word is written by its rank only; the fingerprint is written before the key, and a
 reader takes an entry only when the key it reads before and after the fingerprint is the
 same, so a half-written entry is never taken for a mismatch.
+
+**A barrier is its agreement.** Once a rank sees every rank's entry for a blocking barrier,
+every rank has entered the barrier: that is all MPI_Barrier promises, so the board's
+agreement is the barrier and MPI's is not called — with one exception. MPI_Barrier also
+happens to flush the messages a rank sent before it: MPICH's shared-memory queues are
+first-in first-out between two ranks, so a receiver that takes the barrier's message has
+taken the messages sent ahead of it, and programs that send, then barrier, then look for
+what arrived (the endpoints' remote puts, `tests/endpoints`) rely on that. A board-only
+barrier would not move them (nothing calls MPI), so such a program saw nothing arrived. So
+each barrier entry carries a flag, written before its key, in a row of flags beside the
+entries (`flags`): set when its rank sent point-to-point messages over MPI since it last ran
+MPI's barrier (`MpiTransport._sends` against the runner's mark). Every rank reads the same
+flags once the call is agreed, so all make the same choice: MPI's barrier when any rank set
+its flag, else none. The flag is decided once per call: a rank that posts its entry again
+(the general route after the compiled one) keeps it, so no rank can read another value.
 """
 
 from __future__ import annotations
@@ -41,17 +56,21 @@ def call_key(seq: int, phase: int, blocking: bool) -> int:
 class Board:
     """One communicator's board over a shared window of ``size`` rows of `RING` entries."""
 
-    __slots__ = ("window", "words", "rank", "size", "mine")
+    __slots__ = ("window", "words", "rank", "size", "mine", "flags")
 
     def __init__(self, MPI: Any, comm: Any) -> None:
         """Collective over ``comm``, whose ranks must all share this node."""
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
-        nbytes = self.size * RING * 16
+        nbytes = self.size * RING * 24  # entries (fingerprint, key), then a flag per entry
         self.window = MPI.Win.Allocate_shared(nbytes if self.rank == 0 else 0, 8, comm=comm)
         buf, _ = self.window.Shared_query(0)
         self.words = memoryview(buf).cast("B").cast("Q")
         self.mine = self.rank * RING * 2
+        #: where the rows of flags start (rank r's flag of slot i: ``flags + r * RING + i``)
+        self.flags = self.size * RING * 2
         for i in range(self.mine, self.mine + RING * 2):
+            self.words[i] = 0
+        for i in range(self.flags + self.rank * RING, self.flags + (self.rank + 1) * RING):
             self.words[i] = 0
         comm.Barrier()  # every row cleared before any rank posts
 
@@ -68,11 +87,14 @@ class Board:
         finally:
             node.Free()
 
-    def post(self, key: int, fingerprint: int) -> None:
-        """Post this rank's entry for ``key`` (before it enters MPI)."""
+    def post(self, key: int, fingerprint: int, flag: int | None = None) -> None:
+        """Post this rank's entry for ``key`` (before it enters MPI), with its ``flag``
+        (None: the flag stays as it is)."""
         at = self.mine + ((key >> 1) % RING) * 2
         words = self.words
         words[at + 1] = 0
+        if flag is not None:
+            words[self.flags + self.rank * RING + (key >> 1) % RING] = flag
         words[at] = fingerprint
         words[at + 1] = key
 
@@ -80,14 +102,16 @@ class Board:
         """The offset of ``rank``'s row (for `enter`)."""
         return rank * RING * 2
 
-    def enter(self, key: int, fingerprint: int, rows: tuple[int, ...], spins: int = 0
-              ) -> bool:
-        """`post`, then whether the ranks of ``rows`` (`row`) have all posted this very entry,
-        looking again up to ``spins`` times (False: not yet, or a mismatch — `compare` tells
-        which)."""
+    def enter(self, key: int, fingerprint: int, rows: tuple[int, ...], spins: int = 0,
+              flag: int | None = None) -> bool:
+        """`post` (with ``flag``), then whether the ranks of ``rows`` (`row`) have all posted
+        this very entry, looking again up to ``spins`` times (False: not yet, or a mismatch —
+        `compare` tells which)."""
         slot = ((key >> 1) % RING) * 2
         words, at = self.words, self.mine + slot
         words[at + 1] = 0
+        if flag is not None:
+            words[self.flags + self.rank * RING + slot // 2] = flag
         words[at] = fingerprint
         words[at + 1] = key
         while True:
@@ -117,6 +141,16 @@ class Board:
             elif theirs >> 1 == call and (theirs != key or their_fp != fingerprint):
                 return False, (rank, theirs, their_fp)
         return posted, None
+
+    def posted(self, key: int) -> bool:
+        """Whether this rank posted ``key``'s entry already."""
+        return self.words[self.mine + ((key >> 1) % RING) * 2 + 1] == key
+
+    def flagged(self, key: int) -> bool:
+        """Whether any rank's flag for ``key``'s call is set (call it once every rank's
+        entry is there: they all read the same flags then)."""
+        words, at = self.words, self.flags + (key >> 1) % RING
+        return any(words[at + rank * RING] for rank in range(self.size))
 
     def give_up(self, key: int) -> bool:
         """Post `fingerprint.GIVEN_UP` for ``key``'s call unless this rank posted it already
