@@ -69,6 +69,11 @@ typedef struct {
     Py_ssize_t flags;
     int64_t *mark;
     PyObject *mark_array, *sends_name;
+    /* the board's `pending` words: [deferred key (0: none), its fingerprint, refusing];
+     * `defer`: this runner (a small bcast's root) enters MPI without waiting */
+    uint64_t *pending;
+    PyObject *pending_array;
+    int defer;
     uint64_t fingerprint;
     double spin;
     int agree_first;  /* no board but an agreement across nodes: Python agrees */
@@ -161,6 +166,21 @@ static int flagged(Runner *r, Py_ssize_t slot) {
     return 0;
 }
 
+/* Whether the others posted this rank's deferred call as it did (`Board.settle`; no: not
+ * yet, or a mismatch, which Python tells apart). */
+static int settled(Runner *r) {
+    uint64_t key = r->pending[0], fingerprint = r->pending[1];
+    Py_ssize_t slot = (Py_ssize_t)(((key >> 1) % RING) * 2);
+    for (int i = 0; i < r->nrows; i++) {
+        uint64_t *at = r->words + r->rows[i] + slot;
+        if (__atomic_load_n(at + 1, __ATOMIC_ACQUIRE) != key
+            || __atomic_load_n(at, __ATOMIC_ACQUIRE) != fingerprint
+            || __atomic_load_n(at + 1, __ATOMIC_ACQUIRE) != key)
+            return 0;
+    }
+    return 1;
+}
+
 /* Post call `seq`'s entry (a barrier's with its flag: `sends` not at the mark) and look, for
  * `spin` seconds, whether every other rank of the node posted the same one (0: not yet, or a
  * mismatch, which Python tells apart). */
@@ -168,12 +188,17 @@ static int board_enter(Runner *r, long long seq, double spin, long long sends) {
     uint64_t key = ((((uint64_t)seq * 4) + 1) << 1) | 1;  /* `call_key(seq, 0, True)` */
     BoardLook b = {r, (Py_ssize_t)(((key >> 1) % RING) * 2), key};
     uint64_t *at = r->words + r->mine + b.slot;
+    uint64_t flag = r->defer ? 2 /* board.DEFERRED */
+                  : r->kind == K_BARRIER ? (uint64_t)(sends != *r->mark) /* board.FLUSH */ : 0;
     __atomic_store_n(at + 1, 0, __ATOMIC_RELEASE);
-    if (r->flags >= 0)
-        __atomic_store_n(r->words + r->flags + r->mine / 2 + b.slot / 2,
-                         (uint64_t)(sends != *r->mark), __ATOMIC_RELEASE);
+    __atomic_store_n(r->words + r->flags + r->mine / 2 + b.slot / 2, flag, __ATOMIC_RELEASE);
     __atomic_store_n(at, r->fingerprint, __ATOMIC_RELEASE);
     __atomic_store_n(at + 1, key, __ATOMIC_RELEASE);
+    if (r->defer) {  /* MPI's bcast returns at its root without the readers: checked later */
+        r->pending[1] = r->fingerprint;
+        r->pending[0] = key;
+        return 1;
+    }
     if (all_posted(&b))
         return 1;
     if (spin <= 0.0)
@@ -202,6 +227,11 @@ static int run_call(Runner *r, long long seq, PyObject *timeout, const char *sen
     int inline_ok = timeout == Py_None && PyList_GET_SIZE(r->active) == 0;
     int agreed = 0, spun = 0;
     if (r->words != NULL) {
+        /* refusing calls, or a deferred call not checked yet: Python waits (or raises) */
+        if (r->pending[2] || (r->pending[0] && !settled(r)))
+            inline_ok = 0;
+        else
+            r->pending[0] = 0;
         if (inline_ok) {
             int quiet = empty_attr(r, r->background_name);
             if (quiet > 0)
@@ -209,12 +239,12 @@ static int run_call(Runner *r, long long seq, PyObject *timeout, const char *sen
             if (quiet < 0)
                 return -1;
             long long sends = 0;
-            if (r->flags >= 0 && (sends = sends_of(r)) < 0)
+            if (r->kind == K_BARRIER && (sends = sends_of(r)) < 0)
                 return -1;
             double spin = quiet ? r->spin : 0.0;
             spun = spin > 0.0;
             agreed = board_enter(r, seq, spin, sends);
-            if (agreed && r->flags >= 0) {  /* a barrier: the agreement was one */
+            if (agreed && r->kind == K_BARRIER) {  /* the agreement was one */
                 if (!flagged(r, (Py_ssize_t)(((seq * 4 + 1) % RING) * 2)))
                     return 0;
                 *r->mark = sends;  /* MPI's barrier flushes them */
@@ -288,19 +318,21 @@ static PyObject *Runner_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     static char *names[] = {"kind", "comms", "count", "datatype", "op", "root", "is_root",
                             "board", "mine", "rows", "fingerprint", "spin", "agree_first",
                             "transport", "active", "watch", "watch_id", "finish", "fail",
-                            "ndarray", "flags", "mark", NULL};
+                            "ndarray", "flags", "mark", "pending", "defer", NULL};
     int kind, count, root, is_root, agree_first;
     long long watch_id;
     unsigned long long datatype, op, fingerprint;
     Py_ssize_t mine, flags = -1;
     double spin;
     PyObject *comms, *board, *rows, *transport, *active, *watch, *finish, *fail, *ndarray;
-    PyObject *mark = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iOiKKiiOnOKdpOO!OLOOO|nO", names, &kind,
+    PyObject *mark = Py_None, *pending = Py_None;
+    int defer = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iOiKKiiOnOKdpOO!OLOOO|nOOp", names, &kind,
                                      &comms, &count, &datatype, &op, &root, &is_root, &board,
                                      &mine, &rows, &fingerprint, &spin, &agree_first,
                                      &transport, &PyList_Type, &active, &watch, &watch_id,
-                                     &finish, &fail, &ndarray, &flags, &mark))
+                                     &finish, &fail, &ndarray, &flags, &mark, &pending,
+                                     &defer))
         return NULL;
     if (!loaded) {
         PyErr_SetString(PyExc_RuntimeError, "collops.mpi._native: load() first");
@@ -340,25 +372,29 @@ static PyObject *Runner_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
         for (int i = 0; i < r->nrows; i++)
             if (8 * (r->rows[i] + 2 * RING) > need)
                 need = 8 * (r->rows[i] + 2 * RING);
-        if (flags >= 0) {  /* a barrier's flags: a row of RING per rank after the entries */
-            Py_ssize_t ranks = r->nrows + 1;
-            if (8 * (flags + ranks * RING) > need)
-                need = 8 * (flags + ranks * RING);
+        /* the flags: a row of RING per rank after the entries */
+        Py_ssize_t ranks = r->nrows + 1;
+        if (flags < 0 || pending == Py_None || (kind == K_BARRIER && mark == Py_None)) {
+            PyErr_SetString(PyExc_ValueError, "a board needs its flags, its pending words and "
+                            "(a barrier) its mark");
+            goto fail;
         }
+        if (8 * (flags + ranks * RING) > need)
+            need = 8 * (flags + ranks * RING);
         r->words = (uint64_t *)buffer_of(board, need, "the board");
         if (r->words == NULL)
             goto fail;
         r->board_view = Py_NewRef(board);
-    }
-    r->flags = -1;
-    if (flags >= 0 && r->words != NULL) {
-        if (mark == Py_None || (r->mark = (int64_t *)buffer_of(mark, 8, "the mark")) == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_ValueError, "a barrier's flags need its mark");
-            goto fail;
-        }
-        r->mark_array = Py_NewRef(mark);
         r->flags = flags;
+        if ((r->pending = (uint64_t *)buffer_of(pending, 24, "the pending words")) == NULL)
+            goto fail;
+        r->pending_array = Py_NewRef(pending);
+        if (kind == K_BARRIER) {
+            if ((r->mark = (int64_t *)buffer_of(mark, 8, "the mark")) == NULL)
+                goto fail;
+            r->mark_array = Py_NewRef(mark);
+        }
+        r->defer = defer && kind == K_BCAST && is_root;
     }
     r->mine = mine;
     r->fingerprint = fingerprint;
@@ -395,6 +431,7 @@ static void Runner_dealloc(Runner *r) {
     Py_XDECREF(r->pending_name);
     Py_XDECREF(r->sends_name);
     Py_XDECREF(r->mark_array);
+    Py_XDECREF(r->pending_array);
     Py_XDECREF(r->watch_array);
     Py_XDECREF(r->finish);
     Py_XDECREF(r->fail);

@@ -41,11 +41,11 @@ import numpy as np
 
 from .. import config
 from ..algorithms.native import NativeCall
-from ..errors import CollectiveTimeout, PeerFailed, ScheduleError
+from ..errors import CollectiveMismatch, CollectiveTimeout, PeerFailed, ScheduleError
 from ..transport.stall import report, watch_of
 from . import compiled
 from .abort import abort_job
-from .board import BLOCKING, Board, call_key, raise_mismatch
+from .board import BLOCKING, DEFER_MAX, Board, call_key, may_defer
 from .liveness import GUARD_INTERVAL
 from .native import (
     MPI_NATIVE,
@@ -150,6 +150,11 @@ class BlockingCall:
         #: the transport's sends (`MpiTransport._sends`) when this runner last ran MPI's
         #: barrier (a word the compiled runner shares)
         self.mark = np.zeros(1, np.int64)
+        #: a small bcast's root enters MPI without waiting for its readers' entries, checking
+        #: them at its next call (the compiled route only: `Board.settle`)
+        self.defer = self.board is not None and spec.collective == "bcast" and \
+            call.rank == spec.root == 0 and spec.count * spec.itemsize <= DEFER_MAX and \
+            flavour is MPI_NATIVE and may_defer()
         #: how often a call looks at the board again before the general wait (the spin stage)
         self.spins = int(transport._spin_seconds / SPIN_LOOK)
         #: the calls in flight (the progress engine's list, changed in place)
@@ -180,11 +185,12 @@ class BlockingCall:
         board, agreed, spun = self.board, False, 0
         if board is not None:
             key = ((seq * 4 + phase + 1) << 1) | BLOCKING
-            if timeout is None and not self._active:
+            pending = board.pending
+            if timeout is None and not self._active and not (pending[0] or pending[2]):
                 spun = 0 if self.transport._background or self.transport._pending else \
                     self.spins
                 if board.enter(key, self.fingerprint, self.rows, spun,
-                               self._flag() if self.barrier else None):
+                               self._flag() if self.barrier else 0):
                     # the common case, inline: every rank of the node posted this call
                     agreed = True
                     if self.barrier and not self._flush(key):
@@ -275,12 +281,18 @@ class BlockingCall:
         """Return once every rank makes this call (raise `CollectiveMismatch` if not)."""
         board = self.board
         if board is not None:
-            # a barrier's flag is decided once: an entry the compiled route posted keeps it
-            flag = self._flag() if self.barrier and not board.posted(key) else None
+            board.refuse(key, f"{self.what} call #{seq}")
+            if board.pending[0] and not board.settle(self.others, self.rank,
+                                                     f"call #{seq} ({self.what})", key):
+                self._wait(SettleWait(self, board, int(board.pending[0]), seq, deadline, key),
+                           spun)
+            # a flag is decided once: an entry the compiled route posted keeps its own
+            flag = board.flag_of(self.rank, key) if board.posted(key) else \
+                self._flag() if self.barrier else 0
             board.post(key, self.fingerprint, flag)
             posted, mismatch = board.compare(key, self.fingerprint, self.others)
             if mismatch is not None:
-                raise_mismatch(mismatch, self.rank, key, self.fingerprint, self.checked)
+                board.mismatched(mismatch, self.rank, key, self.fingerprint, self.checked)
             if not posted:
                 wait = BoardWait(self, board, key, seq, deadline)
                 transport = self.transport
@@ -306,6 +318,18 @@ class BlockingCall:
             else:
                 agreement.wait(deadline, lambda: self.timeout_error(SPANNING),
                                lambda: note_stall(self, SPANNING, seq))
+
+    def _wait(self, wait: BoardWait, spun: bool) -> None:
+        """Wait for ``wait`` (its ranks' entries on the board), driving the calls in flight."""
+        transport = self.transport
+        transport._wakers.append(wait)
+        try:
+            if self.native.progress.active:
+                self.native.progress.wait(wait)
+            else:
+                self._await_alone(wait, spun)
+        finally:
+            transport._wakers.remove(wait)
 
     def _await_alone(self, wait: BoardWait, spun: bool = False) -> None:
         """Wait for the board with no other call in flight: poll, then yield the core, then
@@ -543,14 +567,20 @@ class BoardWait:
         group = self.runner.native.group
         return [group[r] for r in self.board.not_posted(self.key, self.runner.others)]
 
+    def agreed(self) -> bool:
+        """Whether every rank posted this call (raises on a mismatch)."""
+        runner = self.runner
+        posted, mismatch = self.board.compare(self.key, runner.fingerprint, runner.others)
+        if mismatch is not None:
+            self.board.mismatched(mismatch, runner.rank, self.key, runner.fingerprint,
+                                  runner.checked)
+        return posted
+
     def poll(self) -> bool:
         """True once every rank posted this call; raises on a mismatch, a dead rank of this
         node, one that returned from its program without making it, or the deadline."""
         runner = self.runner
-        posted, mismatch = self.board.compare(self.key, runner.fingerprint, runner.others)
-        if mismatch is not None:
-            raise_mismatch(mismatch, runner.rank, self.key, runner.fingerprint, runner.checked)
-        if posted:
+        if self.agreed():
             self.left = 0
             return True
         now = time.monotonic()
@@ -567,6 +597,31 @@ class BoardWait:
         if self.deadline is not None and now > self.deadline:
             raise runner.timeout_error("for the other ranks to start it")
         return False
+
+
+class SettleWait(BoardWait):
+    """Waiting until the other ranks have posted the call this rank deferred (a small bcast
+    whose root did not wait: `Board.settle`), before it posts its next call."""
+
+    __slots__ = ("current",)
+
+    def __init__(self, runner: BlockingCall, board: Board, deferred: int, seq: int,
+                 deadline: float | None, current: int) -> None:
+        super().__init__(runner, board, deferred, seq, deadline)
+        #: the key of the call that waits (posted as broken on a mismatch)
+        self.current = current
+
+    def ready(self) -> bool:
+        """Whether the deferred call can be checked (or a mismatch raised)."""
+        try:
+            return self.agreed()
+        except CollectiveMismatch:
+            return True
+
+    def agreed(self) -> bool:
+        """Whether the deferred call is checked (raises on a mismatch)."""
+        return self.board.settle(self.runner.others, self.rank,
+                                 f"call #{self.seq} ({self.runner.what})", self.current)
 
 
 class SpanningWait:

@@ -36,16 +36,28 @@ its flag, else none. The flag is decided once per call: a rank that posts its en
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+import numpy as np
+
 from ..algorithms import fingerprint as fp
-from ..errors import CollectiveMismatch
+from ..errors import CollectiveMismatch, CommunicatorBroken
 
 #: entries per rank (a rank is at most one call ahead of the others)
 RING = 256
 #: bit 0 of a key: the entry is a blocking call's (MPI's blocking and non-blocking collectives
 #: never match each other)
 BLOCKING = 1
+#: bits of an entry's flag word: a barrier's rank sent messages since its last MPI barrier
+FLUSH = 1
+#: its rank entered MPI without waiting for the others' entries (a small bcast's root)
+DEFERRED = 2
+#: its rank refuses calls on this communicator (a mismatch a deferred call was part of)
+BROKEN = 4
+#: the bytes of a bcast whose root (rank 0) does not wait for its readers' entries: MPICH's
+#: MPI_Bcast of this size returns at root 0 without its readers (the bound envelope, 256)
+DEFER_MAX = 256
 
 
 def call_key(seq: int, phase: int, blocking: bool) -> int:
@@ -56,7 +68,7 @@ def call_key(seq: int, phase: int, blocking: bool) -> int:
 class Board:
     """One communicator's board over a shared window of ``size`` rows of `RING` entries."""
 
-    __slots__ = ("window", "words", "rank", "size", "mine", "flags")
+    __slots__ = ("window", "words", "rank", "size", "mine", "flags", "pending", "broken")
 
     def __init__(self, MPI: Any, comm: Any) -> None:
         """Collective over ``comm``, whose ranks must all share this node."""
@@ -72,6 +84,11 @@ class Board:
             self.words[i] = 0
         for i in range(self.flags + self.rank * RING, self.flags + (self.rank + 1) * RING):
             self.words[i] = 0
+        #: this rank's own state, shared with the compiled runners: the key and fingerprint
+        #: of its deferred call not yet checked (0: none), and whether it refuses calls
+        self.pending = np.zeros(3, np.uint64)
+        #: why this communicator refuses calls (None: it does not)
+        self.broken: str | None = None
         comm.Barrier()  # every row cleared before any rank posts
 
     @classmethod
@@ -87,14 +104,12 @@ class Board:
         finally:
             node.Free()
 
-    def post(self, key: int, fingerprint: int, flag: int | None = None) -> None:
-        """Post this rank's entry for ``key`` (before it enters MPI), with its ``flag``
-        (None: the flag stays as it is)."""
+    def post(self, key: int, fingerprint: int, flag: int = 0) -> None:
+        """Post this rank's entry for ``key`` (before it enters MPI), with its ``flag``."""
         at = self.mine + ((key >> 1) % RING) * 2
         words = self.words
         words[at + 1] = 0
-        if flag is not None:
-            words[self.flags + self.rank * RING + (key >> 1) % RING] = flag
+        words[self.flags + self.rank * RING + (key >> 1) % RING] = flag
         words[at] = fingerprint
         words[at + 1] = key
 
@@ -103,15 +118,14 @@ class Board:
         return rank * RING * 2
 
     def enter(self, key: int, fingerprint: int, rows: tuple[int, ...], spins: int = 0,
-              flag: int | None = None) -> bool:
+              flag: int = 0) -> bool:
         """`post` (with ``flag``), then whether the ranks of ``rows`` (`row`) have all posted
         this very entry, looking again up to ``spins`` times (False: not yet, or a mismatch —
         `compare` tells which)."""
         slot = ((key >> 1) % RING) * 2
         words, at = self.words, self.mine + slot
         words[at + 1] = 0
-        if flag is not None:
-            words[self.flags + self.rank * RING + slot // 2] = flag
+        words[self.flags + self.rank * RING + slot // 2] = flag
         words[at] = fingerprint
         words[at + 1] = key
         while True:
@@ -150,7 +164,79 @@ class Board:
         """Whether any rank's flag for ``key``'s call is set (call it once every rank's
         entry is there: they all read the same flags then)."""
         words, at = self.words, self.flags + (key >> 1) % RING
-        return any(words[at + rank * RING] for rank in range(self.size))
+        return any(words[at + rank * RING] & FLUSH for rank in range(self.size))
+
+    def flag_of(self, rank: int, key: int) -> int:
+        """``rank``'s flag word for ``key``'s slot (read it once its entry is seen)."""
+        return int(self.words[self.flags + rank * RING + (key >> 1) % RING])
+
+    # -- deferred calls: a small bcast's root enters MPI without waiting (see `docs/mpi.md`) --
+    def defer(self, key: int, fingerprint: int) -> None:
+        """Note that this rank entered MPI for ``key`` without waiting for the others."""
+        self.pending[0], self.pending[1] = key, fingerprint
+
+    def settle(self, ranks: Any, rank: int, at_call: str, key: int = 0) -> bool:
+        """Check this rank's deferred call against the entries of ``ranks``: True once it is
+        checked (or there is none), False while some entry is not there yet; a mismatch makes
+        this communicator refuse calls, posts the call ``key`` that found it (``at_call``) as
+        broken, so the others waiting there refuse too, and raises `CollectiveMismatch`."""
+        deferred = int(self.pending[0])
+        if not deferred:
+            return True
+        fingerprint, call = int(self.pending[1]), deferred >> 1
+        words, slot = self.words, (call % RING) * 2
+        for other in ranks:
+            at = other * RING * 2 + slot
+            theirs = words[at + 1]
+            their_fp = words[at]
+            if words[at + 1] != theirs or theirs >> 1 < call:
+                return False  # being written, or not there yet
+            if theirs != deferred or their_fp != fingerprint:
+                message = (mismatch_message(rank, fingerprint, deferred, other, their_fp, theirs,
+                                            "a bcast's root checks its readers' entries at "
+                                            "its next call")
+                           + f"; found at {at_call}, once MPI's broadcast had been sent")
+                self.break_off(message)
+                if key:
+                    self.post(key, fp.GIVEN_UP, BROKEN)
+                raise CollectiveMismatch(message)
+        self.pending[0] = 0
+        return True
+
+    def break_off(self, why: str) -> None:
+        """Refuse every later call on this communicator (`refuse`), because of ``why``."""
+        if self.broken is None:
+            self.broken = why
+        self.pending[2] = 1
+
+    def refuse(self, key: int, what: str) -> None:
+        """If this communicator refuses calls: post ``key``'s entry as broken (the others
+        waiting there refuse too) and raise `CommunicatorBroken`."""
+        if self.broken is None:
+            return
+        self.post(key, fp.GIVEN_UP, BROKEN)
+        raise CommunicatorBroken(
+            f"rank {self.rank}: {what} refused: an earlier call's mismatch left MPI's "
+            f"broadcast unmatched on this communicator, which no call may meet ({self.broken})")
+
+    def mismatched(self, mismatch: tuple[int, int, int], rank: int, key: int,
+                   fingerprint: int, what: str) -> None:
+        """Raise `CollectiveMismatch` for a mismatch `compare` found, first refusing later
+        calls when any rank entered MPI for this call (a deferred or broken entry)."""
+        call = key >> 1
+        message = mismatch_message(rank, fingerprint, key, mismatch[0], mismatch[2],
+                                   mismatch[1], what)
+        at = (call % RING) * 2
+        for other in range(self.size):
+            if other != rank and self.words[other * RING * 2 + at + 1] >> 1 == call \
+                    and self.flag_of(other, key) & (DEFERRED | BROKEN):
+                self.break_off(message)
+                if self.flag_of(other, key) & BROKEN:
+                    raise CommunicatorBroken(
+                        f"rank {rank}: {what.split(',')[0]} refused: rank {other} refuses "
+                        f"calls on this communicator after an earlier mismatch")
+                break
+        raise CollectiveMismatch(message)
 
     def give_up(self, key: int) -> bool:
         """Post `fingerprint.GIVEN_UP` for ``key``'s call unless this rank posted it already
@@ -179,9 +265,9 @@ def mismatch_message(rank: int, mine: int, my_key: int, other: int, theirs: int,
     return f"rank {rank}: {fp.mismatch(mine, theirs, f'rank {other}')} ({what})"
 
 
-def raise_mismatch(mismatch: tuple[int, int, int], rank: int, key: int, fingerprint: int,
-                   what: str) -> None:
-    """Raise `CollectiveMismatch` for a mismatch `Board.compare` found."""
-    other, their_key, theirs = mismatch
-    raise CollectiveMismatch(mismatch_message(rank, fingerprint, key, other, theirs, their_key,
-                                              what))
+def may_defer() -> bool:
+    """Whether a small bcast's root may skip the wait (no MPICH setting chooses its bcast or
+    eager protocol: another algorithm might make the root wait for its readers)."""
+    return not any(name.startswith("MPIR_CVAR_") and ("BCAST" in name or "EAGER" in name)
+                   for name in os.environ)
+

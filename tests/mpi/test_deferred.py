@@ -1,0 +1,102 @@
+"""Mismatches where some rank does not wait for every rank's entry on the node's board
+(`collops.mpi.board`): a small bcast's root 0 enters MPI at once and checks its readers'
+entries at its next call, a barrier is its agreement. Under real ``mpiexec`` on 2 and 3 ranks
+(`scripts/deferred_mismatch.py`), at 8 B and 8 MiB: every rank raises within the job's
+timeout, a mismatch found late is raised by the root at its next call naming both calls, and
+every later call on the communicator is refused (`CommunicatorBroken`) on every rank, so MPI's
+broadcast left unmatched is never met."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("mpi4py")
+
+from tests.mpi.harness import MPIEXEC, by_rank, mpirun  # noqa: E402
+
+pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (pip install mpich)")
+
+SMALL, LARGE = 1, 1 << 20  # float64 items: 8 B and 8 MiB
+#: what each case's mismatched call is, in the words of the messages
+CALLS = {"kind": ("bcast", "allreduce"), "root": ("root=0", "root="),
+         "third": ("root=0", "root=1"), "barrier": ("barrier", "allreduce"),
+         "op": ("op=sum", "op=max")}
+
+
+def run(case: str, n: int, ranks: int, options: tuple[str, ...] = ()) -> dict[int, dict]:
+    proc = mpirun(ranks, "deferred_mismatch.py", case, str(n), timeout=120, options=options)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return by_rank(proc, ranks)
+
+
+def steps(report: dict) -> dict[str, tuple[str | None, str]]:
+    return {step: (error, message) for step, error, message in report["results"]}
+
+
+def names_both(message: str, case: str) -> bool:
+    mine, theirs = CALLS[case]
+    return mine in message and theirs in message
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("ranks", [2, 3])
+@pytest.mark.parametrize("case", ["kind", "root", "third"])
+def test_a_small_bcast_root_finds_the_mismatch_at_its_next_call_and_all_refuse(case, ranks):
+    got = run(case, SMALL, ranks)
+    if not got[0]["compiled"]:
+        pytest.skip("the compiled runner (where a small bcast's root defers) is not built")
+    root = steps(got[0])
+    # the root entered MPI without waiting: its call returned, as MPI's own does
+    assert root["bad"] == (None, ""), root
+    error, message = root["next"]
+    assert error == "CollectiveMismatch" and names_both(message, case), root
+    assert "found at call #" in message, message
+    assert root["after"][0] == "CommunicatorBroken", root
+    for rank in range(1, ranks):
+        seen = steps(got[rank])
+        if case == "third" and ranks == 3 and rank == 1:
+            # rank 1 makes root 0's call: it sees rank 2's, and refuses with everyone else
+            assert seen["bad"][0] == "CollectiveMismatch", seen
+        else:
+            assert seen["bad"][0] == "CollectiveMismatch" and names_both(
+                seen["bad"][1], case), seen
+        assert seen["next"][0] == "CommunicatorBroken", seen
+        assert seen["after"][0] == "CommunicatorBroken", seen
+        assert "refused" in seen["after"][1], seen
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("ranks", [2, 3])
+@pytest.mark.parametrize("case,n", [("kind", LARGE), ("root", LARGE), ("third", LARGE),
+                                    ("barrier", SMALL), ("barrier", LARGE), ("op", SMALL),
+                                    ("op", LARGE)])
+def test_a_mismatch_nobody_deferred_raises_at_the_call_and_the_communicator_lives(case, n,
+                                                                                 ranks):
+    # an 8 MiB bcast's root waits for its readers; a barrier waits for every entry
+    for rank, report in run(case, n, ranks).items():
+        seen = steps(report)
+        error, message = seen["bad"]
+        assert error == "CollectiveMismatch", (rank, seen)
+        assert f"rank {rank}: called" in message, message
+        if not (case == "third" and rank == 1 and ranks == 3):
+            assert names_both(message, case), (rank, message)
+        assert seen["next"] == (None, "") and seen["after"] == (None, ""), (rank, seen)
+
+
+@pytest.mark.timeout(150)
+def test_without_the_compiled_runner_nobody_defers():
+    got = run("kind", SMALL, 2, ("-genv", "COLLOPS_COMPILED", "0"))
+    for rank, report in got.items():
+        seen = steps(report)
+        assert seen["bad"][0] == "CollectiveMismatch" and names_both(seen["bad"][1], "kind")
+        assert seen["next"] == (None, "") and seen["after"] == (None, ""), (rank, seen)
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("n", [SMALL, LARGE])
+def test_a_reader_whose_out_has_another_dtype_raises_and_the_communicator_lives(n):
+    got = run("dtype", n, 2)
+    assert steps(got[0]) == {"bad": (None, ""), "next": (None, ""), "after": (None, "")}
+    error, message = steps(got[1])["bad"]
+    assert error == "ArgumentError" and "out=dtype('float32') on rank 1" in message, message
+    assert steps(got[1])["next"] == (None, "")
