@@ -32,6 +32,37 @@ MPI's barrier (`MpiTransport._sends` against the runner's mark). Every rank read
 flags once the call is agreed, so all make the same choice: MPI's barrier when any rank set
 its flag, else none. The flag is decided once per call: a rank that posts its entry again
 (the general route after the compiled one) keeps it, so no rank can read another value.
+
+**A small bcast's root does not wait.** Its readers wait for its data anyway, so they wait
+for every entry as before; but MPI's root returns as soon as its eager send is out, and
+waiting for the readers' entries made the root's call as slow as the slowest reader. So root 0
+of a bound bcast of at most `DEFER_MAX` bytes (the compiled route, untimed, nothing in
+flight) posts its entry flagged `DEFERRED`, enters MPI at once and notes the call as pending
+(`defer`); before it posts its next call on this board — or when the communicator is freed —
+it checks that every reader posted the same call (`settle`). Why that is safe:
+
+* MPICH's MPI_Bcast of a few hundred bytes returns at root 0 without any reader taking part
+  (measured: 2-4 ranks, before and after its shared-memory collectives take over). Not at
+  another root — MPICH then has the root hand its data to rank 0 and wait for it — nor once
+  the message is large, which is why only root 0 and small messages defer, and no setting
+  of MPICH's broadcast or eager protocol (``MPIR_CVAR_*BCAST*``, ``*EAGER*``) may be set.
+* A reader never enters MPI on a mismatch: it waits for every entry as before. So the one
+  thing a mismatch can leave behind is the root's broadcast, unmatched: an eager message in
+  the reader's unexpected queue (or the root's data in MPICH's shared-memory buffer) on that
+  MPI communicator. MPI keeps an unexpected message until a receive on its communicator
+  matches it, and the next broadcast from root 0 on that communicator would match it — the
+  stale data taken for the new call's, silently. So once a deferred call is found
+  mismatched, nobody may call on the communicator again: every rank that sees a mismatch
+  where some rank's entry is `DEFERRED` (the readers, at once) or `BROKEN` refuses every
+  later call (`break_off`, `refuse`: `CommunicatorBroken`), the root raises the mismatch it
+  finds late (`CollectiveMismatch` naming both calls) and posts its next call's entry as
+  `BROKEN`, so a reader that saw only the other readers' entries (and raised without
+  knowing of the deferral) refuses at that call instead of waiting for ever. A freed broken
+  communicator's MPI communicators are kept, not freed, so MPI cannot give their context to
+  a new communicator that would meet the stranded message.
+* The root runs at most one call ahead: its next call waits for the readers' entries of the
+  deferred one (they post every call before its data moves, so they are there unless a
+  reader is behind), which keeps the ring's invariant.
 """
 
 from __future__ import annotations
