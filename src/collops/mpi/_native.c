@@ -181,6 +181,22 @@ static int settled(Runner *r) {
     return 1;
 }
 
+static int settled_look(void *ctx) { return settled((Runner *)ctx); }
+
+/* Whether this rank's deferred call is checked, looking for `spin` seconds as `board_enter`
+ * does (no: a reader is behind, or a mismatch: Python waits or raises). */
+static int settle(Runner *r, double spin) {
+    if (settled(r))
+        return 1;
+    if (spin <= 0.0)
+        return 0;
+    int ok;
+    Py_BEGIN_ALLOW_THREADS
+    ok = shm_wait_until(settled_look, r, spin, 0.0);
+    Py_END_ALLOW_THREADS
+    return ok;
+}
+
 /* Post call `seq`'s entry (a barrier's with its flag: `sends` not at the mark) and look, for
  * `spin` seconds, whether every other rank of the node posted the same one (0: not yet, or a
  * mismatch, which Python tells apart). */
@@ -227,8 +243,9 @@ static int run_call(Runner *r, long long seq, PyObject *timeout, const char *sen
     int inline_ok = timeout == Py_None && PyList_GET_SIZE(r->active) == 0;
     int agreed = 0, spun = 0;
     if (r->words != NULL) {
-        /* refusing calls, or a deferred call not checked yet: Python waits (or raises) */
-        if (r->pending[2] || (r->pending[0] && !settled(r)))
+        /* refusing calls, or a deferred call not checked within the spin: Python waits (or
+         * raises) */
+        if (r->pending[2] || (r->pending[0] && !settle(r, inline_ok ? r->spin : 0.0)))
             inline_ok = 0;
         else
             r->pending[0] = 0;
