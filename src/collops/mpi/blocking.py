@@ -12,7 +12,10 @@ other, so the choice must not depend on anything that differs between ranks.
 * **Mismatches.** Before it enters MPI, a rank knows every rank makes the same call: on a
   communicator whose ranks share a node through the `Board` (shared memory), else through
   the `SpanningAgreement` of the transport's messages, which a peer's give-up interrupts
-  (``check=0`` skips both).
+  (``check=0`` skips both). Two exceptions on a board, both in `board`'s essay: a barrier
+  is its agreement (MPI's barrier only when a rank flags messages to flush), and a small
+  bcast's root 0 on the compiled route enters MPI at once and checks its readers' entries
+  at its next call (`defer`, `Board.settle`; a mismatch found so breaks the communicator).
 * **Time limits.** The agreement waits with the deadline itself (a timeout there gives the
   call up, so the late ranks are told). A call with a timeout runs MPI's blocking collective
   on a helper thread and waits for it with the deadline, so it raises `CollectiveTimeout` as
