@@ -25,7 +25,12 @@ CALLS = {"kind": ("bcast", "allreduce"), "third": ("root=0", "root=1"),
 
 
 def run(case: str, n: int, ranks: int, options: tuple[str, ...] = ()) -> dict[int, dict]:
-    proc = mpirun(ranks, "deferred_mismatch.py", case, str(n), timeout=120, options=options)
+    return run_script("deferred_mismatch.py", ranks, case, str(n), options=options)
+
+
+def run_script(script: str, ranks: int, *args: str, options: tuple[str, ...] = ()
+               ) -> dict[int, dict]:
+    proc = mpirun(ranks, script, *args, timeout=120, options=options)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return by_rank(proc, ranks)
 
@@ -104,3 +109,20 @@ def test_a_reader_whose_out_has_another_dtype_raises_and_the_communicator_lives(
     error, message = steps(got[1])["bad"]
     assert error == "ArgumentError" and "out=dtype('float32') on rank 1" in message, message
     assert steps(got[1])["next"] == (None, "")
+
+
+@pytest.mark.timeout(150)
+def test_a_board_barrier_synchronises_flushes_after_sends_and_free_raises_late():
+    # `scripts/board_barrier.py`: had one rank run MPI's barrier and the other not, the job
+    # would hang (the harness's timeout)
+    got = run_script("board_barrier.py", 2)
+    for report in got.values():
+        assert report["waited"] >= 0.25, report  # rank 1 came 0.3 s late
+        assert report["after"] == 2.0 and report["freed"], report
+    # no sends, no MPI barrier: the marks stay; rank 0's send is flushed by the next barrier
+    assert got[0]["sends"] == [0, 0, 1, 1] and got[0]["marks"] == [[0], [0], [1], [1]], got[0]
+    assert got[1]["sends"] == [0, 0, 0, 0] and got[1]["marks"] == [[0]] * 4, got[1]
+    error, message = got[0]["free"]
+    assert error == "CollectiveMismatch" and "found at freeing the communicator" in message
+    assert "bcast" in message and "allreduce" in message, message
+    assert got[1]["free"] == [None, ""], got[1]  # it raised at the call, and refuses since
