@@ -21,6 +21,7 @@ pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (pip install
 SMALL, LARGE = 1, 1 << 20  # float64 items: 8 B and 8 MiB
 #: what each case's mismatched call is, in the words of the messages
 CALLS = {"kind": ("bcast", "allreduce"), "third": ("root=0", "root=1"),
+         "reduce": ("reduce", "allreduce"),
          "barrier": ("barrier", "allreduce"), "op": ("op=sum", "op=max")}
 
 
@@ -48,20 +49,23 @@ def names_both(message: str, case: str) -> bool:
 
 
 @pytest.mark.timeout(150)
-@pytest.mark.parametrize("ranks", [2, 3])
-@pytest.mark.parametrize("case", ["kind", "root", "third"])
-def test_a_small_bcast_root_finds_the_mismatch_at_its_next_call_and_all_refuse(case, ranks):
+@pytest.mark.parametrize("case,ranks", [("kind", 2), ("kind", 3), ("root", 2), ("root", 3),
+                                        ("third", 2), ("third", 3), ("reduce", 2)])
+def test_a_call_that_did_not_wait_finds_the_mismatch_at_its_next_call_and_all_refuse(case,
+                                                                                    ranks):
+    # a small bcast's root 0 (a 2-rank reduce's rank 1) defers; the others wait
     got = run(case, SMALL, ranks)
     if not got[0]["compiled"]:
-        pytest.skip("the compiled runner (where a small bcast's root defers) is not built")
-    root = steps(got[0])
+        pytest.skip("the compiled runner (where a call may defer) is not built")
+    deferring = 1 if case == "reduce" else 0
+    root = steps(got[deferring])
     # the root entered MPI without waiting: its call returned, as MPI's own does
     assert root["bad"] == (None, ""), root
     error, message = root["next"]
     assert error == "CollectiveMismatch" and names_both(message, case), root
     assert "found at call #" in message, message
     assert root["after"][0] == "CommunicatorBroken", root
-    for rank in range(1, ranks):
+    for rank in (r for r in range(ranks) if r != deferring):
         seen = steps(got[rank])
         if case == "third" and ranks == 3 and rank == 1:
             # rank 1 makes root 0's call: it sees rank 2's, and refuses with everyone else
@@ -77,6 +81,7 @@ def test_a_small_bcast_root_finds_the_mismatch_at_its_next_call_and_all_refuse(c
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("ranks", [2, 3])
 @pytest.mark.parametrize("case,n", [("kind", LARGE), ("root", LARGE), ("third", LARGE),
+                                    ("reduce", LARGE),
                                     ("barrier", SMALL), ("barrier", LARGE), ("op", SMALL),
                                     ("op", LARGE)])
 def test_a_mismatch_nobody_deferred_raises_at_the_call_and_the_communicator_lives(case, n,
@@ -89,6 +94,15 @@ def test_a_mismatch_nobody_deferred_raises_at_the_call_and_the_communicator_live
         assert f"rank {rank}: called" in message, message
         if not (case == "third" and rank == 1 and ranks == 3):
             assert names_both(message, case), (rank, message)
+        assert seen["next"] == (None, "") and seen["after"] == (None, ""), (rank, seen)
+
+
+@pytest.mark.timeout(150)
+def test_a_small_reduce_on_three_ranks_does_not_defer():
+    # rank 1 of 3 may sit inside MPI's reduction tree: it waits, everyone raises at the call
+    for rank, report in run("reduce", SMALL, 3).items():
+        seen = steps(report)
+        assert seen["bad"][0] == "CollectiveMismatch" and names_both(seen["bad"][1], "reduce")
         assert seen["next"] == (None, "") and seen["after"] == (None, ""), (rank, seen)
 
 

@@ -210,7 +210,7 @@ static int board_enter(Runner *r, long long seq, double spin, long long sends) {
     __atomic_store_n(r->words + r->flags + r->mine / 2 + b.slot / 2, flag, __ATOMIC_RELEASE);
     __atomic_store_n(at, r->fingerprint, __ATOMIC_RELEASE);
     __atomic_store_n(at + 1, key, __ATOMIC_RELEASE);
-    if (r->defer) {  /* MPI's bcast returns at its root without the readers: checked later */
+    if (r->defer) {  /* MPI's call returns here without the others: checked later */
         r->pending[1] = r->fingerprint;
         r->pending[0] = key;
         return 1;
@@ -411,7 +411,7 @@ static PyObject *Runner_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
                 goto fail;
             r->mark_array = Py_NewRef(mark);
         }
-        r->defer = defer && kind == K_BCAST && is_root;
+        r->defer = defer && ((kind == K_BCAST && is_root) || (kind == K_REDUCE && !is_root));
     }
     r->mine = mine;
     r->fingerprint = fingerprint;

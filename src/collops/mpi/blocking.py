@@ -14,8 +14,9 @@ other, so the choice must not depend on anything that differs between ranks.
   the `SpanningAgreement` of the transport's messages, which a peer's give-up interrupts
   (``check=0`` skips both). Two exceptions on a board, both in `board`'s essay: a barrier
   is its agreement (MPI's barrier only when a rank flags messages to flush), and a small
-  bcast's root 0 on the compiled route enters MPI at once and checks its readers' entries
-  at its next call (`defer`, `Board.settle`; a mismatch found so breaks the communicator).
+  bcast's root 0 (a 2-rank reduce's non-root) on the compiled route enters MPI at once and
+  checks the others' entries at its next call (`defer`, `Board.settle`; a mismatch found
+  so breaks the communicator).
 * **Time limits.** The agreement waits with the deadline itself (a timeout there gives the
   call up, so the late ranks are told). A call with a timeout runs MPI's blocking collective
   on a helper thread and waits for it with the deadline, so it raises `CollectiveTimeout` as
@@ -45,6 +46,7 @@ import numpy as np
 from .. import config
 from ..algorithms.native import NativeCall
 from ..errors import CollectiveMismatch, CollectiveTimeout, PeerFailed, ScheduleError
+from ..ops import BUILTIN_OPS
 from ..transport.stall import report, watch_of
 from . import compiled
 from .abort import abort_job
@@ -153,11 +155,14 @@ class BlockingCall:
         #: the transport's sends (`MpiTransport._sends`) when this runner last ran MPI's
         #: barrier (a word the compiled runner shares)
         self.mark = np.zeros(1, np.int64)
-        #: a small bcast's root enters MPI without waiting for its readers' entries, checking
-        #: them at its next call (the compiled route only: `Board.settle`)
-        self.defer = self.board is not None and spec.collective == "bcast" and \
-            call.rank == spec.root == 0 and spec.count * spec.itemsize <= DEFER_MAX and \
-            flavour is MPI_NATIVE and may_defer()
+        #: a small bcast's root, or a small 2-rank reduce's non-root, enters MPI without
+        #: waiting for the others' entries, checking them at its next call (the compiled
+        #: route only: `Board.settle`)
+        self.defer = self.board is not None and flavour is MPI_NATIVE and \
+            spec.count * spec.itemsize <= DEFER_MAX and spec.root == 0 and may_defer() and (
+                (spec.collective == "bcast" and call.rank == 0)
+                or (spec.collective == "reduce" and spec.size == 2 and call.rank == 1
+                    and spec.op is not None and BUILTIN_OPS.get(spec.op.name) is spec.op))
         #: how often a call looks at the board again before the general wait (the spin stage)
         self.spins = int(transport._spin_seconds / SPIN_LOOK)
         #: the calls in flight (the progress engine's list, changed in place)

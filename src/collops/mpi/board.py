@@ -63,6 +63,11 @@ it checks that every reader posted the same call (`settle`). Why that is safe:
 * The root runs at most one call ahead: its next call waits for the readers' entries of the
   deferred one (they post every call before its data moves, so they are there unless a
   reader is behind), which keeps the ring's invariant.
+
+The same holds, sides swapped, for a reduce of at most `DEFER_MAX` bytes with a built-in
+operator on 2 ranks with root 0: rank 1 only sends (MPICH's MPI_Reduce returns there without
+the root, measured), the root waits for every entry, as it waits for the data anyway. Not on
+more ranks: a non-root inside MPI's reduction tree receives from its children.
 """
 
 from __future__ import annotations
@@ -82,12 +87,14 @@ RING = 256
 BLOCKING = 1
 #: bits of an entry's flag word: a barrier's rank sent messages since its last MPI barrier
 FLUSH = 1
-#: its rank entered MPI without waiting for the others' entries (a small bcast's root)
+#: its rank entered MPI without waiting for the others' entries (a small bcast's root, a
+#: small 2-rank reduce's non-root)
 DEFERRED = 2
 #: its rank refuses calls on this communicator (a mismatch a deferred call was part of)
 BROKEN = 4
-#: the bytes of a bcast whose root (rank 0) does not wait for its readers' entries: MPICH's
-#: MPI_Bcast of this size returns at root 0 without its readers (the bound envelope, 256)
+#: the bytes of a call that does not wait for the others' entries: MPICH's MPI_Bcast of
+#: this size returns at root 0 without its readers (the bound envelope, 256), its 2-rank
+#: MPI_Reduce at rank 1 without the root
 DEFER_MAX = 256
 
 
@@ -201,7 +208,7 @@ class Board:
         """``rank``'s flag word for ``key``'s slot (read it once its entry is seen)."""
         return int(self.words[self.flags + rank * RING + (key >> 1) % RING])
 
-    # -- deferred calls: a small bcast's root enters MPI without waiting (see `docs/mpi.md`) --
+    # -- deferred calls: they enter MPI without waiting for the others (see `docs/mpi.md`) --
     def defer(self, key: int, fingerprint: int) -> None:
         """Note that this rank entered MPI for ``key`` without waiting for the others."""
         self.pending[0], self.pending[1] = key, fingerprint
@@ -224,9 +231,9 @@ class Board:
                 return False  # being written, or not there yet
             if theirs != deferred or their_fp != fingerprint:
                 message = (mismatch_message(rank, fingerprint, deferred, other, their_fp, theirs,
-                                            "a bcast's root checks its readers' entries at "
-                                            "its next call")
-                           + f"; found at {at_call}, once MPI's broadcast had been sent")
+                                            "a call that did not wait checks the others' "
+                                            "entries at the next call")
+                           + f"; found at {at_call}, once MPI's call had sent its data")
                 self.break_off(message)
                 if key:
                     self.post(key, fp.GIVEN_UP, BROKEN)
@@ -247,8 +254,9 @@ class Board:
             return
         self.post(key, fp.GIVEN_UP, BROKEN)
         raise CommunicatorBroken(
-            f"rank {self.rank}: {what} refused: an earlier call's mismatch left MPI's "
-            f"broadcast unmatched on this communicator, which no call may meet ({self.broken})")
+            f"rank {self.rank}: {what} refused: an earlier call's mismatch left a message of "
+            f"MPI's collective unmatched on this communicator, which no call may meet "
+            f"({self.broken})")
 
     def mismatched(self, mismatch: tuple[int, int, int], rank: int, key: int,
                    fingerprint: int, what: str) -> None:

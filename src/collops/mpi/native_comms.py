@@ -92,8 +92,9 @@ class NativeComms:
         late = self._settle_board(tuple(group), context, timeout)
         board = self._boards.get((tuple(group), context))
         if board is not None and board.broken is not None:
-            # MPI's broadcast left unmatched on its MPI communicators: kept, never freed, so
-            # MPI cannot give their context to a new communicator that would meet it
+            # a message of MPI's collective left unmatched on its MPI communicators: kept,
+            # never freed, so MPI cannot give their context to a new communicator that would
+            # meet it
             self._pools.pop((tuple(group), context), None)
             if late is not None:
                 raise late

@@ -1,6 +1,7 @@
 """Mismatches involving ``mpi_native``'s calls that do not wait for every rank's entry on the
-node's board: a small bcast's root (it enters MPI at once and checks its readers' entries at
-its next call, `collops.mpi.board`) and a barrier (its agreement is the barrier).
+node's board: a small bcast's root and a small 2-rank reduce's non-root (they enter MPI at
+once and check the others' entries at their next call, `collops.mpi.board`) and a barrier
+(its agreement is the barrier).
 
 Every case first repeats the matched calls, so each rank's calls run bound (the compiled
 route, where the extension runs), then makes the mismatched call ``bad``, then two more calls
@@ -47,6 +48,10 @@ CASES = {
     # the readers' out arrays hold another dtype (float32): the root's envelope says float64
     "dtype": (lambda c, n: bcast(c, n, 0),
               lambda c, n: bcast(c, n, 0, np.float64 if c.rank == 0 else np.float32)),
+    # rank 1 reduces to root 0 (on 2 ranks it defers), rank 0 allreduces
+    "reduce": (lambda c, n: (c.reduce(np.ones(n), "sum", 0, out=np.empty(n) if c.rank == 0
+                                      else None), allreduce(c, n)),
+               lambda c, n: allreduce(c, n) if c.rank == 0 else c.reduce(np.ones(n), "sum", 0)),
     # a barrier against a reduction
     "barrier": (lambda c, n: (c.barrier(), allreduce(c, n)),
                 lambda c, n: c.barrier() if c.rank == 0 else allreduce(c, n)),
