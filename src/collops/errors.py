@@ -138,6 +138,11 @@ class CollectiveMismatch(CollopsError):
     theirs: int | None = None
 
 
+class CommunicatorBroken(CollectiveMismatch):
+    """A communicator refuses calls: an earlier mismatch left a message of MPI's collective
+    unmatched on it (`collops.mpi.board`)."""
+
+
 class CollectiveTimeout(CollopsError):
     """A collective did not complete within its timeout."""
 

@@ -14,6 +14,9 @@
  * against (the sizes of MPI_Comm and the values of MPI_COMM_WORLD, MPI_BYTE, MPI_DOUBLE,
  * MPI_SUM): an mpi4py running Open MPI or the MPI ABI then keeps the Python route.
  *
+ * A barrier on a board is its agreement: MPI's barrier runs only when a rank flagged its entry
+ * (it sent messages since its last MPI barrier: `board.Board`'s essay, `BlockingCall._flag`).
+ *
  * Python owns the state: the board, the MPI communicators, the counter and the watchdog's
  * word are Python's objects, whose memory and handles this module only reads and writes.
  */
@@ -61,6 +64,16 @@ typedef struct {
     /* the board (NULL: no board) */
     uint64_t *words;
     Py_ssize_t mine, rows[MAX_SLOTS];
+    /* a barrier's: where the board's flags start (-1: this runner posts none), its mark of
+     * the transport's sends at its last MPI barrier (`BlockingCall.mark`) */
+    Py_ssize_t flags;
+    int64_t *mark;
+    PyObject *mark_array, *sends_name;
+    /* the board's `pending` words: [deferred key (0: none), its fingerprint, refusing];
+     * `defer`: this runner (a small bcast's root) enters MPI without waiting */
+    uint64_t *pending;
+    PyObject *pending_array;
+    int defer;
     uint64_t fingerprint;
     double spin;
     int agree_first;  /* no board but an agreement across nodes: Python agrees */
@@ -132,15 +145,76 @@ static int all_posted(void *ctx) {
     return 1;
 }
 
-/* Post call `seq`'s entry and look, for `spin` seconds, whether every other rank of the node
- * posted the same one (0: not yet, or a mismatch, which Python tells apart). */
-static int board_enter(Runner *r, long long seq, double spin) {
+/* The transport's count of sends (`MpiTransport._sends`; -1: an error). */
+static long long sends_of(Runner *r) {
+    PyObject *v = PyObject_GetAttr(r->transport, r->sends_name);
+    if (v == NULL)
+        return -1;
+    long long n = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return n == -1 && PyErr_Occurred() ? -1 : n;
+}
+
+/* Whether any rank flagged agreed barrier entry `slot` (`Board.flagged`). */
+static int flagged(Runner *r, Py_ssize_t slot) {
+    uint64_t *at = r->words + r->flags + slot / 2;
+    if (__atomic_load_n(at + r->mine / 2, __ATOMIC_ACQUIRE))
+        return 1;
+    for (int i = 0; i < r->nrows; i++)
+        if (__atomic_load_n(at + r->rows[i] / 2, __ATOMIC_ACQUIRE))
+            return 1;
+    return 0;
+}
+
+/* Whether the others posted this rank's deferred call as it did (`Board.settle`; no: not
+ * yet, or a mismatch, which Python tells apart). */
+static int settled(Runner *r) {
+    uint64_t key = r->pending[0], fingerprint = r->pending[1];
+    Py_ssize_t slot = (Py_ssize_t)(((key >> 1) % RING) * 2);
+    for (int i = 0; i < r->nrows; i++) {
+        uint64_t *at = r->words + r->rows[i] + slot;
+        if (__atomic_load_n(at + 1, __ATOMIC_ACQUIRE) != key
+            || __atomic_load_n(at, __ATOMIC_ACQUIRE) != fingerprint
+            || __atomic_load_n(at + 1, __ATOMIC_ACQUIRE) != key)
+            return 0;
+    }
+    return 1;
+}
+
+static int settled_look(void *ctx) { return settled((Runner *)ctx); }
+
+/* Whether this rank's deferred call is checked, looking for `spin` seconds as `board_enter`
+ * does (no: a reader is behind, or a mismatch: Python waits or raises). */
+static int settle(Runner *r, double spin) {
+    if (settled(r))
+        return 1;
+    if (spin <= 0.0)
+        return 0;
+    int ok;
+    Py_BEGIN_ALLOW_THREADS
+    ok = shm_wait_until(settled_look, r, spin, 0.0);
+    Py_END_ALLOW_THREADS
+    return ok;
+}
+
+/* Post call `seq`'s entry (a barrier's with its flag: `sends` not at the mark) and look, for
+ * `spin` seconds, whether every other rank of the node posted the same one (0: not yet, or a
+ * mismatch, which Python tells apart). */
+static int board_enter(Runner *r, long long seq, double spin, long long sends) {
     uint64_t key = ((((uint64_t)seq * 4) + 1) << 1) | 1;  /* `call_key(seq, 0, True)` */
     BoardLook b = {r, (Py_ssize_t)(((key >> 1) % RING) * 2), key};
     uint64_t *at = r->words + r->mine + b.slot;
+    uint64_t flag = r->defer ? 2 /* board.DEFERRED */
+                  : r->kind == K_BARRIER ? (uint64_t)(sends != *r->mark) /* board.FLUSH */ : 0;
     __atomic_store_n(at + 1, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(r->words + r->flags + r->mine / 2 + b.slot / 2, flag, __ATOMIC_RELEASE);
     __atomic_store_n(at, r->fingerprint, __ATOMIC_RELEASE);
     __atomic_store_n(at + 1, key, __ATOMIC_RELEASE);
+    if (r->defer) {  /* MPI's call returns here without the others: checked later */
+        r->pending[1] = r->fingerprint;
+        r->pending[0] = key;
+        return 1;
+    }
     if (all_posted(&b))
         return 1;
     if (spin <= 0.0)
@@ -169,15 +243,29 @@ static int run_call(Runner *r, long long seq, PyObject *timeout, const char *sen
     int inline_ok = timeout == Py_None && PyList_GET_SIZE(r->active) == 0;
     int agreed = 0, spun = 0;
     if (r->words != NULL) {
+        /* refusing calls, or a deferred call not checked within the spin: Python waits (or
+         * raises) */
+        if (r->pending[2] || (r->pending[0] && !settle(r, inline_ok ? r->spin : 0.0)))
+            inline_ok = 0;
+        else
+            r->pending[0] = 0;
         if (inline_ok) {
             int quiet = empty_attr(r, r->background_name);
             if (quiet > 0)
                 quiet = empty_attr(r, r->pending_name);
             if (quiet < 0)
                 return -1;
+            long long sends = 0;
+            if (r->kind == K_BARRIER && (sends = sends_of(r)) < 0)
+                return -1;
             double spin = quiet ? r->spin : 0.0;
             spun = spin > 0.0;
-            agreed = board_enter(r, seq, spin);
+            agreed = board_enter(r, seq, spin, sends);
+            if (agreed && r->kind == K_BARRIER) {  /* the agreement was one */
+                if (!flagged(r, (Py_ssize_t)(((seq * 4 + 1) % RING) * 2)))
+                    return 0;
+                *r->mark = sends;  /* MPI's barrier flushes them */
+            }
         }
     } else
         agreed = !r->agree_first;
@@ -247,18 +335,21 @@ static PyObject *Runner_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     static char *names[] = {"kind", "comms", "count", "datatype", "op", "root", "is_root",
                             "board", "mine", "rows", "fingerprint", "spin", "agree_first",
                             "transport", "active", "watch", "watch_id", "finish", "fail",
-                            "ndarray", NULL};
+                            "ndarray", "flags", "mark", "pending", "defer", NULL};
     int kind, count, root, is_root, agree_first;
     long long watch_id;
     unsigned long long datatype, op, fingerprint;
-    Py_ssize_t mine;
+    Py_ssize_t mine, flags = -1;
     double spin;
     PyObject *comms, *board, *rows, *transport, *active, *watch, *finish, *fail, *ndarray;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iOiKKiiOnOKdpOO!OLOOO", names, &kind, &comms,
-                                     &count, &datatype, &op, &root, &is_root, &board, &mine,
-                                     &rows, &fingerprint, &spin, &agree_first, &transport,
-                                     &PyList_Type, &active, &watch, &watch_id, &finish, &fail,
-                                     &ndarray))
+    PyObject *mark = Py_None, *pending = Py_None;
+    int defer = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "iOiKKiiOnOKdpOO!OLOOO|nOOp", names, &kind,
+                                     &comms, &count, &datatype, &op, &root, &is_root, &board,
+                                     &mine, &rows, &fingerprint, &spin, &agree_first,
+                                     &transport, &PyList_Type, &active, &watch, &watch_id,
+                                     &finish, &fail, &ndarray, &flags, &mark, &pending,
+                                     &defer))
         return NULL;
     if (!loaded) {
         PyErr_SetString(PyExc_RuntimeError, "collops.mpi._native: load() first");
@@ -298,10 +389,29 @@ static PyObject *Runner_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
         for (int i = 0; i < r->nrows; i++)
             if (8 * (r->rows[i] + 2 * RING) > need)
                 need = 8 * (r->rows[i] + 2 * RING);
+        /* the flags: a row of RING per rank after the entries */
+        Py_ssize_t ranks = r->nrows + 1;
+        if (flags < 0 || pending == Py_None || (kind == K_BARRIER && mark == Py_None)) {
+            PyErr_SetString(PyExc_ValueError, "a board needs its flags, its pending words and "
+                            "(a barrier) its mark");
+            goto fail;
+        }
+        if (8 * (flags + ranks * RING) > need)
+            need = 8 * (flags + ranks * RING);
         r->words = (uint64_t *)buffer_of(board, need, "the board");
         if (r->words == NULL)
             goto fail;
         r->board_view = Py_NewRef(board);
+        r->flags = flags;
+        if ((r->pending = (uint64_t *)buffer_of(pending, 24, "the pending words")) == NULL)
+            goto fail;
+        r->pending_array = Py_NewRef(pending);
+        if (kind == K_BARRIER) {
+            if ((r->mark = (int64_t *)buffer_of(mark, 8, "the mark")) == NULL)
+                goto fail;
+            r->mark_array = Py_NewRef(mark);
+        }
+        r->defer = defer && ((kind == K_BCAST && is_root) || (kind == K_REDUCE && !is_root));
     }
     r->mine = mine;
     r->fingerprint = fingerprint;
@@ -311,7 +421,8 @@ static PyObject *Runner_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     r->active = Py_NewRef(active);
     r->background_name = PyUnicode_InternFromString("_background");
     r->pending_name = PyUnicode_InternFromString("_pending");
-    if (r->background_name == NULL || r->pending_name == NULL)
+    r->sends_name = PyUnicode_InternFromString("_sends");
+    if (r->background_name == NULL || r->pending_name == NULL || r->sends_name == NULL)
         goto fail;
     if (watch != Py_None) {
         r->watch = (int64_t *)buffer_of(watch, 16, "the watchdog's word");
@@ -335,6 +446,9 @@ static void Runner_dealloc(Runner *r) {
     Py_XDECREF(r->active);
     Py_XDECREF(r->background_name);
     Py_XDECREF(r->pending_name);
+    Py_XDECREF(r->sends_name);
+    Py_XDECREF(r->mark_array);
+    Py_XDECREF(r->pending_array);
     Py_XDECREF(r->watch_array);
     Py_XDECREF(r->finish);
     Py_XDECREF(r->fail);

@@ -23,7 +23,8 @@ class Runner:
                  rows: tuple[int, ...], fingerprint: int, spin: float, agree_first: bool,
                  transport: Any, active: list[Any], watch: np.ndarray | None, watch_id: int,
                  finish: Callable[..., bool], fail: Callable[[int, int], None],
-                 ndarray: type) -> None: ...
+                 ndarray: type, flags: int = -1, mark: np.ndarray | None = None,
+                 pending: np.ndarray | None = None, defer: bool = False) -> None: ...
     def bind_call(self, counter: Any, dtype: np.dtype, shape: tuple[int, ...],
                   out_shape: tuple[int, ...] | None, slow: Any, alloc: Callable[[], Any]
                   ) -> None: ...

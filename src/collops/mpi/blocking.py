@@ -12,7 +12,11 @@ other, so the choice must not depend on anything that differs between ranks.
 * **Mismatches.** Before it enters MPI, a rank knows every rank makes the same call: on a
   communicator whose ranks share a node through the `Board` (shared memory), else through
   the `SpanningAgreement` of the transport's messages, which a peer's give-up interrupts
-  (``check=0`` skips both).
+  (``check=0`` skips both). Two exceptions on a board, both in `board`'s essay: a barrier
+  is its agreement (MPI's barrier only when a rank flags messages to flush), and a small
+  bcast's root 0 (a 2-rank reduce's non-root) on the compiled route enters MPI at once and
+  checks the others' entries at its next call (`defer`, `Board.settle`; a mismatch found
+  so breaks the communicator).
 * **Time limits.** The agreement waits with the deadline itself (a timeout there gives the
   call up, so the late ranks are told). A call with a timeout runs MPI's blocking collective
   on a helper thread and waits for it with the deadline, so it raises `CollectiveTimeout` as
@@ -41,11 +45,12 @@ import numpy as np
 
 from .. import config
 from ..algorithms.native import NativeCall
-from ..errors import CollectiveTimeout, PeerFailed, ScheduleError
+from ..errors import CollectiveMismatch, CollectiveTimeout, PeerFailed, ScheduleError
+from ..ops import BUILTIN_OPS
 from ..transport.stall import report, watch_of
 from . import compiled
 from .abort import abort_job
-from .board import BLOCKING, Board, call_key, raise_mismatch
+from .board import BLOCKING, DEFER_MAX, Board, call_key, may_defer
 from .liveness import GUARD_INTERVAL
 from .native import (
     MPI_NATIVE,
@@ -144,6 +149,20 @@ class BlockingCall:
         self.fingerprint = call_fingerprint(spec, flavour.name)
         self.others = tuple(r for r in range(spec.size) if r != call.rank)
         self.rows = () if self.board is None else tuple(self.board.row(r) for r in self.others)
+        #: a blocking barrier on a board is its agreement, with MPI's barrier only when a
+        #: rank flags messages sent since its last one (`board.Board`'s essay)
+        self.barrier = spec.collective == "barrier" and self.board is not None
+        #: the transport's sends (`MpiTransport._sends`) when this runner last ran MPI's
+        #: barrier (a word the compiled runner shares)
+        self.mark = np.zeros(1, np.int64)
+        #: a small bcast's root, or a small 2-rank reduce's non-root, enters MPI without
+        #: waiting for the others' entries, checking them at its next call (the compiled
+        #: route only: `Board.settle`)
+        self.defer = self.board is not None and flavour is MPI_NATIVE and \
+            spec.count * spec.itemsize <= DEFER_MAX and spec.root == 0 and may_defer() and (
+                (spec.collective == "bcast" and call.rank == 0)
+                or (spec.collective == "reduce" and spec.size == 2 and call.rank == 1
+                    and spec.op is not None and BUILTIN_OPS.get(spec.op.name) is spec.op))
         #: how often a call looks at the board again before the general wait (the spin stage)
         self.spins = int(transport._spin_seconds / SPIN_LOOK)
         #: the calls in flight (the progress engine's list, changed in place)
@@ -174,12 +193,16 @@ class BlockingCall:
         board, agreed, spun = self.board, False, 0
         if board is not None:
             key = ((seq * 4 + phase + 1) << 1) | BLOCKING
-            if timeout is None and not self._active:
+            pending = board.pending
+            if timeout is None and not self._active and not (pending[0] or pending[2]):
                 spun = 0 if self.transport._background or self.transport._pending else \
                     self.spins
-                if board.enter(key, self.fingerprint, self.rows, spun):
+                if board.enter(key, self.fingerprint, self.rows, spun,
+                               self._flag() if self.barrier else 0):
                     # the common case, inline: every rank of the node posted this call
                     agreed = True
+                    if self.barrier and not self._flush(key):
+                        return  # the agreement was the barrier
         else:
             agreed = not self.agree_first  # nothing to agree on (check=0, a single rank)
         if not (agreed and timeout is None and not self._active) and \
@@ -200,6 +223,19 @@ class BlockingCall:
         except self._MPI.Exception as exc:
             raise mpi_error(self.rank, f"{self.what} call #{seq} "
                             f"({mpi_function(self.collective)})", exc) from exc
+
+    def _flag(self) -> int:
+        """A barrier's flag: whether this rank sent messages since its last MPI barrier."""
+        return int(self.transport._sends != self.mark[0])
+
+    def _flush(self, key: int) -> bool:
+        """Whether agreed barrier ``key`` runs MPI's barrier (some rank flagged its entry);
+        if so, the sends up to now count as flushed."""
+        assert self.board is not None
+        if not self.board.flagged(key):
+            return False
+        self.mark[0] = self.transport._sends
+        return True
 
     def finish(self, send: Any, recv: Any, seq: int, timeout: float | None, agreed: bool,
                spun: bool, phase: int = 0) -> bool:
@@ -228,9 +264,11 @@ class BlockingCall:
             self._finish_earlier(seq, deadline)
         self.current, self.limit = seq, timeout
         try:
+            key = call_key(seq, phase, True)
             if not agreed:
-                self._agree(mc, call_key(seq, phase, True), seq, phase, deadline, send, recv,
-                            spun)
+                self._agree(mc, key, seq, phase, deadline, send, recv, spun)
+            if self.barrier and not self._flush(key):
+                return True  # the agreement was the barrier
             if deadline is not None:
                 self._timed(mc, send, recv, deadline)
                 return True
@@ -251,10 +289,18 @@ class BlockingCall:
         """Return once every rank makes this call (raise `CollectiveMismatch` if not)."""
         board = self.board
         if board is not None:
-            board.post(key, self.fingerprint)
+            board.refuse(key, f"{self.what} call #{seq}")
+            if board.pending[0] and not board.settle(self.others, self.rank,
+                                                     f"call #{seq} ({self.what})", key):
+                self._wait(SettleWait(self, board, int(board.pending[0]), seq, deadline, key),
+                           spun)
+            # a flag is decided once: an entry the compiled route posted keeps its own
+            flag = board.flag_of(self.rank, key) if board.posted(key) else \
+                self._flag() if self.barrier else 0
+            board.post(key, self.fingerprint, flag)
             posted, mismatch = board.compare(key, self.fingerprint, self.others)
             if mismatch is not None:
-                raise_mismatch(mismatch, self.rank, key, self.fingerprint, self.checked)
+                board.mismatched(mismatch, self.rank, key, self.fingerprint, self.checked)
             if not posted:
                 wait = BoardWait(self, board, key, seq, deadline)
                 transport = self.transport
@@ -280,6 +326,18 @@ class BlockingCall:
             else:
                 agreement.wait(deadline, lambda: self.timeout_error(SPANNING),
                                lambda: note_stall(self, SPANNING, seq))
+
+    def _wait(self, wait: BoardWait, spun: bool) -> None:
+        """Wait for ``wait`` (its ranks' entries on the board), driving the calls in flight."""
+        transport = self.transport
+        transport._wakers.append(wait)
+        try:
+            if self.native.progress.active:
+                self.native.progress.wait(wait)
+            else:
+                self._await_alone(wait, spun)
+        finally:
+            transport._wakers.remove(wait)
 
     def _await_alone(self, wait: BoardWait, spun: bool = False) -> None:
         """Wait for the board with no other call in flight: poll, then yield the core, then
@@ -312,6 +370,8 @@ class BlockingCall:
             if self.transport._closed or self.dead_peer() is not None:
                 return
         if wait.board.compare(wait.key, self.fingerprint, self.others)[1] is None:
+            if self.barrier and not wait.board.flagged(wait.key):
+                return  # the agreement was the barrier
             try:
                 self.operation(mc, send, recv)
             except self._MPI.Exception:
@@ -515,14 +575,20 @@ class BoardWait:
         group = self.runner.native.group
         return [group[r] for r in self.board.not_posted(self.key, self.runner.others)]
 
+    def agreed(self) -> bool:
+        """Whether every rank posted this call (raises on a mismatch)."""
+        runner = self.runner
+        posted, mismatch = self.board.compare(self.key, runner.fingerprint, runner.others)
+        if mismatch is not None:
+            self.board.mismatched(mismatch, runner.rank, self.key, runner.fingerprint,
+                                  runner.checked)
+        return posted
+
     def poll(self) -> bool:
         """True once every rank posted this call; raises on a mismatch, a dead rank of this
         node, one that returned from its program without making it, or the deadline."""
         runner = self.runner
-        posted, mismatch = self.board.compare(self.key, runner.fingerprint, runner.others)
-        if mismatch is not None:
-            raise_mismatch(mismatch, runner.rank, self.key, runner.fingerprint, runner.checked)
-        if posted:
+        if self.agreed():
             self.left = 0
             return True
         now = time.monotonic()
@@ -539,6 +605,31 @@ class BoardWait:
         if self.deadline is not None and now > self.deadline:
             raise runner.timeout_error("for the other ranks to start it")
         return False
+
+
+class SettleWait(BoardWait):
+    """Waiting until the other ranks have posted the call this rank deferred (a small bcast
+    whose root did not wait: `Board.settle`), before it posts its next call."""
+
+    __slots__ = ("current",)
+
+    def __init__(self, runner: BlockingCall, board: Board, deferred: int, seq: int,
+                 deadline: float | None, current: int) -> None:
+        super().__init__(runner, board, deferred, seq, deadline)
+        #: the key of the call that waits (posted as broken on a mismatch)
+        self.current = current
+
+    def ready(self) -> bool:
+        """Whether the deferred call can be checked (or a mismatch raised)."""
+        try:
+            return self.agreed()
+        except CollectiveMismatch:
+            return True
+
+    def agreed(self) -> bool:
+        """Whether the deferred call is checked (raises on a mismatch)."""
+        return self.board.settle(self.runner.others, self.rank,
+                                 f"call #{self.seq} ({self.runner.what})", self.current)
 
 
 class SpanningWait:

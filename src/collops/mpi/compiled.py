@@ -91,4 +91,5 @@ def runner(blocking: Any) -> Any:
         fingerprint=blocking.fingerprint, spin=transport._spin_seconds,
         agree_first=blocking.agree_first, transport=transport, active=blocking._active,
         watch=watch, watch_id=watch_id, finish=blocking.finish, fail=blocking.failed,
-        ndarray=np.ndarray)
+        ndarray=np.ndarray, flags=-1 if board is None else board.flags, mark=blocking.mark,
+        pending=None if board is None else board.pending, defer=blocking.defer)

@@ -80,6 +80,7 @@ def tell(transport: Any, tag_base: int, error: BaseException, header: Struct,
         if board is not None and board_context == context and phase < 4:
             board.give_up(call_key(seq, phase, False))
     sent = marker(header, tag_base, transport.rank, error)
+    transport._sends += 1
     try:
         for peer in range(transport.size):
             if peer != transport.rank:

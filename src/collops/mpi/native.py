@@ -51,11 +51,11 @@ from ..algorithms.native import NativeAlgorithm, NativeCall
 from ..algorithms.registry import Algorithm, CostModel, Param, add_algorithm, algorithms
 from ..algorithms.selection import rank_independent
 from ..algorithms.spec import COLLECTIVES, CallSpec
-from ..errors import CollectiveTimeout, ScheduleError
+from ..errors import CollectiveMismatch, CollectiveTimeout, ScheduleError
 from ..ops import BUILTIN_OPS, Op
 from ..schedule import Schedule
 from ..transport.tags import CALL_BITS, CONTEXT_BITS, call_of_tag_base
-from .board import Board, call_key, raise_mismatch
+from .board import Board, call_key
 from .spanning import SpanningAgreement
 from .transport import COLLECTIVE_SLOTS, MpiTransport, mpi_error
 
@@ -393,19 +393,21 @@ class NativeExecution:
                 if self.waiting_for is not None:
                     return False
             if board is not None:
+                board.refuse(self.key, f"{self.what} call #{self.seq}")
+                if not self._settled():
+                    self._wake()
+                    return False  # this rank's deferred call is not checked yet
                 board.post(self.key, self.fingerprint)
                 self.posted = True
         if board is not None:
             others = (r for r in range(self.spec.size) if r != self.rank)
             posted, mismatch = board.compare(self.key, self.fingerprint, others)
             if mismatch is not None:
-                raise_mismatch(mismatch, self.rank, self.key, self.fingerprint,
-                               f"{self.what}, checked before "
-                               f"{mpi_function(self.spec.collective)}")
+                board.mismatched(mismatch, self.rank, self.key, self.fingerprint,
+                                 f"{self.what}, checked before "
+                                 f"{mpi_function(self.spec.collective)}")
             if not posted:
-                if not self.waking:
-                    self.transport._wakers.append(self)
-                    self.waking = True
+                self._wake()
                 return False
             self._unwake()
             self.request = self._post()
@@ -425,9 +427,28 @@ class NativeExecution:
         self._watch()
         return True
 
+    def _settled(self) -> bool:
+        """Whether this rank's deferred call (`Board.settle`) is checked (raises on a
+        mismatch)."""
+        assert self.board is not None
+        others = [r for r in range(self.spec.size) if r != self.rank]
+        return self.board.settle(others, self.rank, f"call #{self.seq} ({self.what})",
+                                 self.key)
+
+    def _wake(self) -> None:
+        """Be woken when the board changes (`ready`)."""
+        if not self.waking:
+            self.transport._wakers.append(self)
+            self.waking = True
+
     def ready(self) -> bool:
         """Whether the board shows the other ranks' entries for this call (or a mismatch)."""
         assert self.board is not None
+        if not self.posted:
+            try:
+                return self._settled()
+            except CollectiveMismatch:
+                return True
         others = (r for r in range(self.spec.size) if r != self.rank)
         posted, mismatch = self.board.compare(self.key, self.fingerprint, others)
         return posted or mismatch is not None

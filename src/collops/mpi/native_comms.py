@@ -7,10 +7,11 @@ used; on one node a fingerprint board beside it, across nodes an agreement chann
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import TransportError
+from ..errors import CollectiveMismatch, TransportError
 from .board import Board
 from .channel import Channel
 from .liveness import BlockingGuard
@@ -88,6 +89,16 @@ class NativeComms:
         collectives (every member frees the same pool: MPI_Comm_free is collective)."""
         from .p2p import free_link
         free_link(self, self._links, tuple(group), context)
+        late = self._settle_board(tuple(group), context, timeout)
+        board = self._boards.get((tuple(group), context))
+        if board is not None and board.broken is not None:
+            # a message of MPI's collective left unmatched on its MPI communicators: kept,
+            # never freed, so MPI cannot give their context to a new communicator that would
+            # meet it
+            self._pools.pop((tuple(group), context), None)
+            if late is not None:
+                raise late
+            return
         pool = self._pools.pop((tuple(group), context), None)
         channel = self._channels.pop((tuple(group), context), None)
         if channel is not None:
@@ -98,6 +109,25 @@ class NativeComms:
                 mc.Free()
             except self._MPI.Exception as exc:
                 raise mpi_error(self.rank, "freeing an MPI communicator", exc) from exc
+    def _settle_board(self, group: tuple[int, ...], context: int, timeout: float | None
+                      ) -> CollectiveMismatch | None:
+        """Check the call this rank deferred last on the board of ``group`` (`Board.settle`)
+        before its communicator goes, for up to ``timeout`` (10 s if None); the mismatch found
+        late, if any."""
+        board = self._boards.get((group, context))
+        if board is None or not board.pending[0]:
+            return None
+        others = [r for r in range(board.size) if r != board.rank]
+        end = time.monotonic() + (10.0 if timeout is None else timeout)
+        try:
+            while not board.settle(others, board.rank, "freeing the communicator"):
+                if time.monotonic() > end:
+                    return None  # a rank that never came: nothing to check against
+                time.sleep(1e-3)
+        except CollectiveMismatch as exc:
+            return exc
+        return None
+
     def hier_comms(self, mc: Any, node: int, leader: bool) -> tuple[Any, Any]:
         """The MPI communicators of ``hier``'s phases under ``mc`` (one of `collective_comm`'s):
         this rank's node's, and the node leaders' (None off the leaders). Made by

@@ -124,6 +124,7 @@ class Link:
               sync: bool) -> Any:
         """Start sending a message (its header, then its payload); its MPI request."""
         n = payload.nbytes
+        self.transport._sends += 1
         try:
             if HEADER_BYTES + n <= COPY_MAX:
                 packet = bytearray(header)
@@ -144,6 +145,7 @@ class Link:
         """Send a small message (header and payload at most `COPY_MAX` bytes) as one MPI
         message: None once it completed at once, else its MPI request in flight."""
         packet = header + payload
+        self.transport._sends += 1
         try:
             request = self.mc.Isend(packet, dest, tag)
             if request.Test():

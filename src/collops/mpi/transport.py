@@ -122,6 +122,9 @@ class MpiTransport(NativeComms, Transport):
         self._pending: list[tuple[Any, Handle]] = []
         #: MPI requests nobody waits for (packed sends, drained payloads) and their buffers
         self._background: list[tuple[Any, object]] = []
+        #: point-to-point sends this rank started over MPI (a blocking barrier runs MPI's own
+        #: barrier, to flush them, when any rank sent some since its last one: `board.Board`)
+        self._sends = 0
         #: requests of MPI collectives in flight, whose completion wakes `wait_for_activity`,
         #: with the ranks (of ``comm``) taking part
         self._watched: list[tuple[Any, tuple[int, ...]]] = []
@@ -219,6 +222,7 @@ class MpiTransport(NativeComms, Transport):
         """Send ``data``: packed with its header when small (done at once), else in two."""
         n = data.nbytes
         h = Handle(peer, tag, n)
+        self._sends += 1
         try:
             if n <= EAGER_LIMIT:
                 packet = bytearray(HEADER_BYTES + n)

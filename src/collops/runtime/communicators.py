@@ -274,14 +274,16 @@ class Communicators(FastPaths):
                                 "freed", self.rank)
         for request in list(self._pending):
             request.settle()
-        self.transport.release_comm(self.context, tuple(self._group),
-                                    self._timeout(None, "free"))
-        self._contexts.release(self.context, int(self._call_number[0]))
-        self._bound_calls.clear()
-        self._cache.clear()
-        self._pending.clear()
-        self.freed = True
-        self.__class__ = _freed_class(type(self))
+        try:  # a mismatch the transport finds late is raised once the communicator is freed
+            self.transport.release_comm(self.context, tuple(self._group),
+                                        self._timeout(None, "free"))
+        finally:
+            self._contexts.release(self.context, int(self._call_number[0]))
+            self._bound_calls.clear()
+            self._cache.clear()
+            self._pending.clear()
+            self.freed = True
+            self.__class__ = _freed_class(type(self))
 
     def __enter__(self) -> Self:
         """``with comm.dup() as c:`` — ``c`` is freed at the end of the block."""
