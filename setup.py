@@ -45,7 +45,9 @@ def mpi_extensions():
               "COLLOPS_MPI_INCLUDE); mpi_native's blocking calls go through mpi4py",
               file=sys.stderr, flush=True)
         return []
-    return [Extension("collops.mpi._native", ["src/collops/mpi/_native.c"], depends=SHARED,
+    return [Extension("collops.mpi._native", ["src/collops/mpi/_native.c",
+                                                "src/collops/mpi/_native_board.c"],
+                      depends=[*SHARED, "src/collops/mpi/_native.h"],
                       include_dirs=[where], libraries=["dl"], optional=True,
                       extra_compile_args=["-O2", "-std=gnu11"])]
 

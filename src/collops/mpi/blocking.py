@@ -45,9 +45,8 @@ import numpy as np
 
 from .. import config
 from ..algorithms.native import NativeCall
-from ..errors import CollectiveMismatch, CollectiveTimeout, PeerFailed, ScheduleError
+from ..errors import CollectiveTimeout, PeerFailed, ScheduleError
 from ..ops import BUILTIN_OPS
-from ..transport.stall import report, watch_of
 from . import compiled
 from .abort import abort_job
 from .board import BLOCKING, DEFER_MAX, Board, call_key, may_defer
@@ -62,11 +61,8 @@ from .native import (
 )
 from .spanning import SpanningAgreement
 from .transport import COLLECTIVE_SLOTS, MAX_SLEEP, MpiTransport, mpi_error
+from .waits import SPANNING, BoardWait, SettleWait, SlotWait, SpanningWait, note_stall
 
-#: where a call waits while it agrees with the ranks of other nodes (errors, stall reports)
-SPANNING = "agreeing on the call with the ranks of other nodes"
-#: the algorithm stall reports name for this module's waits (`runtime.stall` reads it)
-NAME = MPI_NATIVE.name
 #: about the seconds one look at the board takes (`Board.enter`'s spins)
 SPIN_LOOK = 1.5e-7
 
@@ -537,145 +533,3 @@ def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None,
     scatter's envelopes and data."""
     runner = BlockingCall(call, flavour)
     return runner if call.spec.collective in ("scatter", "scatterv") else runner.__call__
-
-
-def note_stall(runner: BlockingCall, where: str, seq: int | None = None) -> None:
-    """A stall report (`COLLOPS_STALL_REPORT`) once ``runner``'s call has waited too long."""
-    threshold = config.settings.stall_report
-    if threshold is None:
-        return
-    watch_of(runner.transport).waiting(
-        (runner.native.context, seq, runner.what), threshold,
-        lambda waited: report(runner.rank, runner.what, seq, where, waited, None, threshold))
-
-
-class BoardWait:
-    """Waiting until the other ranks have posted a blocking call on the board, as an
-    execution the progress engine drives (with the calls in flight) until it is `ready`."""
-
-    __slots__ = ("runner", "board", "key", "seq", "context", "spec", "rank", "call", "left",
-                 "deadline", "next_check")
-
-    def __init__(self, runner: BlockingCall, board: Board, key: int, seq: int,
-                 deadline: float | None) -> None:
-        self.runner, self.board, self.key, self.seq = runner, board, key, seq
-        self.context, self.spec, self.rank = runner.native.context, runner.spec, runner.rank
-        self.call = runner.native  # its group, for stall reports
-        self.left, self.deadline = 1, deadline
-        self.next_check = time.monotonic() + runner.transport._check_every
-
-    def ready(self) -> bool:
-        """Whether the others have posted this call, or another one (a mismatch)."""
-        posted, mismatch = self.board.compare(self.key, self.runner.fingerprint,
-                                              self.runner.others)
-        return posted or mismatch is not None
-
-    def not_posted(self) -> list[int]:
-        """The world ranks whose entries for this call the board does not show yet."""
-        group = self.runner.native.group
-        return [group[r] for r in self.board.not_posted(self.key, self.runner.others)]
-
-    def agreed(self) -> bool:
-        """Whether every rank posted this call (raises on a mismatch)."""
-        runner = self.runner
-        posted, mismatch = self.board.compare(self.key, runner.fingerprint, runner.others)
-        if mismatch is not None:
-            self.board.mismatched(mismatch, runner.rank, self.key, runner.fingerprint,
-                                  runner.checked)
-        return posted
-
-    def poll(self) -> bool:
-        """True once every rank posted this call; raises on a mismatch, a dead rank of this
-        node, one that returned from its program without making it, or the deadline."""
-        runner = self.runner
-        if self.agreed():
-            self.left = 0
-            return True
-        now = time.monotonic()
-        if now >= self.next_check:
-            self.next_check = now + runner.transport._check_every
-            dead = runner.dead_peer()
-            if dead is not None:
-                raise runner.transport.noted(PeerFailed(
-                    dead, f"its process (pid {runner.transport._peers.pids[dead]}) is gone "
-                    f"while rank {runner.rank} waited for it to start {runner.what}"))
-            done = runner.transport._peers.first_finished(self.not_posted())
-            if done is not None:
-                raise runner.transport.finished_error(done, f"for it to start {runner.what}")
-        if self.deadline is not None and now > self.deadline:
-            raise runner.timeout_error("for the other ranks to start it")
-        return False
-
-
-class SettleWait(BoardWait):
-    """Waiting until the other ranks have posted the call this rank deferred (a small bcast
-    whose root did not wait: `Board.settle`), before it posts its next call."""
-
-    __slots__ = ("current",)
-
-    def __init__(self, runner: BlockingCall, board: Board, deferred: int, seq: int,
-                 deadline: float | None, current: int) -> None:
-        super().__init__(runner, board, deferred, seq, deadline)
-        #: the key of the call that waits (posted as broken on a mismatch)
-        self.current = current
-
-    def ready(self) -> bool:
-        """Whether the deferred call can be checked (or a mismatch raised)."""
-        try:
-            return self.agreed()
-        except CollectiveMismatch:
-            return True
-
-    def agreed(self) -> bool:
-        """Whether the deferred call is checked (raises on a mismatch)."""
-        return self.board.settle(self.runner.others, self.rank,
-                                 f"call #{self.seq} ({self.runner.what})", self.current)
-
-
-class SpanningWait:
-    """Waiting for a blocking call's agreement with the ranks of other nodes
-    (`SpanningAgreement`), as an execution the progress engine drives with the calls in
-    flight."""
-
-    __slots__ = ("runner", "agreement", "seq", "context", "spec", "rank", "call", "left",
-                 "deadline")
-
-    def __init__(self, runner: BlockingCall, agreement: SpanningAgreement, seq: int,
-                 deadline: float | None) -> None:
-        self.runner, self.agreement, self.seq, self.deadline = runner, agreement, seq, deadline
-        self.context, self.spec, self.rank = runner.native.context, runner.spec, runner.rank
-        self.call = runner.native  # its group, for stall reports
-        self.left = 1
-
-    def poll(self) -> bool:
-        """True once the ranks agree; raises on a mismatch, a call given up, the deadline."""
-        if self.agreement.poll():
-            self.left = 0
-            return True
-        if self.deadline is not None and time.monotonic() > self.deadline:
-            error = self.runner.timeout_error(SPANNING)
-            self.agreement.give_up(error)
-            raise error
-        return False
-
-
-class SlotWait:
-    """Waiting until no earlier call in flight shares a blocking call's MPI communicator, as
-    an execution the progress engine drives (with those calls) until it completes."""
-
-    __slots__ = ("runner", "seq", "context", "spec", "rank", "call", "left", "deadline")
-
-    def __init__(self, runner: BlockingCall, seq: int, deadline: float | None) -> None:
-        self.runner, self.seq, self.deadline, self.left = runner, seq, deadline, 1
-        self.context, self.spec, self.rank = runner.native.context, runner.spec, runner.rank
-        self.call = runner.native  # its group, for stall reports
-
-    def poll(self) -> bool:
-        """True once no earlier call holds the MPI communicator; raises past the deadline."""
-        if earlier_execution(self.runner.native, self.seq, self) is None:
-            self.left = 0
-            return True
-        if self.deadline is not None and time.monotonic() > self.deadline:
-            raise self.runner.timeout_error("for an earlier call on this communicator, which "
-                                            "shares its MPI communicator, to finish")
-        return False

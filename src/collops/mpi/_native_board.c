@@ -1,0 +1,207 @@
+/* collops.mpi._native: one whole call — the node's fingerprint board, then MPI's blocking
+ * collective (the essay is at the top of _native.c). */
+#include "_native.h"
+
+/* ---- one MPI collective ----------------------------------------------------------------- */
+static int run_mpi(Runner *r, MPI_Comm c, const char *send, char *recv) {
+    switch (r->kind) {
+    case K_BARRIER:
+        return mpi_barrier(c);
+    case K_BCAST:
+        return mpi_bcast(recv, r->count, MPI_BYTE, r->root, c);
+    case K_ALLREDUCE:
+        return mpi_allreduce(send, recv, r->count, r->datatype, r->op, c);
+    case K_REDUCE:
+        return mpi_reduce(send, r->is_root ? recv : NULL, r->count, r->datatype, r->op,
+                          r->root, c);
+    case K_ALLGATHER:
+        return mpi_allgather(send, r->count, MPI_BYTE, recv, r->count, MPI_BYTE, c);
+    case K_ALLTOALL:
+        return mpi_alltoall(send, r->count, MPI_BYTE, recv, r->count, MPI_BYTE, c);
+    case K_GATHER:
+        return mpi_gather(send, r->count, MPI_BYTE, r->is_root ? recv : NULL, r->count,
+                          MPI_BYTE, r->root, c);
+    case K_SCAN:
+        return mpi_scan(send, recv, r->count, r->datatype, r->op, c);
+    case K_EXSCAN:
+        return mpi_exscan(send, recv, r->count, r->datatype, r->op, c);
+    case K_REDUCE_SCATTER_BLOCK:
+        return mpi_reduce_scatter_block(send, recv, r->count, r->datatype, r->op, c);
+    }
+    return MPI_ERR_OTHER;
+}
+
+/* ---- the board (`board.Board.enter`) ------------------------------------------------------ */
+typedef struct {
+    Runner *r;
+    Py_ssize_t slot;
+    uint64_t key;
+} BoardLook;
+
+static int all_posted(void *ctx) {
+    BoardLook *b = ctx;
+    Runner *r = b->r;
+    for (int i = 0; i < r->nrows; i++) {
+        uint64_t *at = r->words + r->rows[i] + b->slot;
+        if (__atomic_load_n(at + 1, __ATOMIC_ACQUIRE) != b->key
+            || __atomic_load_n(at, __ATOMIC_ACQUIRE) != r->fingerprint
+            || __atomic_load_n(at + 1, __ATOMIC_ACQUIRE) != b->key)
+            return 0;
+    }
+    return 1;
+}
+
+/* The transport's count of sends (`MpiTransport._sends`; -1: an error). */
+static long long sends_of(Runner *r) {
+    PyObject *v = PyObject_GetAttr(r->transport, r->sends_name);
+    if (v == NULL)
+        return -1;
+    long long n = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return n == -1 && PyErr_Occurred() ? -1 : n;
+}
+
+/* Whether any rank flagged agreed barrier entry `slot` (`Board.flagged`). */
+static int flagged(Runner *r, Py_ssize_t slot) {
+    uint64_t *at = r->words + r->flags + slot / 2;
+    if (__atomic_load_n(at + r->mine / 2, __ATOMIC_ACQUIRE))
+        return 1;
+    for (int i = 0; i < r->nrows; i++)
+        if (__atomic_load_n(at + r->rows[i] / 2, __ATOMIC_ACQUIRE))
+            return 1;
+    return 0;
+}
+
+/* Whether the others posted this rank's deferred call as it did (`Board.settle`; no: not
+ * yet, or a mismatch, which Python tells apart). */
+static int settled(Runner *r) {
+    uint64_t key = r->pending[0], fingerprint = r->pending[1];
+    Py_ssize_t slot = (Py_ssize_t)(((key >> 1) % RING) * 2);
+    for (int i = 0; i < r->nrows; i++) {
+        uint64_t *at = r->words + r->rows[i] + slot;
+        if (__atomic_load_n(at + 1, __ATOMIC_ACQUIRE) != key
+            || __atomic_load_n(at, __ATOMIC_ACQUIRE) != fingerprint
+            || __atomic_load_n(at + 1, __ATOMIC_ACQUIRE) != key)
+            return 0;
+    }
+    return 1;
+}
+
+static int settled_look(void *ctx) { return settled((Runner *)ctx); }
+
+/* Whether this rank's deferred call is checked, looking for `spin` seconds as `board_enter`
+ * does (no: a reader is behind, or a mismatch: Python waits or raises). */
+static int settle(Runner *r, double spin) {
+    if (settled(r))
+        return 1;
+    if (spin <= 0.0)
+        return 0;
+    int ok;
+    Py_BEGIN_ALLOW_THREADS
+    ok = shm_wait_until(settled_look, r, spin, 0.0);
+    Py_END_ALLOW_THREADS
+    return ok;
+}
+
+/* Post call `seq`'s entry (a barrier's with its flag: `sends` not at the mark) and look, for
+ * `spin` seconds, whether every other rank of the node posted the same one (0: not yet, or a
+ * mismatch, which Python tells apart). */
+static int board_enter(Runner *r, long long seq, double spin, long long sends) {
+    uint64_t key = ((((uint64_t)seq * 4) + 1) << 1) | 1;  /* `call_key(seq, 0, True)` */
+    BoardLook b = {r, (Py_ssize_t)(((key >> 1) % RING) * 2), key};
+    uint64_t *at = r->words + r->mine + b.slot;
+    uint64_t flag = r->defer ? 2 /* board.DEFERRED */
+                  : r->kind == K_BARRIER ? (uint64_t)(sends != *r->mark) /* board.FLUSH */ : 0;
+    __atomic_store_n(at + 1, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(r->words + r->flags + r->mine / 2 + b.slot / 2, flag, __ATOMIC_RELEASE);
+    __atomic_store_n(at, r->fingerprint, __ATOMIC_RELEASE);
+    __atomic_store_n(at + 1, key, __ATOMIC_RELEASE);
+    if (r->defer) {  /* MPI's call returns here without the others: checked later */
+        r->pending[1] = r->fingerprint;
+        r->pending[0] = key;
+        return 1;
+    }
+    if (all_posted(&b))
+        return 1;
+    if (spin <= 0.0)
+        return 0;
+    int agreed;
+    Py_BEGIN_ALLOW_THREADS
+    agreed = shm_wait_until(all_posted, &b, spin, 0.0);
+    Py_END_ALLOW_THREADS
+    return agreed;
+}
+
+/* Whether Python's attribute `name` of the transport is empty (-1: an error). */
+static int empty_attr(Runner *r, PyObject *name) {
+    PyObject *v = PyObject_GetAttr(r->transport, name);
+    if (v == NULL)
+        return -1;
+    int busy = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return busy < 0 ? -1 : !busy;
+}
+
+/* Run call `seq` on `send`/`recv` (the route of `BlockingCall.run`): 0, or -1 with an
+ * exception set. */
+NATIVE_INTERNAL int run_call(Runner *r, long long seq, PyObject *timeout, const char *send,
+                             char *recv, PyObject *send_obj, PyObject *recv_obj) {
+    int inline_ok = timeout == Py_None && PyList_GET_SIZE(r->active) == 0;
+    int agreed = 0, spun = 0;
+    if (r->words != NULL) {
+        /* refusing calls, or a deferred call not checked within the spin: Python waits (or
+         * raises) */
+        if (r->pending[2] || (r->pending[0] && !settle(r, inline_ok ? r->spin : 0.0)))
+            inline_ok = 0;
+        else
+            r->pending[0] = 0;
+        if (inline_ok) {
+            int quiet = empty_attr(r, r->background_name);
+            if (quiet > 0)
+                quiet = empty_attr(r, r->pending_name);
+            if (quiet < 0)
+                return -1;
+            long long sends = 0;
+            if (r->kind == K_BARRIER && (sends = sends_of(r)) < 0)
+                return -1;
+            double spin = quiet ? r->spin : 0.0;
+            spun = spin > 0.0;
+            agreed = board_enter(r, seq, spin, sends);
+            if (agreed && r->kind == K_BARRIER) {  /* the agreement was one */
+                if (!flagged(r, (Py_ssize_t)(((seq * 4 + 1) % RING) * 2)))
+                    return 0;
+                *r->mark = sends;  /* MPI's barrier flushes them */
+            }
+        }
+    } else
+        agreed = !r->agree_first;
+    if (!(agreed && inline_ok)) {
+        PyObject *got = PyObject_CallFunction(r->finish, "OOLOii", send_obj, recv_obj, seq,
+                                              timeout, agreed, spun);
+        if (got == NULL)
+            return -1;
+        int ran = PyObject_IsTrue(got);
+        Py_DECREF(got);
+        if (ran != 0)  /* Python ran the call (or failed) */
+            return ran < 0 ? -1 : 0;
+    }
+    MPI_Comm c = r->comms[seq % r->nslots];
+    int err;
+    if (r->watch != NULL) {  /* [number, call]: the watchdog's word (`Watchdog._inside`) */
+        __atomic_store_n(r->watch + 1, seq, __ATOMIC_RELEASE);
+        __atomic_store_n(r->watch, r->watch_id, __ATOMIC_RELEASE);
+    }
+    Py_BEGIN_ALLOW_THREADS
+    err = run_mpi(r, c, send, recv);
+    Py_END_ALLOW_THREADS
+    if (r->watch != NULL)
+        __atomic_store_n(r->watch, 0, __ATOMIC_RELEASE);
+    if (err != MPI_SUCCESS) {
+        PyObject *got = PyObject_CallFunction(r->fail, "Li", seq, err);
+        Py_XDECREF(got);
+        if (got != NULL)
+            PyErr_SetString(PyExc_RuntimeError, "collops: an MPI error was not raised");
+        return -1;
+    }
+    return 0;
+}
