@@ -579,11 +579,19 @@ static PyObject *Plan_ready(Plan *p, PyObject *const *args, Py_ssize_t nargs) {
     return PyBool_FromLong(ready);
 }
 
+/* wake(): a full fence, then wake the peers asleep (after a store they may wait for). */
+static PyObject *Plan_wake(Plan *p, PyObject *Py_UNUSED(ignored)) {
+    wake_sleepers(p);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef Plan_methods[] = {
     {"advance", (PyCFunction)(void (*)(void))Plan_advance, METH_FASTCALL,
      "advance(state, send, recv, word, fp, may_write, spin) -> DONE, STUCK, FOREIGN or FAILED."},
     {"ready", (PyCFunction)(void (*)(void))Plan_ready, METH_FASTCALL,
      "ready(state, send, recv, word, fp, may_write) -> whether advance can move now."},
+    {"wake", (PyCFunction)Plan_wake, METH_NOARGS,
+     "wake(): a full fence, then wake the peers asleep (after a store they may wait for)."},
     {NULL, NULL, 0, NULL}};
 
 /* own_source: where an allgather's own block is published from unless aliased (IN_SEND or

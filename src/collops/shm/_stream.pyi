@@ -35,3 +35,5 @@ class Plan:
     def ready(self, state: Any, send: int, recv: int, word: int, fingerprint: int,
               may_write: bool, /) -> bool:
         """Whether `advance` can move now."""
+    def wake(self) -> None:
+        """A full fence, then wake the peers asleep (after a store they may wait for)."""

@@ -39,11 +39,12 @@ error message.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..algorithms.fingerprint import mismatch
 from ..errors import CollectiveMismatch
-from .direct_area import DirectArea, call_number, held_word
+from .direct_area import DirectArea, held_word
 from .segment import ROLL_SLOTS
 
 if TYPE_CHECKING:
@@ -105,10 +106,13 @@ class RollCall:
     for the call (its root's; at the root, every other member's) are the same."""
 
     __slots__ = ("direct", "book", "words", "k", "slot", "fingerprint", "word", "shape",
-                 "written", "left")
+                 "written", "left", "wake")
 
     def __init__(self, direct: DirectArea, area: StreamArea, seq: int, phase: int,
-                 fingerprint: int, root: int) -> None:
+                 word: int, fingerprint: int, root: int, wake: Callable[[], None]) -> None:
+        """``word``: the call's `held_word` for phase ``phase`` of call ``seq`` (its stream
+        plan's, which holds ``fingerprint``); ``wake``: its plan's, which fences, then wakes
+        the peers asleep."""
         self.direct = direct
         book = direct.roll_book
         if book is None:
@@ -119,10 +123,11 @@ class RollCall:
             shape = book.shapes[root] = RollShape(direct, area, root)
         self.shape = shape
         self.words = direct.words
-        self.k = k = call_number(seq, phase)
+        self.k = word >> 24
         self.slot = (2 * seq + phase) % ROLL_SLOTS
         self.fingerprint = fingerprint
-        self.word = held_word(k, fingerprint)
+        self.word = word
+        self.wake = wake
         self.written = False
         self.left = 1
         # the word wakes the peers asleep: a root's, the non-roots that wait for it before
@@ -140,8 +145,12 @@ class RollCall:
         if not last:
             return True
         words, shape = self.words, self.shape
-        return words[shape.my_done + slot] >= last and all(
-            words[d + slot] >= last for d in shape.dones)
+        if words[shape.my_done + slot] < last:
+            return False
+        for d in shape.dones:  # a loop, not all(): this runs on every call
+            if words[d + slot] < last:
+                return False
+        return True
 
     def store(self) -> bool:
         """Store this rank's word once its slot is free, waking the peers asleep (they may
@@ -152,7 +161,7 @@ class RollCall:
             words[shape.my_held + slot] = self.word
             self.book.last[slot] = self.k
             self.written = True
-            self.direct.transport.wake_sleepers(self.direct.group)
+            self.wake()
         return self.written
 
     def ready(self) -> bool:
@@ -185,7 +194,7 @@ class RollCall:
         call is then done with here)."""
         if not self.left:
             return True
-        if not self.store():
+        if not self.written and not self.store():
             return False
         words, word, slot = self.words, self.word, self.slot
         for _, w in self.shape.heard:

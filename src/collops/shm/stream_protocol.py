@@ -84,6 +84,10 @@ class PyPlan:
         aliased (IN_SEND or IN_RECV: ``own_from``)."""
         return self.own_from
 
+    def wake(self) -> None:
+        """A full fence, then wake the peers asleep (after a store they may wait for)."""
+        self.transport.wake_sleepers(self.group)
+
     def _slot_free(self, c: int, state: np.ndarray) -> bool:
         if c < self.nchunks:
             return True
