@@ -23,7 +23,8 @@ class Plan:
                  writes: Any, drained_of_me: Any, writers: Any,
                  self_copy: tuple[int, int, int], sleeper_words: Sequence[int],
                  sleeper_ranks: Sequence[int], wake: Callable[[int], None],
-                 streaming: bool = False, own_from: int = 1) -> None: ...
+                 streaming: bool = False, own_from: int = 1,
+                 roll_words: Sequence[int] = (), roll_slots: int = 0) -> None: ...
     @property
     def own_source(self) -> int:
         """Where an allgather's own block is published from unless that copy would be

@@ -39,19 +39,35 @@ error message.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..algorithms.fingerprint import mismatch
 from ..errors import CollectiveMismatch
 from .direct_area import DirectArea, held_word
+from .direct_vector import regular
 from .segment import ROLL_SLOTS
 
 if TYPE_CHECKING:
+    from ..algorithms.spec import CallSpec
     from .stream_area import StreamArea
 
 #: the collectives with a root
 ROOTED = frozenset({"bcast", "scatter", "gather", "reduce"})
+
+
+def has_roll_call(spec: CallSpec) -> bool:
+    """Whether a streamed call of ``spec`` (a call of its own, not a phase of another) runs a
+    roll call: a rooted one, on more than one rank."""
+    return regular(spec.collective) in ROOTED and spec.size > 1
+
+
+def heard_words(area: StreamArea, group: Sequence[int], me: int, root: int
+                ) -> tuple[tuple[int, int], ...]:
+    """``(member, first word index)`` of the members whose word member ``me`` of a roll call
+    rooted at ``root`` waits for: the root's, at the root every other member's."""
+    return tuple((m, area.roll_held[group[m]]) for m in range(len(group))
+                 if m != me and (me == root or m == root))
 
 
 class RollShape:
@@ -68,9 +84,8 @@ class RollShape:
         self.theirs = tuple(area.roll_held[group[m]] for m in self.others)
         self.fps = tuple(area.roll_fps[group[m]] for m in self.others)
         self.dones = tuple(area.roll_done[group[m]] for m in self.others)
-        #: the members whose word the call waits for: the root's, at the root every other's
-        self.heard = tuple((m, w) for m, w in zip(self.others, self.theirs, strict=True)
-                           if me == root or m == root)
+        #: the members whose word the call waits for (`heard_words`)
+        self.heard = heard_words(area, group, me, root)
         #: the root's first word index at a non-root (-1 at the root)
         self.root_word = -1 if me == root else area.roll_held[group[root]]
         self.my_held = area.roll_held[group[me]]

@@ -87,7 +87,7 @@ from . import direct as shm_direct
 from . import stream_vector
 from .direct_area import DirectArea, call_number, held_word, slot_of
 from .direct_vector import regular
-from .roll_call import ROOTED, RollCall
+from .roll_call import RollCall, has_roll_call
 from .stream_plan import _addresses, plan_for
 from .stream_protocol import DONE, MOVED, NAME, skip_abandoned
 from .stream_run import (
@@ -166,7 +166,7 @@ def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, se
     else:
         prepared = plan_for(area, spec, tuple(direct.group), rank)
         roll = None
-        if _rooted(spec):
+        if has_roll_call(spec):
             fingerprint = prepared.fingerprint
             roll = RollCall(direct, area, seq, phase,
                             held_word(call_number(seq, phase), fingerprint), fingerprint,
@@ -175,12 +175,6 @@ def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, se
                         _flat(recv), seq, phase, context, timeout, roll)
     ex.poll()
     return ex
-
-
-def _rooted(spec: CallSpec) -> bool:
-    """Whether a call of ``spec`` has a roll call (`RollCall`: its members wait for their
-    root's word, the root for every member's)."""
-    return regular(spec.collective) in ROOTED and spec.size > 1
 
 
 def _root_heard(transport: ShmTransport, roll: RollCall, spin: float) -> bool:
@@ -229,7 +223,7 @@ def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None) -> Call
     spin = _spin(transport)
     # decided once per signature, not per call: whether a roll call runs beside the data,
     # and whether this rank writes chunks only once it has heard its root (`_root_heard`)
-    rooted = prepared is not None and _rooted(spec)
+    rooted = prepared is not None and has_roll_call(spec)
     hears_root = rooted and alone is not None and alone.nwrites > 0 and spec.root != rank
     wake: Any = None if prepared is None else prepared.plan.wake
 
