@@ -26,10 +26,10 @@ for coll in ("bcast", "scatter"):
         send = np.full(cnt, float(r + 1))
         recv = np.empty(cnt if coll == "bcast" else cnt // p)
         if coll == "bcast":
-            def f():
+            def f(send=send, recv=recv):
                 return comm.bcast(send, 0, out=send if r == 0 else recv)
         else:
-            def f():
+            def f(send=send, recv=recv):
                 return comm.scatter(send if r == 0 else None, 0, out=recv)
         n = 600 if size == 1 << 20 else 200
         ts = []

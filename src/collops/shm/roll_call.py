@@ -34,7 +34,9 @@ words only grow. That wait is for a call half the slots
 the call waits until the earlier one is done everywhere, or its timeout. A rank that gives a
 call up before it could store its word (its slot still busy) stores none; its peers then
 raise for their own reasons or at their timeout. The fingerprint beside each word is for the
-error message.
+error message. A call's stream plan holds the first indices of the words it waits for
+(`heard_words`): its compiled loop spins for them once the call's data is done, within its
+spin budget, before `RollCall` checks them and waits on.
 """
 
 from __future__ import annotations
