@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import collops
+from collops.shm.direct_area import call_number, held_word
 from collops.shm.roll_call import RollCall
 from collops.shm.segment import ROLL_SLOTS
 
@@ -65,14 +66,14 @@ def test_every_members_word_wakes_the_peers_asleep():
     """A root may sleep once its chunks are out, waiting for its readers' words: a reader's
     word wakes it (else the root woke only as the reader's compiled pass ended, after all
     the data), as a root's wakes the writers that wait for it."""
-    woken: list[tuple[int, ...]] = []
+    woken: list[int] = []
     for me, root in ((1, 0), (0, 0)):  # a non-root, then a root
         words = memoryview(bytearray(8 * 1024)).cast("Q")
-        transport = SimpleNamespace(wake_sleepers=lambda group: woken.append(tuple(group)))
-        direct = SimpleNamespace(group=[0, 1], index=me, words=words, transport=transport,
-                                 roll_book=None)
+        direct = SimpleNamespace(group=[0, 1], index=me, words=words, roll_book=None)
         area = SimpleNamespace(roll_held=[100, 400], roll_fps=[164, 464],
                                roll_done=[228, 528], roll_books={})
-        call = RollCall(direct, area, 1, 0, 12345, root)
-        assert call.written and words[area.roll_held[me] + call.slot] == call.word
-    assert woken == [(0, 1), (0, 1)]
+        word = held_word(call_number(1, 0), 12345)
+        call = RollCall(direct, area, 1, 0, word, 12345, root, lambda me=me: woken.append(me))
+        assert call.written and words[area.roll_held[me] + call.slot] == word
+        assert words[area.roll_fps[me] + call.slot] == 12345
+    assert woken == [1, 0]

@@ -119,8 +119,9 @@ class Comm(Communicators, P2P):
         """Block until every rank has called barrier."""
         # the compiled barrier bound to this communicator, called from here rather than
         # through `_fast`: a barrier costs nothing but its overhead
-        bound = self._bound_plain("barrier", algorithm, timeout, params)
-        if bound is not None and bound[2](_BARRIER_TOKEN, None, _cfg.settings.timeout) is None:
+        bound = self._bound_calls.get("barrier")
+        if (bound is not None and self._plain(algorithm, timeout, params)
+                and bound[2](_BARRIER_TOKEN, None, _cfg.settings.timeout) is None):
             self.last_algorithm = bound[3]
             return None
         if not params:
@@ -131,23 +132,22 @@ class Comm(Communicators, P2P):
 
 
     # -- bcast -------------------------------------------------------------------------------
-    def _bound_plain(self, collective: str, algorithm: str | None, timeout: float | None,
-                     params: dict[str, Any]) -> Any:
-        """The compiled call bound to ``collective`` if this call asks for nothing of its own
-        (no algorithm, timeout or parameters, none on the communicator, settings unchanged
-        since it was bound), else None: what `barrier` and `bcast` test before calling it."""
-        bound = self._bound_calls.get(collective)
-        if (bound is None or algorithm is not None or timeout is not None or params
-                or self.timeout is not None or self._generation != _cfg.generation):
-            return None
-        return bound
+    def _plain(self, algorithm: str | None, timeout: float | None, params: dict[str, Any]
+               ) -> bool:
+        """Whether this call asks for nothing of its own (no algorithm, timeout or
+        parameters, none on the communicator, settings unchanged since a call was bound):
+        what `barrier` and `bcast` test before calling the compiled call bound to them (a
+        call that finds none bound, a large bcast's, needs not ask)."""
+        return (algorithm is None and timeout is None and not params
+                and self.timeout is None and self._generation == _cfg.generation)
 
     def bcast(self, x: Any, root: int = 0, *, out: Any = None, algorithm: str | None = None,
               timeout: float | None = None, **params: Any) -> np.ndarray:
         """The root's array on every rank (non-roots may pass None: shape and dtype travel)."""
         # the compiled bcast bound to the last signature, as `barrier` calls its own
-        bound = self._bound_plain("bcast", algorithm, timeout, params)
-        if bound is not None and type(root) is int and root == bound[1]:
+        bound = self._bound_calls.get("bcast")
+        if (bound is not None and type(root) is int and root == bound[1]
+                and self._plain(algorithm, timeout, params)):
             got = bound[2](x, out, _cfg.settings.timeout)
             if got is not _SLOW:
                 self.last_algorithm = bound[3]

@@ -226,7 +226,7 @@ class FastPaths(PhaseGenerators):
         raw = envelope.header.tobytes()
         views = envelope.views
         got: Any = views.get(raw)
-        if got is None:  # (inline, dtype, shape, view of the inline data or None)
+        if got is None:  # (inline, dtype, shape, view of the inline data or `_data_call`'s)
             inline, dtype, shape, _ = _parse_header(raw)
             got = views.put(raw, (inline, dtype, shape, _envelope_view(
                 envelope.recv, dtype, shape) if inline else None))
@@ -245,10 +245,12 @@ class FastPaths(PhaseGenerators):
                 result[...] = view
                 return result  # type: ignore[no-any-return]
             self._out(call, out, shape, dtype)  # raises, naming ``out``
-        size = math.prod(shape)
         # the data phase as the general path prepared it (a first one goes the general way)
-        data = self._known(_bcast_spec(self.size, dtype, size, root, call), algorithm)
-        if data is not None:
+        known = view if view is not None else self._data_call(call, envelope, raw, got, dtype,
+                                                              root, algorithm)
+        data = None
+        if known is not None:
+            data, size, _ = known
             if out is None:
                 result = np.empty(shape, dtype)
             elif out.size == size and (out.dtype is dtype or out.dtype == dtype):
@@ -283,15 +285,15 @@ class FastPaths(PhaseGenerators):
             return _SLOW
         head, inline, shape, own = entry
         if inline is None:  # the data follows the envelope in a phase of its own
-            return self._root_data(call, envelope, x, out, head, shape, root, algorithm,
-                                   timeout)
+            return self._root_data(call, envelope, x, out, entry, root, algorithm, timeout)
         if out is not None and not (out.size == own.size
                                     and (out.dtype is dt or out.dtype == dt)):
             return _SLOW  # the general path raises, naming ``out``
         if envelope.compiled is not None:
             self._bind_bcast(envelope, root, dt, shape, own.nbytes, head, call, x.shape,
                              algorithm)
-        self._write_head(envelope, head)
+        if envelope.head is not head:
+            self._write_head(envelope, head)
         inline[...] = x.reshape(inline.shape)
         if out is x and call == "bcast":  # in place, as MPI_Bcast's root: x holds the result
             seq, timeout = self._next_call(timeout, call)
@@ -302,11 +304,10 @@ class FastPaths(PhaseGenerators):
     @staticmethod
     def _write_head(envelope: PreparedCall, head: np.ndarray) -> None:
         """Put ``head`` at the start of the root's envelope (of each block of a scatter's);
-        only the fast paths write it, so it is rewritten only when it changes."""
-        if envelope.head is not head:
-            assert envelope.send is not None
-            envelope.send.reshape(-1, envelope.shape[0])[:, :_DATA_AT] = head
-            envelope.head = head
+        only the fast paths write it, so they call this only when it changes."""
+        assert envelope.send is not None
+        envelope.send.reshape(-1, envelope.shape[0])[:, :_DATA_AT] = head
+        envelope.head = head
 
     def _bind_bcast(self, envelope: PreparedCall, root: int, dtype: np.dtype,
                     shape: tuple[int, ...], nbytes: int, head: Any, call: str = "bcast",
@@ -338,16 +339,20 @@ class FastPaths(PhaseGenerators):
         return None
 
     def _root_data(self, call: str, envelope: PreparedCall, x: np.ndarray, out: Any,
-                   head: np.ndarray, shape: tuple[int, ...], root: int, algorithm: str | None,
+                   entry: tuple[Any, ...], root: int, algorithm: str | None,
                    timeout: float | None) -> Any:
-        """The root of a bcast or scatter whose data does not fit the envelope: the envelope
-        (headers only), then the data phase from its prepared runner, as the general path
-        runs them; `_SLOW` until a general call has prepared that phase, or for an ``out``
-        that is wrong or overlaps ``x`` (the general path copies or raises)."""
-        count = math.prod(shape)
-        data = self._known(_bcast_spec(self.size, x.dtype, count, root, call), algorithm)
-        if data is None:
-            return _SLOW
+        """The root of a bcast or scatter whose data does not fit the envelope (its view
+        ``entry``, `_root_entry`): the envelope (headers only), then the data phase from its
+        prepared runner, as the general path runs them; `_SLOW` until a general call has
+        prepared that phase, or for an ``out`` that is wrong or overlaps ``x`` (the general
+        path copies or raises)."""
+        head, _, shape, known = entry
+        if known is None:
+            known = self._data_call(call, envelope, (x.dtype, x.shape), entry, x.dtype, root,
+                                    algorithm)
+            if known is None:
+                return _SLOW
+        data, count, confirm = known
         own = x.reshape(self.size, -1)[self.rank] if call == "scatter" else x
         if out is None:
             result = np.empty(shape, x.dtype)
@@ -356,13 +361,30 @@ class FastPaths(PhaseGenerators):
             result = out
         else:
             return _SLOW
-        self._write_head(envelope, head)
+        if envelope.head is not head:
+            self._write_head(envelope, head)
         seq, timeout = self._next_call(timeout, call)
-        # a data phase that checks the root itself spares the direct envelope's confirmation
         envelope.run_blocking(self, envelope.send, envelope.recv, seq, timeout,
-                              confirm=not (data.checks_root and envelope.name == "shm_direct"))
+                              confirm=confirm)
         data.run_blocking(self, x.reshape(-1), result.reshape(-1), seq, timeout, 1)
         return result if result.shape == shape else result.reshape(shape)
+
+    def _data_call(self, call: str, envelope: PreparedCall, key: Any, entry: tuple[Any, ...],
+                   dtype: np.dtype, root: int, algorithm: str | None
+                   ) -> tuple[PreparedCall, int, bool] | None:
+        """``(data phase, count, confirm)`` of a bcast or scatter whose data does not fit
+        ``envelope``: the data phase's prepared call as the general path prepared it (None
+        until a call did), its element count, and whether the envelope's root confirms its
+        readers found the call (not when a direct envelope is followed by a data phase that
+        checks the root itself). Kept in place of the envelope view ``entry`` (under
+        ``key``) has no use for, so later calls of the signature look nothing up."""
+        count = math.prod(entry[2])
+        data = self._known(_bcast_spec(self.size, dtype, count, root, call), algorithm)
+        if data is None:
+            return None
+        known = (data, count, not (data.checks_root and envelope.name == "shm_direct"))
+        envelope.views.put(key, (*entry[:3], known))
+        return known
 
     def _fast_envelope(self, call: str, x: Any, root: Any, out: Any, algorithm: str | None
                        ) -> Any:
@@ -439,8 +461,9 @@ class FastPaths(PhaseGenerators):
         """``(header, inline, shape, own)`` of a root's bcast or scatter of ``x`` through
         ``envelope`` — ``inline``: where ``x`` goes in it (a scatter's: every block's data as
         one ``(size, *shape)`` view), None when the data follows in a phase of its own;
-        ``shape``: the result's; ``own``: the root's result in the envelope — or None when
-        the call does not fit the envelope's header (the general path takes it)."""
+        ``shape``: the result's; ``own``: the root's result in the envelope (when the data
+        follows, `_data_call`'s once known) — or None when the call does not fit the
+        envelope's header (the general path takes it)."""
         p, dt = self.size, x.dtype
         if dt.kind not in _FAST_KINDS:
             return None

@@ -22,8 +22,10 @@
  * (status FOREIGN: Python hands it to that call, or raises a mismatch).
  *
  * `Plan.advance` does all it can without waiting — writes, reads and the rank's own block
- * copy, interleaved chunk by chunk — spinning at most `spin` seconds when nothing can move;
- * waiting, sleeping, failure, timeout and mismatch checks stay in Python.
+ * copy, interleaved chunk by chunk — spinning at most `spin` seconds when nothing can move
+ * (a rooted call's, once its data is done, also for the roll call's words it waits for:
+ * `roll_words`, see `collops.shm.roll_call`); waiting, sleeping, failure, timeout and
+ * mismatch checks stay in Python.
  *
  * A writer's reference chunks point into its send buffer, so its call is done only once every
  * reader of them has drained past the last (state: per world rank, the chunk number + 1 it
@@ -92,6 +94,9 @@ typedef struct {
     Py_ssize_t *sleeper_word;
     long *sleeper_rank;
     PyObject *wake;
+    Py_ssize_t nroll;           /* the roll call's words this rank waits for (0: none) */
+    int64_t *roll_word;         /* their first word indices (plus the call's slot) */
+    int64_t roll_slots;
 } Plan;
 
 static inline uint64_t load_acq(Plan *p, int64_t index) {
@@ -110,6 +115,7 @@ static void Plan_dealloc(Plan *p) {
         PyBuffer_Release(bufs[i]);
     PyMem_Free(p->sleeper_word);
     PyMem_Free(p->sleeper_rank);
+    PyMem_Free(p->roll_word);
     Py_XDECREF(p->wake);
     Py_TYPE(p)->tp_free((PyObject *)p);
 }
@@ -130,21 +136,22 @@ static int Plan_init(Plan *p, PyObject *args, PyObject *kw) {
     static char *names[] = {
         "segment", "cursors", "me", "nchunks", "chunk_bytes", "my_filled", "my_headers",
         "my_ring", "writes", "drained_of_me", "writers", "self_copy", "sleeper_words",
-        "sleeper_ranks", "wake", "streaming", "own_from", NULL};
+        "sleeper_ranks", "wake", "streaming", "own_from", "roll_words", "roll_slots", NULL};
     PyObject *segment, *cursors, *writes, *drained, *writers, *sleeper_words, *sleeper_ranks;
-    PyObject *wake;
+    PyObject *wake, *roll_words = NULL;
     long long me, nchunks, chunk_bytes, my_filled, my_headers, my_ring;
-    long long self_src, self_dst, self_len;
+    long long self_src, self_dst, self_len, roll_slots = 0;
     int streaming = 0, own_from = IN_SEND;
     if (p->held) {
         PyErr_SetString(PyExc_RuntimeError, "a Plan is initialised once");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOLLLLLLOOO(LLL)OOO|pi", names, &segment,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOLLLLLLOOO(LLL)OOO|piOL", names, &segment,
                                      &cursors, &me, &nchunks, &chunk_bytes, &my_filled,
                                      &my_headers, &my_ring, &writes, &drained, &writers,
                                      &self_src, &self_dst, &self_len, &sleeper_words,
-                                     &sleeper_ranks, &wake, &streaming, &own_from))
+                                     &sleeper_ranks, &wake, &streaming, &own_from,
+                                     &roll_words, &roll_slots))
         return -1;
     if (own_from != IN_SEND && own_from != IN_RECV) {
         PyErr_SetString(PyExc_ValueError, "own_from must be IN_SEND (1) or IN_RECV (2)");
@@ -212,6 +219,24 @@ static int Plan_init(Plan *p, PyObject *args, PyObject *kw) {
         return -1;
     p->nsleepers = n;
     p->wake = Py_NewRef(wake);
+    if (roll_words != NULL) {
+        PyObject *fr = PySequence_Fast(roll_words, "roll_words");
+        if (fr == NULL)
+            return -1;
+        Py_ssize_t m = PySequence_Fast_GET_SIZE(fr);
+        p->roll_word = PyMem_Calloc(m ? m : 1, sizeof(int64_t));
+        for (Py_ssize_t i = 0; i < m; i++)
+            p->roll_word[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fr, i));
+        Py_DECREF(fr);
+        if (PyErr_Occurred())
+            return -1;
+        if (m && roll_slots <= 0) {
+            PyErr_SetString(PyExc_ValueError, "roll_words need roll_slots > 0");
+            return -1;
+        }
+        p->nroll = m;
+        p->roll_slots = roll_slots;
+    }
     return 0;
 }
 
@@ -438,6 +463,20 @@ static int moved_all(Plan *p, const int64_t *state) {
     return 1;
 }
 
+/* Whether the words of the call's roll call that this rank waits for hold the call's word
+ * `word` (none to wait for: yes). Phase ph of call seq has the word's call number
+ * k = (seq << 3 | ph) + 1 and the roll slot (2 seq + ph) mod roll_slots (`RollCall`). */
+static int roll_heard(Plan *p, uint64_t word) {
+    if (!p->nroll)
+        return 1;
+    int64_t k = (int64_t)(word >> 24) - 1;
+    int64_t slot = (2 * (k >> 3) + (k & 7)) % p->roll_slots;
+    for (Py_ssize_t i = 0; i < p->nroll; i++)
+        if (load_acq(p, p->roll_word[i] + slot) != word)
+            return 0;
+    return 1;
+}
+
 static int finished(Plan *p, int64_t *state) {
     if (!moved_all(p, state))
         return 0;
@@ -530,6 +569,10 @@ static PyObject *Plan_advance(Plan *p, PyObject *const *args, Py_ssize_t nargs) 
         }
         if (finished(p, state)) {
             status = DONE;
+            /* a rooted call's roll call: spin on, within the budget, for the words it waits
+             * for (Python's `RollCall` checks them, and waits on past the budget) */
+            while (!roll_heard(p, word) && !shm_spin_over(&idle, spin))
+                ;
             break;
         }
         if (moved) {
@@ -579,11 +622,19 @@ static PyObject *Plan_ready(Plan *p, PyObject *const *args, Py_ssize_t nargs) {
     return PyBool_FromLong(ready);
 }
 
+/* wake(): a full fence, then wake the peers asleep (after a store they may wait for). */
+static PyObject *Plan_wake(Plan *p, PyObject *Py_UNUSED(ignored)) {
+    wake_sleepers(p);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef Plan_methods[] = {
     {"advance", (PyCFunction)(void (*)(void))Plan_advance, METH_FASTCALL,
      "advance(state, send, recv, word, fp, may_write, spin) -> DONE, STUCK, FOREIGN or FAILED."},
     {"ready", (PyCFunction)(void (*)(void))Plan_ready, METH_FASTCALL,
      "ready(state, send, recv, word, fp, may_write) -> whether advance can move now."},
+    {"wake", (PyCFunction)Plan_wake, METH_NOARGS,
+     "wake(): a full fence, then wake the peers asleep (after a store they may wait for)."},
     {NULL, NULL, 0, NULL}};
 
 /* own_source: where an allgather's own block is published from unless aliased (IN_SEND or

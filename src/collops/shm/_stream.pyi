@@ -23,7 +23,8 @@ class Plan:
                  writes: Any, drained_of_me: Any, writers: Any,
                  self_copy: tuple[int, int, int], sleeper_words: Sequence[int],
                  sleeper_ranks: Sequence[int], wake: Callable[[int], None],
-                 streaming: bool = False, own_from: int = 1) -> None: ...
+                 streaming: bool = False, own_from: int = 1,
+                 roll_words: Sequence[int] = (), roll_slots: int = 0) -> None: ...
     @property
     def own_source(self) -> int:
         """Where an allgather's own block is published from unless that copy would be
@@ -35,3 +36,5 @@ class Plan:
     def ready(self, state: Any, send: int, recv: int, word: int, fingerprint: int,
               may_write: bool, /) -> bool:
         """Whether `advance` can move now."""
+    def wake(self) -> None:
+        """A full fence, then wake the peers asleep (after a store they may wait for)."""

@@ -34,23 +34,42 @@ words only grow. That wait is for a call half the slots
 the call waits until the earlier one is done everywhere, or its timeout. A rank that gives a
 call up before it could store its word (its slot still busy) stores none; its peers then
 raise for their own reasons or at their timeout. The fingerprint beside each word is for the
-error message.
+error message. A call's stream plan holds the first indices of the words it waits for
+(`heard_words`): its compiled loop spins for them once the call's data is done, within its
+spin budget, before `RollCall` checks them and waits on.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..algorithms.fingerprint import mismatch
 from ..errors import CollectiveMismatch
-from .direct_area import DirectArea, call_number, held_word
+from .direct_area import DirectArea, held_word
+from .direct_vector import regular
 from .segment import ROLL_SLOTS
 
 if TYPE_CHECKING:
+    from ..algorithms.spec import CallSpec
     from .stream_area import StreamArea
 
 #: the collectives with a root
 ROOTED = frozenset({"bcast", "scatter", "gather", "reduce"})
+
+
+def has_roll_call(spec: CallSpec) -> bool:
+    """Whether a streamed call of ``spec`` (a call of its own, not a phase of another) runs a
+    roll call: a rooted one, on more than one rank."""
+    return regular(spec.collective) in ROOTED and spec.size > 1
+
+
+def heard_words(area: StreamArea, group: Sequence[int], me: int, root: int
+                ) -> tuple[tuple[int, int], ...]:
+    """``(member, first word index)`` of the members whose word member ``me`` of a roll call
+    rooted at ``root`` waits for: the root's, at the root every other member's."""
+    return tuple((m, area.roll_held[group[m]]) for m in range(len(group))
+                 if m != me and (me == root or m == root))
 
 
 class RollShape:
@@ -67,9 +86,8 @@ class RollShape:
         self.theirs = tuple(area.roll_held[group[m]] for m in self.others)
         self.fps = tuple(area.roll_fps[group[m]] for m in self.others)
         self.dones = tuple(area.roll_done[group[m]] for m in self.others)
-        #: the members whose word the call waits for: the root's, at the root every other's
-        self.heard = tuple((m, w) for m, w in zip(self.others, self.theirs, strict=True)
-                           if me == root or m == root)
+        #: the members whose word the call waits for (`heard_words`)
+        self.heard = heard_words(area, group, me, root)
         #: the root's first word index at a non-root (-1 at the root)
         self.root_word = -1 if me == root else area.roll_held[group[root]]
         self.my_held = area.roll_held[group[me]]
@@ -105,10 +123,13 @@ class RollCall:
     for the call (its root's; at the root, every other member's) are the same."""
 
     __slots__ = ("direct", "book", "words", "k", "slot", "fingerprint", "word", "shape",
-                 "written", "left")
+                 "written", "left", "wake")
 
     def __init__(self, direct: DirectArea, area: StreamArea, seq: int, phase: int,
-                 fingerprint: int, root: int) -> None:
+                 word: int, fingerprint: int, root: int, wake: Callable[[], None]) -> None:
+        """``word``: the call's `held_word` for phase ``phase`` of call ``seq`` (its stream
+        plan's, which holds ``fingerprint``); ``wake``: its plan's, which fences, then wakes
+        the peers asleep."""
         self.direct = direct
         book = direct.roll_book
         if book is None:
@@ -119,10 +140,11 @@ class RollCall:
             shape = book.shapes[root] = RollShape(direct, area, root)
         self.shape = shape
         self.words = direct.words
-        self.k = k = call_number(seq, phase)
+        self.k = word >> 24
         self.slot = (2 * seq + phase) % ROLL_SLOTS
         self.fingerprint = fingerprint
-        self.word = held_word(k, fingerprint)
+        self.word = word
+        self.wake = wake
         self.written = False
         self.left = 1
         # the word wakes the peers asleep: a root's, the non-roots that wait for it before
@@ -140,8 +162,12 @@ class RollCall:
         if not last:
             return True
         words, shape = self.words, self.shape
-        return words[shape.my_done + slot] >= last and all(
-            words[d + slot] >= last for d in shape.dones)
+        if words[shape.my_done + slot] < last:
+            return False
+        for d in shape.dones:  # a loop, not all(): this runs on every call
+            if words[d + slot] < last:
+                return False
+        return True
 
     def store(self) -> bool:
         """Store this rank's word once its slot is free, waking the peers asleep (they may
@@ -152,7 +178,7 @@ class RollCall:
             words[shape.my_held + slot] = self.word
             self.book.last[slot] = self.k
             self.written = True
-            self.direct.transport.wake_sleepers(self.direct.group)
+            self.wake()
         return self.written
 
     def ready(self) -> bool:
@@ -185,7 +211,7 @@ class RollCall:
         call is then done with here)."""
         if not self.left:
             return True
-        if not self.store():
+        if not self.written and not self.store():
             return False
         words, word, slot = self.words, self.word, self.slot
         for _, w in self.shape.heard:

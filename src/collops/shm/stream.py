@@ -87,8 +87,7 @@ from . import direct as shm_direct
 from . import stream_vector
 from .direct_area import DirectArea, call_number, held_word, slot_of
 from .direct_vector import regular
-from .roll_call import ROOTED, RollCall
-from .stream_area import StreamArea
+from .roll_call import RollCall, has_roll_call
 from .stream_plan import _addresses, plan_for
 from .stream_protocol import DONE, MOVED, NAME, skip_abandoned
 from .stream_run import (
@@ -166,20 +165,16 @@ def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, se
                     phase, context, timeout)
     else:
         prepared = plan_for(area, spec, tuple(direct.group), rank)
+        roll = None
+        if has_roll_call(spec):
+            fingerprint = prepared.fingerprint
+            roll = RollCall(direct, area, seq, phase,
+                            held_word(call_number(seq, phase), fingerprint), fingerprint,
+                            spec.root, prepared.plan.wake)
         ex = _execution(transport, direct, area, spec, prepared, rank, _flat(send),
-                        _flat(recv), seq, phase, context, timeout,
-                        _roll_call(direct, area, spec, seq, phase, prepared.fingerprint))
+                        _flat(recv), seq, phase, context, timeout, roll)
     ex.poll()
     return ex
-
-
-def _roll_call(direct: DirectArea, area: StreamArea, spec: CallSpec, seq: int, phase: int,
-               fingerprint: int) -> RollCall | None:
-    """A rooted call's `RollCall` (its members wait for their root's word, the root for
-    every member's), else None."""
-    if regular(spec.collective) not in ROOTED or spec.size == 1:
-        return None
-    return RollCall(direct, area, seq, phase, fingerprint, spec.root)
 
 
 def _root_heard(transport: ShmTransport, roll: RollCall, spin: float) -> bool:
@@ -199,7 +194,7 @@ def _hear_the_roll(direct: DirectArea, roll: RollCall, spec: CallSpec, rank: int
     it waits for have come (or a mismatch, failure or the deadline raises)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     what = f"rank {rank}: {spec.collective}[{NAME}]"
-    word = held_word(call_number(seq, phase), roll.fingerprint)
+    word = roll.word
 
     def awaited() -> list[int]:  # read on each round of the wait: a peer's other word raises
         roll.check(what)
@@ -226,21 +221,27 @@ def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None) -> Call
     alone = None if prepared is None or _folds(spec, rank) else prepared
     fingerprint = 0 if prepared is None else prepared.fingerprint
     spin = _spin(transport)
+    # decided once per signature, not per call: whether a roll call runs beside the data,
+    # and whether this rank writes chunks only once it has heard its root (`_root_heard`)
+    rooted = prepared is not None and has_roll_call(spec)
+    hears_root = rooted and alone is not None and alone.nwrites > 0 and spec.root != rank
+    wake: Any = None if prepared is None else prepared.plan.wake
 
     def fn(send: np.ndarray | None, recv: np.ndarray | None, seq: int,
            timeout: float | None, phase: int = 0) -> None:
         flat_send, flat_recv = _flat(send), _flat(recv)
         ex: StreamExecution | FoldingExecution | ChainExecution
-        roll = None if chained else _roll_call(direct, area, spec, seq, phase, fingerprint)
+        word = held_word(call_number(seq, phase), fingerprint)
+        roll = (RollCall(direct, area, seq, phase, word, fingerprint, spec.root, wake)
+                if rooted else None)
         if area.abandoned:  # chunks of a call this rank gave up may hold a writer back
             skip_abandoned(area, direct.group)
         if alone is not None and not progress.active and not area.active and (
-                roll is None or alone.nwrites == 0 or _root_heard(transport, roll, spin)):
+                not hears_root or (roll is not None and _root_heard(transport, roll, spin))):
             # nothing else in flight here: the whole call in C, as a rule; else on from there
             state = alone.state.copy()
             status = alone.plan.advance(state, *_addresses(alone, flat_send, flat_recv),
-                                        held_word(call_number(seq, phase), fingerprint),
-                                        fingerprint, True, spin)
+                                        word, fingerprint, True, spin)
             if status & ~MOVED == DONE:
                 if roll is not None and not roll.poll():
                     _hear_the_roll(direct, roll, spec, rank, seq, phase, context, timeout)

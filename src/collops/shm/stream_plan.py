@@ -16,6 +16,8 @@ from ..datatypes import address_of
 from ..errors import ArgumentError
 from . import direct as shm_direct
 from . import stream_vector
+from .roll_call import has_roll_call, heard_words
+from .segment import ROLL_SLOTS
 from .stream_area import StreamArea
 from .stream_protocol import (
     IN_OWN,
@@ -108,7 +110,11 @@ def _make_plan(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: 
         drained_of_me=np.array(area.drained[me], np.int64),
         writers=np.array(rows, np.int64).reshape(-1, 8), self_copy=own,
         sleeper_words=[t.sleeping_word(r) for r in sleepers], sleeper_ranks=sleepers,
-        wake=t.wake, own_from=own_block(spec) if own_block_row == IN_OWN and whole else IN_SEND)
+        wake=t.wake, own_from=own_block(spec) if own_block_row == IN_OWN and whole else IN_SEND,
+        # a call of its own with a roll call: the words its compiled loop spins for, once its
+        # data is done, before it returns (`RollCall` checks them, and waits on past the spin)
+        roll_words=[w for _, w in heard_words(area, group, index, spec.root)]
+        if call is spec and has_roll_call(spec) else [], roll_slots=ROLL_SLOTS)
     received = own[2] + sum(r[R_EXPECT] for r in rows)
     # the own block's copy starts where the ring chunks do: the compiled loop writes both in
     # one pass (`copy_twice`) — an allgather's, a bcast root's with an ``out`` of its own

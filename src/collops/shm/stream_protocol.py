@@ -64,7 +64,10 @@ class PyPlan:
                  my_ring: int, writes: np.ndarray, drained_of_me: np.ndarray,
                  writers: np.ndarray, self_copy: tuple[int, int, int],
                  sleeper_words: Sequence[int], sleeper_ranks: Sequence[int],
-                 wake: Callable[[int], None], own_from: int = IN_SEND) -> None:
+                 wake: Callable[[int], None], own_from: int = IN_SEND,
+                 roll_words: Sequence[int] = (), roll_slots: int = 0) -> None:
+        # ``roll_words``/``roll_slots``: the roll call's words the compiled loop spins for
+        # once the data is done; here `RollCall` alone waits for them (no second copy)
         self.words, self.cursor, self.me = area.words, cursors, me
         self.size = len(cursors) - 1
         self.nchunks, self.chunk_bytes = nchunks, chunk_bytes
@@ -83,6 +86,10 @@ class PyPlan:
         """Where an allgather's own block is published from unless that copy would be
         aliased (IN_SEND or IN_RECV: ``own_from``)."""
         return self.own_from
+
+    def wake(self) -> None:
+        """A full fence, then wake the peers asleep (after a store they may wait for)."""
+        self.transport.wake_sleepers(self.group)
 
     def _slot_free(self, c: int, state: np.ndarray) -> bool:
         if c < self.nchunks:
