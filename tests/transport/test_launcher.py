@@ -63,10 +63,16 @@ def test_the_environment_describes_the_job(tmp_path: Path,
 
 
 def test_exit_status_is_the_first_failing_ranks(tmp_path: Path) -> None:
-    body = """
+    # rank 2 fails only well after rank 1 has (a fixed delay from its own start would not
+    # order them on a loaded machine, where one rank's start can lag another's by seconds)
+    marker = tmp_path / "rank1-failing"
+    body = f"""
     if t.rank == 1:
+        open({str(marker)!r}, "w").close()
         sys.exit(3)
     if t.rank == 2:
+        while not os.path.exists({str(marker)!r}):
+            time.sleep(0.01)
         time.sleep(0.5)
         sys.exit(5)
     """
