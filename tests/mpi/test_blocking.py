@@ -51,5 +51,6 @@ def test_hier_runs_node_phases_and_a_leaders_phase_against_numpy(n):
         assert report["nodes"] == [r // 2 for r in range(n)], report
         assert report["checked"] == 2 * 3 * 2 * (5 + 2 * n), report
         assert report["ran"] == ["hier"], report
+        assert report["cycles"] == 40, report
         assert report["bound_hier"][0] > 0 and not report["bound_hier"][1], report
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -104,7 +104,12 @@ class NativeComms:
         if channel is not None:
             channel.close()
             pool = [*(pool or ()), channel.comm]
-        for mc in pool or ():
+        # the pool's node and leader communicators go with it (`hier_comms` finds them by the
+        # pool's objects, whose ids a later pool's objects may take). The board's shared window
+        # stays: MPI_Win_free synchronises its node, which a free must not.
+        freed = [comm for mc in pool or () for comm in self._hier.pop(id(mc), ())
+                 if comm is not None]
+        for mc in [*freed, *(pool or ())]:
             try:
                 mc.Free()
             except self._MPI.Exception as exc:

@@ -6,7 +6,7 @@ root, allgather, barrier and an allreduce with an operator that is not commutati
 ``algorithm="hier"``, blocking and non-blocking, at a few
 sizes, on the world and on a sub-communicator of the even ranks, then the odd ones (whose nodes are
 not contiguous blocks of its ranks), and checks each result against numpy and that ``hier``
-ran it. Each rank prints ``{"rank": r, "nodes": [...], "checked": n, "ran": [...],
+ran it; then an allreduce on each of 40 communicators made and freed in turn. Each rank prints ``{"rank": r, "nodes": [...], "checked": n, "ran": [...], "cycles": 40,
 "bound_hier": [calls bound naming hier, whether any is the compiled mpi_native runner]}``.
 """
 
@@ -66,13 +66,23 @@ def main():
     checked = check(comm)
     interleaved = comm.split(0, key=(comm.rank % 2) * comm.size + comm.rank)
     checked += check(interleaved)
+    # communicators that come and go: each dup's pool of MPI communicators, and the node and
+    # leader communicators ``hier`` made under it, are freed with it; a later dup's pool
+    # (whose objects may take the freed ones' ids) gets its own
+    cycles = 0
+    for c in range(40):
+        with comm.dup() as d:
+            everyone = [mine(r, 3, c) for r in range(comm.size)]
+            assert np.array_equal(d.allreduce(everyone[d.rank], algorithm="hier"),
+                                  sum(everyone))
+            cycles += 1
     # repeated blocking calls naming ``hier`` are bound to its runner, never to the
     # compiled one, which would call MPI's one collective instead of the phases
     bound = [entry for key, entry in comm._bound_calls.items() if key[1:] == ("hier",)]
     compiled = [type(getattr(e[2], "__self__", None)).__name__ == "Runner" for e in bound]
     print(json.dumps({"rank": comm.rank,
                       "nodes": list(comm.transport.capabilities().node_of_rank),
-                      "checked": checked, "ran": sorted(ran),
+                      "checked": checked, "ran": sorted(ran), "cycles": cycles,
                       "bound_hier": [len(bound), any(compiled)]}), flush=True)
     MPI.COMM_WORLD.Barrier()
 
