@@ -28,8 +28,9 @@ from .envelope import (
 )
 from .phases import PhaseGenerators
 from .prepared import BoundEntry, BoundKey, PreparedCall
-from .request import Request, StartedRequest
+from .request import Request, StartedRequest, Then
 from .vector_calls import VECTOR_FAST, leaves_gaps, vector_blocking_spec
+from .vector_gatherv import HEADED, STREAM_NAME
 
 #: the blocking calls whose prepared call is an envelope (dtype, shape and, when they fit,
 #: the data), their data following in a phase of its own when it does not fit
@@ -199,7 +200,22 @@ class FastPaths(PhaseGenerators):
         else:
             result = None
         started = prepared.start(self, send, recv, seq, 0, timeout, agree=prepared.agree)
+        if collective == "gatherv":
+            return StartedRequest(self, started, result,
+                                  self._stream_step(send, recv, seq, timeout))
         return StartedRequest(self, started, result)
+
+    def _stream_step(self, send: np.ndarray, recv: np.ndarray | None, seq: int,
+                     timeout: float | None) -> Then:
+        """A gatherv's second step: the stream phase its headers said its blocks go by
+        (`direct_gatherv`), begun as the general path begins it (`by_headers`)."""
+        def then(request: StartedRequest, headers: Any) -> Any:
+            stream = getattr(headers, "streamed", None)
+            if stream is None:
+                return None
+            return self._execute(stream, send, recv, seq, 1, STREAM_NAME, {}, timeout,
+                                 counts_signature=HEADED)
+        return then
 
     def _bind_call(self, collective: str, prepared: PreparedCall, x: np.ndarray, op: Any,
                    root: int, key: BoundKey) -> None:
