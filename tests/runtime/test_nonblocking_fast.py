@@ -34,6 +34,10 @@ REPEATS = 3
 #: the phase generators of the general path (`PhaseGenerators`): none may run once the
 #: signature is prepared
 GENERATORS = ("_barrier", "_reduction", "_gatherv", "_alltoallv")
+#: and those of the calls that start with an envelope (bcast, scatter, scatterv), which take
+#: the prepared route where the envelope has a bound runner (``shm_direct``: on ``shm``, as a
+#: gatherv's headers)
+ENVELOPED = ("_bcast", "_scatter", "_scatterv")
 
 
 def _data(rank: int, n: int, salt: int = 0) -> np.ndarray:
@@ -46,12 +50,12 @@ def _general_off(comm):
         def generator(*args, **kwargs):
             raise AssertionError(f"{name} ran: the call took the general path")
         return generator
-    for name in GENERATORS:
+    for name in GENERATORS + ENVELOPED:
         setattr(comm, name, refuse(name))
 
 
 def _general_on(comm):
-    for name in GENERATORS:
+    for name in GENERATORS + ENVELOPED:
         comm.__dict__.pop(name, None)
 
 
@@ -96,6 +100,55 @@ def _forms(comm, n):
     ]
 
 
+def _gapped(counts):
+    """Displacements of blocks of ``counts`` in reverse rank order, with gaps between them."""
+    p = len(counts)
+    return [sum(counts[j + 1:]) + 2 * (p - j) for j in range(p)]
+
+
+def _rooted_forms(comm, n):
+    """`_forms` of the rooted calls whose non-blocking form starts with an envelope or
+    headers (bcast, scatter, scatterv, gatherv): counts given or not, zero counts,
+    displacements with gaps."""
+    p, r = comm.size, comm.rank
+    root = p - 1
+    whole = _data(root, n * p, 5)
+    counts = [(j % 2) + n for j in range(p)]
+    zeroed = [0 if j == 1 else c for j, c in enumerate(counts)]  # a rank with no rows
+    forms = [
+        ("bcast", lambda: comm.bcast(whole if r == root else None, root),
+         lambda: comm.ibcast(whole if r == root else None, root), whole),
+        ("scatter", lambda: comm.scatter(whole if r == root else None, root),
+         lambda: comm.iscatter(whole if r == root else None, root), whole[r * n:(r + 1) * n]),
+    ]
+    for name, cs in (("", counts), (" zero", zeroed)):
+        gaps = _gapped(cs)
+        for how, displs in (("", None), (" gaps", gaps)):
+            rows = _data(root, sum(cs) + (2 * p + 3 if displs else 0), 6)
+            at = displs or [sum(cs[:j]) for j in range(p)]
+            mine = rows[at[r]: at[r] + cs[r]]
+            forms.append((f"scatterv{name}{how}", functools.partial(
+                comm.scatterv, rows if r == root else None, cs if r == root else None, root,
+                displs=displs if r == root else None), functools.partial(
+                comm.iscatterv, rows if r == root else None, cs if r == root else None, root,
+                displs=displs if r == root else None), mine))
+            blocks = [_data(j, cs[j], 7) for j in range(p)]
+            if displs is None:
+                placed = np.concatenate(blocks)
+            else:
+                placed = np.zeros(max(d + c for d, c in zip(displs, cs, strict=True)))
+                for j in range(p):
+                    placed[displs[j]: displs[j] + cs[j]] = blocks[j]
+            for given in ("every rank", "root only"):
+                mine_counts = cs if given == "every rank" or r == root else None
+                forms.append((f"gatherv {given}{name}{how}", functools.partial(
+                    comm.gatherv, blocks[r], root, mine_counts,
+                    displs=displs if r == root else None), functools.partial(
+                    comm.igatherv, blocks[r], root, mine_counts,
+                    displs=displs if r == root else None), placed if r == root else None))
+    return forms
+
+
 def _same(got, expected) -> bool:
     if expected is None:
         return got is None
@@ -103,22 +156,30 @@ def _same(got, expected) -> bool:
 
 
 def _nonblocking(comm, n):
-    """Per form: whether every non-blocking call on the prepared route matched numpy."""
+    """Per form: whether every non-blocking call on the prepared route matched numpy (the
+    rooted forms on ``shm``, where their envelope or headers go through the direct slots;
+    on threads they take the general path, checked all the same)."""
     forms = _forms(comm, n)
-    for _, blocking, _, _ in forms:  # the first call of each signature prepares it
+    rooted = _rooted_forms(comm, n)
+    if comm.transport_name == "shm":
+        forms, rooted = forms + rooted, []
+    for _, blocking, _, _ in forms + rooted:  # the first call of each signature prepares it
         blocking()
+    checks = {name: all(_same(start().wait(), expected) for _ in range(REPEATS))
+              for name, _, start, expected in rooted}
     _general_off(comm)
     try:
-        return {name: all(_same(start().wait(), expected) for _ in range(REPEATS))
-                for name, _, start, expected in forms}
+        return {**checks, **{name: all(_same(start().wait(), expected) for _ in range(REPEATS))
+                             for name, _, start, expected in forms}}
     finally:
         _general_on(comm)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("n", [1, 700])
-def test_nonblocking_forms_on_the_prepared_route_match_numpy(transport, n):
-    per_rank = collops.spawn(_nonblocking, 3, n, transport=transport, timeout=100)
+@pytest.mark.parametrize("p", [2, 3])
+def test_nonblocking_forms_on_the_prepared_route_match_numpy(transport, n, p):
+    per_rank = collops.spawn(_nonblocking, p, n, transport=transport, timeout=100)
     for rank, checks in enumerate(per_rank):
         assert all(checks.values()), (rank, checks)
 

@@ -26,6 +26,7 @@ from .envelope import (
     _envelope_view,
     _parse_header,
 )
+from .envelope_start import start_enveloped
 from .phases import PhaseGenerators
 from .prepared import BoundEntry, BoundKey, PreparedCall
 from .request import Request, StartedRequest, Then
@@ -185,8 +186,10 @@ class FastPaths(PhaseGenerators):
         whose `~Request.test` and `~Request.wait` drive it with the communicator's other calls
         in flight. None where the blocking form would go the general way (a first call of
         the signature, which prepares it; an ``x`` or ``out`` the fast paths do not take)."""
-        if collective in _ENVELOPED or (op is None and collective in VECTOR_FAST):
-            return None  # an envelope first, or counts that make no key: the general path
+        if collective in _ENVELOPED or collective == "scatterv":  # an envelope first
+            return start_enveloped(self, collective, x, op, root, out, algorithm, timeout)
+        if op is None and collective in VECTOR_FAST:
+            return None  # counts that make no key: the general path
         prepared = self._lookup(collective, x, op, root, algorithm)
         if prepared is None:
             return None

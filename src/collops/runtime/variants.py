@@ -155,8 +155,8 @@ def _gatherv_key(comm: Any, root: Any, counts: Any, displs: Any) -> Any:
 #: collective -> its non-blocking form's arguments to `FastPaths._fast_start` (``x, op or
 #: counts key, root, out``, as Python source over the call's parameters), the blocking form's
 #: to `FastPaths._fast`: the calls whose one phase starts from the blocking form's
-#: `PreparedCall` (bcast, scatter and scatterv take an envelope first: the general path); a
-#: gatherv whose blocks go on through the stream after their headers takes that second step
+#: `PreparedCall`; a call of two steps — a bcast's, scatter's or scatterv's envelope and
+#: its data phase (`envelope_start`), a gatherv's headers and its stream — takes the second
 #: from the same start (`FastPaths._fast_start`)
 FAST_STARTS: dict[str, str] = {
     "barrier": "_TOKEN, None, 0, None",
@@ -173,6 +173,9 @@ FAST_STARTS: dict[str, str] = {
                  "rdispls), 0, out",
     "reduce_scatter": "x, _rs_key(op, counts), 0, out",
     "gatherv": "x, _gv_key(self, root, counts, displs), root, out",
+    "bcast": "x, None, root, out",
+    "scatter": "x, None, root, out",
+    "scatterv": "x, _key(counts, displs) if self.rank == root else (), root, out",
 }
 
 
