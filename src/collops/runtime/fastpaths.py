@@ -208,7 +208,7 @@ class FastPaths(PhaseGenerators):
                                   self._stream_step(send, recv, seq, timeout))
         return StartedRequest(self, started, result)
 
-    def _stream_step(self, send: np.ndarray, recv: np.ndarray | None, seq: int,
+    def _stream_step(self, send: np.ndarray | None, recv: np.ndarray | None, seq: int,
                      timeout: float | None) -> Then:
         """A gatherv's second step: the stream phase its headers said its blocks go by
         (`direct_gatherv`), begun as the general path begins it (`by_headers`)."""
