@@ -96,6 +96,14 @@ def _forms(blocking: Callable[..., Any], plan: Plan, fast: Callable[..., Any] | 
     methods = {NONBLOCKING: "i" + own, PERSISTENT: own + "_init"}
 
     def form(mode: int, call: str, doc: str, returns: str) -> Callable[..., Any]:
+        if mode == NONBLOCKING and fast is not None:
+            compiled = _nonblocking_source(signature, call, methods[mode], fast, plan)
+            if compiled is not None:
+                compiled.__doc__ = doc
+                compiled.__signature__ = signature.replace(  # type: ignore[attr-defined]
+                    return_annotation=returns)
+                return compiled
+
         def method(self: Collectives, *args: Any, **kwargs: Any) -> Any:
             if fast is not None:
                 try:
@@ -120,6 +128,36 @@ def _forms(blocking: Callable[..., Any], plan: Plan, fast: Callable[..., Any] | 
 
 #: what a fast path returns when the call is not its simple case
 MISSED = object()
+
+
+def _nonblocking_source(signature: inspect.Signature, call: str, own: str,
+                        fast: Callable[..., Any], plan: Plan) -> Callable[..., Any] | None:
+    """The ``I…`` method of a blocking collective with a fast path, compiled from source with
+    the blocking method's parameters (as `runtime.variants` makes collops' own): binding
+    ``*args, **kwargs`` per call costs more than the whole fast path adds. None for a
+    signature with other than plain parameters (the generic form takes it)."""
+    params = list(signature.parameters.values())[1:]
+    if any(p.kind is not p.POSITIONAL_OR_KEYWORD for p in params):
+        return None
+    names = [p.name for p in params]
+    listed = ", ".join(n if p.default is p.empty else f"{n}=_defaults[{n!r}]"
+                       for n, p in zip(names, params, strict=True))
+    args = ", ".join(names)
+    source = (f"def {call}(self, {listed}):\n"
+              f"    try:\n"
+              f"        started = _fast(self, self._comm.{own}, {args})\n"
+              f"    except _CollopsError as exc:\n"
+              f"        raise _mpi_error(exc) from None\n"
+              f"    if started is not _MISSED:\n"
+              f"        return _Request(started, None)\n"
+              f"    return self._run(_plan(self, {args}, call={call!r}), {NONBLOCKING})\n")
+    scope: dict[str, Any] = {"_defaults": {p.name: p.default for p in params}, "_fast": fast,
+                             "_plan": plan, "_CollopsError": CollopsError,
+                             "_mpi_error": mpi_error, "_MISSED": MISSED, "_Request": Request}
+    exec(source, scope)  # the source is made above from the signature alone
+    method: Callable[..., Any] = scope[call]
+    method.__qualname__ = call
+    return method
 
 
 def _wrapped(started: Any, mode: int) -> Any:
