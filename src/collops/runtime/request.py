@@ -231,11 +231,15 @@ class StartedRequest(Request):
             if then is None:
                 self._done = True
                 return
+            comm = self._comm
+            outer, comm.blocking_phase = comm.blocking_phase, False  # as `Request`'s steps
             try:
                 self._current = then(self, ex)
             except BaseException:
                 self._done = True
                 raise
+            finally:
+                comm.blocking_phase = outer
             if self._current is None:
                 self._done = True
 

@@ -143,11 +143,12 @@ def _reduce_scatter_key(op: Any, counts: Any) -> Any:
     return None if key is None else (op, key[0])
 
 
-def _gatherv_key(comm: Any, root: Any, counts: Any, displs: Any) -> Any:
+def _gatherv_key(comm: Any, root: Any, counts: Any, displs: Any, algorithm: Any) -> Any:
     """A gatherv's ``counts`` and ``displs`` to its prepared call's key (as `Comm.gatherv`
-    makes it; the root's displacements only), or None: a root given no counts learns them
-    (the general path)."""
-    if counts is None and comm.rank == root:
+    makes it; the root's displacements only), or None: a root given no counts learns them,
+    and an algorithm other than the headed one (`vector_gatherv`) is asked for (the general
+    path)."""
+    if (counts is None and comm.rank == root) or algorithm not in (None, "shm_direct"):
         return None
     return vector_key(counts, displs if comm.rank == root else None)
 
@@ -172,7 +173,7 @@ FAST_STARTS: dict[str, str] = {
     "alltoallv": "x, None if recvcounts is None else _key(sendcounts, sdispls, recvcounts, "
                  "rdispls), 0, out",
     "reduce_scatter": "x, _rs_key(op, counts), 0, out",
-    "gatherv": "x, _gv_key(self, root, counts, displs), root, out",
+    "gatherv": "x, _gv_key(self, root, counts, displs, algorithm), root, out",
     "bcast": "x, None, root, out",
     "scatter": "x, None, root, out",
     "scatterv": "x, _key(counts, displs) if self.rank == root else (), root, out",

@@ -311,7 +311,7 @@ def posted(kind: type[AlltoallvExecution], call: NativeCall, send: np.ndarray | 
     ``kind``'s protocol from the start."""
     transport, area = direct.area_of(call)
     if phase == 0 and not area.inflight and config.settings.compiled:
-        runner = direct.kept(area.memo, ("posting", call.spec, call.rank),
+        runner = direct.kept(area.memo, ("posting table", call.spec, call.rank),
                              lambda: getattr(kind.posting_runner(call, transport, area),
                                              "__self__", False))
         if runner and runner.post(send, seq):
