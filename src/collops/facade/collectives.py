@@ -225,6 +225,14 @@ class Collectives:
                       stage)[0]
         return _Call("bcast", (arr, root), {"out": arr})
 
+    def _fast_bcast(self, method: Callable[..., Any], buf: Any, root: int = 0) -> Any:
+        """Bcast started by collops' ``method`` when ``buf`` is a plain array (in place on
+        every rank, as MPI's); else `MISSED`."""
+        arr = buf if type(buf) is _ndarray else fast_array(buf)
+        if arr is None:
+            return MISSED
+        return method(arr, root, out=arr)
+
     def Bcast(self, buf: Any, root: int = 0) -> None:
         """The root's ``buf`` into every rank's ``buf``."""
         arr = buf if type(buf) is _ndarray else fast_array(buf)
@@ -419,6 +427,20 @@ class Collectives:
             self._recv(recvbuf, call, stage)
         return _Call("scatter", (x, root), {"out": out})
 
+    def _fast_scatter(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any,
+                      root: int = 0) -> Any:
+        """Scatter started by collops' ``method`` when its buffers are plain arrays (the
+        root's ``recvbuf`` not `IN_PLACE`); else `MISSED`."""
+        out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
+        if out is None or elements(out, True) < 0:
+            return MISSED
+        if self._comm.rank != root:
+            return method(None, root, out=out)
+        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
+        if x is None or elements(x, False) < 0:
+            return MISSED
+        return method(x, root, out=out)
+
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Block ``rank`` of the root's ``sendbuf`` into each rank's ``recvbuf``."""
         self._run(self._scatter(sendbuf, recvbuf, root, "Scatter"), BLOCKING)
@@ -575,7 +597,7 @@ class Collectives:
 
     # -- the non-blocking and persistent forms, generated from the blocking ones --------------
     Ibarrier, Barrier_init = _forms(Barrier, lambda self, call: _Call("barrier", (), {}))
-    Ibcast, Bcast_init = _forms(Bcast, _bcast)
+    Ibcast, Bcast_init = _forms(Bcast, _bcast, _fast_bcast)
     Iallreduce, Allreduce_init = _forms(
         Allreduce, lambda self, s, r, op, call: self._reduction("allreduce", s, r, op, call),
         _fast_allreduce)
@@ -589,7 +611,7 @@ class Collectives:
     Ireduce_scatter, Reduce_scatter_init = _forms(Reduce_scatter, _reduce_scatter)
     Igather, Gather_init = _forms(Gather, _gather)
     Igatherv, Gatherv_init = _forms(Gatherv, _gatherv, _fast_gatherv)
-    Iscatter, Scatter_init = _forms(Scatter, _scatter)
+    Iscatter, Scatter_init = _forms(Scatter, _scatter, _fast_scatter)
     Iscatterv, Scatterv_init = _forms(Scatterv, _scatterv, _fast_scatterv)
     Iallgather, Allgather_init = _forms(Allgather, _allgather)
     Iallgatherv, Allgatherv_init = _forms(Allgatherv, _allgatherv, _fast_allgatherv)
