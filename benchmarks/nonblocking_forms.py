@@ -17,8 +17,10 @@ same, counts given on every rank; in place (MPI_IN_PLACE: ``out`` is ``x``, or `
 own block of ``out``) ``allreduce``, ``reduce`` and ``gather`` at the root, ``allgather``,
 ``alltoall``, ``scan``, ``exscan``, ``reduce_scatter_block`` (``x`` its own block), and
 ``scatter`` at the root. Through ``collops.MPI`` (``facade:`` rows): ``I…`` + ``Wait`` of
-the regular collectives and ``MPI.IN_PLACE`` allreduce and allgather. The in-place
-reductions reduce zeros, so repeated calls cannot overflow.
+the regular collectives and of the v-collectives (counts and displacements given, as
+``[buf, (counts, displs), MPI.DOUBLE]``), and ``MPI.IN_PLACE`` allreduce and allgather. The
+in-place reductions reduce zeros, so repeated calls cannot overflow. (collops has no
+non-blocking object collectives: no ``i…_object`` row.)
 
 ``--mpi4py`` (under ``mpiexec -n N``) times mpi4py's own calls of the same names instead, the
 reference. To compare two trees, run it with each (``PYTHONPATH=<tree>/src``) in alternation and
@@ -112,6 +114,7 @@ def _facade_forms(comm: Any, nbytes: int) -> dict[str, Call]:
     p, n = comm.size, max(1, nbytes // 8)
     x, y, whole = np.ones(n), np.empty(n), np.ones(n * p)
     gathered, blocks, zero = np.empty(n * p), np.empty(n * p), np.zeros(n)
+    counts, displs = [n] * p, [n * j for j in range(p)]
     return {
         "facade: Ibarrier": lambda: f.Ibarrier().Wait(),
         "facade: Ibcast": lambda: f.Ibcast(x, 0).Wait(),
@@ -126,6 +129,15 @@ def _facade_forms(comm: Any, nbytes: int) -> dict[str, Call]:
         "facade: Allgather IN_PLACE": lambda: f.Allgather(MPI.IN_PLACE, gathered),
         "facade: Iscan": lambda: f.Iscan(x, y, MPI.SUM).Wait(),
         "facade: Iexscan": lambda: f.Iexscan(x, y, MPI.SUM).Wait(),
+        "facade: Iallgatherv": lambda: f.Iallgatherv(x, [gathered, (counts, displs),
+                                                         MPI.DOUBLE]).Wait(),
+        "facade: Igatherv": lambda: f.Igatherv(x, [gathered, (counts, displs), MPI.DOUBLE],
+                                               0).Wait(),
+        "facade: Iscatterv": lambda: f.Iscatterv([whole, (counts, displs), MPI.DOUBLE], y,
+                                                 0).Wait(),
+        "facade: Ialltoallv": lambda: f.Ialltoallv([whole, (counts, displs), MPI.DOUBLE],
+                                                   [blocks, (counts, displs),
+                                                    MPI.DOUBLE]).Wait(),
     }
 
 

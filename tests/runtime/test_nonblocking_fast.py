@@ -34,6 +34,10 @@ REPEATS = 3
 #: the phase generators of the general path (`PhaseGenerators`): none may run once the
 #: signature is prepared
 GENERATORS = ("_barrier", "_reduction", "_gatherv", "_alltoallv")
+#: and those of the calls that start with an envelope (bcast, scatter, scatterv), which take
+#: the prepared route where the envelope has a bound runner (``shm_direct``: on ``shm``, as a
+#: gatherv's headers)
+ENVELOPED = ("_bcast", "_scatter", "_scatterv")
 
 
 def _data(rank: int, n: int, salt: int = 0) -> np.ndarray:
@@ -46,12 +50,12 @@ def _general_off(comm):
         def generator(*args, **kwargs):
             raise AssertionError(f"{name} ran: the call took the general path")
         return generator
-    for name in GENERATORS:
+    for name in GENERATORS + ENVELOPED:
         setattr(comm, name, refuse(name))
 
 
 def _general_on(comm):
-    for name in GENERATORS:
+    for name in GENERATORS + ENVELOPED:
         comm.__dict__.pop(name, None)
 
 
@@ -96,6 +100,55 @@ def _forms(comm, n):
     ]
 
 
+def _gapped(counts):
+    """Displacements of blocks of ``counts`` in reverse rank order, with gaps between them."""
+    p = len(counts)
+    return [sum(counts[j + 1:]) + 2 * (p - j) for j in range(p)]
+
+
+def _rooted_forms(comm, n):
+    """`_forms` of the rooted calls whose non-blocking form starts with an envelope or
+    headers (bcast, scatter, scatterv, gatherv): counts given or not, zero counts,
+    displacements with gaps."""
+    p, r = comm.size, comm.rank
+    root = p - 1
+    whole = _data(root, n * p, 5)
+    counts = [(j % 2) + n for j in range(p)]
+    zeroed = [0 if j == 1 else c for j, c in enumerate(counts)]  # a rank with no rows
+    forms = [
+        ("bcast", lambda: comm.bcast(whole if r == root else None, root),
+         lambda: comm.ibcast(whole if r == root else None, root), whole),
+        ("scatter", lambda: comm.scatter(whole if r == root else None, root),
+         lambda: comm.iscatter(whole if r == root else None, root), whole[r * n:(r + 1) * n]),
+    ]
+    for name, cs in (("", counts), (" zero", zeroed)):
+        gaps = _gapped(cs)
+        for how, displs in (("", None), (" gaps", gaps)):
+            rows = _data(root, sum(cs) + (2 * p + 3 if displs else 0), 6)
+            at = displs or [sum(cs[:j]) for j in range(p)]
+            mine = rows[at[r]: at[r] + cs[r]]
+            forms.append((f"scatterv{name}{how}", functools.partial(
+                comm.scatterv, rows if r == root else None, cs if r == root else None, root,
+                displs=displs if r == root else None), functools.partial(
+                comm.iscatterv, rows if r == root else None, cs if r == root else None, root,
+                displs=displs if r == root else None), mine))
+            blocks = [_data(j, cs[j], 7) for j in range(p)]
+            if displs is None:
+                placed = np.concatenate(blocks)
+            else:
+                placed = np.zeros(max(d + c for d, c in zip(displs, cs, strict=True)))
+                for j in range(p):
+                    placed[displs[j]: displs[j] + cs[j]] = blocks[j]
+            for given in ("every rank", "root only"):
+                mine_counts = cs if given == "every rank" or r == root else None
+                forms.append((f"gatherv {given}{name}{how}", functools.partial(
+                    comm.gatherv, blocks[r], root, mine_counts,
+                    displs=displs if r == root else None), functools.partial(
+                    comm.igatherv, blocks[r], root, mine_counts,
+                    displs=displs if r == root else None), placed if r == root else None))
+    return forms
+
+
 def _same(got, expected) -> bool:
     if expected is None:
         return got is None
@@ -103,22 +156,30 @@ def _same(got, expected) -> bool:
 
 
 def _nonblocking(comm, n):
-    """Per form: whether every non-blocking call on the prepared route matched numpy."""
+    """Per form: whether every non-blocking call on the prepared route matched numpy (the
+    rooted forms on ``shm``, where their envelope or headers go through the direct slots;
+    on threads they take the general path, checked all the same)."""
     forms = _forms(comm, n)
-    for _, blocking, _, _ in forms:  # the first call of each signature prepares it
+    rooted = _rooted_forms(comm, n)
+    if comm.transport_name == "shm":
+        forms, rooted = forms + rooted, []
+    for _, blocking, _, _ in forms + rooted:  # the first call of each signature prepares it
         blocking()
+    checks = {name: all(_same(start().wait(), expected) for _ in range(REPEATS))
+              for name, _, start, expected in rooted}
     _general_off(comm)
     try:
-        return {name: all(_same(start().wait(), expected) for _ in range(REPEATS))
-                for name, _, start, expected in forms}
+        return {**checks, **{name: all(_same(start().wait(), expected) for _ in range(REPEATS))
+                             for name, _, start, expected in forms}}
     finally:
         _general_on(comm)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("n", [1, 700])
-def test_nonblocking_forms_on_the_prepared_route_match_numpy(transport, n):
-    per_rank = collops.spawn(_nonblocking, 3, n, transport=transport, timeout=100)
+@pytest.mark.parametrize("p", [2, 3])
+def test_nonblocking_forms_on_the_prepared_route_match_numpy(transport, n, p):
+    per_rank = collops.spawn(_nonblocking, p, n, transport=transport, timeout=100)
     for rank, checks in enumerate(per_rank):
         assert all(checks.values()), (rank, checks)
 
@@ -128,11 +189,34 @@ def _out_of_order(comm):
     `test` loops and `wait_any`): whether each result matched numpy."""
     p, r = comm.size, comm.rank
     xs = [_data(j, 5) for j in range(p)]
+    root = p - 1
+    big = _data(root, 700, 8)  # beyond a bcast's envelope: a data phase follows it
+    whole = _data(root, 5 * p, 9)
+    counts = [j + 1 for j in range(p)]
+    blocks = [_data(j, counts[j], 10) for j in range(p)]
+    sends = [_data(j, 2 * p, 11) for j in range(p)]
+    rooted = [  # (blocking, non-blocking, numpy's answer on this rank)
+        (lambda: comm.bcast(xs[r], root), lambda: comm.ibcast(xs[r], root), xs[root]),
+        (lambda: comm.bcast(big if r == root else None, root),
+         lambda: comm.ibcast(big if r == root else None, root), big),
+        (lambda: comm.scatter(whole if r == root else None, root),
+         lambda: comm.iscatter(whole if r == root else None, root), whole[5 * r: 5 * r + 5]),
+        (lambda: comm.gatherv(blocks[r], root, counts),
+         lambda: comm.igatherv(blocks[r], root, counts),
+         np.concatenate(blocks) if r == root else None),
+        (lambda: comm.alltoallv(sends[r], [2] * p, None, [2] * p),
+         lambda: comm.ialltoallv(sends[r], [2] * p, None, [2] * p),
+         np.concatenate([sends[j][2 * r: 2 * r + 2] for j in range(p)])),
+    ]
+    if comm.transport_name != "shm":  # on threads those go the general way: alltoallv only
+        rooted = rooted[-1:]
     for _ in range(2):  # prepare the signatures
         comm.allreduce(xs[r], "sum")
         comm.allgather(xs[r])
         comm.scan(xs[r], "sum")
         comm.barrier()
+        for blocking, _, _ in rooted:
+            blocking()
     _general_off(comm)
     try:
         expected = []
@@ -146,6 +230,9 @@ def _out_of_order(comm):
         expected.append(functools.reduce(np.add, xs[:r + 1]))
         requests.append(comm.ibarrier())
         expected.append(None)
+        for _, start, answer in rooted:
+            requests.append(start())
+            expected.append(answer)
         order = list(range(len(requests)))
         order = order[r + 1:] + order[:r + 1]  # another order on every rank
         order.reverse()
@@ -261,25 +348,43 @@ def test_in_place_out_that_cannot_hold_the_result_raises(transport):
         assert after
 
 
-def _mismatched(comm):
-    """Rank 0 starts an allreduce where the others start an allgather (both prepared)."""
+def _mismatched(comm, pair):
+    """Rank 0 starts the first call of ``pair`` where the others start the second (both
+    prepared): an allreduce and an allgather, a bcast and a scatter, a gatherv given other
+    counts, an alltoallv and a gatherv."""
+    p = comm.size
     x = np.arange(4.0)
+    calls = {
+        "allreduce": (lambda: comm.allreduce(x, "sum"),
+                      lambda: comm.iallreduce(x, "sum", timeout=20)),
+        "allgather": (lambda: comm.allgather(x), lambda: comm.iallgather(x, timeout=20)),
+        "bcast": (lambda: comm.bcast(x, 0), lambda: comm.ibcast(x, 0, timeout=20)),
+        "scatter": (lambda: comm.scatter(np.arange(2.0 * p), 0),
+                    lambda: comm.iscatter(np.arange(2.0 * p), 0, timeout=20)),
+        "gatherv": (lambda: comm.gatherv(x, 0, [4] * p),
+                    lambda: comm.igatherv(x, 0, [4] * p, timeout=20)),
+        "gatherv 3": (lambda: comm.gatherv(x[:3], 0, [3] * p),
+                      lambda: comm.igatherv(x[:3], 0, [3] * p, timeout=20)),
+        "alltoallv": (lambda: comm.alltoallv(np.arange(2.0 * p), [2] * p, None, [2] * p),
+                      lambda: comm.ialltoallv(np.arange(2.0 * p), [2] * p, None, [2] * p,
+                                              timeout=20)),
+    }
     for _ in range(2):
-        comm.allreduce(x, "sum")
-        comm.allgather(x)
+        for name in pair:
+            calls[name][0]()
     try:
-        if comm.rank == 0:
-            comm.iallreduce(x, "sum", timeout=20).wait()
-        else:
-            comm.iallgather(x, timeout=20).wait()
+        calls[pair[0] if comm.rank == 0 else pair[1]][1]().wait()
     except CollopsError as exc:
         return type(exc).__name__, str(exc)
     return None
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_mismatched_nonblocking_calls_raise(transport):
-    per_rank = collops.spawn(_mismatched, 2, transport=transport, timeout=100)
+@pytest.mark.parametrize("pair", [("allreduce", "allgather"), ("bcast", "scatter"),
+                                  ("gatherv", "gatherv 3"), ("alltoallv", "gatherv")],
+                         ids=lambda pair: "-".join(pair))
+def test_mismatched_nonblocking_calls_raise(transport, pair):
+    per_rank = collops.spawn(_mismatched, 2, pair, transport=transport, timeout=100)
     assert any(r is not None and r[0] == CollectiveMismatch.__name__ for r in per_rank), \
         per_rank
     assert all(r is not None for r in per_rank), per_rank
@@ -317,12 +422,14 @@ def test_a_nonblocking_call_nobody_meets_times_out(transport, polled):
     assert "allreduce" in text and "rank 0" in text, text
 
 
-def test_a_dead_peer_ends_a_nonblocking_call_with_peer_failed():
+@pytest.mark.parametrize("collective", ["allreduce", "bcast", "scatter", "gatherv",
+                                        "alltoallv"])
+def test_a_dead_peer_ends_a_nonblocking_call_with_peer_failed(collective):
     before, env = collops_segments(), tagged()
     script = SCRIPTS / "dies_mid_collective.py"
     proc = subprocess.run([sys.executable, "-m", "collops", "run", "-n", "3", "--timeout", "50",
-                           str(script), "nonblocking"], capture_output=True, text=True,
-                          timeout=60, env=env)
+                           str(script), "nonblocking", collective], capture_output=True,
+                          text=True, timeout=60, env=env)
     assert not left_behind(before), "a shared-memory segment was left behind"
     assert not still_running(str(script), env)
     survivors = {r["rank"]: r for r in json_objects(proc.stdout)}
@@ -379,3 +486,40 @@ def test_a_request_outstanding_across_other_calls_and_polled_completes(transport
         if transport == "shm":  # published by the compiled runner as they began
             assert posted >= 2, posted
     assert per_rank[0][1] > 1  # rank 0 polled while rank 1 slept
+
+
+def _each_its_own_root(comm, collective, n):
+    """Both roots' signatures prepared by blocking calls, then each rank starts the
+    non-blocking call with itself as the root: the error each rank gets (the general path
+    switched off, so the prepared route meets the disagreement), then a good call."""
+    p, me = comm.size, comm.rank
+    block, whole = np.full(n, 1.0), np.full(n * p, 1.0)
+    for root in range(p):
+        for _ in range(2):
+            if collective == "bcast":
+                comm.bcast(block if me == root else None, root)
+            else:
+                comm.scatter(whole if me == root else None, root)
+    _general_off(comm)
+    try:
+        if collective == "bcast":
+            comm.ibcast(block, me, timeout=30).wait()
+        else:
+            comm.iscatter(whole, me, timeout=30).wait()
+        text = "no error"
+    except CollectiveMismatch as exc:
+        text = str(exc)
+    finally:
+        _general_on(comm)
+    total = comm.allreduce(np.ones(3), timeout=30)  # nothing of the failed call left
+    return text, bool(np.array_equal(total, np.full(3, float(p))))
+
+
+@pytest.mark.parametrize("collective", ["bcast", "scatter"])
+@pytest.mark.parametrize("n", [1, 1 << 20], ids=["8B", "8MiB"])
+def test_a_root_disagreement_of_a_nonblocking_call_names_both_roots(collective, n):
+    per_rank = collops.spawn(_each_its_own_root, 2, collective, n, transport="shm",
+                             timeout=100)
+    for text, after in per_rank:
+        assert "root=0" in text and "root=1" in text, per_rank
+        assert after

@@ -10,7 +10,7 @@ communicator itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -34,8 +34,9 @@ class Progress(Protocol):
     """The communicator's progress engine, as a native call sees it."""
 
     @property
-    def active(self) -> Sequence[Any]:
-        """The executions in flight."""
+    def active(self) -> list[Any]:
+        """The executions in flight (a call that waits alone, nothing else in flight, takes
+        itself out while what it hands to Python waits through `wait`)."""
         ...
 
     def wait(self, ex: Any) -> None:

@@ -97,6 +97,14 @@ def _forms(blocking: Callable[..., Any], plan: Plan, fast: Callable[..., Any] | 
     methods = {NONBLOCKING: "i" + own, PERSISTENT: own + "_init"}
 
     def form(mode: int, call: str, doc: str, returns: str) -> Callable[..., Any]:
+        if mode == NONBLOCKING and fast is not None:
+            compiled = _nonblocking_source(signature, call, methods[mode], fast, plan)
+            if compiled is not None:
+                compiled.__doc__ = doc
+                compiled.__signature__ = signature.replace(  # type: ignore[attr-defined]
+                    return_annotation=returns)
+                return compiled
+
         def method(self: Collectives, *args: Any, **kwargs: Any) -> Any:
             if fast is not None:
                 try:
@@ -121,6 +129,36 @@ def _forms(blocking: Callable[..., Any], plan: Plan, fast: Callable[..., Any] | 
 
 #: what a fast path returns when the call is not its simple case
 MISSED = object()
+
+
+def _nonblocking_source(signature: inspect.Signature, call: str, own: str,
+                        fast: Callable[..., Any], plan: Plan) -> Callable[..., Any] | None:
+    """The ``I…`` method of a blocking collective with a fast path, compiled from source with
+    the blocking method's parameters (as `runtime.variants` makes collops' own): binding
+    ``*args, **kwargs`` per call costs more than the whole fast path adds. None for a
+    signature with other than plain parameters (the generic form takes it)."""
+    params = list(signature.parameters.values())[1:]
+    if any(p.kind is not p.POSITIONAL_OR_KEYWORD for p in params):
+        return None
+    names = [p.name for p in params]
+    listed = ", ".join(n if p.default is p.empty else f"{n}=_defaults[{n!r}]"
+                       for n, p in zip(names, params, strict=True))
+    args = ", ".join(names)
+    source = (f"def {call}(self, {listed}):\n"
+              f"    try:\n"
+              f"        started = _fast(self, self._comm.{own}, {args})\n"
+              f"    except _CollopsError as exc:\n"
+              f"        raise _mpi_error(exc) from None\n"
+              f"    if started is not _MISSED:\n"
+              f"        return _Request(started, None)\n"
+              f"    return self._run(_plan(self, {args}, call={call!r}), {NONBLOCKING})\n")
+    scope: dict[str, Any] = {"_defaults": {p.name: p.default for p in params}, "_fast": fast,
+                             "_plan": plan, "_CollopsError": CollopsError,
+                             "_mpi_error": mpi_error, "_MISSED": MISSED, "_Request": Request}
+    exec(source, scope)  # the source is made above from the signature alone
+    method: Callable[..., Any] = scope[call]
+    method.__qualname__ = call
+    return method
 
 
 def _wrapped(started: Any, mode: int) -> Any:
@@ -187,6 +225,14 @@ class Collectives:
         arr = message(buf, call, "buf", self._comm.rank, self._comm.rank != root, 1,
                       stage)[0]
         return _Call("bcast", (arr, root), {"out": arr})
+
+    def _fast_bcast(self, method: Callable[..., Any], buf: Any, root: int = 0) -> Any:
+        """Bcast started by collops' ``method`` when ``buf`` is a plain array (in place on
+        every rank, as MPI's); else `MISSED`."""
+        arr = buf if type(buf) is _ndarray else fast_array(buf)
+        if arr is None:
+            return MISSED
+        return method(arr, root, out=arr)
 
     def Bcast(self, buf: Any, root: int = 0) -> None:
         """The root's ``buf`` into every rank's ``buf``."""
@@ -382,6 +428,20 @@ class Collectives:
             self._recv(recvbuf, call, stage)
         return _Call("scatter", (x, root), {"out": out})
 
+    def _fast_scatter(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any,
+                      root: int = 0) -> Any:
+        """Scatter started by collops' ``method`` when its buffers are plain arrays (the
+        root's ``recvbuf`` not `IN_PLACE`); else `MISSED`."""
+        out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
+        if out is None or elements(out, True) < 0:
+            return MISSED
+        if self._comm.rank != root:
+            return method(None, root, out=out)
+        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
+        if x is None or elements(x, False) < 0:
+            return MISSED
+        return method(x, root, out=out)
+
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Block ``rank`` of the root's ``sendbuf`` into each rank's ``recvbuf``."""
         self._run(self._scatter(sendbuf, recvbuf, root, "Scatter"), BLOCKING)
@@ -534,7 +594,7 @@ class Collectives:
 
     # -- the non-blocking and persistent forms, generated from the blocking ones --------------
     Ibarrier, Barrier_init = _forms(Barrier, lambda self, call: _Call("barrier", (), {}))
-    Ibcast, Bcast_init = _forms(Bcast, _bcast)
+    Ibcast, Bcast_init = _forms(Bcast, _bcast, _fast_bcast)
     Iallreduce, Allreduce_init = _forms(
         Allreduce, lambda self, s, r, op, call: self._reduction("allreduce", s, r, op, call),
         _fast_allreduce)
@@ -548,7 +608,7 @@ class Collectives:
     Ireduce_scatter, Reduce_scatter_init = _forms(Reduce_scatter, _reduce_scatter)
     Igather, Gather_init = _forms(Gather, _gather)
     Igatherv, Gatherv_init = _forms(Gatherv, _gatherv, _fast_gatherv)
-    Iscatter, Scatter_init = _forms(Scatter, _scatter)
+    Iscatter, Scatter_init = _forms(Scatter, _scatter, _fast_scatter)
     Iscatterv, Scatterv_init = _forms(Scatterv, _scatterv, _fast_scatterv)
     Iallgather, Allgather_init = _forms(Allgather, _allgather)
     Iallgatherv, Allgatherv_init = _forms(Allgatherv, _allgatherv, _fast_allgatherv)

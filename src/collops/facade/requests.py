@@ -200,6 +200,19 @@ class Request:
 
     def Wait(self, status: Status | None = None) -> bool:
         """Block until complete."""
+        request = self._request
+        if status is None and self._finish is None and request is not None and (
+                type(self) is Request):  # a collective's, the commonest: its value is kept
+            try:
+                value = request.wait()
+            except CollopsError as exc:
+                raise mpi_error(exc) from None
+            finally:
+                self._request = None
+            self._status = value  # as `_complete` keeps it
+            self._value = value[0] if type(value) is tuple and len(value) == 2 and hasattr(
+                value[1], "nbytes") else value
+            return True
         self._wait(status)
         return True
 

@@ -26,10 +26,12 @@ from .envelope import (
     _envelope_view,
     _parse_header,
 )
+from .envelope_start import start_enveloped
 from .phases import PhaseGenerators
 from .prepared import BoundEntry, BoundKey, PreparedCall
-from .request import Request, StartedRequest
+from .request import Request, StartedRequest, Then
 from .vector_calls import VECTOR_FAST, leaves_gaps, vector_blocking_spec
+from .vector_gatherv import HEADED, STREAM_NAME
 
 #: the blocking calls whose prepared call is an envelope (dtype, shape and, when they fit,
 #: the data), their data following in a phase of its own when it does not fit
@@ -184,8 +186,10 @@ class FastPaths(PhaseGenerators):
         whose `~Request.test` and `~Request.wait` drive it with the communicator's other calls
         in flight. None where the blocking form would go the general way (a first call of
         the signature, which prepares it; an ``x`` or ``out`` the fast paths do not take)."""
-        if collective in _ENVELOPED or (op is None and collective in VECTOR_FAST):
-            return None  # an envelope first, or counts that make no key: the general path
+        if collective in _ENVELOPED or collective == "scatterv":  # an envelope first
+            return start_enveloped(self, collective, x, op, root, out, algorithm, timeout)
+        if op is None and collective in VECTOR_FAST:
+            return None  # counts that make no key: the general path
         prepared = self._lookup(collective, x, op, root, algorithm)
         if prepared is None:
             return None
@@ -199,7 +203,22 @@ class FastPaths(PhaseGenerators):
         else:
             result = None
         started = prepared.start(self, send, recv, seq, 0, timeout, agree=prepared.agree)
+        if collective == "gatherv":
+            return StartedRequest(self, started, result,
+                                  self._stream_step(send, recv, seq, timeout))
         return StartedRequest(self, started, result)
+
+    def _stream_step(self, send: np.ndarray | None, recv: np.ndarray | None, seq: int,
+                     timeout: float | None) -> Then:
+        """A gatherv's second step: the stream phase its headers said its blocks go by
+        (`direct_gatherv`), begun as the general path begins it (`by_headers`)."""
+        def then(request: StartedRequest, headers: Any) -> Any:
+            stream = getattr(headers, "streamed", None)
+            if stream is None:
+                return None
+            return self._execute(stream, send, recv, seq, 1, STREAM_NAME, {}, timeout,
+                                 counts_signature=HEADED)
+        return then
 
     def _bind_call(self, collective: str, prepared: PreparedCall, x: np.ndarray, op: Any,
                    root: int, key: BoundKey) -> None:

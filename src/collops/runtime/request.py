@@ -8,7 +8,7 @@ during another request's wait. `wait_all`, `wait_any` and `test_all` take any re
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ArgumentError
@@ -177,13 +177,21 @@ class Request:
         return self._done
 
 
-class StartedRequest(Request):
-    """A single-phase call whose phase has started already (``execution``), its value
-    ``value`` once it completes: a `Request` without a phase generator, for the calls begun
-    from their prepared call (`FastPaths._fast_start`)."""
+#: what a `StartedRequest` does when one step completes: ``then(request, execution)`` returns
+#: the next step, begun already (None: the call is done; it may set ``request._value``)
+Then = Callable[["StartedRequest", Execution], "Execution | None"]
 
-    def __init__(self, comm: CommBase, execution: Execution, value: Any) -> None:
+
+class StartedRequest(Request):
+    """A call whose first step has started already (``execution``), its value ``value`` once
+    it completes: a `Request` without a phase generator, for the calls begun from their
+    prepared call (`FastPaths._fast_start`). A call of two steps — a data phase after an
+    envelope, a gatherv's stream after its headers — says with ``then`` what follows a step."""
+
+    def __init__(self, comm: CommBase, execution: Execution, value: Any,
+                 then: Then | None = None) -> None:
         self._comm = comm
+        self._then = then
         self._blocking = False
         self._current: Execution | None = execution
         self._done = False
@@ -197,28 +205,43 @@ class StartedRequest(Request):
         self._advance()
 
     def _advance(self) -> None:
-        ex = self._current
-        if self._done or ex is None:
-            return
         progress = self._comm._progress
-        try:
-            done = ex.poll()
-        except BaseException as exc:
-            locate_failure(exc, ex)
-            progress.drop(ex, exc)
+        while True:
+            ex = self._current
+            if self._done or ex is None:
+                return
+            try:
+                done = ex.poll()
+            except BaseException as exc:
+                locate_failure(exc, ex)
+                progress.drop(ex, exc)
+                self._current = None
+                self._done = True
+                raise
+            if not done:
+                if ex not in progress.active:
+                    progress.active.append(ex)
+                progress.own(ex, self._advance_from_progress, self._fail)
+                return
+            progress.disown(ex)
+            if ex in progress.active:
+                progress.active.remove(ex)
+            then, self._then = self._then, None
             self._current = None
-            self._done = True
-            raise
-        if not done:
-            if ex not in progress.active:
-                progress.active.append(ex)
-            progress.own(ex, self._advance_from_progress, self._fail)
-            return
-        progress.disown(ex)
-        if ex in progress.active:
-            progress.active.remove(ex)
-        self._current = None
-        self._done = True
+            if then is None:
+                self._done = True
+                return
+            comm = self._comm
+            outer, comm.blocking_phase = comm.blocking_phase, False  # as `Request`'s steps
+            try:
+                self._current = then(self, ex)
+            except BaseException:
+                self._done = True
+                raise
+            finally:
+                comm.blocking_phase = outer
+            if self._current is None:
+                self._done = True
 
 
 def wait_all(requests: Sequence[Completable]) -> list[Any]:

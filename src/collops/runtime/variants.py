@@ -143,11 +143,22 @@ def _reduce_scatter_key(op: Any, counts: Any) -> Any:
     return None if key is None else (op, key[0])
 
 
+def _gatherv_key(comm: Any, root: Any, counts: Any, displs: Any, algorithm: Any) -> Any:
+    """A gatherv's ``counts`` and ``displs`` to its prepared call's key (as `Comm.gatherv`
+    makes it; the root's displacements only), or None: a root given no counts learns them,
+    and an algorithm other than the headed one (`vector_gatherv`) is asked for (the general
+    path)."""
+    if (counts is None and comm.rank == root) or algorithm not in (None, "shm_direct"):
+        return None
+    return vector_key(counts, displs if comm.rank == root else None)
+
+
 #: collective -> its non-blocking form's arguments to `FastPaths._fast_start` (``x, op or
 #: counts key, root, out``, as Python source over the call's parameters), the blocking form's
 #: to `FastPaths._fast`: the calls whose one phase starts from the blocking form's
-#: `PreparedCall` (bcast, scatter and scatterv take an envelope first, and a gatherv's root
-#: may send the blocks on through the stream in a phase of their own: the general path)
+#: `PreparedCall`; a call of two steps — a bcast's, scatter's or scatterv's envelope and
+#: its data phase (`envelope_start`), a gatherv's headers and its stream — takes the second
+#: from the same start (`FastPaths._fast_start`)
 FAST_STARTS: dict[str, str] = {
     "barrier": "_TOKEN, None, 0, None",
     "allreduce": "x, op, 0, out",
@@ -162,6 +173,10 @@ FAST_STARTS: dict[str, str] = {
     "alltoallv": "x, None if recvcounts is None else _key(sendcounts, sdispls, recvcounts, "
                  "rdispls), 0, out",
     "reduce_scatter": "x, _rs_key(op, counts), 0, out",
+    "gatherv": "x, _gv_key(self, root, counts, displs, algorithm), root, out",
+    "bcast": "x, None, root, out",
+    "scatter": "x, None, root, out",
+    "scatterv": "x, _key(counts, displs) if self.rank == root else (), root, out",
 }
 
 
@@ -180,7 +195,8 @@ def nonblocking(blocking: Callable[Args, Any]) -> Callable[Args, Request]:
                 f"{_prologue(variant, 'i' + name)}{general}")
     return _generate(blocking, "i" + name, body, "Request", f"Non-blocking `{name}`.",
                      {"_Request": Request, "_prologue": variant.prologue, "_key": vector_key,
-                      "_rs_key": _reduce_scatter_key, "_TOKEN": _TOKEN})
+                      "_rs_key": _reduce_scatter_key, "_gv_key": _gatherv_key,
+                      "_TOKEN": _TOKEN})
 
 
 def persistent(blocking: Callable[Args, Any]) -> Callable[Args, PersistentRequest]:

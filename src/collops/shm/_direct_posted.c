@@ -61,17 +61,23 @@ PyObject *Runner_post(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
     Py_RETURN_TRUE;
 }
 
+/* `finish`'s `block` that waits as a blocking call does but hands nothing to `slow`: it
+ * returns the status instead, and the caller's Python protocol takes the call on. */
+#define KEEP_PYTHON 2
+
 /* finish(send, recv, seq, timeout, block): the rest of a posted call `seq`. True once done
  * (or None after Python finished it: `hand_over`); False when `block` is false and a peer's
- * word is not there yet (nothing done). */
+ * word is not there yet (nothing done); 5 when `block` is not 1 and a header asks for more
+ * than the compiled reads do, 2 when `block` is `KEEP_PYTHON` and a peer is still late after
+ * the compiled wait (nothing read: the caller's Python protocol takes the call). */
 PyObject *Runner_finish(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 5) {
         PyErr_SetString(PyExc_TypeError, "finish(send, recv, seq, timeout, block)");
         return NULL;
     }
-    int block = PyObject_IsTrue(args[4]);
+    long block = PyLong_AsLong(args[4]);
     long long seq = PyLong_AsLongLong(args[2]);
-    if (block < 0 || (seq == -1 && PyErr_Occurred()))
+    if ((block == -1 || seq == -1) && PyErr_Occurred())
         return NULL;
     int slot;
     uint64_t k, word;
@@ -87,7 +93,7 @@ PyObject *Runner_finish(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
                 Py_RETURN_FALSE;
         }
     } else if (!await_words(r, held, r->nothers, word))
-        return hand_over(r, 2, args, 0, 1);
+        return block == KEEP_PYTHON ? PyLong_FromLong(2) : hand_over(r, 2, args, 0, 1);
     Pair p;
     if (pair_of(r, args[0], args[1], &p) < 0)
         return NULL;
@@ -95,8 +101,8 @@ PyObject *Runner_finish(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
     if (r->announces)
         announce(r, slot, k);
     if (!read_slots(r, slot, p.send, p.recv)) {
-        Py_DECREF(result);
-        result = hand_over(r, 5, args, 0, 1);  /* Python reads and acknowledges */
+        Py_DECREF(result);  /* Python reads and acknowledges: here, or the caller's protocol */
+        result = block == 1 ? hand_over(r, 5, args, 0, 1) : PyLong_FromLong(5);
     } else {
         acknowledge(r, slot, k);
         if (r->is_root && block && !await_arrivals(r, slot)) {

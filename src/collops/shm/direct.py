@@ -285,6 +285,12 @@ def _posting_runner(call: NativeCall, transport: ShmTransport, area: DirectArea)
     return runner or None
 
 
+#: ``Runner.finish``'s ``block`` that returns what a blocking call would hand to Python (its
+#: status, below: a peer still late, a header its reads do not take)
+_KEEP_PYTHON = 2
+_HANDED = (2, 5)
+
+
 class PostedCall:
     """A non-blocking direct call whose contribution the compiled runner published as it
     began (`start`, ``Runner.post``); polled like an `Execution`.
@@ -301,29 +307,43 @@ class PostedCall:
     """
 
     __slots__ = ("call", "runner", "transport", "area", "send", "recv", "seq", "deadline",
-                 "left", "rest", "late", "slot", "k")
+                 "left", "rest", "late", "slot", "k", "resume")
 
     def __init__(self, call: NativeCall, runner: Any, transport: ShmTransport, area: DirectArea,
                  send: np.ndarray | None, recv: np.ndarray | None, seq: int,
-                 timeout: float | None) -> None:
+                 timeout: float | None,
+                 resume: Callable[[float | None], AreaExecution] | None = None) -> None:
         self.call, self.runner, self.transport, self.area = call, runner, transport, area
         self.send, self.recv, self.seq = send, recv, seq
+        #: the protocol's execution of the published call, given the time left (None: a
+        #: `DirectExecution`; `direct_alltoallv` passes its own)
+        self.resume = resume
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.left = 1
-        self.rest: DirectExecution | None = None
+        self.rest: AreaExecution | None = None
         self.late = False
         self.slot, self.k = slot_of(seq, 0), call_number(seq, 0)
         area.inflight += 1
         if call.rank in _role(area, call.spec, call.rank).awaits:  # it reads its own slot
             area.own_pending[self.slot] = self.k
 
-    def _rest(self) -> DirectExecution:
+    def _rest(self) -> AreaExecution:
         """The rest of the call by the Python protocol (the contribution is published)."""
         call = self.call
-        self.rest = DirectExecution(self.transport, self.area, call.spec, call.rank, self.send,
-                                    self.recv, self.seq, 0, call.context, self._remaining(),
-                                    published=True)
+        if self.resume is not None:
+            self.rest = self.resume(self._remaining())
+        else:
+            self.rest = DirectExecution(self.transport, self.area, call.spec, call.rank,
+                                        self.send, self.recv, self.seq, 0, call.context,
+                                        self._remaining(), published=True)
+        assert self.rest is not None
         return self.rest
+
+    @property
+    def streamed(self) -> Any:
+        """What the protocol's execution says follows in the call's next phase (a gatherv's
+        stream, `direct_gatherv`), once the Python protocol took the call; else None."""
+        return getattr(self.rest, "streamed", None)
 
     def _remaining(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
@@ -336,9 +356,10 @@ class PostedCall:
             if self.rest is not None:
                 done = self.rest.poll(spin)
             else:
-                done = self.runner.finish(self.send, self.recv, self.seq, None, False
-                                          ) is not False
-                if not done and self.late:
+                got = self.runner.finish(self.send, self.recv, self.seq, None, False)
+                done = got is True or got is None
+                # a peer late again, or a header the compiled reads do not take (5)
+                if not done and (self.late or got is not False):
                     done = self._rest().poll(spin)
                 self.late = True
         except BaseException:
@@ -351,8 +372,18 @@ class PostedCall:
     def wait_alone(self) -> None:
         """Block until done, nothing else being in flight to progress meanwhile (`Progress`
         calls it then): as a blocking call waits."""
+        progress = self.call.progress
+        if self in progress.active:  # what the runner hands to Python waits without it
+            progress.active.remove(self)
         try:
-            if self.rest is not None:
+            if self.resume is not None:  # the protocol's own execution takes what is left
+                if self.rest is None and self.runner.finish(
+                        self.send, self.recv, self.seq, self._remaining(), _KEEP_PYTHON
+                ) in _HANDED:
+                    self._rest()
+                if self.rest is not None:
+                    progress.wait(self.rest)  # its messages progress through the transport
+            elif self.rest is not None:
                 self.rest.wait()
             elif self.left:
                 self.runner.finish(self.send, self.recv, self.seq, self._remaining(), True)

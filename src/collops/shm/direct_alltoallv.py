@@ -150,6 +150,16 @@ class AlltoallvExecution(direct.DirectExecution):
         self.by_reference = self.layout.overflows and transport.capabilities().single_copy
         super().__init__(transport, area, spec, rank, send, recv, seq, phase, context, timeout)
 
+    @staticmethod
+    def posting_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
+                       ) -> Callable[..., None] | None:
+        """The compiled runner that posts and finishes this protocol's non-blocking calls of
+        ``call``'s signature (`posted`; None: none)."""
+        others = [j for j in range(call.spec.size) if j != call.rank]
+        return table_runner(call, transport, area,
+                            layout_of(call.spec, call.rank, area.capacity), others, others,
+                            _run)
+
     def _tag(self) -> int:
         """The messages' tag: the call's next phase, which no wait of this one watches."""
         return make_tag_base(self.context, self.seq, self.phase + 1)
@@ -292,6 +302,27 @@ def started(kind: type[AlltoallvExecution], call: NativeCall, send: np.ndarray |
                 timeout, published)
 
 
+def posted(kind: type[AlltoallvExecution], call: NativeCall, send: np.ndarray | None,
+           recv: np.ndarray | None, seq: int, phase: int, timeout: float | None
+           ) -> AlltoallvExecution | direct.PostedCall:
+    """`started`, for a non-blocking call: by the compiled runner of its signature when it
+    can publish this rank's header and blocks without waiting (a `direct.PostedCall`, which
+    compiled code finishes, or else ``kind``'s protocol from the published slot), else
+    ``kind``'s protocol from the start."""
+    transport, area = direct.area_of(call)
+    if phase == 0 and not area.inflight and config.settings.compiled:
+        runner = direct.kept(area.memo, ("posting table", call.spec, call.rank),
+                             lambda: getattr(kind.posting_runner(call, transport, area),
+                                             "__self__", False))
+        if runner and runner.post(send, seq):
+            return direct.PostedCall(
+                call, runner, transport, area, send, recv, seq, timeout,
+                lambda left: kind(transport, area, call.spec, call.rank, send, recv, seq, 0,
+                                  call.context, left, True))
+    return kind(transport, area, call.spec, call.rank, send, recv, seq, phase, call.context,
+                timeout)
+
+
 def run_blocking(kind: type[AlltoallvExecution], call: NativeCall, send: np.ndarray | None,
                  recv: np.ndarray | None, seq: int, timeout: float | None, phase: int = 0,
                  confirm: bool = True, published: bool = False) -> None:
@@ -303,7 +334,7 @@ def run_blocking(kind: type[AlltoallvExecution], call: NativeCall, send: np.ndar
 
 
 #: start an alltoallv (``start(call, send, recv, seq, phase, timeout)``), or run one
-start = functools.partial(started, AlltoallvExecution)
+start = functools.partial(posted, AlltoallvExecution)
 _run = functools.partial(run_blocking, AlltoallvExecution)
 
 

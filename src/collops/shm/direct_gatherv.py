@@ -55,6 +55,7 @@ from .direct_alltoallv import (
     AlltoallvExecution,
     Layout,
     layout_of,
+    posted,
     started,
     table_runner,
 )
@@ -171,6 +172,20 @@ class GathervExecution(AlltoallvExecution):
         super().__init__(transport, area, spec, rank, send, recv, seq, phase, context, timeout,
                          published, layout_for(spec, rank, area.capacity))
 
+    @staticmethod
+    def posting_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
+                       ) -> Callable[..., None] | None:
+        """The compiled runner that posts a non-blocking gatherv (`posted`): `bind`'s, for
+        a rank whose block goes through its slot and that is not a root learning the counts
+        (None otherwise: the protocol runs in Python)."""
+        spec, rank = call.spec, call.rank
+        if streams(spec) or learns(spec, rank):
+            return None
+        return table_runner(call, transport, area, layout_for(spec, rank, area.capacity),
+                            direct_roles.waits_for(spec, rank),
+                            list(direct_roles.readers(spec, rank)),
+                            functools.partial(_run, runners={}))
+
     def _learns(self) -> bool:
         return learns(self.spec, self.rank)
 
@@ -254,8 +269,10 @@ def _streamed_by(spec: CallSpec, words: np.ndarray) -> CallSpec | None:
     return full_spec(p, spec.dtype, spec.root, counts, displs)
 
 
-#: start a gatherv (``start(call, send, recv, seq, phase, timeout)``)
+#: start a gatherv (``start(call, send, recv, seq, phase, timeout)``): `_run`'s, and (by the
+#: compiled runner where it can post the call, `posted`) the native algorithm's
 start = functools.partial(started, GathervExecution)
+start_posted = functools.partial(posted, GathervExecution)
 
 
 def _run(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, seq: int,
@@ -333,7 +350,7 @@ def _reported_as(spec: CallSpec, rank: int) -> str:
 
 def register() -> None:
     """Add the ``shm_direct`` record of ``gatherv``: alltoallv's, with its own protocol."""
-    native = NativeAlgorithm(start, bind, reported_as=_reported_as)
+    native = NativeAlgorithm(start_posted, bind, reported_as=_reported_as)
     add_algorithm(replace(
         get_algorithm("alltoallv", direct.NAME), collective="gatherv", native=native,
         agrees_on_root=True, restrictions=(direct.FITS,), description="gatherv through "

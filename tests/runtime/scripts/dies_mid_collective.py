@@ -1,8 +1,9 @@
 """Rank 1 is killed (SIGKILL) while the others are inside an allreduce that needs it.
 
-``python dies_mid_collective.py [nonblocking]``: with ``nonblocking``, the allreduce is a
-non-blocking one whose signature was prepared first (its request started from the prepared
-call), waited for."""
+``python dies_mid_collective.py [nonblocking [COLLECTIVE]]``: with ``nonblocking``, the
+allreduce (or COLLECTIVE: bcast, scatter, gatherv or alltoallv, rooted at the rank that dies)
+is a non-blocking one whose signature was prepared first (its request started from the
+prepared call), waited for."""
 
 import json
 import os
@@ -14,12 +15,26 @@ import numpy as np
 
 import collops
 
-nonblocking = sys.argv[1:] == ["nonblocking"]
+nonblocking = sys.argv[1:2] == ["nonblocking"]
+collective = sys.argv[2] if len(sys.argv) > 2 else "allreduce"
 comm = collops.init()
 x = np.ones(4)
+p = comm.size
+counts = [2] * p
+calls = {  # collective -> (blocking, non-blocking), rooted at rank 1
+    "allreduce": (lambda: comm.allreduce(x, "sum"), lambda: comm.iallreduce(x, "sum")),
+    "bcast": (lambda: comm.bcast(x, 1), lambda: comm.ibcast(x, 1)),
+    "scatter": (lambda: comm.scatter(np.ones(4 * p), 1),
+                lambda: comm.iscatter(np.ones(4 * p), 1)),
+    "gatherv": (lambda: comm.gatherv(np.ones(2), 1, counts),
+                lambda: comm.igatherv(np.ones(2), 1, counts)),
+    "alltoallv": (lambda: comm.alltoallv(np.ones(2 * p), counts, None, counts),
+                  lambda: comm.ialltoallv(np.ones(2 * p), counts, None, counts)),
+}
+blocking_call, nonblocking_call = calls[collective]
 if nonblocking:
     for _ in range(3):  # prepared and bound
-        comm.allreduce(x, "sum")
+        blocking_call()
 comm.barrier()
 if comm.rank == 1:
     time.sleep(0.2)  # let the others enter the collective (start their requests) first
@@ -27,7 +42,7 @@ if comm.rank == 1:
 start = time.monotonic()
 try:
     if nonblocking:
-        comm.iallreduce(x, "sum").wait()
+        nonblocking_call().wait()
     else:
         comm.allreduce(np.ones(1000), algorithm="ring")
 except collops.PeerFailed as exc:
