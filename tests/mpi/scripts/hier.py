@@ -3,11 +3,12 @@
 
 ``python hier.py``: every rank runs allreduce (in place too), reduce and bcast from every
 root, allgather, barrier and an allreduce with an operator that is not commutative, with
-``algorithm="hier"``, blocking and non-blocking, at a few
-sizes, on the world and on a sub-communicator of the even ranks, then the odd ones (whose nodes are
-not contiguous blocks of its ranks), and checks each result against numpy and that ``hier``
-ran it; then an allreduce on each of 40 communicators made and freed in turn. Each rank prints ``{"rank": r, "nodes": [...], "checked": n, "ran": [...], "cycles": 40,
-"bound_hier": [calls bound naming hier, whether any is the compiled mpi_native runner]}``.
+``algorithm="hier"``, blocking and non-blocking, at a few sizes, on the world and on a
+sub-communicator of the even ranks, then the odd ones (whose nodes are not contiguous blocks
+of its ranks), and checks each result against numpy and that ``hier`` ran it; then an
+allreduce on each of 40 communicators made and freed in turn. Each rank prints
+``{"rank": r, "nodes": [...], "checked": n, "ran": [...], "cycles": 40, "bound_hier": [calls
+bound naming hier, whether any is the compiled mpi_native runner]}``.
 """
 
 import json
