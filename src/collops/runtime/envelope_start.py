@@ -106,15 +106,7 @@ def start_enveloped(comm: FastPaths, call: str, x: Any, key: Any, root: Any, out
         send.reshape(p, block)[:, :_DATA_AT] = head
         if inline is not None:
             _blocks_view(env, p, block, dt, shape)[...] = x.reshape(p, *shape)
-    seq, timeout = comm._next_call(timeout, call)
-    started = envelope.start(comm, send, recv, seq, 0, timeout, agree=True)
-    if data is None:
-        return StartedRequest(comm, started, result)
-    send_data, recv_data = x.reshape(-1), result.reshape(-1)
-
-    def then(request: StartedRequest, _envelope: Any) -> Execution:
-        return data.start(comm, send_data, recv_data, seq, 1, timeout)
-    return StartedRequest(comm, started, result, then)
+    return _begun(comm, call, envelope, send, recv, x, result, data, timeout)
 
 
 def _scatterv_root(comm: FastPaths, envelope: PreparedCall, x: np.ndarray, key: Any, root: int,
@@ -157,7 +149,15 @@ def _scatterv_root(comm: FastPaths, envelope: PreparedCall, x: np.ndarray, key: 
             result[...] = own_rows
     else:
         result = np.empty(shape, x.dtype) if out is None else out.reshape(shape)
-    seq, timeout = comm._next_call(timeout, "scatterv")
+    return _begun(comm, "scatterv", envelope, send, recv, x, result, data, timeout)
+
+
+def _begun(comm: FastPaths, call: str, envelope: PreparedCall, send: np.ndarray,
+           recv: np.ndarray, x: np.ndarray, result: np.ndarray, data: PreparedCall | None,
+           timeout: float | None) -> StartedRequest:
+    """A root's request: its envelope call started under the call's number, and its data
+    phase (``data``, when the data did not fit the envelope) the request's second step."""
+    seq, timeout = comm._next_call(timeout, call)
     started = envelope.start(comm, send, recv, seq, 0, timeout, agree=True)
     if data is None:
         return StartedRequest(comm, started, result)
