@@ -121,6 +121,9 @@ def test_the_compiled_checks_agree_with_the_python_ones():
             for received in _specs_for(buf, counts, displs):
                 assert _args_ids(buffers.alltoallv_args(spec, received, 3)) == _args_ids(
                     buffers._alltoallv_args(spec, received, 3))
+            for x in (buf, [buf, MPI.DOUBLE], [buf, MPI.FLOAT], np.zeros((2, 2)), None):
+                assert _args_ids(buffers.allgatherv_args(x, spec, 3)) == _args_ids(
+                    buffers._allgatherv_args(x, spec, 3))
             assert buffers.fast_array(spec) is buffers._fast_array(spec)
             assert buffers.elements(buf, True) == buffers._elements(buf, True)
     assert layouts._specs is not None, "collops.facade._specs was not built"
@@ -146,13 +149,12 @@ def _ids(found):
 
 
 def _args_ids(args):
-    """What `alltoallv_args` gave: the send array, counts and displacements by identity,
-    ``out`` by its memory."""
+    """What `alltoallv_args` or `allgatherv_args` gave: the send array, counts and
+    displacements by identity, ``out`` by its memory."""
     if args is None:
         return None
-    x, scounts, sdispls, rcounts, rdispls, out = args
-    return (id(x), id(scounts), id(sdispls), id(rcounts), id(rdispls), out.ctypes.data,
-            out.size, out.dtype)
+    *given, out = args
+    return (*map(id, given), out.ctypes.data, out.size, out.dtype)
 
 
 def test_alltoallv_args_gives_what_alltoallv_takes():
@@ -169,3 +171,17 @@ def test_alltoallv_args_gives_what_alltoallv_takes():
     assert np.shares_memory(out, recv) and out.size == 11  # up to the end of the last block
     assert buffers.alltoallv_args([send, (counts, displs), MPI.DOUBLE], recv, 3) is None
     assert buffers.alltoallv_args(send, [recv, (counts, displs), MPI.DOUBLE], 3) is None
+
+
+def test_allgatherv_args_gives_what_allgatherv_takes():
+    counts, displs = [1, 2, 3], [0, 4, 8]
+    x, recv = np.arange(2.0), np.zeros(12)
+    _parse([recv, (counts, displs), MPI.DOUBLE])
+    args = buffers.allgatherv_args(x, [recv, (counts, displs), MPI.DOUBLE], 3)
+    assert args is not None
+    sent, got_counts, got_displs, out = args
+    assert sent is x and list(got_counts) == counts and list(got_displs) == displs
+    assert np.shares_memory(out, recv) and out.size == 11
+    assert buffers.allgatherv_args(np.zeros((1, 2)), [recv, (counts, displs), MPI.DOUBLE],
+                                   3) is None  # counts are of a 1-D buffer's items
+    assert buffers.allgatherv_args(x, recv, 3) is None

@@ -337,6 +337,40 @@ static PyObject *alltoallv_args(PyObject *self, PyObject *const *args, Py_ssize_
     return result;
 }
 
+/* allgatherv_args(sendspec, recvspec, size) -> (x, counts, displs, out) | None:
+ * `buffers.allgatherv_args`, what collops' allgatherv takes for the facade's `Allgatherv`
+ * (``x`` a plain send array, the receive spec of the commonest forms), in one call. */
+static PyObject *allgatherv_args(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || memo == NULL) {
+        PyErr_SetString(PyExc_TypeError, "allgatherv_args(sendspec, recvspec, size), once "
+                        "configured");
+        return NULL;
+    }
+    Py_ssize_t size = PyLong_AsSsize_t(args[2]);
+    if (size == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *x = spec_array(args[0]), *buf, *layout, *out, *result = NULL;
+    if (x == NULL || array_elements(x, 0) < 0)  /* counts are of a 1-D buffer's items */
+        Py_RETURN_NONE;
+    Py_INCREF(x);
+    int got = vector_of(args[1], size, 1, &buf, &layout, &out);
+    if (got <= 0) {
+        result = got < 0 ? NULL : Py_NewRef(Py_None);
+    } else {
+        PyObject *counts = PyObject_GetAttr(layout, str_counts);
+        PyObject *displs = PyObject_GetAttr(layout, str_placed_displs);
+        if (counts && displs)
+            result = PyTuple_Pack(4, x, counts, displs, out);
+        Py_XDECREF(counts);
+        Py_XDECREF(displs);
+        Py_DECREF(buf);
+        Py_DECREF(layout);
+        Py_DECREF(out);
+    }
+    Py_DECREF(x);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
      "Set the array and datatype types the checks compare with."},
@@ -349,6 +383,8 @@ static PyMethodDef methods[] = {
      "The remembered layout of counts and displacements that still hold its values, or None."},
     {"fast_vector", (PyCFunction)(void (*)(void))fast_vector, METH_FASTCALL,
      "The array and remembered layout of a v-collective's commonest specs, or None."},
+    {"allgatherv_args", (PyCFunction)(void (*)(void))allgatherv_args, METH_FASTCALL,
+     "What collops' allgatherv takes for a plain array and a v-spec, or None."},
     {"alltoallv_args", (PyCFunction)(void (*)(void))alltoallv_args, METH_FASTCALL,
      "What collops' alltoallv takes for two v-specs of the commonest forms, or None."},
     {NULL, NULL, 0, NULL}};

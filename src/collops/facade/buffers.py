@@ -255,6 +255,20 @@ def _alltoallv_args(sendspec: Any, recvspec: Any, size: int
             received[2])
 
 
+def _allgatherv_args(sendspec: Any, recvspec: Any, size: int
+                     ) -> tuple[np.ndarray, Any, Any, np.ndarray] | None:
+    """What collops' ``allgatherv`` takes (``x, counts``, then ``displs`` and ``out``) for a
+    plain send array (`_fast_array`'s forms, 1-D) and a receive spec of `_fast_vector`'s
+    forms, or None."""
+    x = _fast_array(sendspec)
+    if x is None or _elements(x, False) < 0:
+        return None
+    found = _fast_vector(recvspec, size, True)
+    if found is None:
+        return None
+    return x, found[1].counts, found[1].placed_displs, found[2]
+
+
 def _agrees(elements: Any) -> bool:
     """Whether a compiled `elements` (which reads numpy's array head) gives numpy's answers."""
     frozen = np.zeros(2)
@@ -272,10 +286,11 @@ compiled = layouts._specs if layouts._specs is not None and _agrees(
     layouts._specs.elements) else None
 if compiled is None:  # pragma: no cover - a build without a C compiler
     fast_array, elements, fast_vector = _fast_array, _elements, _fast_vector
-    alltoallv_args = _alltoallv_args
+    alltoallv_args, allgatherv_args = _alltoallv_args, _allgatherv_args
 else:
     fast_array, elements = layouts._specs.array, layouts._specs.elements
     fast_vector, alltoallv_args = layouts._specs.fast_vector, layouts._specs.alltoallv_args
+    allgatherv_args = layouts._specs.allgatherv_args
 
 
 def message(spec: Any, call: str, argument: str, rank: int | None,

@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import CollopsError
 from ..runtime.arguments import rows_spanned
 from .buffers import (
+    allgatherv_args,
     alltoallv_args,
     elements,
     fast_array,
@@ -526,21 +527,19 @@ class Collectives:
     def _fast_allgatherv(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any) -> Any:
         """Allgatherv started by collops' ``method`` when its buffers are plain (a layout checked
         once); else `MISSED`."""
-        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
-        found = None if x is None or elements(x, False) < 0 else fast_vector(
-            recvbuf, self._comm.size, True)
-        if found is None:
-            return MISSED
-        _, layout, out = found
-        return method(x, layout.counts, displs=layout.placed_displs, out=out)
+        a = allgatherv_args(sendbuf, recvbuf, self._comm.size)
+        return MISSED if a is None else method(a[0], a[1], displs=a[2], out=a[3])
 
     def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:
         """Allgather with per-rank counts and displacements."""
-        try:
-            if self._fast_allgatherv(self._comm.allgatherv, sendbuf, recvbuf) is not MISSED:
+        comm = self._comm
+        a = allgatherv_args(sendbuf, recvbuf, comm.size)  # the fast branch, as `Allreduce`'s
+        if a is not None:
+            try:
+                comm.allgatherv(a[0], a[1], displs=a[2], out=a[3])
                 return
-        except CollopsError as exc:
-            raise mpi_error(exc) from None
+            except CollopsError as exc:
+                raise mpi_error(exc) from None
         self._run(self._allgatherv(sendbuf, recvbuf, "Allgatherv"), BLOCKING)
 
     @_staged
