@@ -83,3 +83,18 @@ def test_the_barrier_is_timed_as_the_mpi_side_times_its_own():
     assert mpi_call(comm, None, "barrier", none, none) == comm.Barrier
     assert collops_call(comm, "barrier", none, none, "dissemination")() == {
         "algorithm": "dissemination"}
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "allgather", "gather", "scatter",
+                                        "pingpong", "scatterv"])
+def test_buffers_start_on_a_page_and_hold_the_rank(collective: str) -> None:
+    from collops.bench.measure import PAGE, buffers, element_count
+
+    for size in (8, 65536, 1 << 20):
+        for rank in (0, 1):
+            send, recv = buffers(collective, size, 4, rank)
+            assert send.size == element_count(collective, size, 4)
+            assert np.all(send == rank + 1)
+            for buf in (send, recv):
+                assert buf.dtype == np.float64 and buf.flags.c_contiguous
+                assert buf.size == 0 or buf.ctypes.data % PAGE == 0
