@@ -76,9 +76,7 @@ def start_enveloped(comm: FastPaths, call: str, x: Any, key: Any, root: Any, out
     if call == "scatterv":
         return _scatterv_root(comm, envelope, x, key, root, out, algorithm, timeout)
     dt = x.dtype
-    entry = envelope.views.get((dt, x.shape), _SLOW)
-    if entry is _SLOW:
-        entry = envelope.views.put((dt, x.shape), comm._root_entry(call, envelope, x))
+    entry = comm._kept_root_entry(call, envelope, x)
     if entry is None:
         return None
     head, inline, shape, _ = entry

@@ -297,9 +297,7 @@ class FastPaths(PhaseGenerators):
         if self.rank != root:
             return self._envelope_call(call, envelope, None, (), out, root, algorithm, timeout)
         dt = x.dtype
-        entry = envelope.views.get((dt, x.shape), _SLOW)
-        if entry is _SLOW:
-            entry = envelope.views.put((dt, x.shape), self._root_entry(call, envelope, x))
+        entry = self._kept_root_entry(call, envelope, x)
         if entry is None:
             return _SLOW
         head, inline, shape, own = entry
@@ -474,6 +472,15 @@ class FastPaths(PhaseGenerators):
         result = out.reshape(shape)
         result[...] = mine
         return result
+
+    def _kept_root_entry(self, call: str, envelope: PreparedCall, x: np.ndarray) -> Any:
+        """`_root_entry` for ``x``'s dtype and shape, worked out once and kept with the
+        envelope."""
+        key = (x.dtype, x.shape)
+        entry = envelope.views.get(key, _SLOW)
+        if entry is _SLOW:
+            entry = envelope.views.put(key, self._root_entry(call, envelope, x))
+        return entry
 
     def _root_entry(self, call: str, envelope: PreparedCall, x: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray | None, tuple[int, ...], Any] | None:
