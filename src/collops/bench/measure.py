@@ -192,39 +192,38 @@ def iterations_for(size: int, requested: int | None) -> int:
 
 def collops_call(comm: Any, collective: str, send: np.ndarray, recv: np.ndarray,
                  algorithm: str | None) -> Callable[[], Any]:
-    """A zero-argument closure performing one collops call into ``recv``.
-
-    Its arguments are those the MPI side's call takes, no more: an ``algorithm`` is set on
-    the communicator for the collective (`Comm.set_algorithm`) rather than passed with every
-    call, whose ``**`` unpacking cost collops 0.1-0.2 µs a call that MPI's call did not pay
-    (a barrier's, which the untimed barriers between calls must not take, is passed)."""
+    """A zero-argument closure performing one collops call into ``recv``, naming
+    ``algorithm`` (None: the selection's) as a keyword of its own: an ``**`` unpacking in
+    every call cost collops 0.1-0.2 µs a call that MPI's call did not pay."""
     c = collective
     if c == "barrier":  # the method itself, as the MPI side times ``comm.Barrier``
         return comm.barrier if not algorithm else lambda: comm.barrier(algorithm=algorithm)
-    if algorithm and c in ARRAYS + VECTORS:
-        comm.set_algorithm("reduce_scatter_block" if c == "reduce_scatter" else c, algorithm)
     if c == "bcast":  # in place at the root, as MPI_Bcast and OSU's benchmark are
-        return lambda: comm.bcast(send, 0, out=send if comm.rank == 0 else recv)
+        return lambda: comm.bcast(send, 0, out=send if comm.rank == 0 else recv,
+                                  algorithm=algorithm)
     if c == "allreduce":
-        return lambda: comm.allreduce(send, "sum", out=recv)
+        return lambda: comm.allreduce(send, "sum", out=recv, algorithm=algorithm)
     if c == "reduce":
-        return lambda: comm.reduce(send, "sum", 0, out=recv if comm.rank == 0 else None)
+        return lambda: comm.reduce(send, "sum", 0, out=recv if comm.rank == 0 else None,
+                                   algorithm=algorithm)
     if c == "allgather":
-        return lambda: comm.allgather(send, out=recv)
+        return lambda: comm.allgather(send, out=recv, algorithm=algorithm)
     if c == "alltoall":
-        return lambda: comm.alltoall(send, out=recv)
+        return lambda: comm.alltoall(send, out=recv, algorithm=algorithm)
     if c == "gather":
-        return lambda: comm.gather(send, 0, out=recv if comm.rank == 0 else None)
+        return lambda: comm.gather(send, 0, out=recv if comm.rank == 0 else None,
+                                   algorithm=algorithm)
     if c == "scatter":
-        return lambda: comm.scatter(send if comm.rank == 0 else None, 0, out=recv)
+        return lambda: comm.scatter(send if comm.rank == 0 else None, 0, out=recv,
+                                    algorithm=algorithm)
     if c == "reduce_scatter":
-        return lambda: comm.reduce_scatter_block(send, "sum", out=recv)
+        return lambda: comm.reduce_scatter_block(send, "sum", out=recv, algorithm=algorithm)
     if c == "scan":
-        return lambda: comm.scan(send, "sum", out=recv)
+        return lambda: comm.scan(send, "sum", out=recv, algorithm=algorithm)
     if c == "exscan":
-        return lambda: comm.exscan(send, "sum", out=recv)
+        return lambda: comm.exscan(send, "sum", out=recv, algorithm=algorithm)
     if c in VECTORS:
-        return _vector_call(comm, c, send, recv)
+        return _vector_call(comm, c, send, recv, algorithm)
     if c in OBJECTS:
         return object_call(comm, c)
     if c == "pingpong":
@@ -234,20 +233,21 @@ def collops_call(comm: Any, collective: str, send: np.ndarray, recv: np.ndarray,
     raise ValueError(f"no benchmark for {collective!r}")
 
 
-def _vector_call(comm: Any, c: str, send: np.ndarray, recv: np.ndarray
-                 ) -> Callable[[], Any]:
+def _vector_call(comm: Any, c: str, send: np.ndarray, recv: np.ndarray,
+                 algorithm: str | None) -> Callable[[], Any]:
     """A v-collective with its counts given (nothing exchanged first), as MPI's are."""
     p = comm.size
     if c == "allgatherv":
-        return lambda: comm.allgatherv(send, [len(send)] * p, out=recv)
+        return lambda: comm.allgatherv(send, [len(send)] * p, out=recv, algorithm=algorithm)
     if c == "gatherv":
         return lambda: comm.gatherv(send, 0, [len(send)] * p,
-                                    out=recv if comm.rank == 0 else None)
+                                    out=recv if comm.rank == 0 else None, algorithm=algorithm)
     if c == "scatterv":
         return lambda: comm.scatterv(send if comm.rank == 0 else None, [len(recv)] * p, 0,
-                                     out=recv)
+                                     out=recv, algorithm=algorithm)
     block = len(send) // p
-    return lambda: comm.alltoallv(send, [block] * p, recvcounts=[block] * p, out=recv)
+    return lambda: comm.alltoallv(send, [block] * p, recvcounts=[block] * p, out=recv,
+                                  algorithm=algorithm)
 
 
 #: each object form: mpi4py's lowercase method doing the same, and the arguments both take on
