@@ -124,3 +124,33 @@ def test_a_finished_rank_and_the_cause_it_noted_are_seen_by_its_node_peers():
     rank_5.note_cause(5, 3)  # only the first cause is kept
     assert seen_by_3.cause(5) == 8 and seen_by_3.first_finished({5}) == 5
     assert NodePeers({5: os.getpid()}).first_finished({5}) is None  # no window: never told
+
+
+def test_a_dead_rank_that_noted_a_cause_is_reported_as_that_cause():
+    # rank 3 waits for rank 5, whose process is gone after it failed because of rank 8 (it
+    # raised and exited): rank 3's error names rank 8, as for a rank that returned early
+    from collops.errors import PeerFailed
+    from collops.mpi.transport import MpiTransport
+
+    words = memoryview(bytearray(3 * 8)).cast("Q")
+    index = {3: 0, 5: 1, 8: 2}
+    child = _child()
+    child.kill()
+    child.wait()
+
+    class Waiter:  # the part of an MpiTransport `dead_error` reads
+        rank = 3
+        _peers = NodePeers({5: child.pid, 8: os.getpid()}, words, index)
+        dead_error = MpiTransport.dead_error
+        noted = MpiTransport.noted
+        note_cause = MpiTransport.note_cause
+
+    waiter = Waiter()
+    assert waiter._peers.first_dead({5}) == 5
+    plain = waiter.dead_error(5, "for a barrier")
+    assert isinstance(plain, PeerFailed) and plain.failed_rank == 5
+    NodePeers({3: os.getpid(), 8: os.getpid()}, words, index).note_cause(5, 8)
+    named = waiter.dead_error(5, "for a barrier")
+    assert named.failed_rank == 8 and "rank 5, failing because of it, is gone" in str(named)
+    NodePeers({5: 0, 8: 0}, words, index).note_cause(8, 3)
+    assert waiter.dead_error(8, "x").failed_rank == 8  # a cause that is the waiter itself

@@ -406,9 +406,7 @@ class MpiTransport(NativeComms, Transport):
         peers = self._peers
         dead = peers.first_dead(self.awaited())
         if dead is not None:
-            raise self.noted(PeerFailed(
-                dead, f"its process (pid {peers.pids[dead]}, on rank {self.rank}'s node) is "
-                f"gone while rank {self.rank} waited for it over MPI"))
+            raise self.dead_error(dead, "over MPI")
         if peers.words is None:
             return
         if peers.first_finished(self._awaited_messages()) is not None:
@@ -432,6 +430,20 @@ class MpiTransport(NativeComms, Transport):
         return self.noted(PeerFailed(
             peer, f"it returned from its program (finished with collops) while rank "
             f"{self.rank} still waited {what} over MPI"))
+
+    def dead_error(self, peer: int, what: str) -> PeerFailed:
+        """The error of a rank that waited for ``peer`` (``what``: how), whose process is
+        gone: naming the rank ``peer``'s own failure followed from, if it noted one before it
+        went (a rank that raised because of another and then exited)."""
+        cause = self._peers.cause(peer)
+        pid = self._peers.pids[peer]
+        if cause is not None and cause != self.rank:
+            return self.noted(PeerFailed(
+                cause, f"rank {peer}, failing because of it, is gone (pid {pid}) while rank "
+                f"{self.rank} waited for it {what}"))
+        return self.noted(PeerFailed(
+            peer, f"its process (pid {pid}, on rank {self.rank}'s node) is gone while rank "
+            f"{self.rank} waited for it {what}"))
 
     def noted(self, error: PeerFailed) -> PeerFailed:
         """``error``, its failed rank noted as the cause of this rank's failure."""

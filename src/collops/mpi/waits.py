@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING
 
 from .. import config
-from ..errors import CollectiveMismatch, PeerFailed
+from ..errors import CollectiveMismatch
 from ..transport.stall import report, watch_of
 from .board import Board
 from .native import MPI_NATIVE, earlier_execution
@@ -83,9 +83,7 @@ class BoardWait:
             self.next_check = now + runner.transport._check_every
             dead = runner.dead_peer()
             if dead is not None:
-                raise runner.transport.noted(PeerFailed(
-                    dead, f"its process (pid {runner.transport._peers.pids[dead]}) is gone "
-                    f"while rank {runner.rank} waited for it to start {runner.what}"))
+                raise runner.transport.dead_error(dead, f"to start {runner.what}")
             done = runner.transport._peers.first_finished(self.not_posted())
             if done is not None:
                 raise runner.transport.finished_error(done, f"for it to start {runner.what}")
