@@ -142,6 +142,7 @@ def test_a_dead_rank_that_noted_a_cause_is_reported_as_that_cause():
         rank = 3
         _peers = NodePeers({5: child.pid, 8: os.getpid()}, words, index)
         dead_error = MpiTransport.dead_error
+        _failed = MpiTransport._failed
         noted = MpiTransport.noted
         note_cause = MpiTransport.note_cause
 

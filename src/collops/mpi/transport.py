@@ -422,28 +422,28 @@ class MpiTransport(NativeComms, Transport):
     def finished_error(self, peer: int, what: str = "for its messages") -> PeerFailed:
         """The error of a rank that waits ``what`` from ``peer``, which returned from its
         program: naming the rank ``peer``'s own failure followed from, if it noted one."""
-        cause = self._peers.cause(peer)
-        if cause is not None:
-            return self.noted(PeerFailed(
-                cause, f"rank {peer}, failing because of it, returned from its program while "
-                f"rank {self.rank} still waited {what} over MPI"))
-        return self.noted(PeerFailed(
-            peer, f"it returned from its program (finished with collops) while rank "
-            f"{self.rank} still waited {what} over MPI"))
+        return self._failed(peer, "returned from its program",
+                            "it returned from its program (finished with collops)",
+                            f"still waited {what} over MPI")
 
     def dead_error(self, peer: int, what: str) -> PeerFailed:
         """The error of a rank that waited for ``peer`` (``what``: how), whose process is
         gone: naming the rank ``peer``'s own failure followed from, if it noted one before it
         went (a rank that raised because of another and then exited)."""
-        cause = self._peers.cause(peer)
         pid = self._peers.pids[peer]
+        return self._failed(peer, f"is gone (pid {pid})",
+                            f"its process (pid {pid}, on rank {self.rank}'s node) is gone",
+                            f"waited for it {what}")
+
+    def _failed(self, peer: int, cause_how: str, own_how: str, waiting: str) -> PeerFailed:
+        """`PeerFailed` naming the cause ``peer`` noted (``cause_how``: what ``peer`` did),
+        else ``peer`` itself (``own_how``), while this rank was ``waiting``."""
+        cause = self._peers.cause(peer)
         if cause is not None and cause != self.rank:
             return self.noted(PeerFailed(
-                cause, f"rank {peer}, failing because of it, is gone (pid {pid}) while rank "
-                f"{self.rank} waited for it {what}"))
-        return self.noted(PeerFailed(
-            peer, f"its process (pid {pid}, on rank {self.rank}'s node) is gone while rank "
-            f"{self.rank} waited for it {what}"))
+                cause, f"rank {peer}, failing because of it, {cause_how} while rank "
+                f"{self.rank} {waiting}"))
+        return self.noted(PeerFailed(peer, f"{own_how} while rank {self.rank} {waiting}"))
 
     def noted(self, error: PeerFailed) -> PeerFailed:
         """``error``, its failed rank noted as the cause of this rank's failure."""
