@@ -299,41 +299,59 @@ static PyObject *fast_vector(PyObject *self, PyObject *const *args, Py_ssize_t n
     return result;
 }
 
+/* The size argument of a pair's `name(sendspec, recvspec, size)`: 0, or -1 with an
+ * exception. */
+static int pair_size(PyObject *const *args, Py_ssize_t nargs, const char *name,
+                     Py_ssize_t *size) {
+    if (nargs != 3 || memo == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s(sendspec, recvspec, size), once configured", name);
+        return -1;
+    }
+    *size = PyLong_AsSsize_t(args[2]);
+    return *size == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* A v-spec of the commonest forms (`vector_of`) as the fields collops' call takes: its
+ * array, its layout's `first` and `second` fields and its out (`writable`), four new
+ * references in `parts`; 1, 0 when it is of another form, -1 with an exception. */
+static int vector_parts(PyObject *spec, Py_ssize_t size, int writable, PyObject *first,
+                        PyObject *second, PyObject *parts[4]) {
+    PyObject *layout;
+    int got = vector_of(spec, size, writable, &parts[0], &layout, &parts[3]);
+    if (got <= 0)
+        return got;
+    parts[1] = PyObject_GetAttr(layout, first);
+    parts[2] = parts[1] ? PyObject_GetAttr(layout, second) : NULL;
+    Py_DECREF(layout);
+    if (parts[2] == NULL) {
+        for (int k = 0; k < 4; ++k)
+            Py_CLEAR(parts[k]);
+        return -1;
+    }
+    return 1;
+}
+
 /* alltoallv_args(sendspec, recvspec, size) -> (sendbuf, sendcounts, sdispls, recvcounts,
  * rdispls, out) | None: `buffers.alltoallv_args`, what collops' alltoallv takes for the
  * facade's `Alltoallv` when both specs are of the commonest forms, in one call. */
 static PyObject *alltoallv_args(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3 || memo == NULL) {
-        PyErr_SetString(PyExc_TypeError, "alltoallv_args(sendspec, recvspec, size), once "
-                        "configured");
+    Py_ssize_t size;
+    if (pair_size(args, nargs, "alltoallv_args", &size) < 0)
         return NULL;
+    PyObject *sent[4], *got[4], *result = NULL;
+    int found = vector_parts(args[0], size, 0, str_counts, str_displs, sent);
+    if (found <= 0)
+        return found < 0 ? NULL : Py_NewRef(Py_None);
+    found = vector_parts(args[1], size, 1, str_counts, str_placed_displs, got);
+    if (found > 0) {
+        result = PyTuple_Pack(6, sent[0], sent[1], sent[2], got[1], got[2], got[3]);
+        for (int k = 0; k < 4; ++k)
+            Py_DECREF(got[k]);
+    } else if (found == 0) {
+        result = Py_NewRef(Py_None);
     }
-    Py_ssize_t size = PyLong_AsSsize_t(args[2]);
-    if (size == -1 && PyErr_Occurred())
-        return NULL;
-    PyObject *sbuf, *slayout, *sout, *rbuf, *rlayout, *rout, *result = NULL;
-    int got = vector_of(args[0], size, 0, &sbuf, &slayout, &sout);
-    if (got <= 0)
-        return got < 0 ? NULL : Py_NewRef(Py_None);
-    got = vector_of(args[1], size, 1, &rbuf, &rlayout, &rout);
-    if (got <= 0) {
-        result = got < 0 ? NULL : Py_NewRef(Py_None);
-    } else {
-        PyObject *parts[4] = {PyObject_GetAttr(slayout, str_counts),
-                              PyObject_GetAttr(slayout, str_displs),
-                              PyObject_GetAttr(rlayout, str_counts),
-                              PyObject_GetAttr(rlayout, str_placed_displs)};
-        if (parts[0] && parts[1] && parts[2] && parts[3])
-            result = PyTuple_Pack(6, sbuf, parts[0], parts[1], parts[2], parts[3], rout);
-        for (int i = 0; i < 4; ++i)
-            Py_XDECREF(parts[i]);
-        Py_DECREF(rbuf);
-        Py_DECREF(rlayout);
-        Py_DECREF(rout);
-    }
-    Py_DECREF(sbuf);
-    Py_DECREF(slayout);
-    Py_DECREF(sout);
+    for (int k = 0; k < 4; ++k)
+        Py_DECREF(sent[k]);
     return result;
 }
 
@@ -341,31 +359,20 @@ static PyObject *alltoallv_args(PyObject *self, PyObject *const *args, Py_ssize_
  * `buffers.allgatherv_args`, what collops' allgatherv takes for the facade's `Allgatherv`
  * (``x`` a plain send array, the receive spec of the commonest forms), in one call. */
 static PyObject *allgatherv_args(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3 || memo == NULL) {
-        PyErr_SetString(PyExc_TypeError, "allgatherv_args(sendspec, recvspec, size), once "
-                        "configured");
+    Py_ssize_t size;
+    if (pair_size(args, nargs, "allgatherv_args", &size) < 0)
         return NULL;
-    }
-    Py_ssize_t size = PyLong_AsSsize_t(args[2]);
-    if (size == -1 && PyErr_Occurred())
-        return NULL;
-    PyObject *x = spec_array(args[0]), *buf, *layout, *out, *result = NULL;
+    PyObject *x = spec_array(args[0]), *got[4], *result = NULL;
     if (x == NULL || array_elements(x, 0) < 0)  /* counts are of a 1-D buffer's items */
         Py_RETURN_NONE;
     Py_INCREF(x);
-    int got = vector_of(args[1], size, 1, &buf, &layout, &out);
-    if (got <= 0) {
-        result = got < 0 ? NULL : Py_NewRef(Py_None);
-    } else {
-        PyObject *counts = PyObject_GetAttr(layout, str_counts);
-        PyObject *displs = PyObject_GetAttr(layout, str_placed_displs);
-        if (counts && displs)
-            result = PyTuple_Pack(4, x, counts, displs, out);
-        Py_XDECREF(counts);
-        Py_XDECREF(displs);
-        Py_DECREF(buf);
-        Py_DECREF(layout);
-        Py_DECREF(out);
+    int found = vector_parts(args[1], size, 1, str_counts, str_placed_displs, got);
+    if (found > 0) {
+        result = PyTuple_Pack(4, x, got[1], got[2], got[3]);
+        for (int k = 0; k < 4; ++k)
+            Py_DECREF(got[k]);
+    } else if (found == 0) {
+        result = Py_NewRef(Py_None);
     }
     Py_DECREF(x);
     return result;
