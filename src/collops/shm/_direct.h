@@ -20,6 +20,9 @@
 /* or-ed into an acknowledgement word by a reader that found the call and is still copying
  * (`direct_area.ARRIVED`): enough for a root's confirmation, not for reusing the slot */
 #define ARRIVED (1ULL << 62)
+/* occupant_calls' entry after the slots': the call whose readers' arrivals a root left to
+ * check at its next call (0: none; `direct_area.Occupancy.deferred`) */
+#define DEFERRED NSLOTS
 #define HOT_MAX_DIMS 8
 #define HOT_HEAD_MAX 256
 
@@ -50,6 +53,10 @@ typedef struct {
     int publishes;              /* stores its word each call (with data when nbytes) */
     int is_root;                /* the root of a bcast or scatter: it completes once every
                                  * reader found its call (`shm.direct_roles.confirms`) */
+    int defers;                 /* such a root may leave the confirmation to its next call
+                                 * (`shm.direct.root_defers`): the call number it left goes
+                                 * to occupant_calls[DEFERRED], which every runner of the
+                                 * area settles before its next call (`area_busy`) */
     int announces;              /* a reader of such a root: it says it found the call before
                                  * it copies (`shm.direct_roles.announces`) */
     int store_fingerprint;      /* 0 only to measure what the fingerprint costs */
@@ -180,6 +187,7 @@ typedef struct {
 DIRECT_INTERNAL int pair_of(Runner *r, PyObject *send, PyObject *recv, Pair *p);
 DIRECT_INTERNAL void pair_release(Pair *p);
 DIRECT_INTERNAL int area_busy(Runner *r);
+DIRECT_INTERNAL int all_arrived(Runner *r, int slot);
 DIRECT_INTERNAL void acknowledge(Runner *r, int slot, uint64_t k);
 DIRECT_INTERNAL void after_publishing(Runner *r);
 DIRECT_INTERNAL void announce(Runner *r, int slot, uint64_t k);

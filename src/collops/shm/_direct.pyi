@@ -28,7 +28,8 @@ class Runner:
                  announces: bool = False, head: bytes | None = None,
                  writes: Sequence[int] | None = None, back: Sequence[int] | None = None,
                  table: tuple[int, int, int] | None = None, slot_bytes: int = 0,
-                 occupant_calls: Any = None, skip: tuple[int, int] = (0, 0)) -> None: ...
+                 occupant_calls: Any = None, skip: tuple[int, int] = (0, 0),
+                 defers: bool = False) -> None: ...
     def run(self, send: Any, recv: Any, seq: int, timeout: float | None,
             phase: int = 0, confirm: bool = True) -> None:
         """One blocking direct call (``confirm`` false: a root does not wait for its readers

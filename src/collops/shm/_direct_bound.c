@@ -270,8 +270,11 @@ PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
         occupy(r, slot, k);
         wake_sleepers(r);
         after_publishing(r);
-        /* every reader found the call: ranks that disagree on the root meet here */
-        if (!await_arrivals(r, slot)) {
+        /* every reader found the call: ranks that disagree on the root meet here, or, when
+         * the root defers, at its next call on the area (`area_busy`) */
+        if (r->defers && timeout == Py_None && !all_arrived(r, slot))
+            r->occupant_calls[DEFERRED] = k;
+        else if (!await_arrivals(r, slot)) {
             PyObject *hand[4] = {Py_None, Py_None, NULL, timeout};
             PyObject *done_slowly = hand_over(r, 3, hand, 0, 1);
             if (done_slowly == NULL) {

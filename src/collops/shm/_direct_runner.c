@@ -87,7 +87,7 @@ int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
         "src", "dst", "len", "self_copy", "count", "op", "dtype", "spin_seconds",
         "store_fingerprint", "prefix_at", "prefix_head", "write_prefix", "yield_seconds",
         "hand_over_core", "local_words", "is_root", "announces", "head", "writes", "back",
-        "table", "slot_bytes", "occupant_calls", "skip", NULL};
+        "table", "slot_bytes", "occupant_calls", "skip", "defers", NULL};
     PyObject *segment, *ndarray, *area, *occupant, *own_pending, *readers, *slow, *wake;
     PyObject *my_held, *my_fp, *my_data, *held, *ack, *ack_of_me, *sleeper_words;
     PyObject *sleeper_ranks, *src, *dst, *len, *self_copy, *local_words = NULL;
@@ -100,17 +100,19 @@ int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
     unsigned long long fingerprint, mix;
     double spin, yield = 0.0;
     int store_fingerprint = 1, write_prefix = 0, hand_over_core = 0, is_root = 0, announces = 0;
+    int defers = 0;
     Py_ssize_t prefix_at = -1, prefix_head = 0;
     if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|pnnpdpOppy*OOOnO(nn)", names, &segment, &ndarray, &area,
+            args, kw, "OOOO!O!O!OOpnKKOOOOOOOOiOOOOniid|pnnpdpOppy*OOOnO(nn)p", names, &segment, &ndarray, &area,
             &PyList_Type, &occupant, &PyList_Type, &own_pending, &PyTuple_Type, &readers,
             &slow, &wake, &publishes, &nbytes, &fingerprint, &mix, &my_held, &my_fp,
             &my_data, &held, &ack, &ack_of_me, &sleeper_words, &sleeper_ranks, &read_kind,
             &src, &dst, &len, &self_copy, &count, &op, &dtype, &spin, &store_fingerprint,
             &prefix_at, &prefix_head, &write_prefix, &yield, &hand_over_core, &local_words,
             &is_root, &announces, &head, &writes, &back, &table, &slot_bytes,
-            &occupant_calls, &skip_from, &skip_len))
+            &occupant_calls, &skip_from, &skip_len, &defers))
         return -1;
+    r->defers = defers;
     if (head.buf != NULL) {  /* kept as a copy: the runner outlives the argument */
         r->whead = PyMem_Malloc(head.len ? head.len : 1);
         if (r->whead == NULL) {
@@ -138,9 +140,10 @@ int Runner_init(Runner *r, PyObject *args, PyObject *kw) {
             PyErr_SetString(PyExc_TypeError, "occupant_calls is required");
         return -1;
     }
-    if (r->occupant_view.len < (Py_ssize_t)(NSLOTS * sizeof(uint64_t))) {
+    if (r->occupant_view.len < (Py_ssize_t)((NSLOTS + 1) * sizeof(uint64_t))) {
         PyBuffer_Release(&r->occupant_view);
-        PyErr_SetString(PyExc_ValueError, "occupant_calls needs one u64 per slot");
+        PyErr_SetString(PyExc_ValueError,
+                        "occupant_calls needs one u64 per slot and one for a deferred call");
         return -1;
     }
     r->occupant_calls = r->occupant_view.buf;
@@ -434,15 +437,39 @@ PyObject *hand_over(Runner *r, int status, PyObject *const *args, long phase,
                                  phase, flag);
 }
 
-/* Whether a direct call of this runner's area is in flight in Python (its `inflight`): 1, 0,
- * or -1 with an exception set. The compiled paths stay out while one is. */
+/* Whether every reader of this rank's `slot` has found the call there, looked at once. */
+int all_arrived(Runner *r, int slot) {
+    uint64_t k = 0;
+    Py_ssize_t words[64], n = slot_readers(r, slot, &k, words);
+    awaited_words w = {r, words, n, 0, k, ARRIVED};
+    return n >= 0 && words_hold(&w);
+}
+
+/* Whether the call a bcast's or scatter's root left unconfirmed (`defers`) is settled: its
+ * slot no longer holds it (released or reused), or every reader found it, waited for through
+ * the compiled stages of the one wait (Python sleeps and checks for mismatches after them). */
+static int deferred_settled(Runner *r) {
+    uint64_t k = r->occupant_calls[DEFERRED];
+    if (!k)
+        return 1;
+    int slot = (int)((2 * ((k - 1) >> 3) + ((k - 1) & 7)) % NSLOTS);
+    if (r->occupant_calls[slot] != k || await_arrivals(r, slot)) {
+        r->occupant_calls[DEFERRED] = 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* Whether a direct call of this runner's area is in flight in Python (its `inflight`), or a
+ * deferred confirmation is still open (Python then waits for it, `DirectArea.settle`): 1, 0,
+ * or -1 with an exception set. The compiled paths stay out while either is. */
 int area_busy(Runner *r) {
     PyObject *inflight = PyObject_GetAttr(r->area, r->inflight_name);
     if (inflight == NULL)
         return -1;
     int busy = PyObject_IsTrue(inflight);
     Py_DECREF(inflight);
-    return busy;
+    return busy ? busy : !deferred_settled(r);
 }
 
 /* The data of a call's send and recv arguments (`data_of` each): 0, or -1 with an exception

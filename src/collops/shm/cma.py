@@ -156,6 +156,7 @@ class CmaExecution(AreaExecution):
         # word: two ranks that each believe themselves the root then meet each other's
         self.state = _WRITE if self.readers or (
             c in ("gather", "reduce") and rank == spec.root and p > 1) else _READ
+        area.settle_before(seq, phase, self.fingerprint, timeout)
         area.inflight += 1
         if self.state == _WRITE:
             area.queue_write(self, call_number(seq, phase))

@@ -32,6 +32,7 @@ import numpy as np
 
 from .. import config
 from ..algorithms import fingerprint as fp
+from ..algorithms import tuning
 from ..algorithms.native import NativeAlgorithm, NativeCall
 from ..algorithms.registry import Algorithm, CostModel, Restriction, add_algorithm
 from ..algorithms.spec import CallSpec
@@ -149,13 +150,14 @@ class DirectExecution(AreaExecution):
                  send: np.ndarray | None, recv: np.ndarray | None, seq: int, phase: int,
                  context: int, timeout: float | None, confirm: bool = True,
                  published: bool = False) -> None:
+        self.role = role = _role(area, spec, rank)
+        area.settle_before(seq, phase, role.fingerprint, timeout)
         self.spec = spec
         self.rank = rank
         self.send = None if send is None else send.reshape(-1)  # views of the caller's
         self.recv = None if recv is None else recv.reshape(-1)  # contiguous arrays
         self.k = call_number(seq, phase)
         self.slot = slot_of(seq, phase)
-        self.role = role = _role(area, spec, rank)
         self.confirms = role.confirms and confirm
         self.word = held_word(self.k, role.fingerprint)
         # ``published``: the compiled runner wrote this rank's slot already (`PostedCall`)
@@ -491,6 +493,7 @@ def _compiled_runner(call: NativeCall, transport: ShmTransport, area: DirectArea
     compiled = _direct.Runner(
         **runner_words(call, transport, area, others),
         readers=roles.readers(spec, rank), slow=slow, publishes=publishes,
+        defers=root_defers(spec, rank),
         nbytes=roles.slot_bytes(spec, rank), skip=skip, fingerprint=fingerprint,
         is_root=roles.is_root(spec, rank), announces=roles.announces(spec, rank),
         mix=held_word(0, fingerprint), read_kind=kind, src=src, dst=[d * size for d in plan.dst],
@@ -525,7 +528,26 @@ def runner_words(call: NativeCall, transport: ShmTransport, area: DirectArea,
         local_words=local_words,
         sleeper_words=[transport.sleeping_word(r) for r in sleepers], sleeper_ranks=sleepers,
         spin_seconds=area.ladder.compiled_spin, yield_seconds=area.ladder.yield_seconds,
-        hand_over_core=area.oversubscribed)
+        hand_over_core=area.oversubscribed and root_yields(call.spec))
+
+
+def root_yields(spec: CallSpec) -> bool:
+    """Whether, with more ranks than cores, a bcast's or scatter's root yields its core once
+    after publishing, to a reader that may wait for it: the selection table's
+    ``protocols.shm_direct.root_yields``."""
+    return bool(tuning.setting("shm_direct", "root_yields", spec,
+                               config.settings.tuning_file).value)
+
+
+def root_defers(spec: CallSpec, rank: int) -> bool:
+    """Whether ``rank``, a bcast's or scatter's root, may return before every reader found the
+    call and check that at its next call on the area instead (`DirectArea.settle`): root 0
+    only, so that ranks which disagree on the root always include one that waits — a rank
+    naming another root — and raises at the call; and where the selection table's
+    ``protocols.shm_direct.root_defers`` allows it."""
+    return (roles.confirms(spec, rank) and spec.root == 0
+            and bool(tuning.setting("shm_direct", "root_defers", spec,
+                                    config.settings.tuning_file).value))
 
 
 def _finish_slowly(call: NativeCall, area: DirectArea, send: np.ndarray | None,

@@ -35,7 +35,10 @@ that named another. A rank whose root agrees with it may complete its part while
 rank that named another root raises, as an MPI non-root would: it returns what the root it
 named sent. Waiting for every rank instead, so that every rank raises, would cost every
 rooted call a wait for the last rank to arrive — on more ranks than cores, a rank's time
-off its core (docs/performance.md, "nothing gets slower").
+off its core (docs/performance.md, "nothing gets slower"). A bcast's or scatter's root 0 on
+the compiled route may leave its wait for the readers to its next call on the area
+(`Occupancy.deferred`, `settle`): it raises a mismatch found then, naming both calls, and
+gives that next call up; some rank that named another root still raises at the call.
 
 Matching call numbers exactly, rather than trusting a counter to grow, lets non-blocking
 calls publish out of call order: a multi-phase call's second phase may start after a later
@@ -67,7 +70,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import config
-from ..algorithms.fingerprint import called_of, fields, is_given_up, mismatch
+from ..algorithms.fingerprint import (
+    called_of,
+    describe,
+    fields,
+    given_up,
+    is_given_up,
+    mismatch,
+)
 from ..errors import CollectiveMismatch, CollectiveTimeout, PeerFailed
 from ..transport.stall import report, watch_of
 from ..transport.tags import call_of_tag_base
@@ -121,13 +131,24 @@ class Occupancy:
     """For each of this rank's slots: the call it holds and the members who must read it, as
     ``(k, readers)``. Kept so that the compiled runner records a call without allocating:
     the numbers in a u64 array (``calls``), the readers' tuples in a list (``readers``),
-    where None marks a slot `hold` keeps busy for a call this rank left unread."""
+    where None marks a slot `hold` keeps busy for a call this rank left unread. After the
+    slots' numbers, ``calls`` holds the `deferred` one."""
 
     __slots__ = ("calls", "readers")
 
     def __init__(self) -> None:
-        self.calls = array("Q", bytes(8 * DIRECT_SLOTS))
+        self.calls = array("Q", bytes(8 * (DIRECT_SLOTS + 1)))
         self.readers: list[tuple[int, ...] | None] = [()] * DIRECT_SLOTS
+
+    @property
+    def deferred(self) -> int:
+        """The call whose readers' arrivals this rank, its bcast's or scatter's root, left
+        to check at its next call on the area (`DirectArea.settle`; 0: none)."""
+        return self.calls[DIRECT_SLOTS]
+
+    @deferred.setter
+    def deferred(self, k: int) -> None:
+        self.calls[DIRECT_SLOTS] = k
 
     def __getitem__(self, slot: int) -> tuple[int, tuple[int, ...]]:
         return self.calls[slot], self.readers[slot] or ()
@@ -144,6 +165,7 @@ class Occupancy:
         """Every slot free, as when the area is new."""
         for slot in range(DIRECT_SLOTS):
             self[slot] = (0, ())
+        self.deferred = 0
 
 
 class DirectArea:
@@ -248,6 +270,75 @@ class DirectArea:
         k, readers = self.occupant[slot]
         words, me = self.words, self.index
         return [r for r in readers if words[self.ack[r][me][slot]] & ~ARRIVED != k]
+
+    def settle(self, timeout: float | None,
+               next_call: tuple[int, int, int] | None = None) -> None:
+        """Before this rank's next call on the area: wait until every reader found the call
+        whose confirmation its root left for later (`Occupancy.deferred`, a bcast's or
+        scatter's root 0 of the compiled route: `direct.root_defers`), raising
+        `CollectiveMismatch`, naming both calls, if a reader made another call at that point
+        or went past it without reading it. ``next_call``: ``(seq, phase, fingerprint)`` of
+        the call about to begin, which a mismatch gives up (`give_up`: the peers waiting in
+        it for this rank raise instead of waiting for ever), and which waits, before raising,
+        until the readers that never found the deferred call moved past it (`_outlast`)."""
+        k = self.occupant.deferred
+        if not k:
+            return
+        slot = slot_of((k - 1) >> 3, (k - 1) & 7)
+        try:
+            if self.occupant.calls[slot] != k:  # released or taken again since
+                return
+            me, words = self.index, self.words
+            fingerprint = int(words[self.fps[me][slot]])
+            what = f"rank {me}: {fields(fingerprint).collective}[shm_direct]"
+            late = (" (found at this rank's next call on the communicator: its data had "
+                    "gone out without waiting for the readers)")
+            deadline = None if timeout is None else time.monotonic() + timeout
+            absent = self.unconfirmed(slot)
+
+            def passed() -> list[int]:
+                return [r for r in self.unconfirmed(slot)
+                        if int(words[self.held[r][slot]]) >> 24 > k]
+
+            try:
+                self.wait(lambda: not self.unconfirmed(slot) or bool(passed()),
+                          lambda: self.unconfirmed(slot), deadline, what, None,
+                          describe, (slot, held_word(k, fingerprint), fingerprint))
+                gone = passed()
+                if gone:
+                    self.release(slot, k)
+                    raise CollectiveMismatch(
+                        f"{what}: rank {gone[0]} went past call {(k - 1) >> 3} without "
+                        f"reading it: it made another call there")
+            except CollectiveMismatch as exc:
+                if next_call is not None:
+                    seq, phase, mine = next_call
+                    self.give_up(seq, phase, given_up(mine))
+                    self._outlast(k, absent, deadline, what)
+                raise CollectiveMismatch(f"{exc}{late}") from None
+        finally:
+            self.occupant.deferred = 0
+
+    def _outlast(self, k: int, members: list[int], deadline: float | None, what: str) -> None:
+        """Wait until each of ``members`` has moved past call ``k`` (its word for a later
+        call, published or left while it waits: `declare`), or failed: one that made another
+        call there may still look for this rank's word for it, which this rank's next calls
+        would overwrite once the mismatch freed its slot."""
+        words = self.words
+
+        def behind() -> list[int]:
+            return [m for m in members if max(int(words[w]) >> 24 for w in self.held[m]) <= k]
+
+        try:
+            self.wait(lambda: not behind(), behind, deadline, what, None, describe)
+        except (PeerFailed, CollectiveTimeout):
+            pass  # the mismatch is the error to report
+
+    def settle_before(self, seq: int, phase: int, fingerprint: int,
+                      timeout: float | None) -> None:
+        """`settle` before phase ``phase`` of call ``seq`` (of ``fingerprint``) begins."""
+        if self.occupant.deferred:
+            self.settle(timeout, (seq, phase, fingerprint))
 
     def publish(self, slot: int, k: int, fingerprint: int, readers: tuple[int, ...]) -> None:
         """Announce that this rank's ``slot`` holds its contribution to call ``k``."""

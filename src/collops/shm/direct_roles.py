@@ -81,7 +81,8 @@ def confirms(spec: CallSpec, rank: int) -> bool:
     naming both roots, instead of returning different data. Readers publish nothing for it,
     so no slot is taken out of call order (a reader's call may start after its later calls);
     they say they found the call before they copy it (`announces`), so the root does not
-    wait for their copies."""
+    wait for their copies. Root 0 on the compiled route may wait at its next call instead
+    (`collops.shm.direct.root_defers`)."""
     return is_root(spec, rank) and spec.size > 1
 
 

@@ -58,6 +58,7 @@ class StreamExecution(AreaExecution):
                  recv: np.ndarray | None, seq: int, phase: int, context: int,
                  timeout: float | None, state: np.ndarray | None = None,
                  roll: RollCall | None = None) -> None:
+        direct.settle_before(seq, phase, prepared.fingerprint, timeout)
         self.stream, self.spec = area, spec
         #: a rooted call's roll call (`roll_call`), done once every member's word came
         self.roll = roll

@@ -245,6 +245,11 @@ class ShmTransport(BulkTransfers):
         area = self._direct_areas.get((context, tuple(group)))
         if area is None:
             return
+        late: CollectiveMismatch | None = None
+        try:  # a call found mismatched only now is raised once the area is given back
+            area.settle(timeout)
+        except CollectiveMismatch as exc:
+            late = exc
         slots = range(seg.DIRECT_SLOTS)
 
         def read() -> bool:
@@ -257,6 +262,8 @@ class ShmTransport(BulkTransfers):
                       deadline, f"rank {area.index}: free", None, describe)
         area.occupant.clear()
         area.own_pending[:] = [0] * seg.DIRECT_SLOTS
+        if late is not None:
+            raise late
 
     def calls_started(self, context: int, group: Sequence[int]) -> list[int] | None:
         """The next call number of each of ``group``'s ranks on ``context``, if counted."""
