@@ -57,9 +57,9 @@ def _ints(values: Any) -> tuple[int, ...] | None:
     return tuple(map(operator.index, values))
 
 
-def vector_key(*parts: Any) -> tuple[Any, ...] | None:
+def python_vector_key(*parts: Any) -> tuple[Any, ...] | None:
     """The hashable key of a v-call's counts and displacements (None: not all of them are
-    sequences of integers, which the general path reports)."""
+    sequences of integers, which the general path reports): `vector_key` in Python."""
     try:
         if len(parts) == 2:  # counts and displacements: the common cases, no map
             return _ints(parts[0]), _ints(parts[1])
@@ -68,6 +68,17 @@ def vector_key(*parts: Any) -> tuple[Any, ...] | None:
         return tuple(map(_ints, parts))
     except TypeError:
         return None
+
+
+try:  # the same, compiled (`_keys.c`), handing the uncommon arguments to the Python one
+    from . import _keys
+except ImportError:  # pragma: no cover - the build had no C compiler
+    _keys = None  # type: ignore[assignment]
+if _keys is not None:
+    _keys.configure(python_vector_key)
+#: the hashable key of a v-call's counts and displacements (None: not all of them are
+#: sequences of integers): compiled where built, a call on the fast path of every v-call
+vector_key = _keys.vector_key if _keys is not None else python_vector_key
 
 
 def _counts_ok(counts: tuple[int, ...] | None, p: int) -> bool:
