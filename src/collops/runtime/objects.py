@@ -185,8 +185,9 @@ def _lengths(frames: Sequence[np.ndarray]) -> np.ndarray:
 
 def bcast_object(comm: Comm, obj: Any, root: int = 0, *, timeout: float | None = None) -> Any:
     """Broadcast a picklable object from ``root``."""
-    _root(comm, "bcast_object", root)
-    t = _limit(comm, "bcast_object", timeout)
+    if type(root) is not int or not 0 <= root < comm.size:  # (a plain rank: no call)
+        _root(comm, "bcast_object", root)
+    t = None if timeout is None else _limit(comm, "bcast_object", timeout)
     codec, own = _prepared(comm)
     slot = own.send
     big = codec.encode(slot, 0, SLOT, obj) if comm.rank == root else None
@@ -261,15 +262,17 @@ def gather_object(comm: Comm, obj: Any, root: int = 0, *, timeout: float | None 
                   ) -> list[Any] | None:
     """Every rank's object, in rank order, on ``root``; None elsewhere. One rooted round
     of slots; a rank whose object does not fit then sends its frames to the root alone."""
-    _root(comm, "gather_object", root)
-    t = _limit(comm, "gather_object", timeout)
+    if type(root) is not int or not 0 <= root < comm.size:  # (a plain rank: no call)
+        _root(comm, "gather_object", root)
+    t = None if timeout is None else _limit(comm, "gather_object", timeout)
     codec, own = _prepared(comm)
     mine, here = own.send, comm.rank == root
     big = codec.encode(mine, 0, SLOT, obj)
     frames = _frames(*big) if big is not None else []
     if frames:
         mark_frames(mine, frames)
-    seq = int(comm._call_number[0])  # the gather's call number: the frames' tag space
+    # the gather's call number: the frames' tag space (read before the gather takes it)
+    seq = int(comm._call_number[0]) if frames or here else 0
     into = own.recv_all if here else None
     rows = comm._fast("gather", mine, None, root, into, None, t)
     if rows is _SLOW:
@@ -325,8 +328,9 @@ def allgather_object(comm: Comm, obj: Any, *, timeout: float | None = None) -> l
 def scatter_object(comm: Comm, objs: Sequence[Any] | None, root: int = 0, *,
                    timeout: float | None = None) -> Any:
     """Object ``objs[rank]`` of the root's sequence, on each rank."""
-    _root(comm, "scatter_object", root)
-    t = _limit(comm, "scatter_object", timeout)
+    if type(root) is not int or not 0 <= root < comm.size:  # (a plain rank: no call)
+        _root(comm, "scatter_object", root)
+    t = None if timeout is None else _limit(comm, "scatter_object", timeout)
     codec, own = _prepared(comm)
     per_rank: list[list[np.ndarray]] = []
     rows = None
