@@ -50,6 +50,7 @@ def _run(mode: str, **env: str) -> subprocess.CompletedProcess[str]:
                           timeout=120, env={**os.environ, **env}, check=True)
 
 
+@pytest.mark.usefixtures("compiled_on")  # a test of the compiled route
 def test_missing_runners_warn_once_per_rank_naming_cause_and_fix():
     result = _run("block")
     assert result.stdout.strip() == "ok"
@@ -85,6 +86,7 @@ def test_the_status_reports_the_missing_runner(missing_direct):
     assert status["collops.shm._stream"].present
 
 
+@pytest.mark.usefixtures("compiled_on")  # a test of the compiled route
 def test_the_warning_is_a_user_warning_given_once(missing_direct):
     assert issubclass(collops.PerformanceWarning, UserWarning)
     with pytest.warns(collops.PerformanceWarning, match="collops.shm._direct"):

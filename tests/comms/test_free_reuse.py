@@ -20,6 +20,7 @@ def _run(fn, nprocs, transport, *args, timeout=240):
     return collops.spawn(fn, nprocs, *args, transport=transport, timeout=timeout)
 
 
+@pytest.mark.usefixtures("compiled_on")  # a test of the compiled route
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_ten_thousand_dup_free_cycles_keep_results_ids_and_the_bound_fast_path(transport):
@@ -52,6 +53,7 @@ def test_free_completes_pending_calls_then_refuses_every_call_by_name(transport,
         assert "world" in errors
 
 
+@pytest.mark.usefixtures("compiled_on")  # a test of the compiled route
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_more_live_communicators_than_direct_areas_then_all_freed(transport):

@@ -38,6 +38,7 @@ def _collops_files():
     return {name for name in os.listdir("/dev/shm") if "collops" in name}
 
 
+@pytest.mark.usefixtures("compiled_on")  # a test of the compiled route
 def test_the_cells_are_in_use_over_shm():
     def body(comm):
         return comm.transport.point_to_point_cells() is not None

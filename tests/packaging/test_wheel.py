@@ -78,6 +78,7 @@ def test_the_wheel_carries_both_runners_and_complete_metadata(dist: Path) -> Non
     assert meta["Summary"] and "numpy" in " ".join(meta.get_all("Requires-Dist"))
 
 
+@pytest.mark.usefixtures("compiled_on")  # a test of the compiled route
 @pytest.mark.timeout(900)
 def test_the_wheel_runs_the_compiled_path_where_no_compiler_can_run(
         dist: Path, tmp_path: Path) -> None:

@@ -18,6 +18,9 @@ import pytest
 import collops
 from collops import config
 
+#: tests of the compiled route: it is on for them whatever the environment says
+pytestmark = pytest.mark.usefixtures("compiled_on")
+
 pytest.importorskip("collops.shm._direct")
 
 

@@ -19,6 +19,9 @@ import pytest
 import collops
 from collops.errors import ArgumentError, CollectiveTimeout
 
+#: tests of the compiled route: it is on for them whatever the environment says
+pytestmark = pytest.mark.usefixtures("compiled_on")
+
 # test_direct_compiled.py fails when the extension is not built, so this is never silent
 _direct = pytest.importorskip("collops.shm._direct")
 

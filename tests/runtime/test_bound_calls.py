@@ -17,6 +17,9 @@ import pytest
 
 import collops
 
+#: tests of the compiled route: it is on for them whatever the environment says
+pytestmark = pytest.mark.usefixtures("compiled_on")
+
 _direct = pytest.importorskip("collops.shm._direct")  # test_direct_compiled fails if absent
 
 

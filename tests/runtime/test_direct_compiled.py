@@ -21,6 +21,9 @@ from tests.support.contract import check_reports, run_contract
 from tests.support.failures import assert_survivors_name_the_dead, record_peer_failed
 from tests.support.runners import compiled_runners
 
+#: tests of the compiled route: it is on for them whatever the environment says
+pytestmark = pytest.mark.usefixtures("compiled_on")
+
 DTYPES = list(ops.COMPILED_DTYPES)
 UFUNCS = {"SUM": np.add, "PROD": np.multiply, "MIN": np.minimum, "MAX": np.maximum,
           "BAND": np.bitwise_and, "BOR": np.bitwise_or, "BXOR": np.bitwise_xor}

@@ -12,7 +12,7 @@ import pytest
 
 import collops
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("compiled_on")]
 
 REPEATS = 4  # the first call prepares, the second binds, the rest run bound
 

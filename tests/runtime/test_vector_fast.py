@@ -65,6 +65,7 @@ def _calls(comm):
     return out
 
 
+@pytest.mark.usefixtures("compiled_on")  # a test of the compiled route
 @pytest.mark.parametrize("transport", ["inproc", "shm"])
 def test_repeated_v_calls_match_numpy_on_every_route(transport):
     def body(comm):
@@ -96,6 +97,7 @@ def test_v_calls_whose_counts_differ_between_ranks_are_a_mismatch():
     assert collops.spawn(body, 2, transport="shm", timeout=60) == [True, True]
 
 
+@pytest.mark.usefixtures("compiled_on")  # a test of the compiled route
 @pytest.mark.parametrize("transport", ["inproc", "shm"])
 def test_v_calls_with_gaps_between_blocks_take_the_fast_path(transport):
     """Received blocks with gaps between them: a result the call makes holds zeros there, a

@@ -269,6 +269,7 @@ def _non_root_runs_compiled(comm: collops.Comm, calls: int) -> int:
     return began
 
 
+@pytest.mark.usefixtures("compiled_on")  # a test of the compiled route
 def test_a_non_root_stays_compiled_when_its_root_learns_the_counts():
     # the root's header says it takes any length (`ANY_LENGTH`); the compiled reader of a
     # non-root accepts that flag
@@ -353,6 +354,7 @@ def _guess_route(comm: collops.Comm) -> list[int]:
     return counts
 
 
+@pytest.mark.usefixtures("compiled_on")  # a test of the compiled route
 def test_a_root_given_no_counts_runs_compiled_while_its_guess_holds():
     # the root expects the rows of its last call: the same rows every call run compiled;
     # rows that change every call (the root's own too) hand each call to the Python protocol

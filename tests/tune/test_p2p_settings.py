@@ -125,6 +125,7 @@ def in_force(monkeypatch, path: Path) -> None:
     config.reload_settings()
 
 
+@pytest.mark.usefixtures("compiled_on")  # a test of the compiled route
 @pytest.mark.timeout(120)
 def test_a_job_lays_out_the_cells_the_file_says_and_messages_arrive_whole(
         tmp_path: Path, monkeypatch) -> None:
