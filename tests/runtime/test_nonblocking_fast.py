@@ -22,11 +22,10 @@ import numpy as np
 import pytest
 
 import collops
-from collops import config
 from collops.errors import ArgumentError, CollectiveMismatch, CollectiveTimeout, CollopsError
-from collops.shm import direct
 from tests.support.leaks import collops_segments, left_behind, still_running, tagged
 from tests.support.output import json_objects
+from tests.support.runners import compiled_route
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -307,19 +306,13 @@ def _in_place(comm, n):
     return {name: all(v) for name, v in checks.items()}, comm.bound_calls()
 
 
-def _compiled() -> bool:
-    """Whether the shared-memory calls take the compiled runners (not with
-    ``COLLOPS_COMPILED=0`` or without a C compiler: the same calls then run in Python)."""
-    return direct._direct is not None and config.settings.compiled
-
-
 @pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("n", [1, 700])
 def test_in_place_forms_on_the_prepared_route_match_numpy(transport, n):
     per_rank = collops.spawn(_in_place, 3, n, transport=transport, timeout=100)
     for rank, (checks, bound) in enumerate(per_rank):
         assert all(checks.values()), (rank, checks)
-        if transport == "shm" and _compiled():  # the compiled runners run them, in place
+        if transport == "shm" and compiled_route():  # the compiled runners run them, in place
             assert {"allreduce", "allgather", "alltoall", "scan"} <= set(bound), bound
 
 
@@ -491,7 +484,7 @@ def test_a_request_outstanding_across_other_calls_and_polled_completes(transport
                              timeout=100)
     for rank, (checks, _, posted) in enumerate(per_rank):
         assert all(checks), (rank, checks)
-        if transport == "shm" and _compiled():  # published by the compiled runner as they began
+        if transport == "shm" and compiled_route():  # posted by the compiled runner as begun
             assert posted >= 2, posted
     assert per_rank[0][1] > 1  # rank 0 polled while rank 1 slept
 

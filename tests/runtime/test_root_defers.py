@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import collops
-from collops import CollectiveMismatch, config
-from collops.shm import direct
+from collops import CollectiveMismatch
+from tests.support.runners import compiled_route
 
 WARM = 6  # agreeing calls first, so that every rank takes the compiled route
 
@@ -59,12 +59,6 @@ def _disagree(comm, collective, case):
     return seen
 
 
-def _compiled() -> bool:
-    """Whether root 0 takes the compiled route, where it may defer (on the Python route,
-    ``COLLOPS_COMPILED=0`` or no C compiler, it waits for its readers at the call)."""
-    return direct._direct is not None and config.settings.compiled
-
-
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("ranks", [2, 3])
 @pytest.mark.parametrize("case", ["root", "kind"])
@@ -74,7 +68,7 @@ def test_root_0_finds_a_disagreement_at_its_next_call(collective, case, ranks):
     last = got[-1]
     # the rank that disagrees raises at the call itself
     assert last[0][0] == "CollectiveMismatch", got
-    if not _compiled():  # root 0 raises at the call, its next call is a call like any
+    if not compiled_route():  # root 0 raises at the call, its next call is a call like any
         assert got[0][0][0] == "CollectiveMismatch" and got[0][1] == (None, None), got
         return
     # root 0 returned (its data had gone out) and raises at its next call, naming both calls
@@ -103,7 +97,7 @@ def _free_finds_it(comm):
 def test_a_deferred_disagreement_is_raised_when_the_communicator_is_freed():
     got = collops.spawn(_free_finds_it, 2, transport="shm", timeout=90)
     assert got[1][0][0] == "CollectiveMismatch", got
-    raised = got[0][1] if _compiled() else got[0][0]  # at free, or at the call
+    raised = got[0][1] if compiled_route() else got[0][0]  # at free, or at the call
     assert raised[0] == "CollectiveMismatch", got
     assert "root=0" in raised[1] and "root=1" in raised[1], got
 

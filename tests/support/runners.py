@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from collops import config
+from collops.shm import direct
 
 
 @contextmanager
@@ -24,3 +25,9 @@ def compiled_runners(on: bool) -> Iterator[None]:
         else:
             os.environ["COLLOPS_COMPILED"] = before
         config.reload_settings()
+
+
+def compiled_route() -> bool:
+    """Whether shared-memory calls take the compiled runners here (not with
+    ``COLLOPS_COMPILED=0`` or without a C compiler: the same calls then run in Python)."""
+    return direct._direct is not None and config.settings.compiled
