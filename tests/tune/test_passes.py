@@ -152,3 +152,15 @@ def test_the_ranks_of_a_threads_job_share_scratch_files_until_the_last_closes() 
     assert path.exists()
     second.close()
     assert not path.parent.exists()
+
+
+def test_a_knob_for_some_collectives_is_timed_for_those_only() -> None:
+    from collops.tune.protocols import KNOBS, alternatives
+
+    def timed(spec: collops.CallSpec) -> set[str]:
+        return {knob.name for knob, _ in alternatives(KNOBS, spec, "shm_stream")}
+
+    reduce = collops.make_spec("reduce", 4, np.float64, count=1 << 17, op=collops.SUM)
+    allgather = collops.make_spec("allgather", 4, np.float64, count=1 << 17)
+    assert {"fold_as_read", "by_reference"} <= timed(reduce)
+    assert "fold_as_read" not in timed(allgather) and "by_reference" in timed(allgather)

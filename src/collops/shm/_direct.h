@@ -1,7 +1,8 @@
 /* collops.shm._direct's shared declarations: the runner's state (`Runner`), its words,
  * and what one part of the extension calls in another (`_direct.c` has the module and
  * the essay; `_direct_runner.c` a blocking call; `_direct_posted.c` a non-blocking one;
- * `_direct_bound.c` the bound whole calls; `_direct_fold.c` the reductions). */
+ * `_direct_bound.c` the bound whole calls; `_direct_fold.c` the reductions' entry points;
+ * the kernels are in `_kernels.c`). */
 #ifndef COLLOPS_SHM_DIRECT_H
 #define COLLOPS_SHM_DIRECT_H
 
@@ -15,6 +16,7 @@
 
 #include "_numpy_head.h"
 #include "_shm_wait.h"
+#include "_kernels.h"
 
 #define NSLOTS 4
 /* or-ed into an acknowledgement word by a reader that found the call and is still copying
@@ -27,8 +29,6 @@
 #define HOT_HEAD_MAX 256
 
 enum { READ_NONE = 0, READ_COPY = 1, READ_SELF = 2, READ_REDUCE = 3, READ_TABLE = 4 };
-enum { OP_SUM = 0, OP_PROD, OP_MIN, OP_MAX, OP_BAND, OP_BOR, OP_BXOR };
-enum { DT_I1 = 0, DT_I2, DT_I4, DT_I8, DT_U1, DT_U2, DT_U4, DT_U8, DT_F4, DT_F8 };
 /* an alltoallv header's flag (`direct_alltoallv.ANY_LENGTH`): its writer takes whatever
  * length each of its writers sends it (a gatherv root given no counts) */
 enum { HEAD_ANY_LENGTH = 4 };
@@ -145,8 +145,6 @@ static inline void store_word(Runner *r, Py_ssize_t index, uint64_t value) {
 /* internal to the extension: not exported from its shared object */
 #define DIRECT_INTERNAL __attribute__((visibility("hidden")))
 
-/* the item size of each DT_* dtype (`_direct_fold.c`) */
-DIRECT_INTERNAL extern const Py_ssize_t itemsize_of[];
 
 /* The words `index[i..n)` a runner waits for to hold `word`, the bits of `ignore` left out
  * (`words_hold`). */
@@ -194,10 +192,8 @@ DIRECT_INTERNAL void announce(Runner *r, int slot, uint64_t k);
 DIRECT_INTERNAL int await_arrivals(Runner *r, int slot);
 DIRECT_INTERNAL int await_slot(Runner *r, int slot);
 DIRECT_INTERNAL int await_words(Runner *r, const Py_ssize_t *index, Py_ssize_t n, uint64_t word);
-DIRECT_INTERNAL void combine(int dtype, int op, void *out, const void *a, const void *b, Py_ssize_t n);
 DIRECT_INTERNAL PyObject *combine_into(PyObject *self, PyObject *args);
 DIRECT_INTERNAL int data_of(Runner *r, PyObject *o, char **data, Py_buffer *view, int *held);
-DIRECT_INTERNAL void fold(int dtype, int op, void *out, const void *in, Py_ssize_t n);
 DIRECT_INTERNAL PyObject *fold_into(PyObject *self, PyObject *args);
 DIRECT_INTERNAL PyObject *hand_over(Runner *r, int status, PyObject *const *args, long phase, int confirm);
 DIRECT_INTERNAL Py_ssize_t *int_array(PyObject *seq, Py_ssize_t expect, Py_ssize_t *got, const char *what);

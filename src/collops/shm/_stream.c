@@ -148,12 +148,76 @@ static int write_one(Plan *p, int64_t *state, char *send, char *recv, uint64_t w
     return 1;
 }
 
+/* -- a rank that folds as it reads ---------------------------------------------------------
+ * A reduce's root, or a reduce_scatter_block's rank, folds each chunk into its result as it
+ * reads it instead of copying every contribution into a scratch buffer first. The fold keeps
+ * the rank order of the copying fold, element by element — ((x0 op x1) op x2) ... — so the
+ * result is the same bit for bit: the chunk of the contribution at position j is folded only
+ * once position j - 1 is folded past its end, and waits in its writer's ring until then. The
+ * first two positions are folded in one pass (out = x0 op x1); the own block, at position
+ * q, is folded as far as position q - 1 is. Each position's folded bytes are its writer row's
+ * received bytes, the own block's S_SELF. */
+
+/* How far position `j` is folded. */
+static inline int64_t folded(const Plan *p, const int64_t *state, int64_t j) {
+    int64_t row = p->position_row[j];
+    return row < 0 ? state[S_SELF] : state[S_RECEIVED + row];
+}
+
+/* Whether writer row `k`'s next chunk, up to byte `end` of its block, may be folded now. */
+static inline int may_fold(const Plan *p, const int64_t *state, Py_ssize_t k, int64_t end) {
+    int64_t j = p->row_position[k];
+    return j == 0 || (j == 1 && p->own_position == 0) || folded(p, state, j - 1) >= end;
+}
+
+/* The own block's contribution: in the send buffer, or the copy in S_OWN. */
+static inline const char *own_of(const Plan *p, const int64_t *state, const char *send) {
+    return state[S_OWN] ? (const char *)(uintptr_t)state[S_OWN] : send + p->self_src;
+}
+
+/* Fold the `nbytes` at `chunk` of writer row `k` into the result at `offset`. */
+static void fold_chunk(Plan *p, Py_ssize_t k, int64_t *state, const char *send, char *recv,
+                       int64_t offset, const char *chunk, int64_t nbytes) {
+    char *out = recv + p->self_dst + offset;
+    const char *own = own_of(p, state, send) + offset;
+    Py_ssize_t items = nbytes / itemsize_of[p->fold_dtype];
+    int64_t j = p->row_position[k];
+    if (j == 0 && p->own_position == 1) {
+        combine(p->fold_dtype, p->fold_op, out, chunk, own, items);
+    } else if (j == 0) {
+        copy_bytes(out, chunk, (size_t)nbytes);
+        return;
+    } else if (j == 1 && p->own_position == 0) {
+        combine(p->fold_dtype, p->fold_op, out, own == out ? out : own, chunk, items);
+    } else {
+        fold(p->fold_dtype, p->fold_op, out, chunk, items);
+        return;
+    }
+    if (state[S_SELF] < offset + nbytes)
+        state[S_SELF] = offset + nbytes;  /* the own block, folded with its neighbour */
+}
+
+/* Fold the own block as far as the position before it is folded (positions 0 and 1 fold it
+ * with their chunks): 1 if anything was folded. */
+static int fold_own_some(Plan *p, int64_t *state, const char *send, char *recv) {
+    int64_t q = p->own_position, done = state[S_SELF];
+    if (q < 2)
+        return 0;
+    int64_t limit = folded(p, state, q - 1);
+    if (limit <= done)
+        return 0;
+    fold(p->fold_dtype, p->fold_op, recv + p->self_dst + done, own_of(p, state, send) + done,
+         (limit - done) / itemsize_of[p->fold_dtype]);
+    state[S_SELF] = limit;
+    return 1;
+}
+
 /* Read what writer row `k` has for this call, at most `limit` chunks: the chunks read (or
  * skipped); -1 when a chunk of another call blocks the ring, -2 when a reference chunk could
  * not be copied or a chunk's bytes would lie outside the writer's block in `recv` (errno
  * EMSGSIZE: a corrupt header, or a writer whose lengths differ; all recorded in `state`). */
-static int read_from(Plan *p, Py_ssize_t k, int64_t *state, char *recv, uint64_t word,
-                     int64_t limit) {
+static int read_from(Plan *p, Py_ssize_t k, int64_t *state, const char *send, char *recv,
+                     uint64_t word, int64_t limit) {
     const int64_t *w = p->writer + R_COLS * k;
     int64_t *received = &state[S_RECEIVED + k];
     if (*received >= w[R_EXPECT])
@@ -194,13 +258,20 @@ static int read_from(Plan *p, Py_ssize_t k, int64_t *state, char *recv, uint64_t
         }
         if (offset > (uint64_t)w[R_EXPECT] || nbytes > (uint64_t)(w[R_EXPECT] - *received)
             || nbytes > (uint64_t)w[R_EXPECT] - offset
-            || (!source && nbytes > (uint64_t)p->chunk_bytes)) {
+            || (!source && nbytes > (uint64_t)p->chunk_bytes)
+            || (p->fold_op >= 0 && (source || offset != (uint64_t)*received
+                                    || nbytes % itemsize_of[p->fold_dtype]))) {
             state[S_FAILED_WRITER] = rank;
             state[S_ERRNO] = EMSGSIZE;
             result = -2;
             break;
         }
-        if (source) {
+        if (p->fold_op >= 0) {
+            if (!may_fold(p, state, k, (int64_t)(offset + nbytes)))
+                break;  /* its turn comes once the position before it is folded this far */
+            fold_chunk(p, k, state, send, recv, (int64_t)offset,
+                       p->base + w[R_RING] + slot * p->chunk_bytes, (int64_t)nbytes);
+        } else if (source) {
             int err = copy_from_process((int64_t)load_acq(p, w[R_PID]), recv + w[R_DST] + offset,
                                         source, nbytes);
             if (err) {
@@ -343,7 +414,7 @@ static PyObject *Plan_advance(Plan *p, PyObject *const *args, Py_ssize_t nargs) 
         if (may_write)
             moved += write_one(p, state, send, recv, word, fp);
         for (Py_ssize_t k = 0; k < p->nwriters; k++) {
-            int got = read_from(p, k, state, recv, word, 2);
+            int got = read_from(p, k, state, send, recv, word, 2);
             if (got == -2) {
                 failed = 1;
                 break;
@@ -363,7 +434,8 @@ static PyObject *Plan_advance(Plan *p, PyObject *const *args, Py_ssize_t nargs) 
             touched = 1;
             wake_sleepers(p);
         }
-        if (!moved && self_copy_some(p, state, send, recv, p->by_reference)) {
+        if (!moved && (p->fold_op >= 0 ? fold_own_some(p, state, send, recv)
+                                       : self_copy_some(p, state, send, recv, p->by_reference))) {
             copied = 1;        /* the rank's own block fills the time its peers need */
             continue;
         }
@@ -409,11 +481,13 @@ static PyObject *Plan_ready(Plan *p, PyObject *const *args, Py_ssize_t nargs) {
     for (Py_ssize_t k = 0; !ready && k < p->nwriters; k++) {
         const int64_t *w = p->writer + R_COLS * k;
         if (state[S_RECEIVED + k] < w[R_EXPECT] && w[R_RANK] != state[S_FOREIGN_WRITER]
-            && (int64_t)load_acq(p, w[R_FILLED]) > p->cursor[w[R_RANK]])
+            && (int64_t)load_acq(p, w[R_FILLED]) > p->cursor[w[R_RANK]]
+            && (p->fold_op < 0 || may_fold(p, state, k, state[S_RECEIVED + k] + 1)))
             ready = 1;
     }
     if (!ready && state[S_SELF] < p->self_len)
-        ready = 1;
+        ready = p->fold_op < 0 || (p->own_position >= 2
+                                   && folded(p, state, p->own_position - 1) > state[S_SELF]);
     if (!ready && moved_all(p, state)) {
         int64_t blocked = -1;
         ready = references_drained(p, state, &blocked);

@@ -13,14 +13,17 @@
 
 #include "_shm_wait.h"
 #include "_stream_copy.h"
+#include "_kernels.h"
 
 enum { H_SEQ = 0, H_CALL, H_FP, H_MASK, H_OFFSET, H_NBYTES, H_SOURCE };
 /* MOVED: or-ed in when anything moved */
 enum { DONE = 0, STUCK = 1, FOREIGN = 2, FAILED = 3, MOVED = 4 };
-/* state words of one call; after S_RECEIVED: one per writer row (bytes received), then one
- * per world rank (the reference chunk + 1 that reader must drain past, 0: none) */
+/* state words of one call; S_OWN: where a folding rank's own contribution is when not in the
+ * send buffer (0: there; a copy of it when the result overwrites it); after S_RECEIVED: one
+ * per writer row (bytes received), then one per world rank (the reference chunk + 1 that
+ * reader must drain past, 0: none) */
 enum { S_WRITTEN = 0, S_SELF, S_FOREIGN_WRITER, S_FOREIGN_CALL, S_FOREIGN_FP, S_BLOCKED_ON,
-       S_FAILED_WRITER, S_ERRNO, S_RECEIVED };
+       S_FAILED_WRITER, S_ERRNO, S_OWN, S_RECEIVED };
 /* columns of a write row and of a writer row */
 enum { W_SRC = 0, W_NBYTES, W_MASK, W_OFFSET, W_REFERENCE, W_COLS };
 /* W_REFERENCE: the bytes are copied into the ring, or published where they are — in the send
@@ -61,6 +64,12 @@ typedef struct {
     Py_ssize_t nroll;           /* the roll call's words this rank waits for (0: none) */
     int64_t *roll_word;         /* their first word indices (plus the call's slot) */
     int64_t roll_slots;
+    /* a rank that folds as it reads (see _stream.c): the operator and dtype codes (-1: it
+     * copies), the position of each writer row in the fold and of its own block, and the
+     * writer row at each position (-1: the own block) */
+    int fold_op, fold_dtype;
+    Py_ssize_t nparts;
+    int64_t *row_position, *position_row, own_position;
 } Plan;
 
 static inline uint64_t load_acq(Plan *p, int64_t index) {

@@ -9,6 +9,8 @@ STREAM_INTERNAL void Plan_dealloc(Plan *p) {
     PyMem_Free(p->sleeper_word);
     PyMem_Free(p->sleeper_rank);
     PyMem_Free(p->roll_word);
+    PyMem_Free(p->row_position);
+    PyMem_Free(p->position_row);
     Py_XDECREF(p->wake);
     Py_TYPE(p)->tp_free((PyObject *)p);
 }
@@ -25,13 +27,60 @@ static int hold(Plan *p, PyObject *o, Py_buffer *view, int writable, const char 
     return 0;
 }
 
+/* A folding rank's fold: `order` names the writer row at each position (-1: the own block),
+ * every row once; the chunks must hold whole items. */
+static int fold_of(Plan *p, int op, int dtype, PyObject *order) {
+    if (op > OP_BXOR || dtype < DT_I1 || dtype > DT_F8 || order == NULL
+        || p->chunk_bytes % itemsize_of[dtype]) {
+        PyErr_SetString(PyExc_ValueError, "fold needs known codes, fold_order and chunks of "
+                                          "whole items");
+        return -1;
+    }
+    PyObject *fo = PySequence_Fast(order, "fold_order");
+    if (fo == NULL)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fo);
+    p->nparts = n;
+    p->position_row = PyMem_Calloc(n ? n : 1, sizeof(int64_t));
+    p->row_position = PyMem_Calloc(p->nwriters ? p->nwriters : 1, sizeof(int64_t));
+    int bad = n != p->nwriters + 1 || p->position_row == NULL || p->row_position == NULL;
+    Py_ssize_t owns = 0;
+    for (Py_ssize_t i = 0; i < p->nwriters && !bad; i++)
+        p->row_position[i] = -1;
+    for (Py_ssize_t j = 0; j < n && !bad; j++) {
+        int64_t row = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fo, j));
+        p->position_row[j] = row;
+        if (row < 0) {
+            owns++;
+            p->own_position = j;
+        } else if (row >= p->nwriters || p->row_position[row] >= 0) {
+            bad = 1;
+        } else {
+            p->row_position[row] = j;
+        }
+    }
+    Py_DECREF(fo);
+    if (PyErr_Occurred())
+        return -1;
+    if (bad || owns != 1) {
+        PyErr_SetString(PyExc_ValueError, "fold_order must name each writer row once and the "
+                                          "own block (-1) once");
+        return -1;
+    }
+    p->fold_op = op;
+    p->fold_dtype = dtype;
+    return 0;
+}
+
 STREAM_INTERNAL int Plan_init(Plan *p, PyObject *args, PyObject *kw) {
     static char *names[] = {
         "segment", "cursors", "me", "nchunks", "chunk_bytes", "my_filled", "my_headers",
         "my_ring", "writes", "drained_of_me", "writers", "self_copy", "sleeper_words",
-        "sleeper_ranks", "wake", "streaming", "own_from", "roll_words", "roll_slots", NULL};
+        "sleeper_ranks", "wake", "streaming", "own_from", "roll_words", "roll_slots", "fold",
+        "fold_order", NULL};
     PyObject *segment, *cursors, *writes, *drained, *writers, *sleeper_words, *sleeper_ranks;
-    PyObject *wake, *roll_words = NULL;
+    PyObject *wake, *roll_words = NULL, *fold_order = NULL;
+    int fold_op = -1, fold_dtype = -1;
     long long me, nchunks, chunk_bytes, my_filled, my_headers, my_ring;
     long long self_src, self_dst, self_len, roll_slots = 0;
     int streaming = 0, own_from = IN_SEND;
@@ -39,12 +88,13 @@ STREAM_INTERNAL int Plan_init(Plan *p, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_RuntimeError, "a Plan is initialised once");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOLLLLLLOOO(LLL)OOO|piOL", names, &segment,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOLLLLLLOOO(LLL)OOO|piOL(ii)O", names, &segment,
                                      &cursors, &me, &nchunks, &chunk_bytes, &my_filled,
                                      &my_headers, &my_ring, &writes, &drained, &writers,
                                      &self_src, &self_dst, &self_len, &sleeper_words,
                                      &sleeper_ranks, &wake, &streaming, &own_from,
-                                     &roll_words, &roll_slots))
+                                     &roll_words, &roll_slots, &fold_op, &fold_dtype,
+                                     &fold_order))
         return -1;
     if (own_from != IN_SEND && own_from != IN_RECV) {
         PyErr_SetString(PyExc_ValueError, "own_from must be IN_SEND (1) or IN_RECV (2)");
@@ -130,5 +180,8 @@ STREAM_INTERNAL int Plan_init(Plan *p, PyObject *args, PyObject *kw) {
         p->nroll = m;
         p->roll_slots = roll_slots;
     }
+    p->fold_op = -1;
+    if (fold_op >= 0)
+        return fold_of(p, fold_op, fold_dtype, fold_order);
     return 0;
 }

@@ -14,14 +14,15 @@ _stream`) where it was built, else with the same protocol in Python (`PyPlan`):
 * ``alltoall``: every rank writes its blocks for the others, interleaved chunk by chunk so
   each reader is fed at the same rate, and each chunk has one reader;
 * ``scatter``/``gather``: the root writes one block per rank / reads one from each;
-* ``reduce``: a gather of the contributions into a scratch buffer of the root's (kept
-  between calls), which the root then folds into its result in rank order with
-  `Op.combine_into` (the compiled kernels where they apply, else the operator's numpy
-  function), ``x0 ∘ x1 ∘ … ∘ x(p−1)`` as MPI specifies for any operator (`FoldingExecution`).
-  The root folds alone, but with more ranks than cores the copies into the rings run on the
+* ``reduce``: a gather of the contributions, which the root folds into its result in rank
+  order, ``x0 ∘ x1 ∘ … ∘ x(p−1)`` as MPI specifies for any operator: each chunk straight
+  from the ring as it reads it where the compiled kernels implement the operator and dtype
+  (``fold_as_read`` in ``stream_plan``, the order kept as ``_stream.c`` describes), else
+  gathered into a scratch buffer kept between calls and folded after with `Op.combine_into`
+  (`FoldingExecution`). With more ranks than cores the copies into the rings run on the
   other core meanwhile, and no rank waits for a peer per step;
-* ``reduce_scatter_block``: an alltoall into every rank's scratch, each rank then folding
-  its block in rank order;
+* ``reduce_scatter_block``: an alltoall, each rank folding its block in rank order the same
+  way;
 * ``allreduce``: that reduce-scatter into the rank's block of the result, then an allgather
   of the blocks, as two phases of the call (`ChainExecution`); when the count does not
   divide among the ranks, a reduce to rank 0 and a bcast from it instead;
@@ -100,6 +101,7 @@ from .stream_run import (
     _flat,
     _folds,
     _spin,
+    own_copy,
 )
 from .transport import ShmTransport
 
@@ -218,13 +220,16 @@ def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None) -> Call
     # held: the memo may forget it
     prepared = None if chained else plan_for(area, spec, tuple(direct.group), rank)
     # a call that does not fold may run in one `advance`, before any object is made for it
-    alone = None if prepared is None or _folds(spec, rank) else prepared
+    alone = None if prepared is None or (_folds(spec, rank) and not prepared.folds_as_read) \
+        else prepared
     fingerprint = 0 if prepared is None else prepared.fingerprint
     spin = _spin(transport)
     # decided once per signature, not per call: whether a roll call runs beside the data,
     # and whether this rank writes chunks only once it has heard its root (`_root_heard`)
     rooted = prepared is not None and has_roll_call(spec)
     hears_root = rooted and alone is not None and alone.nwrites > 0 and spec.root != rank
+    # a rank that folds as it reads, whose own contribution a call in place may overwrite
+    folds = alone is not None and alone.folds_as_read
     wake: Any = None if prepared is None else prepared.plan.wake
 
     def fn(send: np.ndarray | None, recv: np.ndarray | None, seq: int,
@@ -237,7 +242,8 @@ def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None) -> Call
         if area.abandoned:  # chunks of a call this rank gave up may hold a writer back
             skip_abandoned(area, direct.group)
         if alone is not None and not progress.active and not area.active and (
-                not hears_root or (roll is not None and _root_heard(transport, roll, spin))):
+                not hears_root or (roll is not None and _root_heard(transport, roll, spin))) \
+                and not (folds and own_copy(alone, spec, rank, flat_send, flat_recv) is not None):
             # nothing else in flight here: the whole call in C, as a rule; else on from there
             state = alone.state.copy()
             status = alone.plan.advance(state, *_addresses(alone, flat_send, flat_recv),

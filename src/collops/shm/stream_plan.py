@@ -14,6 +14,7 @@ from ..algorithms import tuning
 from ..algorithms.spec import CallSpec
 from ..datatypes import address_of
 from ..errors import ArgumentError
+from ..ops import compiled_kernel
 from . import direct as shm_direct
 from . import stream_vector
 from .roll_call import has_roll_call, heard_words
@@ -59,6 +60,25 @@ def streaming_from(spec: CallSpec, case: str) -> float:
                                 config.settings.tuning_file).value)
 
 
+def fold_as_read(spec: CallSpec, index: int, chunk_bytes: int, whole: bool
+                 ) -> tuple[int, int] | None:
+    """The (operator, dtype) kernel codes with which group member ``index`` folds each chunk
+    into its result as it reads it (see ``_stream.c``), or None where it gathers the
+    contributions into a scratch buffer and folds them after (`FoldingExecution`): a reduce's
+    root or a reduce_scatter_block's rank, an operator and dtype the compiled kernels
+    implement, chunks of whole items through the rings, and the selection table's
+    ``protocols.shm_stream.fold_as_read``."""
+    c = spec.collective
+    if c not in FOLDED or (c == "reduce" and index != spec.root) or spec.size < 2 or whole \
+            or not spec.count:
+        return None
+    codes = compiled_kernel(spec.op, spec.dtype)
+    if codes is None or chunk_bytes % spec.itemsize or not tuning.setting(
+            "shm_stream", "fold_as_read", spec, config.settings.tuning_file).value:
+        return None
+    return codes
+
+
 def own_block(spec: CallSpec) -> int:
     """Where an allgather whose blocks go by reference publishes its own block unless that
     copy would be aliased (IN_SEND or IN_RECV): the selection table's
@@ -93,7 +113,8 @@ def _make_plan(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: 
                compiled: bool, call: CallSpec) -> Prepared:
     t = area.transport
     whole = t.capabilities().single_copy and by_reference(spec)
-    writes, readers, own = _layout_of(spec, index, area.chunk_bytes, whole)
+    fold = fold_as_read(spec, index, area.chunk_bytes, whole)
+    writes, readers, own = _layout_of(spec, index, area.chunk_bytes, whole, fold is not None)
     me = area.me
     rows = [(group[w], area.filled[group[w]], area.headers[group[w]], area.rings[group[w]],
              area.drained[group[w]][me], dst, expect, t.pid_word(group[w]))
@@ -115,19 +136,24 @@ def _make_plan(area: StreamArea, spec: CallSpec, group: tuple[int, ...], index: 
         # data is done, before it returns (`RollCall` checks them, and waits on past the spin)
         roll_words=[w for _, w in heard_words(area, group, index, spec.root)]
         if call is spec and has_roll_call(spec) else [], roll_slots=ROLL_SLOTS)
+    if fold is not None:  # each position's writer row, the own block (-1) at its own
+        row_of = {w: k for k, (w, _, _) in enumerate(readers)}
+        fields.update(fold=fold, fold_order=[row_of.get(j, -1) for j in range(len(group))])
     received = own[2] + sum(r[R_EXPECT] for r in rows)
     # the own block's copy starts where the ring chunks do: the compiled loop writes both in
     # one pass (`copy_twice`) — an allgather's, a bcast root's with an ``out`` of its own
     fused = not whole and own[2] > 0 and bool(writes) and writes[0][0] == own[0]
-    streaming = received >= streaming_from(spec, "references" if whole else "fused" if fused
-                                           else "stores" if write_rows else "reader")
+    streaming = fold is None and received >= streaming_from(
+        spec, "references" if whole else "fused" if fused else "stores" if write_rows
+        else "reader")
     plan = (_stream.Plan(**fields, streaming=streaming) if compiled
             else PyPlan(area, **fields))
     state = np.zeros(S_RECEIVED + len(rows) + len(area.cursors) - 1, np.int64)
     state[S_FOREIGN_WRITER] = state[S_BLOCKED_ON] = state[S_FAILED_WRITER] = -1
     return Prepared(plan, len(write_rows), [group.index(r[0]) for r in rows],
                     [r[R_EXPECT] for r in rows], own,
-                    shm_direct.call_fingerprint(call, NAME), state, call.collective)
+                    shm_direct.call_fingerprint(call, NAME), state, call.collective,
+                    fold is not None)
 
 
 @dataclass(frozen=True)
@@ -145,9 +171,12 @@ class Prepared:
     state: np.ndarray
     #: the user's collective (an allreduce for the phases of one), for error messages
     collective: str
+    #: whether the rank folds each chunk into its result as it reads it (`fold_as_read`)
+    folds_as_read: bool = False
 
 
-def _layout_of(spec: CallSpec, me: int, chunk: int, whole: bool = False) -> tuple[
+def _layout_of(spec: CallSpec, me: int, chunk: int, whole: bool = False,
+               fold: bool = False) -> tuple[
         list[tuple[int, int, tuple[int, ...], int]], list[tuple[int, int, int]],
         tuple[int, int, int]]:
     """What group member ``me`` writes, reads and copies itself in a call of ``spec``, in
@@ -158,7 +187,9 @@ def _layout_of(spec: CallSpec, me: int, chunk: int, whole: bool = False) -> tupl
     block)``; reads: ``(writer, byte of its block in recv, bytes expected)``; own: ``(src, dst,
     bytes)`` of the rank's own block copy. A reduce moves what a gather moves, a
     reduce_scatter_block what an alltoall does, into the folding ranks' scratch, where the
-    rank's own contribution has no place: it is folded from where it is.
+    rank's own contribution has no place: it is folded from where it is. A rank that folds
+    as it reads (``fold``) reads every block into its result, and its own is ``(its block in
+    send, 0, bytes)``: what it folds in at its position.
     """
     if spec.collective in stream_vector.SUPPORTED:
         return stream_vector.layout_of(spec, me, chunk, whole)
@@ -197,6 +228,9 @@ def _layout_of(spec: CallSpec, me: int, chunk: int, whole: bool = False) -> tupl
             reads = [(root, 0, nb)]
     if nb == 0:
         reads = []
+    if fold and nb:
+        return writes, [(w, 0, e) for w, _, e in reads], (
+            me * nb if c == "alltoall" else 0, 0, nb)
     return writes, reads, (0, 0, 0) if folded or nb == 0 else own
 
 

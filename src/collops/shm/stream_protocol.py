@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import ops
 from ..errors import PeerFailed, TransportError
 from . import kernel
 from . import segment as seg
@@ -27,11 +28,12 @@ DONE, STUCK, FOREIGN, FAILED = range(4)
 MOVED = 4
 #: state words of a call on one rank: chunks written, own-block bytes copied, the first
 #: chunk of another call met (writer, call word, fingerprint), the reader a write or a
-#: reference waits for, the writer whose reference could not be copied and the errno; then
-#: the bytes received from each writer read, then per world rank the reference chunk + 1 it
-#: must drain past (0: none)
+#: reference waits for, the writer whose reference could not be copied and the errno, where a
+#: folding rank's own contribution is when not in its send buffer (0: there); then the bytes
+#: received from each writer read, then per world rank the reference chunk + 1 it must drain
+#: past (0: none)
 S_WRITTEN, S_SELF, S_FOREIGN_WRITER, S_FOREIGN_CALL, S_FOREIGN_FP, S_BLOCKED_ON, \
-    S_FAILED_WRITER, S_ERRNO, S_RECEIVED = range(9)
+    S_FAILED_WRITER, S_ERRNO, S_OWN, S_RECEIVED = range(10)
 #: columns of a write row (one chunk) and of a writer row (one ring read)
 W_SRC, W_NBYTES, W_MASK, W_OFFSET, W_REFERENCE = range(5)
 #: where a write row's bytes go (W_REFERENCE): into the ring, or published by reference where
@@ -65,7 +67,8 @@ class PyPlan:
                  writers: np.ndarray, self_copy: tuple[int, int, int],
                  sleeper_words: Sequence[int], sleeper_ranks: Sequence[int],
                  wake: Callable[[int], None], own_from: int = IN_SEND,
-                 roll_words: Sequence[int] = (), roll_slots: int = 0) -> None:
+                 roll_words: Sequence[int] = (), roll_slots: int = 0,
+                 fold: tuple[int, int] | None = None, fold_order: Sequence[int] = ()) -> None:
         # ``roll_words``/``roll_slots``: the roll call's words the compiled loop spins for
         # once the data is done; here `RollCall` alone waits for them (no second copy)
         self.words, self.cursor, self.me = area.words, cursors, me
@@ -80,6 +83,12 @@ class PyPlan:
         self.transport, self.group = area.transport, list(sleeper_ranks) + [me]
         #: where in a state array the words of the references to drain begin
         self.must_drain = S_RECEIVED + len(self.writer)
+        #: a rank that folds as it reads (see ``_stream.c``): its operator and dtype, the
+        #: writer row at each position of the fold (-1: the own block), each row's position
+        self.fold = None if fold is None else kernel_op(*fold)
+        self.position_row = list(fold_order)
+        self.row_position = {row: j for j, row in enumerate(self.position_row) if row >= 0}
+        self.own_position = self.position_row.index(-1) if fold is not None else 0
 
     @property
     def own_source(self) -> int:
@@ -144,7 +153,8 @@ class PyPlan:
         state[S_WRITTEN] = i + 1
         return 1
 
-    def _read_from(self, k: int, state: np.ndarray, recv: int, word: int, limit: int) -> int:
+    def _read_from(self, k: int, state: np.ndarray, send: int, recv: int, word: int,
+                   limit: int) -> int:
         rank, filled_word, headers, ring, drained, dst, expect, _ = self.writer[k]
         received = int(state[S_RECEIVED + k])
         if received >= expect:
@@ -171,10 +181,18 @@ class PyPlan:
                 state[S_FOREIGN_CALL], state[S_FOREIGN_FP] = _signed(call), _signed(fingerprint)
                 break
             if offset > expect or n > expect - received or n > expect - offset or (
-                    not source and n > self.chunk_bytes):  # outside the block: never copied
+                    not source and n > self.chunk_bytes) or (self.fold is not None and (
+                    source or offset != received or n % self.fold[1].itemsize)):
+                # outside the block, or out of a folding rank's order: never copied
                 state[S_FAILED_WRITER], state[S_ERRNO], failed = rank, errno.EMSGSIZE, True
                 break
-            if source:
+            if self.fold is not None:
+                state[S_RECEIVED + k] = received
+                if not self._may_fold(state, k, offset + n):
+                    break  # its turn comes once the position before it is folded this far
+                self._fold_chunk(k, state, send, recv, offset,
+                                 self.base + ring + slot * self.chunk_bytes, n)
+            elif source:
                 try:
                     self.transport.read_from(rank, source, recv + dst + offset, n)
                 except TransportError as e:  # as the compiled loop reports it
@@ -194,6 +212,52 @@ class PyPlan:
         if failed:
             return -2
         return -1 if foreign and not moved else moved + (cur != start)
+
+    # -- a rank that folds as it reads: ``_stream.c``'s essay above ``folded`` ------------------
+    def _folded(self, state: np.ndarray, j: int) -> int:
+        row = self.position_row[j]
+        return int(state[S_SELF] if row < 0 else state[S_RECEIVED + row])
+
+    def _may_fold(self, state: np.ndarray, k: int, end: int) -> bool:
+        j = self.row_position[k]
+        return j == 0 or (j == 1 and self.own_position == 0) or self._folded(state, j - 1) >= end
+
+    def _own_of(self, state: np.ndarray, send: int) -> int:
+        return int(state[S_OWN]) or send + self.own[0]
+
+    def _fold_chunk(self, k: int, state: np.ndarray, send: int, recv: int, offset: int,
+                    chunk: int, n: int) -> None:
+        assert self.fold is not None
+        op, dtype = self.fold
+        out_at, own_at = recv + self.own[1] + offset, self._own_of(state, send) + offset
+        out = _items(out_at, n, dtype)
+        j, q = self.row_position[k], self.own_position
+        if j == 0 and q == 1:
+            op.combine_into(out, _items(chunk, n, dtype), _items(own_at, n, dtype))
+        elif j == 0:
+            ctypes.memmove(out_at, chunk, n)
+            return
+        elif j == 1 and q == 0:
+            op.combine_into(out, out if own_at == out_at else _items(own_at, n, dtype),
+                            _items(chunk, n, dtype))
+        else:
+            op.combine_into(out, out, _items(chunk, n, dtype))
+            return
+        state[S_SELF] = max(int(state[S_SELF]), offset + n)
+
+    def _fold_own_some(self, state: np.ndarray, send: int, recv: int) -> bool:
+        done, q = int(state[S_SELF]), self.own_position
+        if q < 2:
+            return False
+        limit = self._folded(state, q - 1)
+        if limit <= done:
+            return False
+        assert self.fold is not None
+        op, dtype = self.fold
+        out = _items(recv + self.own[1] + done, limit - done, dtype)
+        op.combine_into(out, out, _items(self._own_of(state, send) + done, limit - done, dtype))
+        state[S_SELF] = limit
+        return True
 
     def _self_copy_some(self, state: np.ndarray, send: int, recv: int) -> bool:
         src, dst, n = self.own
@@ -240,7 +304,7 @@ class PyPlan:
             if may_write:
                 moved += self._write_one(state, send, recv, word, fingerprint)
             for k in range(len(self.writer)):
-                got = self._read_from(k, state, recv, word, 2)
+                got = self._read_from(k, state, send, recv, word, 2)
                 if got == -2:
                     return FAILED | (MOVED if touched or copied else 0)
                 if got < 0:
@@ -250,7 +314,8 @@ class PyPlan:
             if moved and not touched:
                 touched = True
                 self.transport.wake_sleepers(self.group)
-            if not moved and self._self_copy_some(state, send, recv):
+            if not moved and (self._fold_own_some(state, send, recv) if self.fold is not None
+                              else self._self_copy_some(state, send, recv)):
                 copied = True
                 continue
             if self._finished(state):
@@ -290,11 +355,27 @@ class PyPlan:
         words, foreign = self.words, state[S_FOREIGN_WRITER]
         for k, row in enumerate(self.writer):
             if (state[S_RECEIVED + k] < row[R_EXPECT] and row[R_RANK] != foreign
-                    and words[row[R_FILLED]] > self.cursor[row[R_RANK]]):
+                    and words[row[R_FILLED]] > self.cursor[row[R_RANK]] and (
+                        self.fold is None
+                        or self._may_fold(state, k, int(state[S_RECEIVED + k]) + 1))):
                 return True
         if state[S_SELF] < self.own[2]:
-            return True
+            return self.fold is None or (self.own_position >= 2 and self._folded(
+                state, self.own_position - 1) > state[S_SELF])
         return self._moved_all(state) and self._references_drained(state)
+
+
+def kernel_op(op_code: int, dtype_code: int) -> tuple[Any, np.dtype]:
+    """The operator and dtype of `collops.ops.compiled_kernel`'s codes."""
+    name = next(k for k, v in ops.COMPILED_OPS.items() if v == op_code)
+    dtype = next(k for k, v in ops.COMPILED_DTYPES.items() if v == dtype_code)
+    return getattr(ops, name), dtype
+
+
+def _items(address: int, nbytes: int, dtype: np.dtype) -> np.ndarray:
+    """The ``nbytes`` at ``address`` as an array of ``dtype``."""
+    return np.frombuffer(memoryview((ctypes.c_char * nbytes).from_address(address)).cast("B"),
+                         dtype)
 
 
 def skip_abandoned(area: StreamArea, writers: Sequence[int]) -> None:

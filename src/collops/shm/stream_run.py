@@ -15,6 +15,7 @@ import numpy as np
 from ..algorithms import fingerprint as fp
 from ..algorithms.native import NativeCall
 from ..algorithms.spec import CallSpec, make_spec
+from ..datatypes import address_of
 from ..errors import CollectiveMismatch, PeerFailed, ScheduleError, TransportError
 from ..transport.tags import call_tag
 from . import direct as shm_direct
@@ -35,6 +36,7 @@ from .stream_protocol import (
     S_FOREIGN_CALL,
     S_FOREIGN_FP,
     S_FOREIGN_WRITER,
+    S_OWN,
     S_RECEIVED,
     S_WRITTEN,
     skip_abandoned,
@@ -51,7 +53,7 @@ class StreamExecution(AreaExecution):
 
     __slots__ = ("stream", "spec", "prepared", "rank", "plan", "nwrites", "state", "send",
                  "recv", "send_address", "recv_address", "fingerprint", "word", "expect",
-                 "spin", "moved", "roll", "streamed", "__weakref__")
+                 "spin", "moved", "roll", "streamed", "held", "__weakref__")
 
     def __init__(self, transport: ShmTransport, direct: DirectArea, area: StreamArea,
                  spec: CallSpec, prepared: Prepared, rank: int, send: np.ndarray | None,
@@ -69,6 +71,7 @@ class StreamExecution(AreaExecution):
         # ``state``: where a first `advance` without this object left the call
         self.state = prepared.state.copy() if state is None else state
         self.send, self.recv = send, recv  # held while the call runs
+        self.held: np.ndarray | None = None  # a folding rank's copy of its own block
         self.send_address, self.recv_address = _addresses(prepared, send, recv)
         fingerprint = self.fingerprint = prepared.fingerprint
         k = call_number(seq, phase)
@@ -300,20 +303,42 @@ def _execution(transport: ShmTransport, direct: DirectArea, area: StreamArea, sp
                ) -> StreamExecution | FoldingExecution:
     """The execution of one call: a `StreamExecution` (with its ``roll`` call, if rooted),
     wrapped in a `FoldingExecution` where the rank folds."""
-    if not _folds(spec, rank) or recv is None:
-        return StreamExecution(transport, direct, area, spec, prepared, rank, send, recv, seq,
-                               phase, context, timeout, roll=roll)
+    if not _folds(spec, rank) or recv is None or prepared.folds_as_read:
+        held = own_copy(prepared, spec, rank, send, recv)
+        state = None
+        if held is not None:
+            state = prepared.state.copy()
+            state[S_OWN] = address_of(held)
+        ex = StreamExecution(transport, direct, area, spec, prepared, rank, send, recv, seq,
+                             phase, context, timeout, state, roll=roll)
+        ex.held = held
+        return ex
     assert send is not None
-    n = spec.count
-    own, position = ((send, spec.root) if spec.collective == "reduce"
-                     else (send[rank * n:(rank + 1) * n], rank))
+    own, position = _own_of(spec, rank, send)
     if position and np.may_share_memory(own, recv):
         own = own.copy()  # in place: the fold writes the result before the rank's turn
-    pool = _pool(area, spec.dtype, spec.size * n)
-    scratch = pool.pop() if pool else np.empty(spec.size * n, spec.dtype)
+    pool = _pool(area, spec.dtype, spec.size * spec.count)
+    scratch = pool.pop() if pool else np.empty(spec.size * spec.count, spec.dtype)
     inner = StreamExecution(transport, direct, area, spec, prepared, rank, send, scratch, seq,
                             phase, context, timeout, roll=roll)
     return FoldingExecution(inner, pool, scratch, own, position, recv)
+
+
+def _own_of(spec: CallSpec, rank: int, send: np.ndarray) -> tuple[np.ndarray, int]:
+    """A folding rank's own contribution in ``send``, and its position in the fold."""
+    n = spec.count
+    return ((send, spec.root) if spec.collective == "reduce"
+            else (send[rank * n:(rank + 1) * n], rank))
+
+
+def own_copy(prepared: Prepared, spec: CallSpec, rank: int, send: np.ndarray | None,
+             recv: np.ndarray | None) -> np.ndarray | None:
+    """A copy of the own contribution of a rank that folds as it reads, where its result would
+    overwrite it before its turn (in place, past position 0); else None."""
+    if not prepared.folds_as_read or send is None or recv is None:
+        return None
+    own, position = _own_of(spec, rank, send)
+    return own.copy() if position and np.may_share_memory(own, recv) else None
 
 
 def _pool(area: StreamArea, dtype: np.dtype, count: int) -> list[np.ndarray]:

@@ -27,12 +27,14 @@ from ..algorithms.spec import CallSpec
 @dataclass(frozen=True)
 class Knob:
     """A protocol setting ``component.name`` and the values to try where the default
-    algorithm is ``algorithm`` (``None``: whatever it is)."""
+    algorithm is ``algorithm`` (``None``: whatever it is), for the ``collectives`` it
+    changes (``None``: every one)."""
 
     component: str
     name: str
     values: tuple[Any, ...]
     algorithm: str | None
+    collectives: frozenset[str] | None = None
 
     @property
     def key(self) -> str:
@@ -41,9 +43,12 @@ class Knob:
 
 
 #: the settings tried by default: blocks by reference or through the ring, non-temporal
-#: stores into the receive buffer from the first byte, the size of a folding rank's reads
+#: stores into the receive buffer from the first byte, a reduction's folding ranks folding
+#: as they read or after, the size of a folding rank's reads
 KNOBS: tuple[Knob, ...] = (
     Knob("shm_stream", "by_reference", (True, False), "shm_stream"),
+    Knob("shm_stream", "fold_as_read", (True, False), "shm_stream",
+         frozenset({"reduce", "reduce_scatter_block", "allreduce"})),
     Knob("shm_stream", "streaming_stores_from", (0,), "shm_stream"),
     Knob("shm_cma", "scratch_bytes", (262144, 1048576, 4194304), "shm_cma"),
 )
@@ -60,7 +65,8 @@ def alternatives(knobs: Sequence[Knob], spec: CallSpec, default: str
     every value other than the one in force."""
     out = []
     for knob in knobs:
-        if knob.algorithm not in (None, default):
+        if knob.algorithm not in (None, default) or (
+                knob.collectives is not None and spec.collective not in knob.collectives):
             continue
         try:
             current = in_force(knob, spec)
