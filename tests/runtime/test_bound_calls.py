@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import collops
+from tests.support.runners import compiled_runners
 
 #: tests of the compiled route: it is on for them whatever the environment says
 pytestmark = pytest.mark.usefixtures("compiled_on")
@@ -252,11 +253,10 @@ def _named(comm):
         got.append(np.array_equal(comm.allreduce(x), sum(everyone)))
         got.append(np.array_equal(comm.bcast(x if me == 0 else None, 0, algorithm="shm_direct"),
                                   everyone[0]))
-        named = comm._bound_calls.get(("allreduce", "shm_direct"))
-        kinds.append(named is not None and isinstance(named[2].__self__, _direct.Runner))
+        kinds.append(comm.bound_route("allreduce", "shm_direct") == "compiled")
     listed = comm.bound_calls()
     comm.set_algorithm("allreduce", "ring")
-    cleared = ("allreduce", "shm_direct") not in comm._bound_calls
+    cleared = comm.bound_route("allreduce", "shm_direct") is None
     return got, kinds, listed, cleared
 
 
@@ -271,3 +271,21 @@ def test_calls_asking_for_an_algorithm_by_name_bind_their_own_runner():
         assert listed.get("allreduce") == "shm_direct" and all(
             type(c) is str for c in listed), listed
         assert cleared
+
+
+def _routes(comm):
+    """The bound route of an allreduce before and after repeated calls, and of a name it never
+    asked for."""
+    x = np.ones(3)
+    before = comm.bound_route("allreduce")
+    for _ in range(5):
+        comm.allreduce(x)
+    return before, comm.bound_route("allreduce"), comm.bound_route("allreduce", "ring")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("compiled", [True, False])
+def test_the_bound_route_says_whether_repeated_calls_run_compiled(compiled):
+    with compiled_runners(compiled):
+        routes = collops.spawn(_routes, 2, transport="shm", timeout=50)
+    assert routes == [(None, "compiled" if compiled else None, None)] * 2

@@ -15,6 +15,7 @@ derive from `CollopsError` and name the call, the argument and the rank.
 
 from __future__ import annotations
 
+from types import BuiltinMethodType
 from typing import Any
 
 import numpy as np
@@ -112,6 +113,17 @@ class Comm(Communicators, P2P):
         calls that ask for an algorithm by name have their own (not listed)."""
         return {collective: entry[3] for collective, entry in self._bound_calls.items()
                 if type(collective) is str}
+
+    def bound_route(self, collective: str, algorithm: str | None = None) -> str | None:
+        """How a repeated call of ``collective`` runs once bound to the signature this rank
+        last ran of it — chosen by the selection, or asking for ``algorithm`` by name:
+        ``"compiled"`` (one compiled call), ``"python"`` (a bound Python runner), or None
+        (nothing bound)."""
+        entry = self._bound_calls.get(collective if algorithm is None
+                                      else (collective, algorithm))
+        if entry is None:
+            return None
+        return "compiled" if isinstance(entry[2], BuiltinMethodType) else "python"
 
     # -- barrier ---------------------------------------------------------------------------
     def barrier(self, *, algorithm: str | None = None, timeout: float | None = None,

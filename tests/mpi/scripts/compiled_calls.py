@@ -44,9 +44,7 @@ def values(rank, n, i, dtype):
 
 
 def is_compiled(comm, collective):
-    bound = comm._bound_calls.get(collective)
-    return bool(bound is not None and _native is not None
-                and isinstance(getattr(bound[2], "__self__", None), _native.Runner))
+    return _native is not None and comm.bound_route(collective) == "compiled"
 
 
 def check_collectives(comm, compiled):
@@ -145,9 +143,8 @@ def named(comm):
         everyone = np.array([values(r, 2, i, np.int64) for r in range(p)])
         ok &= np.array_equal(comm.allgather(everyone[me], algorithm="mpi_native"),
                              everyone.reshape(-1))
-    bound = comm._bound_calls.get(("allgather", "mpi_native"))
-    return bool(ok and bound is not None and _native is not None
-                and isinstance(getattr(bound[2], "__self__", None), _native.Runner))
+    return bool(ok and _native is not None
+                and comm.bound_route("allgather", "mpi_native") == "compiled")
 
 
 def mismatch(comm):

@@ -79,8 +79,10 @@ def main():
             cycles += 1
     # repeated blocking calls naming ``hier`` are bound to its runner, never to the
     # compiled one, which would call MPI's one collective instead of the phases
-    bound = [entry for key, entry in comm._bound_calls.items() if key[1:] == ("hier",)]
-    compiled = [type(getattr(e[2], "__self__", None)).__name__ == "Runner" for e in bound]
+    routes = [comm.bound_route(c, "hier") for c in ("allreduce", "allgather", "reduce",
+                                                      "bcast", "barrier")]
+    bound = [route for route in routes if route is not None]
+    compiled = [route == "compiled" for route in bound]
     print(json.dumps({"rank": comm.rank,
                       "nodes": list(comm.transport.capabilities().node_of_rank),
                       "checked": checked, "ran": sorted(ran), "cycles": cycles,
