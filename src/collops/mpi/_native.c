@@ -356,6 +356,9 @@ static PyMethodDef Runner_methods[] = {
      "`bcast` runs."},
     {"bcast", (PyCFunction)(void (*)(void))Runner_bcast, METH_FASTCALL,
      "bcast(x, out, timeout): a whole bound broadcast (result, None or the slow marker)."},
+    {"known", (PyCFunction)(void (*)(void))Runner_known, METH_FASTCALL,
+     "known(signature, data, seq, timeout): phase 0 of a bcast whose data this rank knows "
+     "(1, 0, -1 or None: `BlockingCall.run_known`)."},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject RunnerType = {

@@ -86,6 +86,7 @@ typedef struct {
 
 /* _native_board.c: call ``seq`` on the board and in MPI (the inline route), or hand it to
  * Python (`BlockingCall.finish`) */
+NATIVE_INTERNAL PyObject *Runner_known(Runner *r, PyObject *const *args, Py_ssize_t nargs);
 NATIVE_INTERNAL int run_call(Runner *r, long long seq, PyObject *timeout, const char *send,
                              char *recv, PyObject *send_obj, PyObject *recv_obj);
 

@@ -1,5 +1,7 @@
 /* collops.mpi._native: one whole call — the node's fingerprint board, then MPI's blocking
  * collective (the essay is at the top of _native.c). */
+#include <limits.h>
+
 #include "_native.h"
 
 /* ---- one MPI collective ----------------------------------------------------------------- */
@@ -204,4 +206,89 @@ NATIVE_INTERNAL int run_call(Runner *r, long long seq, PyObject *timeout, const 
         return -1;
     }
     return 0;
+}
+
+/* ---- a bcast whose data every rank knows (`BlockingCall.run_known`) ----------------------- */
+/* Whether every rank's flag for the agreed entry of `look` is `flag` (`Board.same_signature`:
+ * the flags of a known signature hold nothing else). */
+static int same_flags(Runner *r, Py_ssize_t slot, uint64_t flag) {
+    uint64_t *at = r->words + r->flags + slot / 2;
+    if (__atomic_load_n(at + r->mine / 2, __ATOMIC_ACQUIRE) != flag)
+        return 0;
+    for (int i = 0; i < r->nrows; i++)
+        if (__atomic_load_n(at + r->rows[i] / 2, __ATOMIC_ACQUIRE) != flag)
+            return 0;
+    return 1;
+}
+
+/* known(signature, data, seq, timeout): phase 0 of bcast call `seq` for a rank that knows
+ * its data's `signature` (`BlockingCall.run_known`, whose Python this is the inline part of):
+ * None — nothing posted (a time limit, calls in flight, a deferred call, refusing, a count
+ * past MPI's int); else the entry is posted with the signature in its flag and: 1 — every
+ * rank posted the same signature within the spin, and MPI's broadcast of `data` ran; 0 —
+ * every rank posted, not all the same (Python broadcasts the envelope); -1 — not all there
+ * within the spin, or another call (Python waits or raises, then decides). */
+NATIVE_INTERNAL PyObject *Runner_known(Runner *r, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || r->kind != K_BCAST || r->words == NULL) {
+        PyErr_SetString(PyExc_TypeError, "known(signature, data, seq, timeout) on a bcast's "
+                                         "runner on a board");
+        return NULL;
+    }
+    unsigned long long signature = PyLong_AsUnsignedLongLong(args[0]);
+    long long seq = PyLong_AsLongLong(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (args[3] != Py_None || PyList_GET_SIZE(r->active) != 0 || r->pending[0] || r->pending[2])
+        Py_RETURN_NONE;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[1], &view, r->is_root ? PyBUF_C_CONTIGUOUS
+                                                      : PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    char *data = view.buf;
+    Py_ssize_t nbytes = view.len;
+    PyBuffer_Release(&view);  /* the caller holds the array for the call */
+    if (nbytes >= INT_MAX)
+        Py_RETURN_NONE;
+    int quiet = empty_attr(r, r->background_name);
+    if (quiet > 0)
+        quiet = empty_attr(r, r->pending_name);
+    if (quiet < 0)
+        return NULL;
+    uint64_t key = ((((uint64_t)seq * 4) + 1) << 1) | 1;  /* `call_key(seq, 0, True)` */
+    BoardLook b = {r, (Py_ssize_t)(((key >> 1) % RING) * 2), key};
+    uint64_t *at = r->words + r->mine + b.slot;
+    uint64_t flag = (uint64_t)signature << 3;  /* `board.KNOWN_SHIFT` */
+    __atomic_store_n(at + 1, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(r->words + r->flags + r->mine / 2 + b.slot / 2, flag, __ATOMIC_RELEASE);
+    __atomic_store_n(at, r->fingerprint, __ATOMIC_RELEASE);
+    __atomic_store_n(at + 1, key, __ATOMIC_RELEASE);
+    int agreed = all_posted(&b);
+    if (!agreed && quiet && r->spin > 0.0) {
+        Py_BEGIN_ALLOW_THREADS
+        agreed = shm_wait_until(all_posted, &b, r->spin, 0.0);
+        Py_END_ALLOW_THREADS
+    }
+    if (!agreed)
+        return PyLong_FromLong(-1);
+    if (!same_flags(r, b.slot, flag))
+        return PyLong_FromLong(0);
+    MPI_Comm c = r->comms[seq % r->nslots];
+    int err;
+    if (r->watch != NULL) {
+        __atomic_store_n(r->watch + 1, seq, __ATOMIC_RELEASE);
+        __atomic_store_n(r->watch, r->watch_id, __ATOMIC_RELEASE);
+    }
+    Py_BEGIN_ALLOW_THREADS
+    err = mpi_bcast(data, (int)nbytes, MPI_BYTE, r->root, c);
+    Py_END_ALLOW_THREADS
+    if (r->watch != NULL)
+        __atomic_store_n(r->watch, 0, __ATOMIC_RELEASE);
+    if (err != MPI_SUCCESS) {
+        PyObject *got = PyObject_CallFunction(r->fail, "Li", seq, err);
+        Py_XDECREF(got);
+        if (got != NULL)
+            PyErr_SetString(PyExc_RuntimeError, "collops: an MPI error was not raised");
+        return NULL;
+    }
+    return PyLong_FromLong(1);
 }

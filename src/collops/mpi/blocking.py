@@ -49,7 +49,7 @@ from ..errors import CollectiveTimeout, PeerFailed, ScheduleError
 from ..ops import BUILTIN_OPS
 from . import compiled
 from .abort import abort_job
-from .board import BLOCKING, DEFER_MAX, Board, call_key, may_defer
+from .board import BLOCKING, DEFER_MAX, KNOWN_SHIFT, Board, call_key, may_defer
 from .liveness import GUARD_INTERVAL
 from .native import (
     MPI_NATIVE,
@@ -173,6 +173,9 @@ class BlockingCall:
         self._counter: Any = None
         self._hot: tuple[Any, ...] | None = None
         self._bcast_hot: tuple[Any, ...] | None = None
+        #: the compiled runner `run_known` posts and broadcasts through (made at its first
+        #: call; None: the Python route)
+        self._known_runner: Any = _UNMADE
         #: the call running now and its time limit (for the watchdog and errors)
         self.current: int = 0
         self.limit: float | None = None
@@ -219,6 +222,67 @@ class BlockingCall:
         except self._MPI.Exception as exc:
             raise mpi_error(self.rank, f"{self.what} call #{seq} "
                             f"({mpi_function(self.collective)})", exc) from exc
+
+    @property
+    def knows_signatures(self) -> bool:
+        """Whether this runner (a bcast envelope's, on a board) offers `run_known`."""
+        return self.board is not None and self.collective == "bcast" and \
+            self.flavour is MPI_NATIVE
+
+    def run_known(self, signature: int, envelope_send: Any, envelope_recv: np.ndarray,
+                  data: np.ndarray, seq: int, timeout: float | None) -> bool | None:
+        """A bcast envelope's call for a rank that knows the data's ``signature`` (non-zero, a
+        hash of its dtype and shape: the root's ``x``, a non-root's ``out``), in one phase
+        when every rank knows the same one.
+
+        The rank posts its entry with the signature in its flag (`board.KNOWN_SHIFT`) and
+        waits for every entry, as any call; then every rank reads the same flags. All the
+        same: MPI's broadcast of ``data`` itself (the root's array, the others' ``out``), no
+        envelope, and True. Else (a rank that passed no ``out``, another shape, a root that
+        posted without one): the envelope's own broadcast, and False — the caller goes on
+        with the data phase, as every other rank does. None, with nothing posted: this call
+        cannot wait so (a time limit, calls in flight, a deferred call to settle); the
+        caller runs the envelope as usual, whose entry, posted without a signature, sends
+        every rank the two-phase way."""
+        board = self.board
+        assert board is not None
+        runner = self._known_runner
+        if runner is _UNMADE:
+            runner = self._known_runner = compiled.runner(self)
+        if runner is not None:  # the inline part in C: post, look, and MPI's broadcast
+            ended = runner.known(signature, data, seq, timeout)
+            if ended is None or ended == 1:
+                return None if ended is None else True
+        key = call_key(seq, 0, True)
+        mc = self.transport._pools[self.pool_key][seq % COLLECTIVE_SLOTS]
+        if runner is not None:
+            if ended == -1:
+                self._general(mc, None, None, seq, 0, None, False, True)
+        else:
+            if timeout is not None or self._active or board.pending[0] or board.pending[2]:
+                return None
+            spun = 0 if self.transport._background or self.transport._pending else self.spins
+            if not board.enter(key, self.fingerprint, self.rows, spun,
+                               signature << KNOWN_SHIFT):
+                self._general(mc, None, None, seq, 0, None, False, spun > 0)
+        one = board.same_signature(key, signature)
+        self.current, self.limit = seq, None
+        watchdog = self.watchdog
+        try:
+            if watchdog is not None:
+                watchdog.blocked = self
+            if one:
+                mc.Bcast([data, data.nbytes, self._MPI.BYTE], self.spec.root)
+            else:
+                self.operation(mc, in_place(self._MPI, envelope_send, envelope_recv),
+                               envelope_recv)
+        except self._MPI.Exception as exc:
+            raise mpi_error(self.rank, f"{self.what} call #{seq} "
+                            f"({mpi_function(self.collective)})", exc) from exc
+        finally:
+            if watchdog is not None:
+                watchdog.blocked = None
+        return one
 
     def _flag(self) -> int:
         """A barrier's flag: whether this rank sent messages since its last MPI barrier."""
@@ -524,6 +588,10 @@ class BlockingCall:
             return data.copy()
         out[...] = data
         return out
+
+
+#: `BlockingCall._known_runner` before its first use
+_UNMADE = object()
 
 
 def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None,

@@ -92,6 +92,9 @@ FLUSH = 1
 DEFERRED = 2
 #: its rank refuses calls on this communicator (a mismatch a deferred call was part of)
 BROKEN = 4
+#: a bcast envelope's flag holds, from this bit up, the signature its rank knows the data has
+#: (`blocking.BlockingCall.run_known`; 0: none)
+KNOWN_SHIFT = 3
 #: the bytes of a call that does not wait for the others' entries: MPICH's MPI_Bcast of
 #: this size returns at root 0 without its readers (the bound envelope, 256), its 2-rank
 #: MPI_Reduce at rank 1 without the root
@@ -203,6 +206,13 @@ class Board:
         entry is there: they all read the same flags then)."""
         words, at = self.words, self.flags + (key >> 1) % RING
         return any(words[at + rank * RING] & FLUSH for rank in range(self.size))
+
+    def same_signature(self, key: int, signature: int) -> bool:
+        """Whether every rank's flag for ``key``'s call names ``signature`` (non-zero; call it
+        once every rank's entry is there: they all read the same flags then)."""
+        words, at = self.words, self.flags + (key >> 1) % RING
+        return all(int(words[at + rank * RING]) >> KNOWN_SHIFT == signature
+                   for rank in range(self.size))
 
     def flag_of(self, rank: int, key: int) -> int:
         """``rank``'s flag word for ``key``'s slot (read it once its entry is seen)."""

@@ -3,6 +3,7 @@ that do not know them; their header layout, and the caches of headers and specs.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import struct
 from typing import Any
@@ -105,6 +106,22 @@ def _bcast_head(dtype: np.dtype, shape: tuple[int, ...], inline: bool) -> np.nda
             head[_HEADER.size: _HEADER.size + len(token)] = np.frombuffer(token, np.uint8)
         SHARED.put(key, head)
     return head  # type: ignore[no-any-return]
+
+
+def _known_signature(dtype: np.dtype, shape: tuple[int, ...], size: int) -> int:
+    """What a rank that knows a bcast's data has ``dtype`` and ``shape`` says of it where the
+    envelope (``size`` bytes) cannot carry the data: a non-zero 56-bit hash of the envelope
+    header the root would send, the same on every rank (cached); 0 where the data would go in
+    the envelope, or the fast path does not take the array."""
+    key = ("signature", dtype, shape, size)
+    signature = SHARED.get(key)
+    if signature is None:
+        head = None
+        if dtype.kind in _FAST_KINDS and math.prod(shape) * dtype.itemsize > size - _DATA_AT:
+            head = _bcast_head(dtype, shape, False)
+        signature = SHARED.put(key, 0 if head is None else int.from_bytes(
+            hashlib.blake2b(head.tobytes(), digest_size=7).digest(), "little") | 1)
+    return signature  # type: ignore[no-any-return]
 
 
 def _bcast_envelope(data: np.ndarray, rank: int, size: int) -> tuple[np.ndarray, bool]:

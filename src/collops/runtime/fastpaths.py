@@ -24,6 +24,7 @@ from .envelope import (
     _bcast_spec,
     _blocks_view,
     _envelope_view,
+    _known_signature,
     _parse_header,
 )
 from .envelope_start import start_enveloped
@@ -295,6 +296,11 @@ class FastPaths(PhaseGenerators):
         `_SLOW`, before the call takes its number.
         """
         if self.rank != root:
+            if out is not None and call == "bcast" and _knows_signatures(envelope):
+                signature = _known_signature(out.dtype, out.shape, envelope.shape[0])
+                if signature:
+                    return self._known_reader(envelope, signature, out, root, algorithm,
+                                              timeout)
             return self._envelope_call(call, envelope, None, (), out, root, algorithm, timeout)
         dt = x.dtype
         entry = self._kept_root_entry(call, envelope, x)
@@ -374,17 +380,72 @@ class FastPaths(PhaseGenerators):
         if out is None:
             result = np.empty(shape, x.dtype)
         elif out.size == count and (out.dtype is x.dtype or out.dtype == x.dtype) and (
-                _same_bytes(out, own) or not np.may_share_memory(out, x)):
+                out is own or _same_bytes(out, own) or not np.may_share_memory(out, x)):
             result = out
         else:
             return _SLOW
         if envelope.head is not head:
             self._write_head(envelope, head)
         seq, timeout = self._next_call(timeout, call)
-        envelope.run_blocking(self, envelope.send, envelope.recv, seq, timeout,
-                              confirm=confirm)
-        data.run_blocking(self, x.reshape(-1), result.reshape(-1), seq, timeout, 1)
+        one = None
+        if call == "bcast" and _knows_signatures(envelope):
+            # one phase when every rank knows the data's signature (`run_known`)
+            one = envelope.compiled.run_known(
+                _known_signature(x.dtype, shape, envelope.shape[0]), envelope.send,
+                envelope.recv, x, seq, timeout)
+        if one is None:
+            envelope.run_blocking(self, envelope.send, envelope.recv, seq, timeout,
+                                  confirm=confirm)
+        if not one:
+            data.run_blocking(self, x.reshape(-1), result.reshape(-1), seq, timeout, 1)
+        else:
+            if result is not x and not _same_bytes(result, x):
+                result.reshape(-1)[...] = x.reshape(-1)
+            self._bind_known(envelope, root, x.dtype, shape, algorithm,
+                             (head, None, shape, known))
         return result if result.shape == shape else result.reshape(shape)
+
+    def _known_reader(self, envelope: PreparedCall, signature: int, out: np.ndarray,
+                      root: int, algorithm: str | None, timeout: float | None) -> Any:
+        """A bcast's non-root that passed ``out``, whose data cannot go in the envelope: in one
+        phase when every rank knows the data's ``signature`` (`run_known`), else the envelope
+        and the data phase as `_received` runs them."""
+        seq, timeout = self._next_call(timeout, "bcast")
+        one = envelope.compiled.run_known(signature, None, envelope.recv, out, seq, timeout)
+        if one:
+            self._bind_known(envelope, root, out.dtype, out.shape, algorithm, signature)
+            return out
+        if one is None:
+            envelope.run_blocking(self, None, envelope.recv, seq, timeout)
+        return self._received("bcast", envelope, out, root, seq, algorithm, timeout)
+
+    def _bind_known(self, envelope: PreparedCall, root: int, dtype: np.dtype,
+                    shape: tuple[int, ...], algorithm: str | None, known: Any) -> None:
+        """Bind a bcast of ``dtype`` and ``shape`` whose data every rank knew (`run_known`)
+        to `bcast`: its later calls skip the envelope's lookups and go straight to
+        `_root_data` (``known``: the root's envelope entry) or `_known_reader` (``known``:
+        the signature), which go on in two phases when a rank does not know it."""
+        key = ("known", root, dtype, shape, algorithm)
+        bound = envelope.views.get(key)
+        if bound is None:
+            if root == self.rank:
+                def run(x: Any, out: Any, timeout: float | None) -> Any:
+                    if type(x) is not np.ndarray or x.shape != shape or x.dtype != dtype \
+                            or not x.flags.c_contiguous or (out is not None and (
+                                type(out) is not np.ndarray or not out.flags.c_contiguous
+                                or not out.flags.writeable)):
+                        return _SLOW
+                    return self._root_data("bcast", envelope, x, out, known, root,
+                                           algorithm, timeout)
+            else:
+                def run(x: Any, out: Any, timeout: float | None) -> Any:
+                    if type(out) is not np.ndarray or out.shape != shape \
+                            or out.dtype != dtype or not out.flags.c_contiguous \
+                            or not out.flags.writeable:
+                        return _SLOW
+                    return self._known_reader(envelope, known, out, root, algorithm, timeout)
+            bound = envelope.views.put(key, (None, root, run, envelope.name, envelope))
+        self._bound_calls["bcast" if algorithm is None else ("bcast", algorithm)] = bound
 
     def _data_call(self, call: str, envelope: PreparedCall, key: Any, entry: tuple[Any, ...],
                    dtype: np.dtype, root: int, algorithm: str | None
@@ -565,3 +626,9 @@ class FastPaths(PhaseGenerators):
             spec = make_spec("alltoall", p, dt, count=x.size // p)
             return spec, (spec.count,), x.shape, True
         return None
+
+
+def _knows_signatures(envelope: PreparedCall) -> bool:
+    """Whether a bcast envelope's bound runner can run a call whose data every rank knows in
+    one phase (`run_known`: ``mpi_native`` on a node's board)."""
+    return bool(getattr(envelope.compiled, "knows_signatures", False))

@@ -7,8 +7,9 @@ posts no MPI request to poll), then makes one non-blocking call (one execution).
 makes a call blocking that rank 1 makes non-blocking (MPI's blocking and non-blocking
 collectives never match), and a call with another count: both must raise
 `CollectiveMismatch` before MPI moves a byte, and the communicator stays usable.
-A broadcast too large for its envelope posts on the node's fingerprint board twice (its
-envelope's entry and its data phase's, whose algorithm a rank may choose otherwise):
+A broadcast too large for its envelope posts on the node's fingerprint board twice the first
+time at a root (its envelope's entry and its data phase's, whose algorithm a rank may choose
+otherwise), then once when every rank passes ``out`` (the data goes in the envelope's call):
 ``board_entries`` counts the entries of repeated 40,000-element broadcasts into ``out``, each
 checked against numpy.
 
@@ -27,7 +28,7 @@ import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 import collops  # noqa: E402
-from collops.mpi import board, native  # noqa: E402
+from collops.mpi import blocking, board, native  # noqa: E402
 
 started = [0]
 entries = set()  # the keys (call and phase) posted on a board
@@ -45,6 +46,18 @@ def counting_post(self, key, *args, **kwargs):
 
 
 board.Board.enter, board.Board.post = counting_enter, counting_post
+_run_known = blocking.BlockingCall.run_known
+
+
+def counting_run_known(self, signature, envelope_send, envelope_recv, data, seq, timeout):
+    # its entry is posted by the compiled runner where there is one, past `Board.enter`
+    ended = _run_known(self, signature, envelope_send, envelope_recv, data, seq, timeout)
+    if ended is not None:
+        entries.add(board.call_key(seq, 0, True))
+    return ended
+
+
+blocking.BlockingCall.run_known = counting_run_known
 _init = native.NativeExecution.__init__
 
 
