@@ -22,6 +22,7 @@ from collops.shm import segment as seg
 from collops.shm import stream as shm_stream
 from collops.shm import stream_plan, stream_run
 from tests.support.runners import compiled_runners
+from tests.support.tuning import user_table
 
 NAME = shm_stream.NAME
 CHUNK = seg.DEFAULT_STREAM_CHUNK_BYTES
@@ -129,18 +130,11 @@ def _folds_made(comm):
     return len(made), None if got is None else got.tobytes()
 
 
-def test_only_the_selection_table_sends_a_root_back_to_the_scratch_buffer(tmp_path,
-                                                                          monkeypatch):
+def test_only_the_selection_table_sends_a_root_back_to_the_scratch_buffer(tmp_path):
     on = collops.spawn(_folds_made, 3, transport="shm", timeout=50)
-    path = tmp_path / "tuning.toml"
-    path.write_text('[[protocols.shm_stream.fold_as_read]]\nvalue = false\nsource = "test"\n')
-    monkeypatch.setenv("COLLOPS_TUNING_FILE", str(path))
-    collops.reload_settings()
-    try:
+    with user_table(tmp_path / "tuning.toml", '[[protocols.shm_stream.fold_as_read]]\n'
+                    'value = false\nsource = "test"\n'):
         off = collops.spawn(_folds_made, 3, transport="shm", timeout=50)
-    finally:
-        monkeypatch.delenv("COLLOPS_TUNING_FILE", raising=False)
-        collops.reload_settings()
     assert [made for made, _ in on] == [0, 0, 0]
     assert [made for made, _ in off] == [1, 0, 0]  # the root's
     assert on[0][1] == off[0][1] and on[0][1] is not None

@@ -13,6 +13,7 @@ import pytest
 import collops
 from collops.shm import cma as shm_cma
 from tests.support.failures import assert_survivors_name_the_dead, record_peer_failed
+from tests.support.tuning import user_table
 
 NAME = shm_cma.NAME
 
@@ -58,21 +59,13 @@ def _reduce_with_scratch(comm):
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("scratch", [None, 4096, 65536 + 8])
-def test_the_scratch_is_the_selection_tables_and_a_user_table_overrides_it(
-        scratch, tmp_path, monkeypatch):
+def test_the_scratch_is_the_selection_tables_and_a_user_table_overrides_it(scratch, tmp_path):
     """``protocols.shm_cma.scratch_bytes``: the built-in 1 MiB, or a user's (any size, an
     odd one too: the pieces are whole items), reaches the fold, whose result stays numpy's."""
-    if scratch is not None:
-        path = tmp_path / "tuning.toml"
-        path.write_text(f"[[protocols.shm_cma.scratch_bytes]]\nvalue = {scratch}\n"
-                        'source = "mine"\n')
-        monkeypatch.setenv("COLLOPS_TUNING_FILE", str(path))
-    collops.reload_settings()
-    try:
+    rules = None if scratch is None else (
+        f'[[protocols.shm_cma.scratch_bytes]]\nvalue = {scratch}\nsource = "mine"\n')
+    with user_table(tmp_path / "tuning.toml", rules):
         per_rank = collops.spawn(_reduce_with_scratch, 2, transport="shm", timeout=50)
-    finally:
-        monkeypatch.delenv("COLLOPS_TUNING_FILE", raising=False)
-        collops.reload_settings()
     n = 300_000
     expected = sum(np.arange(n, dtype=np.float64) * (r + 1) for r in range(2))
     assert np.array_equal(per_rank[0][0], expected) and per_rank[1][0] is None

@@ -33,6 +33,32 @@ static int run_mpi(Runner *r, MPI_Comm c, const char *send, char *recv) {
     return MPI_ERR_OTHER;
 }
 
+/* MPI's collective of call `seq` — `run_mpi`'s, or with `known` >= 0 a broadcast of that many
+ * bytes at `recv` (`Runner.known`'s) — the watchdog's word marked while inside: 0, or -1 with
+ * the error MPI returned raised (`BlockingCall.failed`). */
+static int call_mpi(Runner *r, long long seq, const char *send, char *recv, Py_ssize_t known) {
+    MPI_Comm c = r->comms[seq % r->nslots];
+    int err;
+    if (r->watch != NULL) {  /* [number, call]: the watchdog's word (`Watchdog._inside`) */
+        __atomic_store_n(r->watch + 1, seq, __ATOMIC_RELEASE);
+        __atomic_store_n(r->watch, r->watch_id, __ATOMIC_RELEASE);
+    }
+    Py_BEGIN_ALLOW_THREADS
+    err = known >= 0 ? mpi_bcast(recv, (int)known, MPI_BYTE, r->root, c)
+                     : run_mpi(r, c, send, recv);
+    Py_END_ALLOW_THREADS
+    if (r->watch != NULL)
+        __atomic_store_n(r->watch, 0, __ATOMIC_RELEASE);
+    if (err != MPI_SUCCESS) {
+        PyObject *got = PyObject_CallFunction(r->fail, "Li", seq, err);
+        Py_XDECREF(got);
+        if (got != NULL)
+            PyErr_SetString(PyExc_RuntimeError, "collops: an MPI error was not raised");
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- the board (`board.Board.enter`) ------------------------------------------------------ */
 typedef struct {
     Runner *r;
@@ -187,25 +213,7 @@ NATIVE_INTERNAL int run_call(Runner *r, long long seq, PyObject *timeout, const 
         if (ran != 0)  /* Python ran the call (or failed) */
             return ran < 0 ? -1 : 0;
     }
-    MPI_Comm c = r->comms[seq % r->nslots];
-    int err;
-    if (r->watch != NULL) {  /* [number, call]: the watchdog's word (`Watchdog._inside`) */
-        __atomic_store_n(r->watch + 1, seq, __ATOMIC_RELEASE);
-        __atomic_store_n(r->watch, r->watch_id, __ATOMIC_RELEASE);
-    }
-    Py_BEGIN_ALLOW_THREADS
-    err = run_mpi(r, c, send, recv);
-    Py_END_ALLOW_THREADS
-    if (r->watch != NULL)
-        __atomic_store_n(r->watch, 0, __ATOMIC_RELEASE);
-    if (err != MPI_SUCCESS) {
-        PyObject *got = PyObject_CallFunction(r->fail, "Li", seq, err);
-        Py_XDECREF(got);
-        if (got != NULL)
-            PyErr_SetString(PyExc_RuntimeError, "collops: an MPI error was not raised");
-        return -1;
-    }
-    return 0;
+    return call_mpi(r, seq, send, recv, -1);
 }
 
 /* ---- a bcast whose data every rank knows (`BlockingCall.run_known`) ----------------------- */
@@ -272,23 +280,7 @@ NATIVE_INTERNAL PyObject *Runner_known(Runner *r, PyObject *const *args, Py_ssiz
         return PyLong_FromLong(-1);
     if (!same_flags(r, b.slot, flag))
         return PyLong_FromLong(0);
-    MPI_Comm c = r->comms[seq % r->nslots];
-    int err;
-    if (r->watch != NULL) {
-        __atomic_store_n(r->watch + 1, seq, __ATOMIC_RELEASE);
-        __atomic_store_n(r->watch, r->watch_id, __ATOMIC_RELEASE);
-    }
-    Py_BEGIN_ALLOW_THREADS
-    err = mpi_bcast(data, (int)nbytes, MPI_BYTE, r->root, c);
-    Py_END_ALLOW_THREADS
-    if (r->watch != NULL)
-        __atomic_store_n(r->watch, 0, __ATOMIC_RELEASE);
-    if (err != MPI_SUCCESS) {
-        PyObject *got = PyObject_CallFunction(r->fail, "Li", seq, err);
-        Py_XDECREF(got);
-        if (got != NULL)
-            PyErr_SetString(PyExc_RuntimeError, "collops: an MPI error was not raised");
+    if (call_mpi(r, seq, NULL, data, nbytes) < 0)
         return NULL;
-    }
     return PyLong_FromLong(1);
 }

@@ -33,6 +33,12 @@ flags once the call is agreed, so all make the same choice: MPI's barrier when a
 its flag, else none. The flag is decided once per call: a rank that posts its entry again
 (the general route after the compiled one) keeps it, so no rank can read another value.
 
+**A bcast whose data every rank knows goes in one phase.** The flag word of a bcast
+envelope's entry may carry, from bit `KNOWN_SHIFT` up, the signature its rank knows the data
+has (the root from its array, a reader from its ``out=``; `blocking.BlockingCall.run_known`).
+Read once every entry is there, like the barrier's flag: all the same, and every rank
+broadcasts the data itself; else every rank goes the envelope's two phases.
+
 **A small bcast's root does not wait.** Its readers wait for its data anyway, so they wait
 for every entry as before; but MPI's root returns as soon as its eager send is out, and
 waiting for the readers' entries made the root's call as slow as the slowest reader. So root 0
