@@ -90,3 +90,75 @@ def test_ids_agreed_through_whole_masks_and_running_out_is_named(transport):
 def test_create_create_group_split_type_idup_compare(transport, nprocs):
     got = _run(scenarios.making_communicators, nprocs, transport)
     assert len(got) == nprocs
+
+
+class _Held:
+    """An agreement's execution whose completion this rank sees only after ``polls`` polls."""
+
+    __slots__ = ("inner", "polls", "deadline")
+
+    def __init__(self, inner, polls):
+        self.inner, self.polls, self.deadline = inner, polls, None
+
+    def poll(self):
+        done = self.inner.poll()
+        self.polls -= 1
+        return done and self.polls <= 0
+
+
+def _made_in_order(comm):
+    """Two idups begun in that order, a small call between, rank 0 seeing the first one's id
+    agreement complete only late (after the second's): the order each rank made them in (by
+    the transport's `communicator_made`, where MPI makes each one's own MPI communicator by a
+    blocking collective, so two ranks making them in other orders deadlock), and the calls'
+    order."""
+    made = []
+    transport = comm.transport
+    real = getattr(transport, "communicator_made", None)
+
+    def record(group, context):
+        made.append(context)
+        if real is not None:
+            real(group, context)
+
+    transport.communicator_made = record
+    agreements = []
+    allgather = comm._allgather_ints
+
+    def late_first(*args, **kwargs):
+        agreements.append(1)
+        if comm.rank != 0 or len(agreements) > 1:
+            return (yield from allgather(*args, **kwargs))
+        steps = allgather(*args, **kwargs)
+        try:
+            ex = next(steps)
+            while True:
+                ex = steps.send((yield _Held(ex, 2000)))
+        except StopIteration as stop:
+            return stop.value
+
+    comm._allgather_ints = late_first
+    first = comm.idup()
+    comm.allreduce(scenarios._x(comm.rank, 1))
+    second = comm.idup()
+    if comm.rank == 0:
+        b, a = second.wait(), first.wait()
+    else:
+        a, b = first.wait(), second.wait()
+    del comm._allgather_ints
+    order = [a.context, b.context]
+    scenarios._check_allreduce(b, 2)
+    scenarios._check_allreduce(a, 3)
+    for c in (a, b):
+        c.free()
+    return made, order
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_communicators_are_made_in_the_calls_order_whatever_order_they_are_waited_in(
+        transport):
+    # MPI makes each communicator's own MPI one by a blocking collective: two ranks making
+    # them in other orders deadlocked (an idup waited for after a later one)
+    for made, order in _run(_made_in_order, 2, transport, timeout=100):
+        assert made == order, (made, order)

@@ -110,6 +110,9 @@ class CommBase:
         self._contexts = contexts or ContextIds()
         #: this communicator's requests (what `free` lets complete first)
         self._pending: weakref.WeakSet[Request] = weakref.WeakSet()
+        #: the call numbers of the communicator-making calls begun on it and not yet done, in
+        #: the calls' order: each makes its communicator only when first (`Communicators._split`)
+        self._making: list[int] = []
         #: the next call number, in a buffer this communicator owns and shares with the
         #: compiled runners it binds: they read it and advance it when they take a call
         #: (the transport's, so other ranks may see it: `collops.transport.stall`)

@@ -113,10 +113,9 @@ class Communicators(FastPaths):
         return table[:, :n], context, start
 
     def _made(self, group: list[int], context: int, start: int, name: str) -> Comm:
-        """This rank's communicator ``context`` over ``group`` (job ranks), calls from
-        ``start``."""
+        """This rank's communicator ``context`` (taken already) over ``group`` (job ranks),
+        calls from ``start``."""
         from .comm import Comm
-        self._contexts.take(context)
         made = getattr(self.transport, "communicator_made", None)
         if made is not None:  # MPI: the new communicator's own MPI one, for point-to-point
             made(tuple(group), context)
@@ -127,16 +126,34 @@ class Communicators(FastPaths):
 
     def _split(self, call: str, color: int | None, key: int, seq: int, name: str,
                phase: int = 0) -> Generator[Execution, None, Comm | None]:
-        """The phases of a split (see `split`) whose call number is ``seq``."""
-        flag = 0 if color is None else 1
-        table, context, start = yield from self._agree(
-            call, [flag, 0 if color is None else color, key], seq, self._timeout(None, call),
-            phase)
-        if color is None:
-            return None
-        members = [r for r in range(self.size) if table[r, 0] and table[r, 1] == color]
-        members.sort(key=lambda r: (int(table[r, 2]), r))
-        return self._made([self._group[r] for r in members], context, start, name)
+        """The phases of a split (see `split`) whose call number is ``seq``.
+
+        Communicators are made in the calls' order, whatever order their agreements complete
+        in (an ``idup`` waited for after a later ``dup``): a transport may make each one's own
+        resources by a blocking collective (MPI's ``MPI_Comm_create_group`` in
+        `communicator_made`), which two ranks making them in other orders would deadlock."""
+        making = self._making
+        making.append(seq)
+        try:
+            flag = 0 if color is None else 1
+            table, context, start = yield from self._agree(
+                call, [flag, 0 if color is None else color, key], seq,
+                self._timeout(None, call), phase)
+            if color is None:
+                return None
+            members = [r for r in range(self.size) if table[r, 0] and table[r, 1] == color]
+            members.sort(key=lambda r: (int(table[r, 2]), r))
+            # the id is this rank's from the agreement on: no agreement begun meanwhile offers it
+            self._contexts.take(context)
+            try:
+                while making[0] != seq:
+                    yield _Turn(making, seq)  # type: ignore[misc]
+                return self._made([self._group[r] for r in members], context, start, name)
+            except BaseException:
+                self._contexts.release(context, start)
+                raise
+        finally:
+            making.remove(seq)
 
     # -- making communicators -------------------------------------------------------------------
     def split(self, color: int | None, key: int = 0) -> Comm | None:
@@ -293,3 +310,18 @@ class Communicators(FastPaths):
         """Free the communicator, unless the block freed it already."""
         if not self.freed:
             self.free()
+
+
+class _Turn:
+    """A communicator-making call waiting for the ones begun before it on the same
+    communicator to make theirs (`Communicators._split`), polled like an execution."""
+
+    __slots__ = ("making", "seq", "deadline")
+
+    def __init__(self, making: list[int], seq: int) -> None:
+        self.making, self.seq = making, seq
+        self.deadline: float | None = None
+
+    def poll(self) -> bool:
+        """Whether this call is the first not yet done."""
+        return self.making[0] == self.seq
