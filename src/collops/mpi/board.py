@@ -115,11 +115,15 @@ def call_key(seq: int, phase: int, blocking: bool) -> int:
 class Board:
     """One communicator's board over a shared window of ``size`` rows of `RING` entries."""
 
-    __slots__ = ("window", "words", "rank", "size", "mine", "flags", "pending", "broken")
+    __slots__ = ("window", "words", "rank", "size", "mine", "flags", "pending", "broken",
+                 "serial")
 
-    def __init__(self, MPI: Any, comm: Any) -> None:
-        """Collective over ``comm``, whose ranks must all share this node."""
+    def __init__(self, MPI: Any, comm: Any, serial: int = 0) -> None:
+        """Collective over ``comm``, whose ranks must all share this node; ``serial``: the
+        same number on every rank (`NativeComms` reuses a freed communicator's board by
+        it)."""
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.serial = serial
         nbytes = self.size * RING * 24  # entries (fingerprint, key), then a flag per entry
         self.window = MPI.Win.Allocate_shared(nbytes if self.rank == 0 else 0, 8, comm=comm)
         buf, _ = self.window.Shared_query(0)
@@ -127,19 +131,27 @@ class Board:
         self.mine = self.rank * RING * 2
         #: where the rows of flags start (rank r's flag of slot i: ``flags + r * RING + i``)
         self.flags = self.size * RING * 2
-        for i in range(self.mine, self.mine + RING * 2):
-            self.words[i] = 0
-        for i in range(self.flags + self.rank * RING, self.flags + (self.rank + 1) * RING):
-            self.words[i] = 0
         #: this rank's own state, shared with the compiled runners: the key and fingerprint
         #: of its deferred call not yet checked (0: none), and whether it refuses calls
         self.pending = np.zeros(3, np.uint64)
         #: why this communicator refuses calls (None: it does not)
         self.broken: str | None = None
-        comm.Barrier()  # every row cleared before any rank posts
+        self.reuse(comm)
+
+    def reuse(self, comm: Any) -> Board:
+        """Clear this rank's rows and state for a new communicator over the same ranks
+        (collective over ``comm``: every row cleared before any rank posts)."""
+        for i in range(self.mine, self.mine + RING * 2):
+            self.words[i] = 0
+        for i in range(self.flags + self.rank * RING, self.flags + (self.rank + 1) * RING):
+            self.words[i] = 0
+        self.pending[:] = 0
+        self.broken = None
+        comm.Barrier()
+        return self
 
     @classmethod
-    def for_comm(cls, MPI: Any, comm: Any) -> Board | None:
+    def for_comm(cls, MPI: Any, comm: Any, serial: int = 0) -> Board | None:
         """A board over ``comm`` when all its ranks share one node (collective), else None."""
         if comm.Get_size() < 2:
             return None
@@ -147,7 +159,7 @@ class Board:
         try:
             if node.Get_size() != comm.Get_size():
                 return None
-            return cls(MPI, node)
+            return cls(MPI, node, serial)
         finally:
             node.Free()
 

@@ -43,6 +43,10 @@ class NativeComms:
     _collective_base: Any
     _pools: dict[tuple[tuple[int, ...], int], list[Any]]
     _boards: dict[tuple[tuple[int, ...], int], Board | None]
+    #: the boards of freed communicators, by group and serial, for the next over that group
+    _spare_boards: dict[tuple[int, ...], dict[int, Board]]
+    #: boards made over each group (a board's serial: the same on every member)
+    _boards_made: dict[tuple[int, ...], int]
     _channels: dict[tuple[tuple[int, ...], int], Channel]
     _links: dict[tuple[tuple[int, ...], int], Any]
     _hier: dict[int, tuple[Any, Any]]
@@ -99,6 +103,9 @@ class NativeComms:
             if late is not None:
                 raise late
             return
+        if board is not None:  # its shared window serves the next board over the group
+            del self._boards[(tuple(group), context)]
+            self._spare_boards.setdefault(tuple(group), {})[board.serial] = board
         pool = self._pools.pop((tuple(group), context), None)
         channel = self._channels.pop((tuple(group), context), None)
         if channel is not None:
@@ -106,7 +113,8 @@ class NativeComms:
             pool = [*(pool or ()), channel.comm]
         # the pool's node and leader communicators go with it (`hier_comms` finds them by the
         # pool's objects, whose ids a later pool's objects may take). The board's shared window
-        # stays: MPI_Win_free synchronises its node, which a free must not.
+        # stays, for the next communicator over the group (`_board_for`): MPI_Win_free
+        # synchronises its node, which a free must not.
         freed = [comm for mc in pool or () for comm in self._hier.pop(id(mc), ())
                  if comm is not None]
         for mc in [*freed, *(pool or ())]:
@@ -153,9 +161,18 @@ class NativeComms:
         `capabilities` has the nodes, so ``COLLOPS_RANKS_PER_NODE`` splits one machine into
         nodes that agree across them as real ones do — else None."""
         nodes = self._capabilities.node_of_rank
-        if len({nodes[r] for r in group}) > 1:
+        if len({nodes[r] for r in group}) > 1 or len(group) < 2:
             return None
-        return Board.for_comm(self._MPI, comm)
+        spares = self._spare_boards.get(group, {})
+        # the members freed the same communicators, so they hold the same spares: they agree
+        # on the newest (the least and the greatest of the members' newest), else make a new board
+        mine = max(spares, default=0)
+        MPI = self._MPI
+        low, high = comm.allreduce(mine, op=MPI.MIN), comm.allreduce(mine, op=MPI.MAX)
+        if low == high and low:
+            return spares.pop(low).reuse(comm)
+        made = self._boards_made[group] = self._boards_made.get(group, 0) + 1
+        return Board.for_comm(self._MPI, comm, made)
 
     def agreement_channel(self, group: tuple[int, ...], context: int) -> Channel:
         """The agreement channel of ``collective_comm``'s pool over ``group`` (spanning

@@ -61,6 +61,7 @@ from ..transport.base import Capabilities, Handle, Transport
 from ..transport.tags import call_of_tag_base, is_point_to_point
 from . import given_up, spanning
 from .abort import abort_job, install_abort_hook
+from .board import Board
 from .channel import Channel
 from .liveness import BlockingGuard, NodePeers, node_peers
 from .native_comms import COLLECTIVE_SLOTS, NativeComms, mpi_error, returning_errors
@@ -150,6 +151,8 @@ class MpiTransport(NativeComms, Transport):
                                            returning_errors(MPI, base.Dup()))}
         nodes, cpus_here = self._nodes()
         self._capabilities = Capabilities("mpi", nodes, resources=frozenset({"mpi"}))
+        self._spare_boards: dict[tuple[int, ...], dict[int, Board]] = {}
+        self._boards_made: dict[tuple[int, ...], int] = {}
         #: each pool's fingerprint board (None: its ranks span nodes), see `board`
         self._boards = {key: self._board_for(key[0], pool[0])
                         for key, pool in self._pools.items()}

@@ -20,15 +20,15 @@ def main(comm):
         d.set_algorithm("allreduce", "mpi_native")
         scenarios._check_allreduce(d, 1)
         made = len(comm.transport._pools)
-    return passed, made, len(comm.transport._pools)
+    return passed, made, len(comm.transport._pools), sum(comm.transport._boards_made.values())
 
 
 if __name__ == "__main__":
     world = collops.init()
     try:
-        passed, made, after = main(world)
-        print(json.dumps({"rank": world.rank, "passed": passed, "pools": [made, after]}),
-              flush=True)
+        passed, made, after, boards = main(world)
+        print(json.dumps({"rank": world.rank, "passed": passed, "pools": [made, after],
+                          "boards": boards}), flush=True)
     except Exception:
         print(json.dumps({"rank": world.rank, "error": traceback.format_exc()}), flush=True)
         raise
