@@ -7,6 +7,8 @@ bound to (`bound_calls`), never by a timing.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import collops
@@ -93,17 +95,18 @@ def test_create_create_group_split_type_idup_compare(transport, nprocs):
 
 
 class _Held:
-    """An agreement's execution whose completion this rank sees only after ``polls`` polls."""
+    """An agreement's execution whose completion this rank sees only ``seconds`` after it was
+    first polled."""
 
-    __slots__ = ("inner", "polls", "deadline")
+    __slots__ = ("inner", "until", "seconds", "deadline")
 
-    def __init__(self, inner, polls):
-        self.inner, self.polls, self.deadline = inner, polls, None
+    def __init__(self, inner, seconds):
+        self.inner, self.until, self.seconds, self.deadline = inner, None, seconds, None
 
     def poll(self):
-        done = self.inner.poll()
-        self.polls -= 1
-        return done and self.polls <= 0
+        if self.until is None:
+            self.until = time.monotonic() + self.seconds
+        return self.inner.poll() and time.monotonic() >= self.until
 
 
 def _made_in_order(comm):
@@ -133,7 +136,7 @@ def _made_in_order(comm):
         try:
             ex = next(steps)
             while True:
-                ex = steps.send((yield _Held(ex, 2000)))
+                ex = steps.send((yield _Held(ex, 0.2)))
         except StopIteration as stop:
             return stop.value
 
@@ -162,3 +165,34 @@ def test_communicators_are_made_in_the_calls_order_whatever_order_they_are_waite
     # them in other orders deadlocked (an idup waited for after a later one)
     for made, order in _run(_made_in_order, 2, transport, timeout=100):
         assert made == order, (made, order)
+
+
+def _three_at_once(comm):
+    """Two idups and a dup in flight at once, a small call between, the idups waited for
+    last-first on rank 0 and in order on the others: each made, with ids of their own, and
+    usable."""
+    first = comm.idup()
+    comm.allreduce(scenarios._x(comm.rank, 1))
+    second = comm.idup()
+    third = comm.dup()
+    if comm.rank == 0:
+        b, a = second.wait(), first.wait()
+    else:
+        a, b = first.wait(), second.wait()
+    made = [a, b, third]
+    for i, c in enumerate(made):
+        scenarios._check_allreduce(c, 10 + i)
+    contexts = [c.context for c in made]
+    for c in made:
+        c.free()
+    return contexts
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_communicators_made_while_others_are_in_flight_each_get_an_id(transport):
+    # agreements in flight at once locked ids the others then could not offer: the dup found
+    # no id common to every rank (CommunicatorLimit) in a run of three
+    for _ in range(5):
+        contexts = _run(_three_at_once, 2, transport, timeout=100)
+        assert len(set(contexts[0])) == 3 and contexts[0] == contexts[1], contexts

@@ -113,9 +113,10 @@ class Communicators(FastPaths):
         return table[:, :n], context, start
 
     def _made(self, group: list[int], context: int, start: int, name: str) -> Comm:
-        """This rank's communicator ``context`` (taken already) over ``group`` (job ranks),
-        calls from ``start``."""
+        """This rank's communicator ``context`` over ``group`` (job ranks), calls from
+        ``start``."""
         from .comm import Comm
+        self._contexts.take(context)
         made = getattr(self.transport, "communicator_made", None)
         if made is not None:  # MPI: the new communicator's own MPI one, for point-to-point
             made(tuple(group), context)
@@ -128,13 +129,18 @@ class Communicators(FastPaths):
                phase: int = 0) -> Generator[Execution, None, Comm | None]:
         """The phases of a split (see `split`) whose call number is ``seq``.
 
-        Communicators are made in the calls' order, whatever order their agreements complete
-        in (an ``idup`` waited for after a later ``dup``): a transport may make each one's own
-        resources by a blocking collective (MPI's ``MPI_Comm_create_group`` in
-        `communicator_made`), which two ranks making them in other orders would deadlock."""
+        The communicator-making calls on one communicator agree and make theirs one at a time,
+        in the calls' order, whatever order they are waited in (an ``idup`` waited for after a
+        later ``dup``): a transport may make each one's own resources by a blocking collective
+        (MPI's ``MPI_Comm_create_group`` in `communicator_made`), which two ranks making them
+        in other orders would deadlock; and agreements in flight at once on a rank lock ids the
+        others then cannot offer, which left a later one with no id common to every rank (two
+        ``idup``s and a ``dup``: `CommunicatorLimit`, a run in three)."""
         making = self._making
         making.append(seq)
         try:
+            while making[0] != seq:
+                yield _Turn(making, seq)  # type: ignore[misc]
             flag = 0 if color is None else 1
             table, context, start = yield from self._agree(
                 call, [flag, 0 if color is None else color, key], seq,
@@ -143,15 +149,7 @@ class Communicators(FastPaths):
                 return None
             members = [r for r in range(self.size) if table[r, 0] and table[r, 1] == color]
             members.sort(key=lambda r: (int(table[r, 2]), r))
-            # the id is this rank's from the agreement on: no agreement begun meanwhile offers it
-            self._contexts.take(context)
-            try:
-                while making[0] != seq:
-                    yield _Turn(making, seq)  # type: ignore[misc]
-                return self._made([self._group[r] for r in members], context, start, name)
-            except BaseException:
-                self._contexts.release(context, start)
-                raise
+            return self._made([self._group[r] for r in members], context, start, name)
         finally:
             making.remove(seq)
 
