@@ -22,8 +22,10 @@ allgather's fast path serves `dup`). Only when the windows share no id (ranks wh
 differ widely) does a second phase send whole masks (`CONTEXT_LIMIT` bits). If that finds
 none either, `CommunicatorLimit` names the limit: an id is never wrapped or shared.
 
-**Concurrent agreements** on one rank (an `idup` in flight while another communicator is
-made) must not take the same id. An agreement *locks* what it contributed until it is done;
+**Concurrent agreements** on one rank must not take the same id. On one communicator they
+never overlap: its communicator-making calls agree one at a time, in the calls' order
+(`Communicators._split`). Those of different communicators may (an `idup` on one in flight
+while another makes a communicator). An agreement *locks* what it contributed until it is done;
 the others contribute only unlocked ids; the winner keeps its id and unlocks the rest. A
 window locks at most 256 ids, so concurrent windows leave each other room (the later one then
 takes an id past the earlier window: past the ids with a direct area, on ``shm``); a whole
