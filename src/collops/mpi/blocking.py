@@ -208,15 +208,21 @@ class BlockingCall:
                 self.finish(send, recv, seq, timeout, agreed, spun > 0, phase):
             return
         mc = self.transport._pools[self.pool_key][seq % COLLECTIVE_SLOTS]
+        self._inside_mpi(seq, timeout, self.operation, mc, send, recv)
+
+    def _inside_mpi(self, seq: int, timeout: float | None, operation: Any, *args: Any
+                    ) -> None:
+        """``operation(*args)``, MPI's call of call ``seq``, with the watchdog told this
+        runner is inside MPI and MPI's error raised as a `TransportError` naming the call."""
         self.current, self.limit = seq, timeout
         watchdog = self.watchdog
         try:
             if watchdog is None:
-                self.operation(mc, send, recv)
+                operation(*args)
             else:
                 watchdog.blocked = self
                 try:
-                    self.operation(mc, send, recv)
+                    operation(*args)
                 finally:
                     watchdog.blocked = None
         except self._MPI.Exception as exc:
@@ -249,39 +255,29 @@ class BlockingCall:
         runner = self._known_runner
         if runner is _UNMADE:
             runner = self._known_runner = compiled.runner(self)
+        key = call_key(seq, 0, True)
         if runner is not None:  # the inline part in C: post, look, and MPI's broadcast
             ended = runner.known(signature, data, seq, timeout)
             if ended is None or ended == 1:
                 return None if ended is None else True
-        key = call_key(seq, 0, True)
-        mc = self.transport._pools[self.pool_key][seq % COLLECTIVE_SLOTS]
-        if runner is not None:
-            if ended == -1:
-                self._general(mc, None, None, seq, 0, None, False, True)
+            agreed, spun = ended == 0, True
         else:
             if timeout is not None or self._active or board.pending[0] or board.pending[2]:
                 return None
-            spun = 0 if self.transport._background or self.transport._pending else self.spins
-            if not board.enter(key, self.fingerprint, self.rows, spun,
-                               signature << KNOWN_SHIFT):
-                self._general(mc, None, None, seq, 0, None, False, spun > 0)
+            spins = 0 if self.transport._background or self.transport._pending else self.spins
+            agreed = board.enter(key, self.fingerprint, self.rows, spins,
+                                 signature << KNOWN_SHIFT)
+            spun = spins > 0
+        mc = self.transport._pools[self.pool_key][seq % COLLECTIVE_SLOTS]
+        if not agreed:  # the general wait, which raises on a mismatch
+            self._general(mc, None, None, seq, 0, None, False, spun)
         one = board.same_signature(key, signature)
-        self.current, self.limit = seq, None
-        watchdog = self.watchdog
-        try:
-            if watchdog is not None:
-                watchdog.blocked = self
-            if one:
-                mc.Bcast([data, data.nbytes, self._MPI.BYTE], self.spec.root)
-            else:
-                self.operation(mc, in_place(self._MPI, envelope_send, envelope_recv),
-                               envelope_recv)
-        except self._MPI.Exception as exc:
-            raise mpi_error(self.rank, f"{self.what} call #{seq} "
-                            f"({mpi_function(self.collective)})", exc) from exc
-        finally:
-            if watchdog is not None:
-                watchdog.blocked = None
+        if one:
+            self._inside_mpi(seq, None, mc.Bcast, [data, data.nbytes, self._MPI.BYTE],
+                             self.spec.root)
+        else:
+            self._inside_mpi(seq, None, self.operation, mc,
+                             in_place(self._MPI, envelope_send, envelope_recv), envelope_recv)
         return one
 
     def _flag(self) -> int:

@@ -213,18 +213,14 @@ class EnvelopedCalls(PhaseGenerators):
         if bound is None:
             if root == self.rank:
                 def run(x: Any, out: Any, timeout: float | None) -> Any:
-                    if type(x) is not np.ndarray or x.shape != shape or x.dtype != dtype \
-                            or not x.flags.c_contiguous or (out is not None and (
-                                type(out) is not np.ndarray or not out.flags.c_contiguous
-                                or not out.flags.writeable)):
+                    if not _takes_as_is(out, x) or x.shape != shape or x.dtype != dtype:
                         return _SLOW
                     return self._root_data("bcast", envelope, x, out, known, root,
                                            algorithm, timeout)
             else:
                 def run(x: Any, out: Any, timeout: float | None) -> Any:
-                    if type(out) is not np.ndarray or out.shape != shape \
-                            or out.dtype != dtype or not out.flags.c_contiguous \
-                            or not out.flags.writeable:
+                    if out is None or not _takes_as_is(out) or out.shape != shape \
+                            or out.dtype != dtype:
                         return _SLOW
                     return self._known_reader(envelope, known, out, root, algorithm, timeout)
             bound = envelope.views.put(key, (None, root, run, envelope.name, envelope))
@@ -252,10 +248,7 @@ class EnvelopedCalls(PhaseGenerators):
         """The prepared envelope of a fast bcast or scatter (`_envelope`), or None when ``out``
         (any rank's) or ``x`` (the root's) is not a contiguous array the fast path takes as it
         is."""
-        if out is not None and (type(out) is not np.ndarray
-                                or not (out.flags.c_contiguous and out.flags.writeable)):
-            return None
-        if self.rank == root and (type(x) is not np.ndarray or not x.flags.c_contiguous):
+        if not (_takes_as_is(out, x) if self.rank == root else _takes_as_is(out)):
             return None
         return self._envelope(call, root, algorithm)
 
@@ -362,3 +355,12 @@ def _knows_signatures(envelope: PreparedCall) -> bool:
     """Whether a bcast envelope's bound runner can run a call whose data every rank knows in
     one phase (`run_known`: ``mpi_native`` on a node's board)."""
     return bool(getattr(envelope.compiled, "knows_signatures", False))
+
+
+def _takes_as_is(out: Any, *x: Any) -> bool:
+    """Whether a fast bcast or scatter takes ``out`` (None: none given) and, at its root,
+    ``x`` as they are: contiguous arrays, ``out`` writeable."""
+    if out is not None and (type(out) is not np.ndarray
+                            or not (out.flags.c_contiguous and out.flags.writeable)):
+        return False
+    return all(type(a) is np.ndarray and a.flags.c_contiguous for a in x)

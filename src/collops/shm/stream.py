@@ -101,7 +101,7 @@ from .stream_run import (
     _flat,
     _folds,
     _spin,
-    own_copy,
+    overwrites_own,
 )
 from .transport import ShmTransport
 
@@ -243,7 +243,8 @@ def bind(call: NativeCall, length_prefix: tuple[int, int] | None = None) -> Call
             skip_abandoned(area, direct.group)
         if alone is not None and not progress.active and not area.active and (
                 not hears_root or (roll is not None and _root_heard(transport, roll, spin))) \
-                and not (folds and own_copy(alone, spec, rank, flat_send, flat_recv) is not None):
+                and not (folds and flat_send is not None and flat_recv is not None
+                         and overwrites_own(spec, rank, flat_send, flat_recv)):
             # nothing else in flight here: the whole call in C, as a rule; else on from there
             state = alone.state.copy()
             status = alone.plan.advance(state, *_addresses(alone, flat_send, flat_recv),

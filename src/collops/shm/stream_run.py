@@ -304,9 +304,10 @@ def _execution(transport: ShmTransport, direct: DirectArea, area: StreamArea, sp
     """The execution of one call: a `StreamExecution` (with its ``roll`` call, if rooted),
     wrapped in a `FoldingExecution` where the rank folds."""
     if not _folds(spec, rank) or recv is None or prepared.folds_as_read:
-        held = own_copy(prepared, spec, rank, send, recv)
-        state = None
-        if held is not None:
+        held = state = None
+        if prepared.folds_as_read and send is not None and recv is not None \
+                and overwrites_own(spec, rank, send, recv):
+            held = _own_of(spec, rank, send)[0].copy()
             state = prepared.state.copy()
             state[S_OWN] = address_of(held)
         ex = StreamExecution(transport, direct, area, spec, prepared, rank, send, recv, seq,
@@ -315,8 +316,8 @@ def _execution(transport: ShmTransport, direct: DirectArea, area: StreamArea, sp
         return ex
     assert send is not None
     own, position = _own_of(spec, rank, send)
-    if position and np.may_share_memory(own, recv):
-        own = own.copy()  # in place: the fold writes the result before the rank's turn
+    if overwrites_own(spec, rank, send, recv):
+        own = own.copy()
     pool = _pool(area, spec.dtype, spec.size * spec.count)
     scratch = pool.pop() if pool else np.empty(spec.size * spec.count, spec.dtype)
     inner = StreamExecution(transport, direct, area, spec, prepared, rank, send, scratch, seq,
@@ -331,14 +332,11 @@ def _own_of(spec: CallSpec, rank: int, send: np.ndarray) -> tuple[np.ndarray, in
             else (send[rank * n:(rank + 1) * n], rank))
 
 
-def own_copy(prepared: Prepared, spec: CallSpec, rank: int, send: np.ndarray | None,
-             recv: np.ndarray | None) -> np.ndarray | None:
-    """A copy of the own contribution of a rank that folds as it reads, where its result would
-    overwrite it before its turn (in place, past position 0); else None."""
-    if not prepared.folds_as_read or send is None or recv is None:
-        return None
+def overwrites_own(spec: CallSpec, rank: int, send: np.ndarray, recv: np.ndarray) -> bool:
+    """Whether a folding rank's result overwrites its own contribution before its turn (in
+    place, past position 0): the fold then takes it from a copy."""
     own, position = _own_of(spec, rank, send)
-    return own.copy() if position and np.may_share_memory(own, recv) else None
+    return bool(position) and np.may_share_memory(own, recv)
 
 
 def _pool(area: StreamArea, dtype: np.dtype, count: int) -> list[np.ndarray]:
