@@ -3,7 +3,9 @@
 ``collops.shm._direct`` (the blocking fast path of the ``shm_direct`` collectives) and
 ``collops.shm._stream`` (the inner loop of the ``shm_stream`` collectives) and
 ``collops.runtime._slots`` (the object collectives' slot codec) and
-``collops.facade._specs`` (collops.MPI's buffer-specification checks) and
+``collops.runtime._overlap`` (whether two arrays may share memory) and
+``collops.facade._specs`` (collops.MPI's buffer-specification checks and compiled ``I…``
+v-methods) and
 ``collops.sim._maxmin`` (the flow model's max-min rates) and ``collops.sim._flowsim`` (the flow
 model's whole run) and ``collops.mpi._native`` (``mpi_native``'s compiled whole call, built only
 where an ``mpi.h`` is found: the environment's, as the ``mpich`` wheel installs it, or
@@ -102,8 +104,13 @@ setup(cmdclass={"build_ext": OptionalBuildExt},
                              optional=True, extra_compile_args=["-O2", "-std=gnu11"]),
                    Extension("collops.runtime._keys", ["src/collops/runtime/_keys.c"],
                              optional=True, extra_compile_args=["-O2", "-std=gnu11"]),
-                   Extension("collops.facade._specs", ["src/collops/facade/_specs.c"],
-                             depends=["src/collops/shm/_numpy_head.h"], optional=True, extra_compile_args=["-O2", "-std=gnu11"]),
+                   Extension("collops.runtime._overlap", ["src/collops/runtime/_overlap.c"],
+                             depends=["src/collops/shm/_numpy_head.h"], optional=True,
+                             extra_compile_args=["-O2", "-std=gnu11"]),
+                   Extension("collops.facade._specs", ["src/collops/facade/_specs.c",
+                                                      "src/collops/facade/_starters.c"],
+                             depends=["src/collops/shm/_numpy_head.h",
+                                      "src/collops/facade/_specs.h"], optional=True, extra_compile_args=["-O2", "-std=gnu11"]),
                    Extension("collops.sim._maxmin", ["src/collops/sim/_maxmin.c"],
                              optional=True, extra_compile_args=["-O2", "-std=gnu11"]),
                    Extension("collops.sim._flowsim", ["src/collops/sim/_flowsim.c",

@@ -23,12 +23,14 @@ RUNNERS = {
     "collops.runtime._slots": ("collops.runtime.objects", "_slots"),
 }
 #: the other compiled extensions, each with a Python twin or an optional role: point-to-point
-#: cells, the v-calls' keys, the facade's buffer checks, the flow model's rates and run,
+#: cells, the v-calls' keys, the arrays' overlap check, the facade's buffer checks and
+#: compiled ``I…`` v-methods, the flow model's rates and run,
 #: ``mpi_native``'s whole call (built only where MPI's headers are); reported by ``collops
 #: info``, never warned of
 EXTENSIONS = {
     "collops.shm._p2p": ("collops.shm.cells", "CellRing"),
     "collops.runtime._keys": ("collops.runtime.vector_calls", "_keys"),
+    "collops.runtime._overlap": ("collops.runtime.overlap", "_overlap"),
     "collops.facade._specs": ("collops.facade.layouts", "_specs"),
     "collops.sim._maxmin": ("collops.sim.maxmin", "_compiled"),
     "collops.sim._flowsim": ("collops.sim.flow_compiled", "_compiled"),

@@ -12,16 +12,13 @@
 #include <Python.h>
 
 #include "../shm/_numpy_head.h"
+#include "_specs.h"
 #include <stdint.h>
 #include <string.h>
 #include <structmember.h>
 
 static PyTypeObject *ndarray_type;   /* numpy.ndarray */
 static PyTypeObject *datatype_type;  /* collops.facade.datatypes.Datatype */
-static PyObject *str_exact;          /* "exact" */
-static PyObject *str_end;            /* "end" */
-static PyObject *str_placed;         /* "placed" */
-static PyObject *str_counts, *str_displs, *str_placed_displs;  /* the layout's fields */
 static PyObject *memo;               /* `layouts._memo`: key -> (counts_of, displs_of,
                                         counts_snap, displs_snap, size, step, layout) */
 static Py_ssize_t exact_offset;      /* where a Datatype holds its `exact` slot */
@@ -32,29 +29,54 @@ static Py_ssize_t exact_offset;      /* where a Datatype holds its `exact` slot 
 #define C_CONTIGUOUS 0x0001  /* NPY_ARRAY_C_CONTIGUOUS */
 #define WRITEABLE 0x0400     /* NPY_ARRAY_WRITEABLE */
 
-/* configure(ndarray, Datatype, memo): the two types the checks compare with, and the memo
- * of layouts. */
+/* The offset of `type`'s __slots__ member `name` in its objects (0, -1 with an error). */
+int slot_offset(PyObject *type, const char *name, Py_ssize_t *offset) {
+    PyObject *member = PyObject_GetAttrString(type, name);  /* its member descriptor */
+    if (member == NULL)
+        return -1;
+    int is_slot = Py_IS_TYPE(member, &PyMemberDescr_Type);
+    if (is_slot)
+        *offset = ((PyMemberDescrObject *)member)->d_member->offset;
+    Py_DECREF(member);
+    if (!is_slot) {
+        PyErr_Format(PyExc_TypeError, "%s.%s must be a __slots__ member",
+                     ((PyTypeObject *)type)->tp_name, name);
+        return -1;
+    }
+    return 0;
+}
+
+static PyTypeObject *layout_type;    /* collops.facade.layouts.Layout */
+static Py_ssize_t layout_offsets[LAYOUT_FIELDS];  /* where a Layout holds each field */
+static const char *const layout_names[LAYOUT_FIELDS] = {
+    "counts", "displs", "end", "total", "contiguous", "placed", "placed_displs"};
+
+/* configure(ndarray, Datatype, memo, Layout): the two types the checks compare with, the memo
+ * of layouts, and the type of its layouts (whose fields are read from their slots). */
 static PyObject *configure(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3 || !PyType_Check(args[0]) || !PyType_Check(args[1])
-        || !PyDict_CheckExact(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "configure(ndarray, Datatype, memo) takes two types "
-                        "and a dict");
+    if (nargs != 4 || !PyType_Check(args[0]) || !PyType_Check(args[1])
+        || !PyDict_CheckExact(args[2]) || !PyType_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "configure(ndarray, Datatype, memo, Layout) takes "
+                        "two types, a dict and a type");
         return NULL;
     }
+    if (slot_offset(args[1], "exact", &exact_offset) < 0)
+        return NULL;
+    for (int k = 0; k < LAYOUT_FIELDS; ++k)
+        if (slot_offset(args[3], layout_names[k], &layout_offsets[k]) < 0)
+            return NULL;
     Py_XSETREF(ndarray_type, (PyTypeObject *)Py_NewRef(args[0]));
     Py_XSETREF(datatype_type, (PyTypeObject *)Py_NewRef(args[1]));
-    PyObject *exact = PyObject_GetAttr(args[1], str_exact);  /* its member descriptor */
-    if (exact == NULL)
-        return NULL;
-    if (!Py_IS_TYPE(exact, &PyMemberDescr_Type)) {
-        Py_DECREF(exact);
-        PyErr_SetString(PyExc_TypeError, "Datatype.exact must be a __slots__ member");
-        return NULL;
-    }
-    exact_offset = ((PyMemberDescrObject *)exact)->d_member->offset;
-    Py_DECREF(exact);
     Py_XSETREF(memo, Py_NewRef(args[2]));
+    Py_XSETREF(layout_type, (PyTypeObject *)Py_NewRef(args[3]));
     Py_RETURN_NONE;
+}
+
+PyObject *layout_field(PyObject *layout, int field) {
+    PyObject *value = *(PyObject **)((char *)layout + layout_offsets[field]);
+    if (value == NULL)
+        PyErr_Format(PyExc_AttributeError, "Layout.%s is not set", layout_names[field]);
+    return value;
 }
 
 /* Whether `datatype.exact is arr.dtype` (the type's base is the array's own dtype). */
@@ -64,7 +86,7 @@ static int exact_type(PyObject *arr, PyObject *datatype) {
 }
 
 /* The size of a 1-D C-contiguous array (writeable when asked), else -1. */
-static Py_ssize_t array_elements(PyObject *arr, int writable) {
+Py_ssize_t array_elements(PyObject *arr, int writable) {
     ArrayFields *head = (ArrayFields *)arr;
     if (Py_TYPE(arr) != ndarray_type || head->nd != 1 || !(head->flags & C_CONTIGUOUS)
         || (writable && !(head->flags & WRITEABLE)))
@@ -73,7 +95,7 @@ static Py_ssize_t array_elements(PyObject *arr, int writable) {
 }
 
 /* The array of an ndarray or of `[ndarray, its own predefined type]` (borrowed), or NULL. */
-static PyObject *spec_array(PyObject *spec) {
+PyObject *spec_array(PyObject *spec) {
     if (Py_TYPE(spec) == ndarray_type)
         return spec;
     if (PyList_CheckExact(spec) && PyList_GET_SIZE(spec) == 2) {
@@ -157,19 +179,29 @@ static PyObject *same_ints(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return PyBool_FromLong(holds(args[0], args[1]));
 }
 
+/* The memo's entries found last, by their counts' and displacements' objects: a lookup with
+ * no int key made and no dict searched. An entry holds its objects, so they cannot be others
+ * at the same address; it is used only while their values hold its snapshots, as the memo's
+ * own entry, whatever the memo has dropped or replaced since. */
+#define RECENT 64
+static PyObject *recent[RECENT];
+
 /* The layout the memo keeps for these counts and displacements (a new reference), if they
  * are its objects with its values, for this size and step; NULL (no error) otherwise. */
 static PyObject *found(PyObject *counts, PyObject *displs, Py_ssize_t size, Py_ssize_t step) {
-    PyObject *key = PyLong_FromVoidPtr((void *)((uintptr_t)counts ^ (uintptr_t)displs));
-    if (key == NULL) {
-        PyErr_Clear();
-        return NULL;
-    }
-    PyObject *entry = PyDict_GetItemWithError(memo, key);
-    Py_DECREF(key);
-    if (entry == NULL || !PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 7) {
-        PyErr_Clear();
-        return NULL;
+    uintptr_t both = (uintptr_t)counts ^ (uintptr_t)displs;
+    PyObject **seen = &recent[(both >> 4) % RECENT];
+    PyObject *entry = *seen;
+    if (entry == NULL || PyTuple_GET_ITEM(entry, 0) != counts
+        || PyTuple_GET_ITEM(entry, 1) != displs) {
+        PyObject *key = PyLong_FromVoidPtr((void *)both);
+        entry = key ? PyDict_GetItemWithError(memo, key) : NULL;
+        Py_XDECREF(key);
+        if (entry == NULL || !PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 7) {
+            PyErr_Clear();
+            return NULL;
+        }
+        Py_XSETREF(*seen, Py_NewRef(entry));
     }
     Py_INCREF(entry);  /* the memo may drop it while the values are compared */
     PyObject *layout = NULL;
@@ -178,7 +210,8 @@ static PyObject *found(PyObject *counts, PyObject *displs, Py_ssize_t size, Py_s
         && PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 5)) == step
         && holds(counts, PyTuple_GET_ITEM(entry, 2))
         && holds(displs, PyTuple_GET_ITEM(entry, 3)))
-        layout = Py_NewRef(PyTuple_GET_ITEM(entry, 6));
+        layout = Py_IS_TYPE(PyTuple_GET_ITEM(entry, 6), layout_type)
+                     ? Py_NewRef(PyTuple_GET_ITEM(entry, 6)) : NULL;
     PyErr_Clear();
     Py_DECREF(entry);
     return layout;
@@ -197,21 +230,17 @@ static PyObject *find(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     return layout ? layout : Py_NewRef(Py_None);
 }
 
-/* An int attribute of a layout (-1 with an error set if it is none). */
-static Py_ssize_t attribute_size(PyObject *layout, PyObject *name) {
-    PyObject *value = PyObject_GetAttr(layout, name);
-    if (value == NULL)
-        return -1;
-    Py_ssize_t n = PyLong_AsSsize_t(value);
-    Py_DECREF(value);
-    return n;
+/* An int field of a layout (-1 with an error set if it is none). */
+static Py_ssize_t field_size(PyObject *layout, int field) {
+    PyObject *value = layout_field(layout, field);
+    return value == NULL ? -1 : PyLong_AsSsize_t(value);
 }
 
 /* The array, remembered layout and (for a receive, `writable`) out array of a v-collective's
  * commonest specs (`buffers.fast_vector`): 1 with three new references, 0 when the spec is of
  * another form or its layout not remembered, -1 with an exception. */
-static int vector_of(PyObject *spec, Py_ssize_t size, int writable, PyObject **buf_found,
-                     PyObject **layout_found, PyObject **out_found) {
+int vector_of(PyObject *spec, Py_ssize_t size, int writable, PyObject **buf_found,
+              PyObject **layout_found, PyObject **out_found) {
     if (!PyList_CheckExact(spec) && !PyTuple_CheckExact(spec))
         return 0;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(spec);
@@ -250,9 +279,9 @@ static int vector_of(PyObject *spec, Py_ssize_t size, int writable, PyObject **b
         result = PyErr_Occurred() ? -1 : 0;
         goto done;
     }
-    Py_ssize_t need = attribute_size(layout, str_end), placed = -1;
+    Py_ssize_t need = field_size(layout, LAYOUT_END), placed = -1;
     if (need >= 0 && writable)
-        placed = attribute_size(layout, str_placed);
+        placed = field_size(layout, LAYOUT_PLACED);
     if (PyErr_Occurred()) {
         Py_DECREF(layout);
         goto done;
@@ -314,14 +343,14 @@ static int pair_size(PyObject *const *args, Py_ssize_t nargs, const char *name,
 /* A v-spec of the commonest forms (`vector_of`) as the fields collops' call takes: its
  * array, its layout's `first` and `second` fields and its out (`writable`), four new
  * references in `parts`; 1, 0 when it is of another form, -1 with an exception. */
-static int vector_parts(PyObject *spec, Py_ssize_t size, int writable, PyObject *first,
-                        PyObject *second, PyObject *parts[4]) {
+int vector_parts(PyObject *spec, Py_ssize_t size, int writable, int first, int second,
+                 PyObject *parts[4]) {
     PyObject *layout;
     int got = vector_of(spec, size, writable, &parts[0], &layout, &parts[3]);
     if (got <= 0)
         return got;
-    parts[1] = PyObject_GetAttr(layout, first);
-    parts[2] = parts[1] ? PyObject_GetAttr(layout, second) : NULL;
+    parts[1] = Py_XNewRef(layout_field(layout, first));
+    parts[2] = parts[1] ? Py_XNewRef(layout_field(layout, second)) : NULL;
     Py_DECREF(layout);
     if (parts[2] == NULL) {
         for (int k = 0; k < 4; ++k)
@@ -339,10 +368,10 @@ static PyObject *alltoallv_args(PyObject *self, PyObject *const *args, Py_ssize_
     if (pair_size(args, nargs, "alltoallv_args", &size) < 0)
         return NULL;
     PyObject *sent[4], *got[4], *result = NULL;
-    int found = vector_parts(args[0], size, 0, str_counts, str_displs, sent);
+    int found = vector_parts(args[0], size, 0, LAYOUT_COUNTS, LAYOUT_DISPLS, sent);
     if (found <= 0)
         return found < 0 ? NULL : Py_NewRef(Py_None);
-    found = vector_parts(args[1], size, 1, str_counts, str_placed_displs, got);
+    found = vector_parts(args[1], size, 1, LAYOUT_COUNTS, LAYOUT_PLACED_DISPLS, got);
     if (found > 0) {
         result = PyTuple_Pack(6, sent[0], sent[1], sent[2], got[1], got[2], got[3]);
         for (int k = 0; k < 4; ++k)
@@ -366,7 +395,7 @@ static PyObject *allgatherv_args(PyObject *self, PyObject *const *args, Py_ssize
     if (x == NULL || array_elements(x, 0) < 0)  /* counts are of a 1-D buffer's items */
         Py_RETURN_NONE;
     Py_INCREF(x);
-    int found = vector_parts(args[1], size, 1, str_counts, str_placed_displs, got);
+    int found = vector_parts(args[1], size, 1, LAYOUT_COUNTS, LAYOUT_PLACED_DISPLS, got);
     if (found > 0) {
         result = PyTuple_Pack(4, x, got[1], got[2], got[3]);
         for (int k = 0; k < 4; ++k)
@@ -394,6 +423,8 @@ static PyMethodDef methods[] = {
      "What collops' allgatherv takes for a plain array and a v-spec, or None."},
     {"alltoallv_args", (PyCFunction)(void (*)(void))alltoallv_args, METH_FASTCALL,
      "What collops' alltoallv takes for two v-specs of the commonest forms, or None."},
+    {"configure_requests", (PyCFunction)(void (*)(void))configure_requests, METH_FASTCALL,
+     "Set the facade's Request type and error mapping the Starter methods use."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_specs",
@@ -401,14 +432,8 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_specs",
                                     methods};
 
 PyMODINIT_FUNC PyInit__specs(void) {
-    str_exact = PyUnicode_InternFromString("exact");
-    str_end = PyUnicode_InternFromString("end");
-    str_placed = PyUnicode_InternFromString("placed");
-    str_counts = PyUnicode_InternFromString("counts");
-    str_displs = PyUnicode_InternFromString("displs");
-    str_placed_displs = PyUnicode_InternFromString("placed_displs");
-    if (str_exact == NULL || str_end == NULL || str_placed == NULL || str_counts == NULL
-        || str_displs == NULL || str_placed_displs == NULL)
-        return NULL;
-    return PyModule_Create(&module);
+    PyObject *made = PyModule_Create(&module);
+    if (made != NULL && add_starters(made) < 0)
+        Py_CLEAR(made);
+    return made;
 }

@@ -279,7 +279,7 @@ def _agrees(elements: Any) -> bool:
 
 
 if layouts._specs is not None:
-    layouts._specs.configure(np.ndarray, Datatype, layouts._memo)
+    layouts._specs.configure(np.ndarray, Datatype, layouts._memo, layouts.Layout)
 
 #: the compiled checks (`_specs`), when built and in agreement with numpy; else None
 compiled = layouts._specs if layouts._specs is not None and _agrees(

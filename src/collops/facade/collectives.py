@@ -33,7 +33,7 @@ from .buffers import (
 from .constants import IN_PLACE
 from .exceptions import mpi_error, not_implemented
 from .operators import SUM, Op, as_op
-from .requests import Prequest, Request
+from .requests import Prequest, Request, compiled_method
 from .staging import Stage
 
 _ndarray = np.ndarray
@@ -85,13 +85,14 @@ def _staged(plan: Callable[..., _Call]) -> Callable[..., _Call]:
     return planned
 
 
-def _forms(blocking: Callable[..., Any], plan: Plan, fast: Callable[..., Any] | None = None
-           ) -> tuple[Callable[..., Request], Callable[..., Prequest]]:
+def _forms(blocking: Callable[..., Any], plan: Plan, fast: Callable[..., Any] | None = None,
+           started: bool = False) -> tuple[Callable[..., Request], Callable[..., Prequest]]:
     """The ``I…`` and ``…_init`` methods of a blocking collective: its parameters (bound as
     it binds them) started by ``fast(self, method, *arguments)`` when it takes them (the
     blocking method's own fast path: plain arrays, a layout checked once, calling collops'
     non-blocking or persistent ``method``; `MISSED` if not), else planned by ``plan(self,
-    *arguments, call=name)``, run non-blocking or persistent."""
+    *arguments, call=name)``, run non-blocking or persistent. With ``started`` (a v-collective
+    `_specs.Starter` knows), the ``I…`` method is that compiled one over the Python one."""
     name = blocking.__name__
     signature = inspect.signature(blocking)
     own = name.lower()
@@ -99,12 +100,12 @@ def _forms(blocking: Callable[..., Any], plan: Plan, fast: Callable[..., Any] | 
 
     def form(mode: int, call: str, doc: str, returns: str) -> Callable[..., Any]:
         if mode == NONBLOCKING and fast is not None:
-            compiled = _nonblocking_source(signature, call, methods[mode], fast, plan)
-            if compiled is not None:
-                compiled.__doc__ = doc
-                compiled.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            generated = _nonblocking_source(signature, call, methods[mode], fast, plan)
+            if generated is not None:
+                generated.__doc__ = doc
+                generated.__signature__ = signature.replace(  # type: ignore[attr-defined]
                     return_annotation=returns)
-                return compiled
+                return compiled_method(own, methods[mode], generated) if started else generated
 
         def method(self: Collectives, *args: Any, **kwargs: Any) -> Any:
             if fast is not None:
@@ -606,11 +607,12 @@ class Collectives:
                                                               _reduce_scatter_block)
     Ireduce_scatter, Reduce_scatter_init = _forms(Reduce_scatter, _reduce_scatter)
     Igather, Gather_init = _forms(Gather, _gather)
-    Igatherv, Gatherv_init = _forms(Gatherv, _gatherv, _fast_gatherv)
+    Igatherv, Gatherv_init = _forms(Gatherv, _gatherv, _fast_gatherv, started=True)
     Iscatter, Scatter_init = _forms(Scatter, _scatter, _fast_scatter)
-    Iscatterv, Scatterv_init = _forms(Scatterv, _scatterv, _fast_scatterv)
+    Iscatterv, Scatterv_init = _forms(Scatterv, _scatterv, _fast_scatterv, started=True)
     Iallgather, Allgather_init = _forms(Allgather, _allgather)
-    Iallgatherv, Allgatherv_init = _forms(Allgatherv, _allgatherv, _fast_allgatherv)
+    Iallgatherv, Allgatherv_init = _forms(Allgatherv, _allgatherv, _fast_allgatherv,
+                                          started=True)
     Ialltoall, Alltoall_init = _forms(Alltoall, _alltoall)
-    Ialltoallv, Alltoallv_init = _forms(Alltoallv, _alltoallv, _fast_alltoallv)
+    Ialltoallv, Alltoallv_init = _forms(Alltoallv, _alltoallv, _fast_alltoallv, started=True)
 

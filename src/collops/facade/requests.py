@@ -8,6 +8,7 @@ request returns at once with an empty status.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,6 +16,7 @@ from ..errors import CollopsError
 from .constants import ANY_SOURCE, ANY_TAG, UNDEFINED
 from .datatypes import PREDEFINED, Datatype
 from .exceptions import ERR_REQUEST, SUCCESS, mpi_error, mpi_exception
+from .layouts import _specs
 
 BYTE = PREDEFINED["BYTE"]
 
@@ -506,3 +508,22 @@ class Prequest(Request):
 
 
 REQUEST_NULL = Request()
+
+
+def compiled_method(kind: str, own: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` compiled as a whole (`_specs.Starter`, `_starters.c`: its commonest calls in
+    one C call, every other one ``method``'s), or ``method`` itself where `_specs` is not
+    built; ``kind`` names the call (a v-collective's, or "wait"), ``own`` collops' method."""
+    if _specs is None:  # pragma: no cover - a build without a C compiler
+        return method
+    starter = _specs.Starter(kind, own, method)
+    for attribute in ("__name__", "__qualname__", "__doc__", "__module__"):
+        setattr(starter, attribute, getattr(method, attribute))
+    starter.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
+    return starter  # type: ignore[no-any-return]
+
+
+if _specs is not None:  # what the compiled methods wrap and raise
+    _specs.configure_requests(Request, mpi_error, CollopsError)
+#: the commonest `Wait` (a collective's request, no status) compiled
+Request.Wait = compiled_method("wait", "wait", Request.Wait)  # type: ignore[method-assign]

@@ -26,6 +26,7 @@ import numpy as np
 
 from .commbase import _SLOW, _same_bytes
 from .envelope import _DATA_AT, _bcast_spec, _blocks_view, _envelope_view, _parse_header
+from .overlap import may_overlap
 from .request import Phases, StartedRequest
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def _result(out: Any, own: np.ndarray, shape: tuple[int, ...]) -> Any:
         return _SLOW
     result = out if out.shape == shape else out.reshape(shape)
     if not _same_bytes(out, own):
-        if np.may_share_memory(out, own):
+        if may_overlap(out, own):
             return _SLOW
         result[...] = own.reshape(shape)
     return result
@@ -136,7 +137,7 @@ def _scatterv_root(comm: FastPaths, envelope: PreparedCall, x: np.ndarray, key: 
         d, c = places[rank][1], places[rank][2]
         own_rows = x[d: d + c]
     if out is not None and (out.size != math.prod(shape) or out.dtype != x.dtype
-                            or np.may_share_memory(out, x)):
+                            or may_overlap(out, x)):
         return None  # the general path raises, naming ``out``, or copies
     blocks[:, : heads.shape[1]] = heads
     if own_rows is not None:

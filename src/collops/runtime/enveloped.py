@@ -26,6 +26,7 @@ from .envelope import (
     _known_signature,
     _parse_header,
 )
+from .overlap import may_overlap
 from .phases import PhaseGenerators
 from .prepared import PreparedCall
 
@@ -163,7 +164,7 @@ class EnvelopedCalls(PhaseGenerators):
         if out is None:
             result = np.empty(shape, x.dtype)
         elif out.size == count and (out.dtype is x.dtype or out.dtype == x.dtype) and (
-                out is own or _same_bytes(out, own) or not np.may_share_memory(out, x)):
+                out is own or _same_bytes(out, own) or not may_overlap(out, x)):
             result = out
         else:
             return _SLOW

@@ -16,6 +16,7 @@ from .abandon import abandon_call
 from .commbase import _SLOW, _row_size
 from .envelope_start import start_enveloped
 from .enveloped import EnvelopedCalls
+from .overlap import may_overlap
 from .prepared import BoundEntry, BoundKey, PreparedCall
 from .request import Request, StartedRequest, Then
 from .vector_calls import VECTOR_FAST, leaves_gaps, vector_blocking_spec
@@ -139,7 +140,7 @@ class FastPaths(EnvelopedCalls):
                 return _SLOW, None, None
             result = recv = out
             # arrays that each own their memory cannot overlap, unless they are one array
-            if (out is x or (not (of.owndata and xf.owndata) and np.may_share_memory(out, x))
+            if (out is x or (not (of.owndata and xf.owndata) and may_overlap(out, x))
                     ) and not prepared.algorithm.in_place:
                 send = x.copy() if private else prepared.own_send(x)
         else:

@@ -28,6 +28,7 @@ from .arguments import checked_displs, displaced_signature, rows_spanned
 from .cache import SHARED
 from .commbase import _SLOW, _row_size
 from .envelope import _DATA_AT, _FAST_KINDS, _bcast_head, _envelope_view, _parse_header
+from .overlap import may_overlap
 from .phases import _counting_head, _counts_fit
 from .request import Request
 from .vector_gatherv import HEADED, guess_key, headed, learned, streamed
@@ -295,7 +296,7 @@ def fast_scatterv(comm: FastPaths, x: Any, key: Any, root: Any, out: Any,
     layout = envelope.views.get(layout_key, _SLOW)
     if layout is _SLOW:
         layout = envelope.views.put(layout_key, _root_layout(comm, envelope, x, key))
-    if layout is None or (out is not None and np.may_share_memory(out, x)):
+    if layout is None or (out is not None and may_overlap(out, x)):
         return _SLOW
     shape = layout[-2]
     if out is not None and (out.size != math.prod(shape) or out.dtype != x.dtype):
