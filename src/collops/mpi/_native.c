@@ -197,6 +197,7 @@ static void Runner_dealloc(Runner *r) {
     Py_XDECREF(r->alloc);
     Py_XDECREF(r->env);
     Py_XDECREF(r->head);
+    Py_XDECREF(r->rest);
     Py_TYPE(r)->tp_free((PyObject *)r);
 }
 
@@ -346,6 +347,32 @@ static PyObject *Runner_bcast(Runner *r, PyObject *const *args, Py_ssize_t nargs
     return into;
 }
 
+/* bind_known(counter, dtype, shape, signature, slow, alloc, rest): what `known_call` runs —
+ * bcasts of an array of `dtype` and `shape` whose data every rank knows by `signature`
+ * (`BlockingCall.run_known`), `rest` finishing those not every rank posted it for */
+static PyObject *Runner_bind_known(Runner *r, PyObject *args) {
+    PyObject *counter, *descr, *shape, *slow, *alloc, *rest;
+    unsigned long long signature;
+    if (!PyArg_ParseTuple(args, "OOOKOOO", &counter, &descr, &shape, &signature, &slow, &alloc,
+                          &rest))
+        return NULL;
+    if (r->kind != K_BCAST || r->words == NULL || signature == 0 || !PyCallable_Check(rest)) {
+        PyErr_SetString(PyExc_TypeError, "bind_known: a bcast's runner on a board, a non-zero "
+                                         "signature and a callable rest");
+        return NULL;
+    }
+    if (bind_common(r, counter, descr, shape, Py_None, slow, alloc) < 0)
+        return NULL;
+    r->data_bytes = bytes_of(r, r->nd, r->dims);
+    if (r->data_bytes >= INT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "bind_known: the data is past MPI's int count");
+        return NULL;
+    }
+    r->known_signature = signature;
+    Py_XSETREF(r->rest, Py_NewRef(rest));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef Runner_methods[] = {
     {"bind_call", (PyCFunction)Runner_bind_call, METH_VARARGS,
      "bind_call(counter, dtype, shape, out_shape, slow, alloc): what `call` runs."},
@@ -359,6 +386,11 @@ static PyMethodDef Runner_methods[] = {
     {"known", (PyCFunction)(void (*)(void))Runner_known, METH_FASTCALL,
      "known(signature, data, seq, timeout): phase 0 of a bcast whose data this rank knows "
      "(1, 0, -1 or None: `BlockingCall.run_known`)."},
+    {"bind_known", (PyCFunction)Runner_bind_known, METH_VARARGS,
+     "bind_known(counter, dtype, shape, signature, slow, alloc, rest): what `known_call` "
+     "runs."},
+    {"known_call", (PyCFunction)(void (*)(void))Runner_known_call, METH_FASTCALL,
+     "known_call(x, out, timeout): a whole bound bcast whose data every rank knows."},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject RunnerType = {

@@ -6,6 +6,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <dlfcn.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 #include <mpi.h>
@@ -82,11 +83,17 @@ typedef struct {
     char *env_data, *env_mine;
     Py_ssize_t head_len, env_bytes, data_bytes;
     int bound;
+    /* a bound bcast whose data every rank knows (`bind_known`): its signature (0: none), and
+     * what finishes a call not every rank posted it for */
+    uint64_t known_signature;
+    PyObject *rest;
 } Runner;
 
 /* _native_board.c: call ``seq`` on the board and in MPI (the inline route), or hand it to
  * Python (`BlockingCall.finish`) */
 NATIVE_INTERNAL PyObject *Runner_known(Runner *r, PyObject *const *args, Py_ssize_t nargs);
+NATIVE_INTERNAL PyObject *Runner_known_call(Runner *r, PyObject *const *args,
+                                            Py_ssize_t nargs);
 NATIVE_INTERNAL int run_call(Runner *r, long long seq, PyObject *timeout, const char *send,
                              char *recv, PyObject *send_obj, PyObject *recv_obj);
 

@@ -229,6 +229,45 @@ static int same_flags(Runner *r, Py_ssize_t slot, uint64_t flag) {
     return 1;
 }
 
+/* Whether call `seq` of a bcast may post and wait inline (no time limit, no calls in
+ * flight, no deferred call to settle or refusal): 1, 0, or -1 with an error; `quiet` says
+ * whether nothing runs in the background (the wait may spin). */
+static int known_inline_ok(Runner *r, PyObject *timeout, int *quiet) {
+    if (timeout != Py_None || PyList_GET_SIZE(r->active) != 0 || r->pending[0] || r->pending[2])
+        return 0;
+    *quiet = empty_attr(r, r->background_name);
+    if (*quiet > 0)
+        *quiet = empty_attr(r, r->pending_name);
+    return *quiet < 0 ? -1 : 1;
+}
+
+/* Phase 0 of bcast call `seq` for a rank that knows its data's `signature`: the entry posted
+ * with the signature in its flag, then 1 — every rank posted the same signature within the
+ * spin, and MPI's broadcast of `data` ran; 0 — every rank posted, not all the same; -1 — not
+ * all there within the spin, or another call; -2 — an error raised. */
+static int known_phase(Runner *r, uint64_t signature, char *data, Py_ssize_t nbytes,
+                       long long seq, int quiet) {
+    uint64_t key = ((((uint64_t)seq * 4) + 1) << 1) | 1;  /* `call_key(seq, 0, True)` */
+    BoardLook b = {r, (Py_ssize_t)(((key >> 1) % RING) * 2), key};
+    uint64_t *at = r->words + r->mine + b.slot;
+    uint64_t flag = signature << 3;  /* `board.KNOWN_SHIFT` */
+    __atomic_store_n(at + 1, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(r->words + r->flags + r->mine / 2 + b.slot / 2, flag, __ATOMIC_RELEASE);
+    __atomic_store_n(at, r->fingerprint, __ATOMIC_RELEASE);
+    __atomic_store_n(at + 1, key, __ATOMIC_RELEASE);
+    int agreed = all_posted(&b);
+    if (!agreed && quiet && r->spin > 0.0) {
+        Py_BEGIN_ALLOW_THREADS
+        agreed = shm_wait_until(all_posted, &b, r->spin, 0.0);
+        Py_END_ALLOW_THREADS
+    }
+    if (!agreed)
+        return -1;
+    if (!same_flags(r, b.slot, flag))
+        return 0;
+    return call_mpi(r, seq, NULL, data, nbytes) < 0 ? -2 : 1;
+}
+
 /* known(signature, data, seq, timeout): phase 0 of bcast call `seq` for a rank that knows
  * its data's `signature` (`BlockingCall.run_known`, whose Python this is the inline part of):
  * None — nothing posted (a time limit, calls in flight, a deferred call, refusing, a count
@@ -246,8 +285,9 @@ NATIVE_INTERNAL PyObject *Runner_known(Runner *r, PyObject *const *args, Py_ssiz
     long long seq = PyLong_AsLongLong(args[2]);
     if (PyErr_Occurred())
         return NULL;
-    if (args[3] != Py_None || PyList_GET_SIZE(r->active) != 0 || r->pending[0] || r->pending[2])
-        Py_RETURN_NONE;
+    int quiet, ok = known_inline_ok(r, args[3], &quiet);
+    if (ok <= 0)
+        return ok < 0 ? NULL : Py_NewRef(Py_None);
     Py_buffer view;
     if (PyObject_GetBuffer(args[1], &view, r->is_root ? PyBUF_C_CONTIGUOUS
                                                       : PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
@@ -257,30 +297,59 @@ NATIVE_INTERNAL PyObject *Runner_known(Runner *r, PyObject *const *args, Py_ssiz
     PyBuffer_Release(&view);  /* the caller holds the array for the call */
     if (nbytes >= INT_MAX)
         Py_RETURN_NONE;
-    int quiet = empty_attr(r, r->background_name);
-    if (quiet > 0)
-        quiet = empty_attr(r, r->pending_name);
-    if (quiet < 0)
+    int ended = known_phase(r, (uint64_t)signature, data, nbytes, seq, quiet);
+    return ended == -2 ? NULL : PyLong_FromLong(ended);
+}
+
+/* known_call(x, out, timeout): a whole bound bcast whose data every rank knows
+ * (`bind_known`): the root's `x`, a reader's `out` (required) of the bound signature. Taken
+ * inline when it can wait so (else the slow marker, before the call takes its number): one
+ * phase when every rank posted the same signature, the result returned; otherwise
+ * `rest(seq, ended, x, out, timeout)` finishes the call in Python (the general wait, the
+ * envelope and the data phase) and returns its result. */
+NATIVE_INTERNAL PyObject *Runner_known_call(Runner *r, PyObject *const *args,
+                                            Py_ssize_t nargs) {
+    if (nargs != 3 || !r->bound || r->known_signature == 0 || r->rest == NULL) {
+        PyErr_SetString(PyExc_TypeError,
+                        "known_call(x, out, timeout) on a runner bound by bind_known");
         return NULL;
-    uint64_t key = ((((uint64_t)seq * 4) + 1) << 1) | 1;  /* `call_key(seq, 0, True)` */
-    BoardLook b = {r, (Py_ssize_t)(((key >> 1) % RING) * 2), key};
-    uint64_t *at = r->words + r->mine + b.slot;
-    uint64_t flag = (uint64_t)signature << 3;  /* `board.KNOWN_SHIFT` */
-    __atomic_store_n(at + 1, 0, __ATOMIC_RELEASE);
-    __atomic_store_n(r->words + r->flags + r->mine / 2 + b.slot / 2, flag, __ATOMIC_RELEASE);
-    __atomic_store_n(at, r->fingerprint, __ATOMIC_RELEASE);
-    __atomic_store_n(at + 1, key, __ATOMIC_RELEASE);
-    int agreed = all_posted(&b);
-    if (!agreed && quiet && r->spin > 0.0) {
-        Py_BEGIN_ALLOW_THREADS
-        agreed = shm_wait_until(all_posted, &b, r->spin, 0.0);
-        Py_END_ALLOW_THREADS
     }
-    if (!agreed)
-        return PyLong_FromLong(-1);
-    if (!same_flags(r, b.slot, flag))
-        return PyLong_FromLong(0);
-    if (call_mpi(r, seq, NULL, data, nbytes) < 0)
+    PyObject *x = args[0], *out = args[1], *timeout = args[2];
+    Py_ssize_t n = r->data_bytes;
+    if (r->is_root) {
+        if (!array_is(x, r->ndarray, r->descr, r->nd, r->dims, 0))
+            return Py_NewRef(r->slow);
+        if (out != Py_None && out != x) {
+            if (!array_is(out, r->ndarray, r->descr, r->nd, r->dims, 1))
+                return Py_NewRef(r->slow);
+            const char *o = ((ArrayFields *)out)->data, *s = ((ArrayFields *)x)->data;
+            if (n && o < s + n && s < o + n)
+                return Py_NewRef(r->slow);  /* the general path copies */
+        }
+    } else if (out == Py_None || !array_is(out, r->ndarray, r->descr, r->nd, r->dims, 1)) {
+        return Py_NewRef(r->slow);
+    }
+    int quiet, ok = known_inline_ok(r, timeout, &quiet);
+    if (ok <= 0)
+        return ok < 0 ? NULL : Py_NewRef(r->slow);
+    long long seq = *r->calls;
+    *r->calls = seq + 1;
+    PyObject *data = r->is_root ? x : out;
+    int ended = known_phase(r, r->known_signature, ((ArrayFields *)data)->data, n, seq, quiet);
+    if (ended == -2)
         return NULL;
-    return PyLong_FromLong(1);
+    if (ended != 1)
+        return PyObject_CallFunction(r->rest, "LiOOO", seq, ended, x, out, timeout);
+    if (!r->is_root || out == x)
+        return Py_NewRef(out);
+    PyObject *into = out == Py_None ? PyObject_CallNoArgs(r->alloc) : Py_NewRef(out);
+    if (into == NULL)
+        return NULL;
+    if (!array_is(into, r->ndarray, r->descr, r->nd, r->dims, 1)) {
+        Py_DECREF(into);
+        PyErr_SetString(PyExc_TypeError, "known_call: alloc made an array of another signature");
+        return NULL;
+    }
+    memcpy(((ArrayFields *)into)->data, ((ArrayFields *)x)->data, n);
+    return into;
 }

@@ -255,7 +255,6 @@ class BlockingCall:
         runner = self._known_runner
         if runner is _UNMADE:
             runner = self._known_runner = compiled.runner(self)
-        key = call_key(seq, 0, True)
         if runner is not None:  # the inline part in C: post, look, and MPI's broadcast
             ended = runner.known(signature, data, seq, timeout)
             if ended is None or ended == 1:
@@ -265,9 +264,21 @@ class BlockingCall:
             if timeout is not None or self._active or board.pending[0] or board.pending[2]:
                 return None
             spins = 0 if self.transport._background or self.transport._pending else self.spins
-            agreed = board.enter(key, self.fingerprint, self.rows, spins,
+            agreed = board.enter(call_key(seq, 0, True), self.fingerprint, self.rows, spins,
                                  signature << KNOWN_SHIFT)
             spun = spins > 0
+        return self.after_known(signature, envelope_send, envelope_recv, data, seq, agreed,
+                                spun)
+
+    def after_known(self, signature: int, envelope_send: Any, envelope_recv: np.ndarray,
+                    data: np.ndarray, seq: int, agreed: bool, spun: bool = True) -> bool:
+        """The rest of `run_known` once the entry is posted and not every rank's was there
+        with the same signature (``agreed``: every rank's entry was there): the general wait
+        if need be (which raises on a mismatch), then MPI's broadcast of ``data`` if all
+        signatures are the same after all (True), else of the envelope (False)."""
+        board = self.board
+        assert board is not None
+        key = call_key(seq, 0, True)
         mc = self.transport._pools[self.pool_key][seq % COLLECTIVE_SLOTS]
         if not agreed:  # the general wait, which raises on a mismatch
             self._general(mc, None, None, seq, 0, None, False, spun)
@@ -279,6 +290,20 @@ class BlockingCall:
             self._inside_mpi(seq, None, self.operation, mc,
                              in_place(self._MPI, envelope_send, envelope_recv), envelope_recv)
         return one
+
+    def bind_known(self, counter: Any, dtype: np.dtype, shape: tuple[int, ...],
+                   signature: int, slow: Any, alloc: Any, rest: Any) -> Any:
+        """The compiled whole bcast of an array of ``dtype`` and ``shape`` whose data every
+        rank knows by ``signature`` (`run_known` as one C call: `Runner.known_call(x, out,
+        timeout)`, ``slow`` for anything else before the call takes its number from
+        ``counter``; ``rest(seq, ended, x, out, timeout)`` finishes a call not every rank
+        posted the signature for), or None where this runner has no compiled one. Each
+        binding has a runner of its own: one envelope serves every shape."""
+        runner = compiled.runner(self) if self.knows_signatures else None
+        if runner is None:
+            return None
+        runner.bind_known(counter, dtype, shape, signature, slow, alloc, rest)
+        return runner.known_call
 
     def _flag(self) -> int:
         """A barrier's flag: whether this rank sent messages since its last MPI barrier."""

@@ -147,12 +147,13 @@ class EnvelopedCalls(PhaseGenerators):
 
     def _root_data(self, call: str, envelope: PreparedCall, x: np.ndarray, out: Any,
                    entry: tuple[Any, ...], root: int, algorithm: str | None,
-                   timeout: float | None) -> Any:
+                   timeout: float | None, signature: int | None = None) -> Any:
         """The root of a bcast or scatter whose data does not fit the envelope (its view
         ``entry``, `_root_entry`): the envelope (headers only), then the data phase from its
         prepared runner, as the general path runs them; `_SLOW` until a general call has
         prepared that phase, or for an ``out`` that is wrong or overlaps ``x`` (the general
-        path copies or raises)."""
+        path copies or raises). ``signature``: the data's (`_known_signature`) when the call
+        comes bound by `_bind_known`, which then needs no binding again."""
         head, _, shape, known = entry
         if known is None:
             known = self._data_call(call, envelope, (x.dtype, x.shape), entry, x.dtype, root,
@@ -171,12 +172,12 @@ class EnvelopedCalls(PhaseGenerators):
         if envelope.head is not head:
             self._write_head(envelope, head)
         seq, timeout = self._next_call(timeout, call)
-        one = None
-        if call == "bcast" and _knows_signatures(envelope):
-            # one phase when every rank knows the data's signature (`run_known`)
-            one = envelope.compiled.run_known(
-                _known_signature(x.dtype, shape, envelope.shape[0]), envelope.send,
-                envelope.recv, x, seq, timeout)
+        one, bound = None, signature is not None
+        if signature is None and call == "bcast" and _knows_signatures(envelope):
+            signature = _known_signature(x.dtype, shape, envelope.shape[0])
+        if signature:  # one phase when every rank knows the data's signature (`run_known`)
+            one = envelope.compiled.run_known(signature, envelope.send, envelope.recv, x, seq,
+                                              timeout)
         if one is None:
             envelope.run_blocking(self, envelope.send, envelope.recv, seq, timeout,
                                   confirm=confirm)
@@ -185,19 +186,23 @@ class EnvelopedCalls(PhaseGenerators):
         else:
             if result is not x and not _same_bytes(result, x):
                 result.reshape(-1)[...] = x.reshape(-1)
-            self._bind_known(envelope, root, x.dtype, shape, algorithm,
-                             (head, None, shape, known))
+            if not bound:
+                self._bind_known(envelope, root, x.dtype, shape, algorithm,
+                                 (head, None, shape, known))
         return result if result.shape == shape else result.reshape(shape)
 
     def _known_reader(self, envelope: PreparedCall, signature: int, out: np.ndarray,
-                      root: int, algorithm: str | None, timeout: float | None) -> Any:
+                      root: int, algorithm: str | None, timeout: float | None,
+                      bound: bool = False) -> Any:
         """A bcast's non-root that passed ``out``, whose data cannot go in the envelope: in one
         phase when every rank knows the data's ``signature`` (`run_known`), else the envelope
-        and the data phase as `_received` runs them."""
+        and the data phase as `_received` runs them. ``bound``: the call came bound by
+        `_bind_known`, which then needs no binding again."""
         seq, timeout = self._next_call(timeout, "bcast")
         one = envelope.compiled.run_known(signature, None, envelope.recv, out, seq, timeout)
         if one:
-            self._bind_known(envelope, root, out.dtype, out.shape, algorithm, signature)
+            if not bound:
+                self._bind_known(envelope, root, out.dtype, out.shape, algorithm, signature)
             return out
         if one is None:
             envelope.run_blocking(self, None, envelope.recv, seq, timeout)
@@ -212,19 +217,55 @@ class EnvelopedCalls(PhaseGenerators):
         key = ("known", root, dtype, shape, algorithm)
         bound = envelope.views.get(key)
         if bound is None:
+            compiled = envelope.compiled
             if root == self.rank:
+                signature = _known_signature(dtype, shape, envelope.shape[0])
+                head, _, _, (data, _, _) = known
+
                 def run(x: Any, out: Any, timeout: float | None) -> Any:
                     if not _takes_as_is(out, x) or x.shape != shape or x.dtype != dtype:
                         return _SLOW
                     return self._root_data("bcast", envelope, x, out, known, root,
-                                           algorithm, timeout)
+                                           algorithm, timeout, signature)
+
+                def rest(seq: int, ended: int, x: Any, out: Any,
+                         timeout: float | None) -> Any:
+                    """The compiled call's rest (`known_call`) where not every rank
+                    posted the signature: as `_root_data` goes on."""
+                    if envelope.head is not head:
+                        self._write_head(envelope, head)
+                    result = np.empty(shape, dtype) if out is None else out
+                    if compiled.after_known(signature, envelope.send, envelope.recv, x, seq,
+                                            ended == 0):
+                        if result is not x:
+                            result[...] = x
+                    else:
+                        data.run_blocking(self, x.reshape(-1), result.reshape(-1), seq,
+                                          timeout, 1)
+                    return result
             else:
+                signature = known
+
                 def run(x: Any, out: Any, timeout: float | None) -> Any:
                     if out is None or not _takes_as_is(out) or out.shape != shape \
                             or out.dtype != dtype:
                         return _SLOW
-                    return self._known_reader(envelope, known, out, root, algorithm, timeout)
-            bound = envelope.views.put(key, (None, root, run, envelope.name, envelope))
+                    return self._known_reader(envelope, known, out, root, algorithm, timeout,
+                                              True)
+
+                def rest(seq: int, ended: int, x: Any, out: Any,
+                         timeout: float | None) -> Any:
+                    """The compiled call's rest (`known_call`) where not every rank
+                    posted the signature: as `_known_reader` goes on."""
+                    if compiled.after_known(signature, None, envelope.recv, out, seq,
+                                            ended == 0):
+                        return out
+                    return self._received("bcast", envelope, out, root, seq, algorithm,
+                                          timeout)
+            whole = compiled.bind_known(self._calls, dtype, shape, signature, _SLOW,
+                                        functools.partial(np.empty, shape, dtype), rest)
+            bound = envelope.views.put(key, (None, root, run if whole is None else whole,
+                                             envelope.name, envelope))
         self._bound_calls["bcast" if algorithm is None else ("bcast", algorithm)] = bound
 
     def _data_call(self, call: str, envelope: PreparedCall, key: Any, entry: tuple[Any, ...],
@@ -364,4 +405,7 @@ def _takes_as_is(out: Any, *x: Any) -> bool:
     if out is not None and (type(out) is not np.ndarray
                             or not (out.flags.c_contiguous and out.flags.writeable)):
         return False
-    return all(type(a) is np.ndarray and a.flags.c_contiguous for a in x)
+    for a in x:
+        if type(a) is not np.ndarray or not a.flags.c_contiguous:
+            return False
+    return True

@@ -2,21 +2,26 @@
 ``python known_bcast.py``.
 
 Each rank runs every case below, each repeated (the first call of a signature goes the general
-way), and checks every result against numpy; it counts how `BlockingCall.run_known` ended
-(True: one phase, False: the envelope and a data phase; None: not tried). Cases:
+way, the second binds it: in C, `BlockingCall.bind_known`, with the compiled runner), and checks
+every result against numpy; it counts how `BlockingCall.run_known` ended (True: one phase,
+False: the envelope and a data phase; None: not tried) and how a compiled whole call's Python
+rest did (``rest True``/``rest False``: not every rank posted the signature). Cases:
 
 * ``out``: every non-root passes ``out=`` of the root's dtype and shape (2 KiB, 64 KiB, 1 MiB,
   float64, int16 and complex128, at every root): one phase;
 * ``none``: the last rank passes no ``out``: two phases for everyone, right results;
 * ``reshaped``: the last rank's ``out`` has the root's size in another shape: two phases;
 * ``timed``: the root passes a timeout: two phases, right results;
+* bound, then mixed: three calls bind a signature, then the last rank passes no ``out``: the
+  root's bound call (compiled: its rest) runs two phases;
 * ``wrong``: the last rank's ``out`` is one item short: it raises `ArgumentError` naming
   ``out``, the others finish, and the next call is right everywhere;
 * ``mismatch``: the last rank names root 1, the others root 0: `CollectiveMismatch` on every
   rank.
 
-Prints ``{"rank": r, "wrong": [...], "ended": {"True": n, ...}, "errors": {case: [type,
-message]}}``.
+Prints ``{"rank": r, "wrong": [...], "ended": {"True": n, ...}, "route": how a repeated
+bcast runs after the ``out`` cases, "rests": compiled calls of those cases in two phases,
+"mixed_ones": one-phase calls of the mixed cases, "errors": {case: [type, message]}}``.
 """
 
 import json
@@ -29,15 +34,30 @@ from collops.mpi import blocking
 
 ENDED: Counter = Counter()
 _real = blocking.BlockingCall.run_known
+_real_after = blocking.BlockingCall.after_known
+INSIDE = [False]
 
 
 def _counted(self, *args):
-    ended = _real(self, *args)
+    INSIDE[0] = True
+    try:
+        ended = _real(self, *args)
+    finally:
+        INSIDE[0] = False
     ENDED[str(ended)] += 1
     return ended
 
 
+def _after_counted(self, *args):
+    # called by the compiled whole call's rest (not from run_known): how such a call ended
+    one = _real_after(self, *args)
+    if not INSIDE[0]:
+        ENDED[f"rest {one}"] += 1
+    return one
+
+
 blocking.BlockingCall.run_known = _counted
+blocking.BlockingCall.after_known = _after_counted
 
 
 def data(root, shape, dtype, i):
@@ -65,7 +85,9 @@ def main():
                     wrong.append(["out", np.dtype(dtype).name, list(shape), root, i])
                 if not np.array_equal(out, want):
                     wrong.append(["out not filled", np.dtype(dtype).name, list(shape), root, i])
-    ones_before = ENDED["True"]
+    route = comm.bound_route("bcast", "mpi_native")
+    rests = ENDED["rest False"]  # compiled calls that went in two phases
+    ones_before = ENDED["True"] + ENDED["rest True"]
     for case in ("none", "reshaped", "timed"):
         for i in range(3):
             want = data(0, (8192,), np.float64, i)
@@ -81,7 +103,15 @@ def main():
             got = bcast(x, 0, out, **kw)
             if not np.array_equal(np.asarray(got).reshape(-1), want):
                 wrong.append([case, i])
-    mixed_ones = ENDED["True"] - ones_before
+    mixed_ones = ENDED["True"] + ENDED["rest True"] - ones_before
+    # a signature bound (the root's x, every reader's out=), then a call whose last rank
+    # passes no out=: the root's bound call meets it (compiled: its rest runs two phases)
+    for i in range(4):
+        want = data(0, (8192,), np.float64, 20 + i)
+        out = None if me == 0 or (i == 3 and me == last) else np.empty(8192)
+        got = bcast(want.copy() if me == 0 else None, 0, out)
+        if not np.array_equal(got, want):
+            wrong.append(["bound, then mixed", i])
     want = data(0, (8192,), np.float64, 9)
     try:
         bcast(want.copy() if me == 0 else None, 0,
@@ -98,8 +128,8 @@ def main():
         errors["mismatch"] = [None, ""]
     except collops.CollopsError as exc:
         errors["mismatch"] = [type(exc).__name__, str(exc)]
-    print(json.dumps({"rank": me, "wrong": wrong, "ended": dict(ENDED),
-                      "mixed_ones": mixed_ones, "errors": errors}), flush=True)
+    print(json.dumps({"rank": me, "wrong": wrong, "ended": dict(ENDED), "route": route,
+                      "rests": rests, "mixed_ones": mixed_ones, "errors": errors}), flush=True)
 
 
 if __name__ == "__main__":
