@@ -223,3 +223,16 @@ def test_the_compiled_wait_raises_as_the_python_one(starters):
         assert not request  # null after the failed wait, as MPI's request is freed
     finished = Request(_Started(5), lambda v: v * 2)  # a finish step: the Python method's
     assert finished.Wait() is True and finished._value == 10
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_freed_or_null_communicator_raises_as_the_python_method_does(starters, name):
+    label, spec, block = _specs(2)[0]
+    args = (spec, spec) if name == "Ialltoallv" else (block, spec, 0) if name == "Igatherv" \
+        else (block, spec) if name == "Iallgatherv" else (spec, block, 0)
+    raised = []
+    for method in (starters[name], starters[name].fallback):
+        with pytest.raises(MPI.Exception) as caught:
+            method(MPI.Comm(), *args)  # COMM_NULL's handle
+        raised.append((caught.value.Get_error_class(), str(caught.value)))
+    assert raised[0] == raised[1] and raised[0][0] == MPI.ERR_COMM

@@ -104,13 +104,14 @@ static void map_error(void) {
     Py_DECREF(mapped);
 }
 
-/* An int attribute of ``obj`` (-1 with an error set if it is none). */
+/* An int attribute of the collops communicator ``obj``, or -1 with no error set when it
+ * cannot be read (a freed handle's stand-in): the Python method then raises what it raises. */
 static Py_ssize_t size_of(PyObject *obj, PyObject *name) {
     PyObject *value = PyObject_GetAttr(obj, name);
-    if (value == NULL)
-        return -1;
-    Py_ssize_t n = PyLong_AsSsize_t(value);
-    Py_DECREF(value);
+    Py_ssize_t n = value == NULL ? -1 : PyLong_AsSsize_t(value);
+    Py_XDECREF(value);
+    if (n < 0)
+        PyErr_Clear();
     return n;
 }
 
@@ -128,7 +129,7 @@ static PyObject *start_allgatherv(Starter *s, PyObject *comm, PyObject *const *a
         return MISSED;
     Py_ssize_t size = size_of(comm, str_size);
     if (size < 0)
-        return NULL;
+        return MISSED;
     Py_INCREF(x);
     int found = vector_parts(args[2], size, 1, LAYOUT_COUNTS, LAYOUT_PLACED_DISPLS, got);
     PyObject *result = found < 0 ? NULL : MISSED;
@@ -145,7 +146,7 @@ static PyObject *start_allgatherv(Starter *s, PyObject *comm, PyObject *const *a
 static PyObject *start_alltoallv(Starter *s, PyObject *comm, PyObject *const *args) {
     Py_ssize_t size = size_of(comm, str_size);
     if (size < 0)
-        return NULL;
+        return MISSED;
     PyObject *sent[4], *got[4];
     int found = vector_parts(args[1], size, 0, LAYOUT_COUNTS, LAYOUT_DISPLS, sent);
     if (found <= 0)
@@ -163,13 +164,14 @@ static PyObject *start_alltoallv(Starter *s, PyObject *comm, PyObject *const *ar
     return result;
 }
 
-/* 1 if ``comm.rank == root``, 0 if not, -1 with an error. */
+/* 1 if ``comm.rank == root``, 0 if not, -1 (no error set) when that cannot be told here:
+ * the Python method then raises what it raises. */
 static int is_root(PyObject *comm, PyObject *root) {
     PyObject *rank = PyObject_GetAttr(comm, str_rank);
-    if (rank == NULL)
-        return -1;
-    int same = PyObject_RichCompareBool(rank, root, Py_EQ);
-    Py_DECREF(rank);
+    int same = rank == NULL ? -1 : PyObject_RichCompareBool(rank, root, Py_EQ);
+    Py_XDECREF(rank);
+    if (same < 0)
+        PyErr_Clear();
     return same;
 }
 
@@ -180,14 +182,14 @@ static PyObject *start_gatherv(Starter *s, PyObject *comm, PyObject *const *args
         return MISSED;
     int root_here = is_root(comm, root);
     if (root_here < 0)
-        return NULL;
+        return MISSED;
     if (!root_here) {
         PyObject *call[4] = {NULL, x, root, Py_None};
         return call_own(s, comm, call, 3, NULL);
     }
     Py_ssize_t size = size_of(comm, str_size);
     if (size < 0)
-        return NULL;
+        return MISSED;
     Py_INCREF(x);
     PyObject *got[4];
     int found = vector_parts(args[2], size, 1, LAYOUT_COUNTS, LAYOUT_PLACED_DISPLS, got);
@@ -208,7 +210,7 @@ static PyObject *scatterv_root(Starter *s, PyObject *comm, PyObject *spec, PyObj
                                PyObject *root) {
     Py_ssize_t size = size_of(comm, str_size), rank = size < 0 ? -1 : size_of(comm, str_rank);
     if (rank < 0)
-        return NULL;
+        return MISSED;
     PyObject *arr, *layout, *unused;
     int found = vector_of(spec, size, 0, &arr, &layout, &unused);
     if (found <= 0)
@@ -259,7 +261,7 @@ static PyObject *start_scatterv(Starter *s, PyObject *comm, PyObject *const *arg
         return MISSED;
     int root_here = is_root(comm, root);
     if (root_here < 0)
-        return NULL;
+        return MISSED;
     if (!root_here) {
         PyObject *call[5] = {NULL, Py_None, Py_None, root, out};
         return call_own(s, comm, call, 3, names_out);
@@ -313,8 +315,10 @@ static PyObject *starter_call(Starter *s, PyObject *const *args, size_t nargsf,
         || nargs < 3 || nargs > (rooted ? 4 : 3))
         return PyObject_Vectorcall(s->fallback, args, nargsf, kwnames);
     PyObject *comm = PyObject_GetAttr(args[0], str_comm);
-    if (comm == NULL)
-        return NULL;
+    if (comm == NULL) {  /* not a facade communicator: the Python method says so */
+        PyErr_Clear();
+        return PyObject_Vectorcall(s->fallback, args, nargsf, kwnames);
+    }
     PyObject *root = nargs == 4 ? args[3] : zero, *started;
     switch (s->kind) {
     case ALLGATHERV: started = start_allgatherv(s, comm, args); break;
