@@ -37,9 +37,9 @@ def test_a_bcast_every_rank_knows_runs_in_one_phase_and_any_other_in_two(ranks, 
             # phase (its Python rest, if a rank was late, found every signature the same)
             assert ended.get("True", 0) >= 5 * ranks, (rank, report)
             assert report["route"] == "compiled" and report["rests"] == 0, (rank, report)
-            # every rank's compiled call met the last rank without the signature: its rest,
-            # two phases (the last rank's call went the general way)
-            assert (ended.get("rest False", 0) > 0) == (rank != last), (rank, report)
+            # a compiled call that met a rank without the signature (the last rank with no
+            # out=, then a root with a time limit): its rest, two phases, on every rank
+            assert ended.get("rest False", 0) > 0, (rank, report)
         # a rank without out=, with another shape, or a root with a time limit: two phases
         assert report["mixed_ones"] == 0, (rank, report)
         error, message = report["errors"]["wrong"]

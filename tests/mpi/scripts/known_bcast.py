@@ -12,8 +12,8 @@ rest did (``rest True``/``rest False``: not every rank posted the signature). Ca
 * ``none``: the last rank passes no ``out``: two phases for everyone, right results;
 * ``reshaped``: the last rank's ``out`` has the root's size in another shape: two phases;
 * ``timed``: the root passes a timeout: two phases, right results;
-* bound, then mixed: three calls bind a signature, then the last rank passes no ``out``: the
-  root's bound call (compiled: its rest) runs two phases;
+* bound, then mixed: three calls bind a signature, then the last rank passes no ``out``, then
+  the root passes a timeout: the others' bound calls (compiled: their rest) run two phases;
 * ``wrong``: the last rank's ``out`` is one item short: it raises `ArgumentError` naming
   ``out``, the others finish, and the next call is right everywhere;
 * ``mismatch``: the last rank names root 1, the others root 0: `CollectiveMismatch` on every
@@ -105,11 +105,13 @@ def main():
                 wrong.append([case, i])
     mixed_ones = ENDED["True"] + ENDED["rest True"] - ones_before
     # a signature bound (the root's x, every reader's out=), then a call whose last rank
-    # passes no out=: the root's bound call meets it (compiled: its rest runs two phases)
-    for i in range(4):
+    # passes no out=, then one whose root has a time limit: the others' bound calls meet
+    # them (compiled: their rest runs two phases)
+    for i in range(6):
         want = data(0, (8192,), np.float64, 20 + i)
         out = None if me == 0 or (i == 3 and me == last) else np.empty(8192)
-        got = bcast(want.copy() if me == 0 else None, 0, out)
+        got = bcast(want.copy() if me == 0 else None, 0, out,
+                    **({"timeout": 30} if i == 4 and me == 0 else {}))
         if not np.array_equal(got, want):
             wrong.append(["bound, then mixed", i])
     want = data(0, (8192,), np.float64, 9)
