@@ -175,13 +175,22 @@ static int is_root(PyObject *comm, PyObject *root) {
     return same;
 }
 
+/* A rooted call's plain array (`spec`: 1-D, contiguous, writeable when asked; borrowed) and
+ * whether this rank is `root`: 1, or 0 when the call is not taken here. */
+static int rooted(PyObject *comm, PyObject *spec, int writable, PyObject *root, PyObject **arr,
+                  int *root_here) {
+    *arr = spec_array(spec);
+    if (*arr == NULL || array_elements(*arr, writable) < 0)
+        return 0;
+    *root_here = is_root(comm, root);
+    return *root_here >= 0;
+}
+
 static PyObject *start_gatherv(Starter *s, PyObject *comm, PyObject *const *args,
                                PyObject *root) {
-    PyObject *x = spec_array(args[1]);
-    if (x == NULL || array_elements(x, 0) < 0)
-        return MISSED;
-    int root_here = is_root(comm, root);
-    if (root_here < 0)
+    PyObject *x;
+    int root_here;
+    if (!rooted(comm, args[1], 0, root, &x, &root_here))
         return MISSED;
     if (!root_here) {
         PyObject *call[4] = {NULL, x, root, Py_None};
@@ -256,11 +265,9 @@ done:
 
 static PyObject *start_scatterv(Starter *s, PyObject *comm, PyObject *const *args,
                                 PyObject *root) {
-    PyObject *out = spec_array(args[2]);
-    if (out == NULL || array_elements(out, 1) < 0)
-        return MISSED;
-    int root_here = is_root(comm, root);
-    if (root_here < 0)
+    PyObject *out;
+    int root_here;
+    if (!rooted(comm, args[2], 1, root, &out, &root_here))
         return MISSED;
     if (!root_here) {
         PyObject *call[5] = {NULL, Py_None, Py_None, root, out};
