@@ -33,6 +33,7 @@ from __future__ import annotations
 import operator
 import pickle
 from collections.abc import Callable, Sequence
+from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -145,12 +146,6 @@ PYTHON_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "MAXLOC": _loc(operator.gt), "MINLOC": _loc(operator.lt),
 }
 
-
-def _fold(values: Sequence[Any], fn: Callable[[Any, Any], Any]) -> Any:
-    acc = values[0]
-    for item in values[1:]:
-        acc = fn(acc, item)
-    return acc
 
 if TYPE_CHECKING:
     from .comm import Comm
@@ -432,23 +427,23 @@ def reduce_object(comm: Comm, obj: Any, op: Any = None, root: int = 0, *,
                   timeout: float | None = None) -> Any:
     """``op`` (default ``operator.add``) folded over the ranks' objects in rank order, on
     ``root``; None elsewhere."""
-    fn = _python_op(op)
+    fn = operator.add if op is None else _python_op(op)
     gathered = gather_object(comm, obj, root, timeout=timeout)
-    return None if gathered is None else _fold(gathered, fn)
+    return None if gathered is None else reduce(fn, gathered)
 
 
 def allreduce_object(comm: Comm, obj: Any, op: Any = None, *, timeout: float | None = None
                      ) -> Any:
     """``op`` folded over the ranks' objects in rank order, on every rank (every rank
     gathers them all and folds them)."""
-    fn = _python_op(op)
-    return _fold(_gathered(comm, obj, comm.size, _limit(comm, "allreduce_object", timeout)), fn)
+    fn = operator.add if op is None else _python_op(op)
+    return reduce(fn, _gathered(comm, obj, comm.size, _limit(comm, "allreduce_object", timeout)))
 
 
 def scan_object(comm: Comm, obj: Any, op: Any = None, *, timeout: float | None = None) -> Any:
     """``op`` folded over the objects of ranks 0 … rank, on each rank."""
     fn = _python_op(op)
-    return _fold(_gathered(comm, obj, comm.rank + 1, _limit(comm, "scan_object", timeout)), fn)
+    return reduce(fn, _gathered(comm, obj, comm.rank + 1, _limit(comm, "scan_object", timeout)))
 
 
 def exscan_object(comm: Comm, obj: Any, op: Any = None, *, timeout: float | None = None
@@ -456,4 +451,4 @@ def exscan_object(comm: Comm, obj: Any, op: Any = None, *, timeout: float | None
     """``op`` folded over the objects of ranks 0 … rank − 1 (None on rank 0, as in mpi4py)."""
     fn = _python_op(op)
     before = _gathered(comm, obj, comm.rank, _limit(comm, "exscan_object", timeout))
-    return _fold(before, fn) if before else None
+    return reduce(fn, before) if before else None
