@@ -196,3 +196,52 @@ def test_communicators_made_while_others_are_in_flight_each_get_an_id(transport)
     for _ in range(5):
         contexts = _run(_three_at_once, 2, transport, timeout=100)
         assert len(set(contexts[0])) == 3 and contexts[0] == contexts[1], contexts
+
+
+def _opposite_orders(comm, cycles):
+    """``idup`` on the world and on a dup of it, begun in opposite orders on ranks 0 and 1
+    (MPI allows it: non-blocking calls on different communicators), ``cycles`` times: each
+    made with an id of its own and usable, then freed; and how many whole-mask rounds this
+    rank offered nothing in (another agreement held its ids)."""
+    from collops.runtime import context_ids
+
+    deferred = [0]
+    real = context_ids.ContextIds.whole
+
+    def counted(self, key):
+        got = real(self, key)
+        deferred[0] += got is None
+        return got
+
+    other = comm.dup()
+    context_ids.ContextIds.whole = counted  # inproc: the ranks' threads share the class
+    try:
+        got = []
+        for i in range(cycles):
+            if comm.rank % 2 == 0:
+                first, second = comm.idup(), other.idup()
+            else:
+                second, first = other.idup(), comm.idup()
+            a, b = first.wait(), second.wait()
+            scenarios._check_allreduce(a, 2 * i)
+            scenarios._check_allreduce(b, 2 * i + 1)
+            got.append((a.context, b.context))
+            a.free()
+            b.free()
+    finally:
+        context_ids.ContextIds.whole = real
+    other.free()
+    return got, deferred[0]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_idups_on_two_communicators_begun_in_opposite_orders_each_get_an_id(transport):
+    # each rank locked its window for the first agreement it began, so the two agreements'
+    # windows were disjoint and both went on to whole masks, each locking every id the
+    # other needed: CommunicatorLimit at the first cycle. Now one agreement at a time holds
+    # a rank's mask, the others offering nothing and trying again
+    results = _run(_opposite_orders, 2, transport, 60, timeout=100)
+    (mine, deferred), (theirs, also) = results
+    assert mine == theirs and all(a != b for a, b in mine), results
+    assert deferred + also > 0, results  # the case the rounds are for ran

@@ -12,6 +12,7 @@ does.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, Self
 
@@ -23,9 +24,14 @@ from .abandon import giving_up
 from .arguments import checked_int
 from .context_ids import (
     BOOTSTRAP,
+    MASK_WAIT,
     MASK_WORDS,
+    ROUNDS_ALGORITHM,
+    WHOLE_PHASES,
+    WHOLE_ROUNDS,
     WINDOW_WORDS,
     WORLD,
+    ContextIds,
     from_words,
     lowest,
     to_words,
@@ -80,36 +86,60 @@ class Communicators(FastPaths):
 
     # -- the id agreement ----------------------------------------------------------------------
     def _agree(self, call: str, values: list[int], seq: int, timeout: float | None,
-               phase: int = 0) -> Generator[Execution, None, tuple[np.ndarray, int, int]]:
+               phase: int = 0, cycle: int = WHOLE_PHASES
+               ) -> Generator[Execution, None, tuple[np.ndarray, int, int]]:
         """Allgather ``values`` and agree on a free id: ``(table of values, id, first call
-        number)`` — phase ``phase`` with the window, the next with whole masks if need be."""
+        number)`` — phase ``phase`` with the window, then rounds of whole masks if need be
+        (`context_ids`), in the ``cycle`` phases after it in turn (1: one round only)."""
         ids = self._contexts
         base, held = ids.window()
         held <<= base
         n = len(values)
+        key = (self.context, seq)
+        whole = 0
+        rounds = WHOLE_ROUNDS if cycle > 1 else 1
         try:
             table = yield from self._allgather_ints(
                 call, [*values, ids.floor, base, *to_words(held >> base, WINDOW_WORDS)], seq,
                 phase, timeout)
             start = int(table[:, n].max())
             context = _common_id([(int(r[n + 1]), from_words(r[n + 2:])) for r in table])
-            if context is None:
-                ids.unlock(held)
-                held = ids.whole()
+            ids.unlock(held)
+            held = 0
+            kept_waiting, round_ = False, 0
+            while context is None and round_ < rounds:
+                offered = ids.whole(key)
+                whole = offered or 0
                 masks = yield from self._allgather_ints(
-                    f"{call} (whole id masks)", to_words(held, MASK_WORDS), seq, phase + 1, timeout)
-                context = _common_id([(0, from_words(r)) for r in masks])
+                    f"{call} (whole id masks)", [int(offered is None),
+                                                 *to_words(whole, MASK_WORDS)],
+                    seq, phase + 1 + round_ % cycle, timeout, ROUNDS_ALGORITHM)
+                ids.put_back(key, whole)
+                whole = 0
+                context = _common_id([(0, from_words(r[1:])) for r in masks])
+                kept_waiting = bool(masks[:, 0].any())
+                if context is None and kept_waiting:  # another round, once this rank's mask
+                    round_ += 1                      # is free or a moment has passed
+                    if offered is None:
+                        yield _MaskFree(ids)  # type: ignore[misc]
+                else:
+                    break
             if context is None:
                 others = (ids.locked & ~held).bit_count()
                 raise CommunicatorLimit(
-                    f"{call} on {self.name}, rank {self.rank}: no communicator id is free on "
-                    f"every rank (a rank holds at most {CONTEXT_LIMIT - 2} communicators at "
-                    f"once: free() the ones no longer used; this rank holds "
-                    f"{ids.in_use - 2}" + (f", and {others} are offered to communicators "
-                                           "being made at the same time" if others else "")
-                    + ")")
+                    f"{call} on {self.name}, rank {self.rank}: " + (
+                        f"no communicator id agreed in {rounds} rounds: communicators being "
+                        "made at the same time on other communicators held the ids each time"
+                        if kept_waiting else
+                        "no communicator id is free on every rank (a rank holds at most "
+                        f"{CONTEXT_LIMIT - 2} communicators at once: free() the ones no longer "
+                        f"used; this rank holds {ids.in_use - 2}"
+                        + (f", and {others} are offered to communicators being made at the "
+                           "same time" if others else "") + ")"))
         finally:
             ids.unlock(held)
+            ids.put_back(key, whole)
+            ids.leave(key)
         return table[:, :n], context, start
 
     def _made(self, group: list[int], context: int, start: int, name: str) -> Comm:
@@ -144,7 +174,9 @@ class Communicators(FastPaths):
             flag = 0 if color is None else 1
             table, context, start = yield from self._agree(
                 call, [flag, 0 if color is None else color, key], seq,
-                self._timeout(None, call), phase)
+                self._timeout(None, call), phase,
+                # create_group's calls take two phases each (`create_group`): one round there
+                WHOLE_PHASES if phase == 0 else 1)
             if color is None:
                 return None
             members = [r for r in range(self.size) if table[r, 0] and table[r, 1] == color]
@@ -308,6 +340,25 @@ class Communicators(FastPaths):
         """Free the communicator, unless the block freed it already."""
         if not self.freed:
             self.free()
+
+
+class _MaskFree:
+    """An agreement whose rank offered no whole mask in its last round (another agreement
+    held it) waiting, before its next round, until no agreement holds this rank's mask or
+    `MASK_WAIT` seconds passed (a bound: agreements waiting on one another's masks across
+    ranks must not wait for ever), polled like an execution."""
+
+    __slots__ = ("ids", "deadline")
+
+    def __init__(self, ids: ContextIds) -> None:
+        self.ids = ids
+        #: when the next round goes whatever the mask (the engine's wait wakes by then)
+        self.deadline: float | None = time.monotonic() + MASK_WAIT
+
+    def poll(self) -> bool:
+        """Whether the next round may go."""
+        assert self.deadline is not None
+        return self.ids.holder is None or time.monotonic() >= self.deadline
 
 
 class _Turn:

@@ -28,9 +28,25 @@ never overlap: its communicator-making calls agree one at a time, in the calls' 
 while another makes a communicator). An agreement *locks* what it contributed until it is done;
 the others contribute only unlocked ids; the winner keeps its id and unlocks the rest. A
 window locks at most 256 ids, so concurrent windows leave each other room (the later one then
-takes an id past the earlier window: past the ids with a direct area, on ``shm``); a whole
-mask locks everything, which can only leave a concurrent agreement with no common id — the
-limit error, never a shared id. Blocking calls on one rank never overlap.
+takes an id past the earlier window: past the ids with a direct area, on ``shm``). But windows
+are locked in the order the agreements start on each rank, and two ranks that start two
+agreements in opposite orders (legal: ``a.idup(); b.idup()`` here, ``b.idup(); a.idup()``
+there) lock disjoint windows for each, so both go on to whole masks — which lock everything;
+so may two begun in the same order, when one rank unlocks the first window before the second
+agreement begins and the other after.
+Whole masks therefore go as MPICH's non-blocking context ids do: one agreement at a time holds
+a rank's mask (`ContextIds.whole`), the one with the lowest key (its parent's id, its call
+number: the same on every rank) among those waiting; the others offer nothing in that round
+and say so, and when some rank offered nothing and no id was common, every member tries again
+in the next round (in the call's next phase of `WHOLE_PHASES`, in turn), a rank that offered
+nothing first waiting a moment for its mask (`MASK_WAIT`). The rounds' allgather is
+`ROUNDS_ALGORITHM`'s messages, tagged by phase: a transport's slots tell calls apart by their
+number alone, and a rank already in round r + 2 rewrote a slot another still read for round r
+(ranks that agreed on different ids, and a communicator that hung). The lowest agreement
+waiting anywhere holds the mask on each of its ranks, so rounds do not go on for ever: only
+when every rank offered its whole mask and none is common is the limit reached — the limit
+error, never a shared id (`WHOLE_ROUNDS` caps the rounds all the same). Blocking calls on one
+rank never overlap.
 
 **Reuse is safe.** `free` lets the communicator's pending calls complete, then the transport
 takes back what the id held (`Transport.release_comm`: waiting until the readers of this
@@ -56,6 +72,17 @@ WINDOW_BITS = 256
 WINDOW_WORDS = WINDOW_BITS // 64
 #: words of a whole mask
 MASK_WORDS = CONTEXT_LIMIT // 64
+#: the phases an agreement's rounds of whole masks take in turn (after its window's): two, so
+#: that no rank runs a round while another still runs the one before it in the same phase (a
+#: rank starts round r + 2 only once every rank started r + 1, so finished r)
+WHOLE_PHASES = 2
+#: rounds of whole masks an agreement takes at most (each a small allgather)
+WHOLE_ROUNDS = 10_000
+#: seconds a rank that offered nothing waits for its mask before the next round (`_MaskFree`)
+MASK_WAIT = 1e-3
+#: the allgather of the rounds: messages tagged by phase (a transport's slots tell calls
+#: apart by their number alone, and every round of an agreement is the same call)
+ROUNDS_ALGORITHM = "bruck"
 _ALL = ((1 << CONTEXT_LIMIT) - 1) & ~(1 << WORLD) & ~(1 << BOOTSTRAP)
 
 
@@ -82,6 +109,9 @@ class ContextIds:
         self.locked = 0
         #: the highest call number a communicator this rank freed reached
         self.floor = 0
+        #: the agreements in their whole-mask rounds (by key), and the one holding the mask
+        self.waiting: set[tuple[int, int]] = set()
+        self.holder: tuple[int, int] | None = None
 
     @property
     def in_use(self) -> int:
@@ -100,11 +130,29 @@ class ContextIds:
         self.locked |= bits << base
         return base, bits
 
-    def whole(self) -> int:
-        """Every unlocked free id, locked until `unlock`."""
+    def whole(self, key: tuple[int, int]) -> int | None:
+        """Every unlocked free id, locked until `put_back`, for a round of the agreement
+        ``key``; None (nothing offered) while another agreement holds them, or one with a
+        lower key waits for them."""
+        self.waiting.add(key)
+        if self.holder is not None or min(self.waiting) != key:
+            return None
+        self.holder = key
         available = self.free & ~self.locked
         self.locked |= available
         return available
+
+    def put_back(self, key: tuple[int, int], bits: int) -> None:
+        """The agreement ``key`` is done with a whole-mask round that offered ``bits``."""
+        self.locked &= ~bits
+        if self.holder == key:
+            self.holder = None
+
+    def leave(self, key: tuple[int, int]) -> None:
+        """The agreement ``key`` is done with its whole-mask rounds."""
+        self.waiting.discard(key)
+        if self.holder == key:
+            self.holder = None
 
     def unlock(self, bits: int) -> None:
         """An agreement is done with the ids ``bits``."""

@@ -359,9 +359,12 @@ class Progress:
                 spins += 1
                 if spins > 16:
                     note_wait(self.transport, ex)  # a stall report, once past its threshold
-                    timeout = 0.05
-                    if ex.deadline is not None:
-                        timeout = max(0.0, min(timeout, ex.deadline - time.monotonic()))
+                    # until the earliest deadline of those in flight (each raises its own
+                    # timeout, or goes on, when polled past it)
+                    timeout, now = 0.05, time.monotonic()
+                    for waiting in self.active:
+                        if waiting.deadline is not None:
+                            timeout = max(0.0, min(timeout, waiting.deadline - now))
                     self.transport.wait_for_activity(timeout)
         except CollopsError as exc:
             locate_failure(exc, ex)

@@ -393,11 +393,12 @@ class PhaseGenerators(CommBase):
         return result.reshape(shape)
 
     def _allgather_ints(self, call: str, values: Sequence[int], seq: int, phase: int,
-                        timeout: float | None) -> Generator[Execution, None, np.ndarray]:
+                        timeout: float | None, algorithm: str | None = None
+                        ) -> Generator[Execution, None, np.ndarray]:
         mine = np.asarray(values, np.int64)
         result = np.empty(self.size * len(mine), np.int64)
         spec = make_spec("allgather", self.size, np.int64, count=len(mine))
-        yield self._execute(spec, mine, result, seq, phase, None, {}, timeout,
+        yield self._execute(spec, mine, result, seq, phase, algorithm, {}, timeout,
                             counts_signature=(call, "counts"))
         return result.reshape(self.size, len(mine))
 
