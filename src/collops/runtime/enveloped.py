@@ -181,15 +181,20 @@ class EnvelopedCalls(PhaseGenerators):
         if one is None:
             envelope.run_blocking(self, envelope.send, envelope.recv, seq, timeout,
                                   confirm=confirm)
+        self._root_result(data, x, result, bool(one), seq, timeout)
+        if one and not bound:
+            self._bind_known(envelope, root, x.dtype, shape, algorithm, (head, None, shape, known))
+        return result if result.shape == shape else result.reshape(shape)
+
+    def _root_result(self, data: PreparedCall, x: np.ndarray, result: np.ndarray, one: bool,
+                     seq: int, timeout: float | None) -> None:
+        """The root's ``result`` of a bcast or scatter call ``seq`` past the envelope: its own
+        data when the call went in one phase (``one``: MPI broadcast ``x`` itself), else the
+        data phase's (`_root_data` and a compiled known bcast's rest, `_bind_known`)."""
         if not one:
             data.run_blocking(self, x.reshape(-1), result.reshape(-1), seq, timeout, 1)
-        else:
-            if result is not x and not _same_bytes(result, x):
-                result.reshape(-1)[...] = x.reshape(-1)
-            if not bound:
-                self._bind_known(envelope, root, x.dtype, shape, algorithm,
-                                 (head, None, shape, known))
-        return result if result.shape == shape else result.reshape(shape)
+        elif result is not x and not _same_bytes(result, x):
+            result.reshape(-1)[...] = x.reshape(-1)
 
     def _known_reader(self, envelope: PreparedCall, signature: int, out: np.ndarray,
                       root: int, algorithm: str | None, timeout: float | None,
@@ -235,13 +240,9 @@ class EnvelopedCalls(PhaseGenerators):
                     if envelope.head is not head:
                         self._write_head(envelope, head)
                     result = np.empty(shape, dtype) if out is None else out
-                    if compiled.after_known(signature, envelope.send, envelope.recv, x, seq,
-                                            ended == 0):
-                        if result is not x:
-                            result[...] = x
-                    else:
-                        data.run_blocking(self, x.reshape(-1), result.reshape(-1), seq,
-                                          timeout, 1)
+                    self._root_result(data, x, result, compiled.after_known(
+                        signature, envelope.send, envelope.recv, x, seq, ended == 0), seq,
+                        timeout)
                     return result
             else:
                 signature = known
