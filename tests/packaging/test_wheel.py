@@ -5,6 +5,7 @@ can run and executes an 8-byte allreduce on the compiled path; the metadata is c
 from __future__ import annotations
 
 import email.parser
+import fcntl
 import os
 import re
 import subprocess
@@ -26,9 +27,27 @@ RUNNERS = tuple(name.replace(".", "/") + "." for name in re.findall(
 
 
 @pytest.fixture(scope="module")
-def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sdist and wheel built from this checkout (the wheel is built from the sdist)."""
-    out = tmp_path_factory.mktemp("dist")
+def dist(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """The sdist and wheel built from this checkout (the wheel is built from the sdist), once
+    per test session: pytest-xdist workers that run this module's tests at once share one
+    build, under a lock (two builds at once write the same checkout's build files)."""
+    if worker_id == "master":
+        return _built(tmp_path_factory.mktemp("dist"))
+    shared = tmp_path_factory.getbasetemp().parent / "dist"  # the session's, every worker's
+    shared.mkdir(exist_ok=True)
+    with open(shared / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not (shared / ".built").exists():
+                _built(shared)
+                (shared / ".built").touch()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return shared
+
+
+def _built(out: Path) -> Path:
+    """``out``, holding the sdist and the wheel `python -m build` made of this checkout."""
     done = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
                           capture_output=True, text=True, timeout=600,
                           env={**os.environ, "COLLOPS_REQUIRE_COMPILED": "1"})
