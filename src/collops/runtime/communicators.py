@@ -125,7 +125,7 @@ class Communicators(FastPaths):
                 else:
                     break
             if context is None:
-                others = (ids.locked & ~held).bit_count()
+                others = ids.locked.bit_count()  # this agreement holds none of them now
                 raise CommunicatorLimit(
                     f"{call} on {self.name}, rank {self.rank}: " + (
                         f"no communicator id agreed in {rounds} rounds: communicators being "
@@ -136,9 +136,8 @@ class Communicators(FastPaths):
                         f"used; this rank holds {ids.in_use - 2}"
                         + (f", and {others} are offered to communicators being made at the "
                            "same time" if others else "") + ")"))
-        finally:
-            ids.unlock(held)
-            ids.put_back(key, whole)
+        finally:  # what a failed phase left locked, and the rounds' place
+            ids.unlock(held | whole)
             ids.leave(key)
         return table[:, :n], context, start
 
