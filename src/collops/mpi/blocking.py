@@ -136,7 +136,9 @@ class BlockingCall:
         self.transport, self.spec, self.rank, self.native = transport, spec, call.rank, call
         self.collective = spec.collective
         MPI = self._MPI = transport._MPI
-        transport.collective_comm(call.group, call.context, 0)  # its pool made
+        pending = transport.pool_wait(call.group, call.context)
+        if pending is not None:  # its pool made, the calls in flight progressed meanwhile
+            call.progress.wait(pending)
         self.pool_key = (call.group, call.context)
         check = bool(call.params.get("check", 1)) and spec.size > 1
         self.board: Board | None = transport.board(call.group, call.context) if check else None

@@ -386,6 +386,12 @@ class NativeExecution:
     def _begin(self) -> bool:
         """Start the first MPI operation unless an earlier call still holds the slot, or (on
         a node's board) the other ranks have not posted this call yet."""
+        if self.mc is None:  # the communicator's first call: its pool is being made
+            assert self.call is not None
+            self.mc = self.transport.collective_comm(self.call.group, self.call.context,
+                                                     self.seq % COLLECTIVE_SLOTS)
+            if self.mc is None:
+                return False
         board = self.board
         if not self.posted:
             if self.call is not None:
@@ -521,7 +527,9 @@ class NativeExecution:
 
     def timeout_error(self) -> CollectiveTimeout:
         """The error describing where this call stopped."""
-        if self.agreement is not None:
+        if self.mc is None:
+            where = "for its communicator's MPI communicators to be made (MPI_Comm_idup)"
+        elif self.agreement is not None:
             where = "agreeing on the call with the ranks of other nodes"
         elif self.request is None and self.posted:
             where = "for the other ranks of this node to start it"
@@ -549,7 +557,8 @@ def start(call: NativeCall, send: np.ndarray | None, recv: np.ndarray | None, se
         raise ScheduleError(f"{spec.collective}[{flavour.name}] needs the MPI transport, not "
                             f"{call.transport_name}")
     # every operation of the call on one MPI communicator, started in the call's order; a
-    # call waits for the earlier calls sharing that communicator (see the module's "Ordering")
+    # call waits for the earlier calls sharing that communicator (see the module's "Ordering");
+    # None while the communicator's pool is being made (its first call: `collective_comm`)
     mc = transport.collective_comm(call.group, call.context, seq % COLLECTIVE_SLOTS)
     return NativeExecution(transport, mc, spec, call.rank, send, recv,
                            bool(call.params.get("check", 1)), timeout, call, seq, phase,

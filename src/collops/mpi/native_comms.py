@@ -1,8 +1,18 @@
 """The MPI transport's communicators for MPI's own collectives (``mpi_native``, ``hier``).
 
-Each collops communicator gets a small pool of MPI communicators, made where it is first
-used; on one node a fingerprint board beside it, across nodes an agreement channel (see
-`collective_comm`). `NativeComms` is the part of `MpiTransport` that keeps them.
+Each collops communicator gets a small pool of MPI communicators, begun by its first
+``mpi_native`` call with ``MPI_Comm_idup`` and waited for without blocking (`collective_comm`);
+on one node a fingerprint board, made with the communicator (`board_made`); across nodes an
+agreement channel, made with the pool. `NativeComms` is the part of `MpiTransport` that keeps
+them.
+
+Why not made by blocking calls where first used: MPI lets ranks begin non-blocking
+collectives on two communicators in opposite orders, and two ranks each blocked in the
+making of a different communicator's (``MPI_Comm_create_group``, ``MPI_Win_allocate_shared``)
+wait for each other for ever. A duplication begun on the communicator's own point-to-point MPI
+communicator, on which nothing else is collective, is ordered by that communicator's calls
+alone; the board needs a blocking call (MPI has no non-blocking shared window), so it is made
+where the communicator is, which every member reaches at the same point of its calls.
 """
 
 from __future__ import annotations
@@ -11,7 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import CollectiveMismatch, TransportError
+from .. import config
+from ..errors import CollectiveMismatch, CollectiveTimeout, CommunicatorLimit, TransportError
 from .board import Board
 from .channel import Channel
 from .liveness import BlockingGuard
@@ -20,12 +31,26 @@ from .liveness import BlockingGuard
 COLLECTIVE_SLOTS = 8
 
 
-def mpi_error(rank: int, what: str, exc: Any) -> TransportError:
-    """The collops error for MPI's error ``exc`` on ``rank`` while doing ``what``."""
+#: what MPICH says when it has no communicator context left
+_OUT_OF_CONTEXTS = "Too many communicators"
+#: MPI communicators a collops communicator holds: its point-to-point two, its board's window
+#: (two in MPICH), and `COLLECTIVE_SLOTS` more once ``mpi_native`` runs on it
+MPI_COMMS_EACH = 4
+
+
+def mpi_error(rank: int, what: str, exc: Any) -> TransportError | CommunicatorLimit:
+    """The collops error for MPI's error ``exc`` on ``rank`` while doing ``what``:
+    `CommunicatorLimit` when MPI has no communicator left, else `TransportError`."""
     try:
         message = exc.Get_error_string()
     except Exception:  # noqa: BLE001 - any description will do
         message = str(exc)
+    if _OUT_OF_CONTEXTS in message:
+        return CommunicatorLimit(
+            f"rank {rank}: {what} failed: MPI has no communicator left (each collops "
+            f"communicator holds {MPI_COMMS_EACH} of MPI's, {MPI_COMMS_EACH + COLLECTIVE_SLOTS} "
+            "once mpi_native runs on it): free() the communicators no longer used. MPI error: "
+            f"{message}")
     return TransportError(f"rank {rank}: {what} failed: MPI error: {message}")
 
 
@@ -49,49 +74,130 @@ class NativeComms:
     _boards_made: dict[tuple[int, ...], int]
     _channels: dict[tuple[tuple[int, ...], int], Channel]
     _links: dict[tuple[tuple[int, ...], int], Any]
+    #: pools being made: their MPI communicators and ``MPI_Comm_idup`` requests
+    _making_pools: dict[tuple[tuple[int, ...], int], tuple[list[Any], list[Any]]]
     _hier: dict[int, tuple[Any, Any]]
     _capabilities: Any
     #: a guard for a blocking MPI call (`MpiTransport.blocking`)
     blocking: Callable[[str], BlockingGuard]
+    watch: Callable[..., None]
+    unwatch: Callable[[Any], None]
 
     def collective_comm(self, group: tuple[int, ...], context: int, slot: int) -> Any:
-        """An MPI communicator over ``group`` (world ranks, in order) for MPI's collectives.
+        """An MPI communicator over ``group`` (world ranks, in order) for MPI's collectives;
+        None while the pool is being made (`pool_wait` waits for it).
 
         Each collops communicator (``group``, ``context``) gets `COLLECTIVE_SLOTS` MPI
         communicators; ``slot`` is taken modulo their number. MPI requires collectives on one
         communicator to start in the same order on every rank: the caller (``mpi_native``)
         keeps that order, by giving all of a call's operations one slot and starting a call's
         operations only once the earlier calls sharing its slot have finished. The world's
-        pool is made with the transport; another group's on its first use (a blocking step,
-        collective over the group's ranks).
+        pool is made with the transport. Another communicator's is begun by its first
+        ``mpi_native`` call, without blocking (`_begin_pool`): that call may be non-blocking,
+        and ranks may begin such calls on two communicators in opposite orders.
         """
         key = (group, context)
         pool = self._pools.get(key)
         if pool is None:
-            base = self._collective_base
-            members = base.Get_group().Incl(list(group))
-            try:
-                with self.blocking("MPI_Comm_create_group"):
-                    first = returning_errors(self._MPI,
-                                              base.Create_group(members, context & 0x7FFF))
-                    pool = [first] + [first.Dup() for _ in range(COLLECTIVE_SLOTS - 1)]
-                    board = self._boards[key] = self._board_for(group, first)
-                    if board is None and len(group) > 1:
-                        self._channels[key] = Channel(returning_errors(self._MPI,
-                                                                        first.Dup()))
-            except self._MPI.Exception as exc:
-                raise mpi_error(self.rank, f"making an MPI communicator over ranks "
-                                f"{list(group)}", exc) from exc
-            finally:
-                members.Free()
-            self._pools[key] = pool
+            pool = self._pool_made(key)
+            if pool is None:
+                return None
         return pool[slot % len(pool)]
+
+    def pool_wait(self, group: tuple[int, ...], context: int) -> PoolWait | None:
+        """What to wait for (progressing the other calls) until ``collective_comm`` of
+        ``(group, context)`` is made; None when it is."""
+        if self.collective_comm(group, context, 0) is not None:
+            return None
+        return PoolWait(self, group, context)
+
+    def _pool_made(self, key: tuple[tuple[int, ...], int]) -> list[Any] | None:
+        """The pool of ``key`` once made: begun here if it was not, None while MPI makes
+        it."""
+        pending = self._making_pools.get(key)
+        if pending is None:
+            from .p2p import link_comm
+            parent = link_comm(self._links, *key)
+            if parent is None:  # a communicator with no MPI communicator of its own
+                return self._pool_blocking(key)
+            pending = self._making_pools[key] = self._begin_pool(key, parent)
+        try:
+            done = self._MPI.Request.Testall(pending[1])
+        except self._MPI.Exception as exc:
+            raise mpi_error(self.rank, f"making MPI communicators over ranks {list(key[0])}",
+                            exc) from exc
+        if not done:
+            return None
+        del self._making_pools[key]
+        for request in pending[1]:
+            self.unwatch(request)
+        comms = [returning_errors(self._MPI, comm) for comm in pending[0]]
+        pool = self._pools[key] = comms[:COLLECTIVE_SLOTS]
+        if len(comms) > COLLECTIVE_SLOTS:
+            self._channels[key] = Channel(comms[COLLECTIVE_SLOTS])
+        return pool
+
+    def _begin_pool(self, key: tuple[tuple[int, ...], int], parent: Any
+                    ) -> tuple[list[Any], list[Any]]:
+        """``MPI_Comm_idup`` of ``parent`` (the communicator's own point-to-point MPI
+        communicator, on which no other collective runs) for each slot of the pool, and for
+        the agreement channel when there is no board: ``(communicators, requests)``. Every
+        member begins the same duplications at its first ``mpi_native`` call, so their order
+        on ``parent`` is the same on every rank whichever call begins them."""
+        group = key[0]
+        wanted = COLLECTIVE_SLOTS + (self._boards.get(key) is None and len(group) > 1)
+        comms, requests = [], []
+        try:
+            for _ in range(wanted):
+                comm, request = parent.Idup()
+                comms.append(comm)
+                requests.append(request)
+        except self._MPI.Exception as exc:
+            raise mpi_error(self.rank, "making MPI communicators over ranks "
+                            f"{list(group)} (MPI_Comm_idup)", exc) from exc
+        for request in requests:
+            self.watch(request, group)
+        return comms, requests
+
+    def _pool_blocking(self, key: tuple[tuple[int, ...], int]) -> list[Any]:
+        """The pool of a communicator with no MPI communicator of its own (a create_group's
+        agreement among the group), made by ``MPI_Comm_create_group`` on the spot."""
+        group, context = key
+        base = self._collective_base
+        members = base.Get_group().Incl(list(group))
+        try:
+            with self.blocking("MPI_Comm_create_group"):
+                first = returning_errors(self._MPI,
+                                          base.Create_group(members, context & 0x7FFF))
+                pool = [first] + [first.Dup() for _ in range(COLLECTIVE_SLOTS - 1)]
+                board = self._boards[key] = self._board_for(group, first)
+                if board is None and len(group) > 1:
+                    self._channels[key] = Channel(returning_errors(self._MPI, first.Dup()))
+        except self._MPI.Exception as exc:
+            raise mpi_error(self.rank, f"making an MPI communicator over ranks "
+                            f"{list(group)}", exc) from exc
+        finally:
+            members.Free()
+        self._pools[key] = pool
+        return pool
+
+    def board_made(self, group: tuple[int, ...], context: int, comm: Any) -> None:
+        """Make the fingerprint board of collops communicator ``(group, context)`` over
+        ``comm`` (its own MPI communicator), where the communicator is made: collective over
+        its ranks, at the same point on each, unlike a first ``mpi_native`` call (`Board`);
+        under the caller's `MpiTransport.blocking` guard."""
+        try:
+            self._boards[(group, context)] = self._board_for(group, comm)
+        except self._MPI.Exception as exc:
+            raise mpi_error(self.rank, "making the fingerprint board over ranks "
+                            f"{list(group)}", exc) from exc
 
     def release_comm(self, context: int, group: tuple[int, ...],
                      timeout: float | None) -> None:
         """Free the MPI communicators a freed collops communicator had for MPI's own
         collectives (every member frees the same pool: MPI_Comm_free is collective)."""
         from .p2p import free_link
+        self._pool_settled(tuple(group), context, timeout)
         free_link(self, self._links, tuple(group), context)
         late = self._settle_board(tuple(group), context, timeout)
         board = self._boards.get((tuple(group), context))
@@ -122,6 +228,20 @@ class NativeComms:
                 mc.Free()
             except self._MPI.Exception as exc:
                 raise mpi_error(self.rank, "freeing an MPI communicator", exc) from exc
+    def _pool_settled(self, group: tuple[int, ...], context: int, timeout: float | None
+                      ) -> None:
+        """Let a pool still being made for a freed communicator (its first call given up)
+        finish, for up to ``timeout`` (10 s if None), so it is freed with the rest; one that
+        does not finish (a member never began it) is left to MPI."""
+        key = (group, context)
+        end = time.monotonic() + (10.0 if timeout is None else timeout)
+        while key in self._making_pools and self._pool_made(key) is None:
+            if time.monotonic() > end:
+                for request in self._making_pools.pop(key)[1]:
+                    self.unwatch(request)
+                return
+            time.sleep(1e-3)
+
     def _settle_board(self, group: tuple[int, ...], context: int, timeout: float | None
                       ) -> CollectiveMismatch | None:
         """Check the call this rank deferred last on the board of ``group`` (`Board.settle`)
@@ -183,3 +303,30 @@ class NativeComms:
         """The fingerprint board of ``collective_comm``'s pool over ``group`` (made with it;
         None when its ranks span nodes or there is one)."""
         return self._boards.get((group, context))
+
+
+class PoolWait:
+    """A wait for a communicator's pool (`NativeComms.pool_wait`), polled like an
+    `Execution` by the progress engine, which progresses the other calls meanwhile; past
+    ``COLLOPS_TIMEOUT`` (if set) a `CollectiveTimeout`."""
+
+    left = 1
+
+    def __init__(self, comms: NativeComms, group: tuple[int, ...], context: int) -> None:
+        self.comms, self.group, self.context = comms, group, context
+        timeout = config.settings.timeout
+        self.timeout = timeout
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+
+    def poll(self) -> bool:
+        """Whether the pool is made."""
+        if self.comms.collective_comm(self.group, self.context, 0) is not None:
+            self.left = 0
+            return True
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise CollectiveTimeout(
+                f"rank {self.comms.rank}: the MPI communicators of mpi_native's first call on "
+                f"the communicator over ranks {list(self.group)} were not made within "
+                f"{self.timeout} s (MPI_Comm_idup: a member has not begun its first "
+                "mpi_native call)")
+        return False

@@ -280,22 +280,31 @@ Links = dict[tuple[tuple[int, ...], int], Any]
 
 def make_link(transport: Any, links: Links, group: tuple[int, ...], context: int) -> None:
     """Make the two MPI communicators of collops communicator ``(group, context)`` (collective
-    over ``group``, where the collops communicator is made); `link_of` wraps them."""
+    over ``group``, where the collops communicator is made, under the caller's
+    `MpiTransport.blocking` guard); `link_of` wraps them."""
     if (group, context) in links:
         return
     MPI = transport._MPI
     members = transport.comm.Get_group().Incl(list(group))
     try:
-        with transport.blocking("MPI_Comm_create_group"):
-            mc = transport.comm.Create_group(members, 0x4000 | (context & 0x3FFF))
-            mc.Set_errhandler(MPI.ERRORS_RETURN)
-            data = mc.Dup()
+        mc = transport.comm.Create_group(members, 0x4000 | (context & 0x3FFF))
+        mc.Set_errhandler(MPI.ERRORS_RETURN)
+        data = mc.Dup()
     except MPI.Exception as exc:
         raise mpi_error(transport.rank, "making the point-to-point MPI communicators over "
                         f"ranks {list(group)}", exc) from exc
     finally:
         members.Free()
     links[(group, context)] = (mc, data)
+
+
+def link_comm(links: Links, group: tuple[int, ...], context: int) -> Any:
+    """The first MPI communicator of collops communicator ``(group, context)``'s link (None
+    if it has none): the parent of its other MPI communicators (`NativeComms`)."""
+    found = links.get((group, context))
+    if found is None:
+        return None
+    return found.mc if isinstance(found, Link) else found[0]
 
 
 def link_of(transport: Any, links: Links, group: tuple[int, ...], context: int) -> Link | None:

@@ -148,6 +148,7 @@ class MpiTransport(NativeComms, Transport):
         self._pools: dict[tuple[tuple[int, ...], int], list[Any]] = {
             (tuple(range(self.size)), 0):
                 [self._collective_base.Dup() for _ in range(COLLECTIVE_SLOTS)]}
+        self._making_pools: dict[tuple[tuple[int, ...], int], tuple[list[Any], list[Any]]] = {}
         self._peers = NodePeers({})
         #: (group, context) -> each collops communicator's MPI point-to-point (`p2p.Link`)
         self._links: dict[tuple[tuple[int, ...], int], Any] = {
@@ -488,9 +489,16 @@ class MpiTransport(NativeComms, Transport):
     # -- point-to-point on MPI's own (`mpi/p2p.py`) ----------------------------------------------
     def communicator_made(self, group: tuple[int, ...], context: int) -> None:
         """Make the MPI communicators of collops communicator ``(group, context)``'s
-        point-to-point: called where that communicator is made, collectively over ``group``."""
-        from .p2p import make_link
-        make_link(self, self._links, group, context)
+        point-to-point, and its fingerprint board: called where that communicator is made,
+        collectively over ``group``."""
+        from .p2p import free_link, link_comm, make_link
+        with self.blocking("MPI_Comm_create_group"):
+            make_link(self, self._links, group, context)
+            try:
+                self.board_made(group, context, link_comm(self._links, group, context))
+            except BaseException:
+                free_link(self, self._links, group, context)
+                raise
 
     def point_to_point_link(self, group: tuple[int, ...], context: int) -> Any:
         """The `p2p.Link` of collops communicator ``(group, context)`` (None: it was not made

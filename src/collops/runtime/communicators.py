@@ -147,8 +147,12 @@ class Communicators(FastPaths):
         from .comm import Comm
         self._contexts.take(context)
         made = getattr(self.transport, "communicator_made", None)
-        if made is not None:  # MPI: the new communicator's own MPI one, for point-to-point
-            made(tuple(group), context)
+        if made is not None:  # MPI: the new communicator's own MPI ones (point-to-point, board)
+            try:
+                made(tuple(group), context)
+            except BaseException:
+                self._contexts.release(context, start)  # the id is not used after all
+                raise
         comm = Comm(self.transport, group, context, progress=self._progress,
                     contexts=self._contexts, timeout=self.timeout, name=name)
         comm._call_number[0] = start

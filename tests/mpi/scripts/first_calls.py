@@ -1,0 +1,112 @@
+"""First ``mpi_native`` calls on two new communicators, begun in opposite orders on the ranks:
+``python first_calls.py CYCLES``.
+
+MPI lets ranks begin non-blocking collectives on two communicators in any order. A
+communicator's MPI communicators for MPI's own collectives are made by its first
+``mpi_native`` call; made by blocking calls there, rank 0 making the first communicator's
+while rank 1 made the second's waited for ever. Each cycle, on communicators made by
+``dup``, ``idup`` (their ids agreed in opposite orders too) and ``split``:
+
+* even ranks begin ``iallreduce`` on ``a`` then ``ibcast`` on ``b``, odd ranks the reverse,
+  and wait in opposite orders as well;
+* then a blocking first call: ``allgather`` on a third communicator, made while a non-blocking
+  call on ``a`` is in flight;
+
+every result against numpy; then all are freed. Prints ``{"rank": r, "cycles": n,
+"wrong": [...], "pools": pools alive at the end}``.
+
+``python first_calls.py late``: rank 0 begins a first ``iallreduce`` with ``timeout=1`` that
+rank 1 never begins; rank 0's wait raises `CollectiveTimeout`, both free the communicator
+(rank 0's unfinished MPI communicators left to MPI), and a new one's first calls are right.
+Prints ``{"rank": r, "error": [type, message], "after": right?}``.
+"""
+
+import json
+import sys
+
+import numpy as np
+
+import collops
+
+NATIVE = ("allreduce", "bcast", "allgather")
+
+
+def native(comm):
+    for collective in NATIVE:
+        comm.set_algorithm(collective, "mpi_native")
+    return comm
+
+
+def made(comm, how, i):
+    if how == "dup":
+        return comm.dup(), comm.dup()
+    if how == "split":
+        return comm.split(0, -comm.rank), comm.split(i % 2, comm.rank)
+    first, second = (comm.idup(), comm.idup())
+    return first.wait(), second.wait()
+
+
+def cycle(comm, how, i, wrong):
+    p, r = comm.size, comm.rank
+    a, b = (native(c) for c in made(comm, how, i))
+    x = np.arange(4, dtype=np.float64) + r + i
+    want_sum = sum(np.arange(4, dtype=np.float64) + k + i for k in range(p))
+    root = i % b.size
+    y = np.full(3, float(i + b.rank), dtype=np.float64)
+    want_b = np.full(3, float(i + root))
+    if r % 2 == 0:
+        ra, rb = a.iallreduce(x), b.ibcast(y, root=root)
+        got_a, got_b = ra.wait(), rb.wait()
+    else:
+        rb, ra = b.ibcast(y, root=root), a.iallreduce(x)
+        got_b, got_a = rb.wait(), ra.wait()
+    if not np.array_equal(got_a, want_sum):
+        wrong.append([how, i, "iallreduce", got_a.tolist()])
+    if not np.array_equal(got_b, want_b):
+        wrong.append([how, i, "ibcast", got_b.tolist()])
+    pending = a.iallreduce(x)
+    c = native(comm.dup())
+    got_c = c.allgather(np.array([r + i], dtype=np.int64))
+    if not np.array_equal(got_c, np.arange(p) + i):
+        wrong.append([how, i, "allgather", got_c.tolist()])
+    if not np.array_equal(pending.wait(), want_sum):
+        wrong.append([how, i, "iallreduce in flight"])
+    for d in (a, b, c):
+        d.free()
+
+
+def late(comm):
+    import time
+    a = native(comm.dup())
+    error = [None, ""]
+    if comm.rank == 0:
+        try:
+            a.iallreduce(np.ones(2), timeout=1.0).wait()
+        except collops.CollopsError as exc:
+            error = [type(exc).__name__, str(exc)]
+    else:
+        time.sleep(1.5)
+    a.timeout = 1.0
+    a.free()
+    b = native(comm.dup())
+    after = b.iallreduce(np.ones(2)).wait().tolist() == [comm.size] * 2
+    b.free()
+    print(json.dumps({"rank": comm.rank, "error": error, "after": after}), flush=True)
+
+
+def main():
+    comm = collops.init()
+    if sys.argv[1] == "late":
+        late(comm)
+        return
+    cycles = int(sys.argv[1])
+    wrong = []
+    for i in range(cycles):
+        for how in ("dup", "idup", "split"):
+            cycle(comm, how, i, wrong)
+    print(json.dumps({"rank": comm.rank, "cycles": cycles, "wrong": wrong,
+                      "pools": len(comm.transport._pools)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

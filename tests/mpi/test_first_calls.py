@@ -1,0 +1,53 @@
+"""A communicator's first ``mpi_native`` calls begun in opposite orders on the ranks (MPI
+allows it for non-blocking calls on different communicators) complete, under real
+``mpiexec`` (`scripts/first_calls.py`): its MPI communicators are made without blocking. And
+running out of MPI's communicators is a `CommunicatorLimit` (`scripts/mpi_limit.py`)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("mpi4py")
+
+from tests.mpi.harness import MPIEXEC, by_rank, mpirun  # noqa: E402
+
+pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec (pip install mpich)")
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("ranks,per_node", [(2, None), (3, None), (4, "2"), (2, "1")])
+def test_first_native_calls_on_two_communicators_in_opposite_orders_complete(ranks, per_node):
+    # before: rank 0 blocked making the first communicator's MPI communicators, rank 1 the
+    # second's, each waiting for the other for ever. Across "nodes" (COLLOPS_RANKS_PER_NODE)
+    # the agreement channel comes with the pool
+    options = () if per_node is None else ("-genv", "COLLOPS_RANKS_PER_NODE", per_node)
+    proc = mpirun(ranks, "first_calls.py", "6", timeout=120, options=options)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for rank, report in by_rank(proc, ranks).items():
+        assert report["cycles"] == 6 and report["wrong"] == [], (rank, report)
+        assert report["pools"] == 1, (rank, report)  # the freed communicators' pools went
+
+
+@pytest.mark.timeout(120)
+def test_a_first_native_call_a_member_never_begins_times_out_naming_the_making():
+    proc = mpirun(2, "first_calls.py", "late", timeout=90)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    reports = by_rank(proc, 2)
+    kind, message = reports[0]["error"]
+    assert kind == "CollectiveTimeout", reports
+    assert "rank 0" in message and "allreduce[mpi_native]" in message, message
+    assert "MPI communicators to be made" in message, message
+    assert reports[1]["error"] == [None, ""], reports
+    assert reports[0]["after"] and reports[1]["after"], reports
+
+
+@pytest.mark.timeout(150)
+def test_running_out_of_mpi_communicators_is_a_communicator_limit_and_free_gives_them_back():
+    proc = mpirun(2, "mpi_limit.py", timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for rank, report in by_rank(proc, 2).items():
+        kind, message = report["error"]
+        assert kind == "CommunicatorLimit", report
+        assert f"rank {rank}" in message and "free()" in message, message
+        assert report["live"] > 300, report  # MPICH's 2,048 contexts, 4 per communicator
+        assert report["after"], report
