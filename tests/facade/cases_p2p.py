@@ -41,6 +41,29 @@ def case_send_recv(comm: Any) -> list[tuple[str, Any, Any]]:
     buf = data(r, 2)
     comm.Sendrecv_replace(buf, dest=right, sendtag=3, source=left, recvtag=3)
     results.append(("Sendrecv_replace", buf, data(left, 2)))
+    # Isendrecv_replace whose incoming message is already here: rank 0 posts after the others
+    # sent theirs (its receive completes as it is posted) and must still send what its buffer
+    # held before (it once sent the message it had just received)
+    buf = data(r, 3)
+    if r == 0:
+        comm.Barrier()
+        comm.Isendrecv_replace(buf, dest=right, sendtag=4, source=left, recvtag=4).Wait()
+    else:
+        request = comm.Isendrecv_replace(buf, dest=right, sendtag=4, source=left, recvtag=4)
+        comm.Barrier()
+        request.Wait()
+    results.append(("Isendrecv_replace, its message already here", buf, data(left, 3)))
+    buf = data(r, 3)  # the same through Isendrecv with one buffer for both sides
+    if r == 0:
+        comm.Barrier()
+        comm.Isendrecv(buf, dest=right, sendtag=6, recvbuf=buf, source=left, recvtag=6).Wait()
+    else:
+        request = comm.Isendrecv(buf.copy(), dest=right, sendtag=6, recvbuf=buf, source=left,
+                                 recvtag=6)
+        comm.Barrier()
+        request.Wait()
+    results.append(("Isendrecv into its send buffer, its message already here", buf,
+                    data(left, 3)))
     null = np.full(2, 9.0)
     status = MPI.Status()
     comm.Recv(null, source=MPI.PROC_NULL, status=status)

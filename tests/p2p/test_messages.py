@@ -290,6 +290,33 @@ def test_sendrecv_ring_small_and_large(run):
             assert obj == {"from": left}
 
 
+def test_sendrecv_into_its_own_send_buffer_sends_what_it_held(run):
+    # rank 0 calls after the others sent theirs, so its receive may complete as it is posted;
+    # it must still send its buffer's values from before (as MPI's Sendrecv_replace), small
+    # and large, the whole buffer or a view of it
+    def body(comm):
+        right, left = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
+        got = []
+        for n in (3, 1 << 18):
+            for tag, view in enumerate((slice(None), slice(1, n + 1))):
+                x = np.full(n + 2, float(comm.rank))
+                buf = x[view]
+                if comm.rank == 0:
+                    comm.barrier()
+                    comm.sendrecv(buf, right, tag, out=buf, source=left, recvtag=tag)
+                else:
+                    receive = comm.irecv(buf.copy(), source=left, tag=tag)
+                    send = comm.isend(buf.copy(), right, tag)
+                    comm.barrier()
+                    send.wait()
+                    buf = receive.wait()[0]
+                got.append(bool((buf == left).all()))
+        return got
+
+    for p in (2, 3):
+        assert all(all(g) for g in run(body, p))
+
+
 def test_cancel_a_pending_receive(run):
     def body(comm):
         if comm.rank == 0:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CollopsError
+from ..runtime.overlap import may_overlap
 from ..runtime.p2p import loaded
 from .buffers import fast_array, message
 from .constants import ANY_SOURCE, ANY_TAG
@@ -227,6 +228,8 @@ class PointToPoint:
         out = None if recvbuf is None else self._out(recvbuf, "Isendrecv", stage)
         x = self._in(sendbuf, "Isendrecv", stage)
         stage.pack()
+        if out is not None and may_overlap(out, x):  # the receive may complete at once
+            x = x.copy()
         receive = self._do("irecv", "Isendrecv", out, source, recvtag)
         send = self._do("isend", "Isendrecv", x, dest, sendtag)
         return Request(_Both(send, receive), stage.finisher())
@@ -237,8 +240,9 @@ class PointToPoint:
         stage = Stage()
         arr = self._out(buf, "Isendrecv_replace", stage)
         stage.pack()
+        outgoing = arr.copy()  # before the receive is posted: it may complete at once
         receive = self._do("irecv", "Isendrecv_replace", arr, source, recvtag)
-        send = self._do("isend", "Isendrecv_replace", arr.copy(), dest, sendtag)
+        send = self._do("isend", "Isendrecv_replace", outgoing, dest, sendtag)
         return Request(_Both(send, receive), stage.finisher())
 
     def Sendrecv_replace(self, buf: Any, dest: int, sendtag: int = 0,

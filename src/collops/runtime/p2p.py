@@ -21,6 +21,7 @@ from ..errors import ArgumentError
 from .arguments import checked_int, writeable_buffer
 from .commbase import CommBase
 from .matching import ANY_SOURCE, ANY_TAG, PROC_NULL, TAG_UB
+from .overlap import may_overlap
 from .p2p_channel import Channel
 from .p2p_mpi import MpiChannel
 from .request import Request
@@ -271,7 +272,12 @@ class P2P(CommBase):
     def sendrecv(self, x: Any, dest: int, sendtag: int = 0, out: Any = None,
                  source: int = ANY_SOURCE, recvtag: int = ANY_TAG, *,
                  timeout: float | None = None) -> tuple[Any, Status]:
-        """Send ``x`` to ``dest`` and receive from ``source`` at once (no deadlock in a ring)."""
+        """Send ``x`` to ``dest`` and receive from ``source`` at once (no deadlock in a ring).
+        An ``out`` that shares memory with ``x`` gets what arrives, and ``x``'s values as they
+        were are sent (as MPI's ``Sendrecv_replace``)."""
+        if out is not None and isinstance(x, np.ndarray) and isinstance(out, np.ndarray) \
+                and may_overlap(out, x):
+            x = x.copy()  # the receive may complete as it is posted, before the send reads x
         receive = self._start_recv("sendrecv", out, source, recvtag, timeout)
         self._complete(self._start_send("sendrecv", x, dest, sendtag, False, timeout))
         return self._complete(receive)  # type: ignore[no-any-return]
