@@ -166,3 +166,11 @@ def test_device_buffers_and_none_in_place():
 def test_reduce_local_counts_must_match():
     with pytest.raises(ValueError, match="inoutbuf"):
         MPI.SUM.Reduce_local(np.zeros(2), np.zeros(3))
+
+
+def test_reduce_local_datatypes_must_match():
+    # mpi4py checks it before MPI: ValueError, and the buffer is left as it was
+    inout = np.arange(3, dtype=np.int16)
+    with pytest.raises(ValueError, match="datatypes"):
+        MPI.SUM.Reduce_local([np.arange(3, dtype=np.intc), 1, MPI.INT], [inout, 1, MPI.SHORT])
+    assert inout.tolist() == [0, 1, 2]

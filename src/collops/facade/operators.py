@@ -130,11 +130,12 @@ class Op:
         left = message(inbuf, "Reduce_local", "inbuf", None, False, 1, stage)[0]
         right = message(inoutbuf, "Reduce_local", "inoutbuf", None, True, 1, stage)[0]
         stage.pack()
-        if left.size != right.size:
-            from ..errors import ArgumentError
-            from .exceptions import mpi_error
-            raise mpi_error(ArgumentError("Reduce_local", "inoutbuf", right.size, f"has "
-                                          f"{right.size} elements, inbuf {left.size}"))
+        if left.size != right.size:  # mpi4py's own checks raise ValueError, before MPI
+            raise ValueError(f"Reduce_local: mismatch in inbuf count {left.size} and inoutbuf "
+                             f"count {right.size}")
+        if left.dtype != right.dtype:
+            raise ValueError(f"Reduce_local: mismatch in inbuf and inoutbuf datatypes "
+                             f"({left.dtype} and {right.dtype})")
         op = self.for_buffers("Reduce_local")
         op.check(right.dtype, "Reduce_local")
         op.combine_into(right, left, right.copy())
