@@ -51,3 +51,16 @@ def test_running_out_of_mpi_communicators_is_a_communicator_limit_and_free_gives
         assert f"rank {rank}" in message and "free()" in message, message
         assert report["live"] > 300, report  # MPICH's 2,048 contexts, 4 per communicator
         assert report["after"], report
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("ranks,per_node", [(4, "2"), (3, "1"), (2, None)])
+def test_first_hier_calls_on_two_communicators_in_opposite_orders_complete(ranks, per_node):
+    # hier's node and leader communicators per slot were split by the first hier call on
+    # each: the same wait for ever across "nodes". Within one node they are the call's own
+    options = () if per_node is None else ("-genv", "COLLOPS_RANKS_PER_NODE", per_node)
+    proc = mpirun(ranks, "first_calls.py", "4", "hier", timeout=120, options=options)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for rank, report in by_rank(proc, ranks).items():
+        assert report["cycles"] == 4 and report["wrong"] == [], (rank, report)
+        assert report["pools"] == 1, (rank, report)

@@ -10,8 +10,9 @@ barrier = barrier within each node, among the leaders, within each node again.
 The node of each rank is the transport's (`Capabilities.node_of_rank`: MPI's
 ``COMM_TYPE_SHARED`` split, or ``COLLOPS_RANKS_PER_NODE`` to split one machine's ranks into
 "nodes" for tests). The node-local phases run as MPI's own collectives on sub-communicators
-of the call's MPI communicator — one per node, one among the leaders, made by ``MPI_Comm_split``
-on the first ``hier`` call on each of them (`MpiTransport.hier_comms`) — rather than through an
+of the call's MPI communicator — one per node, one among the leaders, duplicated from the ones
+the communicator gets where it is made by its first ``hier`` call, without blocking
+(`MpiTransport.hier_comms`); within one node the call's own — rather than through an
 MPI-3 shared-memory window: MPI's node-local collectives already move the bytes through shared
 memory (MPICH's POSIX collectives), with no copy into a window and no Python-level
 synchronisation, and the same code runs when ``COLLOPS_RANKS_PER_NODE`` splits one machine.
@@ -53,11 +54,21 @@ def operation_for(MPI: Any, call: NativeCall, blocking: bool) -> Operation:
         # phases node by node would change the operands' order: MPI's own over all ranks
         return cached_operation(MPI, call.spec, call.rank, blocking)
     return hier_operation(MPI, call.spec, layout,
-                          lambda mc: transport.hier_comms(mc, layout.mine, layout.leader),
+                          lambda mc: transport.hier_comms(call.group, call.context, mc,
+                                                          layout.mine, layout.leader, blocking),
                           blocking)
 
 
-HIER = Flavour(NAME, operation_for)
+def comms_ready(call: NativeCall, mc: Any) -> bool:
+    """Whether ``hier``'s node and leader communicators under ``mc`` are made (begun by the
+    first call that asks: `MpiTransport.hier_comms`)."""
+    nodes = call.transport.capabilities().node_of_rank
+    layout = Layout(tuple(nodes[g] for g in call.group), call.rank)
+    return call.transport.hier_comms(call.group, call.context, mc, layout.mine,
+                                     layout.leader) is not None
+
+
+HIER = Flavour(NAME, operation_for, comms_ready)
 
 
 def register() -> None:

@@ -290,6 +290,9 @@ class Flavour:
 
     name: str
     operation: Callable[[Any, NativeCall, bool], Operation]
+    #: ``ready(call, mc)``: whether a non-blocking call's operation may be made on ``mc`` now
+    #: (what it needs besides ``mc`` is made, begun by the first call that asks); None: always
+    ready: Callable[[NativeCall, Any], bool] | None = None
 
 
 def _native_operation(MPI: Any, call: NativeCall, blocking: bool) -> Operation:
@@ -328,7 +331,7 @@ class NativeExecution:
     __slots__ = ("transport", "mc", "spec", "rank", "send", "recv", "request", "left",
                  "deadline", "timeout", "fingerprint", "agreement", "check", "call", "seq",
                  "context", "waiting_for", "failed", "board", "key", "posted",
-                 "waking", "flavour", "steps", "what", "phase")
+                 "waking", "flavour", "steps", "what", "phase", "comms_made")
 
     def __init__(self, transport: MpiTransport, mc: Any, spec: CallSpec, rank: int,
                  send: np.ndarray | None, recv: np.ndarray | None, check: bool,
@@ -367,6 +370,8 @@ class NativeExecution:
         self.waiting_for: int | None = None
         self.failed = False
         self.request: Any = None
+        #: what the flavour needs besides ``mc`` is made (`Flavour.ready`)
+        self.comms_made = False
         try:
             self._begin()
         except transport._MPI.Exception as exc:
@@ -392,6 +397,11 @@ class NativeExecution:
                                                      self.seq % COLLECTIVE_SLOTS)
             if self.mc is None:
                 return False
+        if not self.comms_made:
+            ready = self.flavour.ready
+            if ready is not None and self.call is not None and not ready(self.call, self.mc):
+                return False
+            self.comms_made = True
         board = self.board
         if not self.posted:
             if self.call is not None:
@@ -527,7 +537,7 @@ class NativeExecution:
 
     def timeout_error(self) -> CollectiveTimeout:
         """The error describing where this call stopped."""
-        if self.mc is None:
+        if self.mc is None or not self.comms_made:
             where = "for its communicator's MPI communicators to be made (MPI_Comm_idup)"
         elif self.agreement is not None:
             where = "agreeing on the call with the ranks of other nodes"

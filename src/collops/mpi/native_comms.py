@@ -25,6 +25,7 @@ from .. import config
 from ..errors import CollectiveMismatch, CollectiveTimeout, CommunicatorLimit, TransportError
 from .board import Board
 from .channel import Channel
+from .idups import IdupBatch
 from .liveness import BlockingGuard
 
 #: MPI communicators per collops communicator for MPI's own collectives (see `collective_comm`)
@@ -74,8 +75,13 @@ class NativeComms:
     _boards_made: dict[tuple[int, ...], int]
     _channels: dict[tuple[tuple[int, ...], int], Channel]
     _links: dict[tuple[tuple[int, ...], int], Any]
-    #: pools being made: their MPI communicators and ``MPI_Comm_idup`` requests
-    _making_pools: dict[tuple[tuple[int, ...], int], tuple[list[Any], list[Any]]]
+    #: pools being made (`collective_comm`)
+    _making_pools: dict[tuple[tuple[int, ...], int], IdupBatch]
+    #: each communicator spanning nodes: its node's and its leaders' MPI communicators, made
+    #: with it, the parents of ``hier``'s per slot (`hier_comms`)
+    _hier_bases: dict[tuple[tuple[int, ...], int], tuple[Any, Any]]
+    #: ``hier``'s communicators being made, per collops communicator
+    _making_hier: dict[tuple[tuple[int, ...], int], IdupBatch]
     _hier: dict[int, tuple[Any, Any]]
     _capabilities: Any
     #: a guard for a blocking MPI call (`MpiTransport.blocking`)
@@ -93,7 +99,7 @@ class NativeComms:
         keeps that order, by giving all of a call's operations one slot and starting a call's
         operations only once the earlier calls sharing its slot have finished. The world's
         pool is made with the transport. Another communicator's is begun by its first
-        ``mpi_native`` call, without blocking (`_begin_pool`): that call may be non-blocking,
+        ``mpi_native`` call, without blocking (`IdupBatch`): that call may be non-blocking,
         and ranks may begin such calls on two communicators in opposite orders.
         """
         key = (group, context)
@@ -120,44 +126,33 @@ class NativeComms:
             parent = link_comm(self._links, *key)
             if parent is None:  # a communicator with no MPI communicator of its own
                 return self._pool_blocking(key)
-            pending = self._making_pools[key] = self._begin_pool(key, parent)
-        try:
-            done = self._MPI.Request.Testall(pending[1])
-        except self._MPI.Exception as exc:
-            raise mpi_error(self.rank, f"making MPI communicators over ranks {list(key[0])}",
-                            exc) from exc
-        if not done:
+            # a duplicate of its own point-to-point communicator (on which nothing else is
+            # collective) for each slot, and for the agreement channel when it has no board
+            wanted = COLLECTIVE_SLOTS + (self._boards.get(key) is None and len(key[0]) > 1)
+            pending = self._making_pools[key] = self._idups(key, [parent] * wanted)
+        if not self._settled_idups(key, pending, "making MPI communicators"):
             return None
         del self._making_pools[key]
-        for request in pending[1]:
-            self.unwatch(request)
-        comms = [returning_errors(self._MPI, comm) for comm in pending[0]]
-        pool = self._pools[key] = comms[:COLLECTIVE_SLOTS]
-        if len(comms) > COLLECTIVE_SLOTS:
-            self._channels[key] = Channel(comms[COLLECTIVE_SLOTS])
+        pool = self._pools[key] = pending.comms[:COLLECTIVE_SLOTS]
+        if len(pending.comms) > COLLECTIVE_SLOTS:
+            self._channels[key] = Channel(pending.comms[COLLECTIVE_SLOTS])
         return pool
 
-    def _begin_pool(self, key: tuple[tuple[int, ...], int], parent: Any
-                    ) -> tuple[list[Any], list[Any]]:
-        """``MPI_Comm_idup`` of ``parent`` (the communicator's own point-to-point MPI
-        communicator, on which no other collective runs) for each slot of the pool, and for
-        the agreement channel when there is no board: ``(communicators, requests)``. Every
-        member begins the same duplications at its first ``mpi_native`` call, so their order
-        on ``parent`` is the same on every rank whichever call begins them."""
-        group = key[0]
-        wanted = COLLECTIVE_SLOTS + (self._boards.get(key) is None and len(group) > 1)
-        comms, requests = [], []
+    def _idups(self, key: tuple[tuple[int, ...], int], parents: list[Any]) -> IdupBatch:
+        """`IdupBatch` of ``parents`` for collops communicator ``key``."""
         try:
-            for _ in range(wanted):
-                comm, request = parent.Idup()
-                comms.append(comm)
-                requests.append(request)
+            return IdupBatch(self._MPI, parents, key[0], self.watch, self.unwatch)
         except self._MPI.Exception as exc:
-            raise mpi_error(self.rank, "making MPI communicators over ranks "
-                            f"{list(group)} (MPI_Comm_idup)", exc) from exc
-        for request in requests:
-            self.watch(request, group)
-        return comms, requests
+            raise mpi_error(self.rank, f"making MPI communicators over ranks {list(key[0])} "
+                            "(MPI_Comm_idup)", exc) from exc
+
+    def _settled_idups(self, key: tuple[tuple[int, ...], int], batch: IdupBatch, what: str,
+                       wait: bool = False) -> bool:
+        """Whether ``batch`` is done (`IdupBatch.done`), MPI's errors as collops'."""
+        try:
+            return batch.done(wait)
+        except self._MPI.Exception as exc:
+            raise mpi_error(self.rank, f"{what} over ranks {list(key[0])}", exc) from exc
 
     def _pool_blocking(self, key: tuple[tuple[int, ...], int]) -> list[Any]:
         """The pool of a communicator with no MPI communicator of its own (a create_group's
@@ -199,6 +194,9 @@ class NativeComms:
         from .p2p import free_link
         self._pool_settled(tuple(group), context, timeout)
         free_link(self, self._links, tuple(group), context)
+        for base in self._hier_bases.pop((tuple(group), context), ()):
+            if base is not None:
+                base.Free()
         late = self._settle_board(tuple(group), context, timeout)
         board = self._boards.get((tuple(group), context))
         if board is not None and board.broken is not None:
@@ -222,7 +220,7 @@ class NativeComms:
         # stays, for the next communicator over the group (`_board_for`): MPI_Win_free
         # synchronises its node, which a free must not.
         freed = [comm for mc in pool or () for comm in self._hier.pop(id(mc), ())
-                 if comm is not None]
+                 if comm is not None and comm is not mc]  # within a node: ``mc`` itself
         for mc in [*freed, *(pool or ())]:
             try:
                 mc.Free()
@@ -237,10 +235,19 @@ class NativeComms:
         end = time.monotonic() + (10.0 if timeout is None else timeout)
         while key in self._making_pools and self._pool_made(key) is None:
             if time.monotonic() > end:
-                for request in self._making_pools.pop(key)[1]:
-                    self.unwatch(request)
-                return
+                self._making_pools.pop(key).forget()
+                break
             time.sleep(1e-3)
+        hier = self._making_hier.get(key)
+        while hier is not None and not self._settled_idups(key, hier, "making hier's MPI "
+                                                           "communicators"):
+            if time.monotonic() > end:
+                hier.forget()
+                break
+            time.sleep(1e-3)
+        if hier is not None and hier.finished:  # its communicators go with the pool's
+            self._hier_installed(key, hier)
+        self._making_hier.pop(key, None)
 
     def _settle_board(self, group: tuple[int, ...], context: int, timeout: float | None
                       ) -> CollectiveMismatch | None:
@@ -261,20 +268,72 @@ class NativeComms:
             return exc
         return None
 
-    def hier_comms(self, mc: Any, node: int, leader: bool) -> tuple[Any, Any]:
-        """The MPI communicators of ``hier``'s phases under ``mc`` (one of `collective_comm`'s):
-        this rank's node's, and the node leaders' (None off the leaders). Made by
-        ``MPI_Comm_split`` on their first use, at the same point of ``mc``'s calls on every
-        rank (a call's operations start in order on its MPI communicator)."""
+    def hier_comms(self, group: tuple[int, ...], context: int, mc: Any, node: int,
+                   leader: bool, wait: bool = False) -> tuple[Any, Any] | None:
+        """The MPI communicators of ``hier``'s phases under ``mc`` (one of `collective_comm`'s
+        for collops communicator ``(group, context)``): this rank's node's, and the node
+        leaders' (None off the leaders); None while they are being made (``wait``: block
+        until they are, in a blocking call).
+
+        A communicator spanning nodes has its node's and its leaders' MPI communicators from
+        where it is made (`hier_bases_made`); the first ``hier`` call duplicates them for
+        every slot at once (`IdupBatch`), without blocking: it may be non-blocking, begun on
+        two communicators in opposite orders. Within one node the node's is ``mc`` itself (a
+        call's steps go on it one after the other, and no other call starts on it meanwhile)
+        and there are no leaders to join. A create_group's agreement, with no communicator of
+        its own, splits ``mc`` on the spot, at the same point of ``mc``'s calls on every
+        rank."""
         got = self._hier.get(id(mc))
-        if got is None:
+        if got is not None:
+            return got
+        key = (group, context)
+        nodes = self._capabilities.node_of_rank
+        if len({nodes[r] for r in group}) < 2:  # one node: its calls' own MPI communicator
+            got = self._hier[id(mc)] = (mc, None)
+            return got
+        bases = self._hier_bases.get(key)
+        if bases is None or key not in self._pools:
             MPI = self._MPI
             rank = mc.Get_rank()
             node_comm = returning_errors(MPI, mc.Split(node, rank))
             leaders = mc.Split(0 if leader else MPI.UNDEFINED, rank)
             got = self._hier[id(mc)] = (
                 node_comm, None if leaders == MPI.COMM_NULL else returning_errors(MPI, leaders))
-        return got
+            return got
+        pending = self._making_hier.get(key)
+        if pending is None:
+            parents = [bases[0]] * COLLECTIVE_SLOTS + \
+                ([bases[1]] * COLLECTIVE_SLOTS if bases[1] is not None else [])
+            pending = self._making_hier[key] = self._idups(key, parents)
+        if not self._settled_idups(key, pending, "making hier's MPI communicators", wait):
+            return None
+        self._hier_installed(key, pending)
+        return self._hier[id(mc)]
+
+    def _hier_installed(self, key: tuple[tuple[int, ...], int], batch: IdupBatch) -> None:
+        """``hier``'s communicators of ``batch`` (done) kept for the slots of ``key``'s pool,
+        which they are freed with."""
+        self._making_hier.pop(key, None)
+        comms = batch.comms
+        for i, slot in enumerate(self._pools.get(key, ())):
+            self._hier[id(slot)] = (comms[i], comms[COLLECTIVE_SLOTS + i]
+                                    if len(comms) > COLLECTIVE_SLOTS else None)
+
+    def hier_bases_made(self, group: tuple[int, ...], context: int, comm: Any) -> None:
+        """Split ``comm`` (collops communicator ``(group, context)``'s own, where it is made)
+        into this rank's node's and the node leaders' MPI communicators, when ``group`` spans
+        nodes: the parents of ``hier``'s (`hier_comms`)."""
+        from .hier import Layout
+        nodes = self._capabilities.node_of_rank
+        if len({nodes[r] for r in group}) < 2:
+            return
+        MPI = self._MPI
+        rank = comm.Get_rank()
+        layout = Layout(tuple(nodes[r] for r in group), rank)
+        node_comm = comm.Split(layout.mine, rank)
+        leaders = comm.Split(0 if layout.leader else MPI.UNDEFINED, rank)
+        self._hier_bases[(group, context)] = (
+            node_comm, None if leaders == MPI.COMM_NULL else leaders)
 
     def _board_for(self, group: tuple[int, ...], comm: Any) -> Board | None:
         """A board over ``comm`` (collective over it) when ``group`` lies on one node — as

@@ -148,7 +148,9 @@ class MpiTransport(NativeComms, Transport):
         self._pools: dict[tuple[tuple[int, ...], int], list[Any]] = {
             (tuple(range(self.size)), 0):
                 [self._collective_base.Dup() for _ in range(COLLECTIVE_SLOTS)]}
-        self._making_pools: dict[tuple[tuple[int, ...], int], tuple[list[Any], list[Any]]] = {}
+        self._making_pools: dict[tuple[tuple[int, ...], int], Any] = {}
+        self._hier_bases: dict[tuple[tuple[int, ...], int], tuple[Any, Any]] = {}
+        self._making_hier: dict[tuple[tuple[int, ...], int], Any] = {}
         self._peers = NodePeers({})
         #: (group, context) -> each collops communicator's MPI point-to-point (`p2p.Link`)
         self._links: dict[tuple[tuple[int, ...], int], Any] = {
@@ -165,6 +167,8 @@ class MpiTransport(NativeComms, Transport):
         self._channels = {key: Channel(self._collective_base.Dup())
                           for key, board in self._boards.items()
                           if board is None and len(key[0]) > 1}
+        world = tuple(range(self.size))
+        self.hier_bases_made(world, 0, self._links[(world, 0)][0])
         ranks_here = nodes.count(nodes[self.rank])
         s = config.settings
         self._spin_seconds = s.spin_seconds if ranks_here <= cpus_here else 0.0
@@ -495,7 +499,9 @@ class MpiTransport(NativeComms, Transport):
         with self.blocking("MPI_Comm_create_group"):
             make_link(self, self._links, group, context)
             try:
-                self.board_made(group, context, link_comm(self._links, group, context))
+                own = link_comm(self._links, group, context)
+                self.board_made(group, context, own)
+                self.hier_bases_made(group, context, own)
             except BaseException:
                 free_link(self, self._links, group, context)
                 raise

@@ -13,7 +13,9 @@ while rank 1 made the second's waited for ever. Each cycle, on communicators mad
   call on ``a`` is in flight;
 
 every result against numpy; then all are freed. Prints ``{"rank": r, "cycles": n,
-"wrong": [...], "pools": pools alive at the end}``.
+"wrong": [...], "pools": pools alive at the end}``. ``python first_calls.py CYCLES hier``: the
+same with ``hier`` (node-local phases and one among the node leaders), whose node and leader
+communicators per slot are made by the first ``hier`` call.
 
 ``python first_calls.py late``: rank 0 begins a first ``iallreduce`` with ``timeout=1`` that
 rank 1 never begins; rank 0's wait raises `CollectiveTimeout`, both free the communicator
@@ -31,9 +33,12 @@ import collops
 NATIVE = ("allreduce", "bcast", "allgather")
 
 
+ALGORITHM = "hier" if "hier" in sys.argv[2:] else "mpi_native"
+
+
 def native(comm):
     for collective in NATIVE:
-        comm.set_algorithm(collective, "mpi_native")
+        comm.set_algorithm(collective, ALGORITHM)
     return comm
 
 
