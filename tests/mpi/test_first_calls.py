@@ -64,3 +64,21 @@ def test_first_hier_calls_on_two_communicators_in_opposite_orders_complete(ranks
     for rank, report in by_rank(proc, ranks).items():
         assert report["cycles"] == 4 and report["wrong"] == [], (rank, report)
         assert report["pools"] == 1, (rank, report)
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("ranks,per_node,algorithm", [(3, None, "mpi_native"),
+                                                      (2, None, "hier"), (4, "2", "hier")])
+def test_idups_begun_and_waited_in_any_order_on_three_communicators(ranks, per_node,
+                                                                     algorithm):
+    # each rank begins and waits its idups in an order of its own: their agreements end in
+    # different orders on different ranks, and each rank made the new communicator's MPI
+    # communicators by blocking calls where its agreement ended (rank 0 the first's, rank 1
+    # the second's: for ever, in 3 runs of 3). Now they are begun at the idup, without
+    # blocking, and the board waits for the first blocking call
+    options = () if per_node is None else ("-genv", "COLLOPS_RANKS_PER_NODE", per_node)
+    args = ("idups", "25") + (("hier",) if algorithm == "hier" else ())
+    proc = mpirun(ranks, "first_calls.py", *args, timeout=120, options=options)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for rank, report in by_rank(proc, ranks).items():
+        assert report["wrong"] == [] and report["pools"] == 1, (rank, report)

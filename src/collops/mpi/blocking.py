@@ -136,6 +136,7 @@ class BlockingCall:
         self.transport, self.spec, self.rank, self.native = transport, spec, call.rank, call
         self.collective = spec.collective
         MPI = self._MPI = transport._MPI
+        transport.made_due(call.group, call.context)  # an idup's board, at this first call
         pending = transport.pool_wait(call.group, call.context)
         if pending is not None:  # its pool made, the calls in flight progressed meanwhile
             call.progress.wait(pending)

@@ -21,9 +21,14 @@ class IdupBatch:
     usable once `done`. Their requests are watched (``watch(request, group)``: a completion
     wakes the transport's wait, a dead member of ``group`` is named) until then."""
 
+    #: polled like an execution (`poll`), it has no time limit of its own: every member began
+    #: it, so MPI completes it without any further call of theirs
+    deadline = None
+
     def __init__(self, MPI: Any, parents: Sequence[Any], group: tuple[int, ...],
-                 watch: Callable[..., None], unwatch: Callable[[Any], None]) -> None:
-        self._MPI, self._unwatch = MPI, unwatch
+                 watch: Callable[..., None], unwatch: Callable[[Any], None],
+                 failed: Callable[[Any], Exception] | None = None) -> None:
+        self._MPI, self._unwatch, self._failed = MPI, unwatch, failed
         self.comms: list[Any] = []
         self.requests: list[Any] = []
         #: every duplication completed (`done`)
@@ -47,6 +52,15 @@ class IdupBatch:
         for comm in self.comms:
             comm.Set_errhandler(self._MPI.ERRORS_RETURN)
         return True
+
+    def poll(self) -> bool:
+        """`done`, polled like an execution: MPI's error raised as ``failed`` makes it."""
+        try:
+            return self.done()
+        except self._MPI.Exception as exc:
+            if self._failed is None:
+                raise
+            raise self._failed(exc) from exc
 
     def forget(self) -> None:
         """Stop watching the requests (done, or given up: the communicators are left to

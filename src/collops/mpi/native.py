@@ -347,6 +347,12 @@ class NativeExecution:
         self.left = 1
         self.timeout = timeout
         self.deadline = None if timeout is None else time.monotonic() + timeout
+        if flavour.ready is not None and call is not None and \
+                transport.due(call.group, call.context):
+            # an idup's communicator before its first blocking call (`made_due`): what the
+            # flavour needs is not made, MPI's own collective over all ranks does its work
+            # (decided here, where every rank starts the call, not when it posts)
+            flavour = Flavour(flavour.name, _native_operation)
         self.flavour = flavour
         self.what = f"{spec.collective}[{flavour.name}]"
         self.fingerprint = call_fingerprint(spec, flavour.name)

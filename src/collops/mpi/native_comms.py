@@ -82,6 +82,8 @@ class NativeComms:
     _hier_bases: dict[tuple[tuple[int, ...], int], tuple[Any, Any]]
     #: ``hier``'s communicators being made, per collops communicator
     _making_hier: dict[tuple[tuple[int, ...], int], IdupBatch]
+    #: communicators made by ``idup`` whose board and ``hier`` parents wait for `made_due`
+    _due: set[tuple[tuple[int, ...], int]]
     _hier: dict[int, tuple[Any, Any]]
     _capabilities: Any
     #: a guard for a blocking MPI call (`MpiTransport.blocking`)
@@ -140,8 +142,11 @@ class NativeComms:
 
     def _idups(self, key: tuple[tuple[int, ...], int], parents: list[Any]) -> IdupBatch:
         """`IdupBatch` of ``parents`` for collops communicator ``key``."""
+        rank, group = self.rank, list(key[0])
         try:
-            return IdupBatch(self._MPI, parents, key[0], self.watch, self.unwatch)
+            return IdupBatch(self._MPI, parents, key[0], self.watch, self.unwatch,
+                             lambda exc: mpi_error(rank, "making MPI communicators over ranks "
+                                                   f"{group} (MPI_Comm_idup)", exc))
         except self._MPI.Exception as exc:
             raise mpi_error(self.rank, f"making MPI communicators over ranks {list(key[0])} "
                             "(MPI_Comm_idup)", exc) from exc
@@ -176,6 +181,36 @@ class NativeComms:
         self._pools[key] = pool
         return pool
 
+    def communicator_begun(self, group: tuple[int, ...], context: int) -> IdupBatch | None:
+        """Begin, where an ``idup`` of collops communicator ``(group, context)`` is called,
+        its new communicator's point-to-point MPI communicators: two duplicates of the
+        parent's second one (on which nothing else is collective), in the parent's call
+        order, polled until done (`communicator_made` takes them). None: the parent has no
+        MPI communicator of its own (the new one is made the blocking way)."""
+        from .p2p import link_comm
+        parent = link_comm(self._links, group, context, second=True)
+        return None if parent is None else self._idups((group, context), [parent, parent])
+
+    def made_due(self, group: tuple[int, ...], context: int) -> None:
+        """Make what an ``idup``'s communicator could not get without blocking — its board,
+        and across nodes ``hier``'s node and leader communicators — at its first blocking
+        ``mpi_native`` call (`blocking.BlockingCall`): a point every member reaches in the
+        same place of its calls. Non-blocking calls before it agree through the channel and
+        run ``hier`` as one MPI collective."""
+        key = (group, context)
+        if key not in self._due:
+            return
+        self._due.discard(key)
+        from .p2p import link_comm
+        own = link_comm(self._links, group, context)
+        with self.blocking("MPI_Win_allocate_shared"):
+            self.board_made(group, context, own)
+            self.hier_bases_made(group, context, own)
+
+    def due(self, group: tuple[int, ...], context: int) -> bool:
+        """Whether ``(group, context)`` waits for `made_due`."""
+        return (group, context) in self._due
+
     def board_made(self, group: tuple[int, ...], context: int, comm: Any) -> None:
         """Make the fingerprint board of collops communicator ``(group, context)`` over
         ``comm`` (its own MPI communicator), where the communicator is made: collective over
@@ -192,6 +227,7 @@ class NativeComms:
         """Free the MPI communicators a freed collops communicator had for MPI's own
         collectives (every member frees the same pool: MPI_Comm_free is collective)."""
         from .p2p import free_link
+        self._due.discard((tuple(group), context))
         self._pool_settled(tuple(group), context, timeout)
         free_link(self, self._links, tuple(group), context)
         for base in self._hier_bases.pop((tuple(group), context), ()):
@@ -207,8 +243,8 @@ class NativeComms:
             if late is not None:
                 raise late
             return
+        self._boards.pop((tuple(group), context), None)
         if board is not None:  # its shared window serves the next board over the group
-            del self._boards[(tuple(group), context)]
             self._spare_boards.setdefault(tuple(group), {})[board.serial] = board
         pool = self._pools.pop((tuple(group), context), None)
         channel = self._channels.pop((tuple(group), context), None)

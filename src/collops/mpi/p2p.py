@@ -298,13 +298,16 @@ def make_link(transport: Any, links: Links, group: tuple[int, ...], context: int
     links[(group, context)] = (mc, data)
 
 
-def link_comm(links: Links, group: tuple[int, ...], context: int) -> Any:
+def link_comm(links: Links, group: tuple[int, ...], context: int, second: bool = False) -> Any:
     """The first MPI communicator of collops communicator ``(group, context)``'s link (None
-    if it has none): the parent of its other MPI communicators (`NativeComms`)."""
+    if it has none): the parent of its other MPI communicators (`NativeComms`); ``second``:
+    the second, the parent of an ``idup``'s."""
     found = links.get((group, context))
     if found is None:
         return None
-    return found.mc if isinstance(found, Link) else found[0]
+    if isinstance(found, Link):
+        return found.data if second else found.mc
+    return found[1] if second else found[0]
 
 
 def link_of(transport: Any, links: Links, group: tuple[int, ...], context: int) -> Link | None:

@@ -151,6 +151,7 @@ class MpiTransport(NativeComms, Transport):
         self._making_pools: dict[tuple[tuple[int, ...], int], Any] = {}
         self._hier_bases: dict[tuple[tuple[int, ...], int], tuple[Any, Any]] = {}
         self._making_hier: dict[tuple[tuple[int, ...], int], Any] = {}
+        self._due: set[tuple[tuple[int, ...], int]] = set()
         self._peers = NodePeers({})
         #: (group, context) -> each collops communicator's MPI point-to-point (`p2p.Link`)
         self._links: dict[tuple[tuple[int, ...], int], Any] = {
@@ -491,11 +492,17 @@ class MpiTransport(NativeComms, Transport):
         return BlockingGuard(self._peers, self.rank, call, abort_job)
 
     # -- point-to-point on MPI's own (`mpi/p2p.py`) ----------------------------------------------
-    def communicator_made(self, group: tuple[int, ...], context: int) -> None:
+    def communicator_made(self, group: tuple[int, ...], context: int, begun: Any = None
+                          ) -> None:
         """Make the MPI communicators of collops communicator ``(group, context)``'s
         point-to-point, and its fingerprint board: called where that communicator is made,
-        collectively over ``group``."""
+        collectively over ``group``. ``begun``: an ``idup``'s (`communicator_begun`, done),
+        whose point-to-point ones it holds; its board waits (`made_due`)."""
         from .p2p import free_link, link_comm, make_link
+        if begun is not None:
+            self._links[(group, context)] = (begun.comms[0], begun.comms[1])
+            self._due.add((group, context))
+            return
         with self.blocking("MPI_Comm_create_group"):
             make_link(self, self._links, group, context)
             try:

@@ -141,15 +141,19 @@ class Communicators(FastPaths):
             ids.leave(key)
         return table[:, :n], context, start
 
-    def _made(self, group: list[int], context: int, start: int, name: str) -> Comm:
+    def _made(self, group: list[int], context: int, start: int, name: str,
+              begun: Any = None) -> Comm:
         """This rank's communicator ``context`` over ``group`` (job ranks), calls from
-        ``start``."""
+        ``start``; ``begun``: what the transport began for it at the call (`idup`), done."""
         from .comm import Comm
         self._contexts.take(context)
         made = getattr(self.transport, "communicator_made", None)
         if made is not None:  # MPI: the new communicator's own MPI ones (point-to-point, board)
             try:
-                made(tuple(group), context)
+                if begun is None:
+                    made(tuple(group), context)
+                else:
+                    made(tuple(group), context, begun)
             except BaseException:
                 self._contexts.release(context, start)  # the id is not used after all
                 raise
@@ -159,7 +163,7 @@ class Communicators(FastPaths):
         return comm
 
     def _split(self, call: str, color: int | None, key: int, seq: int, name: str,
-               phase: int = 0) -> Generator[Execution, None, Comm | None]:
+               phase: int = 0, begun: Any = None) -> Generator[Execution, None, Comm | None]:
         """The phases of a split (see `split`) whose call number is ``seq``.
 
         The communicator-making calls on one communicator agree and make theirs one at a time,
@@ -168,7 +172,12 @@ class Communicators(FastPaths):
         (MPI's ``MPI_Comm_create_group`` in `communicator_made`), which two ranks making them
         in other orders would deadlock; and agreements in flight at once on a rank lock ids the
         others then cannot offer, which left a later one with no id common to every rank (two
-        ``idup``s and a ``dup``: `CommunicatorLimit`, a run in three)."""
+        ``idup``s and a ``dup``: `CommunicatorLimit`, a run in three).
+
+        Calls on different communicators are not ordered that way: ``idup``s on two of them
+        may end in different orders on different ranks. So an ``idup`` has the transport begin
+        what it makes without blocking where the call is made, in its parent's call order
+        (``begun``: the transport's ``communicator_begun``), and waits for it here, polled."""
         making = self._making
         making.append(seq)
         try:
@@ -184,7 +193,14 @@ class Communicators(FastPaths):
                 return None
             members = [r for r in range(self.size) if table[r, 0] and table[r, 1] == color]
             members.sort(key=lambda r: (int(table[r, 2]), r))
-            return self._made([self._group[r] for r in members], context, start, name)
+            if begun is not None and not begun.poll():
+                self._contexts.take(context)  # the id is this one's while MPI makes its own
+                try:
+                    yield begun
+                except BaseException:
+                    self._contexts.release(context, start)
+                    raise
+            return self._made([self._group[r] for r in members], context, start, name, begun)
         finally:
             making.remove(seq)
 
@@ -217,9 +233,12 @@ class Communicators(FastPaths):
     def idup(self) -> Request:
         """`dup` without blocking: a `Request` whose value is the new communicator."""
         seq = self._reserve()
+        begin = getattr(self.transport, "communicator_begun", None)
+        begun = None if begin is None else begin(tuple(self._group), self.context)
 
         def phases() -> Generator[Execution, None, Comm]:
-            new = yield from self._split("idup", 0, self.rank, seq, f"{self.name}.dup")
+            new = yield from self._split("idup", 0, self.rank, seq, f"{self.name}.dup",
+                                         begun=begun)
             assert new is not None
             return self._inherit(new)
 

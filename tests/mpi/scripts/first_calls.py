@@ -17,6 +17,10 @@ every result against numpy; then all are freed. Prints ``{"rank": r, "cycles": n
 same with ``hier`` (node-local phases and one among the node leaders), whose node and leader
 communicators per slot are made by the first ``hier`` call.
 
+``python first_calls.py idups CYCLES [hier]``: ``idup`` s on three communicators begun and
+waited in an order of each rank's own, then each new one's first calls (`idups`). Prints
+``{"rank": r, "wrong": [...], "pools": n}``.
+
 ``python first_calls.py late``: rank 0 begins a first ``iallreduce`` with ``timeout=1`` that
 rank 1 never begins; rank 0's wait raises `CollectiveTimeout`, both free the communicator
 (rank 0's unfinished MPI communicators left to MPI), and a new one's first calls are right.
@@ -99,10 +103,51 @@ def late(comm):
     print(json.dumps({"rank": comm.rank, "error": error, "after": after}), flush=True)
 
 
+def idups(comm, cycles):
+    """``idup`` on three communicators, begun and waited in an order of each rank's own
+    (seeded by the rank), then on each new one: a non-blocking call before any blocking one
+    (its board not made yet: the agreement goes through the channel), a blocking one (which
+    makes the board), a non-blocking one again; the results against numpy."""
+    import random
+    rng = random.Random(1000 + comm.rank)
+    parents = [comm, comm.dup(), comm.dup()]
+    p, wrong = comm.size, []
+    want = np.arange(3.0) * p + p * (p - 1) / 2
+    for i in range(cycles):
+        order = [0, 1, 2]
+        rng.shuffle(order)
+        requests = {k: parents[k].idup() for k in order}
+        rng.shuffle(order)
+        kids = {k: requests[k].wait() for k in order}
+        if len({kid.context for kid in kids.values()}) != 3:
+            wrong.append([i, "contexts", [kid.context for kid in kids.values()]])
+        for k in range(3):
+            kid = native(kids[k])
+            x = np.arange(3.0) + comm.rank
+            key = (tuple(kid._group), kid.context)
+            due = [kid.transport.due(*key), key in kid.transport._boards]
+            got = [kid.iallreduce(x).wait(), kid.allreduce(x)]
+            due += [kid.transport.due(*key), key in kid.transport._boards]
+            got.append(kid.iallreduce(x).wait())
+            if not all(np.array_equal(g, want) for g in got):
+                wrong.append([i, k, [g.tolist() for g in got]])
+            if due != [True, False, False, True]:  # its board made at the first blocking call
+                wrong.append([i, k, "due", due])  # (None across nodes)
+            kid.free()
+    for parent in parents[1:]:
+        parent.free()
+    return wrong
+
+
 def main():
     comm = collops.init()
     if sys.argv[1] == "late":
         late(comm)
+        return
+    if sys.argv[1] == "idups":
+        wrong = idups(comm, int(sys.argv[2]))
+        print(json.dumps({"rank": comm.rank, "wrong": wrong,
+                          "pools": len(comm.transport._pools)}), flush=True)
         return
     cycles = int(sys.argv[1])
     wrong = []

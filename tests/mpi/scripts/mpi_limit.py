@@ -24,7 +24,8 @@ def main():
         c.free()
     del live[-10:]
     with comm.dup() as d:
-        after = d.allreduce(np.array([comm.rank + 1.0])).tolist() == [comm.size * (comm.size + 1) / 2]
+        total = comm.size * (comm.size + 1) / 2
+        after = d.allreduce(np.array([comm.rank + 1.0])).tolist() == [total]
     for c in live:
         c.free()
     print(json.dumps({"rank": comm.rank, "live": len(live) + 10, "error": error,
