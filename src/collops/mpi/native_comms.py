@@ -262,6 +262,7 @@ class NativeComms:
                 mc.Free()
             except self._MPI.Exception as exc:
                 raise mpi_error(self.rank, "freeing an MPI communicator", exc) from exc
+
     def _pool_settled(self, group: tuple[int, ...], context: int, timeout: float | None
                       ) -> None:
         """Let a pool still being made for a freed communicator (its first call given up)
