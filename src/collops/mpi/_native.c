@@ -157,11 +157,15 @@ static PyObject *Runner_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     r->agree_first = agree_first;
     r->transport = Py_NewRef(transport);
     r->active = Py_NewRef(active);
-    r->background_name = PyUnicode_InternFromString("_background");
-    r->pending_name = PyUnicode_InternFromString("_pending");
+    r->background = PyObject_GetAttrString(transport, "_background");
+    r->awaited = PyObject_GetAttrString(transport, "_pending");
     r->sends_name = PyUnicode_InternFromString("_sends");
-    if (r->background_name == NULL || r->pending_name == NULL || r->sends_name == NULL)
+    if (r->background == NULL || r->awaited == NULL || r->sends_name == NULL)
         goto fail;
+    if (!PyList_CheckExact(r->background) || !PyList_CheckExact(r->awaited)) {
+        PyErr_SetString(PyExc_TypeError, "the transport's _background and _pending must be lists");
+        goto fail;
+    }
     if (watch != Py_None) {
         r->watch = (int64_t *)buffer_of(watch, 16, "the watchdog's word");
         if (r->watch == NULL)
@@ -182,8 +186,8 @@ static void Runner_dealloc(Runner *r) {
     Py_XDECREF(r->board_view);
     Py_XDECREF(r->transport);
     Py_XDECREF(r->active);
-    Py_XDECREF(r->background_name);
-    Py_XDECREF(r->pending_name);
+    Py_XDECREF(r->background);
+    Py_XDECREF(r->awaited);
     Py_XDECREF(r->sends_name);
     Py_XDECREF(r->mark_array);
     Py_XDECREF(r->pending_array);

@@ -68,7 +68,9 @@ typedef struct {
     int agree_first;  /* no board but an agreement across nodes: Python agrees */
     PyObject *board_view;  /* keeps the board's memory */
     /* Python's state, looked at before the inline route */
-    PyObject *transport, *active, *background_name, *pending_name;
+    /* the transport's lists of MPI requests in the background and awaited (changed in place:
+     * `MpiTransport._advance`), both empty when nothing else may need this rank's progress */
+    PyObject *transport, *active, *background, *awaited;
     int64_t *watch, watch_id;  /* the watchdog's word (NULL: no watchdog) */
     PyObject *watch_array;
     PyObject *finish;  /* BlockingCall.finish(send, recv, seq, timeout, agreed, spun) */

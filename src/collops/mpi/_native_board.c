@@ -33,6 +33,18 @@ static int run_mpi(Runner *r, MPI_Comm c, const char *send, char *recv) {
     return MPI_ERR_OTHER;
 }
 
+/* 0 if `err` is MPI_SUCCESS, else -1 with the error MPI returned for call `seq` raised
+ * (`BlockingCall.failed`). */
+static int mpi_failed(Runner *r, long long seq, int err) {
+    if (err == MPI_SUCCESS)
+        return 0;
+    PyObject *got = PyObject_CallFunction(r->fail, "Li", seq, err);
+    Py_XDECREF(got);
+    if (got != NULL)
+        PyErr_SetString(PyExc_RuntimeError, "collops: an MPI error was not raised");
+    return -1;
+}
+
 /* MPI's collective of call `seq` — `run_mpi`'s, or with `known` >= 0 a broadcast of that many
  * bytes at `recv` (`Runner.known`'s) — the watchdog's word marked while inside: 0, or -1 with
  * the error MPI returned raised (`BlockingCall.failed`). */
@@ -49,14 +61,7 @@ static int call_mpi(Runner *r, long long seq, const char *send, char *recv, Py_s
     Py_END_ALLOW_THREADS
     if (r->watch != NULL)
         __atomic_store_n(r->watch, 0, __ATOMIC_RELEASE);
-    if (err != MPI_SUCCESS) {
-        PyObject *got = PyObject_CallFunction(r->fail, "Li", seq, err);
-        Py_XDECREF(got);
-        if (got != NULL)
-            PyErr_SetString(PyExc_RuntimeError, "collops: an MPI error was not raised");
-        return -1;
-    }
-    return 0;
+    return mpi_failed(r, seq, err);
 }
 
 /* ---- the board (`board.Board.enter`) ------------------------------------------------------ */
@@ -160,14 +165,46 @@ static int board_enter(Runner *r, long long seq, double spin, long long sends) {
     return agreed;
 }
 
-/* Whether Python's attribute `name` of the transport is empty (-1: an error). */
-static int empty_attr(Runner *r, PyObject *name) {
-    PyObject *v = PyObject_GetAttr(r->transport, name);
-    if (v == NULL)
-        return -1;
-    int busy = PyObject_IsTrue(v);
-    Py_DECREF(v);
-    return busy < 0 ? -1 : !busy;
+/* Whether no MPI request of the transport runs in the background or is awaited: then a wait
+ * may spin without leaving anything of this rank's behind. */
+static int quiet_transport(Runner *r) {
+    return PyList_GET_SIZE(r->background) == 0 && PyList_GET_SIZE(r->awaited) == 0;
+}
+
+/* Post call `seq`'s entry, then — once every other rank of the node posted the same one,
+ * looking for `spin` seconds — MPI's collective, in one stretch without the GIL: 1 (ran), 0
+ * (not all there: Python waits or raises) or -1 with the error MPI returned raised. A
+ * reader's call takes the GIL back once, not after the board and again after MPI. */
+static int enter_and_run(Runner *r, long long seq, double spin, const char *send,
+                         char *recv) {
+    uint64_t key = ((((uint64_t)seq * 4) + 1) << 1) | 1;  /* `call_key(seq, 0, True)` */
+    BoardLook b = {r, (Py_ssize_t)(((key >> 1) % RING) * 2), key};
+    uint64_t *at = r->words + r->mine + b.slot;
+    __atomic_store_n(at + 1, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(r->words + r->flags + r->mine / 2 + b.slot / 2, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(at, r->fingerprint, __ATOMIC_RELEASE);
+    __atomic_store_n(at + 1, key, __ATOMIC_RELEASE);
+    if (all_posted(&b))
+        return call_mpi(r, seq, send, recv, -1) < 0 ? -1 : 1;
+    if (spin <= 0.0)
+        return 0;
+    MPI_Comm c = r->comms[seq % r->nslots];
+    int agreed, err = MPI_SUCCESS;
+    Py_BEGIN_ALLOW_THREADS
+    agreed = shm_wait_until(all_posted, &b, spin, 0.0);
+    if (agreed) {
+        if (r->watch != NULL) {
+            __atomic_store_n(r->watch + 1, seq, __ATOMIC_RELEASE);
+            __atomic_store_n(r->watch, r->watch_id, __ATOMIC_RELEASE);
+        }
+        err = run_mpi(r, c, send, recv);
+        if (r->watch != NULL)
+            __atomic_store_n(r->watch, 0, __ATOMIC_RELEASE);
+    }
+    Py_END_ALLOW_THREADS
+    if (!agreed)
+        return 0;
+    return mpi_failed(r, seq, err) < 0 ? -1 : 1;
 }
 
 /* Run call `seq` on `send`/`recv` (the route of `BlockingCall.run`): 0, or -1 with an
@@ -184,11 +221,14 @@ NATIVE_INTERNAL int run_call(Runner *r, long long seq, PyObject *timeout, const 
         else
             r->pending[0] = 0;
         if (inline_ok) {
-            int quiet = empty_attr(r, r->background_name);
-            if (quiet > 0)
-                quiet = empty_attr(r, r->pending_name);
-            if (quiet < 0)
-                return -1;
+            int quiet = quiet_transport(r);
+            if (r->kind != K_BARRIER && !r->defer) {  /* board and MPI in one stretch */
+                spun = quiet && r->spin > 0.0;
+                int ran = enter_and_run(r, seq, spun ? r->spin : 0.0, send, recv);
+                if (ran != 0)
+                    return ran < 0 ? -1 : 0;
+                goto finish;  /* posted, not agreed: Python waits or raises */
+            }
             long long sends = 0;
             if (r->kind == K_BARRIER && (sends = sends_of(r)) < 0)
                 return -1;
@@ -203,6 +243,7 @@ NATIVE_INTERNAL int run_call(Runner *r, long long seq, PyObject *timeout, const 
         }
     } else
         agreed = !r->agree_first;
+finish:
     if (!(agreed && inline_ok)) {
         PyObject *got = PyObject_CallFunction(r->finish, "OOLOii", send_obj, recv_obj, seq,
                                               timeout, agreed, spun);
@@ -235,10 +276,8 @@ static int same_flags(Runner *r, Py_ssize_t slot, uint64_t flag) {
 static int known_inline_ok(Runner *r, PyObject *timeout, int *quiet) {
     if (timeout != Py_None || PyList_GET_SIZE(r->active) != 0 || r->pending[0] || r->pending[2])
         return 0;
-    *quiet = empty_attr(r, r->background_name);
-    if (*quiet > 0)
-        *quiet = empty_attr(r, r->pending_name);
-    return *quiet < 0 ? -1 : 1;
+    *quiet = quiet_transport(r);
+    return 1;
 }
 
 /* Phase 0 of bcast call `seq` for a rank that knows its data's `signature`: the entry posted

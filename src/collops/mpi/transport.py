@@ -340,9 +340,9 @@ class MpiTransport(NativeComms, Transport):
                         moved = True
                     else:
                         still.append((request, h))
-                self._pending = still
+                self._pending[:] = still  # in place: compiled runners hold the list
             if self._background:
-                self._background = [(r, b) for r, b in self._background if not r.Test()]
+                self._background[:] = [(r, b) for r, b in self._background if not r.Test()]
         except self._MPI.Exception as exc:
             calls = sorted({call_of_tag_base(tag)[1] for _, tag in self._posted}
                            | {call_of_tag_base(h.tag)[1] for _, h in self._pending})
