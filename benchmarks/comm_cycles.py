@@ -2,7 +2,11 @@
 at the first cycle and at the last of many.
 
 Usage: .venv/bin/python benchmarks/comm_cycles.py [-n 2] [--cycles 10000] [--transport shm]
-       [--json docs/bench/comm-cycles.json]
+       [--algorithm NAME] [--json docs/bench/comm-cycles.json]
+       .venv/bin/mpiexec -n 2 .venv/bin/python benchmarks/comm_cycles.py --transport mpi
+       [--algorithm mpi_native] [--cycles 300]
+
+(``--transport mpi`` runs under ``mpiexec``, each rank its own process; rank 0 prints.)
 
 Each cycle is ``c = comm.dup()``, two 8-byte ``c.allreduce`` calls (the second one goes
 through the runner the first bound) and ``c.free()``, each timed on its own. Printed and
@@ -26,7 +30,7 @@ import collops
 PARTS = ("dup", "first allreduce", "second allreduce", "free", "cycle")
 
 
-def _cycles(comm: Any, cycles: int) -> dict[str, Any]:
+def _cycles(comm: Any, cycles: int, algorithm: str | None = None) -> dict[str, Any]:
     times = np.empty((cycles, len(PARTS)))
     x = np.ones(1)
     bound = None
@@ -35,6 +39,8 @@ def _cycles(comm: Any, cycles: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         c = comm.dup()
         t1 = time.perf_counter()
+        if algorithm:
+            c.set_algorithm("allreduce", algorithm)
         c.allreduce(x)
         t2 = time.perf_counter()
         c.allreduce(x)
@@ -56,15 +62,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=2)
     parser.add_argument("--cycles", type=int, default=10_000)
-    parser.add_argument("--transport", default="shm", choices=["shm", "inproc"])
+    parser.add_argument("--transport", default="shm", choices=["shm", "inproc", "mpi"])
+    parser.add_argument("--algorithm", help="the allreduce's algorithm (default: selection's)")
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args()
-    got = collops.spawn(_cycles, args.n, args.cycles, transport=args.transport,
-                        timeout=3600)
+    if args.transport == "mpi":  # under mpiexec: this process is one rank
+        comm = collops.init()
+        got = comm.gather_object(_cycles(comm, args.cycles, args.algorithm), 0)
+        args.n = comm.size
+        if comm.rank != 0:
+            return
+    else:
+        got = collops.spawn(_cycles, args.n, args.cycles, args.algorithm,
+                            transport=args.transport, timeout=3600)
     times = np.mean([np.asarray(r["times"]) for r in got], axis=0) * 1e6
     window = min(100, args.cycles)
     record = {
         "transport": args.transport, "ranks": args.n, "cycles": args.cycles,
+        "algorithm": args.algorithm,
         "load average": [round(v, 1) for v in os.getloadavg()],
         "bound": [r["bound"] for r in got],
         "cycle 1 us": _parts(times[0]),
