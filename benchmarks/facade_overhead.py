@@ -94,7 +94,9 @@ def _vector_own(comm: Any, nbytes: int) -> dict[str, Any]:
     p, n = comm.size, max(1, nbytes // 8)
     counts, displs = [n] * p, [(n + 1) * j + 1 for j in range(p)]
     x, whole = np.ones(n), np.zeros(displs[-1] + n + 1)
-    out, received = whole[:displs[-1] + n], np.zeros(displs[-1] + n)
+    # each receive goes into the blocks' span of a buffer one element longer, as the facade's
+    # buffers are (collops' own calls take an ``out`` of exactly the span: a view)
+    out, received = whole[:displs[-1] + n], np.zeros(displs[-1] + n + 1)[:displs[-1] + n]
     root = comm.rank == 0
     return {
         "Allgatherv": lambda: comm.allgatherv(x, counts, displs=displs, out=out),
