@@ -82,3 +82,13 @@ def test_idups_begun_and_waited_in_any_order_on_three_communicators(ranks, per_n
     assert proc.returncode == 0, proc.stderr[-3000:]
     for rank, report in by_rank(proc, ranks).items():
         assert report["wrong"] == [] and report["pools"] == 1, (rank, report)
+
+
+@pytest.mark.timeout(120)
+def test_a_first_call_waiting_for_its_mpi_communicators_says_so_in_a_stall_report():
+    proc = mpirun(2, "first_calls.py", "stalled", timeout=90,
+                  options=("-genv", "COLLOPS_STALL_REPORT", "0.5"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert all(r["right"] for r in by_rank(proc, 2).values())
+    assert "rank 0 has waited" in proc.stderr and "allreduce[mpi_native]" in proc.stderr
+    assert "MPI communicators to be made" in proc.stderr, proc.stderr[-2000:]

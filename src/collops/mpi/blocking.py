@@ -137,7 +137,7 @@ class BlockingCall:
         self.collective = spec.collective
         MPI = self._MPI = transport._MPI
         transport.made_due(call.group, call.context)  # an idup's board, at this first call
-        pending = transport.pool_wait(call.group, call.context)
+        pending = transport.pool_wait(call)
         if pending is not None:  # its pool made, the calls in flight progressed meanwhile
             call.progress.wait(pending)
         self.pool_key = (call.group, call.context)

@@ -112,12 +112,12 @@ class NativeComms:
                 return None
         return pool[slot % len(pool)]
 
-    def pool_wait(self, group: tuple[int, ...], context: int) -> PoolWait | None:
-        """What to wait for (progressing the other calls) until ``collective_comm`` of
-        ``(group, context)`` is made; None when it is."""
-        if self.collective_comm(group, context, 0) is not None:
+    def pool_wait(self, call: Any) -> PoolWait | None:
+        """What ``call`` (a `NativeCall`) waits for, progressing the other calls, until
+        ``collective_comm`` of its communicator is made; None when it is."""
+        if self.collective_comm(call.group, call.context, 0) is not None:
             return None
-        return PoolWait(self, group, context)
+        return PoolWait(self, call)
 
     def _pool_made(self, key: tuple[tuple[int, ...], int]) -> list[Any] | None:
         """The pool of ``key`` once made: begun here if it was not, None while MPI makes
@@ -407,9 +407,13 @@ class PoolWait:
     ``COLLOPS_TIMEOUT`` (if set) a `CollectiveTimeout`."""
 
     left = 1
+    #: what a stall report says of it (`runtime.stall`)
+    algorithm = "mpi_native"
+    waits_for = "waiting for its communicator's MPI communicators to be made (MPI_Comm_idup)"
 
-    def __init__(self, comms: NativeComms, group: tuple[int, ...], context: int) -> None:
-        self.comms, self.group, self.context = comms, group, context
+    def __init__(self, comms: NativeComms, call: Any) -> None:
+        self.comms, self.group, self.context = comms, call.group, call.context
+        self.spec, self.rank = call.spec, call.rank
         timeout = config.settings.timeout
         self.timeout = timeout
         self.deadline = None if timeout is None else time.monotonic() + timeout

@@ -55,13 +55,18 @@ def _names(ex: Any) -> tuple[int | None, str, str]:
     if info is not None:
         return info.rank, info.collective, info.algorithm
     spec = getattr(ex, "spec", None)
-    algorithm = getattr(sys.modules.get(type(ex).__module__), "NAME", type(ex).__name__)
+    algorithm = getattr(ex, "algorithm", None) or getattr(
+        sys.modules.get(type(ex).__module__), "NAME", type(ex).__name__)
     return (getattr(ex, "rank", None), getattr(spec, "collective", "a collective"),
             str(algorithm))
 
 
 def _where(ex: Any) -> str:
-    """The step a schedule's execution waits at and the ranks it has not heard from."""
+    """The step a schedule's execution waits at and the ranks it has not heard from (or
+    what a wait of another kind says it waits for: its ``waits_for``)."""
+    waits_for = getattr(ex, "waits_for", None)
+    if isinstance(waits_for, str):
+        return waits_for
     if getattr(ex, "phase_tag", None) is not None and getattr(ex, "main", None) is None:
         return "agreeing on the call with its members"
     plan, pending = getattr(ex, "plan", None), getattr(ex, "pending", None)

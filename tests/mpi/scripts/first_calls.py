@@ -21,6 +21,9 @@ communicators per slot are made by the first ``hier`` call.
 waited in an order of each rank's own, then each new one's first calls (`idups`). Prints
 ``{"rank": r, "wrong": [...], "pools": n}``.
 
+``python first_calls.py stalled``: rank 1 makes a new communicator's first (blocking) call
+1.5 s late; prints ``{"rank": r, "right": result right?}``.
+
 ``python first_calls.py late``: rank 0 begins a first ``iallreduce`` with ``timeout=1`` that
 rank 1 never begins; rank 0's wait raises `CollectiveTimeout`, both free the communicator
 (rank 0's unfinished MPI communicators left to MPI), and a new one's first calls are right.
@@ -139,10 +142,25 @@ def idups(comm, cycles):
     return wrong
 
 
+def stalled(comm):
+    """A blocking first call rank 1 makes 1.5 s late (run with ``COLLOPS_STALL_REPORT=0.5``:
+    rank 0's report says what it waits for)."""
+    import time
+    a = native(comm.dup())
+    if comm.rank == 1:
+        time.sleep(1.5)
+    right = a.allreduce(np.ones(2)).tolist() == [comm.size] * 2
+    a.free()
+    print(json.dumps({"rank": comm.rank, "right": right}), flush=True)
+
+
 def main():
     comm = collops.init()
     if sys.argv[1] == "late":
         late(comm)
+        return
+    if sys.argv[1] == "stalled":
+        stalled(comm)
         return
     if sys.argv[1] == "idups":
         wrong = idups(comm, int(sys.argv[2]))
