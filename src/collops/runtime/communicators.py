@@ -237,8 +237,13 @@ class Communicators(FastPaths):
         begun = None if begin is None else begin(tuple(self._group), self.context)
 
         def phases() -> Generator[Execution, None, Comm]:
-            new = yield from self._split("idup", 0, self.rank, seq, f"{self.name}.dup",
-                                         begun=begun)
+            try:
+                new = yield from self._split("idup", 0, self.rank, seq, f"{self.name}.dup",
+                                             begun=begun)
+            except BaseException:
+                if begun is not None:  # its wait ends here (what it made is left to MPI)
+                    begun.forget()
+                raise
             assert new is not None
             return self._inherit(new)
 
