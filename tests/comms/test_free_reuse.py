@@ -245,3 +245,34 @@ def test_idups_on_two_communicators_begun_in_opposite_orders_each_get_an_id(tran
     (mine, deferred), (theirs, also) = results
     assert mine == theirs and all(a != b for a, b in mine), results
     assert deferred + also > 0, results  # the case the rounds are for ran
+
+
+def _idup_given_up(comm):
+    """Rank 0's ``idup`` with a time limit that rank 1 never makes: what the failed call
+    held on rank 0 right after the error — its place in the making queue, ids locked for its
+    agreement, the agreement's place in the whole-mask rounds."""
+    d = comm.dup()
+    d.timeout = 0.5
+    error = None
+    if comm.rank == 0:
+        request = d.idup()  # kept, as a program keeps its requests
+        try:
+            request.wait()
+        except collops.CollopsError as exc:
+            error = type(exc).__name__
+    else:
+        time.sleep(1.0)
+    ids = d._contexts
+    return error, list(d._making), ids.locked, ids.holder
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_failed_idup_leaves_nothing_held_when_it_raises(transport):
+    # a failed phase left the call's generator suspended while its request was kept: its
+    # place in the making queue stayed, and the next
+    # dup or idup on the communicator waited for its turn for ever. The generator is closed
+    # where the phase fails, so its finally clauses run then
+    (error, making, locked, holder), _ = _run(_idup_given_up, 2, transport, timeout=100)
+    assert error == "CollectiveTimeout"
+    assert making == [] and locked == 0 and holder is None, (making, locked, holder)

@@ -92,3 +92,14 @@ def test_a_first_call_waiting_for_its_mpi_communicators_says_so_in_a_stall_repor
     assert all(r["right"] for r in by_rank(proc, 2).values())
     assert "rank 0 has waited" in proc.stderr and "allreduce[mpi_native]" in proc.stderr
     assert "MPI communicators to be made" in proc.stderr, proc.stderr[-2000:]
+
+
+@pytest.mark.timeout(120)
+def test_an_idup_that_fails_leaves_none_of_its_mpi_requests_watched():
+    # a finished request left watched ends every later wait of the transport at once
+    proc = mpirun(2, "first_calls.py", "idup_given_up", timeout=90)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    reports = by_rank(proc, 2)
+    assert reports[0]["error"] == "CollectiveTimeout", reports
+    assert reports[0]["watched"] == 0 and reports[1]["watched"] == 0, reports
+    assert reports[0]["pool"] == 8, reports  # its agreement's first call's, still in flight

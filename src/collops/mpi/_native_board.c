@@ -45,22 +45,31 @@ static int mpi_failed(Runner *r, long long seq, int err) {
     return -1;
 }
 
+/* Mark this rank inside MPI's collective of call `seq` for the watchdog (`Watchdog._inside`:
+ * [number, call]), or (seq < 0) outside; no GIL needed. */
+static inline void mark_inside(Runner *r, long long seq) {
+    if (r->watch == NULL)
+        return;
+    if (seq < 0) {
+        __atomic_store_n(r->watch, 0, __ATOMIC_RELEASE);
+        return;
+    }
+    __atomic_store_n(r->watch + 1, seq, __ATOMIC_RELEASE);
+    __atomic_store_n(r->watch, r->watch_id, __ATOMIC_RELEASE);
+}
+
 /* MPI's collective of call `seq` — `run_mpi`'s, or with `known` >= 0 a broadcast of that many
  * bytes at `recv` (`Runner.known`'s) — the watchdog's word marked while inside: 0, or -1 with
  * the error MPI returned raised (`BlockingCall.failed`). */
 static int call_mpi(Runner *r, long long seq, const char *send, char *recv, Py_ssize_t known) {
     MPI_Comm c = r->comms[seq % r->nslots];
     int err;
-    if (r->watch != NULL) {  /* [number, call]: the watchdog's word (`Watchdog._inside`) */
-        __atomic_store_n(r->watch + 1, seq, __ATOMIC_RELEASE);
-        __atomic_store_n(r->watch, r->watch_id, __ATOMIC_RELEASE);
-    }
+    mark_inside(r, seq);
     Py_BEGIN_ALLOW_THREADS
     err = known >= 0 ? mpi_bcast(recv, (int)known, MPI_BYTE, r->root, c)
                      : run_mpi(r, c, send, recv);
     Py_END_ALLOW_THREADS
-    if (r->watch != NULL)
-        __atomic_store_n(r->watch, 0, __ATOMIC_RELEASE);
+    mark_inside(r, -1);
     return mpi_failed(r, seq, err);
 }
 
@@ -82,6 +91,19 @@ static int all_posted(void *ctx) {
             return 0;
     }
     return 1;
+}
+
+/* Post this rank's entry of call `seq`'s first phase (`board.Board.post`: the key cleared,
+ * then the flag, the fingerprint and the key) and the look for the others' same entry. */
+static BoardLook post_entry(Runner *r, long long seq, uint64_t flag) {
+    uint64_t key = ((((uint64_t)seq * 4) + 1) << 1) | 1;  /* `call_key(seq, 0, True)` */
+    BoardLook b = {r, (Py_ssize_t)(((key >> 1) % RING) * 2), key};
+    uint64_t *at = r->words + r->mine + b.slot;
+    __atomic_store_n(at + 1, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(r->words + r->flags + r->mine / 2 + b.slot / 2, flag, __ATOMIC_RELEASE);
+    __atomic_store_n(at, r->fingerprint, __ATOMIC_RELEASE);
+    __atomic_store_n(at + 1, key, __ATOMIC_RELEASE);
+    return b;
 }
 
 /* The transport's count of sends (`MpiTransport._sends`; -1: an error). */
@@ -140,18 +162,12 @@ static int settle(Runner *r, double spin) {
  * `spin` seconds, whether every other rank of the node posted the same one (0: not yet, or a
  * mismatch, which Python tells apart). */
 static int board_enter(Runner *r, long long seq, double spin, long long sends) {
-    uint64_t key = ((((uint64_t)seq * 4) + 1) << 1) | 1;  /* `call_key(seq, 0, True)` */
-    BoardLook b = {r, (Py_ssize_t)(((key >> 1) % RING) * 2), key};
-    uint64_t *at = r->words + r->mine + b.slot;
     uint64_t flag = r->defer ? 2 /* board.DEFERRED */
                   : r->kind == K_BARRIER ? (uint64_t)(sends != *r->mark) /* board.FLUSH */ : 0;
-    __atomic_store_n(at + 1, 0, __ATOMIC_RELEASE);
-    __atomic_store_n(r->words + r->flags + r->mine / 2 + b.slot / 2, flag, __ATOMIC_RELEASE);
-    __atomic_store_n(at, r->fingerprint, __ATOMIC_RELEASE);
-    __atomic_store_n(at + 1, key, __ATOMIC_RELEASE);
+    BoardLook b = post_entry(r, seq, flag);
     if (r->defer) {  /* MPI's call returns here without the others: checked later */
         r->pending[1] = r->fingerprint;
-        r->pending[0] = key;
+        r->pending[0] = b.key;
         return 1;
     }
     if (all_posted(&b))
@@ -177,13 +193,7 @@ static int quiet_transport(Runner *r) {
  * reader's call takes the GIL back once, not after the board and again after MPI. */
 static int enter_and_run(Runner *r, long long seq, double spin, const char *send,
                          char *recv) {
-    uint64_t key = ((((uint64_t)seq * 4) + 1) << 1) | 1;  /* `call_key(seq, 0, True)` */
-    BoardLook b = {r, (Py_ssize_t)(((key >> 1) % RING) * 2), key};
-    uint64_t *at = r->words + r->mine + b.slot;
-    __atomic_store_n(at + 1, 0, __ATOMIC_RELEASE);
-    __atomic_store_n(r->words + r->flags + r->mine / 2 + b.slot / 2, 0, __ATOMIC_RELEASE);
-    __atomic_store_n(at, r->fingerprint, __ATOMIC_RELEASE);
-    __atomic_store_n(at + 1, key, __ATOMIC_RELEASE);
+    BoardLook b = post_entry(r, seq, 0);
     if (all_posted(&b))
         return call_mpi(r, seq, send, recv, -1) < 0 ? -1 : 1;
     if (spin <= 0.0)
@@ -193,13 +203,9 @@ static int enter_and_run(Runner *r, long long seq, double spin, const char *send
     Py_BEGIN_ALLOW_THREADS
     agreed = shm_wait_until(all_posted, &b, spin, 0.0);
     if (agreed) {
-        if (r->watch != NULL) {
-            __atomic_store_n(r->watch + 1, seq, __ATOMIC_RELEASE);
-            __atomic_store_n(r->watch, r->watch_id, __ATOMIC_RELEASE);
-        }
+        mark_inside(r, seq);
         err = run_mpi(r, c, send, recv);
-        if (r->watch != NULL)
-            __atomic_store_n(r->watch, 0, __ATOMIC_RELEASE);
+        mark_inside(r, -1);
     }
     Py_END_ALLOW_THREADS
     if (!agreed)
@@ -286,14 +292,8 @@ static int known_inline_ok(Runner *r, PyObject *timeout, int *quiet) {
  * all there within the spin, or another call; -2 — an error raised. */
 static int known_phase(Runner *r, uint64_t signature, char *data, Py_ssize_t nbytes,
                        long long seq, int quiet) {
-    uint64_t key = ((((uint64_t)seq * 4) + 1) << 1) | 1;  /* `call_key(seq, 0, True)` */
-    BoardLook b = {r, (Py_ssize_t)(((key >> 1) % RING) * 2), key};
-    uint64_t *at = r->words + r->mine + b.slot;
     uint64_t flag = signature << 3;  /* `board.KNOWN_SHIFT` */
-    __atomic_store_n(at + 1, 0, __ATOMIC_RELEASE);
-    __atomic_store_n(r->words + r->flags + r->mine / 2 + b.slot / 2, flag, __ATOMIC_RELEASE);
-    __atomic_store_n(at, r->fingerprint, __ATOMIC_RELEASE);
-    __atomic_store_n(at + 1, key, __ATOMIC_RELEASE);
+    BoardLook b = post_entry(r, seq, flag);
     int agreed = all_posted(&b);
     if (!agreed && quiet && r->spin > 0.0) {
         Py_BEGIN_ALLOW_THREADS

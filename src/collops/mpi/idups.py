@@ -12,6 +12,7 @@ until `IdupBatch.done`. Each parent is one on which nothing else is collective.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,40 +28,55 @@ class IdupBatch:
 
     def __init__(self, MPI: Any, parents: Sequence[Any], group: tuple[int, ...],
                  watch: Callable[..., None], unwatch: Callable[[Any], None],
-                 failed: Callable[[Any], Exception] | None = None) -> None:
+                 failed: Callable[[Any], Exception]) -> None:
+        """``failed(exc)``: the collops error for MPI's error ``exc`` (raised from here)."""
         self._MPI, self._unwatch, self._failed = MPI, unwatch, failed
         self.comms: list[Any] = []
         self.requests: list[Any] = []
         #: every duplication completed (`done`)
         self.finished = False
-        for parent in parents:
-            comm, request = parent.Idup()
-            self.comms.append(comm)
-            self.requests.append(request)
+        try:
+            for parent in parents:
+                comm, request = parent.Idup()
+                self.comms.append(comm)
+                self.requests.append(request)
+        except MPI.Exception as exc:
+            raise failed(exc) from exc
         for request in self.requests:
             watch(request, group)
 
     def done(self, wait: bool = False) -> bool:
         """Whether every duplication has completed (``wait``: block until they have; only
         where every member is sure to begin them without this rank's progress)."""
-        if wait:
-            self._MPI.Request.Waitall(self.requests)
-        elif not self._MPI.Request.Testall(self.requests):
-            return False
+        if self.finished:
+            return True
+        MPI = self._MPI
+        try:
+            if wait:
+                MPI.Request.Waitall(self.requests)
+            elif not MPI.Request.Testall(self.requests):
+                return False
+            for comm in self.comms:
+                comm.Set_errhandler(MPI.ERRORS_RETURN)
+        except MPI.Exception as exc:
+            raise self._failed(exc) from exc
         self.forget()
         self.finished = True
-        for comm in self.comms:
-            comm.Set_errhandler(self._MPI.ERRORS_RETURN)
         return True
 
     def poll(self) -> bool:
-        """`done`, polled like an execution: MPI's error raised as ``failed`` makes it."""
-        try:
-            return self.done()
-        except self._MPI.Exception as exc:
-            if self._failed is None:
-                raise
-            raise self._failed(exc) from exc
+        """`done`, polled like an execution."""
+        return self.done()
+
+    def settle(self, end: float) -> bool:
+        """Wait (sleeping) until `done` or the monotonic time ``end``: whether it is done;
+        if not, it is forgotten (its communicators are left to MPI)."""
+        while not self.done():
+            if time.monotonic() > end:
+                self.forget()
+                return False
+            time.sleep(1e-3)
+        return True
 
     def forget(self) -> None:
         """Stop watching the requests (done, or given up: the communicators are left to

@@ -132,7 +132,7 @@ class NativeComms:
             # collective) for each slot, and for the agreement channel when it has no board
             wanted = COLLECTIVE_SLOTS + (self._boards.get(key) is None and len(key[0]) > 1)
             pending = self._making_pools[key] = self._idups(key, [parent] * wanted)
-        if not self._settled_idups(key, pending, "making MPI communicators"):
+        if not pending.done():
             return None
         del self._making_pools[key]
         pool = self._pools[key] = pending.comms[:COLLECTIVE_SLOTS]
@@ -143,21 +143,14 @@ class NativeComms:
     def _idups(self, key: tuple[tuple[int, ...], int], parents: list[Any]) -> IdupBatch:
         """`IdupBatch` of ``parents`` for collops communicator ``key``."""
         rank, group = self.rank, list(key[0])
-        try:
-            return IdupBatch(self._MPI, parents, key[0], self.watch, self.unwatch,
-                             lambda exc: mpi_error(rank, "making MPI communicators over ranks "
-                                                   f"{group} (MPI_Comm_idup)", exc))
-        except self._MPI.Exception as exc:
-            raise mpi_error(self.rank, f"making MPI communicators over ranks {list(key[0])} "
-                            "(MPI_Comm_idup)", exc) from exc
+        return IdupBatch(self._MPI, parents, key[0], self.watch, self.unwatch,
+                         lambda exc: mpi_error(rank, "making MPI communicators over ranks "
+                                               f"{group} (MPI_Comm_idup)", exc))
 
-    def _settled_idups(self, key: tuple[tuple[int, ...], int], batch: IdupBatch, what: str,
-                       wait: bool = False) -> bool:
-        """Whether ``batch`` is done (`IdupBatch.done`), MPI's errors as collops'."""
-        try:
-            return batch.done(wait)
-        except self._MPI.Exception as exc:
-            raise mpi_error(self.rank, f"{what} over ranks {list(key[0])}", exc) from exc
+    def _one_node(self, group: tuple[int, ...]) -> bool:
+        """Whether the ranks of ``group`` share one node (as `capabilities` has the nodes)."""
+        nodes = self._capabilities.node_of_rank
+        return len({nodes[r] for r in group}) < 2
 
     def _pool_blocking(self, key: tuple[tuple[int, ...], int]) -> list[Any]:
         """The pool of a communicator with no MPI communicator of its own (a create_group's
@@ -265,26 +258,18 @@ class NativeComms:
 
     def _pool_settled(self, group: tuple[int, ...], context: int, timeout: float | None
                       ) -> None:
-        """Let a pool still being made for a freed communicator (its first call given up)
-        finish, for up to ``timeout`` (10 s if None), so it is freed with the rest; one that
-        does not finish (a member never began it) is left to MPI."""
+        """Let a pool (or ``hier``'s communicators) still being made for a freed communicator
+        (its first call given up) finish, for up to ``timeout`` (10 s if None), so it is freed
+        with the rest; one that does not finish (a member never began it) is left to MPI."""
         key = (group, context)
         end = time.monotonic() + (10.0 if timeout is None else timeout)
-        while key in self._making_pools and self._pool_made(key) is None:
-            if time.monotonic() > end:
-                self._making_pools.pop(key).forget()
-                break
-            time.sleep(1e-3)
-        hier = self._making_hier.get(key)
-        while hier is not None and not self._settled_idups(key, hier, "making hier's MPI "
-                                                           "communicators"):
-            if time.monotonic() > end:
-                hier.forget()
-                break
-            time.sleep(1e-3)
-        if hier is not None and hier.finished:  # its communicators go with the pool's
+        pool = self._making_pools.pop(key, None)
+        if pool is not None and pool.settle(end):
+            self._making_pools[key] = pool
+            self._pool_made(key)  # kept, to be freed with the rest
+        hier = self._making_hier.pop(key, None)
+        if hier is not None and hier.settle(end):  # its communicators go with the pool's
             self._hier_installed(key, hier)
-        self._making_hier.pop(key, None)
 
     def _settle_board(self, group: tuple[int, ...], context: int, timeout: float | None
                       ) -> CollectiveMismatch | None:
@@ -324,28 +309,31 @@ class NativeComms:
         if got is not None:
             return got
         key = (group, context)
-        nodes = self._capabilities.node_of_rank
-        if len({nodes[r] for r in group}) < 2:  # one node: its calls' own MPI communicator
+        if self._one_node(group):  # one node: its calls' own MPI communicator
             got = self._hier[id(mc)] = (mc, None)
             return got
         bases = self._hier_bases.get(key)
         if bases is None or key not in self._pools:
-            MPI = self._MPI
-            rank = mc.Get_rank()
-            node_comm = returning_errors(MPI, mc.Split(node, rank))
-            leaders = mc.Split(0 if leader else MPI.UNDEFINED, rank)
-            got = self._hier[id(mc)] = (
-                node_comm, None if leaders == MPI.COMM_NULL else returning_errors(MPI, leaders))
+            got = self._hier[id(mc)] = self._hier_split(mc, node, leader)
             return got
         pending = self._making_hier.get(key)
         if pending is None:
             parents = [bases[0]] * COLLECTIVE_SLOTS + \
                 ([bases[1]] * COLLECTIVE_SLOTS if bases[1] is not None else [])
             pending = self._making_hier[key] = self._idups(key, parents)
-        if not self._settled_idups(key, pending, "making hier's MPI communicators", wait):
+        if not pending.done(wait):
             return None
         self._hier_installed(key, pending)
         return self._hier[id(mc)]
+
+    def _hier_split(self, comm: Any, node: int, leader: bool) -> tuple[Any, Any]:
+        """``comm`` split into this rank's node's MPI communicator and the node leaders' (None
+        off the leaders), collective over ``comm``."""
+        MPI = self._MPI
+        rank = comm.Get_rank()
+        node_comm = returning_errors(MPI, comm.Split(node, rank))
+        leaders = comm.Split(0 if leader else MPI.UNDEFINED, rank)
+        return node_comm, None if leaders == MPI.COMM_NULL else returning_errors(MPI, leaders)
 
     def _hier_installed(self, key: tuple[tuple[int, ...], int], batch: IdupBatch) -> None:
         """``hier``'s communicators of ``batch`` (done) kept for the slots of ``key``'s pool,
@@ -361,23 +349,17 @@ class NativeComms:
         into this rank's node's and the node leaders' MPI communicators, when ``group`` spans
         nodes: the parents of ``hier``'s (`hier_comms`)."""
         from .hier import Layout
-        nodes = self._capabilities.node_of_rank
-        if len({nodes[r] for r in group}) < 2:
+        if self._one_node(group):
             return
-        MPI = self._MPI
-        rank = comm.Get_rank()
-        layout = Layout(tuple(nodes[r] for r in group), rank)
-        node_comm = comm.Split(layout.mine, rank)
-        leaders = comm.Split(0 if layout.leader else MPI.UNDEFINED, rank)
-        self._hier_bases[(group, context)] = (
-            node_comm, None if leaders == MPI.COMM_NULL else leaders)
+        nodes = self._capabilities.node_of_rank
+        layout = Layout(tuple(nodes[r] for r in group), comm.Get_rank())
+        self._hier_bases[(group, context)] = self._hier_split(comm, layout.mine, layout.leader)
 
     def _board_for(self, group: tuple[int, ...], comm: Any) -> Board | None:
         """A board over ``comm`` (collective over it) when ``group`` lies on one node — as
         `capabilities` has the nodes, so ``COLLOPS_RANKS_PER_NODE`` splits one machine into
         nodes that agree across them as real ones do — else None."""
-        nodes = self._capabilities.node_of_rank
-        if len({nodes[r] for r in group}) > 1 or len(group) < 2:
+        if not self._one_node(group) or len(group) < 2:
             return None
         spares = self._spare_boards.get(group, {})
         # the members freed the same communicators, so they hold the same spares: they agree

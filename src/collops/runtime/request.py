@@ -82,6 +82,7 @@ class Request:
                     progress.drop(self._current, exc)  # failed: never polled again
                     self._current = None
                     self._done = True
+                    self._close()
                     raise
                 if not done:
                     if self._current not in progress.active:
@@ -134,6 +135,16 @@ class Request:
         self._error = exc
         self._done = True
         self._current = None
+        self._close()
+
+    def _close(self) -> None:
+        """End the phases of a call whose phase failed, so their ``finally`` clauses run now
+        (a making call's place in its communicator's queue, the ids an agreement held, what
+        a transport began for it) rather than whenever the request is collected: a failed
+        request stays referenced by its communicator until it is freed."""
+        phases = getattr(self, "_phases", None)  # a request begun without a generator: none
+        if phases is not None:
+            phases.close()
 
     def _raise_kept(self) -> None:
         if self._error is not None:
@@ -152,7 +163,12 @@ class Request:
         """Block until completion and return what the blocking call would have returned."""
         while not self._done:
             assert self._current is not None
-            self._comm._progress.wait(self._current)
+            try:
+                self._comm._progress.wait(self._current)
+            except BaseException:
+                self._current, self._done = None, True  # the engine dropped the phase
+                self._close()
+                raise
             self._advance()
         self._raise_kept()
         return self._value

@@ -24,6 +24,8 @@ waited in an order of each rank's own, then each new one's first calls (`idups`)
 ``python first_calls.py stalled``: rank 1 makes a new communicator's first (blocking) call
 1.5 s late; prints ``{"rank": r, "right": result right?}``.
 
+``python first_calls.py idup_given_up``: see `idup_given_up`.
+
 ``python first_calls.py late``: rank 0 begins a first ``iallreduce`` with ``timeout=1`` that
 rank 1 never begins; rank 0's wait raises `CollectiveTimeout`, both free the communicator
 (rank 0's unfinished MPI communicators left to MPI), and a new one's first calls are right.
@@ -154,8 +156,37 @@ def stalled(comm):
     print(json.dumps({"rank": comm.rank, "right": right}), flush=True)
 
 
+def idup_given_up(comm):
+    """Rank 0's ``idup`` on a communicator with a 1-second time limit, which rank 1 never
+    makes: a `CollectiveTimeout`, and no MPI request of it left watched (a finished one would
+    end every later wait of the transport at once) but those of the pool its agreement's first
+    call began, still in flight. Prints ``{"rank": r, "error": type, "watched": n, "pool":
+    n}``."""
+    import time
+    d = comm.dup()
+    d.timeout = 1.0
+    error = None
+    if comm.rank == 0:
+        request = d.idup()  # kept, as a program keeps its requests
+        try:
+            request.wait()
+        except collops.CollopsError as exc:
+            error = type(exc).__name__
+    else:
+        time.sleep(1.5)
+    pool = comm.transport._making_pools.get((tuple(d._group), d.context))
+    pool_requests = [] if pool is None else pool.requests  # its first call's, still in flight
+    watched = [r for r, _ in comm.transport._watched
+               if not any(r is q for q in pool_requests)]
+    print(json.dumps({"rank": comm.rank, "error": error, "watched": len(watched),
+                      "pool": len(pool_requests)}), flush=True)
+
+
 def main():
     comm = collops.init()
+    if sys.argv[1] == "idup_given_up":
+        idup_given_up(comm)
+        return
     if sys.argv[1] == "late":
         late(comm)
         return
