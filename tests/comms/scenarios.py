@@ -247,6 +247,25 @@ def making_communicators(comm: Any) -> dict[str, Any]:
     return out
 
 
+def failed_idup(comm: Any, limit: float) -> tuple[str | None, Any]:
+    """Rank 0's ``idup`` on a duplicate with time limit ``limit``, which rank 1 never makes
+    (it sleeps twice as long): the error's type name on rank 0 (None elsewhere) and the
+    duplicate. The request is kept, as a program keeps its requests."""
+    import time
+    d = comm.dup()
+    d.timeout = limit
+    error = None
+    if comm.rank == 0:
+        request = d.idup()
+        try:
+            request.wait()
+        except collops.CollopsError as exc:
+            error = type(exc).__name__
+    else:
+        time.sleep(2 * limit)
+    return error, d
+
+
 def run_all(comm: Any, cycles: int = 200) -> list[str]:
     """Every scenario once (the MPI job's script)."""
     done = []

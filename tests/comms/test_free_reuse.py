@@ -248,20 +248,10 @@ def test_idups_on_two_communicators_begun_in_opposite_orders_each_get_an_id(tran
 
 
 def _idup_given_up(comm):
-    """Rank 0's ``idup`` with a time limit that rank 1 never makes: what the failed call
-    held on rank 0 right after the error — its place in the making queue, ids locked for its
-    agreement, the agreement's place in the whole-mask rounds."""
-    d = comm.dup()
-    d.timeout = 0.5
-    error = None
-    if comm.rank == 0:
-        request = d.idup()  # kept, as a program keeps its requests
-        try:
-            request.wait()
-        except collops.CollopsError as exc:
-            error = type(exc).__name__
-    else:
-        time.sleep(1.0)
+    """What a failed ``idup`` (`scenarios.failed_idup`) held on its rank right after the
+    error: its place in the making queue, ids locked for its agreement, the agreement's place
+    in the whole-mask rounds."""
+    error, d = scenarios.failed_idup(comm, 0.5)
     ids = d._contexts
     return error, list(d._making), ids.locked, ids.holder
 

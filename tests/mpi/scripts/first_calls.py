@@ -157,25 +157,16 @@ def stalled(comm):
 
 
 def idup_given_up(comm):
-    """Rank 0's ``idup`` on a communicator with a 1-second time limit, which rank 1 never
-    makes: a `CollectiveTimeout`, and no MPI request of it left watched (a finished one would
-    end every later wait of the transport at once) but those of the pool its agreement's first
-    call began, still in flight. Prints ``{"rank": r, "error": type, "watched": n, "pool":
-    n}``."""
-    import time
-    d = comm.dup()
-    d.timeout = 1.0
-    error = None
-    if comm.rank == 0:
-        request = d.idup()  # kept, as a program keeps its requests
-        try:
-            request.wait()
-        except collops.CollopsError as exc:
-            error = type(exc).__name__
-    else:
-        time.sleep(1.5)
+    """A failed ``idup`` (`scenarios.failed_idup`, a 1-second limit): no MPI request of it
+    left watched (a finished one would end every later wait of the transport at once) but
+    those of the pool its agreement's first call began, still in flight. Prints ``{"rank": r,
+    "error": type, "watched": n, "pool": n}``."""
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+    from tests.comms import scenarios
+    error, d = scenarios.failed_idup(comm, 1.0)
     pool = comm.transport._making_pools.get((tuple(d._group), d.context))
-    pool_requests = [] if pool is None else pool.requests  # its first call's, still in flight
+    pool_requests = [] if pool is None else pool.requests
     watched = [r for r, _ in comm.transport._watched
                if not any(r is q for q in pool_requests)]
     print(json.dumps({"rank": comm.rank, "error": error, "watched": len(watched),
