@@ -400,6 +400,35 @@ def case_communicators(comm: Any) -> list[tuple[str, Any, Any]]:
                ("Group compare", MPI.Group.Compare(sub, group),
                 MPI.IDENT if p == 1 else MPI.SIMILAR),
                ("Split_type shared", shared.Get_size(), p)]
+    info = MPI.Info.Create()
+    asked = [comm.Split_type(MPI.COMM_TYPE_HW_GUIDED, info=info)]  # no level asked: COMM_NULL
+    info.Set("mpi_hw_resource_type", "mpi_numa")  # a level collops does not know: COMM_NULL
+    asked.append(comm.Split_type(MPI.COMM_TYPE_HW_GUIDED, info=info))
+    info.Set("mpi_hw_resource_type", "mpi_shared_memory")
+    asked.append(comm.Split_type(MPI.COMM_TYPE_HW_GUIDED if r == 0 else MPI.UNDEFINED,
+                                 key=-r, info=info))
+    guided = asked[-1]
+    results.append(("Split_type HW_GUIDED", ([bool(c) for c in asked],
+                                             guided.Get_size() if guided else None),
+                    ([False, False, r == 0], 1 if r == 0 else None)))
+    unguided = comm.Split_type(MPI.COMM_TYPE_HW_UNGUIDED, info=MPI.Info.Create())
+    results.append(("Split_type HW_UNGUIDED on one node", unguided == MPI.COMM_NULL, True))
+    if guided:
+        guided.Free()
+    evens = group.Range_incl([(0, p - 1, 2)])
+    if r % 2 == 0:  # collective over the group's members only, over the comm it came from
+        made = MPI.Intracomm.Create_from_group(evens, stringtag="cases")
+        results.append(("Create_from_group", (made.Get_size(), made.allreduce(r)),
+                        (len(range(0, p, 2)), sum(range(0, p, 2)))))
+        made.Free()
+    alone = MPI.Intracomm.Create_from_group(MPI.COMM_SELF.Get_group())
+    results.append(("Create_from_group of COMM_SELF's group",
+                     (alone.Get_size(), MPI.Comm.Compare(alone, MPI.COMM_SELF)),
+                     (1, MPI.CONGRUENT)))
+    alone.Free()
+    parent = MPI.Comm.Get_parent()
+    results.append(("Get_parent", (isinstance(parent, MPI.Intercomm), parent == MPI.COMM_NULL,
+                                   MPI.Intercomm() == MPI.COMM_NULL), (True, True, True)))
     for c in (dup, odd, created, shared):
         c.Free()
     if none:

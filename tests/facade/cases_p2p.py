@@ -145,6 +145,52 @@ def case_objects_p2p(comm: Any) -> list[tuple[str, Any, Any]]:
 
 
 @case
+def case_matched_message_handles(comm: Any) -> list[tuple[str, Any, Any]]:
+    """mpi4py's handle semantics for matched messages: ``Message(m)`` is another handle,
+    receiving nulls the handle received through, ``MESSAGE_NO_PROC`` (a matched probe of
+    PROC_NULL) receives nothing and, being predefined, stays itself."""
+    p, r = comm.size, comm.rank
+    right, left = (r + 1) % p, (r - 1) % p
+    noproc = MPI.MESSAGE_NO_PROC
+    out = data(-1, 2)
+    status = MPI.Status()
+    noproc.Recv(out, status)
+    results = [
+        ("NO_PROC is not NULL", (bool(noproc), noproc != MPI.MESSAGE_NULL, bool(MPI.Message())),
+         (True, True, False)),
+        ("NO_PROC receives nothing", (status.Get_source(), status.Get_count(MPI.DOUBLE),
+                                      list(out), bool(noproc)),
+         (MPI.PROC_NULL, 0, list(data(-1, 2)), True)),
+        ("Mprobe(PROC_NULL)", comm.Mprobe(MPI.PROC_NULL) == noproc, True),
+        ("Improbe(PROC_NULL)", comm.improbe(MPI.PROC_NULL) == noproc, True),
+    ]
+    copy = MPI.Message(noproc)
+    request = copy.irecv()
+    results.append(("a copy of NO_PROC is nulled by its receive",
+                    (copy == MPI.MESSAGE_NULL, request != MPI.REQUEST_NULL, request.wait(),
+                     request == MPI.REQUEST_NULL), (True, True, None, True)))
+    send = comm.Isend(data(r, 3), dest=right, tag=21)
+    message = MPI.Message.Probe(comm, left, 21)
+    other = MPI.Message(message)
+    got = np.zeros(3)
+    message.Recv(got)
+    send.Wait()
+    results.append(("Message.Probe, a second handle", (list(got), bool(message), bool(other),
+                                                       other == message),
+                    (list(data(left, 3)), False, True, False)))
+    try:
+        other.Recv(got)
+        results.append(("a second receive of one message", "no error", "MPI.Exception"))
+    except MPI.Exception as exc:
+        results.append(("a second receive of one message", "was received already" in str(exc),
+                        True))
+    comm.Barrier()
+    results.append(("Message.iprobe with nothing sent", MPI.Message.iprobe(comm, left, 22),
+                    None))
+    return results
+
+
+@case
 def case_errors(comm: Any) -> list[tuple[str, Any, Any]]:
     p, r = comm.size, comm.rank
     right, left = (r + 1) % p, (r - 1) % p

@@ -72,7 +72,7 @@ def test_reduce_local_and_predefined_ops_on_objects():
 UNSUPPORTED = {
     "Win.Create": lambda comm: MPI.Win.Create(np.zeros(1), comm=comm),
     "File.Open": lambda comm: MPI.File.Open(comm, "x"),
-    "Intercomm": lambda comm: MPI.Intercomm(),
+    "Intercomm": lambda comm: MPI.Intercomm(comm),
     "Create_intercomm": lambda comm: comm.Create_intercomm(0, comm, 0),
     "Create_cart": lambda comm: comm.Create_cart([comm.Get_size()]),
     "Spawn": lambda comm: comm.Spawn("python"),
@@ -153,6 +153,58 @@ def test_predefined_communicators_pickle_as_themselves():
     with pytest.raises(ValueError):
         pickle.dumps(dup)
     dup.Free()
+
+
+@pytest.mark.parametrize(("nodes", "members", "kind"), [
+    ((0, 0, 1, 1), [0, 1, 2, 3], "shared"),  # spans two nodes: the node is a smaller level
+    ((0, 0, 1, 1), [2, 3], None),  # within one node: no smaller level known, COMM_NULL
+    ((0, 0, 1, 1), [1, 2], "shared"),
+    ((), [0, 1], None),  # a transport that knows no nodes: one node
+])
+def test_split_type_hw_unguided_splits_at_the_node_when_the_members_span_nodes(nodes, members,
+                                                                                kind):
+    from types import SimpleNamespace
+
+    from collops.facade.comm import _split_kind
+    caps = SimpleNamespace(node_of_rank=nodes)
+    comm = SimpleNamespace(transport=SimpleNamespace(capabilities=lambda: caps),
+                           group=SimpleNamespace(ranks=members))
+    assert _split_kind(comm, MPI.COMM_TYPE_HW_UNGUIDED, None) == kind
+    assert _split_kind(comm, MPI.COMM_TYPE_SHARED, None) == "shared"
+    assert _split_kind(comm, MPI.UNDEFINED, None) is None
+    assert _split_kind(comm, 99, None) == 99  # collops' own split_type names it
+
+
+def test_alloc_mem_gives_mpi4pys_buffer_and_attach_gives_it_back():
+    import ctypes
+    buf = MPI.Alloc_mem(64)
+    assert isinstance(buf, MPI.buffer) and buf.nbytes == len(buf) == 64 and not buf.readonly
+    ctypes.memmove(buf.address, b"abc", 3)  # the address is the memory's own
+    assert bytes(buf[:3]) == b"abc" and buf.obj is None and MPI.Alloc_mem(0).address == 0
+    comm = MPI.COMM_SELF.Dup()
+    comm.Attach_buffer(buf)
+    back = comm.Detach_buffer()
+    assert back is buf and back.address == buf.address
+    comm.Attach_buffer(MPI.BUFFER_AUTOMATIC)
+    assert comm.Detach_buffer() is MPI.BUFFER_AUTOMATIC
+    comm.Free()
+    MPI.Free_mem(buf)
+
+
+def test_requests_and_messages_pickle_as_mpi4pys():
+    import pickle
+    for handle in (MPI.REQUEST_NULL, MPI.MESSAGE_NULL, MPI.MESSAGE_NO_PROC):
+        assert pickle.loads(pickle.dumps(handle)) is handle
+        copy = pickle.loads(pickle.dumps(type(handle)(handle)))
+        assert copy == handle and copy is not handle
+    comm = MPI.COMM_SELF
+    request = comm.Isend(b"xy", 0, 0)
+    message = comm.Mprobe(0, 0)
+    for active in (request, message):
+        with pytest.raises(ValueError, match="cannot pickle"):
+            pickle.dumps(active)
+    message.Recv(bytearray(2))
+    request.Wait()
 
 
 def test_communicators_take_the_plain_attribute_lookup():

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .attributes import TAG_UB_KEY
-from .comm import COMM_NULL, COMM_SELF, COMM_WORLD, Comm, Intracomm, wrap
+from .comm import COMM_NULL, COMM_SELF, COMM_WORLD, Comm, Intercomm, Intracomm, wrap
 from .constants import (
     ANY_SOURCE,
     ANY_TAG,
@@ -73,7 +73,6 @@ from .environment import (
     Info,
     Init,
     Init_thread,
-    Intercomm,
     Is_finalized,
     Is_initialized,
     Is_thread_main,
@@ -89,6 +88,7 @@ from .environment import (
     Win,
     Wtick,
     Wtime,
+    buffer,
     get_vendor,
 )
 from .exceptions import (
@@ -139,7 +139,7 @@ from .operators import (
     SUM,
     Op,
 )
-from .pointtopoint import MESSAGE_NULL, Message
+from .pointtopoint import MESSAGE_NO_PROC, MESSAGE_NULL, Message
 from .requests import REQUEST_NULL, Prequest, Request, Status
 from .typemaps import ORDER_C, ORDER_FORTRAN
 
@@ -147,7 +147,6 @@ TAG_UB = TAG_UB_KEY
 ERR_LASTUSEDCODE = ERR_LASTCODE
 globals().update(PREDEFINED)
 Grequest = Request
-MESSAGE_NO_PROC = MESSAGE_NULL
 
 
 def _typecode(datatype: Datatype) -> str | None:

@@ -13,12 +13,14 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import zlib
 from typing import Any
 
 from ..errors import CollopsError
 from .attributes import Attributes
 from .collectives import Collectives
-from .constants import UNDEFINED
+from .constants import COMM_TYPE_HW_GUIDED, COMM_TYPE_HW_UNGUIDED, COMM_TYPE_SHARED, UNDEFINED
+from .environment import INFO_NULL, Info
 from .exceptions import ERR_COMM, mpi_error, mpi_exception, not_implemented
 from .group import Group
 from .objects import ObjectCollectives
@@ -34,6 +36,32 @@ class _Freed:
 
     def __getattr__(self, name: str) -> Any:
         raise mpi_exception(ERR_COMM, f"{name}: the communicator is {self.what}")
+
+
+#: MPI-4's info key naming a hardware level, and the one level collops knows (the node)
+HW_RESOURCE_TYPE = "mpi_hw_resource_type"
+SHARED_MEMORY = "mpi_shared_memory"
+
+
+def _split_kind(comm: Any, split_type: int, info: Any) -> Any:
+    """collops' split kind for an MPI split type: ``"shared"`` (the node) for
+    COMM_TYPE_SHARED; for COMM_TYPE_HW_GUIDED when ``info`` asks for ``mpi_shared_memory``
+    (any other level, or none: COMM_NULL, as MPI-4 says); for COMM_TYPE_HW_UNGUIDED when the
+    node is a strictly smaller level than ``comm`` (its members span nodes), else COMM_NULL.
+    Every rank decides alike from what every rank knows. Any other value goes on to collops,
+    which names it."""
+    if split_type == UNDEFINED:
+        return None
+    if split_type == COMM_TYPE_SHARED:
+        return "shared"
+    if split_type == COMM_TYPE_HW_GUIDED:
+        asked = info.get(HW_RESOURCE_TYPE) if isinstance(info, dict) else None
+        return "shared" if asked == SHARED_MEMORY else None
+    if split_type == COMM_TYPE_HW_UNGUIDED:
+        nodes = comm.transport.capabilities().node_of_rank
+        spanned = {nodes[rank] for rank in comm.group.ranks} if nodes else set()
+        return "shared" if len(spanned) > 1 else None
+    return split_type
 
 
 class Comm(Collectives, ObjectCollectives, PointToPoint, Attributes):
@@ -103,7 +131,7 @@ class Comm(Collectives, ObjectCollectives, PointToPoint, Attributes):
 
     def Get_group(self) -> Group:
         """The group of this communicator's ranks."""
-        return Group(self._comm.group)
+        return Group(self._comm.group, self._comm)
 
     @property
     def group(self) -> Group:
@@ -190,9 +218,9 @@ class Comm(Collectives, ObjectCollectives, PointToPoint, Attributes):
         return Request()
 
     @classmethod
-    def Get_parent(cls) -> Intracomm:
-        """COMM_NULL: no process here was spawned."""
-        return COMM_NULL
+    def Get_parent(cls) -> Intercomm:
+        """A null intercommunicator: no process here was spawned."""
+        return Intercomm()
 
     def Get_errhandler(self) -> Any:
         """The error handler: errors are raised as exceptions (ERRORS_RETURN)."""
@@ -249,9 +277,14 @@ class Comm(Collectives, ObjectCollectives, PointToPoint, Attributes):
             raise mpi_error(exc) from None
 
     def Split_type(self, split_type: int, key: int = 0, info: Any = None) -> Intracomm:
-        """Ranks that share memory together (COMM_NULL for ``split_type=UNDEFINED``)."""
-        kind = None if split_type == UNDEFINED else "shared"  # every hardware level: the node
-        return self._wrapped(self._do("split_type", "Split_type", kind, key))
+        """Ranks that share memory together (MPI-4's split types over the one hardware level
+        collops knows, the node: `_split_kind`); COMM_NULL for ``split_type=UNDEFINED``."""
+        comm = self._wrapped(self._do("split_type", "Split_type",
+                                      _split_kind(self._comm, split_type, info), key))
+        if split_type == COMM_TYPE_HW_UNGUIDED and comm and isinstance(info, Info) \
+                and info is not INFO_NULL:
+            info.Set(HW_RESOURCE_TYPE, SHARED_MEMORY)  # the level it split at, as MPI-4 says
+        return comm
 
     def Create(self, group: Group) -> Intracomm:
         """A communicator of ``group``'s members (collective over this communicator; COMM_NULL
@@ -311,6 +344,33 @@ for _names, _what in _UNSUPPORTED:
 
 class Intracomm(Comm):
     """An intracommunicator (every communicator collops has)."""
+
+    @classmethod
+    def Create_from_group(cls, group: Group, stringtag: str = "org.mpi4py", info: Any = None,
+                          errhandler: Any = None) -> Intracomm:
+        """A communicator of ``group``'s members, collective over them only (MPI-4's, without
+        a session: made over the communicator the group came from, ``COMM_WORLD`` for a group
+        of no communicator's; ``stringtag`` tells concurrent calls apart, as `Create_group`'s
+        tag does)."""
+        tag = zlib.crc32(str(stringtag).encode()) & 0x3FFFFFFF
+        base = COMM_WORLD if group.origin is None else Intracomm(group.origin)
+        return base._wrapped(base._do("create_group", "Create_from_group", group.group, tag))
+
+
+class Intercomm(Comm):
+    """An intercommunicator: collops has none, so only the null one exists (``Intercomm()``,
+    what `Comm.Get_parent` gives where no process was spawned). Making one of a communicator
+    raises NotImplementedError, as do the methods only intercommunicators have."""
+
+    def __init__(self, comm: Any = None) -> None:
+        """The null intercommunicator (``comm`` None or a null handle)."""
+        if comm is not None and not (isinstance(comm, Comm) and not comm):
+            raise not_implemented("intercommunicators", "Intercomm")
+        super().__init__(None)
+
+
+for _name in ("Get_remote_group", "Get_remote_size", "remote_group", "remote_size"):
+    setattr(Intercomm, _name, _refusal(_name, "intercommunicators"))
 
 
 def wrap(comm: Any) -> Intracomm:

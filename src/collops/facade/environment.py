@@ -9,6 +9,8 @@ import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+import numpy as np
+
 from .constants import LIBRARY_VERSION, SUBVERSION, THREAD_SERIALIZED, VERSION
 from .exceptions import ERR_DIMS, mpi_exception, not_implemented
 
@@ -166,9 +168,37 @@ def Compute_dims(nnodes: int, dims: int | Sequence[int]) -> list[int]:
     return given
 
 
-def Alloc_mem(size: int, info: Any = None) -> bytearray:
+class buffer(bytearray):  # noqa: N801  (mpi4py's name)
+    """Memory `Alloc_mem` gives: a bytearray of fixed size with mpi4py's ``buffer``
+    attributes (``address``, ``nbytes``, ``readonly``, ``obj``, ``tobytes``, ``release``)."""
+
+    @property
+    def address(self) -> int:
+        """Where the memory starts."""
+        return int(np.frombuffer(self, np.uint8).ctypes.data) if len(self) else 0
+
+    @property
+    def nbytes(self) -> int:
+        """Its size in bytes."""
+        return len(self)
+
+    @property
+    def readonly(self) -> bool:
+        """False: it is writable."""
+        return False
+
+    @property
+    def obj(self) -> None:
+        """None: the memory is its own."""
+        return None
+
+    def release(self) -> None:
+        """Nothing to release: the garbage collector frees it."""
+
+
+def Alloc_mem(size: int, info: Any = None) -> buffer:
     """``size`` bytes of memory (ordinary memory: collops needs none of its own)."""
-    return bytearray(int(size))
+    return buffer(int(size))
 
 
 def Free_mem(mem: Any) -> None:
@@ -210,10 +240,6 @@ class _Unsupported:
 
 def _raise(what: str, name: str) -> NoReturn:
     raise not_implemented(what, name)
-
-
-class Intercomm(_Unsupported, what="intercommunicators"):
-    """Not implemented: intercommunicators."""
 
 
 class Cartcomm(_Unsupported, what="process topologies"):

@@ -26,13 +26,20 @@ def _call(fn: Callable[..., Any], *args: Any) -> Any:
 class Group:
     """An ordered set of processes: a handle of a collops `~collops.Group`."""
 
-    __slots__ = ("group",)
+    __slots__ = ("group", "origin")
     group: CollopsGroup
+    origin: Any
 
-    def __init__(self, group: Group | CollopsGroup | None = None) -> None:
-        """A handle of ``group`` (a facade or collops group; GROUP_NULL's when None)."""
-        self.group = _NULL if group is None else (
-            group.group if isinstance(group, Group) else group)
+    def __init__(self, group: Group | CollopsGroup | None = None, origin: Any = None) -> None:
+        """A handle of ``group`` (a facade or collops group; GROUP_NULL's when None).
+        ``origin`` is the collops communicator whose ranks it names (what
+        ``Intracomm.Create_from_group`` makes its communicator over), kept by the groups made
+        from it."""
+        if isinstance(group, Group):
+            origin = group.origin
+            group = group.group
+        self.group = _NULL if group is None else group
+        self.origin = origin
 
     def __repr__(self) -> str:
         if not self:
@@ -84,34 +91,34 @@ class Group:
 
     def Incl(self, ranks: Sequence[int]) -> Group:
         """The members at ``ranks``, in that order."""
-        return Group(_call(self.group.incl, ranks))
+        return Group(_call(self.group.incl, ranks), self.origin)
 
     def Excl(self, ranks: Sequence[int]) -> Group:
         """The members not at ``ranks``, in group order."""
-        return Group(_call(self.group.excl, ranks))
+        return Group(_call(self.group.excl, ranks), self.origin)
 
     def Range_incl(self, ranks: Sequence[tuple[int, int, int]]) -> Group:
         """`Incl` of ``(first, last, stride)`` triples."""
-        return Group(_call(self.group.range_incl, ranks))
+        return Group(_call(self.group.range_incl, ranks), self.origin)
 
     def Range_excl(self, ranks: Sequence[tuple[int, int, int]]) -> Group:
         """`Excl` of ``(first, last, stride)`` triples."""
-        return Group(_call(self.group.range_excl, ranks))
+        return Group(_call(self.group.range_excl, ranks), self.origin)
 
     @classmethod
     def Union(cls, group1: Group, group2: Group) -> Group:
         """Members of ``group1``, then those of ``group2`` not in it."""
-        return Group(_call(group1.group.union, group2.group))
+        return Group(_call(group1.group.union, group2.group), group1.origin)
 
     @classmethod
     def Intersection(cls, group1: Group, group2: Group) -> Group:
         """Members of ``group1`` also in ``group2``, in ``group1``'s order."""
-        return Group(_call(group1.group.intersection, group2.group))
+        return Group(_call(group1.group.intersection, group2.group), group1.origin)
 
     @classmethod
     def Difference(cls, group1: Group, group2: Group) -> Group:
         """Members of ``group1`` not in ``group2``, in ``group1``'s order."""
-        return Group(_call(group1.group.difference, group2.group))
+        return Group(_call(group1.group.difference, group2.group), group1.origin)
 
     def Translate_ranks(self, ranks: Sequence[int] | None = None,
                         group: Group | None = None) -> list[int]:

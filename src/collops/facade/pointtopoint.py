@@ -15,30 +15,100 @@ import numpy as np
 from ..errors import CollopsError
 from ..runtime.overlap import may_overlap
 from ..runtime.p2p import loaded
+from ..runtime.status import Status as CollopsStatus
 from .buffers import fast_array, message
-from .constants import ANY_SOURCE, ANY_TAG
+from .constants import ANY_SOURCE, ANY_TAG, PROC_NULL
 from .datatypes import _BY_DTYPE
 from .exceptions import mpi_error, not_implemented
 from .requests import Prequest, Request, Status, fill
 from .staging import Stage
 
 
-class Message:
-    """A message matched by `PointToPoint.Mprobe`, received by its `Recv`/`recv`."""
+class _NoProc:
+    """The handle of ``MESSAGE_NO_PROC``: what a matched probe of ``PROC_NULL`` gives; its
+    receive ends at once with PROC_NULL's status and leaves the buffer as it is."""
 
-    __slots__ = ("_message", "_status")
+    __slots__ = ()
+
+    def status(self) -> Any:
+        """PROC_NULL's status (source PROC_NULL, tag ANY_TAG, no data)."""
+        return CollopsStatus(PROC_NULL, ANY_TAG, 0)
+
+    def recv(self, out: Any = None) -> tuple[Any, Any]:
+        """Nothing to receive: ``(out, PROC_NULL's status)``."""
+        return out, self.status()
+
+    def irecv(self, out: Any = None) -> Any:
+        """A receive already complete (`_Received`)."""
+        return _Received(self.recv(out))
+
+
+class _Received:
+    """A collops-request stand-in whose receive is already complete (``MESSAGE_NO_PROC``'s)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: Any) -> None:
+        self._value = value
+
+    def test(self) -> bool:
+        """Complete already."""
+        return True
+
+    def wait(self) -> Any:
+        """The receive's ``(data, status)``."""
+        return self._value
+
+
+_NO_PROC = _NoProc()
+
+
+class Message:
+    """A message matched by `PointToPoint.Mprobe`, received by its `Recv`/`recv` (mpi4py's
+    handle semantics: ``Message(m)`` is another handle of ``m``; receiving through a handle
+    makes it null, except the predefined ``MESSAGE_NO_PROC``, which stays as it is)."""
+
+    __slots__ = ("_message",)
+    _message: Any
 
     def __init__(self, message: Any = None) -> None:
-        """Wrap a collops matched message (MESSAGE_NULL when None)."""
-        self._message = message
+        """Wrap a collops matched message (MESSAGE_NULL when None), or copy a handle."""
+        self._message = message._message if isinstance(message, Message) else message
 
     def __bool__(self) -> bool:
         return self._message is not None
 
-    def _take(self, call: str) -> Any:
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return NotImplemented
+        return self._message is other._message
+
+    def __hash__(self) -> int:
+        return id(self._message)
+
+    def __repr__(self) -> str:
+        state = ("null" if self._message is None else
+                 "no-proc" if self._message is _NO_PROC else "matched")
+        return f"<collops.MPI.Message {state}>"
+
+    def __reduce__(self) -> Any:
+        """Pickled as mpi4py's: MESSAGE_NULL and MESSAGE_NO_PROC are themselves, copies of
+        them equal handles; a matched message cannot be pickled (it belongs to its process)."""
+        for name in ("MESSAGE_NULL", "MESSAGE_NO_PROC"):
+            if self is globals().get(name):
+                return name
         if self._message is None:
+            return Message, ()
+        if self._message is _NO_PROC:
+            return Message, (MESSAGE_NO_PROC,)
+        raise ValueError(f"cannot pickle {self!r}: a matched message belongs to its process")
+
+    def _take(self, call: str) -> Any:
+        taken = self._message
+        if taken is None:
             raise mpi_error(_null_message(call))
-        taken, self._message = self._message, None
+        if self is not MESSAGE_NO_PROC:
+            self._message = None
         return taken
 
     def Recv(self, buf: Any, status: Status | None = None) -> None:
@@ -72,6 +142,27 @@ class Message:
         """Non-blocking `recv`."""
         return Request(self._take("Message.irecv").irecv(), _unpickled)
 
+    @classmethod
+    def Probe(cls, comm: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG,
+              status: Status | None = None) -> Message:
+        """``comm.Mprobe(source, tag, status)``."""
+        return comm.Mprobe(source, tag, status)  # type: ignore[no-any-return]
+
+    @classmethod
+    def Iprobe(cls, comm: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG,
+               status: Status | None = None) -> Message | None:
+        """``comm.Improbe(source, tag, status)``."""
+        return comm.Improbe(source, tag, status)  # type: ignore[no-any-return]
+
+    probe = Probe
+    iprobe = Iprobe
+
+
+def _matched(found: Any) -> Message:
+    """A new handle of the message collops' matched probe found: ``MESSAGE_NO_PROC``'s for
+    a probe of PROC_NULL (whose status names PROC_NULL, as no real message's does)."""
+    return Message(_NO_PROC if found.status.source == PROC_NULL else found)
+
 
 def _unpickled(value: tuple[Any, Any]) -> tuple[Any, Any]:
     """A received ``(payload, status)`` with the payload unpickled (None stays None)."""
@@ -85,6 +176,7 @@ def _null_message(call: str) -> CollopsError:
 
 
 MESSAGE_NULL = Message()
+MESSAGE_NO_PROC = Message(_NO_PROC)
 #: the dtypes with a predefined datatype: an array of one goes to collops as it is (collops
 #: checks its layout), anything else through the buffer-spec parser
 _MAPPED = _BY_DTYPE
@@ -307,8 +399,8 @@ class PointToPoint:
                status: Status | None = None) -> Message:
         """Match a message (to be received by the returned `Message` only)."""
         found = self._do("mprobe", "Mprobe", source, tag)
-        fill(status, getattr(found, "status", None))
-        return Message(found)
+        fill(status, found.status)
+        return _matched(found)
 
     mprobe = Mprobe
 
@@ -318,8 +410,8 @@ class PointToPoint:
         found = self._do("improbe", "Improbe", source, tag)
         if found is None:
             return None
-        fill(status, getattr(found, "status", None))
-        return Message(found)
+        fill(status, found.status)
+        return _matched(found)
 
     improbe = Improbe
 

@@ -162,6 +162,15 @@ class Request:
     def __repr__(self) -> str:
         return f"<collops.MPI.{type(self).__name__} {'active' if self else 'null'}>"
 
+    def __reduce__(self) -> Any:
+        """Pickled as mpi4py's: REQUEST_NULL is itself, a null copy an equal handle; an
+        active request cannot be pickled (its operation belongs to its process)."""
+        if self is REQUEST_NULL:
+            return "REQUEST_NULL"
+        if not self:
+            return type(self), ()
+        raise ValueError(f"cannot pickle {self!r}: an operation belongs to its process")
+
     def _complete(self, value: Any) -> Any:
         if self._finish is not None:
             value = self._finish(value)
