@@ -236,3 +236,51 @@ def test_a_freed_or_null_communicator_raises_as_the_python_method_does(starters,
             method(MPI.Comm(), *args)  # COMM_NULL's handle
         raised.append((caught.value.Get_error_class(), str(caught.value)))
     assert raised[0] == raised[1] and raised[0][0] == MPI.ERR_COMM
+
+
+_SENT = [np.ones(2), ([1, 1], [0, 1]), MPI.DOUBLE]
+
+
+def _received_view(spec: Any) -> np.ndarray:
+    """The ``out`` the compiled `Ialltoallv` hands collops for receive spec ``spec`` (its
+    layout remembered first: the Python method takes a call whose layout is new)."""
+    recorder = _Recorder(0, 2)
+    for _ in range(2):
+        wrap(recorder).Ialltoallv(_SENT, spec)
+    return recorder.calls[-1][2]["out"]
+
+
+def test_a_longer_receive_buffer_gives_its_kept_view_of_the_same_memory_only():
+    """The view of a buffer's blocks' span is kept and given again for the same memory, type,
+    length and writeability (whatever array it is cut from), and never for other memory."""
+    counts, displs = [1, 1], [1, 3]  # span 4, buffer 6
+    buf = np.zeros(6)
+    spec = [buf, (counts, displs), MPI.DOUBLE]
+    first = _received_view(spec)
+    assert first.shape == (4,) and np.shares_memory(first, buf) and first.base is buf
+    assert _received_view(spec) is first  # kept
+    same_memory = buf[:5]  # another array over the same memory: the same view is right
+    assert _received_view([same_memory, (counts, displs), MPI.DOUBLE]) is first
+    other = np.zeros(6)
+    second = _received_view([other, (counts, displs), MPI.DOUBLE])
+    assert second is not first and second.base is other
+    shifted = _received_view([buf[1:], (counts, displs), MPI.DOUBLE])  # other first element
+    assert shifted is not first and shifted.__array_interface__["data"][0] == \
+        buf[1:].__array_interface__["data"][0]
+    as_ints = buf.view(np.int64)  # same memory, another type
+    ints = _received_view([as_ints, (counts, displs), MPI.INT64_T])
+    assert ints.dtype == np.int64 and ints is not first
+    longer = _received_view([buf, ([1, 2], [1, 3]), MPI.DOUBLE])  # span 5
+    assert longer.shape == (5,) and longer is not first
+
+
+def test_a_dropped_receive_buffer_is_let_go_at_the_next_v_call():
+    import weakref
+    counts, displs = [1, 1], [1, 3]
+    buf = np.zeros(6)
+    gone = weakref.ref(buf)
+    _received_view([buf, (counts, displs), MPI.DOUBLE])
+    del buf
+    assert gone() is not None  # held by the kept view until the next call
+    _received_view([np.zeros(6), (counts, displs), MPI.DOUBLE])
+    assert gone() is None
