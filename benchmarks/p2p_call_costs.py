@@ -1,7 +1,7 @@
 """What an 8-byte point-to-point message costs in CPU through ``collops.MPI``, apart from waiting.
 
 Usage: collops run -n 2 --mpi4py benchmarks/p2p_call_costs.py [--rounds 300] [--burst 40]
-           [--pingpong 20000] [--json FILE]
+           [--pingpong 20000] [--sizes 8,1M,4M,16M] [--json FILE]
        mpiexec -n 2 python benchmarks/p2p_call_costs.py --own [--profile] [...]
 
 Rank 1 times a burst of ``--burst`` ``comm.Send`` calls while the ring has room (each completes
@@ -9,7 +9,9 @@ at once); then rank 0 times as many ``comm.Recv`` calls of messages that have al
 minimum over ``--rounds`` bursts of the time per call filters out the moments the process was
 not running, so the figures hold on a loaded machine (scale them by the empty-loop time it
 also prints: ~15 ns a loop iteration on an idle development VM). Then a ping-pong of
-``--pingpong`` round trips: half a round trip, the best of five slices. Runs unchanged under
+``--pingpong`` round trips: half a round trip, the best of five slices; ``--sizes`` adds
+a ping-pong of each size (as many bytes moved as the 8-byte one, at least 25 round trips),
+half a round trip and its bandwidth. Runs unchanged under
 ``mpiexec`` with mpi4py (MPICH's figures for the same calls); there ``--own`` also times
 collops' own ``comm.send``/``comm.recv`` (MPI's point-to-point underneath) in the same job,
 alternating twice with mpi4py's, and ``--profile`` prints instead rank 0's profile of collops'
@@ -67,11 +69,12 @@ def bursts(calls: Calls, rounds: int, burst: int) -> tuple[list[float], list[flo
     return sends, recvs
 
 
-def pingpong(calls: Calls, round_trips: int) -> float:
-    """Seconds per half round trip of 8 bytes between ranks 0 and 1, best of five slices."""
+def pingpong(calls: Calls, round_trips: int, nbytes: int = 8) -> float:
+    """Seconds per half round trip of ``nbytes`` between ranks 0 and 1, best of five
+    slices."""
     send, recv, barrier, rank = calls
     peer = 1 - rank
-    x, out = np.ones(1), np.empty(1)
+    x, out = np.ones(max(1, nbytes // 8)), np.empty(max(1, nbytes // 8))
 
     def loop(k: int) -> None:
         for _ in range(k):
@@ -82,7 +85,7 @@ def pingpong(calls: Calls, round_trips: int) -> float:
                 recv(out, peer)
                 send(x, peer)
 
-    loop(1000)
+    loop(min(1000, round_trips))
     best = float("inf")
     for _ in range(5):
         barrier()
@@ -97,8 +100,22 @@ def measured(calls: Calls, world: Any, args: argparse.Namespace) -> dict[str, fl
     sends, recvs = bursts(calls, args.rounds, args.burst)
     send = world.bcast(min(sends) if world.Get_rank() == 1 else None, root=1)
     half = pingpong(calls, args.pingpong)
-    return {"send_us": send * 1e6, "recv_arrived_us": min(recvs or [0.0]) * 1e6,
-            "pingpong_half_round_trip_us": half * 1e6}
+    found = {"send_us": send * 1e6, "recv_arrived_us": min(recvs or [0.0]) * 1e6,
+             "pingpong_half_round_trip_us": half * 1e6}
+    for nbytes in args.sizes:  # larger messages: fewer round trips, as many bytes each
+        trips = max(25, min(args.pingpong, args.pingpong * 8 // nbytes))
+        trips -= trips % 5
+        seconds = pingpong(calls, trips, nbytes)
+        found[f"pingpong_{nbytes}B_half_round_trip_us"] = seconds * 1e6
+        found[f"pingpong_{nbytes}B_MBps"] = nbytes / seconds / 1e6
+    return found
+
+
+def sizes(text: str) -> list[int]:
+    """``8,1M,16M`` as byte counts (K and M are powers of 1024)."""
+    scale = {"K": 1 << 10, "M": 1 << 20}
+    return [int(part[:-1]) * scale[part[-1].upper()] if part[-1].upper() in scale
+            else int(part) for part in text.split(",") if part]
 
 
 def profiled(calls: Calls, args: argparse.Namespace) -> None:
@@ -120,6 +137,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--burst", type=int, default=40)
     parser.add_argument("--pingpong", type=int, default=20000)
+    parser.add_argument("--sizes", type=sizes, default=[],
+                        help="also ping-pong messages of these sizes (e.g. 8,1M,4M,16M)")
     parser.add_argument("--own", action="store_true")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--json")

@@ -452,6 +452,7 @@ def run_cases(comm: Any) -> dict[str, list[tuple[str, Any, Any]]]:
 
 
 from . import (  # noqa: E402, F401  (register their cases)
+    cases_alltoallw,
     cases_datatypes,
     cases_p2p,
     cases_requests,

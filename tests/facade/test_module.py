@@ -77,7 +77,6 @@ UNSUPPORTED = {
     "Create_cart": lambda comm: comm.Create_cart([comm.Get_size()]),
     "Spawn": lambda comm: comm.Spawn("python"),
     "Neighbor_allgather": lambda comm: comm.Neighbor_allgather(np.zeros(1), np.zeros(1)),
-    "Alltoallw": lambda comm: comm.Alltoallw(np.zeros(1), np.zeros(1)),
     "Open_port": lambda comm: MPI.Open_port(),
     "Create_struct": lambda comm: MPI.Datatype.Create_struct([1, 1], [0, 8],
                                                              [MPI.DOUBLE, MPI.INT]),

@@ -401,6 +401,44 @@ def test_sends_to_self(run):
     assert run(body, 1)[0] == (5999, False)
 
 
+def test_a_completed_receive_holds_no_reference_to_its_buffer(run):
+    """Once a receive completed (and the transport progressed), nothing of it keeps the
+    program's buffer: the memory goes when the program drops it, not at the next cyclic
+    garbage collection (a receive and its posted entry used to refer to each other)."""
+    import gc
+    import sys
+
+    def body(comm):
+        gc.disable()
+        try:
+            held = {}
+            for form in ("recv", "irecv", "mprobe", "improbe", "large"):
+                n = 100_000 if form == "large" else 4
+                buf = np.zeros(n)
+                before = sys.getrefcount(buf)
+                if comm.rank == 0:
+                    comm.send(np.ones(n), 1, 0)
+                elif form in ("recv", "large"):
+                    comm.recv(buf, 0, 0)
+                elif form == "irecv":
+                    comm.irecv(buf, 0, 0).wait()
+                elif form == "mprobe":
+                    comm.mprobe(0, 0).recv(buf)
+                else:
+                    found = None
+                    while found is None:
+                        found = comm.improbe(0, 0)
+                    found.irecv(buf).wait()
+                    del found
+                comm.barrier()  # (a large message's pipe entry goes at the next progress)
+                held[form] = sys.getrefcount(buf) - before
+            return held
+        finally:
+            gc.enable()
+
+    assert run(body, 2)[1] == {"recv": 0, "irecv": 0, "mprobe": 0, "improbe": 0, "large": 0}
+
+
 def test_status_get_count():
     status = collops.Status(0, 1, 24, np.dtype(np.float64))
     assert status.count == 3 and status.get_count(np.int32) == 6 and status.get_count() == 3

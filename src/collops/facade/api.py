@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .alltoallw import Aint_add, Aint_diff, Get_address
 from .attributes import TAG_UB_KEY
 from .comm import COMM_NULL, COMM_SELF, COMM_WORLD, Comm, Intercomm, Intracomm, wrap
 from .constants import (

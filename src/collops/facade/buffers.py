@@ -137,6 +137,10 @@ def _typed(arr: np.ndarray, given: Datatype | None, call: str, argument: str,
     datatype = given
     base = datatype.base
     assert base is not None
+    if datatype.shift:
+        raise _error(call, argument, datatype, "the datatype's elements are not on its base "
+                     "type's boundaries (a Create_struct of absolute addresses): collops.MPI "
+                     "takes such a type with MPI.BOTTOM in Alltoallw only", rank)
     if arr.dtype != base:
         if arr.nbytes % base.itemsize:
             raise _error(call, argument, arr.nbytes, f"the buffer's {arr.nbytes} bytes are not "

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import CollopsError
 from ..runtime.arguments import rows_spanned
+from .alltoallw import alltoallw_call
 from .buffers import (
     allgatherv_args,
     alltoallv_args,
@@ -31,7 +32,7 @@ from .buffers import (
     vector,
 )
 from .constants import IN_PLACE
-from .exceptions import mpi_error, not_implemented
+from .exceptions import mpi_error
 from .operators import SUM, Op, as_op
 from .requests import Prequest, Request, compiled_method
 from .staging import Stage
@@ -586,11 +587,17 @@ class Collectives:
                 raise mpi_error(exc) from None
         self._run(self._alltoallv(sendbuf, recvbuf, "Alltoallv"), BLOCKING)
 
-    def Alltoallw(self, sendbuf: Any, recvbuf: Any) -> None:
-        """Not implemented: a datatype per peer."""
-        raise not_implemented("Alltoallw (a datatype per peer)", "Alltoallw")
+    @_staged
+    def _alltoallw(self, sendbuf: Any, recvbuf: Any, call: str, *, stage: Stage) -> _Call:
+        comm = self._comm
+        sent, scounts, rcounts, out = alltoallw_call(sendbuf, recvbuf, _in_place(sendbuf),
+                                                     comm.size, call, comm.rank, stage)
+        return _Call("alltoallv", (sent, scounts, None, rcounts), {"out": out})
 
-    Ialltoallw = Alltoallw_init = Alltoallw
+    def Alltoallw(self, sendbuf: Any, recvbuf: Any) -> None:
+        """Alltoall with a count, byte displacement and datatype per peer on both sides
+        (`facade.alltoallw`: the blocks moved as bytes)."""
+        self._run(self._alltoallw(sendbuf, recvbuf, "Alltoallw"), BLOCKING)
 
     # -- the non-blocking and persistent forms, generated from the blocking ones --------------
     Ibarrier, Barrier_init = _forms(Barrier, lambda self, call: _Call("barrier", (), {}))
@@ -615,4 +622,5 @@ class Collectives:
                                           started=True)
     Ialltoall, Alltoall_init = _forms(Alltoall, _alltoall)
     Ialltoallv, Alltoallv_init = _forms(Alltoallv, _alltoallv, _fast_alltoallv, started=True)
+    Ialltoallw, Alltoallw_init = _forms(Alltoallw, _alltoallw)
 

@@ -29,7 +29,7 @@ class Datatype:
     """An MPI datatype: ``base`` numpy dtype and the type map of one element (`TypeMap`)."""
 
     __slots__ = ("base", "multiplier", "_name", "predefined", "committed", "freed", "exact",
-                 "tmap", "gaps", "_positions")
+                 "tmap", "gaps", "_positions", "shift")
     base: np.dtype | None
     #: ``base`` when one element is one base element (and the type is usable), else None:
     #: the one comparison the fast path of ``[array, datatype]`` makes
@@ -43,6 +43,10 @@ class Datatype:
     tmap: TypeMap
     #: whether the type's elements are not a dense run (`typemaps.is_dense`): staged
     gaps: bool
+    #: bytes every element's data lies past its base-element positions (0 but for a
+    #: `Create_struct` of absolute addresses not on base-element boundaries: used with
+    #: ``MPI.BOTTOM`` only)
+    shift: int
 
     def __init__(self, datatype: Datatype | None = None) -> None:
         """A new handle of ``datatype`` (DATATYPE_NULL when None), as mpi4py's constructor."""
@@ -51,6 +55,7 @@ class Datatype:
                   "" if datatype is None else datatype._name,
                   False if datatype is None else datatype.predefined)
         self.committed = True if datatype is None else datatype.committed
+        self.shift = 0 if datatype is None else datatype.shift
 
     def _set(self, base: np.dtype | None, tmap: TypeMap, name: str, predefined: bool) -> None:
         self.base, self.tmap, self._name, self.predefined = base, tmap, name, predefined
@@ -59,6 +64,7 @@ class Datatype:
         self.freed = False
         self.exact = base if self.multiplier == 1 and not self.gaps else None
         self._positions: dict[tuple[int, int], np.ndarray] = {}
+        self.shift = 0
 
     @classmethod
     def _make(cls, base: np.dtype | None, tmap: TypeMap, name: str,
@@ -108,7 +114,7 @@ class Datatype:
     def Get_extent(self) -> tuple[int, int]:
         """``(lb, extent)`` in bytes."""
         itemsize = self._checked("Get_extent").itemsize
-        return self.tmap.lower * itemsize, self.tmap.span * itemsize
+        return self.tmap.lower * itemsize + self.shift, self.tmap.span * itemsize
 
     def Get_true_extent(self) -> tuple[int, int]:
         """``(true_lb, true_extent)``: the bytes the data itself spans."""
@@ -117,7 +123,7 @@ class Datatype:
         if not offsets.size:
             return 0, 0
         low = int(offsets.min())
-        return low * itemsize, (int(offsets.max()) + 1 - low) * itemsize
+        return low * itemsize + self.shift, (int(offsets.max()) + 1 - low) * itemsize
 
     @property
     def size(self) -> int:
@@ -201,6 +207,7 @@ class Datatype:
         """A new type with the same type map (committed if this one is)."""
         self._checked("Dup")
         new = Datatype._make(self.base, self.tmap, self._name, False)
+        new.shift = self.shift
         return new.Commit() if self.committed else new
 
     Create_dup = Dup
@@ -208,7 +215,9 @@ class Datatype:
     # -- constructors ----------------------------------------------------------------------
     def _derived(self, call: str, build: Any, *args: Any) -> Datatype:
         base = self._checked(call)
-        return Datatype._make(base, build(self.tmap, *args, call), "", False)
+        new = Datatype._make(base, build(self.tmap, *args, call), "", False)
+        new.shift = self.shift  # its copies are whole elements apart
+        return new
 
     def _elements(self, nbytes: Any, call: str, what: str) -> int:
         return typemaps.elements(nbytes, self._checked(call).itemsize, call, what)
@@ -276,13 +285,23 @@ class Datatype:
             raise mpi_exception(ERR_TYPE, f"{call}: needs one block length, displacement "
                                 "and datatype per block, at least one")
         base = bases.pop()
-        copies = []
+        copies, shifts = [], set()
         for length, displacement, t in zip(blocklengths, displacements, datatypes,
                                            strict=True):
-            start = typemaps.elements(displacement, base.itemsize, call, "displacement")
+            # absolute addresses (``Get_address``, for ``MPI.BOTTOM``) need not fall on
+            # base-element boundaries: what is over one is the type's `shift`
+            at = typemaps._integer(displacement, call, "displacement") + t.shift
+            shifts.add(at % base.itemsize)
+            start = typemaps.elements(at - at % base.itemsize, base.itemsize, call,
+                                      "displacement")
             copies.append((t.tmap, typemaps._ranges([start], typemaps._counts(
                 [length], call, "blocklengths"), t.tmap.span)))
-        return Datatype._make(base, typemaps.laid_out(copies), "", False)
+        if len(shifts) > 1:
+            raise not_implemented("a struct whose blocks lie at different byte offsets from "
+                                  "base-element boundaries", f"Datatype.{call}")
+        new = Datatype._make(base, typemaps.laid_out(copies), "", False)
+        new.shift = shifts.pop()
+        return new
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("Create_") or name in ("Pack", "Unpack", "Pack_size",

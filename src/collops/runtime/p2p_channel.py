@@ -486,6 +486,7 @@ class RecvOp(Receiving):
         """The matcher gave this receive ``envelope``: start moving its bytes."""
         channel = self.channel
         self.envelope = envelope
+        self.posted.owner = None  # matched: no cycle keeps the receive (and ``out``) alive
         channel.acknowledge(envelope)
         dtype = dtype_from_token(envelope.dtype)
         n = envelope.nbytes

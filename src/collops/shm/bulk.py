@@ -46,7 +46,8 @@ class _Incoming:
 
     def __init__(self, h: Handle, out: memoryview, n: int, tag: int, piece: int,
                  remote: int, pull: int) -> None:
-        self.h, self.out, self.n, self.tag, self.piece = h, out, n, tag, piece
+        self.h, self.n, self.tag, self.piece = h, n, tag, piece
+        self.out: memoryview | None = out
         self.remote = remote  # the sender's buffer address, 0 when it may not be read
         self.shared = remote != 0  # two-ended: FIN and STOP close it
         self.front = 0  # where the next chunk starts
@@ -401,6 +402,7 @@ class BulkTransfers(ShmEndpoint):
                 end = min(front + transfer.piece, transfer.back)
                 p = self._in_chunks[src] + (count % nchunks) * slot
                 if not transfer.local:
+                    assert transfer.out is not None  # (dropped once complete)
                     transfer.local = _address(transfer.out)
                 # the slots start on a page, numpy's arrays 16 bytes into one: around aliasing
                 kernel.copy_memory(transfer.local + front, self._base_address + p, end - front)
@@ -442,6 +444,7 @@ class BulkTransfers(ShmEndpoint):
         try:
             if not transfer.pid:
                 transfer.pid = int(self._words[self._pid_word[src]])
+                assert transfer.out is not None  # (dropped once complete)
                 transfer.local = _address(transfer.out)
             self._reader.read(transfer.pid, transfer.remote + lower, transfer.local + lower,
                               back - lower)
@@ -459,6 +462,9 @@ class BulkTransfers(ShmEndpoint):
     def _complete(self, src: int, transfer: _Incoming) -> None:
         transfer.complete = True
         transfer.h.done = True
+        # nothing more is copied in: a two-ended transfer waits in the queue for its STOP
+        # without the receive buffer (the program may drop it now)
+        transfer.out = None
         if transfer.shared:
             self._send_control(src, seg.FIN, transfer.tag, 0, 0, 0)
 
