@@ -32,7 +32,7 @@ from pathlib import Path
 FILES = ["test_cco_buf", "test_cco_nb_buf", "test_cco_pr_buf", "test_cco_vec",
          "test_cco_nb_vec", "test_cco_pr_vec", "test_cco_obj", "test_p2p_buf",
          "test_p2p_obj", "test_p2p_buf_matched", "test_p2p_obj_matched", "test_comm",
-         "test_group", "test_request", "test_status", "test_op"]
+         "test_group", "test_request", "test_grequest", "test_status", "test_op"]
 _RESULT = re.compile(r"^\[0\] (test\w+) \(([\w.]+)\)(?:\n\[0\] .*)?.*\.\.\. (ok|FAIL|ERROR|"
                      r"skipped|expected failure|unexpected success)", re.M)
 _LINE = re.compile(r"^\[0\] (test\w+) \(([\w.]+)\).*?\.\.\. ?(.*)$")

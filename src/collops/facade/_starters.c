@@ -31,7 +31,9 @@ static const char *const kind_names[KINDS] = {"allgatherv", "gatherv", "scatterv
                                               "alltoallv", "wait"};
 
 static PyTypeObject *request_type;  /* collops.facade.requests.Request */
-static Py_ssize_t request_slots[4]; /* its _request, _finish, _value, _status slots */
+#define REQUEST_SLOTS 5
+static Py_ssize_t request_slots[REQUEST_SLOTS]; /* its _request, _finish, _value, _status,
+                                                 _same slots */
 static PyObject *mpi_error;         /* facade.exceptions.mpi_error */
 static PyObject *collops_error;     /* collops.errors.CollopsError */
 static PyObject *str_comm, *str_rank, *str_size, *str_wait, *str_nbytes;
@@ -49,7 +51,8 @@ typedef struct {
     vectorcallfunc vectorcall;
 } Starter;
 
-static const char *const slot_names[4] = {"_request", "_finish", "_value", "_status"};
+static const char *const slot_names[REQUEST_SLOTS] = {"_request", "_finish", "_value",
+                                                      "_status", "_same"};
 
 /* configure_requests(Request, mpi_error, CollopsError): the facade's request type (its
  * slots' offsets), the error mapping, and the errors it maps. */
@@ -60,7 +63,7 @@ PyObject *configure_requests(PyObject *self, PyObject *const *args, Py_ssize_t n
                         "configure_requests(Request, mpi_error, CollopsError)");
         return NULL;
     }
-    for (int k = 0; k < 4; ++k)
+    for (int k = 0; k < REQUEST_SLOTS; ++k)
         if (slot_offset(args[0], slot_names[k], &request_slots[k]) < 0)
             return NULL;
     Py_XSETREF(request_type, (PyTypeObject *)Py_NewRef(args[0]));
@@ -77,7 +80,7 @@ static PyObject *wrapped(PyObject *started) {
         return NULL;
     }
     *(PyObject **)((char *)request + request_slots[0]) = started;
-    for (int k = 1; k < 4; ++k)
+    for (int k = 1; k < REQUEST_SLOTS; ++k)
         *(PyObject **)((char *)request + request_slots[k]) = Py_NewRef(Py_None);
     return request;
 }

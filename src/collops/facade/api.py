@@ -141,13 +141,12 @@ from .operators import (
     Op,
 )
 from .pointtopoint import MESSAGE_NO_PROC, MESSAGE_NULL, Message
-from .requests import REQUEST_NULL, Prequest, Request, Status
+from .requests import REQUEST_NULL, Grequest, Prequest, Request, Status
 from .typemaps import ORDER_C, ORDER_FORTRAN
 
 TAG_UB = TAG_UB_KEY
 ERR_LASTUSEDCODE = ERR_LASTCODE
 globals().update(PREDEFINED)
-Grequest = Request
 
 
 def _typecode(datatype: Datatype) -> str | None:

@@ -23,6 +23,7 @@ from .constants import COMM_TYPE_HW_GUIDED, COMM_TYPE_HW_UNGUIDED, COMM_TYPE_SHA
 from .environment import INFO_NULL, Info
 from .exceptions import ERR_COMM, mpi_error, mpi_exception, not_implemented
 from .group import Group
+from .handles import Handle
 from .objects import ObjectCollectives
 from .pointtopoint import PointToPoint
 from .requests import Request
@@ -64,7 +65,7 @@ def _split_kind(comm: Any, split_type: int, info: Any) -> Any:
     return split_type
 
 
-class Comm(Collectives, ObjectCollectives, PointToPoint, Attributes):
+class Comm(Collectives, ObjectCollectives, PointToPoint, Attributes, Handle):
     """A communicator handle: collectives, point-to-point and management."""
 
     def __init__(self, comm: Any = None) -> None:
@@ -80,6 +81,10 @@ class Comm(Collectives, ObjectCollectives, PointToPoint, Attributes):
 
     def __bool__(self) -> bool:
         return not isinstance(self._comm, _Freed)
+
+    def _handle(self) -> Any:
+        """What identifies the communicator (None when null or freed)."""
+        return None if isinstance(self._comm, _Freed) else self._comm
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Comm):

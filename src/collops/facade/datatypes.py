@@ -19,17 +19,18 @@ import numpy as np
 from ..datatypes import pair_dtype
 from . import typemaps
 from .exceptions import ERR_TYPE, mpi_exception, not_implemented
+from .handles import Handle
 from .typemaps import ORDER_C, TypeMap
 
 #: position arrays a type keeps for the (count, first) it was used with last
 _POSITIONS_KEPT = 8
 
 
-class Datatype:
+class Datatype(Handle):
     """An MPI datatype: ``base`` numpy dtype and the type map of one element (`TypeMap`)."""
 
     __slots__ = ("base", "multiplier", "_name", "predefined", "committed", "freed", "exact",
-                 "tmap", "gaps", "_positions", "shift")
+                 "tmap", "gaps", "_positions", "shift", "_identity", "__weakref__")
     base: np.dtype | None
     #: ``base`` when one element is one base element (and the type is usable), else None:
     #: the one comparison the fast path of ``[array, datatype]`` makes
@@ -43,6 +44,8 @@ class Datatype:
     tmap: TypeMap
     #: whether the type's elements are not a dense run (`typemaps.is_dense`): staged
     gaps: bool
+    #: what every handle of this type shares (its copies are equal to it); None when null
+    _identity: object | None
     #: bytes every element's data lies past its base-element positions (0 but for a
     #: `Create_struct` of absolute addresses not on base-element boundaries: used with
     #: ``MPI.BOTTOM`` only)
@@ -56,6 +59,7 @@ class Datatype:
                   False if datatype is None else datatype.predefined)
         self.committed = True if datatype is None else datatype.committed
         self.shift = 0 if datatype is None else datatype.shift
+        self._identity = None if datatype is None else datatype._identity
 
     def _set(self, base: np.dtype | None, tmap: TypeMap, name: str, predefined: bool) -> None:
         self.base, self.tmap, self._name, self.predefined = base, tmap, name, predefined
@@ -71,6 +75,7 @@ class Datatype:
               predefined: bool) -> Datatype:
         new = cls()
         new._set(base, tmap, name, predefined)
+        new._identity = object()
         new.committed = predefined
         if not predefined:  # the fast path takes committed types only (`Commit`)
             new.exact = None
@@ -82,14 +87,18 @@ class Datatype:
     def __bool__(self) -> bool:
         return self.base is not None and not self.freed
 
+    def _handle(self) -> Any:
+        """What identifies the type (None when null): every copy of a handle shares it."""
+        return self._identity if self.base is not None else None
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Datatype):
             return NotImplemented
-        return self is other or (self.predefined and other.predefined
-                                 and self._name == other._name)
+        return self._identity is other._identity or (self.predefined and other.predefined
+                                                     and self._name == other._name)
 
     def __hash__(self) -> int:
-        return hash(self._name) if self.predefined else id(self)
+        return hash(self._name) if self.predefined else id(self._identity)
 
     def _checked(self, call: str) -> np.dtype:
         if self.base is None or self.freed:

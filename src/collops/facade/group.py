@@ -14,6 +14,7 @@ from ..runtime.groups import GROUP_EMPTY as COLLOPS_GROUP_EMPTY
 from ..runtime.groups import Group as CollopsGroup
 from .constants import PROC_NULL
 from .exceptions import ERR_GROUP, mpi_error, mpi_exception
+from .handles import Handle
 
 
 def _call(fn: Callable[..., Any], *args: Any) -> Any:
@@ -23,10 +24,10 @@ def _call(fn: Callable[..., Any], *args: Any) -> Any:
         raise mpi_error(exc) from None
 
 
-class Group:
+class Group(Handle):
     """An ordered set of processes: a handle of a collops `~collops.Group`."""
 
-    __slots__ = ("group", "origin")
+    __slots__ = ("group", "origin", "__weakref__")
     group: CollopsGroup
     origin: Any
 
@@ -48,6 +49,10 @@ class Group:
 
     def __bool__(self) -> bool:
         return self.group is not _NULL
+
+    def _handle(self) -> Any:
+        """What identifies the group (None when null): equal groups, equal handles."""
+        return self.group if self else None
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Group):

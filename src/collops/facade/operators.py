@@ -17,14 +17,15 @@ from .. import ops as collops_ops
 from ..runtime.objects import PYTHON_OPS
 from .datatypes import datatype_of
 from .exceptions import ERR_OP, mpi_exception
+from .handles import Handle
 
 UserFunction = Callable[[Any, Any, Any], Any]
 
 
-class Op:
+class Op(Handle):
     """A reduction operator: a collops `~collops.ops.Op` for buffers, a callable for objects."""
 
-    __slots__ = ("op", "python", "_name", "predefined", "freed", "function")
+    __slots__ = ("op", "python", "_name", "predefined", "freed", "function", "__weakref__")
     _name: str
     predefined: bool
 

@@ -20,6 +20,7 @@ from .buffers import fast_array, message
 from .constants import ANY_SOURCE, ANY_TAG, PROC_NULL
 from .datatypes import _BY_DTYPE
 from .exceptions import mpi_error, not_implemented
+from .handles import Handle
 from .requests import Prequest, Request, Status, fill
 from .staging import Stage
 
@@ -63,12 +64,12 @@ class _Received:
 _NO_PROC = _NoProc()
 
 
-class Message:
+class Message(Handle):
     """A message matched by `PointToPoint.Mprobe`, received by its `Recv`/`recv` (mpi4py's
     handle semantics: ``Message(m)`` is another handle of ``m``; receiving through a handle
     makes it null, except the predefined ``MESSAGE_NO_PROC``, which stays as it is)."""
 
-    __slots__ = ("_message",)
+    __slots__ = ("_message", "__weakref__")
     _message: Any
 
     def __init__(self, message: Any = None) -> None:
@@ -77,6 +78,10 @@ class Message:
 
     def __bool__(self) -> bool:
         return self._message is not None
+
+    def _handle(self) -> Any:
+        """What identifies the message (None when null)."""
+        return self._message
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Message):

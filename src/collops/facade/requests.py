@@ -9,13 +9,17 @@ request returns at once with an empty status.
 from __future__ import annotations
 
 import inspect
+import threading
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import CollopsError
 from .constants import ANY_SOURCE, ANY_TAG, UNDEFINED
 from .datatypes import PREDEFINED, Datatype
-from .exceptions import ERR_REQUEST, SUCCESS, mpi_error, mpi_exception
+from .exceptions import ERR_OTHER, ERR_REQUEST, SUCCESS, mpi_error, mpi_exception
+from .exceptions import Exception as MPIException
+from .handles import Handle
 from .layouts import _specs
 
 BYTE = PREDEFINED["BYTE"]
@@ -128,16 +132,21 @@ def fill(status: Status | None, value: Any) -> None:
         status.__init__()  # type: ignore[misc]
 
 
-class Request:
+class Request(Handle):
     """A non-blocking operation in flight (null once complete)."""
 
-    __slots__ = ("_request", "_finish", "_value", "_status", "__weakref__")
+    __slots__ = ("_request", "_finish", "_value", "_status", "_same", "__weakref__")
     _request: Any
 
     def __init__(self, request: Any = None, finish: Callable[[Any], Any] | None = None) -> None:
         """Wrap a collops request; ``finish(value)`` runs once it completes and gives the
         value `wait` returns. ``Request(other)`` copies another facade request's handle."""
+        #: what identifies the request when it is not ``_request``: a `Request` copy of a
+        #: persistent request is another handle of it (None otherwise)
+        self._same: Any = None
         if isinstance(request, Request):
+            if isinstance(request, Prequest):
+                self._same = request._handle()
             request, finish = request._request, request._finish
         self._request = request
         self._finish = finish
@@ -149,7 +158,8 @@ class Request:
 
     def _handle(self) -> Any:
         """What identifies the request (None when null): equal handles, equal requests."""
-        return self._request
+        same = self._same
+        return self._request if same is None else same
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Request):
@@ -249,7 +259,8 @@ class Request:
         try:
             if not self._request.test():
                 return False
-            fill(status, self._request.wait())
+            query = getattr(self._request, "query", None)  # (a Grequest's: not freed yet)
+            fill(status, query() if query is not None else self._request.wait())
         except CollopsError as exc:
             raise mpi_error(exc) from None
         return True
@@ -481,6 +492,9 @@ class Prequest(Request):
         is another handle of ``other``."""
         if isinstance(start, Prequest):
             start, finish = start._start, start._finish
+        elif isinstance(start, Request):
+            raise TypeError(f"Prequest() takes a persistent request, not a "
+                            f"{type(start).__name__}")
         super().__init__(None, finish)
         self._start = start
         self._active: Any = None
@@ -514,6 +528,111 @@ class Prequest(Request):
         if self._request is not None:
             self._wait(None)
         self._start = None
+
+
+class _Generalized:
+    """The operation of a `Grequest`: complete once the program says so (`complete`); its
+    status is what ``query_fn`` sets, ``free_fn`` runs once when it is waited for (or freed),
+    ``cancel_fn(completed)`` on `Grequest.Cancel`. A callback's exception is printed and
+    raised as ``MPI.Exception`` (its own class, or ``ERR_OTHER``), as mpi4py does."""
+
+    def __init__(self, query: Any, free: Any, cancel: Any, args: Any, kwargs: Any) -> None:
+        self.query_fn, self.free_fn, self.cancel_fn = query, free, cancel
+        self.args, self.kwargs = tuple(args or ()), dict(kwargs or {})
+        self.done = threading.Event()
+        self.value: Any = None
+        self.freed = False
+
+    def _called(self, fn: Any, *first: Any) -> None:
+        if fn is None:
+            return
+        try:
+            fn(*first, *self.args, **self.kwargs)
+        except Exception as exc:
+            traceback.print_exc()
+            if isinstance(exc, MPIException):
+                raise
+            raise mpi_exception(ERR_OTHER, f"Grequest: {getattr(fn, '__name__', fn)} "
+                                f"raised {exc!r}") from exc
+
+    def complete(self, value: Any = None) -> None:
+        """The operation is done; ``value`` is what `wait` gives."""
+        self.value = value
+        self.done.set()
+
+    def test(self) -> bool:
+        """Whether the program completed it."""
+        return self.done.is_set()
+
+    def query(self) -> Status:
+        """Its status, as ``query_fn`` sets it (an empty one without it)."""
+        status = Status()
+        self._called(self.query_fn, status)
+        return status
+
+    def wait(self) -> tuple[Any, Status]:
+        """Wait for `complete` (another thread's, as MPI's); its value and status, then
+        ``free_fn``."""
+        self.done.wait()
+        try:
+            status = self.query()
+        finally:
+            self.free()
+        return self.value, status
+
+    def cancel(self) -> None:
+        """``cancel_fn(completed)``."""
+        self._called(self.cancel_fn, self.done.is_set())
+
+    def free(self) -> None:
+        """``free_fn``, once."""
+        if not self.freed:
+            self.freed = True
+            self._called(self.free_fn)
+
+
+class Grequest(Request):
+    """A generalized request: an operation the program runs itself and completes with
+    `Complete`; `Wait`/`Test` then give the status ``query_fn`` sets."""
+
+    __slots__ = ()
+
+    def __init__(self, request: Any = None) -> None:
+        """Another handle of a `Grequest` (the null one when None)."""
+        if request is not None and not isinstance(request, Grequest):
+            raise TypeError(f"Grequest() takes a Grequest, not a {type(request).__name__}")
+        super().__init__(request)
+
+    @classmethod
+    def Start(cls, query_fn: Any = None, free_fn: Any = None, cancel_fn: Any = None,
+              args: Any = None, kwargs: Any = None) -> Grequest:
+        """A new generalized request (``query_fn(status, *args, **kwargs)``,
+        ``free_fn(*args, **kwargs)``, ``cancel_fn(completed, *args, **kwargs)``)."""
+        request = cls()
+        request._request = _Generalized(query_fn, free_fn, cancel_fn, args, kwargs)
+        return request
+
+    def Complete(self) -> None:
+        """Mark the operation complete."""
+        self.complete()
+
+    def complete(self, obj: Any = None) -> None:
+        """Mark the operation complete; ``obj`` is what `wait`/`test` give."""
+        if self._request is None:
+            raise mpi_exception(ERR_REQUEST, "Grequest.Complete: the request is null")
+        self._request.complete(obj)
+
+    def _wait(self, status: Status | None) -> Any:
+        try:
+            return super()._wait(status)
+        except BaseException:
+            self._release()  # a callback failed: the request is gone, as MPI_Wait leaves it
+            raise
+
+    def Wait(self, status: Status | None = None) -> bool:
+        """Block until complete (`Complete`, from another thread if need be)."""
+        self._wait(status)
+        return True
 
 
 REQUEST_NULL = Request()
