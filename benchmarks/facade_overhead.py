@@ -21,6 +21,11 @@ the time the process was not running). The difference is what the facade adds to
 The dispatch also times ``Send``/``Recv`` with an ndarray and with ``[buf, MPI.DOUBLE]``
 against the stand-in's ``send``/``recv``.
 
+``--every`` times every regular collective — ``Barrier``, ``Bcast``, ``Allreduce``,
+``Reduce``, ``Scan``, ``Exscan``, ``Reduce_scatter_block``, ``Allgather``, ``Gather``,
+``Scatter``, ``Alltoall`` — and its ``I…`` form (waited for) through the facade against
+collops' own calls, in the same 2-rank job.
+
 ``--vector`` times the v-collectives with displaced (gapped) blocks instead —
 ``Allgatherv``, ``Gatherv``, ``Scatterv``, ``Alltoallv`` and their ``I…`` forms (waited for)
 through the facade against collops' own calls with ``displs=``/``rdispls=``. ``--before
@@ -187,7 +192,82 @@ def vector_dispatch(rounds: int, iterations: int, nbytes: int, before: str | Non
 def _vector_rank(comm: Any, rounds: int, iterations: int, nbytes: int,
                  before: str | None) -> dict[str, Any]:
     """Per v-collective the median per-call time of each side, in interleaved rounds."""
-    sides = _sides(comm, nbytes, before, "own_api")
+    return _interleaved(comm, _sides(comm, nbytes, before, "own_api"), rounds, iterations)
+
+
+def _every_calls(comm: Any, mpi: Any, nbytes: int) -> dict[str, Any]:
+    """Every regular collective and its ``I…`` form (waited for) through facade module
+    ``mpi``, blocks of ``nbytes``: name -> call."""
+    facade, p, n = mpi.wrap(comm), comm.size, max(1, nbytes // 8)
+    x, r, whole, back = np.ones(n), np.empty(n), np.ones(p * n), np.empty(p * n)
+    return {
+        "Barrier": facade.Barrier, "Ibarrier": lambda: facade.Ibarrier().Wait(),
+        "Bcast": lambda: facade.Bcast(x, 0), "Ibcast": lambda: facade.Ibcast(x, 0).Wait(),
+        "Allreduce": lambda: facade.Allreduce(x, r, mpi.SUM),
+        "Iallreduce": lambda: facade.Iallreduce(x, r, mpi.SUM).Wait(),
+        "Reduce": lambda: facade.Reduce(x, r, mpi.SUM, 0),
+        "Ireduce": lambda: facade.Ireduce(x, r, mpi.SUM, 0).Wait(),
+        "Scan": lambda: facade.Scan(x, r, mpi.SUM),
+        "Iscan": lambda: facade.Iscan(x, r, mpi.SUM).Wait(),
+        "Exscan": lambda: facade.Exscan(x, r, mpi.SUM),
+        "Iexscan": lambda: facade.Iexscan(x, r, mpi.SUM).Wait(),
+        "Reduce_scatter_block": lambda: facade.Reduce_scatter_block(whole, r, mpi.SUM),
+        "Ireduce_scatter_block": lambda: facade.Ireduce_scatter_block(whole, r,
+                                                                      mpi.SUM).Wait(),
+        "Allgather": lambda: facade.Allgather(x, back),
+        "Iallgather": lambda: facade.Iallgather(x, back).Wait(),
+        "Gather": lambda: facade.Gather(x, back, 0),
+        "Igather": lambda: facade.Igather(x, back, 0).Wait(),
+        "Scatter": lambda: facade.Scatter(whole, r, 0),
+        "Iscatter": lambda: facade.Iscatter(whole, r, 0).Wait(),
+        "Alltoall": lambda: facade.Alltoall(whole, back),
+        "Ialltoall": lambda: facade.Ialltoall(whole, back).Wait(),
+    }
+
+
+def _every_own(comm: Any, nbytes: int) -> dict[str, Any]:
+    """The same calls on collops' own API."""
+    p, n, root = comm.size, max(1, nbytes // 8), comm.rank == 0
+    x, r, whole, back = np.ones(n), np.empty(n), np.ones(p * n), np.empty(p * n)
+    return {
+        "Barrier": comm.barrier, "Ibarrier": lambda: comm.ibarrier().wait(),
+        "Bcast": lambda: comm.bcast(x, 0, out=x), "Ibcast": lambda: comm.ibcast(x, 0, out=x).wait(),
+        "Allreduce": lambda: comm.allreduce(x, "sum", out=r),
+        "Iallreduce": lambda: comm.iallreduce(x, "sum", out=r).wait(),
+        "Reduce": lambda: comm.reduce(x, "sum", 0, out=r if root else None),
+        "Ireduce": lambda: comm.ireduce(x, "sum", 0, out=r if root else None).wait(),
+        "Scan": lambda: comm.scan(x, "sum", out=r),
+        "Iscan": lambda: comm.iscan(x, "sum", out=r).wait(),
+        "Exscan": lambda: comm.exscan(x, "sum", out=r),
+        "Iexscan": lambda: comm.iexscan(x, "sum", out=r).wait(),
+        "Reduce_scatter_block": lambda: comm.reduce_scatter_block(whole, "sum", out=r),
+        "Ireduce_scatter_block": lambda: comm.ireduce_scatter_block(whole, "sum", out=r).wait(),
+        "Allgather": lambda: comm.allgather(x, out=back),
+        "Iallgather": lambda: comm.iallgather(x, out=back).wait(),
+        "Gather": lambda: comm.gather(x, 0, out=back if root else None),
+        "Igather": lambda: comm.igather(x, 0, out=back if root else None).wait(),
+        "Scatter": lambda: comm.scatter(whole if root else None, 0, out=r),
+        "Iscatter": lambda: comm.iscatter(whole if root else None, 0, out=r).wait(),
+        "Alltoall": lambda: comm.alltoall(whole, out=back),
+        "Ialltoall": lambda: comm.ialltoall(whole, out=back).wait(),
+    }
+
+
+def _every_rank(comm: Any, rounds: int, iterations: int, nbytes: int,
+                before: str | None) -> dict[str, Any]:
+    """Per regular collective and ``I…`` form the median per-call time of each side."""
+    sides = {"facade": _every_calls(comm, _load_facade(None), nbytes),
+             "own_api": _every_own(comm, nbytes)}
+    if before is not None:
+        sides["facade_before"] = _every_calls(comm, _load_facade(before), nbytes)
+    return _interleaved(comm, sides, rounds, iterations)
+
+
+def _interleaved(comm: Any, sides: dict[str, dict[str, Any]], rounds: int,
+                 iterations: int) -> dict[str, Any]:
+    """Per call the median and minimum per-call time of each side (``own_api`` among them),
+    the sides interleaved round by round, the order turning; and the medians of the
+    per-round differences from ``own_api``."""
     out: dict[str, Any] = {}
     for name in sides["own_api"]:
         calls = [(side, calls[name]) for side, calls in sides.items()]
@@ -343,6 +423,8 @@ def main() -> None:
                         help="measure only the facade's dispatch, in this process")
     parser.add_argument("--vector", action="store_true",
                         help="time the v-collectives with displaced blocks instead")
+    parser.add_argument("--every", action="store_true",
+                        help="time every regular collective and its I-form instead")
     parser.add_argument("--before", default=None,
                         help="an older facade package (a src/collops/facade directory) to "
                         "time alongside")
@@ -355,11 +437,12 @@ def main() -> None:
         if args.json:
             _write(args, {"bytes": args.bytes, "dispatch": added})
         return
-    if args.vector:
-        rank0 = collops.spawn(_vector_rank, args.nprocs, args.rounds, args.iterations,
-                              args.bytes, args.before, transport="shm", timeout=900)[0]
+    if args.vector or args.every:
+        rank0 = collops.spawn(_every_rank if args.every else _vector_rank, args.nprocs,
+                              args.rounds, args.iterations, args.bytes, args.before,
+                              transport="shm", timeout=900)[0]
         for name, row in rank0.items():
-            print(f"{name:12s} " + "   ".join(f"{k} {v:7.3f}" for k, v in row.items()))
+            print(f"{name:22s} " + "   ".join(f"{k} {v:7.3f}" for k, v in row.items()))
         if args.json:
             _write(args, {"nprocs": args.nprocs, "bytes": args.bytes, "rounds": args.rounds,
                           "iterations": args.iterations, "rank0": rank0})

@@ -464,6 +464,8 @@ static PyMethodDef methods[] = {
      "What collops' alltoallv takes for two v-specs of the commonest forms, or None."},
     {"configure_requests", (PyCFunction)(void (*)(void))configure_requests, METH_FASTCALL,
      "Set the facade's Request type and error mapping the Starter methods use."},
+    {"wrap_request", (PyCFunction)wrap_request, METH_O,
+     "Request(started, None), made without running its __init__."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_specs",

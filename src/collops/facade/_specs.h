@@ -26,9 +26,11 @@ int vector_of(PyObject *spec, Py_ssize_t size, int writable, PyObject **buf_foun
 int vector_parts(PyObject *spec, Py_ssize_t size, int writable, int first, int second,
                  PyObject *parts[4]);
 
-/* `_starters.c`: configure_requests(Request, mpi_error, CollopsError), and the `Starter`
+/* `_starters.c`: configure_requests(Request, mpi_error, CollopsError), wrap_request(started),
+ * and the `Starter`
  * type added to the module. */
 PyObject *configure_requests(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *wrap_request(PyObject *self, PyObject *started);
 int add_starters(PyObject *module);
 
 #endif

@@ -85,6 +85,16 @@ static PyObject *wrapped(PyObject *started) {
     return request;
 }
 
+/* wrap_request(started) -> Request: `Request(started, None)` without running its
+ * __init__ (what the generated `I…` methods return over collops' request). */
+PyObject *wrap_request(PyObject *self, PyObject *started) {
+    if (request_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "wrap_request: configure_requests first");
+        return NULL;
+    }
+    return wrapped(Py_NewRef(started));
+}
+
 /* The collops error being raised as `mpi_error(exc)`, raised from None. */
 static void map_error(void) {
     if (!PyErr_ExceptionMatches(collops_error))

@@ -34,7 +34,7 @@ from .buffers import (
 from .constants import IN_PLACE
 from .exceptions import mpi_error
 from .operators import SUM, Op, as_op
-from .requests import Prequest, Request, compiled_method
+from .requests import Prequest, Request, compiled_method, new_request
 from .staging import Stage
 
 _ndarray = np.ndarray
@@ -134,6 +134,12 @@ def _forms(blocking: Callable[..., Any], plan: Plan, fast: Callable[..., Any] | 
 MISSED = object()
 
 
+def _buffer_op(op: Any) -> Any:
+    """The collops operator a fast path passes for ``op``: a facade `Op`'s (None for a null
+    or freed one, or anything else: the general path says what is wrong)."""
+    return op.op if type(op) is Op else None
+
+
 def _nonblocking_source(signature: inspect.Signature, call: str, own: str,
                         fast: Callable[..., Any], plan: Plan) -> Callable[..., Any] | None:
     """The ``I…`` method of a blocking collective with a fast path, compiled from source with
@@ -146,18 +152,18 @@ def _nonblocking_source(signature: inspect.Signature, call: str, own: str,
     names = [p.name for p in params]
     listed = ", ".join(n if p.default is p.empty else f"{n}=_defaults[{n!r}]"
                        for n, p in zip(names, params, strict=True))
-    args = ", ".join(names)
-    source = (f"def {call}(self, {listed}):\n"
+    args = "".join(f", {n}" for n in names)  # (none for Ibarrier)
+    source = (f"def {call}(self{', ' + listed if listed else ''}):\n"
               f"    try:\n"
-              f"        started = _fast(self, self._comm.{own}, {args})\n"
+              f"        started = _fast(self, self._comm.{own}{args})\n"
               f"    except _CollopsError as exc:\n"
               f"        raise _mpi_error(exc) from None\n"
               f"    if started is not _MISSED:\n"
-              f"        return _Request(started, None)\n"
-              f"    return self._run(_plan(self, {args}, call={call!r}), {NONBLOCKING})\n")
+              f"        return _Request(started)\n"
+              f"    return self._run(_plan(self{args}, call={call!r}), {NONBLOCKING})\n")
     scope: dict[str, Any] = {"_defaults": {p.name: p.default for p in params}, "_fast": fast,
                              "_plan": plan, "_CollopsError": CollopsError,
-                             "_mpi_error": mpi_error, "_MISSED": MISSED, "_Request": Request}
+                             "_mpi_error": mpi_error, "_MISSED": MISSED, "_Request": new_request}
     exec(source, scope)  # the source is made above from the signature alone
     method: Callable[..., Any] = scope[call]
     method.__qualname__ = call
@@ -261,7 +267,7 @@ class Collectives:
         """The reduction of every rank's ``sendbuf`` into every ``recvbuf``."""
         x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
         out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
-        if x is not None and out is not None and type(op) is Op:
+        if x is not None and out is not None and type(op) is Op and op.op is not None:
             try:
                 self._comm.allreduce(x, op.op, out=out)
                 return
@@ -282,24 +288,27 @@ class Collectives:
         ``op`` a predefined operator (as `Allreduce` runs them); else `MISSED`."""
         x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
         out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
-        if x is None or out is None or type(op) is not Op:
+        resolved = _buffer_op(op)
+        if x is None or out is None or resolved is None:
             return MISSED
-        return method(x, op.op, out=out)
+        return method(x, resolved, out=out)
 
     def _fast_reduce(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any,
                      op: Op = SUM, root: int = 0) -> Any:
         """Ireduce started by collops' ``method`` as `Reduce` runs it; else `MISSED`."""
         x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
         out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
-        if x is None or (out is None and recvbuf is not None) or type(op) is not Op:
+        resolved = _buffer_op(op)
+        if x is None or (out is None and recvbuf is not None) or resolved is None:
             return MISSED
-        return method(x, op.op, root, out=out if self._comm.rank == root else None)
+        return method(x, resolved, root, out=out if self._comm.rank == root else None)
 
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: Op = SUM, root: int = 0) -> None:
         """The reduction of every rank's ``sendbuf`` into the root's ``recvbuf``."""
         x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
         out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
-        if x is not None and (out is not None or recvbuf is None) and type(op) is Op:
+        if x is not None and (out is not None or recvbuf is None) and type(op) is Op \
+                and op.op is not None:
             try:
                 self._comm.reduce(x, op.op, root, out=out if self._comm.rank == root else None)
                 return
@@ -315,12 +324,33 @@ class Collectives:
         before = _copier(x, out) if _in_place(sendbuf) else None
         return _Call(name, (x, as_op(op, call)), {"out": out}, before)
 
+    def _fast_scan(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any,
+                   op: Op = SUM) -> Any:
+        """Scan or Exscan started by collops' ``method`` when both buffers are plain (1-D)
+        and ``op`` a usable facade operator; else `MISSED`."""
+        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
+        out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
+        if x is None or out is None or type(op) is not Op or op.op is None \
+                or elements(x, False) < 0 or elements(out, True) < 0:
+            return MISSED
+        return method(x, op.op, out=out)
+
     def Scan(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
         """Inclusive prefix reduction into ``recvbuf``."""
+        try:
+            if self._fast_scan(self._comm.scan, sendbuf, recvbuf, op) is not MISSED:
+                return
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
         self._run(self._scan("scan", sendbuf, recvbuf, op, "Scan"), BLOCKING)
 
     def Exscan(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
         """Exclusive prefix reduction into ``recvbuf`` (rank 0's is left as it is)."""
+        try:
+            if self._fast_scan(self._comm.exscan, sendbuf, recvbuf, op) is not MISSED:
+                return
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
         self._run(self._scan("exscan", sendbuf, recvbuf, op, "Exscan"), BLOCKING)
 
     @_staged
@@ -336,8 +366,25 @@ class Collectives:
                      (self._send(sendbuf, call, stage, size), as_op(op, call)),
                      {"out": self._recv(recvbuf, call, stage)})
 
+    def _fast_reduce_scatter_block(self, method: Callable[..., Any], sendbuf: Any,
+                                   recvbuf: Any, op: Op = SUM) -> Any:
+        """Reduce_scatter_block started by collops' ``method`` when both buffers are plain
+        (1-D) and ``op`` a usable facade operator; else `MISSED`."""
+        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
+        out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
+        if x is None or out is None or type(op) is not Op or op.op is None \
+                or elements(x, False) < 0 or elements(out, True) < 0:
+            return MISSED
+        return method(x, op.op, out=out)
+
     def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
         """Block ``rank`` of the reduction of every rank's ``sendbuf``, into ``recvbuf``."""
+        try:
+            if self._fast_reduce_scatter_block(self._comm.reduce_scatter_block, sendbuf,
+                                               recvbuf, op) is not MISSED:
+                return
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
         self._run(self._reduce_scatter_block(sendbuf, recvbuf, op, "Reduce_scatter_block"),
                   BLOCKING)
 
@@ -378,8 +425,27 @@ class Collectives:
             self._send(sendbuf, call, stage)
         return _Call("gather", (x, root), {"out": full})
 
+    def _fast_gather(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any,
+                     root: int = 0) -> Any:
+        """Gather started by collops' ``method`` when its buffers are plain (the root's
+        ``sendbuf`` not `IN_PLACE`); else `MISSED`."""
+        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
+        if x is None or elements(x, False) < 0:
+            return MISSED
+        if self._comm.rank != root:
+            return method(x, root)
+        out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
+        if out is None or elements(out, True) < 0:
+            return MISSED
+        return method(x, root, out=out)
+
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Every rank's ``sendbuf``, in rank order, into the root's ``recvbuf``."""
+        try:
+            if self._fast_gather(self._comm.gather, sendbuf, recvbuf, root) is not MISSED:
+                return
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
         self._run(self._gather(sendbuf, recvbuf, root, "Gather"), BLOCKING)
 
     @_staged
@@ -447,6 +513,11 @@ class Collectives:
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Block ``rank`` of the root's ``sendbuf`` into each rank's ``recvbuf``."""
+        try:
+            if self._fast_scatter(self._comm.scatter, sendbuf, recvbuf, root) is not MISSED:
+                return
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
         self._run(self._scatter(sendbuf, recvbuf, root, "Scatter"), BLOCKING)
 
     @_staged
@@ -504,6 +575,12 @@ class Collectives:
             self._send(sendbuf, call, stage)
         return _Call("allgather", (x,), {"out": full})
 
+    def _fast_allgather(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any) -> Any:
+        """Allgather started by collops' ``method`` as `Allgather` runs it; else `MISSED`."""
+        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
+        out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
+        return MISSED if x is None or out is None else method(x, out=out)
+
     def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:
         """Every rank's ``sendbuf``, in rank order, into every ``recvbuf``."""
         x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
@@ -552,8 +629,22 @@ class Collectives:
             return _Call("alltoall", (x,), {"out": out}, _copier(x, out))
         return _Call("alltoall", (self._send(sendbuf, call, stage, self._comm.size),), {"out": out})
 
+    def _fast_alltoall(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any) -> Any:
+        """Alltoall started by collops' ``method`` when both buffers are plain; else
+        `MISSED`."""
+        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
+        out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
+        if x is None or out is None or elements(x, False) < 0 or elements(out, True) < 0:
+            return MISSED
+        return method(x, out=out)
+
     def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
         """Block j of every rank's ``sendbuf`` to rank j's ``recvbuf``, in rank order."""
+        try:
+            if self._fast_alltoall(self._comm.alltoall, sendbuf, recvbuf) is not MISSED:
+                return
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
         self._run(self._alltoall(sendbuf, recvbuf, "Alltoall"), BLOCKING)
 
     @_staged
@@ -600,27 +691,28 @@ class Collectives:
         self._run(self._alltoallw(sendbuf, recvbuf, "Alltoallw"), BLOCKING)
 
     # -- the non-blocking and persistent forms, generated from the blocking ones --------------
-    Ibarrier, Barrier_init = _forms(Barrier, lambda self, call: _Call("barrier", (), {}))
+    Ibarrier, Barrier_init = _forms(Barrier, lambda self, call: _Call("barrier", (), {}),
+                                    lambda self, method: method())
     Ibcast, Bcast_init = _forms(Bcast, _bcast, _fast_bcast)
     Iallreduce, Allreduce_init = _forms(
         Allreduce, lambda self, s, r, op, call: self._reduction("allreduce", s, r, op, call),
         _fast_allreduce)
     Ireduce, Reduce_init = _forms(Reduce, _reduce, _fast_reduce)
     Iscan, Scan_init = _forms(Scan, lambda self, s, r, op, call: self._scan("scan", s, r, op,
-                                                                            call))
+                                                                            call), _fast_scan)
     Iexscan, Exscan_init = _forms(
-        Exscan, lambda self, s, r, op, call: self._scan("exscan", s, r, op, call))
-    Ireduce_scatter_block, Reduce_scatter_block_init = _forms(Reduce_scatter_block,
-                                                              _reduce_scatter_block)
+        Exscan, lambda self, s, r, op, call: self._scan("exscan", s, r, op, call), _fast_scan)
+    Ireduce_scatter_block, Reduce_scatter_block_init = _forms(
+        Reduce_scatter_block, _reduce_scatter_block, _fast_reduce_scatter_block)
     Ireduce_scatter, Reduce_scatter_init = _forms(Reduce_scatter, _reduce_scatter)
-    Igather, Gather_init = _forms(Gather, _gather)
+    Igather, Gather_init = _forms(Gather, _gather, _fast_gather)
     Igatherv, Gatherv_init = _forms(Gatherv, _gatherv, _fast_gatherv, started=True)
     Iscatter, Scatter_init = _forms(Scatter, _scatter, _fast_scatter)
     Iscatterv, Scatterv_init = _forms(Scatterv, _scatterv, _fast_scatterv, started=True)
-    Iallgather, Allgather_init = _forms(Allgather, _allgather)
+    Iallgather, Allgather_init = _forms(Allgather, _allgather, _fast_allgather)
     Iallgatherv, Allgatherv_init = _forms(Allgatherv, _allgatherv, _fast_allgatherv,
                                           started=True)
-    Ialltoall, Alltoall_init = _forms(Alltoall, _alltoall)
+    Ialltoall, Alltoall_init = _forms(Alltoall, _alltoall, _fast_alltoall)
     Ialltoallv, Alltoallv_init = _forms(Alltoallv, _alltoallv, _fast_alltoallv, started=True)
     Ialltoallw, Alltoallw_init = _forms(Alltoallw, _alltoallw)
 

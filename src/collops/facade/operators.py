@@ -108,6 +108,7 @@ class Op(Handle):
         if self.predefined:
             raise mpi_exception(ERR_OP, f"Op.Free: cannot free predefined {self._name}")
         self.freed = True
+        self.op = None  # (so the fast paths' one check, ``op.op is not None``, sees it)
 
     def Is_commutative(self) -> bool:
         """Whether the operator is commutative."""

@@ -653,5 +653,14 @@ def compiled_method(kind: str, own: str, method: Callable[..., Any]) -> Callable
 
 if _specs is not None:  # what the compiled methods wrap and raise
     _specs.configure_requests(Request, mpi_error, CollopsError)
+
+
+def _new_request(started: Any) -> Request:
+    return Request(started, None)
+
+
+#: ``Request(started, None)`` for collops' request ``started`` (compiled: without __init__)
+new_request: Callable[[Any], Request] = (_new_request if _specs is None
+                                         else _specs.wrap_request)
 #: the commonest `Wait` (a collective's request, no status) compiled
 Request.Wait = compiled_method("wait", "wait", Request.Wait)  # type: ignore[method-assign]
