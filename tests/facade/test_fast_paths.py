@@ -24,6 +24,7 @@ CALLS: dict[str, Any] = {
     "Scan": lambda c, x, r, w, b: c.Scan(x, r, MPI.SUM),
     "Exscan": lambda c, x, r, w, b: c.Exscan(x, r, MPI.SUM),
     "Reduce_scatter_block": lambda c, x, r, w, b: c.Reduce_scatter_block(w, r, MPI.SUM),
+    "Reduce_scatter": lambda c, x, r, w, b: c.Reduce_scatter(w, r, [1], MPI.SUM),
     "Allreduce": lambda c, x, r, w, b: c.Allreduce(x, r, MPI.SUM),
     "Reduce": lambda c, x, r, w, b: c.Reduce(x, r, MPI.SUM, 0),
     "Bcast": lambda c, x, r, w, b: c.Bcast(x, 0),
@@ -31,7 +32,8 @@ CALLS: dict[str, Any] = {
 }
 #: the general path's functions: none of them runs on a fast path
 GENERAL = {"_run", "_gather", "_scatter", "_alltoall", "_allgather", "_scan",
-           "_reduce_scatter_block", "_reduction", "_reduce", "_bcast", "planned"}
+           "_reduce_scatter_block", "_reduce_scatter", "_reduction", "_reduce", "_bcast",
+           "planned"}
 
 
 def _frames(call: Any) -> set[str]:

@@ -406,9 +406,33 @@ class Collectives:
         return _Call("reduce_scatter", (x, as_op(op, call), counts),
                      {"out": full[:counts[comm.rank]]}, before)
 
+    def _fast_reduce_scatter(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any,
+                             recvcounts: Any = None, op: Op = SUM) -> Any:
+        """Reduce_scatter started by collops' ``method`` when both buffers are plain (1-D),
+        the counts a list or tuple (collops checks them) and this rank's block all of
+        ``recvbuf``, and ``op`` a usable facade operator; else `MISSED` (counts not given are
+        gathered by the general path)."""
+        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
+        out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
+        counts_type = type(recvcounts)
+        if x is None or out is None or (counts_type is not list and counts_type is not tuple) \
+                or type(op) is not Op or op.op is None or elements(x, False) < 0 \
+                or elements(out, True) < 0:
+            return MISSED
+        me = self._comm.rank
+        if len(recvcounts) <= me or recvcounts[me] != out.size:
+            return MISSED
+        return method(x, op.op, recvcounts, out=out)
+
     def Reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None,
                        op: Op = SUM) -> None:
         """Block ``rank`` (``recvcounts`` elements each) of the reduction, into ``recvbuf``."""
+        try:
+            if self._fast_reduce_scatter(self._comm.reduce_scatter, sendbuf, recvbuf,
+                                         recvcounts, op) is not MISSED:
+                return
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
         self._run(self._reduce_scatter(sendbuf, recvbuf, recvcounts, op, "Reduce_scatter"),
                   BLOCKING)
 
@@ -704,7 +728,8 @@ class Collectives:
         Exscan, lambda self, s, r, op, call: self._scan("exscan", s, r, op, call), _fast_scan)
     Ireduce_scatter_block, Reduce_scatter_block_init = _forms(
         Reduce_scatter_block, _reduce_scatter_block, _fast_reduce_scatter_block)
-    Ireduce_scatter, Reduce_scatter_init = _forms(Reduce_scatter, _reduce_scatter)
+    Ireduce_scatter, Reduce_scatter_init = _forms(Reduce_scatter, _reduce_scatter,
+                                                  _fast_reduce_scatter)
     Igather, Gather_init = _forms(Gather, _gather, _fast_gather)
     Igatherv, Gatherv_init = _forms(Gatherv, _gatherv, _fast_gatherv, started=True)
     Iscatter, Scatter_init = _forms(Scatter, _scatter, _fast_scatter)
