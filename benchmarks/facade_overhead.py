@@ -22,9 +22,11 @@ The dispatch also times ``Send``/``Recv`` with an ndarray and with ``[buf, MPI.D
 against the stand-in's ``send``/``recv``.
 
 ``--every`` times every regular collective — ``Barrier``, ``Bcast``, ``Allreduce``,
-``Reduce``, ``Scan``, ``Exscan``, ``Reduce_scatter_block``, ``Allgather``, ``Gather``,
+``Reduce``, ``Scan``, ``Exscan``, ``Reduce_scatter_block``, ``Reduce_scatter`` (counts given),
+``Allgather``, ``Gather``,
 ``Scatter``, ``Alltoall`` — and its ``I…`` form (waited for) through the facade against
-collops' own calls, in the same 2-rank job.
+collops' own calls, in the same 2-rank job; and two ping-pong round trips, ``Isend``/``Irecv``
+each waited for and an object's ``send``/``recv`` (each rank makes two calls a round trip).
 
 ``--vector`` times the v-collectives with displaced (gapped) blocks instead —
 ``Allgatherv``, ``Gatherv``, ``Scatterv``, ``Alltoallv`` and their ``I…`` forms (waited for)
@@ -200,6 +202,7 @@ def _every_calls(comm: Any, mpi: Any, nbytes: int) -> dict[str, Any]:
     ``mpi``, blocks of ``nbytes``: name -> call."""
     facade, p, n = mpi.wrap(comm), comm.size, max(1, nbytes // 8)
     x, r, whole, back = np.ones(n), np.empty(n), np.ones(p * n), np.empty(p * n)
+    counts = [n] * p
     return {
         "Barrier": facade.Barrier, "Ibarrier": lambda: facade.Ibarrier().Wait(),
         "Bcast": lambda: facade.Bcast(x, 0), "Ibcast": lambda: facade.Ibcast(x, 0).Wait(),
@@ -214,6 +217,8 @@ def _every_calls(comm: Any, mpi: Any, nbytes: int) -> dict[str, Any]:
         "Reduce_scatter_block": lambda: facade.Reduce_scatter_block(whole, r, mpi.SUM),
         "Ireduce_scatter_block": lambda: facade.Ireduce_scatter_block(whole, r,
                                                                       mpi.SUM).Wait(),
+        "Reduce_scatter": lambda: facade.Reduce_scatter(whole, r, counts, mpi.SUM),
+        "Ireduce_scatter": lambda: facade.Ireduce_scatter(whole, r, counts, mpi.SUM).Wait(),
         "Allgather": lambda: facade.Allgather(x, back),
         "Iallgather": lambda: facade.Iallgather(x, back).Wait(),
         "Gather": lambda: facade.Gather(x, back, 0),
@@ -222,13 +227,45 @@ def _every_calls(comm: Any, mpi: Any, nbytes: int) -> dict[str, Any]:
         "Iscatter": lambda: facade.Iscatter(whole, r, 0).Wait(),
         "Alltoall": lambda: facade.Alltoall(whole, back),
         "Ialltoall": lambda: facade.Ialltoall(whole, back).Wait(),
+        **_round_trips(comm, lambda o, d: facade.Isend(o, d, 3).Wait(),
+                       lambda o, s: facade.Irecv(o, s, 3).Wait(),
+                       lambda o, d: facade.send(o, d, 4), lambda s: facade.recv(source=s, tag=4),
+                       x, r),
     }
+
+
+def _round_trips(comm: Any, isend: Any, irecv: Any, send: Any, recv: Any, x: np.ndarray,
+                 r: np.ndarray) -> dict[str, Any]:
+    """Ping-pong round trips between ranks 0 and 1 (2-rank jobs only): ``Isend``/``Irecv`` of
+    ``x`` each waited for, and an object's ``send``/``recv``."""
+    if comm.size != 2:
+        return {}
+    peer = 1 - comm.rank
+    first = comm.rank == 0
+
+    def nonblocking() -> None:
+        if first:
+            isend(x, peer)
+            irecv(r, peer)
+        else:
+            irecv(r, peer)
+            isend(x, peer)
+
+    def objects() -> None:
+        if first:
+            send(7, peer)
+            recv(peer)
+        else:
+            recv(peer)
+            send(7, peer)
+    return {"Isend/Irecv round trip": nonblocking, "send/recv object round trip": objects}
 
 
 def _every_own(comm: Any, nbytes: int) -> dict[str, Any]:
     """The same calls on collops' own API."""
     p, n, root = comm.size, max(1, nbytes // 8), comm.rank == 0
     x, r, whole, back = np.ones(n), np.empty(n), np.ones(p * n), np.empty(p * n)
+    counts = [n] * p
     return {
         "Barrier": comm.barrier, "Ibarrier": lambda: comm.ibarrier().wait(),
         "Bcast": lambda: comm.bcast(x, 0, out=x), "Ibcast": lambda: comm.ibcast(x, 0, out=x).wait(),
@@ -242,6 +279,8 @@ def _every_own(comm: Any, nbytes: int) -> dict[str, Any]:
         "Iexscan": lambda: comm.iexscan(x, "sum", out=r).wait(),
         "Reduce_scatter_block": lambda: comm.reduce_scatter_block(whole, "sum", out=r),
         "Ireduce_scatter_block": lambda: comm.ireduce_scatter_block(whole, "sum", out=r).wait(),
+        "Reduce_scatter": lambda: comm.reduce_scatter(whole, "sum", counts, out=r),
+        "Ireduce_scatter": lambda: comm.ireduce_scatter(whole, "sum", counts, out=r).wait(),
         "Allgather": lambda: comm.allgather(x, out=back),
         "Iallgather": lambda: comm.iallgather(x, out=back).wait(),
         "Gather": lambda: comm.gather(x, 0, out=back if root else None),
@@ -250,6 +289,10 @@ def _every_own(comm: Any, nbytes: int) -> dict[str, Any]:
         "Iscatter": lambda: comm.iscatter(whole if root else None, 0, out=r).wait(),
         "Alltoall": lambda: comm.alltoall(whole, out=back),
         "Ialltoall": lambda: comm.ialltoall(whole, out=back).wait(),
+        **_round_trips(comm, lambda o, d: comm.isend(o, d, 3).wait(),
+                       lambda o, s: comm.irecv(o, s, 3).wait(),
+                       lambda o, d: comm.send_object(o, d, 4),
+                       lambda s: comm.recv_object(s, 4), x, r),
     }
 
 

@@ -142,3 +142,49 @@ def test_buffers_of_other_shapes_take_the_general_path_read_flat(transport):
             if want is None:
                 continue
             assert np.array_equal(got, want), (rank, label, got, want)
+
+
+def test_point_to_point_calls_of_plain_arrays_stage_nothing():
+    """``Isend``/``Irecv`` of a plain array, and the object forms, go straight to collops'
+    own call (no `Stage`, no generic dispatch), with the same results."""
+    comm = MPI.COMM_SELF
+    ran: set[str] = set()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and "facade" in frame.f_code.co_filename:
+            ran.add(frame.f_code.co_name)
+
+    x, r = np.arange(3.0), np.zeros(3)
+    sys.setprofile(profile)
+    try:
+        send = comm.Isend(x, 0, 9)
+        receive = comm.Irecv(r, 0, 9)
+        status = MPI.Status()
+        receive.Wait(status)
+        send.Wait()
+        comm.send({"a": 1}, 0, 8)
+        got = comm.recv(source=0, tag=8)
+        later = comm.irecv(source=0, tag=7)
+        comm.isend([2], 0, 7).wait()
+        obj = later.wait()
+    finally:
+        sys.setprofile(None)
+    assert not ran & {"_staged", "_do", "_in", "_out", "pack", "finisher"}, sorted(ran)
+    assert r.tolist() == [0.0, 1.0, 2.0] and status.Get_count(MPI.DOUBLE) == 3
+    assert got == {"a": 1} and obj == [2]
+
+
+def test_the_compiled_pair_check_gives_the_python_answer():
+    from collops.facade import buffers
+    frozen = np.zeros(2)
+    frozen.flags.writeable = False
+    specs = [np.zeros(3), [np.zeros(3), MPI.DOUBLE], [np.zeros(3, np.int32), MPI.DOUBLE],
+             np.zeros((2, 2)), np.zeros(6)[::2], frozen, MPI.IN_PLACE, None, b"ab",
+             [np.zeros(2), 2, MPI.DOUBLE]]
+    for send in specs:
+        for receive in specs:
+            compiled = buffers.plain_pair(send, receive)
+            python = buffers._plain_pair(send, receive)
+            assert (compiled is None) == (python is None), (send, receive)
+            if compiled is not None:
+                assert compiled[0] is python[0] and compiled[1] is python[1]

@@ -446,6 +446,20 @@ static PyObject *allgatherv_args(PyObject *self, PyObject *const *args, Py_ssize
     return result;
 }
 
+/* plain_pair(sendspec, recvspec) -> (x, out) | None: the arrays of two specs of the forms
+ * `array` takes, both 1-D and C-contiguous and ``out`` writeable (what the fast paths of the
+ * regular collectives pass collops as they are), in one call. */
+static PyObject *plain_pair(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || ndarray_type == NULL) {
+        PyErr_SetString(PyExc_TypeError, "plain_pair(sendspec, recvspec), once configured");
+        return NULL;
+    }
+    PyObject *x = spec_array(args[0]), *out = spec_array(args[1]);
+    if (x == NULL || out == NULL || array_elements(x, 0) < 0 || array_elements(out, 1) < 0)
+        Py_RETURN_NONE;
+    return PyTuple_Pack(2, x, out);
+}
+
 static PyMethodDef methods[] = {
     {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
      "Set the array and datatype types the checks compare with."},
@@ -462,6 +476,8 @@ static PyMethodDef methods[] = {
      "What collops' allgatherv takes for a plain array and a v-spec, or None."},
     {"alltoallv_args", (PyCFunction)(void (*)(void))alltoallv_args, METH_FASTCALL,
      "What collops' alltoallv takes for two v-specs of the commonest forms, or None."},
+    {"plain_pair", (PyCFunction)(void (*)(void))plain_pair, METH_FASTCALL,
+     "The arrays of two plain 1-D specs (the second writeable), or None."},
     {"configure_requests", (PyCFunction)(void (*)(void))configure_requests, METH_FASTCALL,
      "Set the facade's Request type and error mapping the Starter methods use."},
     {"wrap_request", (PyCFunction)wrap_request, METH_O,

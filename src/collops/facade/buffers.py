@@ -273,6 +273,15 @@ def _allgatherv_args(sendspec: Any, recvspec: Any, size: int
     return x, found[1].counts, found[1].placed_displs, found[2]
 
 
+def _plain_pair(sendspec: Any, recvspec: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """The arrays of two specs of `_fast_array`'s forms, both 1-D and C-contiguous and the
+    second writeable (what the regular collectives' fast paths pass collops), or None."""
+    x, out = _fast_array(sendspec), _fast_array(recvspec)
+    if x is None or out is None or _elements(x, False) < 0 or _elements(out, True) < 0:
+        return None
+    return x, out
+
+
 def _agrees(elements: Any) -> bool:
     """Whether a compiled `elements` (which reads numpy's array head) gives numpy's answers."""
     frozen = np.zeros(2)
@@ -291,10 +300,12 @@ compiled = layouts._specs if layouts._specs is not None and _agrees(
 if compiled is None:  # pragma: no cover - a build without a C compiler
     fast_array, elements, fast_vector = _fast_array, _elements, _fast_vector
     alltoallv_args, allgatherv_args = _alltoallv_args, _allgatherv_args
+    plain_pair = _plain_pair
 else:
     fast_array, elements = layouts._specs.array, layouts._specs.elements
     fast_vector, alltoallv_args = layouts._specs.fast_vector, layouts._specs.alltoallv_args
     allgatherv_args = layouts._specs.allgatherv_args
+    plain_pair = layouts._specs.plain_pair
 
 
 def message(spec: Any, call: str, argument: str, rank: int | None,

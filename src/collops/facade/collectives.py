@@ -29,6 +29,7 @@ from .buffers import (
     integers,
     is_contiguous_blocks,
     message,
+    plain_pair,
     vector,
 )
 from .constants import IN_PLACE
@@ -328,12 +329,10 @@ class Collectives:
                    op: Op = SUM) -> Any:
         """Scan or Exscan started by collops' ``method`` when both buffers are plain (1-D)
         and ``op`` a usable facade operator; else `MISSED`."""
-        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
-        out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
-        if x is None or out is None or type(op) is not Op or op.op is None \
-                or elements(x, False) < 0 or elements(out, True) < 0:
+        pair = plain_pair(sendbuf, recvbuf)
+        if pair is None or type(op) is not Op or op.op is None:
             return MISSED
-        return method(x, op.op, out=out)
+        return method(pair[0], op.op, out=pair[1])
 
     def Scan(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
         """Inclusive prefix reduction into ``recvbuf``."""
@@ -370,12 +369,10 @@ class Collectives:
                                    recvbuf: Any, op: Op = SUM) -> Any:
         """Reduce_scatter_block started by collops' ``method`` when both buffers are plain
         (1-D) and ``op`` a usable facade operator; else `MISSED`."""
-        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
-        out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
-        if x is None or out is None or type(op) is not Op or op.op is None \
-                or elements(x, False) < 0 or elements(out, True) < 0:
+        pair = plain_pair(sendbuf, recvbuf)
+        if pair is None or type(op) is not Op or op.op is None:
             return MISSED
-        return method(x, op.op, out=out)
+        return method(pair[0], op.op, out=pair[1])
 
     def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
         """Block ``rank`` of the reduction of every rank's ``sendbuf``, into ``recvbuf``."""
@@ -412,17 +409,15 @@ class Collectives:
         the counts a list or tuple (collops checks them) and this rank's block all of
         ``recvbuf``, and ``op`` a usable facade operator; else `MISSED` (counts not given are
         gathered by the general path)."""
-        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
-        out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
+        pair = plain_pair(sendbuf, recvbuf)
         counts_type = type(recvcounts)
-        if x is None or out is None or (counts_type is not list and counts_type is not tuple) \
-                or type(op) is not Op or op.op is None or elements(x, False) < 0 \
-                or elements(out, True) < 0:
+        if pair is None or (counts_type is not list and counts_type is not tuple) \
+                or type(op) is not Op or op.op is None:
             return MISSED
-        me = self._comm.rank
+        out, me = pair[1], self._comm.rank
         if len(recvcounts) <= me or recvcounts[me] != out.size:
             return MISSED
-        return method(x, op.op, recvcounts, out=out)
+        return method(pair[0], op.op, recvcounts, out=out)
 
     def Reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None,
                        op: Op = SUM) -> None:
@@ -656,11 +651,8 @@ class Collectives:
     def _fast_alltoall(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any) -> Any:
         """Alltoall started by collops' ``method`` when both buffers are plain; else
         `MISSED`."""
-        x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
-        out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
-        if x is None or out is None or elements(x, False) < 0 or elements(out, True) < 0:
-            return MISSED
-        return method(x, out=out)
+        pair = plain_pair(sendbuf, recvbuf)
+        return MISSED if pair is None else method(pair[0], out=pair[1])
 
     def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
         """Block j of every rank's ``sendbuf`` to rank j's ``recvbuf``, in rank order."""

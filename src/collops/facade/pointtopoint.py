@@ -21,7 +21,7 @@ from .constants import ANY_SOURCE, ANY_TAG, PROC_NULL
 from .datatypes import _BY_DTYPE
 from .exceptions import mpi_error, not_implemented
 from .handles import Handle
-from .requests import Prequest, Request, Status, fill
+from .requests import Prequest, Request, Status, fill, new_request
 from .staging import Stage
 
 
@@ -271,6 +271,11 @@ class PointToPoint:
 
     def Isend(self, buf: Any, dest: int, tag: int = 0) -> Request:
         """Non-blocking Send."""
+        if type(buf) is np.ndarray and buf.dtype in _MAPPED:  # as it is: nothing staged
+            try:
+                return new_request(self._comm.isend(buf, dest, tag))
+            except CollopsError as exc:
+                raise mpi_error(exc) from None
         stage = Stage()
         return self._staged("isend", "Isend", stage, self._in(buf, "Isend", stage), dest, tag)
 
@@ -303,6 +308,11 @@ class PointToPoint:
 
     def Irecv(self, buf: Any, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:
         """Non-blocking Recv."""
+        if type(buf) is np.ndarray and buf.dtype in _MAPPED:  # as it is: nothing staged
+            try:
+                return new_request(self._comm.irecv(buf, source, tag))
+            except CollopsError as exc:
+                raise mpi_error(exc) from None
         stage = Stage()
         return self._staged("irecv", "Irecv", stage, self._out(buf, "Irecv", stage), source,
                             tag)
@@ -423,7 +433,10 @@ class PointToPoint:
     # -- objects ---------------------------------------------------------------------------
     def send(self, obj: Any, dest: int, tag: int = 0) -> None:
         """Send a picklable object."""
-        self._do("send_object", "send", obj, dest, tag)
+        try:
+            self._comm.send_object(obj, dest, tag)
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
 
     bsend = send
 
@@ -433,7 +446,10 @@ class PointToPoint:
 
     def isend(self, obj: Any, dest: int, tag: int = 0) -> Request:
         """Non-blocking send of an object."""
-        return Request(self._do("isend_object", "isend", obj, dest, tag))
+        try:
+            return new_request(self._comm.isend_object(obj, dest, tag))
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
 
     ibsend = isend
 
@@ -454,13 +470,20 @@ class PointToPoint:
         `UserWarning` says so, as mpi4py's does)."""
         if buf is not None:
             warnings.warn("the 'buf' argument is deprecated", UserWarning, stacklevel=2)
-        obj, got = self._do("recv_object", "recv", source, tag)
-        fill(status, got)
+        try:
+            obj, got = self._comm.recv_object(source, tag)
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
+        if status is not None:
+            fill(status, got)
         return obj
 
     def irecv(self, buf: Any = None, source: int = ANY_SOURCE, tag: int = ANY_TAG) -> Request:
         """Non-blocking receive of an object; ``wait()`` returns it."""
-        return Request(self._do("irecv_object", "irecv", source, tag))
+        try:
+            return new_request(self._comm.irecv_object(source, tag))
+        except CollopsError as exc:
+            raise mpi_error(exc) from None
 
     def sendrecv(self, sendobj: Any, dest: int, sendtag: int = 0, recvbuf: Any = None,
                  source: int = ANY_SOURCE, recvtag: int = ANY_TAG,
