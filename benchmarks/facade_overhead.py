@@ -25,8 +25,9 @@ against the stand-in's ``send``/``recv``.
 ``Reduce``, ``Scan``, ``Exscan``, ``Reduce_scatter_block``, ``Reduce_scatter`` (counts given),
 ``Allgather``, ``Gather``,
 ``Scatter``, ``Alltoall`` — and its ``I…`` form (waited for) through the facade against
-collops' own calls, in the same 2-rank job; and two ping-pong round trips, ``Isend``/``Irecv``
-each waited for and an object's ``send``/``recv`` (each rank makes two calls a round trip).
+collops' own calls, in the same 2-rank job; two ping-pong round trips, ``Isend``/``Irecv``
+each waited for and an object's ``send``/``recv`` (each rank makes two calls a round trip), a
+``Sendrecv`` exchange, and a persistent ``Allreduce_init``'s ``Start`` + ``Wait``.
 
 ``--vector`` times the v-collectives with displaced (gapped) blocks instead —
 ``Allgatherv``, ``Gatherv``, ``Scatterv``, ``Alltoallv`` and their ``I…`` forms (waited for)
@@ -203,6 +204,7 @@ def _every_calls(comm: Any, mpi: Any, nbytes: int) -> dict[str, Any]:
     facade, p, n = mpi.wrap(comm), comm.size, max(1, nbytes // 8)
     x, r, whole, back = np.ones(n), np.empty(n), np.ones(p * n), np.empty(p * n)
     counts = [n] * p
+    persistent = facade.Allreduce_init(x, r, mpi.SUM)
     return {
         "Barrier": facade.Barrier, "Ibarrier": lambda: facade.Ibarrier().Wait(),
         "Bcast": lambda: facade.Bcast(x, 0), "Ibcast": lambda: facade.Ibcast(x, 0).Wait(),
@@ -230,14 +232,15 @@ def _every_calls(comm: Any, mpi: Any, nbytes: int) -> dict[str, Any]:
         **_round_trips(comm, lambda o, d: facade.Isend(o, d, 3).Wait(),
                        lambda o, s: facade.Irecv(o, s, 3).Wait(),
                        lambda o, d: facade.send(o, d, 4), lambda s: facade.recv(source=s, tag=4),
-                       x, r),
+                       lambda o, p_, i: facade.Sendrecv(o, p_, 5, i, p_, 5), x, r),
+        "Allreduce_init Start+Wait": lambda: (persistent.Start(), persistent.Wait()),
     }
 
 
-def _round_trips(comm: Any, isend: Any, irecv: Any, send: Any, recv: Any, x: np.ndarray,
-                 r: np.ndarray) -> dict[str, Any]:
+def _round_trips(comm: Any, isend: Any, irecv: Any, send: Any, recv: Any, sendrecv: Any,
+                 x: np.ndarray, r: np.ndarray) -> dict[str, Any]:
     """Ping-pong round trips between ranks 0 and 1 (2-rank jobs only): ``Isend``/``Irecv`` of
-    ``x`` each waited for, and an object's ``send``/``recv``."""
+    ``x`` each waited for, and an object's ``send``/``recv``; and a ``Sendrecv`` exchange."""
     if comm.size != 2:
         return {}
     peer = 1 - comm.rank
@@ -258,7 +261,8 @@ def _round_trips(comm: Any, isend: Any, irecv: Any, send: Any, recv: Any, x: np.
         else:
             recv(peer)
             send(7, peer)
-    return {"Isend/Irecv round trip": nonblocking, "send/recv object round trip": objects}
+    return {"Isend/Irecv round trip": nonblocking, "send/recv object round trip": objects,
+            "Sendrecv exchange": lambda: sendrecv(x, peer, r)}
 
 
 def _every_own(comm: Any, nbytes: int) -> dict[str, Any]:
@@ -266,6 +270,7 @@ def _every_own(comm: Any, nbytes: int) -> dict[str, Any]:
     p, n, root = comm.size, max(1, nbytes // 8), comm.rank == 0
     x, r, whole, back = np.ones(n), np.empty(n), np.ones(p * n), np.empty(p * n)
     counts = [n] * p
+    persistent = comm.allreduce_init(x, "sum", out=r)
     return {
         "Barrier": comm.barrier, "Ibarrier": lambda: comm.ibarrier().wait(),
         "Bcast": lambda: comm.bcast(x, 0, out=x), "Ibcast": lambda: comm.ibcast(x, 0, out=x).wait(),
@@ -292,7 +297,9 @@ def _every_own(comm: Any, nbytes: int) -> dict[str, Any]:
         **_round_trips(comm, lambda o, d: comm.isend(o, d, 3).wait(),
                        lambda o, s: comm.irecv(o, s, 3).wait(),
                        lambda o, d: comm.send_object(o, d, 4),
-                       lambda s: comm.recv_object(s, 4), x, r),
+                       lambda s: comm.recv_object(s, 4),
+                       lambda o, p_, i: comm.sendrecv(o, p_, 5, i, p_, 5), x, r),
+        "Allreduce_init Start+Wait": lambda: (persistent.start(), persistent.wait()),
     }
 
 

@@ -145,8 +145,8 @@ def test_buffers_of_other_shapes_take_the_general_path_read_flat(transport):
 
 
 def test_point_to_point_calls_of_plain_arrays_stage_nothing():
-    """``Isend``/``Irecv`` of a plain array, and the object forms, go straight to collops'
-    own call (no `Stage`, no generic dispatch), with the same results."""
+    """``Isend``/``Irecv``/``Sendrecv`` of plain arrays, and the object forms, go straight to
+    collops' own call (no `Stage`, no generic dispatch), with the same results."""
     comm = MPI.COMM_SELF
     ran: set[str] = set()
 
@@ -162,6 +162,9 @@ def test_point_to_point_calls_of_plain_arrays_stage_nothing():
         status = MPI.Status()
         receive.Wait(status)
         send.Wait()
+        status2 = MPI.Status()
+        back = np.zeros(3)
+        comm.Sendrecv(x * 2, 0, 6, back, 0, 6, status2)
         comm.send({"a": 1}, 0, 8)
         got = comm.recv(source=0, tag=8)
         later = comm.irecv(source=0, tag=7)
@@ -172,6 +175,8 @@ def test_point_to_point_calls_of_plain_arrays_stage_nothing():
     assert not ran & {"_staged", "_do", "_in", "_out", "pack", "finisher"}, sorted(ran)
     assert r.tolist() == [0.0, 1.0, 2.0] and status.Get_count(MPI.DOUBLE) == 3
     assert got == {"a": 1} and obj == [2]
+    assert back.tolist() == [0.0, 2.0, 4.0] and status2.Get_source() == 0 \
+        and status2.Get_tag() == 6
 
 
 def test_the_compiled_pair_check_gives_the_python_answer():

@@ -321,6 +321,15 @@ class PointToPoint:
                  source: int = ANY_SOURCE, recvtag: int = ANY_TAG,
                  status: Status | None = None) -> None:
         """Send ``sendbuf`` to ``dest`` and receive into ``recvbuf`` at once."""
+        if type(sendbuf) is np.ndarray and type(recvbuf) is np.ndarray \
+                and sendbuf.dtype in _MAPPED and recvbuf.dtype in _MAPPED:  # nothing staged
+            try:
+                got = self._comm.sendrecv(sendbuf, dest, sendtag, recvbuf, source, recvtag)
+            except CollopsError as exc:
+                raise mpi_error(exc) from None
+            if status is not None:
+                fill(status, got)
+            return
         stage = Stage()
         out = None if recvbuf is None else self._out(recvbuf, "Sendrecv", stage)
         x = self._in(sendbuf, "Sendrecv", stage)
