@@ -20,7 +20,7 @@ from ..errors import CollopsError
 from .attributes import Attributes
 from .collectives import Collectives
 from .constants import COMM_TYPE_HW_GUIDED, COMM_TYPE_HW_UNGUIDED, COMM_TYPE_SHARED, UNDEFINED
-from .environment import INFO_NULL, Info
+from .environment import ERRORS_RETURN, INFO_NULL, Info
 from .exceptions import ERR_COMM, mpi_error, mpi_exception, not_implemented
 from .group import Group
 from .handles import Handle
@@ -191,7 +191,6 @@ class Comm(Collectives, ObjectCollectives, PointToPoint, Attributes, Handle):
 
     def Get_info(self) -> Any:
         """The hints in use (none: collops takes its settings from `collops.settings`)."""
-        from .environment import Info
         return Info()
 
     def Set_info(self, info: Any) -> None:
@@ -229,7 +228,6 @@ class Comm(Collectives, ObjectCollectives, PointToPoint, Attributes, Handle):
 
     def Get_errhandler(self) -> Any:
         """The error handler: errors are raised as exceptions (ERRORS_RETURN)."""
-        from .environment import ERRORS_RETURN
         return ERRORS_RETURN
 
     def Set_errhandler(self, errhandler: Any) -> None:
