@@ -1,7 +1,7 @@
 /* collops.facade._specs.Starter: collops.MPI's `I…` v-methods (`Iallgatherv`, `Igatherv`,
  * `Iscatterv`, `Ialltoallv`), compiled as a whole.
  *
- * The Python form of such a method (`collectives._forms`) is two frames deep before it
+ * The Python form of such a method (`forms.forms`) is two frames deep before it
  * reaches collops: the generated method, then the blocking method's fast path, then a
  * `Request` built by its `__init__`. Together they cost more than the 0.5 µs the facade
  * may add to a call. A `Starter` does the same in one C call: it reads the specs with the

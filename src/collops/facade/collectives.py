@@ -1,19 +1,18 @@
 """mpi4py's uppercase collectives (buffers) over collops' own, blocking, ``I…`` and ``…_init``.
 
-Each collective is planned once per call (`_Call`: the collops method, its arguments, a
+Each collective is planned once per call (`forms.Call`: the collops method, its arguments, a
 ``before`` step copying an in-place buffer where collops needs a separate one) and run in
 one of three modes by `Collectives._run`; the v-collectives hand their displacements to
 collops (``displs``/``rdispls``), which places the blocks itself. The ``I…`` and
-``…_init`` methods are generated from the blocking ones (`_forms`). The commonest forms
-(plain numpy arrays) skip the planning: their fast paths call collops directly.
+``…_init`` methods are made from the blocking ones (`forms.forms`). The commonest forms
+(plain 1-D numpy arrays, a usable operator) skip the planning: their fast paths call
+collops directly.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -34,23 +33,12 @@ from .buffers import (
 )
 from .constants import IN_PLACE
 from .exceptions import mpi_error
+from .forms import BLOCKING, MISSED, NONBLOCKING, Call, forms, staged
 from .operators import SUM, Op, as_op
-from .requests import Prequest, Request, compiled_method, new_request
+from .requests import Prequest, Request, new_request
 from .staging import Stage
 
 _ndarray = np.ndarray
-BLOCKING, NONBLOCKING, PERSISTENT = 0, 1, 2
-
-
-class _Call(NamedTuple):
-    """A planned collective: ``comm.<name>(*args, **kwargs)``, ``before()`` run first; the
-    buffers of gapped datatypes packed before it and written back after it (``stage``)."""
-
-    name: str
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    before: Callable[[], None] | None = None
-    stage: Stage | None = None
 
 
 def _in_place(buf: Any) -> bool:
@@ -74,112 +62,10 @@ def _displaced(arr: np.ndarray, counts: list[int], displs: list[int],
     return {"out": arr[:rows_spanned(displs, counts)], name: displs}
 
 
-Plan = Callable[..., _Call]
-
-
-def _staged(plan: Callable[..., _Call]) -> Callable[..., _Call]:
-    """A plan given a `Stage` for its gapped buffers, which the planned call then carries."""
-    @functools.wraps(plan)
-    def planned(self: Any, *args: Any, **kwargs: Any) -> _Call:
-        stage = Stage()
-        found = plan(self, *args, stage=stage, **kwargs)
-        return found._replace(stage=stage) if stage else found
-    return planned
-
-
-def _forms(blocking: Callable[..., Any], plan: Plan, fast: Callable[..., Any] | None = None,
-           started: bool = False) -> tuple[Callable[..., Request], Callable[..., Prequest]]:
-    """The ``I…`` and ``…_init`` methods of a blocking collective: its parameters (bound as
-    it binds them) started by ``fast(self, method, *arguments)`` when it takes them (the
-    blocking method's own fast path: plain arrays, a layout checked once, calling collops'
-    non-blocking or persistent ``method``; `MISSED` if not), else planned by ``plan(self,
-    *arguments, call=name)``, run non-blocking or persistent. With ``started`` (a v-collective
-    `_specs.Starter` knows), the ``I…`` method is that compiled one over the Python one."""
-    name = blocking.__name__
-    signature = inspect.signature(blocking)
-    own = name.lower()
-    methods = {NONBLOCKING: "i" + own, PERSISTENT: own + "_init"}
-
-    def form(mode: int, call: str, doc: str, returns: str) -> Callable[..., Any]:
-        if mode == NONBLOCKING and fast is not None:
-            generated = _nonblocking_source(signature, call, methods[mode], fast, plan)
-            if generated is not None:
-                generated.__doc__ = doc
-                generated.__signature__ = signature.replace(  # type: ignore[attr-defined]
-                    return_annotation=returns)
-                return compiled_method(own, methods[mode], generated) if started else generated
-
-        def method(self: Collectives, *args: Any, **kwargs: Any) -> Any:
-            if fast is not None:
-                try:
-                    started = fast(self, getattr(self._comm, methods[mode]), *args, **kwargs)
-                except CollopsError as exc:
-                    raise mpi_error(exc) from None
-                if started is not MISSED:
-                    return _wrapped(started, mode)
-            bound = signature.bind(self, *args, **kwargs)
-            bound.apply_defaults()
-            return self._run(plan(*bound.args, call=call), mode)
-        method.__name__ = method.__qualname__ = call
-        method.__doc__ = doc
-        method.__signature__ = signature.replace(  # type: ignore[attr-defined]
-            return_annotation=returns)
-        return method
-
-    return (form(NONBLOCKING, "I" + name[0].lower() + name[1:], f"Non-blocking {name}.",
-                 "Request"),
-            form(PERSISTENT, name + "_init", f"Persistent {name}.", "Prequest"))
-
-
-#: what a fast path returns when the call is not its simple case
-MISSED = object()
-
-
 def _buffer_op(op: Any) -> Any:
     """The collops operator a fast path passes for ``op``: a facade `Op`'s (None for a null
     or freed one, or anything else: the general path says what is wrong)."""
     return op.op if type(op) is Op else None
-
-
-def _nonblocking_source(signature: inspect.Signature, call: str, own: str,
-                        fast: Callable[..., Any], plan: Plan) -> Callable[..., Any] | None:
-    """The ``I…`` method of a blocking collective with a fast path, compiled from source with
-    the blocking method's parameters (as `runtime.variants` makes collops' own): binding
-    ``*args, **kwargs`` per call costs more than the whole fast path adds. None for a
-    signature with other than plain parameters (the generic form takes it)."""
-    params = list(signature.parameters.values())[1:]
-    if any(p.kind is not p.POSITIONAL_OR_KEYWORD for p in params):
-        return None
-    names = [p.name for p in params]
-    listed = ", ".join(n if p.default is p.empty else f"{n}=_defaults[{n!r}]"
-                       for n, p in zip(names, params, strict=True))
-    args = "".join(f", {n}" for n in names)  # (none for Ibarrier)
-    source = (f"def {call}(self{', ' + listed if listed else ''}):\n"
-              f"    try:\n"
-              f"        started = _fast(self, self._comm.{own}{args})\n"
-              f"    except _CollopsError as exc:\n"
-              f"        raise _mpi_error(exc) from None\n"
-              f"    if started is not _MISSED:\n"
-              f"        return _Request(started)\n"
-              f"    return self._run(_plan(self{args}, call={call!r}), {NONBLOCKING})\n")
-    scope: dict[str, Any] = {"_defaults": {p.name: p.default for p in params}, "_fast": fast,
-                             "_plan": plan, "_CollopsError": CollopsError,
-                             "_mpi_error": mpi_error, "_MISSED": MISSED, "_Request": new_request}
-    exec(source, scope)  # the source is made above from the signature alone
-    method: Callable[..., Any] = scope[call]
-    method.__qualname__ = call
-    return method
-
-
-def _wrapped(started: Any, mode: int) -> Any:
-    """A collops request (``mode`` non-blocking) or persistent request as the facade's."""
-    if mode == NONBLOCKING:
-        return Request(started, None)
-
-    def start() -> Any:
-        started.start()
-        return started
-    return Prequest(start, None)
 
 
 class Collectives:
@@ -187,7 +73,7 @@ class Collectives:
 
     _comm: Any
 
-    def _run(self, call: _Call, mode: int) -> Any:
+    def _run(self, call: Call, mode: int) -> Any:
         comm = self._comm
         stage = call.stage
         before = call.before if not stage else stage.before(call.before)
@@ -230,11 +116,11 @@ class Collectives:
         except CollopsError as exc:
             raise mpi_error(exc) from None
 
-    @_staged
-    def _bcast(self, buf: Any, root: int, call: str, *, stage: Stage) -> _Call:
+    @staged
+    def _bcast(self, buf: Any, root: int, call: str, *, stage: Stage) -> Call:
         arr = message(buf, call, "buf", self._comm.rank, self._comm.rank != root, 1,
                       stage)[0]
-        return _Call("bcast", (arr, root), {"out": arr})
+        return Call("bcast", (arr, root), {"out": arr})
 
     def _fast_bcast(self, method: Callable[..., Any], buf: Any, root: int = 0) -> Any:
         """Bcast started by collops' ``method`` when ``buf`` is a plain array (in place on
@@ -256,13 +142,13 @@ class Collectives:
         self._run(self._bcast(buf, root, "Bcast"), BLOCKING)
 
     # -- reductions --------------------------------------------------------------------------
-    @_staged
+    @staged
     def _reduction(self, name: str, sendbuf: Any, recvbuf: Any, op: Any, call: str,
-                   root: int | None = None, *, stage: Stage) -> _Call:
+                   root: int | None = None, *, stage: Stage) -> Call:
         out = self._recv(recvbuf, call, stage)
         x = out if _in_place(sendbuf) else self._send(sendbuf, call, stage)
         args = (x, as_op(op, call)) if root is None else (x, as_op(op, call), root)
-        return _Call(name, args, {"out": out})
+        return Call(name, args, {"out": out})
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
         """The reduction of every rank's ``sendbuf`` into every ``recvbuf``."""
@@ -276,12 +162,12 @@ class Collectives:
                 raise mpi_error(exc) from None
         self._run(self._reduction("allreduce", sendbuf, recvbuf, op, "Allreduce"), BLOCKING)
 
-    @_staged
+    @staged
     def _reduce(self, sendbuf: Any, recvbuf: Any, op: Any, root: int, call: str, *,
-                stage: Stage) -> _Call:
+                stage: Stage) -> Call:
         if self._comm.rank == root:
             return self._reduction("reduce", sendbuf, recvbuf, op, call, root)
-        return _Call("reduce", (self._send(sendbuf, call, stage), as_op(op, call), root), {})
+        return Call("reduce", (self._send(sendbuf, call, stage), as_op(op, call), root), {})
 
     def _fast_allreduce(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any,
                         op: Op = SUM) -> Any:
@@ -317,13 +203,13 @@ class Collectives:
                 raise mpi_error(exc) from None
         self._run(self._reduce(sendbuf, recvbuf, op, root, "Reduce"), BLOCKING)
 
-    @_staged
+    @staged
     def _scan(self, name: str, sendbuf: Any, recvbuf: Any, op: Any, call: str, *,
-              stage: Stage) -> _Call:
+              stage: Stage) -> Call:
         out = self._recv(recvbuf, call, stage)
         x = out.copy() if _in_place(sendbuf) else self._send(sendbuf, call, stage)
         before = _copier(x, out) if _in_place(sendbuf) else None
-        return _Call(name, (x, as_op(op, call)), {"out": out}, before)
+        return Call(name, (x, as_op(op, call)), {"out": out}, before)
 
     def _fast_scan(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any,
                    op: Op = SUM) -> Any:
@@ -352,16 +238,16 @@ class Collectives:
             raise mpi_error(exc) from None
         self._run(self._scan("exscan", sendbuf, recvbuf, op, "Exscan"), BLOCKING)
 
-    @_staged
+    @staged
     def _reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Any, call: str, *,
-                              stage: Stage) -> _Call:
+                              stage: Stage) -> Call:
         size = self._comm.size
         if _in_place(sendbuf):
             full = self._recv(recvbuf, call, stage, size)
             x = full.copy()
-            return _Call("reduce_scatter_block", (x, as_op(op, call)),
+            return Call("reduce_scatter_block", (x, as_op(op, call)),
                          {"out": full[:full.size // size]}, _copier(x, full))
-        return _Call("reduce_scatter_block",
+        return Call("reduce_scatter_block",
                      (self._send(sendbuf, call, stage, size), as_op(op, call)),
                      {"out": self._recv(recvbuf, call, stage)})
 
@@ -385,9 +271,9 @@ class Collectives:
         self._run(self._reduce_scatter_block(sendbuf, recvbuf, op, "Reduce_scatter_block"),
                   BLOCKING)
 
-    @_staged
+    @staged
     def _reduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any, op: Any,
-                        call: str, *, stage: Stage) -> _Call:
+                        call: str, *, stage: Stage) -> Call:
         comm = self._comm
         full, datatype = message(recvbuf, call, "recvbuf", comm.rank, True, 1, stage)
         if recvcounts is None:  # every rank's receive count, as mpi4py gathers them
@@ -400,7 +286,7 @@ class Collectives:
             before: Callable[[], None] | None = _copier(x, full[:sum(counts)])
         else:
             x, before = self._send(sendbuf, call, stage), None
-        return _Call("reduce_scatter", (x, as_op(op, call), counts),
+        return Call("reduce_scatter", (x, as_op(op, call), counts),
                      {"out": full[:counts[comm.rank]]}, before)
 
     def _fast_reduce_scatter(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any,
@@ -435,17 +321,17 @@ class Collectives:
                   BLOCKING)
 
     # -- gather, scatter, allgather, alltoall -------------------------------------------------
-    @_staged
+    @staged
     def _gather(self, sendbuf: Any, recvbuf: Any, root: int, call: str, *,
-                stage: Stage) -> _Call:
+                stage: Stage) -> Call:
         comm = self._comm
         if comm.rank != root:
-            return _Call("gather", (self._send(sendbuf, call, stage), root), {})
+            return Call("gather", (self._send(sendbuf, call, stage), root), {})
         full = self._recv(recvbuf, call, stage, comm.size)
         n = full.size // comm.size
         x = full[comm.rank * n:(comm.rank + 1) * n] if _in_place(sendbuf) else \
             self._send(sendbuf, call, stage)
-        return _Call("gather", (x, root), {"out": full})
+        return Call("gather", (x, root), {"out": full})
 
     def _fast_gather(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any,
                      root: int = 0) -> Any:
@@ -470,18 +356,18 @@ class Collectives:
             raise mpi_error(exc) from None
         self._run(self._gather(sendbuf, recvbuf, root, "Gather"), BLOCKING)
 
-    @_staged
+    @staged
     def _gatherv(self, sendbuf: Any, recvbuf: Any, root: int, call: str, *,
-                 stage: Stage) -> _Call:
+                 stage: Stage) -> Call:
         comm = self._comm
         if comm.rank != root:
-            return _Call("gatherv", (self._send(sendbuf, call, stage), root, None), {})
+            return Call("gatherv", (self._send(sendbuf, call, stage), root, None), {})
         arr, counts, displs, _ = vector(recvbuf, comm.size, call, "recvbuf", comm.rank, True,
                                         stage)
         me = comm.rank
         x = arr[displs[me]:displs[me] + counts[me]] if _in_place(sendbuf) else \
             self._send(sendbuf, call, stage)
-        return _Call("gatherv", (x, root, None), _displaced(arr, counts, displs))
+        return Call("gatherv", (x, root, None), _displaced(arr, counts, displs))
 
     def _fast_gatherv(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any,
                       root: int = 0) -> Any:
@@ -508,16 +394,16 @@ class Collectives:
             raise mpi_error(exc) from None
         self._run(self._gatherv(sendbuf, recvbuf, root, "Gatherv"), BLOCKING)
 
-    @_staged
+    @staged
     def _scatter(self, sendbuf: Any, recvbuf: Any, root: int, call: str, *,
-                 stage: Stage) -> _Call:
+                 stage: Stage) -> Call:
         comm = self._comm
         if comm.rank != root:
-            return _Call("scatter", (None, root), {"out": self._recv(recvbuf, call, stage)})
+            return Call("scatter", (None, root), {"out": self._recv(recvbuf, call, stage)})
         x = self._send(sendbuf, call, stage, comm.size)
         out = np.empty(x.size // comm.size, x.dtype) if _in_place(recvbuf) else \
             self._recv(recvbuf, call, stage)
-        return _Call("scatter", (x, root), {"out": out})
+        return Call("scatter", (x, root), {"out": out})
 
     def _fast_scatter(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any,
                       root: int = 0) -> Any:
@@ -542,12 +428,12 @@ class Collectives:
             raise mpi_error(exc) from None
         self._run(self._scatter(sendbuf, recvbuf, root, "Scatter"), BLOCKING)
 
-    @_staged
+    @staged
     def _scatterv(self, sendbuf: Any, recvbuf: Any, root: int, call: str, *,
-                  stage: Stage) -> _Call:
+                  stage: Stage) -> Call:
         comm = self._comm
         if comm.rank != root:
-            return _Call("scatterv", (None, None, root),
+            return Call("scatterv", (None, None, root),
                          {"out": self._recv(recvbuf, call, stage)})
         arr, counts, displs, _ = vector(sendbuf, comm.size, call, "sendbuf", comm.rank, False,
                                         stage)
@@ -555,8 +441,8 @@ class Collectives:
         out = np.empty(counts[me], arr.dtype) if _in_place(recvbuf) else \
             self._recv(recvbuf, call, stage)[:counts[me]]
         if is_contiguous_blocks(counts, displs):
-            return _Call("scatterv", (arr[:sum(counts)], counts, root), {"out": out})
-        return _Call("scatterv", (arr, counts, root), {"out": out, "displs": displs})
+            return Call("scatterv", (arr[:sum(counts)], counts, root), {"out": out})
+        return Call("scatterv", (arr, counts, root), {"out": out, "displs": displs})
 
     def _fast_scatterv(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any,
                       root: int = 0) -> Any:
@@ -588,14 +474,14 @@ class Collectives:
             raise mpi_error(exc) from None
         self._run(self._scatterv(sendbuf, recvbuf, root, "Scatterv"), BLOCKING)
 
-    @_staged
-    def _allgather(self, sendbuf: Any, recvbuf: Any, call: str, *, stage: Stage) -> _Call:
+    @staged
+    def _allgather(self, sendbuf: Any, recvbuf: Any, call: str, *, stage: Stage) -> Call:
         comm = self._comm
         full = self._recv(recvbuf, call, stage, comm.size)
         n = full.size // comm.size
         x = full[comm.rank * n:(comm.rank + 1) * n] if _in_place(sendbuf) else \
             self._send(sendbuf, call, stage)
-        return _Call("allgather", (x,), {"out": full})
+        return Call("allgather", (x,), {"out": full})
 
     def _fast_allgather(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any) -> Any:
         """Allgather started by collops' ``method`` as `Allgather` runs it; else `MISSED`."""
@@ -615,15 +501,15 @@ class Collectives:
                 raise mpi_error(exc) from None
         self._run(self._allgather(sendbuf, recvbuf, "Allgather"), BLOCKING)
 
-    @_staged
-    def _allgatherv(self, sendbuf: Any, recvbuf: Any, call: str, *, stage: Stage) -> _Call:
+    @staged
+    def _allgatherv(self, sendbuf: Any, recvbuf: Any, call: str, *, stage: Stage) -> Call:
         comm = self._comm
         arr, counts, displs, _ = vector(recvbuf, comm.size, call, "recvbuf", comm.rank, True,
                                         stage)
         me = comm.rank
         x = arr[displs[me]:displs[me] + counts[me]] if _in_place(sendbuf) else \
             self._send(sendbuf, call, stage)
-        return _Call("allgatherv", (x, counts), _displaced(arr, counts, displs))
+        return Call("allgatherv", (x, counts), _displaced(arr, counts, displs))
 
     def _fast_allgatherv(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any) -> Any:
         """Allgatherv started by collops' ``method`` when its buffers are plain (a layout checked
@@ -643,13 +529,13 @@ class Collectives:
                 raise mpi_error(exc) from None
         self._run(self._allgatherv(sendbuf, recvbuf, "Allgatherv"), BLOCKING)
 
-    @_staged
-    def _alltoall(self, sendbuf: Any, recvbuf: Any, call: str, *, stage: Stage) -> _Call:
+    @staged
+    def _alltoall(self, sendbuf: Any, recvbuf: Any, call: str, *, stage: Stage) -> Call:
         out = self._recv(recvbuf, call, stage, self._comm.size)
         if _in_place(sendbuf):
             x = out.copy()
-            return _Call("alltoall", (x,), {"out": out}, _copier(x, out))
-        return _Call("alltoall", (self._send(sendbuf, call, stage, self._comm.size),), {"out": out})
+            return Call("alltoall", (x,), {"out": out}, _copier(x, out))
+        return Call("alltoall", (self._send(sendbuf, call, stage, self._comm.size),), {"out": out})
 
     def _fast_alltoall(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any) -> Any:
         """Alltoall started by collops' ``method`` when both buffers are plain; else
@@ -666,8 +552,8 @@ class Collectives:
             raise mpi_error(exc) from None
         self._run(self._alltoall(sendbuf, recvbuf, "Alltoall"), BLOCKING)
 
-    @_staged
-    def _alltoallv(self, sendbuf: Any, recvbuf: Any, call: str, *, stage: Stage) -> _Call:
+    @staged
+    def _alltoallv(self, sendbuf: Any, recvbuf: Any, call: str, *, stage: Stage) -> Call:
         comm = self._comm
         rarr, rcounts, rdispls, _ = vector(recvbuf, comm.size, call, "recvbuf", comm.rank,
                                            True, stage)
@@ -677,7 +563,7 @@ class Collectives:
             sarr, scounts, sdispls, _ = vector(sendbuf, comm.size, call, "sendbuf", comm.rank,
                                                False, stage)
         received = _displaced(rarr, rcounts, rdispls, "rdispls")
-        return _Call("alltoallv", (sarr, scounts, sdispls, rcounts), received)
+        return Call("alltoallv", (sarr, scounts, sdispls, rcounts), received)
 
     def _fast_alltoallv(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any) -> Any:
         """Alltoallv started by collops' ``method`` when its buffers are plain (layouts
@@ -697,12 +583,12 @@ class Collectives:
                 raise mpi_error(exc) from None
         self._run(self._alltoallv(sendbuf, recvbuf, "Alltoallv"), BLOCKING)
 
-    @_staged
-    def _alltoallw(self, sendbuf: Any, recvbuf: Any, call: str, *, stage: Stage) -> _Call:
+    @staged
+    def _alltoallw(self, sendbuf: Any, recvbuf: Any, call: str, *, stage: Stage) -> Call:
         comm = self._comm
         sent, scounts, rcounts, out = alltoallw_call(sendbuf, recvbuf, _in_place(sendbuf),
                                                      comm.size, call, comm.rank, stage)
-        return _Call("alltoallv", (sent, scounts, None, rcounts), {"out": out})
+        return Call("alltoallv", (sent, scounts, None, rcounts), {"out": out})
 
     def Alltoallw(self, sendbuf: Any, recvbuf: Any) -> None:
         """Alltoall with a count, byte displacement and datatype per peer on both sides
@@ -710,25 +596,25 @@ class Collectives:
         self._run(self._alltoallw(sendbuf, recvbuf, "Alltoallw"), BLOCKING)
 
     # -- the non-blocking and persistent forms, generated from the blocking ones --------------
-    Ibarrier, Barrier_init = _forms(Barrier, lambda self, call: _Call("barrier", (), {}),
+    Ibarrier, Barrier_init = forms(Barrier, lambda self, call: Call("barrier", (), {}),
                                     lambda self, method: method())
-    Ibcast, Bcast_init = _forms(Bcast, _bcast, _fast_bcast)
-    Iallreduce, Allreduce_init = _forms(
+    Ibcast, Bcast_init = forms(Bcast, _bcast, _fast_bcast)
+    Iallreduce, Allreduce_init = forms(
         Allreduce, lambda self, s, r, op, call: self._reduction("allreduce", s, r, op, call),
         _fast_allreduce)
-    Ireduce, Reduce_init = _forms(Reduce, _reduce, _fast_reduce)
-    Iscan, Scan_init = _forms(Scan, lambda self, s, r, op, call: self._scan("scan", s, r, op,
+    Ireduce, Reduce_init = forms(Reduce, _reduce, _fast_reduce)
+    Iscan, Scan_init = forms(Scan, lambda self, s, r, op, call: self._scan("scan", s, r, op,
                                                                             call), _fast_scan)
-    Iexscan, Exscan_init = _forms(
+    Iexscan, Exscan_init = forms(
         Exscan, lambda self, s, r, op, call: self._scan("exscan", s, r, op, call), _fast_scan)
-    Ireduce_scatter_block, Reduce_scatter_block_init = _forms(
+    Ireduce_scatter_block, Reduce_scatter_block_init = forms(
         Reduce_scatter_block, _reduce_scatter_block, _fast_reduce_scatter_block)
-    _, Reduce_scatter_init = _forms(Reduce_scatter, _reduce_scatter, _fast_reduce_scatter)
+    _, Reduce_scatter_init = forms(Reduce_scatter, _reduce_scatter, _fast_reduce_scatter)
 
     def Ireduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None,
                         op: Op = SUM) -> Request:
         """Non-blocking Reduce_scatter. Its fast path is written here rather than generated
-        (`_forms`): the per-rank count check leaves no room under 0.5 µs for the generated
+        (`forms.forms`): the per-rank count check leaves no room under 0.5 µs for the generated
         method's extra call."""
         pair = plain_pair(sendbuf, recvbuf)
         if pair is not None and type(op) is Op and op.op is not None and (
@@ -744,14 +630,14 @@ class Collectives:
                 raise mpi_error(exc) from None
         return self._run(self._reduce_scatter(sendbuf, recvbuf, recvcounts, op,
                                               "Ireduce_scatter"), NONBLOCKING)
-    Igather, Gather_init = _forms(Gather, _gather, _fast_gather)
-    Igatherv, Gatherv_init = _forms(Gatherv, _gatherv, _fast_gatherv, started=True)
-    Iscatter, Scatter_init = _forms(Scatter, _scatter, _fast_scatter)
-    Iscatterv, Scatterv_init = _forms(Scatterv, _scatterv, _fast_scatterv, started=True)
-    Iallgather, Allgather_init = _forms(Allgather, _allgather, _fast_allgather)
-    Iallgatherv, Allgatherv_init = _forms(Allgatherv, _allgatherv, _fast_allgatherv,
+    Igather, Gather_init = forms(Gather, _gather, _fast_gather)
+    Igatherv, Gatherv_init = forms(Gatherv, _gatherv, _fast_gatherv, started=True)
+    Iscatter, Scatter_init = forms(Scatter, _scatter, _fast_scatter)
+    Iscatterv, Scatterv_init = forms(Scatterv, _scatterv, _fast_scatterv, started=True)
+    Iallgather, Allgather_init = forms(Allgather, _allgather, _fast_allgather)
+    Iallgatherv, Allgatherv_init = forms(Allgatherv, _allgatherv, _fast_allgatherv,
                                           started=True)
-    Ialltoall, Alltoall_init = _forms(Alltoall, _alltoall, _fast_alltoall)
-    Ialltoallv, Alltoallv_init = _forms(Alltoallv, _alltoallv, _fast_alltoallv, started=True)
-    Ialltoallw, Alltoallw_init = _forms(Alltoallw, _alltoallw)
+    Ialltoall, Alltoall_init = forms(Alltoall, _alltoall, _fast_alltoall)
+    Ialltoallv, Alltoallv_init = forms(Alltoallv, _alltoallv, _fast_alltoallv, started=True)
+    Ialltoallw, Alltoallw_init = forms(Alltoallw, _alltoallw)
 
