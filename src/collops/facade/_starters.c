@@ -2,9 +2,9 @@
  * `Iscatterv`, `Ialltoallv`), compiled as a whole.
  *
  * The Python form of such a method (`forms.forms`) is two frames deep before it
- * reaches collops: the generated method, then the blocking method's fast path, then a
- * `Request` built by its `__init__`. Together they cost more than the 0.5 µs the facade
- * may add to a call. A `Starter` does the same in one C call: it reads the specs with the
+ * reaches collops: the generated method, then the blocking method's fast path, then the
+ * `Request`. With a v-spec's checks on top they cost more than the 0.5 µs the facade may
+ * add to a call. A `Starter` does the same in one C call: it reads the specs with the
  * checks of `_specs.c`, calls collops' own non-blocking method (``comm.iallgatherv(...)``)
  * with the arguments the Python fast path would pass, and wraps what it returns in the
  * facade's `Request` by filling its slots. Every call it does not take — keywords, specs
