@@ -316,8 +316,10 @@ def _every_rank(comm: Any, rounds: int, iterations: int, nbytes: int,
 def _interleaved(comm: Any, sides: dict[str, dict[str, Any]], rounds: int,
                  iterations: int) -> dict[str, Any]:
     """Per call the median and minimum per-call time of each side (``own_api`` among them),
-    the sides interleaved round by round, the order turning; and the medians of the
-    per-round differences from ``own_api``."""
+    the sides interleaved round by round, the order turning (after 200 calls of each to warm
+    up: prepared calls, compiled runners bound); the medians of the per-round differences
+    from ``own_api`` and the differences of the minima. The minimum filters out the time a
+    rank was not running: on a loaded machine many short rounds give it."""
     out: dict[str, Any] = {}
     for name in sides["own_api"]:
         calls = [(side, calls[name]) for side, calls in sides.items()]
@@ -335,6 +337,8 @@ def _interleaved(comm: Any, sides: dict[str, dict[str, Any]], rounds: int,
             if side != "own_api":
                 out[name][f"{side}_overhead_us"] = statistics.median(
                     f - o for f, o in zip(times[side], times["own_api"], strict=True)) * 1e6
+                out[name][f"{side}_min_overhead_us"] = (
+                    out[name][f"{side}_min_us"] - out[name]["own_api_min_us"])
     return out
 
 
@@ -360,30 +364,10 @@ def _rank(comm: Any, rounds: int, iterations: int, nbytes: int, before: str | No
     sides = {"facade": _job_calls(comm, _load_facade(None), x, r)}
     if before is not None:
         sides["facade_before"] = _job_calls(comm, _load_facade(before), x, r)
-    own = {"Allreduce(ndarray)": lambda: comm.allreduce(x, out=r),
-           "Allreduce([buf, DOUBLE])": lambda: comm.allreduce(x, out=r),
-           "Bcast(ndarray)": lambda: comm.bcast(x, 0, out=x)}
-    out: dict[str, Any] = {}
-    for name, mine in own.items():
-        calls = [(side, calls[name]) for side, calls in sides.items()] + [("own_api", mine)]
-        for _ in range(200):  # warm up: prepared calls, compiled runners bound
-            for _, call in calls:
-                call()
-        times: dict[str, list[float]] = {side: [] for side, _ in calls}
-        for k in range(rounds):
-            comm.barrier()
-            for side, call in calls[k % len(calls):] + calls[:k % len(calls)]:
-                times[side].append(_time(call, iterations))
-        row = {}
-        for side, t in times.items():
-            row[f"{side}_us"] = statistics.median(t) * 1e6
-            row[f"{side}_min_us"] = min(t) * 1e6
-        for side in sides:
-            row[f"{side}_overhead_us"] = statistics.median(
-                f - o for f, o in zip(times[side], times["own_api"], strict=True)) * 1e6
-            row[f"{side}_min_overhead_us"] = row[f"{side}_min_us"] - row["own_api_min_us"]
-        out[name] = row
-    return out
+    sides["own_api"] = {"Allreduce(ndarray)": lambda: comm.allreduce(x, out=r),
+                        "Allreduce([buf, DOUBLE])": lambda: comm.allreduce(x, out=r),
+                        "Bcast(ndarray)": lambda: comm.bcast(x, 0, out=x)}
+    return _interleaved(comm, sides, rounds, iterations)
 
 
 class _StandIn:

@@ -154,40 +154,28 @@ def test_predefined_communicators_pickle_as_themselves():
     dup.Free()
 
 
-@pytest.mark.parametrize(("nodes", "members", "kind"), [
-    ((0, 0, 1, 1), [0, 1, 2, 3], "shared"),  # spans two nodes: the node is a smaller level
-    ((0, 0, 1, 1), [2, 3], None),  # within one node: no smaller level known, COMM_NULL
-    ((0, 0, 1, 1), [1, 2], "shared"),
-    ((), [0, 1], None),  # a transport that knows no nodes: one node
+@pytest.mark.parametrize(("nodes", "members", "spanned"), [
+    ((0, 0, 1, 1), [0, 1, 2, 3], 2),  # spans two nodes: the node is a smaller level
+    ((0, 0, 1, 1), [2, 3], 1),  # within one node: no smaller level known, COMM_NULL
+    ((0, 0, 1, 1), [1, 2], 2),
+    ((), [0, 1], 1),  # a transport that knows no nodes: one node
 ])
 def test_split_type_hw_unguided_splits_at_the_node_when_the_members_span_nodes(nodes, members,
-                                                                                kind):
+                                                                                spanned):
     from types import SimpleNamespace
 
     from collops.facade.comm import _split_kind
+    from collops.runtime.communicators import Communicators
     caps = SimpleNamespace(node_of_rank=nodes)
     comm = SimpleNamespace(transport=SimpleNamespace(capabilities=lambda: caps),
-                           group=SimpleNamespace(ranks=members))
-    assert _split_kind(comm, MPI.COMM_TYPE_HW_UNGUIDED, None) == kind
+                           _group=members)
+    assert Communicators.nodes_spanned.fget(comm) == spanned  # type: ignore[attr-defined]
+    comm.nodes_spanned = spanned
+    assert _split_kind(comm, MPI.COMM_TYPE_HW_UNGUIDED, None) == (
+        "shared" if spanned > 1 else None)
     assert _split_kind(comm, MPI.COMM_TYPE_SHARED, None) == "shared"
     assert _split_kind(comm, MPI.UNDEFINED, None) is None
     assert _split_kind(comm, 99, None) == 99  # collops' own split_type names it
-
-
-def test_alloc_mem_gives_mpi4pys_buffer_and_attach_gives_it_back():
-    import ctypes
-    buf = MPI.Alloc_mem(64)
-    assert isinstance(buf, MPI.buffer) and buf.nbytes == len(buf) == 64 and not buf.readonly
-    ctypes.memmove(buf.address, b"abc", 3)  # the address is the memory's own
-    assert bytes(buf[:3]) == b"abc" and buf.obj is None and MPI.Alloc_mem(0).address == 0
-    comm = MPI.COMM_SELF.Dup()
-    comm.Attach_buffer(buf)
-    back = comm.Detach_buffer()
-    assert back is buf and back.address == buf.address
-    comm.Attach_buffer(MPI.BUFFER_AUTOMATIC)
-    assert comm.Detach_buffer() is MPI.BUFFER_AUTOMATIC
-    comm.Free()
-    MPI.Free_mem(buf)
 
 
 def test_requests_and_messages_pickle_as_mpi4pys():

@@ -62,12 +62,6 @@ def _displaced(arr: np.ndarray, counts: list[int], displs: list[int],
     return {"out": arr[:rows_spanned(displs, counts)], name: displs}
 
 
-def _buffer_op(op: Any) -> Any:
-    """The collops operator a fast path passes for ``op``: a facade `Op`'s (None for a null
-    or freed one, or anything else: the general path says what is wrong)."""
-    return op.op if type(op) is Op else None
-
-
 class Collectives:
     """The buffer collectives of `Comm` (``self._comm`` is the collops communicator)."""
 
@@ -175,20 +169,19 @@ class Collectives:
         ``op`` a predefined operator (as `Allreduce` runs them); else `MISSED`."""
         x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
         out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
-        resolved = _buffer_op(op)
-        if x is None or out is None or resolved is None:
+        if x is None or out is None or type(op) is not Op or op.op is None:
             return MISSED
-        return method(x, resolved, out=out)
+        return method(x, op.op, out=out)
 
     def _fast_reduce(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any,
                      op: Op = SUM, root: int = 0) -> Any:
         """Ireduce started by collops' ``method`` as `Reduce` runs it; else `MISSED`."""
         x = sendbuf if type(sendbuf) is _ndarray else fast_array(sendbuf)
         out = recvbuf if type(recvbuf) is _ndarray else fast_array(recvbuf)
-        resolved = _buffer_op(op)
-        if x is None or (out is None and recvbuf is not None) or resolved is None:
+        if x is None or (out is None and recvbuf is not None) or type(op) is not Op \
+                or op.op is None:  # (a null or freed operator: the general path says so)
             return MISSED
-        return method(x, resolved, root, out=out if self._comm.rank == root else None)
+        return method(x, op.op, root, out=out if self._comm.rank == root else None)
 
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: Op = SUM, root: int = 0) -> None:
         """The reduction of every rank's ``sendbuf`` into the root's ``recvbuf``."""
@@ -211,10 +204,11 @@ class Collectives:
         before = _copier(x, out) if _in_place(sendbuf) else None
         return Call(name, (x, as_op(op, call)), {"out": out}, before)
 
-    def _fast_scan(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any,
-                   op: Op = SUM) -> Any:
-        """Scan or Exscan started by collops' ``method`` when both buffers are plain (1-D)
-        and ``op`` a usable facade operator; else `MISSED`."""
+    def _fast_paired(self, method: Callable[..., Any], sendbuf: Any, recvbuf: Any,
+                     op: Op = SUM) -> Any:
+        """A reduction of one send and one receive buffer (`Scan`, `Exscan`,
+        `Reduce_scatter_block`) started by collops' ``method`` when both buffers are plain
+        (1-D) and ``op`` a usable facade operator (not null nor freed); else `MISSED`."""
         pair = plain_pair(sendbuf, recvbuf)
         if pair is None or type(op) is not Op or op.op is None:
             return MISSED
@@ -223,7 +217,7 @@ class Collectives:
     def Scan(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
         """Inclusive prefix reduction into ``recvbuf``."""
         try:
-            if self._fast_scan(self._comm.scan, sendbuf, recvbuf, op) is not MISSED:
+            if self._fast_paired(self._comm.scan, sendbuf, recvbuf, op) is not MISSED:
                 return
         except CollopsError as exc:
             raise mpi_error(exc) from None
@@ -232,7 +226,7 @@ class Collectives:
     def Exscan(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
         """Exclusive prefix reduction into ``recvbuf`` (rank 0's is left as it is)."""
         try:
-            if self._fast_scan(self._comm.exscan, sendbuf, recvbuf, op) is not MISSED:
+            if self._fast_paired(self._comm.exscan, sendbuf, recvbuf, op) is not MISSED:
                 return
         except CollopsError as exc:
             raise mpi_error(exc) from None
@@ -251,19 +245,10 @@ class Collectives:
                      (self._send(sendbuf, call, stage, size), as_op(op, call)),
                      {"out": self._recv(recvbuf, call, stage)})
 
-    def _fast_reduce_scatter_block(self, method: Callable[..., Any], sendbuf: Any,
-                                   recvbuf: Any, op: Op = SUM) -> Any:
-        """Reduce_scatter_block started by collops' ``method`` when both buffers are plain
-        (1-D) and ``op`` a usable facade operator; else `MISSED`."""
-        pair = plain_pair(sendbuf, recvbuf)
-        if pair is None or type(op) is not Op or op.op is None:
-            return MISSED
-        return method(pair[0], op.op, out=pair[1])
-
     def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: Op = SUM) -> None:
         """Block ``rank`` of the reduction of every rank's ``sendbuf``, into ``recvbuf``."""
         try:
-            if self._fast_reduce_scatter_block(self._comm.reduce_scatter_block, sendbuf,
+            if self._fast_paired(self._comm.reduce_scatter_block, sendbuf,
                                                recvbuf, op) is not MISSED:
                 return
         except CollopsError as exc:
@@ -604,11 +589,11 @@ class Collectives:
         _fast_allreduce)
     Ireduce, Reduce_init = forms(Reduce, _reduce, _fast_reduce)
     Iscan, Scan_init = forms(Scan, lambda self, s, r, op, call: self._scan("scan", s, r, op,
-                                                                            call), _fast_scan)
+                                                                            call), _fast_paired)
     Iexscan, Exscan_init = forms(
-        Exscan, lambda self, s, r, op, call: self._scan("exscan", s, r, op, call), _fast_scan)
+        Exscan, lambda self, s, r, op, call: self._scan("exscan", s, r, op, call), _fast_paired)
     Ireduce_scatter_block, Reduce_scatter_block_init = forms(
-        Reduce_scatter_block, _reduce_scatter_block, _fast_reduce_scatter_block)
+        Reduce_scatter_block, _reduce_scatter_block, _fast_paired)
     _, Reduce_scatter_init = forms(Reduce_scatter, _reduce_scatter, _fast_reduce_scatter)
 
     def Ireduce_scatter(self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None,

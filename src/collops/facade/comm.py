@@ -59,9 +59,7 @@ def _split_kind(comm: Any, split_type: int, info: Any) -> Any:
         asked = info.get(HW_RESOURCE_TYPE) if isinstance(info, dict) else None
         return "shared" if asked == SHARED_MEMORY else None
     if split_type == COMM_TYPE_HW_UNGUIDED:
-        nodes = comm.transport.capabilities().node_of_rank
-        spanned = {nodes[rank] for rank in comm.group.ranks} if nodes else set()
-        return "shared" if len(spanned) > 1 else None
+        return "shared" if comm.nodes_spanned > 1 else None
     return split_type
 
 

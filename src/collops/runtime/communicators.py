@@ -309,6 +309,14 @@ class Communicators(FastPaths):
         return Request(self, self._split("split_type", color, key, seq,  # type: ignore[no-any-return]
                                          f"{self.name}.split_type({split_type})"), True).wait()
 
+    @property
+    def nodes_spanned(self) -> int:
+        """How many of the transport's nodes this communicator's ranks are on (1 when the
+        transport knows no nodes): the node is a level smaller than the communicator when
+        this is more than 1."""
+        nodes = self.transport.capabilities().node_of_rank
+        return len({nodes[rank] for rank in self._group}) if nodes else 1
+
     # -- groups and comparison ------------------------------------------------------------------
     @property
     def group(self) -> Group:
