@@ -178,6 +178,22 @@ def test_split_type_hw_unguided_splits_at_the_node_when_the_members_span_nodes(n
     assert _split_kind(comm, 99, None) == 99  # collops' own split_type names it
 
 
+def test_alloc_mem_gives_mpi4pys_buffer_and_attach_gives_it_back():
+    import ctypes
+    buf = MPI.Alloc_mem(64)
+    assert isinstance(buf, MPI.buffer) and buf.nbytes == len(buf) == 64 and not buf.readonly
+    ctypes.memmove(buf.address, b"abc", 3)  # the address is the memory's own
+    assert bytes(buf[:3]) == b"abc" and buf.obj is None and MPI.Alloc_mem(0).address == 0
+    comm = MPI.COMM_SELF.Dup()
+    comm.Attach_buffer(buf)
+    back = comm.Detach_buffer()
+    assert back is buf and back.address == buf.address
+    comm.Attach_buffer(MPI.BUFFER_AUTOMATIC)
+    assert comm.Detach_buffer() is MPI.BUFFER_AUTOMATIC
+    comm.Free()
+    MPI.Free_mem(buf)
+
+
 def test_requests_and_messages_pickle_as_mpi4pys():
     import pickle
     for handle in (MPI.REQUEST_NULL, MPI.MESSAGE_NULL, MPI.MESSAGE_NO_PROC):
